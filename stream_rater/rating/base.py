@@ -1,0 +1,119 @@
+"""The shape every rating model shares: a state (`Rating`), an outcome (`Outcome`) and a
+model object (`RatingModel`) that holds its parameters and turns priors into posteriors.
+
+Models are pure: no I/O, plain floats/numpy/scipy. The processor talks to every model
+through `RatingModel.rate_match` only, so adding a model never touches the processor.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+Teams = Sequence[Sequence["Rating"]]
+PerPlayer = Sequence[Sequence[float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rating:
+    """A player's rating state: mean `mu` and, for Bayesian models, std-dev `sigma`.
+
+    Elo-family states have ``sigma=None`` and ``mu`` is the rating itself.
+    """
+
+    mu: float
+    sigma: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything a match says about its result, in the teams' order.
+
+    - ``ranks``: one per team, lower is better, equal ranks are a draw.
+    - ``weights``: partial play per player in (0, 1] (TrueSkill); None = all 1.
+    - ``scores``: per-player score (SPH Elo); None when the event gave none.
+    - ``seconds_played``: per-player time in the match (SPH Elo).
+    - ``elapsed``: per-player seconds since that player's previous match, None for a first
+      match (time-scaled dynamics).
+    - ``rated``: per-player flag; unrated players take part in nobody's update.
+    """
+
+    ranks: Sequence[float]
+    weights: PerPlayer | None = None
+    scores: PerPlayer | None = None
+    seconds_played: PerPlayer | None = None
+    elapsed: Sequence[Sequence[float | None]] | None = None
+    rated: Sequence[Sequence[bool]] | None = None
+
+
+class RatingModel(ABC):
+    """A rating model: parameters + the update rule.
+
+    Subclasses implement `_rate` (all players rated) and `win_probabilities`; `rate_match`
+    removes unrated players (and teams left empty) first, so every model treats
+    ``rated=False`` the same way: such a player keeps its prior and influences nobody.
+    """
+
+    #: Name used in ladder configuration and in rating-changed events.
+    name: ClassVar[str]
+    #: True for models whose states carry a sigma (TrueSkill).
+    has_sigma: ClassVar[bool] = False
+    #: True when team-level context effects can be learned as extra team members.
+    supports_effects: ClassVar[bool] = True
+    #: True when the model needs per-player ``score`` and ``seconds_played``.
+    needs_scores: ClassVar[bool] = False
+
+    @abstractmethod
+    def initial(self) -> Rating:
+        """The prior state of a player never seen before."""
+
+    def display(self, rating: Rating) -> float:
+        """What a leaderboard shows; the rating itself unless the model says otherwise."""
+        return rating.mu
+
+    @abstractmethod
+    def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
+        """Posterior states for a match in which every player is rated."""
+
+    @abstractmethod
+    def win_probabilities(self, teams: Teams) -> list[float]:
+        """P(each team finishes first) under the model; sums to 1."""
+
+    def rate_match(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
+        """Posterior states for every player of `teams`, same shape.
+
+        Unrated players keep their prior; teams with no rated player drop out of the match;
+        fewer than two teams left means nothing changes.
+        """
+        if outcome.rated is None or all(all(team) for team in outcome.rated):
+            return self._rate(teams, outcome)
+        kept = [
+            (t, [p for p, ok in enumerate(outcome.rated[t]) if ok])
+            for t in range(len(teams))
+        ]
+        kept = [(t, players) for t, players in kept if players]
+        result = [list(team) for team in teams]
+        if len(kept) < 2:
+            return result
+
+        def pick(per_player: Sequence[Sequence] | None) -> list[list] | None:
+            if per_player is None:
+                return None
+            return [[per_player[t][p] for p in players] for t, players in kept]
+
+        sub_outcome = Outcome(
+            ranks=[outcome.ranks[t] for t, _ in kept],
+            weights=pick(outcome.weights),
+            scores=pick(outcome.scores),
+            seconds_played=pick(outcome.seconds_played),
+            elapsed=pick(outcome.elapsed),
+        )
+        sub_teams = pick(teams)
+        assert sub_teams is not None
+        posterior = self._rate(sub_teams, sub_outcome)
+        for (t, players), new_team in zip(kept, posterior):
+            for p, new in zip(players, new_team):
+                result[t][p] = new
+        return result
