@@ -1,0 +1,25 @@
+"""Player-state persistence behind one small interface (`StateStore`).
+
+- `memory.MemoryStore` — in-process, for replay and unit tests.
+- `redis_store.RedisStore` — the real one: one read pipeline + one atomic Lua commit per batch.
+"""
+
+from stream_rater.store.base import (
+    Commit,
+    CommitConflict,
+    PlayerState,
+    Snapshot,
+    StateStore,
+    StateWrite,
+    open_store,
+)
+
+__all__ = [
+    "Commit",
+    "CommitConflict",
+    "PlayerState",
+    "Snapshot",
+    "StateStore",
+    "StateWrite",
+    "open_store",
+]

@@ -1,0 +1,127 @@
+"""The state-store interface and the value types that cross it.
+
+A batch is processed as: one `read` (states + "match applied" markers of every player and
+match in the batch), pure computation, one `commit`. `commit` is atomic: it verifies that
+every state is still at the version that was read and that no match of the batch has been
+applied meanwhile, then writes all states, markers, leaderboard scores and history entries —
+or writes nothing and raises `CommitConflict`, after which the caller re-reads and recomputes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import msgpack
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerState:
+    """A stored rating state. ``version`` counts commits that changed it (0 = never stored)."""
+
+    mu: float
+    sigma: float | None
+    games: int = 0
+    last_played: float | None = None
+    version: int = 0
+
+    def pack(self) -> bytes:
+        """Compact msgpack form: ``[mu, sigma, games, last_played, version]``."""
+        return msgpack.packb(
+            [self.mu, self.sigma, self.games, self.last_played, self.version], use_bin_type=True
+        )
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> PlayerState:
+        """Inverse of `pack`."""
+        mu, sigma, games, last_played, version = msgpack.unpackb(raw, raw=False)
+        return cls(mu, sigma, games, last_played, version)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What one `read` returns: stored states (absent = never rated) and applied matches."""
+
+    players: dict[str, PlayerState]
+    effects: dict[str, PlayerState]
+    applied: dict[str, list[dict]]
+
+
+@dataclass(frozen=True, slots=True)
+class StateWrite:
+    """A new state for one player or effect, valid only if the stored one is still at
+    ``expected_version`` (0 = must not exist yet)."""
+
+    player_id: str
+    state: PlayerState
+    expected_version: int
+    is_effect: bool = False
+    leaderboard_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Everything one batch of one ladder writes, atomically."""
+
+    ladder: str
+    writes: Sequence[StateWrite]
+    markers: Mapping[str, list[dict]]
+    history: Mapping[str, list[dict]] = field(default_factory=dict)
+
+
+class CommitConflict(Exception):
+    """The commit was refused: a state changed since it was read, or a match was applied."""
+
+
+class StateStore(ABC):
+    """Persistence of ladders' player states, match markers, leaderboards and histories."""
+
+    #: Round trips to the backing service so far (reads + commits); 0 for in-memory stores.
+    round_trips: int = 0
+
+    @abstractmethod
+    async def read(
+        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
+    ) -> Snapshot:
+        """States of the given players/effects and the stored events of applied matches."""
+
+    @abstractmethod
+    async def commit(self, commit: Commit) -> None:
+        """Apply `commit` atomically or raise `CommitConflict` having written nothing."""
+
+    @abstractmethod
+    async def players(self, ladder: str, effects: bool = False) -> dict[str, PlayerState]:
+        """Every stored player (or effect) state of `ladder`."""
+
+    @abstractmethod
+    async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
+        """The `top` players of `ladder` by display rating, best first."""
+
+    @abstractmethod
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+        """The player's most recent rating-changed events, newest first."""
+
+    @abstractmethod
+    async def ladders(self) -> list[str]:
+        """Names of the ladders that have stored players."""
+
+    async def ping(self) -> bool:
+        """True when the store answers."""
+        return True
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+def open_store(url: str, *, history_limit: int = 100, marker_ttl: float = 0.0) -> StateStore:
+    """A store for `url`: ``memory`` or ``redis://…``/``rediss://…``/``unix://…``."""
+    if url in ("memory", "memory://"):
+        from stream_rater.store.memory import MemoryStore
+
+        return MemoryStore(history_limit=history_limit)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from stream_rater.store.redis_store import RedisStore
+
+        return RedisStore.from_url(url, history_limit=history_limit, marker_ttl=marker_ttl)
+    raise ValueError(f"unknown store URL {url!r}: use 'memory' or 'redis://host:port/db'")
