@@ -1,0 +1,75 @@
+"""Service configuration: environment variables with the ``STREAM_RATER_`` prefix, each
+mirrored by a CLI flag (flags win). Every field documents itself in ``metadata["help"]``,
+which the CLI's ``--help`` and the README's configuration table show.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+ENV_PREFIX = "STREAM_RATER_"
+
+
+def _field(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a worker or CLI command needs to know about its environment.
+
+    ``broker``/``redis_url`` empty means "not configured": `dev` and `demo` then start the
+    embedded local runtime.
+    """
+
+    broker: str = _field("", "Kafka bootstrap URL, e.g. kafka://host:9092 (empty: embedded runtime for dev/demo)")
+    redis_url: str = _field("", "Redis URL, e.g. redis://host:6379/0 or rediss:// for TLS (empty: embedded)")
+    web_port: int = _field(6066, "port of the worker's web server (metrics, health, dashboard)")
+    web_host: str = _field("127.0.0.1", "address the web server binds to")
+    ladders_file: str = _field("", "TOML file of ladders (model and parameters per ladder)")
+    topic_matches: str = _field("matches", "topic of match-finished events (in)")
+    topic_updates: str = _field("rating-updates", "topic of rating-changed events (out)")
+    topic_dlq: str = _field("matches-dlq", "dead-letter topic for invalid events")
+    partitions: int = _field(8, "partition count used when the worker creates missing topics")
+    batch_size: int = _field(500, "largest batch of matches processed together")
+    batch_seconds: float = _field(0.05, "longest wait to fill a batch, in seconds")
+    consumer_group: str = _field("stream-rater", "Kafka consumer group of the workers")
+    marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
+    history_limit: int = _field(100, "rating changes kept per player for the dashboard")
+    max_event_bytes: int = _field(64 * 1024, "largest accepted match-finished event, in bytes")
+    kafka_security_protocol: str = _field("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    kafka_sasl_mechanism: str = _field("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+    kafka_sasl_username: str = _field("", "SASL user name")
+    kafka_sasl_password: str = _field("", "SASL password")
+    kafka_ssl_cafile: str = _field("", "CA bundle for SSL/SASL_SSL")
+    log_level: str = _field("info", "debug, info, warning or error")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``STREAM_RATER_<FIELD>`` variables; unset ones keep their defaults."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = environ.get(env_name(f.name))
+            if raw is not None and raw != "":
+                values[f.name] = _convert(f.name, raw, type(f.default))
+        return cls(**values)
+
+    def override(self, **flags: Any) -> Settings:
+        """A copy with the CLI flags that were given (None = not given)."""
+        return replace(self, **{k: v for k, v in flags.items() if v is not None})
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable for a settings field, e.g. ``STREAM_RATER_REDIS_URL``."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def _convert(name: str, raw: str, kind: type) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{env_name(name)}={raw!r}: expected {kind.__name__}") from None

@@ -1,0 +1,107 @@
+"""The state-store contract, checked on the in-memory store and on a real Redis alike."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from stream_rater.store import Commit, CommitConflict, PlayerState, StateWrite, open_store
+from stream_rater.store.redis_store import RedisStore, ladder_key
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request):
+    """A fresh store of each kind; the Redis one on the suite's real Redis server."""
+    if request.param == "memory":
+        s = open_store("memory", history_limit=3)
+    else:
+        s = open_store(request.getfixturevalue("redis_url"), history_limit=3)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def ladder() -> str:
+    """A ladder name no other test uses, so tests never share Redis state."""
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def write(pid: str, mu: float, version: int, expected: int, score: float | None = None, **kw) -> StateWrite:
+    return StateWrite(pid, PlayerState(mu, 1.0, version, 100.0, version), expected, leaderboard_score=score, **kw)
+
+
+async def test_read_of_unknown_players_is_empty(store, ladder):
+    """Players and matches never written are absent from a snapshot."""
+    snap = await store.read(ladder, ["a"], ["home"], ["m1"])
+    assert (snap.players, snap.effects, snap.applied) == ({}, {}, {})
+
+
+async def test_commit_writes_states_markers_leaderboard_history(store, ladder):
+    """A commit stores states, effects, the applied marker, leaderboard scores and history."""
+    events = [{"event_id": "m1:a"}, {"event_id": "m1:b"}]
+    await store.commit(Commit(
+        ladder,
+        [write("a", 27.0, 1, 0, score=5.0), write("b", 23.0, 1, 0, score=1.0), write("home", 0.5, 1, 0, is_effect=True)],
+        {"m1": events},
+        {"a": [events[0]], "b": [events[1]]},
+    ))
+    snap = await store.read(ladder, ["a", "b", "c"], ["home"], ["m1", "m2"])
+    assert snap.players["a"] == PlayerState(27.0, 1.0, 1, 100.0, 1)
+    assert set(snap.players) == {"a", "b"}
+    assert snap.effects["home"].mu == 0.5
+    assert snap.applied == {"m1": events}
+    assert await store.leaderboard(ladder, 10) == [("a", 5.0), ("b", 1.0)]
+    assert await store.history(ladder, "a", 10) == [events[0]]
+    assert ladder in await store.ladders()
+    assert set(await store.players(ladder, effects=True)) == {"home"}
+
+
+async def test_stale_version_is_refused_and_writes_nothing(store, ladder):
+    """A write expecting an outdated version fails the whole commit, markers included."""
+    await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": []}))
+    with pytest.raises(CommitConflict):
+        await store.commit(Commit(ladder, [write("b", 30.0, 1, 0), write("a", 20.0, 1, 0)], {"m2": []}))
+    snap = await store.read(ladder, ["a", "b"], [], ["m2"])
+    assert snap.players["a"].mu == 26.0
+    assert "b" not in snap.players and snap.applied == {}
+
+
+async def test_applied_match_is_refused(store, ladder):
+    """A commit containing an already-applied match is refused, even with fresh versions."""
+    await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": []}))
+    with pytest.raises(CommitConflict, match="already applied"):
+        await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m1": []}))
+    assert (await store.read(ladder, ["a"], [], [])).players["a"].mu == 26.0
+
+
+async def test_history_is_capped_newest_first(store, ladder):
+    """A player's history keeps only the newest `history_limit` entries, newest first."""
+    for v in range(1, 6):
+        await store.commit(Commit(ladder, [write("a", float(v), v, v - 1)], {f"m{v}": []}, {"a": [{"n": v}]}))
+    assert await store.history(ladder, "a", 10) == [{"n": 5}, {"n": 4}, {"n": 3}]
+
+
+async def test_states_without_sigma_round_trip(store, ladder):
+    """Elo-family states (sigma None, never played) survive the store unchanged."""
+    state = PlayerState(512.5, None, 3, None, 1)
+    await store.commit(Commit(ladder, [StateWrite("a", state, 0)], {"m": []}))
+    assert (await store.read(ladder, ["a"], [], [])).players["a"] == state
+
+
+async def test_redis_keys_share_the_ladder_hash_tag(redis_url, ladder):
+    """Every key a commit writes carries the ladder's cluster hash tag."""
+    store = RedisStore.from_url(redis_url)
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0)], {"m1": []}, {"a": [{}]}))
+    keys = sorted([k.decode() async for k in store.client.scan_iter(match=f"*{ladder}*")])
+    assert keys == sorted(ladder_key(ladder, s) for s in ("players", "lb", "m:m1", "h:a"))
+    assert all(f"{{{ladder}}}" in k for k in keys)
+    await store.close()
+
+
+async def test_redis_marker_ttl_is_set(redis_url, ladder):
+    """With a marker TTL configured, applied markers expire."""
+    store = RedisStore.from_url(redis_url, marker_ttl=3600)
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    assert 0 < await store.client.ttl(ladder_key(ladder, "m:m1")) <= 3600
+    await store.close()
