@@ -37,6 +37,7 @@ class Settings:
     batch_size: int = _field(500, "largest batch of matches processed together")
     batch_seconds: float = _field(0.05, "longest wait to fill a batch, in seconds")
     consumer_group: str = _field("stream-rater", "Kafka consumer group of the workers")
+    session_timeout: float = _field(10.0, "Kafka consumer-group session timeout, in seconds")
     marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
     history_limit: int = _field(100, "rating changes kept per player for the dashboard")
     max_event_bytes: int = _field(64 * 1024, "largest accepted match-finished event, in bytes")

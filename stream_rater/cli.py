@@ -1,0 +1,222 @@
+"""The ``stream-rater`` command line: one entry point, one subcommand per job.
+
+Each ``cmd_*`` function parses nothing itself: `build_parser` declares the flags (service
+flags mirror `Settings` fields and default to their ``STREAM_RATER_*`` variables) and the
+function does the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import fields
+from typing import Any, TextIO
+
+from stream_rater.adapters import FORMATS, read_records
+from stream_rater.ladders import Ladders, load_ladders, parse_param
+from stream_rater.settings import Settings, env_name
+
+EXIT_BAD_INPUT = 2
+
+
+def _settings_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """Flags for the named `Settings` fields, e.g. ``--redis-url`` (alias ``--redis``)."""
+    by_name = {f.name: f for f in fields(Settings)}
+    aliases = {"redis_url": ["--redis"], "broker": ["--kafka"]}
+    for name in names:
+        f = by_name[name]
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(
+            flag, *aliases.get(name, []), dest=name, type=type(f.default), default=None,
+            help=f"{f.metadata['help']} [env {env_name(name)}, default {f.default!r}]",
+        )
+
+
+def _input_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' or none: stdin)")
+    parser.add_argument("--format", choices=FORMATS, default="jsonl", help="input format (default jsonl)")
+    parser.add_argument("--home-effect", action="store_true",
+                        help="football: mark the home team of non-neutral matches with the 'home' effect")
+    parser.add_argument("--ladder", help="rate every match on this ladder (overrides the events')")
+    parser.add_argument("--model", help="model of that ladder (e.g. trueskill, sph-elo, elo)")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="model parameter (constructor keyword), repeatable")
+    parser.add_argument("--strict", action="store_true", help="stop at the first bad line instead of skipping it")
+    parser.add_argument("--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)")
+    _settings_flags(parser, ["ladders_file"])
+
+
+def _store_flag(parser: argparse.ArgumentParser, default: str | None) -> None:
+    parser.add_argument("--store", default=default, required=default is None,
+                        help="'memory' or a Redis URL (redis://host:port/db)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``stream-rater`` argument parser."""
+    parser = argparse.ArgumentParser(prog="stream-rater", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("replay", help="apply match files offline; print rating-changed events")
+    _input_flags(p)
+    _store_flag(p, "memory")
+    p.add_argument("--out", help="write events here instead of stdout")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("ratings", help="every player's state as JSON lines")
+    p.add_argument("--ladder", default="default")
+    p.add_argument("--effects", action="store_true", help="list the ladder's context effects instead")
+    _store_flag(p, None)
+    _settings_flags(p, ["ladders_file"])
+    p.set_defaults(func=cmd_ratings)
+
+    p = sub.add_parser("leaderboard", help="the top of a ladder by display rating")
+    p.add_argument("--ladder", default="default")
+    p.add_argument("--top", type=int, default=20)
+    _store_flag(p, None)
+    _settings_flags(p, ["ladders_file"])
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
+    p.add_argument("what", choices=["engines"], help="engines: µs per rate() vs peer packages")
+    p.add_argument("--repeat", type=int, default=2000, help="rate() calls per shape and engine")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``stream-rater`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError) as exc:
+        print(f"stream-rater {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _ladders(args: argparse.Namespace) -> Ladders:
+    settings = Settings.from_env().override(ladders_file=getattr(args, "ladders_file", None))
+    ladders = load_ladders(settings.ladders_file or None, os.environ)
+    model = getattr(args, "model", None)
+    params = dict(parse_param(p) for p in getattr(args, "param", []))
+    if model or params:
+        name = getattr(args, "ladder", None) or "default"
+        ladders = ladders.configure(name, model, params)
+    return ladders
+
+
+def _open_inputs(files: Sequence[str], stack: ExitStack) -> Iterator[tuple[str, TextIO]]:
+    if not files or files == ["-"]:
+        yield "<stdin>", sys.stdin
+        return
+    for path in files:
+        yield path, stack.enter_context(open(path, encoding="utf-8", newline=""))
+
+
+def _progress(iterable: Any, total_hint: str) -> Any:
+    if not sys.stderr.isatty():
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, unit=" matches", desc=total_hint, file=sys.stderr)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``replay``: validate, apply in order, print rating-changed events as JSON lines."""
+    from stream_rater.processor import Processor
+    from stream_rater.replay import replay, validated
+    from stream_rater.store import open_store
+
+    ladders = _ladders(args)
+    rejected = 0
+
+    def report(where: str, reason: str) -> None:
+        nonlocal rejected
+        rejected += 1
+        print(f"{where}: {reason}", file=sys.stderr)
+
+    with ExitStack() as stack:
+        out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
+        records = read_records(_open_inputs(args.files, stack), args.format, home_effect=args.home_effect)
+        matches = validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)
+
+        async def run() -> Any:
+            store = open_store(args.store)
+            try:
+                return await replay(
+                    _progress(matches, "replay"), Processor(ladders, store), batch_size=args.batch_size,
+                    on_result=lambda r: out.writelines(json.dumps(e) + "\n" for e in r.events),
+                )
+            finally:
+                await store.close()
+
+        summary = asyncio.run(run())
+    summary.rejected = rejected
+    summary.read += rejected
+    print(summary.line(), file=sys.stderr)
+    return EXIT_BAD_INPUT if rejected and args.strict else 0
+
+
+def cmd_ratings(args: argparse.Namespace) -> int:
+    """``ratings``: every stored player (or effect) of a ladder as JSON lines."""
+    from stream_rater.store import open_store
+
+    model = _ladders(args).get(args.ladder).rating_model
+
+    async def run() -> None:
+        store = open_store(args.store)
+        try:
+            states = await store.players(args.ladder, effects=args.effects)
+        finally:
+            await store.close()
+        from stream_rater.rating.base import Rating
+
+        for player_id, s in sorted(states.items()):
+            row = {
+                "player_id": player_id, "mu": s.mu, "sigma": s.sigma,
+                "rating": model.display(Rating(s.mu, s.sigma)), "games": s.games,
+                "last_played": s.last_played, "version": s.version,
+            }
+            print(json.dumps(row))
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """``leaderboard``: the top N players of a ladder, best first."""
+    from stream_rater.store import open_store
+
+    async def run() -> None:
+        store = open_store(args.store)
+        try:
+            rows = await store.leaderboard(args.ladder, args.top)
+            states = await store.read(args.ladder, [p for p, _ in rows], [], [])
+        finally:
+            await store.close()
+        print(f"{'#':>4}  {'player':<32} {'rating':>9} {'mu':>9} {'sigma':>8} {'games':>6}")
+        for rank, (player_id, rating) in enumerate(rows, start=1):
+            s = states.players[player_id]
+            sigma = "" if s.sigma is None else f"{s.sigma:8.3f}"
+            print(f"{rank:>4}  {player_id:<32} {rating:9.3f} {s.mu:9.3f} {sigma:>8} {s.games:>6}")
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``bench``: run a benchmark and print its table."""
+    from stream_rater.bench import engines
+
+    engines.run(repeat=args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

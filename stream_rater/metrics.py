@@ -1,0 +1,46 @@
+"""Prometheus metrics of the worker (prometheus-client; seconds as units, ``_total``
+counters, no player ids as labels). Served at ``/metrics`` by the worker's web server."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+MATCHES_CONSUMED = Counter("stream_rater_matches_consumed", "Match-finished events read from Kafka")
+MATCHES_APPLIED = Counter("stream_rater_matches_applied", "Matches applied (committed to the store)", ["ladder"])
+MATCHES_DUPLICATE = Counter(
+    "stream_rater_matches_duplicate", "Matches skipped because they had been applied already", ["ladder"]
+)
+MATCHES_REJECTED = Counter(
+    "stream_rater_matches_rejected", "Invalid match events, by reason (the failing field)", ["reason"]
+)
+DEAD_LETTERS = Counter("stream_rater_dead_letters", "Events written to the dead-letter topic")
+RATING_CHANGES = Counter("stream_rater_rating_changes_emitted", "Rating-changed events produced")
+COMMIT_CONFLICTS = Counter("stream_rater_commit_conflicts", "Store commits refused by the version check")
+BATCH_RETRIES = Counter(
+    "stream_rater_batch_retries", "Batches retried after a Redis or broker error", ["error"]
+)
+BATCH_SIZE = Histogram(
+    "stream_rater_batch_size", "Events per processed batch",
+    buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500),
+)
+EVENT_LATENCY = Histogram(
+    "stream_rater_event_latency_seconds", "Match finished_at → rating change emitted",
+    buckets=_LATENCY_BUCKETS + (60.0, 300.0, 3600.0),
+)
+PROCESSING_LATENCY = Histogram(
+    "stream_rater_processing_latency_seconds", "Batch consumed → committed and produced",
+    buckets=_LATENCY_BUCKETS,
+)
+STORE_ROUND_TRIP = Histogram(
+    "stream_rater_store_round_trip_seconds", "Duration of one store operation", ["operation"],
+    buckets=_LATENCY_BUCKETS,
+)
+CONSUMER_LAG = Gauge("stream_rater_consumer_lag", "Messages behind the partition end", ["topic", "partition"])
+WORKER_UP = Gauge("stream_rater_worker_up", "1 while the worker runs")
+
+
+def exposition() -> tuple[bytes, str]:
+    """The current metrics in the Prometheus text format, with its content type."""
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

@@ -1,0 +1,215 @@
+"""Batch of validated match events in → state commits + rating-changed events out.
+
+Transport-agnostic (no faust): the stream worker and `replay` both call `Processor.process`,
+so what the stream computes and what a replay computes are the same by construction.
+
+Per ladder, a batch costs one store read and one store commit. Matches are applied in order
+in memory (a later match of the batch sees the earlier ones' results). If the commit is refused
+(another worker changed a player meanwhile, or applied one of the matches), the batch is
+re-read and recomputed — never read-modify-write without the version check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from stream_rater.events import MatchFinished, RatingChanged, format_timestamp
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.rating.base import Outcome, Rating, RatingModel
+from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore, StateWrite
+
+
+@dataclass(frozen=True, slots=True)
+class MatchResult:
+    """One match's rating-changed events; ``duplicate`` = it had been applied before."""
+
+    match: MatchFinished
+    events: list[dict]
+    duplicate: bool
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """Results in input order, plus how many commits were refused and retried."""
+
+    results: list[MatchResult] = field(default_factory=list)
+    conflicts: int = 0
+
+    @property
+    def events(self) -> list[dict]:
+        """Every rating-changed event of the batch, in order (duplicates re-emit theirs)."""
+        return [e for r in self.results for e in r.events]
+
+
+class TooManyConflicts(RuntimeError):
+    """A batch kept conflicting with concurrent commits beyond the retry limit."""
+
+
+@dataclass(slots=True)
+class _Plan:
+    results: list[MatchResult]
+    commit: Commit
+
+
+def _rating(state: PlayerState) -> Rating:
+    return Rating(state.mu, state.sigma)
+
+
+def _per_player(match: MatchFinished, attr: str, default: object) -> list[list]:
+    return [
+        [default if (v := getattr(p, attr)) is None else v for p in team.players] for team in match.teams
+    ]
+
+
+def plan_batch(ladder: Ladder, matches: Sequence[MatchFinished], snapshot: Snapshot, processed_at: str) -> _Plan:
+    """Apply `matches` (all of `ladder`) in order to `snapshot`; pure, no I/O.
+
+    Returns the results and the commit that makes them durable: new states expecting the
+    versions of the snapshot, one marker per newly applied match, leaderboard scores and
+    history entries.
+    """
+    model: RatingModel = ladder.rating_model
+    initial = model.initial()
+    players: dict[str, PlayerState] = {}
+    effects: dict[str, PlayerState] = {}
+    applied = dict(snapshot.applied)
+    markers: dict[str, list[dict]] = {}
+    history: dict[str, list[dict]] = {}
+    results: list[MatchResult] = []
+
+    def state(table: dict[str, PlayerState], stored: dict[str, PlayerState], key: str) -> PlayerState:
+        found = table.get(key) or stored.get(key)
+        return found if found is not None else PlayerState(initial.mu, initial.sigma)
+
+    for match in matches:
+        if match.match_id in applied:
+            results.append(MatchResult(match, applied[match.match_id], duplicate=True))
+            continue
+        at = match.finished_at
+        priors = [[state(players, snapshot.players, p.id) for p in team.players] for team in match.teams]
+        effect_priors = [[state(effects, snapshot.effects, e) for e in team.effects] for team in match.teams]
+        teams = [
+            [_rating(s) for s in team + extra] for team, extra in zip(priors, effect_priors)
+        ]
+        elapsed = [
+            [None if s.last_played is None else max(0.0, at - s.last_played) for s in team + extra]
+            for team, extra in zip(priors, effect_priors)
+        ]
+        has_effects = any(team.effects for team in match.teams)
+        pad = [[1.0] * len(team.effects) for team in match.teams]
+        weights = rated = scores = seconds = None
+        if has_effects or any(p.weight != 1.0 for team in match.teams for p in team.players):
+            weights = [w + e for w, e in zip(_per_player(match, "weight", 1.0), pad)]
+        if any(not p.rated for team in match.teams for p in team.players):
+            rated = [r + [True] * len(e) for r, e in zip(_per_player(match, "rated", True), pad)]
+        if model.needs_scores:
+            scores = _per_player(match, "score", 0.0)
+            seconds = _per_player(match, "seconds_played", 0.0)
+        outcome = Outcome(
+            ranks=match.ranks(), weights=weights, scores=scores, seconds_played=seconds,
+            elapsed=elapsed, rated=rated,
+        )
+        posterior = model.rate_match(teams, outcome)
+
+        events: list[dict] = []
+        finished_at = format_timestamp(at)
+        for team, team_priors, team_effects, team_post in zip(match.teams, priors, effect_priors, posterior):
+            for player, prior, new in zip(team.players, team_priors, team_post):
+                if not player.rated:
+                    continue
+                last = at if prior.last_played is None else max(prior.last_played, at)
+                after = PlayerState(new.mu, new.sigma, prior.games + 1, last, prior.version)
+                players[player.id] = after
+                event = RatingChanged(
+                    event_id=f"{match.match_id}:{player.id}",
+                    match_id=match.match_id,
+                    ladder=ladder.name,
+                    player_id=player.id,
+                    model=model.name,
+                    before={"mu": prior.mu, "sigma": prior.sigma},
+                    after={"mu": new.mu, "sigma": new.sigma},
+                    rating=model.display(new),
+                    delta=new.mu - prior.mu,
+                    games=after.games,
+                    finished_at=finished_at,
+                    processed_at=processed_at,
+                ).to_dict()
+                events.append(event)
+                history.setdefault(player.id, []).append(event)
+            for name, prior, new in zip(team.effects, team_effects, team_post[len(team.players):]):
+                last = at if prior.last_played is None else max(prior.last_played, at)
+                effects[name] = PlayerState(new.mu, new.sigma, prior.games + 1, last, prior.version)
+        applied[match.match_id] = events
+        markers[match.match_id] = events
+        results.append(MatchResult(match, events, duplicate=False))
+
+    writes = [
+        StateWrite(pid, _next_version(s), s.version, leaderboard_score=model.display(Rating(s.mu, s.sigma)))
+        for pid, s in players.items()
+    ] + [StateWrite(name, _next_version(s), s.version, is_effect=True) for name, s in effects.items()]
+    return _Plan(results, Commit(ladder.name, writes, markers, history))
+
+
+def _next_version(state: PlayerState) -> PlayerState:
+    return PlayerState(state.mu, state.sigma, state.games, state.last_played, state.version + 1)
+
+
+class Processor:
+    """Applies batches of validated matches to a `StateStore`, exactly once per match.
+
+    `max_attempts` bounds how often one ladder's part of a batch is recomputed after refused
+    commits; between attempts it waits a short, growing, jittered backoff so that competing
+    workers do not collide again in lockstep.
+    """
+
+    def __init__(
+        self,
+        ladders: Ladders,
+        store: StateStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_attempts: int = 50,
+    ) -> None:
+        self.ladders = ladders
+        self.store = store
+        self.clock = clock
+        self.max_attempts = max_attempts
+
+    async def process(self, matches: Sequence[MatchFinished]) -> BatchResult:
+        """Apply `matches` in order; results come back in the same order."""
+        by_ladder: dict[str, list[int]] = {}
+        for i, match in enumerate(matches):
+            by_ladder.setdefault(match.ladder, []).append(i)
+        ordered: list[MatchResult | None] = [None] * len(matches)
+        batch = BatchResult()
+        for name, indices in by_ladder.items():
+            part = [matches[i] for i in indices]
+            results, conflicts = await self._process_ladder(self.ladders.get(name), part)
+            batch.conflicts += conflicts
+            for i, result in zip(indices, results):
+                ordered[i] = result
+        batch.results = [r for r in ordered if r is not None]
+        return batch
+
+    async def _process_ladder(self, ladder: Ladder, matches: list[MatchFinished]) -> tuple[list[MatchResult], int]:
+        player_ids = list(dict.fromkeys(p.id for m in matches for t in m.teams for p in t.players))
+        effect_ids = list(dict.fromkeys(e for m in matches for t in m.teams for e in t.effects))
+        match_ids = list(dict.fromkeys(m.match_id for m in matches))
+        for attempt in range(self.max_attempts):
+            snapshot = await self.store.read(ladder.name, player_ids, effect_ids, match_ids)
+            plan = plan_batch(ladder, matches, snapshot, format_timestamp(self.clock()))
+            if not plan.commit.markers:
+                return plan.results, attempt
+            try:
+                await self.store.commit(plan.commit)
+            except CommitConflict:
+                await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+                continue
+            return plan.results, attempt
+        raise TooManyConflicts(
+            f"ladder {ladder.name!r}: commit refused {self.max_attempts} times in a row"
+        )

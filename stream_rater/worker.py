@@ -1,0 +1,244 @@
+"""One batch of consumed match events → validated, applied, produced, then acknowledged.
+
+`BatchHandler` is what the faust agent calls for every batch from ``noack_take``. Its order
+is the correctness model's: decode + validate (invalid → dead-letter topic) → processor
+(Redis commit) → produce rating-changed events and dead letters, wait for the broker →
+only then acknowledge. A Redis or broker error is retried with backoff until it succeeds or
+the worker stops; the batch is then left unacknowledged and Kafka redelivers it, which the
+processor's idempotency makes harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from stream_rater import metrics
+from stream_rater.codecs import DecodeError, decode_match
+from stream_rater.events import Limits, MatchFinished, ValidationError
+from stream_rater.ladders import Ladders
+from stream_rater.processor import BatchResult, Processor, TooManyConflicts
+from stream_rater.store.base import Commit, Snapshot, StateStore
+
+log = logging.getLogger(__name__)
+
+
+class Message(Protocol):
+    """What the handler needs of a consumed record (faust's ``Message`` has all of it)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+#: send(topic, key, value, headers) -> awaitable that resolves when the broker has it.
+Send = Callable[[str, bytes | None, bytes, list[tuple[str, bytes]]], Awaitable[Awaitable[Any]]]
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Names of the output topics."""
+
+    updates: str = "rating-updates"
+    dlq: str = "matches-dlq"
+
+
+class WorkerStopping(Exception):
+    """The worker is stopping while a batch still fails; it stays unacknowledged."""
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    import redis.exceptions
+    from aiokafka.errors import KafkaError
+
+    errors: list[type[BaseException]] = [
+        redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError,
+        KafkaError, ConnectionError, TimeoutError, TooManyConflicts,
+    ]
+    try:
+        from faust.exceptions import ProducerSendError
+
+        errors.append(ProducerSendError)
+    except ImportError:  # pragma: no cover - faust is a runtime dependency
+        pass
+    return tuple(errors)
+
+
+TRANSIENT_ERRORS = _transient_errors()
+
+
+class BatchHandler:
+    """Processes one consumed batch end to end; see the module docstring for the order."""
+
+    def __init__(
+        self,
+        processor: Processor,
+        ladders: Ladders,
+        send: Send,
+        *,
+        topics: Topics = Topics(),
+        limits: Limits = Limits(),
+        stopping: Callable[[], bool] = lambda: False,
+        max_backoff: float = 5.0,
+    ) -> None:
+        self.processor = processor
+        self.ladders = ladders
+        self.send = send
+        self.topics = topics
+        self.limits = limits
+        self.stopping = stopping
+        self.max_backoff = max_backoff
+
+    async def handle(self, messages: Sequence[Message]) -> BatchResult:
+        """Validate, apply, produce; returns when everything is durable (then ack)."""
+        started = time.perf_counter()
+        metrics.MATCHES_CONSUMED.inc(len(messages))
+        metrics.BATCH_SIZE.observe(len(messages))
+        valid: list[MatchFinished] = []
+        dead: list[tuple[Message, str]] = []
+        for message in messages:
+            try:
+                valid.append(decode_match(message.value or b"", self.ladders, self.limits))
+            except (DecodeError, ValidationError) as exc:
+                metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
+                dead.append((message, str(exc)))
+
+        result = await self._apply(valid, dead)
+        outgoing = [self._dead_letter(m, reason) for m, reason in dead]
+        outgoing += [
+            (self.topics.updates, f"{e['ladder']}:{e['player_id']}".encode(), json.dumps(e).encode(), [])
+            for e in result.events
+        ]
+        await self._retry("produce", lambda: self._produce(outgoing))
+
+        now = time.time()
+        for r in result.results:
+            (metrics.MATCHES_DUPLICATE if r.duplicate else metrics.MATCHES_APPLIED).labels(r.match.ladder).inc()
+            metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
+        metrics.COMMIT_CONFLICTS.inc(result.conflicts)
+        metrics.DEAD_LETTERS.inc(len(dead))
+        metrics.RATING_CHANGES.inc(len(result.events))
+        metrics.PROCESSING_LATENCY.observe(time.perf_counter() - started)
+        return result
+
+    async def _apply(self, valid: list[MatchFinished], dead: list[tuple[Message, str]]) -> BatchResult:
+        """The processor's result; a match the model cannot process goes to `dead`, never
+        stopping the partition (the worker never dies on input)."""
+        try:
+            return await self._retry("store", lambda: self.processor.process(valid))
+        except (WorkerStopping, asyncio.CancelledError):
+            raise
+        except Exception:
+            log.exception("batch failed; applying its matches one by one")
+        result = BatchResult()
+        for match in valid:
+            try:
+                one = await self._retry("store", lambda: self.processor.process([match]))
+            except (WorkerStopping, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                metrics.MATCHES_REJECTED.labels("processing").inc()
+                dead.append((_Rebuilt(match), f"processing failed: {exc!r}"))
+                continue
+            result.results += one.results
+            result.conflicts += one.conflicts
+        return result
+
+    def _dead_letter(self, message: Message, reason: str) -> tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]:
+        headers = [
+            ("sr-reason", reason.encode()),
+            ("sr-origin-topic", str(message.topic).encode()),
+            ("sr-origin-partition", str(message.partition).encode()),
+            ("sr-origin-offset", str(message.offset).encode()),
+        ]
+        return self.topics.dlq, message.key, message.value or b"", headers
+
+    async def _produce(self, outgoing: Iterable[tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]]) -> None:
+        pending = [await self.send(topic, key, value, headers) for topic, key, value, headers in outgoing]
+        if pending:
+            await asyncio.gather(*pending)
+
+    async def _retry(self, what: str, action: Callable[[], Awaitable[Any]]) -> Any:
+        """Run `action` until it succeeds; transient errors back off (jittered, capped)."""
+        delay = 0.05
+        while True:
+            try:
+                return await action()
+            except TRANSIENT_ERRORS as exc:
+                metrics.BATCH_RETRIES.labels(what).inc()
+                if self.stopping():
+                    raise WorkerStopping(f"{what} still failing at shutdown: {exc!r}") from exc
+                log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+                await asyncio.sleep(random.uniform(delay / 2, delay))
+                delay = min(self.max_backoff, delay * 2)
+
+
+@dataclass(frozen=True)
+class _Rebuilt:
+    """A dead letter for a match that decoded fine but failed in processing."""
+
+    match: MatchFinished
+    topic: str = "(processing)"
+    partition: int = -1
+    offset: int = -1
+
+    @property
+    def key(self) -> bytes:
+        return self.match.match_id.encode()
+
+    @property
+    def value(self) -> bytes:
+        return json.dumps(self.match.to_dict()).encode()
+
+
+def _reason_label(exc: Exception) -> str:
+    """A low-cardinality metric label: the top-level field that failed, or 'decode'."""
+    if isinstance(exc, ValidationError):
+        return exc.path.split(".")[0].split("[")[0] or "event"
+    return "decode"
+
+
+class TimedStore(StateStore):
+    """Wraps a store to time every round trip into the `store_round_trip_seconds` metric."""
+
+    def __init__(self, inner: StateStore) -> None:
+        self.inner = inner
+
+    @property
+    def round_trips(self) -> int:  # type: ignore[override]
+        return self.inner.round_trips
+
+    async def read(self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str],
+                   match_ids: Iterable[str]) -> Snapshot:
+        with metrics.STORE_ROUND_TRIP.labels("read").time():
+            return await self.inner.read(ladder, player_ids, effect_ids, match_ids)
+
+    async def commit(self, commit: Commit) -> None:
+        with metrics.STORE_ROUND_TRIP.labels("commit").time():
+            await self.inner.commit(commit)
+
+    async def players(self, ladder: str, effects: bool = False) -> dict:
+        return await self.inner.players(ladder, effects)
+
+    async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
+        return await self.inner.leaderboard(ladder, top)
+
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+        return await self.inner.history(ladder, player_id, limit)
+
+    async def ladders(self) -> list[str]:
+        return await self.inner.ladders()
+
+    async def ping(self) -> bool:
+        return await self.inner.ping()
+
+    async def close(self) -> None:
+        await self.inner.close()
