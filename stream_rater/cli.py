@@ -18,7 +18,7 @@ from dataclasses import fields
 from typing import Any, TextIO
 
 from stream_rater.adapters import FORMATS, read_records
-from stream_rater.ladders import Ladders, load_ladders, parse_param
+from stream_rater.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
 from stream_rater.settings import Settings, env_name
 
 EXIT_BAD_INPUT = 2
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, KeyError) as exc:
         print(f"stream-rater {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
@@ -105,10 +105,17 @@ def _ladders(args: argparse.Namespace) -> Ladders:
     ladders = load_ladders(settings.ladders_file or None, os.environ)
     model = getattr(args, "model", None)
     params = dict(parse_param(p) for p in getattr(args, "param", []))
-    if model or params:
-        name = getattr(args, "ladder", None) or "default"
-        ladders = ladders.configure(name, model, params)
-    return ladders
+    if not (model or params):
+        return ladders
+    name = getattr(args, "ladder", None) or DEFAULT_LADDER
+    base = ladders.get(name, None)
+    keep = base is not None and model in (None, base.model)
+    ladder = Ladder(
+        name,
+        model or (base.model if base else DEFAULT_MODEL),
+        {**(base.params if keep and base else {}), **params},
+    )
+    return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder])
 
 
 def _open_inputs(files: Sequence[str], stack: ExitStack) -> Iterator[tuple[str, TextIO]]:

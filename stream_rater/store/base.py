@@ -77,7 +77,7 @@ class CommitConflict(Exception):
 class StateStore(ABC):
     """Persistence of ladders' player states, match markers, leaderboards and histories."""
 
-    #: Round trips to the backing service so far (reads + commits); 0 for in-memory stores.
+    #: Round trips to the backing service so far (reads + commits; counted alike in memory).
     round_trips: int = 0
 
     @abstractmethod

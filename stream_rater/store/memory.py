@@ -13,6 +13,7 @@ class MemoryStore(StateStore):
 
     def __init__(self, history_limit: int = 100) -> None:
         self.history_limit = history_limit
+        self.round_trips = 0
         self._players: dict[str, dict[str, PlayerState]] = defaultdict(dict)
         self._effects: dict[str, dict[str, PlayerState]] = defaultdict(dict)
         self._applied: dict[str, dict[str, list[dict]]] = defaultdict(dict)
@@ -22,6 +23,7 @@ class MemoryStore(StateStore):
     async def read(
         self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
     ) -> Snapshot:
+        self.round_trips += 1
         players, effects, applied = self._players[ladder], self._effects[ladder], self._applied[ladder]
         return Snapshot(
             players={p: players[p] for p in player_ids if p in players},
@@ -30,6 +32,7 @@ class MemoryStore(StateStore):
         )
 
     async def commit(self, commit: Commit) -> None:
+        self.round_trips += 1
         ladder = commit.ladder
         applied = self._applied[ladder]
         for match_id in commit.markers:

@@ -1,0 +1,153 @@
+"""Plain Kafka clients for users of the service: publish match events, subscribe to rating
+updates. aiokafka directly (no faust): these run outside the worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from stream_rater.settings import Settings
+
+
+def bootstrap_servers(url: str) -> str:
+    """A faust broker URL (``kafka://h:p``, ``;``/``,``-separated) as ``h:p,h2:p2``."""
+    hosts = []
+    for part in url.replace(";", ",").split(","):
+        part = part.strip()
+        if "://" in part:
+            part = part.split("://", 1)[1]
+        if part:
+            hosts.append(part.rstrip("/"))
+    if not hosts:
+        raise ValueError(f"no broker address in {url!r}")
+    return ",".join(hosts)
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """aiokafka keyword arguments for the configured broker and security settings."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": bootstrap_servers(settings.broker),
+        "security_protocol": settings.kafka_security_protocol.upper(),
+    }
+    if options["security_protocol"] in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = ssl.create_default_context(cafile=settings.kafka_ssl_cafile or None)
+    if options["security_protocol"].startswith("SASL"):
+        options.update(
+            sasl_mechanism=settings.kafka_sasl_mechanism or "PLAIN",
+            sasl_plain_username=settings.kafka_sasl_username,
+            sasl_plain_password=settings.kafka_sasl_password,
+        )
+    return options
+
+
+@dataclass(slots=True)
+class PublishSummary:
+    """What `publish` sent."""
+
+    sent: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        rate = self.sent / self.seconds if self.seconds > 0 else 0.0
+        return f"sent {self.sent} match events in {self.seconds:.2f} s ({rate:,.0f}/s)"
+
+
+async def publish(
+    events: Iterable[dict[str, Any]],
+    settings: Settings,
+    *,
+    rate: float | None = None,
+    on_sent: Callable[[int], None] | None = None,
+) -> PublishSummary:
+    """Send match-finished `events` (wire dicts) to the matches topic, keyed by match_id.
+
+    `rate` caps events per second; sends are pipelined and all acknowledged before return.
+    """
+    producer = AIOKafkaProducer(**client_options(settings), linger_ms=5, max_batch_size=256 * 1024)
+    await producer.start()
+    summary = PublishSummary()
+    start = time.perf_counter()
+    pending: list[asyncio.Future] = []
+    try:
+        for event in events:
+            if rate:
+                ahead = summary.sent / rate - (time.perf_counter() - start)
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+            value = json.dumps(event, separators=(",", ":")).encode()
+            key = str(event.get("match_id", "")).encode()
+            pending.append(await producer.send(settings.topic_matches, value, key=key))
+            summary.sent += 1
+            if len(pending) >= 5000:
+                await asyncio.gather(*pending)
+                pending.clear()
+                if on_sent:
+                    on_sent(summary.sent)
+        await asyncio.gather(*pending)
+        if on_sent:
+            on_sent(summary.sent)
+    finally:
+        await producer.stop()
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+async def subscribe(
+    settings: Settings,
+    *,
+    ladder: str | None = None,
+    player: str | None = None,
+    from_beginning: bool = False,
+    idle_timeout: float | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """Rating-changed events as dicts, optionally only one ladder's or one player's.
+
+    Reads every partition of the updates topic without a consumer group (a subscriber never
+    takes partitions from another). Stops after `idle_timeout` seconds without a message.
+    """
+    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    try:
+        topic = settings.topic_updates
+        partitions = await _partitions(consumer, topic)
+        consumer.assign(partitions)
+        if from_beginning:
+            await consumer.seek_to_beginning(*partitions)
+        else:
+            await consumer.seek_to_end(*partitions)
+        prefix = f"{ladder}:".encode() if ladder else None
+        wanted = f"{ladder}:{player}".encode() if ladder and player else None
+        while True:
+            batches = await consumer.getmany(timeout_ms=int(1000 * (idle_timeout or 1.0)))
+            if not batches and idle_timeout is not None:
+                return
+            for records in batches.values():
+                for record in records:
+                    key = record.key or b""
+                    if (wanted and key != wanted) or (prefix and not key.startswith(prefix)):
+                        continue
+                    event = json.loads(record.value)
+                    if player and event.get("player_id") != player:
+                        continue
+                    yield event
+    finally:
+        await consumer.stop()
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str, timeout: float = 30.0) -> list[TopicPartition]:
+    deadline = time.monotonic() + timeout
+    while True:
+        await consumer.topics()
+        found = consumer.partitions_for_topic(topic)
+        if found:
+            return [TopicPartition(topic, p) for p in sorted(found)]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic!r} not found on the broker")
+        await asyncio.sleep(0.1)

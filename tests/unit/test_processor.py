@@ -1,0 +1,177 @@
+"""The processor on the in-memory store: order, idempotency, unrated players, effects,
+conflict retries and O(1) store round trips per batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from stream_rater.events import parse_match
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.processor import Processor
+from stream_rater.rating.trueskill import TrueSkill
+from stream_rater.store import Commit
+from stream_rater.store.memory import MemoryStore
+
+LADDERS = Ladders([
+    Ladder("default", "trueskill"),
+    Ladder("timed", "trueskill", {"time_tau": 1.0, "time_unit": "days"}),
+    Ladder("sph", "sph-elo"),
+])
+
+
+def match(mid: str, *teams: list[str], ladder: str = "default", at: float = 1_000_000.0, **team_extra):
+    """A valid match where team i has rank i and players given by id."""
+    return parse_match(
+        {
+            "match_id": mid,
+            "ladder": ladder,
+            "finished_at": at,
+            "teams": [{"rank": i, "players": [{"id": p} for p in team]} for i, team in enumerate(teams)],
+        },
+        LADDERS,
+    )
+
+
+def fixed_clock() -> float:
+    return 1_700_000_000.0
+
+
+@pytest.fixture
+def processor() -> Processor:
+    return Processor(LADDERS, MemoryStore(), clock=fixed_clock)
+
+
+async def test_batch_equals_one_match_at_a_time(processor):
+    """A later match in a batch sees the earlier ones' results, exactly as if sent singly."""
+    matches = [match("m1", ["a"], ["b"]), match("m2", ["b"], ["c"]), match("m3", ["c"], ["a"])]
+    batched = (await processor.process(matches)).events
+    single = Processor(LADDERS, MemoryStore(), clock=fixed_clock)
+    one_by_one = [e for m in matches for e in (await single.process([m])).events]
+    assert batched == one_by_one
+    assert [e["games"] for e in batched if e["player_id"] == "b"] == [1, 2]
+
+
+async def test_events_carry_the_contract_fields(processor):
+    """Each rated player gets one rating-changed event with before/after, rating and delta."""
+    [event_a, event_b] = (await processor.process([match("m1", ["a"], ["b"])])).events
+    assert event_a["event_id"] == "m1:a" and event_a["model"] == "trueskill"
+    assert event_a["before"] == {"mu": 25.0, "sigma": pytest.approx(25 / 3)}
+    assert event_a["after"]["mu"] > 25.0 > event_b["after"]["mu"]
+    assert event_a["rating"] == pytest.approx(event_a["after"]["mu"] - 3 * event_a["after"]["sigma"])
+    assert event_a["delta"] == pytest.approx(event_a["after"]["mu"] - 25.0)
+    assert event_a["processed_at"] == "2023-11-14T22:13:20Z"
+
+
+async def test_redelivered_match_changes_nothing_and_reemits(processor):
+    """A match applied before is reported duplicate with its stored events, states untouched."""
+    first = await processor.process([match("m1", ["a"], ["b"])])
+    states = await processor.store.players("default")
+    again = await processor.process([match("m1", ["a"], ["b"]), match("m1", ["a"], ["b"])])
+    assert [r.duplicate for r in again.results] == [True, True]
+    assert again.results[0].events == first.events
+    assert await processor.store.players("default") == states
+
+
+async def test_duplicate_inside_one_batch_is_applied_once(processor):
+    """The same match twice in one batch is applied once and re-emitted the second time."""
+    result = await processor.process([match("m1", ["a"], ["b"]), match("m1", ["a"], ["b"])])
+    assert [r.duplicate for r in result.results] == [False, True]
+    assert (await processor.store.players("default"))["a"].games == 1
+
+
+async def test_unrated_player_takes_no_part(processor):
+    """An unrated player gets no event, keeps no state, and does not affect the others."""
+    event = {
+        "match_id": "m1", "finished_at": 0,
+        "teams": [
+            {"rank": 0, "players": [{"id": "a"}, {"id": "x", "rated": False}]},
+            {"rank": 1, "players": [{"id": "b"}]},
+        ],
+    }
+    events = (await processor.process([parse_match(event, LADDERS)])).events
+    plain = (await Processor(LADDERS, MemoryStore(), clock=fixed_clock).process([match("m1", ["a"], ["b"])])).events
+    assert [e["player_id"] for e in events] == ["a", "b"]
+    assert events == plain
+    assert "x" not in await processor.store.players("default")
+
+
+async def test_effects_are_learned_stored_apart_and_never_ranked(processor):
+    """A team's 'home' effect is rated like an extra member, stored as an effect, not ranked."""
+    event = {
+        "match_id": "m1", "finished_at": 0,
+        "teams": [{"rank": 0, "players": [{"id": "a"}], "effects": ["home"]}, {"rank": 1, "players": [{"id": "b"}]}],
+    }
+    events = (await processor.process([parse_match(event, LADDERS)])).events
+    effects = await processor.store.players("default", effects=True)
+    assert effects["home"].mu > 25.0 and effects["home"].games == 1
+    assert [e["player_id"] for e in events] == ["a", "b"]
+    assert [p for p, _ in await processor.store.leaderboard("default", 10)] == ["a", "b"]
+    expected = TrueSkill().rate([[TrueSkill().initial()] * 2, [TrueSkill().initial()]], ranks=[0, 1])
+    assert events[0]["after"]["mu"] == pytest.approx(expected[0][0].mu)
+
+
+async def test_time_since_last_match_feeds_time_scaled_dynamics(processor):
+    """With time-scaled dynamics, a longer gap since the last match means a larger sigma before."""
+    day = 86400.0
+    await processor.process([match("m1", ["a"], ["b"], ladder="timed", at=0.0)])
+    events = (await processor.process([
+        match("m2", ["a"], ["c"], ladder="timed", at=1 * day),
+        match("m3", ["b"], ["d"], ladder="timed", at=30 * day),
+    ])).events
+    after_m1 = (await processor.store.players("timed"))
+    assert after_m1["a"].last_played == day and after_m1["b"].last_played == 30 * day
+    sigma_change = {e["player_id"]: e["after"]["sigma"] for e in events}
+    assert sigma_change["b"] > sigma_change["a"]
+
+
+async def test_one_read_and_one_commit_per_batch(processor):
+    """Round trips per batch are O(1): one read, one commit, whatever the batch size."""
+    matches = [match(f"m{i}", [f"p{i % 7}"], [f"p{(i + 3) % 7}"]) for i in range(200)]
+    await processor.process(matches)
+    assert processor.store.round_trips == 2
+
+
+class InterferingStore(MemoryStore):
+    """Lets a rival processor commit between this store's read and commit, `times` times."""
+
+    def __init__(self, rival_matches: list, times: int) -> None:
+        super().__init__()
+        self.rival = Processor(LADDERS, self, clock=fixed_clock)
+        self.rival_matches = rival_matches
+        self.times = times
+        self.rival_running = False
+
+    async def commit(self, commit: Commit) -> None:
+        if self.times and not self.rival_running:
+            self.times -= 1
+            self.rival_running = True
+            await self.rival.process([self.rival_matches.pop(0)])
+            self.rival_running = False
+        await super().commit(commit)
+
+
+async def test_conflict_is_retried_without_losing_updates():
+    """A commit refused because a rival changed a player is recomputed on fresh states."""
+    store = InterferingStore([match("r1", ["a"], ["z"]), match("r2", ["z"], ["a"])], times=2)
+    processor = Processor(LADDERS, store, clock=fixed_clock)
+    result = await processor.process([match("m1", ["a"], ["b"])])
+    assert result.conflicts == 2
+    players = await store.players("default")
+    assert players["a"].games == 3 and players["z"].games == 2 and players["b"].games == 1
+    [event_a, _] = result.events
+    assert event_a["before"]["mu"] != 25.0
+
+
+async def test_sph_ladder_uses_scores_and_time(processor):
+    """An SPH Elo ladder rates by score per hour, starting players at 500 with no sigma."""
+    event = {
+        "match_id": "s1", "ladder": "sph", "finished_at": 0,
+        "teams": [
+            {"score": 12, "players": [{"id": "a", "score": 12, "seconds_played": 900}]},
+            {"score": 9, "players": [{"id": "b", "score": 9, "seconds_played": 1200}]},
+        ],
+    }
+    [ea, eb] = (await processor.process([parse_match(event, LADDERS)])).events
+    assert ea["before"] == {"mu": 500.0, "sigma": None} and ea["model"] == "sph-elo"
+    assert ea["delta"] == pytest.approx(-eb["delta"]) and ea["delta"] > 0
+
