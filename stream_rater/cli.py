@@ -81,6 +81,43 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_flags(p, ["ladders_file"])
     p.set_defaults(func=cmd_leaderboard)
 
+    service = ["broker", "redis_url", "web_port", "web_host", "ladders_file", "topic_matches",
+               "topic_updates", "topic_dlq", "partitions", "batch_size", "batch_seconds",
+               "consumer_group", "session_timeout", "marker_ttl", "history_limit", "max_event_bytes",
+               "kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
+               "kafka_sasl_password", "kafka_ssl_cafile", "log_level"]
+    p = sub.add_parser("worker", help="run a worker against the configured Kafka and Redis")
+    _settings_flags(p, service)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
+    _settings_flags(p, [n for n in service if n not in ("broker", "redis_url")])
+    p.set_defaults(func=cmd_dev)
+
+    p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
+    _input_flags(p)
+    p.add_argument("--rate", type=float, help="at most this many events per second")
+    _settings_flags(p, ["broker", "topic_matches", "kafka_security_protocol", "kafka_sasl_mechanism",
+                        "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile"])
+    p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("subscribe", help="print rating-changed events as JSON lines")
+    p.add_argument("--ladder", help="only this ladder's events")
+    p.add_argument("--player", help="only this player's events (needs --ladder)")
+    p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained event")
+    p.add_argument("--count", type=int, help="stop after this many events")
+    p.add_argument("--idle-timeout", type=float, help="stop after this many seconds without events")
+    _settings_flags(p, ["broker", "topic_updates", "kafka_security_protocol", "kafka_sasl_mechanism",
+                        "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile"])
+    p.set_defaults(func=cmd_subscribe)
+
+    p = sub.add_parser("demo", help="embedded runtime + worker; rate the football data; print the leaderboard")
+    p.add_argument("--data", help="football results CSV (default: ../shared/data next to the checkout)")
+    p.add_argument("--limit", type=int, help="only the first N matches")
+    p.add_argument("--top", type=int, default=15, help="leaderboard rows to print")
+    _settings_flags(p, ["partitions", "batch_size", "batch_seconds"])
+    p.set_defaults(func=cmd_demo)
+
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
     p.add_argument("what", choices=["engines"], help="engines: µs per rate() vs peer packages")
     p.add_argument("--repeat", type=int, default=2000, help="rate() calls per shape and engine")
@@ -215,6 +252,103 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
     asyncio.run(run())
     return 0
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    return Settings.from_env().override(**flags)
+
+
+def _require(settings: Settings, *names: str) -> None:
+    missing = [n for n in names if not getattr(settings, n)]
+    if missing:
+        raise ValueError("not configured: " + ", ".join(
+            f"--{n.replace('_', '-')} / {env_name(n)}" for n in missing
+        ))
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """``worker``: consume matches, rate, commit to Redis, emit rating updates."""
+    from stream_rater.app import run_worker
+
+    settings = _settings(args)
+    _require(settings, "broker", "redis_url")
+    run_worker(settings, _ladders(args))
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    """``dev``: the embedded local runtime and a worker, in the foreground until Ctrl-C."""
+    from stream_rater.app import run_worker
+    from stream_rater.local_runtime import LocalRuntime
+
+    settings = _settings(args)
+    topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
+    with LocalRuntime(topics=topics) as runtime:
+        settings = settings.override(broker=runtime.broker_url, redis_url=runtime.redis_url, session_timeout=3.0)
+        print(f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
+              f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
+              f"web      http://{settings.web_host}:{settings.web_port}/\n"
+              f"publish: stream-rater publish --broker {runtime.broker_url} FILE", file=sys.stderr)
+        run_worker(settings, _ladders(args))
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """``publish``: validate each line, send the good ones keyed by match_id."""
+    from stream_rater.kafka_io import publish
+    from stream_rater.replay import validated
+
+    settings = _settings(args)
+    _require(settings, "broker")
+    ladders = _ladders(args)
+    rejected = 0
+
+    def report(where: str, reason: str) -> None:
+        nonlocal rejected
+        rejected += 1
+        print(f"{where}: {reason} (not sent)", file=sys.stderr)
+
+    with ExitStack() as stack:
+        records = read_records(_open_inputs(args.files, stack), args.format, home_effect=args.home_effect)
+        matches = validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)
+        summary = asyncio.run(publish((m.to_dict() for m in matches), settings, rate=args.rate))
+    print(f"{summary.line()}; {rejected} bad lines not sent", file=sys.stderr)
+    return EXIT_BAD_INPUT if rejected and args.strict else 0
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    """``subscribe``: rating-changed events as JSON lines on stdout."""
+    from stream_rater.kafka_io import subscribe
+
+    settings = _settings(args)
+    _require(settings, "broker")
+    if args.player and not args.ladder:
+        raise ValueError("--player needs --ladder")
+
+    async def run() -> None:
+        seen = 0
+        async for event in subscribe(settings, ladder=args.ladder, player=args.player,
+                                     from_beginning=args.from_beginning, idle_timeout=args.idle_timeout):
+            print(json.dumps(event), flush=True)
+            seen += 1
+            if args.count is not None and seen >= args.count:
+                return
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``demo``: the README's run command."""
+    from pathlib import Path
+
+    from stream_rater.demo import default_data_file, run_demo
+
+    data = Path(args.data) if args.data else default_data_file()
+    if data is None or not data.exists():
+        raise ValueError("football data not found: pass --data PATH/international_football_results.csv")
+    return run_demo(_settings(args), data, limit=args.limit, top=args.top)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -1,0 +1,153 @@
+"""``stream-rater demo``: the whole service on one machine, end to end.
+
+Starts the embedded runtime (Tansu broker + Redis), a worker process, publishes the
+international football results (49k matches, ``shared/data``) as match-finished events,
+follows the rating-updates topic until every match is rated, then prints the leaderboard
+and the throughput, and stops everything it started (by PID).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
+
+from stream_rater.adapters import read_records
+from stream_rater.kafka_io import publish, subscribe
+from stream_rater.settings import Settings, env_name
+from stream_rater.store import open_store
+
+#: The ladder the demo rates on, with the project's best football settings (README).
+DEMO_LADDER = "football"
+DEMO_LADDER_ENV = {
+    "STREAM_RATER_LADDER_FOOTBALL": "trueskill",
+    "STREAM_RATER_LADDER_FOOTBALL__DRAW_PROBABILITY": "0.227",
+    "STREAM_RATER_LADDER_FOOTBALL__TIME_TAU": "1.0",
+    "STREAM_RATER_LADDER_FOOTBALL__TIME_UNIT": "years",
+}
+
+
+def default_data_file() -> Path | None:
+    """The football CSV next to a checkout (``../shared/data``), if present."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent.parent / "shared" / "data" / "international_football_results.csv"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def worker_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a worker subprocess configured by `settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
+    env.update({
+        env_name("broker"): settings.broker,
+        env_name("redis_url"): settings.redis_url,
+        env_name("web_port"): str(settings.web_port),
+        env_name("partitions"): str(settings.partitions),
+        env_name("session_timeout"): str(settings.session_timeout),
+        env_name("consumer_group"): settings.consumer_group,
+    })
+    env.update(extra)
+    return env
+
+
+def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) -> subprocess.Popen:
+    """A ``stream-rater worker`` child process (stop it with `stop_process`)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "stream_rater", "worker"],
+        env=worker_env(settings, extra_env), stdout=log, stderr=subprocess.STDOUT,
+    )
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
+    """SIGTERM the child by PID, wait, SIGKILL if it does not exit in time."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
+
+
+def football_events(path: Path, ladder: str) -> Iterator[dict]:
+    """The football CSV as match-finished wire events on `ladder`, with the home effect."""
+    with path.open(newline="", encoding="utf-8") as stream:
+        for record in read_records([(path.name, stream)], "football", home_effect=True):
+            if record.event is not None:
+                yield {**record.event, "ladder": ladder}
+
+
+async def follow_until(settings: Settings, match_ids: set[str], timeout: float) -> float:
+    """Read rating updates from the beginning until every match in `match_ids` has been
+    rated; returns when the last one arrived (monotonic clock)."""
+    remaining = set(match_ids)
+    deadline = time.monotonic() + timeout
+    async for event in subscribe(settings, from_beginning=True, idle_timeout=timeout):
+        remaining.discard(event["match_id"])
+        if not remaining:
+            return time.monotonic()
+        if time.monotonic() > deadline:
+            break
+    raise TimeoutError(f"{len(remaining)} matches not rated after {timeout:.0f} s")
+
+
+def run_demo(settings: Settings, data: Path, *, limit: int | None = None, top: int = 15,
+             out: TextIO = sys.stdout, timeout: float = 600.0) -> int:
+    """Run the demo; returns the process exit code."""
+    from stream_rater.local_runtime import LocalRuntime, free_port
+
+    events = list(football_events(data, DEMO_LADDER))[:limit]
+    topics = {settings.topic_matches: settings.partitions, settings.topic_updates: settings.partitions,
+              settings.topic_dlq: settings.partitions}
+    with LocalRuntime(topics=topics) as runtime:
+        settings = replace(settings, broker=runtime.broker_url, redis_url=runtime.redis_url,
+                           web_port=free_port(), session_timeout=3.0)
+        print(f"broker {runtime.bootstrap_servers}  redis {runtime.redis_url}", file=out)
+        log_path = Path(runtime.log_dir or ".") / "worker.log"
+        with log_path.open("w") as log:
+            worker = start_worker(settings, DEMO_LADDER_ENV, log)
+            print(f"worker pid {worker.pid}, dashboard http://{settings.web_host}:{settings.web_port}/ "
+                  f"(log {log_path})", file=out)
+            try:
+                started = time.monotonic()
+                finished = asyncio.run(_publish_and_follow(settings, events, timeout, out))
+            finally:
+                code = stop_process(worker)
+        elapsed = finished - started
+        print(f"rated {len(events)} matches in {elapsed:.1f} s end to end "
+              f"({len(events) / elapsed:,.0f} matches/s); worker exit code {code}", file=out)
+        asyncio.run(_print_leaderboard(settings, top, out))
+    return 0
+
+
+async def _publish_and_follow(settings: Settings, events: list[dict], timeout: float, out: TextIO) -> float:
+    follower = asyncio.ensure_future(follow_until(settings, {e["match_id"] for e in events}, timeout))
+    summary = await publish(events, settings)
+    print(summary.line(), file=out)
+    return await follower
+
+
+async def _print_leaderboard(settings: Settings, top: int, out: TextIO) -> None:
+    store = open_store(settings.redis_url)
+    try:
+        rows = await store.leaderboard(DEMO_LADDER, top)
+        states = (await store.read(DEMO_LADDER, [p for p, _ in rows], [], [])).players
+        effects = await store.players(DEMO_LADDER, effects=True)
+    finally:
+        await store.close()
+    print(f"\nTop {top} of ladder {DEMO_LADDER!r} (TrueSkill, mu - 3 sigma):", file=out)
+    for rank, (team, rating) in enumerate(rows, start=1):
+        s = states[team]
+        print(f"{rank:>3}. {team:<24} {rating:7.2f}  (mu {s.mu:6.2f}, sigma {s.sigma:5.2f}, {s.games} games)", file=out)
+    if "home" in effects:
+        home = effects["home"]
+        print(f"learned home advantage: {home.mu:+.2f} (sigma {home.sigma:.2f})", file=out)
