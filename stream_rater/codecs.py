@@ -1,0 +1,85 @@
+"""Bytes ↔ event objects, in JSON or msgpack (same field names, same validation).
+
+`decode` tells the two apart by the first byte: a JSON event is an object (``{`` after
+optional whitespace), a msgpack event a map (0x80–0x8f, 0xde, 0xdf). The size limit is
+checked before any parsing. JSON must be UTF-8 and may not use the non-standard
+``NaN``/``Infinity`` literals; a number too large for a float (``1e400``) decodes to
+infinity and is then rejected by validation. Duplicate keys keep the last value, as
+both parsers do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+
+from stream_rater.events import DEFAULT_LIMITS, Limits, MatchFinished, parse_match
+from stream_rater.ladders import Ladders
+
+__all__ = ["FORMATS", "DecodeError", "decode", "decode_match", "encode"]
+
+FORMATS = ("json", "msgpack")
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a JSON or msgpack event within the size limit."""
+
+
+def decode(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """The object encoded in `raw` (JSON or msgpack, detected); raises `DecodeError`."""
+    if len(raw) > limits.max_event_bytes:
+        raise DecodeError(f"event is {len(raw)} bytes, limit {limits.max_event_bytes}")
+    if not raw:
+        raise DecodeError("not JSON or msgpack: empty")
+    first = raw[0]
+    if 0x80 <= first <= 0x8F or first in (0xDE, 0xDF):
+        return _decode_msgpack(raw)
+    if raw.lstrip(b" \t\r\n")[:1] == b"{":
+        return _decode_json(raw)
+    raise DecodeError(
+        f"not JSON or msgpack: starts with byte {first:#04x}, "
+        "expected '{' (a JSON object) or a msgpack map"
+    )
+
+
+def decode_match(raw: bytes, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
+    """A validated match-finished event from bytes; raises `DecodeError` or
+    `events.ValidationError` (both ValueErrors)."""
+    return parse_match(decode(raw, limits), ladders, limits)
+
+
+def encode(obj: dict[str, Any], fmt: str = "json") -> bytes:
+    """`obj` as compact UTF-8 JSON (no NaN/Infinity) or as msgpack."""
+    if fmt == "json":
+        return _ENCODER.encode(obj).encode("utf-8")
+    if fmt == "msgpack":
+        return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
+    raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _decode_json(raw: bytes) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DecodeError(f"invalid JSON: not UTF-8 (byte {raw[e.start]:#04x} at {e.start})") from None
+    try:
+        return _DECODER.decode(text)
+    except (ValueError, RecursionError) as e:
+        raise DecodeError(f"invalid JSON: {e}") from None
+
+
+def _decode_msgpack(raw: bytes) -> Any:
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, RecursionError, msgpack.UnpackException) as e:
+        raise DecodeError(f"invalid msgpack: {e}") from None

@@ -1,0 +1,532 @@
+"""The wire contracts of design.md as frozen dataclasses, and the validation that turns a
+decoded match-finished object into a `MatchFinished`.
+
+Validation is hand-written (no jsonschema at run time) so that it stays fast on the hot
+path, and every error names the field path and the reason, e.g.
+``teams[1].players[0].seconds_played: must be > 0``. The JSON Schemas in
+``stream_rater/schemas`` describe the same contract for other languages; a test keeps
+the two in step.
+
+Choices where design.md leaves room:
+
+- An optional field given as ``null`` means the same as leaving it out (Jackson and
+  friends write nulls by default); a required field given as ``null`` is an error.
+- All teams give a ``rank`` or none does. A ranked team may also carry a ``score``,
+  which is kept but does not decide the order. Without ranks, each team needs a
+  ``score`` or a score for every one of its players.
+- Teams ranked by score get competition ranks (scores 9, 5, 5, 1 → ranks 1, 2, 2, 4).
+- ``finished_at`` strings are RFC 3339 date-times with ``Z`` or a numeric offset
+  (``T``, ``t`` or a space between date and time); digits past the microsecond are
+  truncated; leap seconds (``:60``) are rejected. Times are kept as float epoch seconds
+  rounded to the microsecond and must lie in years 0001–9999 (UTC).
+- ``weight`` is accepted on every ladder; models that do not use it ignore it.
+- Effect names follow the id rules (non-empty, at most ``max_id_length`` characters).
+- Strings that are not valid Unicode (a lone surrogate from a JSON ``\\ud800`` escape)
+  are rejected, since they could not be written to Kafka or Redis later.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
+
+from stream_rater.ladders import Ladder, Ladders, UnknownLadderError
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Limits",
+    "MatchFinished",
+    "Player",
+    "RatingChanged",
+    "Team",
+    "ValidationError",
+    "format_timestamp",
+    "parse_match",
+    "parse_timestamp",
+]
+
+
+class ValidationError(ValueError):
+    """An event that breaks the contract; `path` names the field, `reason` says why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[ValidationError], tuple[str, str]]:
+        return type(self), (self.path, self.reason)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits on one match-finished event (string lengths in characters)."""
+
+    max_event_bytes: int = 64 * 1024
+    max_teams: int = 64
+    max_players: int = 256
+    max_id_length: int = 128
+    max_effects: int = 8
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class Player:
+    """One player of a team; `score` and `seconds_played` feed SPH Elo, `weight` TrueSkill."""
+
+    id: str
+    weight: float = 1.0
+    score: float | None = None
+    seconds_played: float | None = None
+    rated: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    """One team: its players, its `rank` (lower is better) or `score`, and context effects."""
+
+    players: tuple[Player, ...]
+    rank: float | None = None
+    score: float | None = None
+    effects: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MatchFinished:
+    """A validated match-finished event; `finished_at` in epoch seconds (UTC)."""
+
+    match_id: str
+    ladder: str
+    finished_at: float
+    teams: tuple[Team, ...]
+
+    def ranks(self) -> list[float]:
+        """One rank per team, lower is better, equal ranks are a draw.
+
+        The teams' ranks if they give them; otherwise competition ranks from the team
+        scores (higher is better; a team's score defaults to the sum of its players').
+        """
+        teams = self.teams
+        if all(t.rank is not None for t in teams):
+            return [t.rank for t in teams]  # type: ignore[misc]
+        scores = [
+            t.score if t.score is not None else sum(p.score for p in t.players)  # type: ignore[misc]
+            for t in teams
+        ]
+        descending = sorted(scores, reverse=True)
+        return [float(descending.index(s) + 1) for s in scores]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical wire form: defaults left out, integral numbers as ints,
+        `finished_at` as an RFC 3339 ``Z`` string; `parse_match` turns it back into `self`."""
+        return {
+            "match_id": self.match_id,
+            "ladder": self.ladder,
+            "finished_at": format_timestamp(self.finished_at),
+            "teams": [_team_dict(t) for t in self.teams],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RatingChanged:
+    """One rated player's change from one match; `before`/`after` are
+    ``{"mu": float, "sigma": float | None}`` (sigma null for Elo-family models)."""
+
+    event_id: str
+    match_id: str
+    ladder: str
+    player_id: str
+    model: str
+    before: dict[str, float | None]
+    after: dict[str, float | None]
+    rating: float
+    delta: float
+    games: int
+    finished_at: str
+    processed_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form (field order as in design.md)."""
+        return {
+            "event_id": self.event_id,
+            "match_id": self.match_id,
+            "ladder": self.ladder,
+            "player_id": self.player_id,
+            "model": self.model,
+            "before": dict(self.before),
+            "after": dict(self.after),
+            "rating": self.rating,
+            "delta": self.delta,
+            "games": self.games,
+            "finished_at": self.finished_at,
+            "processed_at": self.processed_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> RatingChanged:
+        """Validate a decoded rating-changed object; raises `ValidationError`."""
+        if not isinstance(d, dict):
+            _fail("event", f"must be an object, got {_kind(d)}")
+        _no_unknown(d, _CHANGED_FIELDS, "")
+        strings = {name: _string(_required(d, name, ""), "", name, None) for name in _CHANGED_STRINGS}
+        before = _state(_required(d, "before", ""), "before")
+        after = _state(_required(d, "after", ""), "after")
+        if (before["sigma"] is None) != (after["sigma"] is None):
+            _fail("after.sigma", "must be null exactly when before.sigma is null")
+        games = _required(d, "games", "")
+        if type(games) is float and games.is_integer():
+            games = int(games)
+        if type(games) is not int:
+            _fail("games", f"must be an integer, got {_kind(games)}")
+        if games < 1:
+            _fail("games", "must be >= 1")
+        for name in ("finished_at", "processed_at"):
+            value = _required(d, name, "")
+            if type(value) is not str:
+                _fail(name, f"must be an RFC 3339 date-time string, got {_kind(value)}")
+            _parse_rfc3339(value, name)
+        return cls(
+            before=before,
+            after=after,
+            rating=_finite(_required(d, "rating", ""), "", "rating"),
+            delta=_finite(_required(d, "delta", ""), "", "delta"),
+            games=games,
+            finished_at=d["finished_at"],
+            processed_at=d["processed_at"],
+            **strings,
+        )
+
+
+def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
+    """Validate a decoded match-finished object against the contract and `ladders`.
+
+    Raises `ValidationError` naming the first offending field; nothing else escapes.
+    """
+    if not isinstance(obj, dict):
+        _fail("event", f"must be an object, got {_kind(obj)}")
+    _no_unknown(obj, _MATCH_FIELDS, "")
+    id_limit = limits.max_id_length
+    match_id = _string(_required(obj, "match_id", ""), "", "match_id", id_limit)
+    name = obj.get("ladder")
+    if name is None:
+        name = "default"
+    else:
+        _string(name, "", "ladder", id_limit)
+    try:
+        ladder = ladders.get(name)
+    except UnknownLadderError as e:
+        _fail("ladder", str(e))
+    model = obj.get("model")
+    if model is not None and model != ladder.model:
+        _string(model, "", "model", id_limit)
+        _fail(
+            "model",
+            f"ladder {name!r} uses model {ladder.model!r}, the event says {model!r}; "
+            "an event may not switch a ladder's model",
+        )
+    finished_at = _timestamp(_required(obj, "finished_at", ""), "finished_at")
+
+    raw_teams = _required(obj, "teams", "")
+    if not isinstance(raw_teams, list):
+        _fail("teams", f"must be an array, got {_kind(raw_teams)}")
+    if len(raw_teams) < 2:
+        _fail("teams", f"needs at least 2 teams, got {len(raw_teams)}")
+    if len(raw_teams) > limits.max_teams:
+        _fail("teams", f"has {len(raw_teams)} teams, limit {limits.max_teams}")
+    needs_scores = ladder.model_class.needs_scores
+    teams = []
+    seen: dict[str, tuple[int, int]] = {}
+    for i, raw in enumerate(raw_teams):
+        team = _team(raw, f"teams[{i}]", ladder, limits, needs_scores)
+        for j, player in enumerate(team.players):
+            first = seen.get(player.id)
+            if first is not None:
+                _fail(
+                    f"teams[{i}].players[{j}].id",
+                    f"player {_show(player.id)} is already listed at "
+                    f"teams[{first[0]}].players[{first[1]}]",
+                )
+            seen[player.id] = (i, j)
+        teams.append(team)
+    if len(seen) > limits.max_players:
+        _fail("teams", f"have {len(seen)} players in all, limit {limits.max_players}")
+    _check_ranking(teams)
+    return MatchFinished(match_id, name, finished_at, tuple(teams))
+
+
+def format_timestamp(epoch: float) -> str:
+    """Epoch seconds as an RFC 3339 UTC string, to the microsecond, trailing zeros dropped
+    (``2004-08-06T18:13:50Z``, ``2004-08-06T18:13:50.25Z``)."""
+    t = _EPOCH + timedelta(seconds=epoch)
+    text = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+    if t.microsecond:
+        text += f".{t.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def parse_timestamp(value: Any, path: str = "finished_at") -> float:
+    """An RFC 3339 string or epoch seconds → epoch seconds rounded to the microsecond;
+    raises `ValidationError` (at `path`) for anything else."""
+    return _timestamp(value, path)
+
+
+# --- implementation ------------------------------------------------------------------
+
+_MATCH_FIELDS = frozenset({"match_id", "ladder", "finished_at", "teams", "model"})
+_TEAM_FIELDS = frozenset({"players", "rank", "score", "effects"})
+_PLAYER_FIELDS = frozenset({"id", "weight", "score", "seconds_played", "rated"})
+_CHANGED_STRINGS = ("event_id", "match_id", "ladder", "player_id", "model")
+_CHANGED_FIELDS = frozenset(
+    _CHANGED_STRINGS
+    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at")
+)
+_STATE_FIELDS = frozenset({"mu", "sigma"})
+
+_EPOCH = datetime(1970, 1, 1)
+_SECOND = timedelta(seconds=1)
+_MIN_EPOCH = (datetime.min - _EPOCH) / _SECOND
+_MAX_EPOCH = (datetime(9999, 12, 31, 23, 59, 59) - _EPOCH) / _SECOND
+#: RFC 3339 date-time; `datetime.fromisoformat` then checks the calendar.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)\Z",
+    re.ASCII,
+)
+_JSON_KINDS = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+    list: "array",
+    dict: "object",
+    bytes: "binary",
+}
+
+
+def _fail(path: str, reason: str) -> NoReturn:
+    raise ValidationError(path, reason)
+
+
+def _kind(value: Any) -> str:
+    return _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+def _show(value: str, limit: int = 40) -> str:
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "…"
+
+
+def _join(prefix: str, key: Any) -> str:
+    """The path of `key` (a field name or an array index) inside `prefix`."""
+    if type(key) is int:
+        return f"{prefix}[{key}]"
+    if isinstance(key, str) and key.isidentifier():
+        return f"{prefix}.{key}" if prefix else key
+    return f"{prefix}[{_show(key) if isinstance(key, str) else repr(key)}]"
+
+
+def _no_unknown(obj: dict[Any, Any], allowed: frozenset[str], prefix: str) -> None:
+    if not allowed.issuperset(obj):
+        _fail(_join(prefix, min(obj.keys() - allowed, key=repr)), "unknown field")
+
+
+def _required(obj: dict[Any, Any], key: str, prefix: str) -> Any:
+    try:
+        return obj[key]
+    except KeyError:
+        _fail(_join(prefix, key), "is required")
+
+
+def _string(value: Any, prefix: str, key: str | int, limit: int | None) -> str:
+    if type(value) is not str:
+        _fail(_join(prefix, key), f"must be a string, got {_kind(value)}")
+    if not value:
+        _fail(_join(prefix, key), "must not be empty")
+    if limit is not None and len(value) > limit:
+        _fail(_join(prefix, key), f"is {len(value)} characters, limit {limit}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            _fail(_join(prefix, key), "is not valid Unicode (lone surrogate)")
+    return value
+
+
+def _finite(value: Any, prefix: str, key: str) -> float:
+    kind = type(value)
+    if kind is float:
+        if value - value == 0.0:
+            return value  # type: ignore[no-any-return]
+        _fail(_join(prefix, key), "must be a finite number")
+    if kind is int:
+        try:
+            return float(value)
+        except OverflowError:
+            _fail(_join(prefix, key), "must be a finite number")
+    _fail(_join(prefix, key), f"must be a number, got {_kind(value)}")
+
+
+def _timestamp(value: Any, path: str) -> float:
+    kind = type(value)
+    if kind is str:
+        return _parse_rfc3339(value, path)
+    if kind is int or kind is float:
+        epoch = _finite(value, "", path)
+        if not _MIN_EPOCH <= epoch <= _MAX_EPOCH:
+            _fail(path, "is out of range (years 0001-9999)")
+        return timedelta(seconds=epoch) / _SECOND
+    _fail(path, f"must be an RFC 3339 date-time string or epoch seconds, got {_kind(value)}")
+
+
+def _parse_rfc3339(text: str, path: str) -> float:
+    if _RFC3339.match(text) is None:
+        _fail(path, f"{_show(text)} is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)")
+    try:
+        epoch = datetime.fromisoformat(text.upper()).timestamp()
+    except ValueError as e:
+        _fail(path, f"{_show(text)} is not a valid date-time: {e}")
+    if not _MIN_EPOCH <= epoch <= _MAX_EPOCH:
+        _fail(path, "is out of range (years 0001-9999)")
+    return epoch
+
+
+def _state(value: Any, path: str) -> dict[str, float | None]:
+    if not isinstance(value, dict):
+        _fail(path, f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _STATE_FIELDS, path)
+    mu = _finite(_required(value, "mu", path), path, "mu")
+    sigma = _required(value, "sigma", path)
+    if sigma is not None:
+        sigma = _finite(sigma, path, "sigma")
+        if sigma < 0.0:
+            _fail(f"{path}.sigma", "must be >= 0")
+    return {"mu": mu, "sigma": sigma}
+
+
+def _describe(ladder: Ladder) -> str:
+    return f"ladder {ladder.name!r} (model {ladder.model!r})"
+
+
+def _team(value: Any, path: str, ladder: Ladder, limits: Limits, needs_scores: bool) -> Team:
+    if not isinstance(value, dict):
+        _fail(path, f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _TEAM_FIELDS, path)
+    rank = value.get("rank")
+    if rank is not None:
+        rank = _finite(rank, path, "rank")
+    score = value.get("score")
+    if score is not None:
+        score = _finite(score, path, "score")
+    effects = value.get("effects")
+    effects = () if effects is None else _effects(effects, f"{path}.effects", ladder, limits)
+    raw_players = _required(value, "players", path)
+    if not isinstance(raw_players, list):
+        _fail(f"{path}.players", f"must be an array, got {_kind(raw_players)}")
+    if not raw_players:
+        _fail(f"{path}.players", "needs at least 1 player")
+    id_limit = limits.max_id_length
+    players = tuple(
+        [
+            _player(p, f"{path}.players[{j}]", id_limit, ladder if needs_scores else None)
+            for j, p in enumerate(raw_players)
+        ]
+    )
+    return Team(players, rank, score, effects)
+
+
+def _effects(value: Any, path: str, ladder: Ladder, limits: Limits) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        _fail(path, f"must be an array, got {_kind(value)}")
+    if not value:
+        return ()
+    if not ladder.model_class.supports_effects:
+        _fail(path, f"{_describe(ladder)} does not support effects")
+    if len(value) > limits.max_effects:
+        _fail(path, f"has {len(value)} effects, limit {limits.max_effects}")
+    names = tuple([_string(e, path, i, limits.max_id_length) for i, e in enumerate(value)])
+    if len(set(names)) != len(names):
+        i = next(i for i, e in enumerate(names) if e in names[:i])
+        _fail(f"{path}[{i}]", f"effect {_show(names[i])} is listed twice")
+    return names
+
+
+def _player(value: Any, path: str, id_limit: int, scored_by: Ladder | None) -> Player:
+    """One player; `scored_by` is the ladder when its model needs scores, else None."""
+    if not isinstance(value, dict):
+        _fail(path, f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _PLAYER_FIELDS, path)
+    pid = _string(_required(value, "id", path), path, "id", id_limit)
+    weight = value.get("weight")
+    if weight is None:
+        weight = 1.0
+    else:
+        weight = _finite(weight, path, "weight")
+        if not 0.0 < weight <= 1.0:
+            _fail(f"{path}.weight", "must be > 0 and <= 1")
+    score = value.get("score")
+    if score is not None:
+        score = _finite(score, path, "score")
+    seconds = value.get("seconds_played")
+    if seconds is not None:
+        seconds = _finite(seconds, path, "seconds_played")
+        if seconds <= 0.0:
+            _fail(f"{path}.seconds_played", "must be > 0")
+    rated = value.get("rated")
+    if rated is None:
+        rated = True
+    elif type(rated) is not bool:
+        _fail(f"{path}.rated", f"must be a boolean, got {_kind(rated)}")
+    if scored_by is not None and rated:
+        if score is None:
+            _fail(f"{path}.score", f"is required by {_describe(scored_by)}")
+        if seconds is None:
+            _fail(f"{path}.seconds_played", f"is required by {_describe(scored_by)}")
+    return Player(pid, weight, score, seconds, rated)
+
+
+def _check_ranking(teams: list[Team]) -> None:
+    """All teams give a rank, or none does and each has a score (its own or one for
+    every player)."""
+    ranked = teams[0].rank is not None
+    for i, team in enumerate(teams):
+        if (team.rank is not None) != ranked:
+            missing, given = (i, 0) if ranked else (0, i)
+            _fail(
+                f"teams[{missing}].rank",
+                f"is missing but teams[{given}] has one (all teams give a rank, or none does)",
+            )
+        if not ranked and team.score is None and any(p.score is None for p in team.players):
+            _fail(f"teams[{i}]", "needs a rank or a score (or a score for every player)")
+
+
+def _number(x: float) -> float | int:
+    """Integral floats as ints in the wire form: ``"rank": 1``, not ``1.0``."""
+    return int(x) if x.is_integer() and abs(x) < 2.0**53 else x
+
+
+def _team_dict(team: Team) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    if team.rank is not None:
+        d["rank"] = _number(team.rank)
+    if team.score is not None:
+        d["score"] = _number(team.score)
+    if team.effects:
+        d["effects"] = list(team.effects)
+    d["players"] = [_player_dict(p) for p in team.players]
+    return d
+
+
+def _player_dict(player: Player) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": player.id}
+    if player.weight != 1.0:
+        d["weight"] = _number(player.weight)
+    if player.score is not None:
+        d["score"] = _number(player.score)
+    if player.seconds_played is not None:
+        d["seconds_played"] = _number(player.seconds_played)
+    if not player.rated:
+        d["rated"] = False
+    return d

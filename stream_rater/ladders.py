@@ -1,0 +1,383 @@
+"""Ladder configuration: which rating model, with which parameters, each ladder uses.
+
+A ladder is a rating pool with one model; an event names its ladder (``default`` if it
+names none) and may not switch that ladder's model. The ``default`` ladder always exists:
+TrueSkill with default parameters unless configured otherwise.
+
+TOML file (`Ladders.from_toml`)::
+
+    [ladders.halo2-ffa]
+    model = "trueskill"       # required: a model name of stream_rater.rating.registry
+    draw_probability = 0.0    # every other key is a parameter of that model
+    k = 3
+
+Environment (`Ladders.from_env`, prefix ``STREAM_RATER_``)::
+
+    STREAM_RATER_LADDER_HALO2_FFA=trueskill
+    STREAM_RATER_LADDER_HALO2_FFA__DRAW_PROBABILITY=0.0
+    STREAM_RATER_LADDER_MW4=sph-elo
+    STREAM_RATER_LADDER_MW4__T=120
+
+- ``<NAME>`` is lower-cased and ``_`` becomes ``-`` (``HALO2_FFA`` → ``halo2-ffa``).
+  Ladder names are therefore lower-case letters, digits and ``-`` (not starting with
+  ``-``) in every source, so each ladder can be named both ways; the names also sit in
+  Redis keys, where braces would break the cluster hash tag.
+- ``__`` separates the parameter. ``<PARAM>`` matches the model's parameter names
+  ignoring case (``__T`` → ``T``, ``__DRAW_PROBABILITY`` → ``draw_probability``).
+- Values are typed like ``--param`` values, see `parse_value`.
+
+Merging (`load_ladders`): the environment overrides the file, ladder by ladder. An
+environment model equal to the file's keeps the file's parameters (environment values
+win key by key); a different model drops them, since they were the other model's. An
+environment parameter for a ladder that no source gives a model is an error, except for
+``default``.
+
+``k``, the multiplier of the μ − kσ leaderboard rating, is an ordinary parameter of the
+TrueSkill model. Other models have no ``k``: giving one is an unknown-parameter error
+like any other.
+
+The loaders build every ladder's model once, so a bad parameter fails at start-up, not on
+the first event. Errors (`LadderConfigError`) say where: ``ladders.toml:7: [ladders.mw4]
+k: model 'sph-elo' has no parameter 'k' …`` or ``STREAM_RATER_LADDER_MW4__K: …``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, TypeVar, overload
+
+from stream_rater.rating import registry
+from stream_rater.rating.base import RatingModel
+
+__all__ = [
+    "DEFAULT_LADDER",
+    "DEFAULT_MODEL",
+    "ENV_PREFIX",
+    "Ladder",
+    "LadderConfigError",
+    "Ladders",
+    "UnknownLadderError",
+    "load_ladders",
+    "parse_param",
+    "parse_value",
+]
+
+DEFAULT_LADDER = "default"
+DEFAULT_MODEL = "trueskill"
+ENV_PREFIX = "STREAM_RATER_"
+
+_T = TypeVar("_T")
+
+
+class LadderConfigError(ValueError):
+    """Ladder configuration that cannot be used; the message says where and why."""
+
+
+class UnknownLadderError(KeyError):
+    """A ladder name that is not configured."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        super().__init__(name)
+        self.name = name
+        self.message = f"unknown ladder {name!r} (configured: {', '.join(sorted(known))})"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """A rating pool: its name, model name and model parameters (read-only)."""
+
+    name: str
+    model: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problem = _name_problem(self.name)
+        if problem:
+            raise LadderConfigError(problem)
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    @cached_property
+    def model_class(self) -> type[RatingModel]:
+        """The model's class, for its traits (`needs_scores`, `supports_effects`)."""
+        return registry.model_class(self.model)
+
+    @cached_property
+    def rating_model(self) -> RatingModel:
+        """The model instance, built once per ladder."""
+        return registry.create_model(self.model, self.params)
+
+
+class Ladders(Mapping[str, Ladder]):
+    """The configured ladders by name; ``default`` is always among them."""
+
+    def __init__(self, ladders: Iterable[Ladder] = ()) -> None:
+        table: dict[str, Ladder] = {}
+        for ladder in ladders:
+            if ladder.name in table:
+                raise LadderConfigError(f"ladder {ladder.name!r} is configured twice")
+            table[ladder.name] = ladder
+        table.setdefault(DEFAULT_LADDER, Ladder(DEFAULT_LADDER, DEFAULT_MODEL))
+        self._table = table
+
+    def __getitem__(self, name: str) -> Ladder:
+        try:
+            return self._table[name]
+        except KeyError:
+            raise UnknownLadderError(name, self._table) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __repr__(self) -> str:
+        return f"Ladders({list(self._table.values())!r})"
+
+    @overload
+    def get(self, name: str) -> Ladder: ...
+
+    @overload
+    def get(self, name: str, default: _T) -> Ladder | _T: ...
+
+    def get(self, name: str, *default: Any) -> Any:
+        """The ladder `name`; unlike ``dict.get``, raises `UnknownLadderError` when it is
+        not configured unless a default is given."""
+        ladder = self._table.get(name)
+        if ladder is not None:
+            return ladder
+        if default:
+            return default[0]
+        raise UnknownLadderError(name, self._table)
+
+    @property
+    def default(self) -> Ladder:
+        """The ladder of events that name none."""
+        return self._table[DEFAULT_LADDER]
+
+    @classmethod
+    def from_toml(cls, path: str) -> Ladders:
+        """Ladders of a TOML file (format in the module docstring), models checked."""
+        return load_ladders(path, {})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], prefix: str = ENV_PREFIX) -> Ladders:
+        """Ladders of ``<prefix>LADDER_…`` variables (scheme in the module docstring)."""
+        return load_ladders(None, environ, prefix)
+
+
+def load_ladders(
+    path: str | None, environ: Mapping[str, str], prefix: str = ENV_PREFIX
+) -> Ladders:
+    """Ladders of the TOML file at `path` (if any) overridden by the environment, every
+    model built once to check its parameters; raises `LadderConfigError`."""
+    sources = _read_toml(path) if path else {}
+    sources.setdefault(DEFAULT_LADDER, _Source(DEFAULT_MODEL, "default ladder", "default ladder"))
+    for name, env in _read_env(environ, prefix).items():
+        base = sources.get(name)
+        if base is None or (env.model is not None and env.model != base.model):
+            sources[name] = env
+        else:
+            base.params.update(env.params)
+    return Ladders(_build(name, source) for name, source in sources.items())
+
+
+def parse_value(text: str) -> bool | int | float | str:
+    """A parameter value typed from its text: ``true``/``false`` (any case) → bool, then
+    int, then float (NaN refused), else the string itself; quotes force a string."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if math.isnan(number):
+        raise ValueError(f"{text!r}: NaN is not a parameter value")
+    return number
+
+
+def parse_param(text: str) -> tuple[str, bool | int | float | str]:
+    """A CLI ``--param name=value`` string → ``(name, typed value)``; raises ValueError."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name.isidentifier():
+        raise ValueError(f"expected name=value with a parameter name, got {text!r}")
+    return name, parse_value(value)
+
+
+# --- implementation ------------------------------------------------------------------
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+
+
+def _name_problem(name: str) -> str | None:
+    if isinstance(name, str) and _NAME.match(name):
+        return None
+    return (
+        f"ladder name {name!r}: use lower-case letters, digits and '-' "
+        "(starting with a letter or digit)"
+    )
+
+
+@dataclass(slots=True)
+class _Param:
+    value: Any
+    where: str
+    ignore_case: bool
+
+
+@dataclass(slots=True)
+class _Source:
+    """One ladder as a configuration source describes it, with places for messages."""
+
+    model: str | None
+    model_where: str
+    where: str
+    params: dict[str, _Param] = field(default_factory=dict)
+
+
+def _build(name: str, source: _Source) -> Ladder:
+    if source.model is None:
+        first = next(iter(source.params.values())).where
+        raise LadderConfigError(f"{first}: ladder {name!r} has parameters but no model")
+    try:
+        allowed = registry.model_parameters(source.model)
+    except registry.UnknownModelError as e:
+        raise LadderConfigError(f"{source.model_where}: {e}") from None
+    params: dict[str, Any] = {}
+    for key, param in source.params.items():
+        actual = _resolve(key, allowed, param.ignore_case)
+        if actual is None:
+            raise LadderConfigError(
+                f"{param.where}: model {source.model!r} has no parameter {key!r} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+        params[actual] = param.value
+    ladder = Ladder(name, source.model, params)
+    try:
+        ladder.rating_model
+    except (ValueError, TypeError) as e:
+        raise LadderConfigError(f"{source.where}: {e}") from e
+    return ladder
+
+
+def _resolve(key: str, allowed: Mapping[str, Any], ignore_case: bool) -> str | None:
+    if key in allowed:
+        return key
+    if ignore_case:
+        matches = [a for a in allowed if a.lower() == key.lower()]
+        if len(matches) == 1:
+            return matches[0]
+    return None
+
+
+def _read_toml(path: str) -> dict[str, _Source]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise LadderConfigError(f"{path}: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+        doc = tomllib.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise LadderConfigError(f"{path}: {e}") from None
+    lines = text.splitlines()
+
+    def where(table: str, key: str | None = None) -> str:
+        line = _find_line(lines, table, key)
+        return f"{path}:{line}" if line else path
+
+    for key in doc:
+        if key != "ladders":
+            raise LadderConfigError(
+                f"{where('', key)}: unknown key {key!r} (the file holds [ladders.<name>] tables)"
+            )
+    tables = doc.get("ladders", {})
+    if not isinstance(tables, dict):
+        raise LadderConfigError(f"{where('', 'ladders')}: 'ladders' must be a table")
+    sources: dict[str, _Source] = {}
+    for name, table in tables.items():
+        header = f"ladders.{name}"
+        here = f"{where(header)}: [{header}]"
+        problem = _name_problem(name)
+        if problem:
+            raise LadderConfigError(f"{here}: {problem}")
+        if not isinstance(table, dict):
+            raise LadderConfigError(f"{here}: must be a table")
+        model = table.get("model")
+        if not isinstance(model, str):
+            raise LadderConfigError(f"{here}: 'model' must be given as a string")
+        sources[name] = _Source(
+            model,
+            f"{where(header, 'model')}: [{header}] model",
+            here,
+            {
+                key: _Param(value, f"{where(header, key)}: [{header}] {key}", ignore_case=False)
+                for key, value in table.items()
+                if key != "model"
+            },
+        )
+    return sources
+
+
+_HEADER = re.compile(r"\s*\[([^\[\]]*)\]\s*(?:#.*)?\Z")
+
+
+def _find_line(lines: list[str], table: str, key: str | None) -> int | None:
+    """Best-effort 1-based line of ``[table]`` (key None) or of `key` inside it, for
+    messages; None when the file spells it in a way this simple scan does not follow."""
+    current = ""
+    key_line = re.compile(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=") if key else None
+    for number, line in enumerate(lines, start=1):
+        header = _HEADER.match(line)
+        if header:
+            current = re.sub(r"[\s\"']", "", header.group(1))
+            if key_line is None and current == table:
+                return number
+        elif key_line is not None and current == table and key_line.match(line):
+            return number
+    return None
+
+
+def _read_env(environ: Mapping[str, str], prefix: str) -> dict[str, _Source]:
+    head = prefix + "LADDER_"
+    sources: dict[str, _Source] = {}
+    for var in sorted(environ):
+        if not var.startswith(head):
+            continue
+        part, separator, param = var[len(head):].partition("__")
+        name = part.lower().replace("_", "-")
+        problem = _name_problem(name)
+        if problem:
+            raise LadderConfigError(f"{var}: {problem}")
+        source = sources.setdefault(name, _Source(None, var, f"{head}{part}*"))
+        value = environ[var]
+        if not separator:
+            if not value.strip():
+                raise LadderConfigError(f"{var}: empty model name")
+            source.model, source.model_where = value.strip(), var
+        elif not param:
+            raise LadderConfigError(f"{var}: no parameter name after '__'")
+        else:
+            try:
+                source.params[param] = _Param(parse_value(value), var, ignore_case=True)
+            except ValueError as e:
+                raise LadderConfigError(f"{var}: {e}") from None
+    return sources

@@ -1,0 +1,450 @@
+"""Match-finished validation, the event dataclasses and timestamps (stream_rater.events)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import statistics
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stream_rater.events import (
+    Limits,
+    MatchFinished,
+    Player,
+    RatingChanged,
+    Team,
+    ValidationError,
+    format_timestamp,
+    parse_match,
+    parse_timestamp,
+)
+from stream_rater.ladders import Ladder, Ladders
+
+LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
+
+
+def one_v_one(**changes: Any) -> dict[str, Any]:
+    """A valid 1v1 event on the default ladder, with top-level fields replaced."""
+    event: dict[str, Any] = {
+        "match_id": "m1",
+        "finished_at": "2004-08-06T18:13:50Z",
+        "teams": [{"rank": 1, "players": [{"id": "p1"}]}, {"rank": 2, "players": [{"id": "p2"}]}],
+    }
+    event.update(changes)
+    return event
+
+
+def with_player(**fields: Any) -> dict[str, Any]:
+    """A valid 1v1 event whose second player has `fields` set (None deletes a field)."""
+    event = one_v_one()
+    player = event["teams"][1]["players"][0]
+    player.update(fields)
+    return event
+
+
+def sph(*players: dict[str, Any]) -> dict[str, Any]:
+    """An event on the SPH Elo ladder, one player per team."""
+    return one_v_one(ladder="mw4", teams=[{"rank": i, "players": [p]} for i, p in enumerate(players)])
+
+
+def rejection(obj: Any, limits: Limits = Limits()) -> str:
+    with pytest.raises(ValidationError) as info:
+        parse_match(obj, LADDERS, limits)
+    return str(info.value)
+
+
+def test_minimal_event_parses_with_defaults_filled_in() -> None:
+    """A minimal 1v1 event becomes a MatchFinished on the default ladder with every optional field at its default."""
+    assert parse_match(one_v_one(), LADDERS) == MatchFinished(
+        match_id="m1",
+        ladder="default",
+        finished_at=1091816030.0,
+        teams=(Team(players=(Player("p1"),), rank=1.0), Team(players=(Player("p2"),), rank=2.0)),
+    )
+
+
+def test_design_example_parses() -> None:
+    """The match-finished example of design.md is valid and keeps every field it gives."""
+    match = parse_match(
+        {
+            "match_id": "h2-281884",
+            "ladder": "halo2-ffa",
+            "finished_at": "2004-08-06T18:13:50Z",
+            "teams": [
+                {"rank": 1, "players": [{"id": "p1"}, {"id": "p2", "weight": 0.5}]},
+                {"rank": 2, "players": [{"id": "p3", "score": 12, "seconds_played": 840}]},
+            ],
+        },
+        LADDERS,
+    )
+    assert match.ladder == "halo2-ffa"
+    assert match.teams[0].players[1] == Player("p2", weight=0.5)
+    assert match.teams[1].players[0] == Player("p3", score=12.0, seconds_played=840.0)
+
+
+def test_null_optional_fields_mean_absent() -> None:
+    """Optional fields given as null parse exactly as if they were left out."""
+    nulls = one_v_one(ladder=None, model=None)
+    nulls["teams"][0].update(score=None, effects=None)
+    nulls["teams"][0]["players"][0].update(weight=None, score=None, seconds_played=None, rated=None)
+    assert parse_match(nulls, LADDERS) == parse_match(one_v_one(), LADDERS)
+
+
+def test_numbers_are_stored_as_floats() -> None:
+    """Integer ranks, weights, scores and times come out as floats, so equal values compare equal whatever their wire type."""
+    match = parse_match(with_player(weight=1, score=3, seconds_played=60), LADDERS)
+    player = match.teams[1].players[0]
+    assert [type(x) for x in (match.teams[0].rank, player.weight, player.score, player.seconds_played)] == [float] * 4
+
+
+def test_model_equal_to_the_ladders_is_accepted() -> None:
+    """An event may name its ladder's model."""
+    assert parse_match(one_v_one(model="trueskill"), LADDERS) == parse_match(one_v_one(), LADDERS)
+
+
+def test_effects_are_kept_on_a_ladder_that_supports_them() -> None:
+    """Team effects are parsed into a tuple on a TrueSkill ladder."""
+    event = one_v_one()
+    event["teams"][0]["effects"] = ["home", "map-a"]
+    assert parse_match(event, LADDERS).teams[0].effects == ("home", "map-a")
+
+
+def test_unrated_player_needs_no_score_on_a_scores_ladder() -> None:
+    """On a ladder whose model needs scores, an unrated player may omit score and seconds_played."""
+    match = parse_match(sph({"id": "a", "score": 3, "seconds_played": 60}, {"id": "b", "rated": False}), LADDERS)
+    assert match.teams[1].players[0] == Player("b", rated=False)
+
+
+def _teams(n: int) -> list[dict[str, Any]]:
+    return [{"rank": i, "players": [{"id": f"p{i}"}]} for i in range(n)]
+
+
+def _bad_players(**fields: Any) -> list[dict[str, Any]]:
+    return with_player(**fields)["teams"]
+
+
+REJECTIONS: list[tuple[str, Any, str]] = [
+    ("not an object", [one_v_one()], "event: must be an object, got array"),
+    ("unknown top-level field", one_v_one(winner="p1"), "winner: unknown field"),
+    ("unknown odd key", one_v_one(**{"a b": 1}), "['a b']: unknown field"),
+    ("missing match_id", {k: v for k, v in one_v_one().items() if k != "match_id"}, "match_id: is required"),
+    ("null match_id", one_v_one(match_id=None), "match_id: must be a string, got null"),
+    ("numeric match_id", one_v_one(match_id=7), "match_id: must be a string, got integer"),
+    ("empty match_id", one_v_one(match_id=""), "match_id: must not be empty"),
+    ("long match_id", one_v_one(match_id="x" * 129), "match_id: is 129 characters, limit 128"),
+    ("lone surrogate", one_v_one(match_id="m\ud800"), "match_id: is not valid Unicode (lone surrogate)"),
+    ("ladder not a string", one_v_one(ladder=True), "ladder: must be a string, got boolean"),
+    ("unknown ladder", one_v_one(ladder="nope"), "ladder: unknown ladder 'nope' (configured: default, halo2-ffa, mw4)"),
+    (
+        "model switch",
+        one_v_one(model="sph-elo"),
+        "model: ladder 'default' uses model 'trueskill', the event says 'sph-elo'; "
+        "an event may not switch a ladder's model",
+    ),
+    ("model not a string", one_v_one(model=3), "model: must be a string, got integer"),
+    ("missing finished_at", {k: v for k, v in one_v_one().items() if k != "finished_at"}, "finished_at: is required"),
+    ("boolean finished_at", one_v_one(finished_at=True), "finished_at: must be an RFC 3339 date-time string or epoch seconds, got boolean"),
+    ("no offset", one_v_one(finished_at="2004-08-06T18:13:50"), "finished_at: '2004-08-06T18:13:50' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
+    ("date only", one_v_one(finished_at="2004-08-06"), "finished_at: '2004-08-06' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
+    ("offset hours 24", one_v_one(finished_at="2004-08-06T18:13:50+24:00"), "finished_at: '2004-08-06T18:13:50+24:00' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
+    ("February 30", one_v_one(finished_at="2004-02-30T00:00:00Z"), "finished_at: '2004-02-30T00:00:00Z' is not a valid date-time: day is out of range for month"),
+    ("leap second", one_v_one(finished_at="2016-12-31T23:59:60Z"), "finished_at: '2016-12-31T23:59:60Z' is not a valid date-time: second must be in 0..59"),
+    ("before year 1", one_v_one(finished_at="0001-01-01T00:00:00+01:00"), "finished_at: is out of range (years 0001-9999)"),
+    ("epoch too large", one_v_one(finished_at=1e12), "finished_at: is out of range (years 0001-9999)"),
+    ("NaN epoch", one_v_one(finished_at=float("nan")), "finished_at: must be a finite number"),
+    ("teams not an array", one_v_one(teams={"a": 1}), "teams: must be an array, got object"),
+    ("one team", one_v_one(teams=_teams(1)), "teams: needs at least 2 teams, got 1"),
+    ("too many teams", one_v_one(teams=_teams(65)), "teams: has 65 teams, limit 64"),
+    ("team not an object", one_v_one(teams=[_teams(1)[0], "b"]), "teams[1]: must be an object, got string"),
+    ("unknown team field", one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}], "colour": "red"}, _teams(2)[1]]), "teams[0].colour: unknown field"),
+    ("missing players", one_v_one(teams=[{"rank": 1}, _teams(2)[1]]), "teams[0].players: is required"),
+    ("empty team", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": []}]), "teams[1].players: needs at least 1 player"),
+    ("player not an object", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": ["p2"]}]), "teams[1].players[0]: must be an object, got string"),
+    ("unknown player field", with_player(nick="x"), "teams[1].players[0].nick: unknown field"),
+    ("missing id", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": [{"score": 1}]}]), "teams[1].players[0].id: is required"),
+    ("player twice", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": [{"id": "p9"}, {"id": "p0"}]}]), "teams[1].players[1].id: player 'p0' is already listed at teams[0].players[0]"),
+    ("player twice in a team", one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}, {"id": "a"}]}, _teams(2)[1]]), "teams[0].players[1].id: player 'a' is already listed at teams[0].players[0]"),
+    ("boolean rank", one_v_one(teams=[{"rank": True, "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].rank: must be a number, got boolean"),
+    ("string rank", one_v_one(teams=[{"rank": "1", "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].rank: must be a number, got string"),
+    ("infinite rank", one_v_one(teams=[{"rank": float("inf"), "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].rank: must be a finite number"),
+    ("huge integer score", one_v_one(teams=[{"score": 10**400, "players": [{"id": "a"}]}, {"score": 1, "players": [{"id": "b"}]}]), "teams[0].score: must be a finite number"),
+    ("rank and score mixed", one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}]}, {"score": 3, "players": [{"id": "b"}]}]), "teams[1].rank: is missing but teams[0] has one (all teams give a rank, or none does)"),
+    ("score then rank", one_v_one(teams=[{"score": 1, "players": [{"id": "a"}]}, {"rank": 3, "players": [{"id": "b"}]}]), "teams[0].rank: is missing but teams[1] has one (all teams give a rank, or none does)"),
+    ("neither rank nor score", one_v_one(teams=[{"score": 1, "players": [{"id": "a"}]}, {"players": [{"id": "b", "score": 1}, {"id": "c"}]}]), "teams[1]: needs a rank or a score (or a score for every player)"),
+    ("zero weight", with_player(weight=0), "teams[1].players[0].weight: must be > 0 and <= 1"),
+    ("negative weight", with_player(weight=-0.5), "teams[1].players[0].weight: must be > 0 and <= 1"),
+    ("weight above 1", with_player(weight=1.5), "teams[1].players[0].weight: must be > 0 and <= 1"),
+    ("boolean weight", with_player(weight=True), "teams[1].players[0].weight: must be a number, got boolean"),
+    ("NaN score", with_player(score=float("nan")), "teams[1].players[0].score: must be a finite number"),
+    ("zero time", with_player(seconds_played=0), "teams[1].players[0].seconds_played: must be > 0"),
+    ("negative time", with_player(seconds_played=-1.5), "teams[1].players[0].seconds_played: must be > 0"),
+    ("rated as integer", with_player(rated=1), "teams[1].players[0].rated: must be a boolean, got integer"),
+    ("rated as string", with_player(rated="yes"), "teams[1].players[0].rated: must be a boolean, got string"),
+    ("effects not an array", one_v_one(teams=[{"rank": 1, "effects": "home", "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects: must be an array, got string"),
+    ("effect not a string", one_v_one(teams=[{"rank": 1, "effects": ["home", 2], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects[1]: must be a string, got integer"),
+    ("empty effect", one_v_one(teams=[{"rank": 1, "effects": [""], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects[0]: must not be empty"),
+    ("effect twice", one_v_one(teams=[{"rank": 1, "effects": ["home", "side", "home"], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects[2]: effect 'home' is listed twice"),
+    ("too many effects", one_v_one(teams=[{"rank": 1, "effects": [f"e{i}" for i in range(9)], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects: has 9 effects, limit 8"),
+    ("effects where unsupported", one_v_one(ladder="mw4", teams=[{"rank": 1, "effects": ["home"], "players": [{"id": "a", "score": 1, "seconds_played": 9}]}, {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]}]), "teams[0].effects: ladder 'mw4' (model 'sph-elo') does not support effects"),
+    ("score missing on SPH ladder", sph({"id": "a", "score": 1, "seconds_played": 9}, {"id": "b", "seconds_played": 9}), "teams[1].players[0].score: is required by ladder 'mw4' (model 'sph-elo')"),
+    ("time missing on SPH ladder", sph({"id": "a", "score": 1}, {"id": "b", "score": 1, "seconds_played": 9}), "teams[0].players[0].seconds_played: is required by ladder 'mw4' (model 'sph-elo')"),
+    ("too many players", one_v_one(teams=[{"rank": 1, "players": [{"id": f"a{i}"} for i in range(200)]}, {"rank": 2, "players": [{"id": f"b{i}"} for i in range(57)]}]), "teams: have 257 players in all, limit 256"),
+]
+
+
+@pytest.mark.parametrize(("event", "message"), [r[1:] for r in REJECTIONS], ids=[r[0] for r in REJECTIONS])
+def test_invalid_event_is_rejected_with_path_and_reason(event: Any, message: str) -> None:
+    """Each way of breaking the contract is rejected with the exact field path and reason."""
+    assert rejection(event) == message
+
+
+def test_error_carries_path_and_reason() -> None:
+    """ValidationError exposes path and reason separately and survives pickling."""
+    with pytest.raises(ValidationError) as info:
+        parse_match(with_player(seconds_played=0), LADDERS)
+    error = pickle.loads(pickle.dumps(info.value))
+    assert (error.path, error.reason) == ("teams[1].players[0].seconds_played", "must be > 0")
+    assert str(error) == "teams[1].players[0].seconds_played: must be > 0"
+
+
+def test_limits_are_configurable() -> None:
+    """Custom limits tighten the team, player, id and effect checks."""
+    limits = Limits(max_teams=2, max_players=2, max_id_length=3, max_effects=1)
+    assert rejection(one_v_one(teams=_teams(3)), limits) == "teams: has 3 teams, limit 2"
+    assert rejection(one_v_one(match_id="abcd"), limits) == "match_id: is 4 characters, limit 3"
+    three = one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}, {"id": "b"}]}, _teams(2)[1]])
+    assert rejection(three, limits) == "teams: have 3 players in all, limit 2"
+    two_effects = one_v_one()
+    two_effects["teams"][0]["effects"] = ["x", "y"]
+    assert rejection(two_effects, limits) == "teams[0].effects: has 2 effects, limit 1"
+
+
+def test_validation_does_not_modify_its_input() -> None:
+    """parse_match leaves the decoded object untouched."""
+    event = with_player(weight=0.5, score=2)
+    before = copy.deepcopy(event)
+    parse_match(event, LADDERS)
+    assert event == before
+
+
+def _scored(*team_scores: Any) -> MatchFinished:
+    teams = []
+    for i, score in enumerate(team_scores):
+        if isinstance(score, list):
+            teams.append({"players": [{"id": f"t{i}p{j}", "score": s} for j, s in enumerate(score)]})
+        else:
+            teams.append({"score": score, "players": [{"id": f"t{i}"}]})
+    return parse_match(one_v_one(teams=teams), LADDERS)
+
+
+def test_ranks_are_the_given_ranks() -> None:
+    """ranks() returns the teams' own ranks when they give them, draws included."""
+    event = one_v_one(teams=[{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate([2, 1, 2, -1.5])])
+    assert parse_match(event, LADDERS).ranks() == [2.0, 1.0, 2.0, -1.5]
+
+
+def test_ranks_from_scores_are_competition_ranks() -> None:
+    """Without ranks, higher scores rank better and equal scores share a rank (9, 5, 5, 1 → 1, 2, 2, 4)."""
+    assert _scored(5, 9, 1, 5).ranks() == [2.0, 1.0, 4.0, 2.0]
+
+
+def test_team_score_defaults_to_sum_of_player_scores() -> None:
+    """A team without its own score is ranked by the sum of its players' scores."""
+    assert _scored([4, 4], 7, [10, -2]).ranks() == [1.0, 3.0, 1.0]
+
+
+def test_ranked_team_may_carry_a_score_that_does_not_decide_the_order() -> None:
+    """When teams give ranks, a team score is kept but the ranks decide."""
+    event = one_v_one(teams=[{"rank": 2, "score": 3, "players": [{"id": "a"}]}, {"rank": 1, "score": 0, "players": [{"id": "b"}]}])
+    match = parse_match(event, LADDERS)
+    assert (match.ranks(), match.teams[0].score) == ([2.0, 1.0], 3.0)
+
+
+def test_to_dict_is_the_canonical_wire_form() -> None:
+    """to_dict leaves defaults out, writes integral numbers as ints and finished_at as an RFC 3339 Z string."""
+    event = {
+        "match_id": "m1",
+        "ladder": "halo2-ffa",
+        "finished_at": "2004-08-06T20:13:50.5+02:00",
+        "teams": [
+            {"rank": 1.0, "effects": ["home"], "players": [{"id": "a", "weight": 1.0, "rated": True}, {"id": "b", "weight": 0.25}]},
+            {"rank": 2, "score": 7.5, "players": [{"id": "c", "score": 3.0, "seconds_played": 60.5, "rated": False}]},
+        ],
+    }
+    assert parse_match(event, LADDERS).to_dict() == {
+        "match_id": "m1",
+        "ladder": "halo2-ffa",
+        "finished_at": "2004-08-06T18:13:50.5Z",
+        "teams": [
+            {"rank": 1, "effects": ["home"], "players": [{"id": "a"}, {"id": "b", "weight": 0.25}]},
+            {"rank": 2, "score": 7.5, "players": [{"id": "c", "score": 3, "seconds_played": 60.5, "rated": False}]},
+        ],
+    }
+
+
+def test_to_dict_parses_back_to_the_same_match() -> None:
+    """parse_match(m.to_dict()) == m for a match that uses every field."""
+    match = parse_match(
+        sph({"id": "a", "score": 2.5, "seconds_played": 61.25, "weight": 0.5}, {"id": "b", "rated": False}), LADDERS
+    )
+    assert parse_match(match.to_dict(), LADDERS) == match
+
+
+@pytest.mark.parametrize(
+    ("text", "epoch"),
+    [
+        ("1970-01-01T00:00:00Z", 0.0),
+        ("1970-01-01t01:00:00+01:00", 0.0),
+        ("1970-01-01 00:00:00-00:30", 1800.0),
+        ("1872-11-30T00:00:00Z", -3063744000.0),
+        ("2004-08-06T18:13:50.123456789z", 1091816030.123456),
+        ("0001-01-01T00:00:00Z", -62135596800.0),
+        ("9999-12-31T23:59:59Z", 253402300799.0),
+    ],
+)
+def test_rfc3339_strings_parse_to_epoch_seconds(text: str, epoch: float) -> None:
+    """RFC 3339 date-times (Z or offsets, t/T/space, any fraction truncated to microseconds) parse to UTC epoch seconds."""
+    assert parse_timestamp(text) == epoch
+
+
+@pytest.mark.parametrize(
+    ("epoch", "text"),
+    [
+        (0, "1970-01-01T00:00:00Z"),
+        (-3063744000, "1872-11-30T00:00:00Z"),
+        (1091816030.25, "2004-08-06T18:13:50.25Z"),
+        (1091816030.0000004, "2004-08-06T18:13:50Z"),
+        (-62135596800, "0001-01-01T00:00:00Z"),
+    ],
+)
+def test_format_timestamp_writes_utc_z_strings(epoch: float, text: str) -> None:
+    """format_timestamp writes RFC 3339 UTC with four-digit years and the fraction only when non-zero."""
+    assert format_timestamp(epoch) == text
+
+
+def test_epoch_numbers_are_rounded_to_the_microsecond() -> None:
+    """Epoch numbers are kept to the microsecond, like strings, so a match survives to_dict unchanged."""
+    assert parse_timestamp(1.0000004) == 1.0
+    assert parse_timestamp(1) == 1.0
+
+
+@given(st.floats(min_value=-62135596800, max_value=253402300799))
+def test_timestamps_round_trip(epoch: float) -> None:
+    """Any in-range epoch, once parsed, formats to a string that parses back to the same float."""
+    parsed = parse_timestamp(epoch)
+    assert parse_timestamp(format_timestamp(parsed)) == parsed
+
+
+CHANGED = {
+    "event_id": "h2-281884:p1",
+    "match_id": "h2-281884",
+    "ladder": "halo2-ffa",
+    "player_id": "p1",
+    "model": "trueskill",
+    "before": {"mu": 25.0, "sigma": 8.333},
+    "after": {"mu": 27.6, "sigma": 7.2},
+    "rating": 6.0,
+    "delta": 2.6,
+    "games": 1,
+    "finished_at": "2004-08-06T18:13:50Z",
+    "processed_at": "2024-01-01T00:00:00.5Z",
+}
+
+
+def test_rating_changed_round_trips() -> None:
+    """RatingChanged.from_dict(d).to_dict() == d for the design.md example, Elo-style null sigmas too."""
+    assert RatingChanged.from_dict(CHANGED).to_dict() == CHANGED
+    elo = {**CHANGED, "before": {"mu": 500.0, "sigma": None}, "after": {"mu": 510.0, "sigma": None}}
+    assert RatingChanged.from_dict(elo).to_dict() == elo
+
+
+def test_rating_changed_accepts_integral_numbers() -> None:
+    """Integers for mu, rating and delta and an integral float for games are accepted (JSON does not tell them apart)."""
+    changed = RatingChanged.from_dict({**CHANGED, "before": {"mu": 25, "sigma": 8}, "rating": 6, "games": 3.0})
+    assert (changed.before, changed.rating, changed.games) == ({"mu": 25.0, "sigma": 8.0}, 6.0, 3)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"extra": 1}, "extra: unknown field"),
+        ({"player_id": None}, "player_id: must be a string, got null"),
+        ({"before": {"mu": 1.0}}, "before.sigma: is required"),
+        ({"after": {"mu": 1.0, "sigma": 1.0, "x": 0}}, "after.x: unknown field"),
+        ({"after": {"mu": float("nan"), "sigma": 1.0}}, "after.mu: must be a finite number"),
+        ({"after": {"mu": 1.0, "sigma": -1.0}}, "after.sigma: must be >= 0"),
+        ({"after": {"mu": 1.0, "sigma": None}}, "after.sigma: must be null exactly when before.sigma is null"),
+        ({"games": 0}, "games: must be >= 1"),
+        ({"games": True}, "games: must be an integer, got boolean"),
+        ({"rating": "6"}, "rating: must be a number, got string"),
+        ({"processed_at": "yesterday"}, "processed_at: 'yesterday' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
+    ],
+)
+def test_invalid_rating_changed_is_rejected(changes: dict[str, Any], message: str) -> None:
+    """RatingChanged.from_dict rejects a broken rating-changed object with the field path and reason."""
+    with pytest.raises(ValidationError) as info:
+        RatingChanged.from_dict({**CHANGED, **changes})
+    assert str(info.value) == message
+
+
+def test_missing_rating_changed_field_is_named() -> None:
+    """A missing rating-changed field is reported as required."""
+    with pytest.raises(ValidationError, match="^delta: is required$"):
+        RatingChanged.from_dict({k: v for k, v in CHANGED.items() if k != "delta"})
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+PATHS = [
+    (),
+    ("match_id",),
+    ("ladder",),
+    ("model",),
+    ("finished_at",),
+    ("teams",),
+    ("teams", 0),
+    ("teams", 1, "rank"),
+    ("teams", 0, "players"),
+    ("teams", 0, "effects"),
+    ("teams", 1, "players", 0),
+    ("teams", 1, "players", 0, "id"),
+    ("teams", 1, "players", 0, "weight"),
+    ("teams", 1, "players", 0, "rated"),
+]
+
+
+@given(st.sampled_from(PATHS), JSON, st.sampled_from(["default", "mw4"]))
+def test_parse_match_raises_only_validation_errors(path: tuple[Any, ...], value: Any, ladder: str) -> None:
+    """Whatever value replaces any part of a valid event, parse_match returns a match or raises ValidationError, nothing else."""
+    event: Any = one_v_one(ladder=ladder)
+    if not path:
+        event = value
+    else:
+        target = event
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    try:
+        parse_match(event, LADDERS)
+    except ValidationError:
+        pass
+
+
+def test_validation_is_fast() -> None:
+    """Validating a 1v1 event takes well under 100 µs (a guard against slow checks creeping in; ~25 µs on the 2-core CI box)."""
+    event = one_v_one()
+    samples = []
+    for _ in range(50):
+        start = time.perf_counter()
+        for _ in range(100):
+            parse_match(event, LADDERS)
+        samples.append((time.perf_counter() - start) / 100)
+    assert statistics.median(samples) < 100e-6
