@@ -82,4 +82,4 @@ def _decode_msgpack(raw: bytes) -> Any:
     try:
         return msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except (ValueError, RecursionError, msgpack.UnpackException) as e:
-        raise DecodeError(f"invalid msgpack: {e}") from None
+        raise DecodeError(f"invalid msgpack: {str(e) or type(e).__name__}") from None

@@ -1,0 +1,153 @@
+"""JSON and msgpack codecs: detection, limits, rejection of non-standard input (stream_rater.codecs)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stream_rater.codecs import FORMATS, DecodeError, decode, decode_match, encode
+from stream_rater.events import Limits, ValidationError
+from stream_rater.ladders import Ladders
+
+EVENT: dict[str, Any] = {
+    "match_id": "m-ü",
+    "finished_at": "2004-08-06T18:13:50Z",
+    "teams": [{"rank": 1, "players": [{"id": "p1", "weight": 0.5}]}, {"rank": 2, "players": [{"id": "p2"}]}],
+}
+
+
+def decode_error(raw: bytes, limits: Limits = Limits()) -> str:
+    with pytest.raises(DecodeError) as info:
+        decode(raw, limits)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_encode_then_decode_round_trips(fmt: str) -> None:
+    """decode(encode(obj, fmt)) == obj in both formats, with the format detected from the bytes."""
+    assert decode(encode(EVENT, fmt)) == EVENT
+
+
+def test_json_encoding_is_compact_utf8() -> None:
+    """JSON output has no spaces and keeps non-ASCII text as UTF-8."""
+    raw = encode({"a": [1, 2], "b": "ü"})
+    assert raw == '{"a":[1,2],"b":"ü"}'.encode()
+
+
+def test_json_encoding_refuses_nan() -> None:
+    """encode refuses NaN rather than write JSON other parsers reject."""
+    with pytest.raises(ValueError):
+        encode({"a": float("nan")})
+
+
+def test_unknown_format_is_an_error() -> None:
+    """encode names the known formats when given another."""
+    with pytest.raises(ValueError, match="unknown format 'xml' \\(known: json, msgpack\\)"):
+        encode(EVENT, "xml")
+
+
+def test_json_may_start_with_whitespace() -> None:
+    """A JSON object after leading whitespace is detected as JSON."""
+    assert decode(b" \r\n\t" + encode(EVENT)) == EVENT
+
+
+@pytest.mark.parametrize("size", [0, 1, 15, 16, 65535, 65536])
+def test_msgpack_maps_of_every_header_are_detected(size: int) -> None:
+    """msgpack maps with fixmap, map16 and map32 headers are all detected as msgpack."""
+    obj = {f"k{i}": i for i in range(size)}
+    raw = msgpack.packb(obj) if size < 65536 else b"\xdf\x00\x01\x00\x00" + b"".join(
+        msgpack.packb(f"k{i}") + msgpack.packb(i) for i in range(size)
+    )
+    assert decode(raw, Limits(max_event_bytes=len(raw))) == obj
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"", "not JSON or msgpack: empty"),
+        (b"[1, 2]", "not JSON or msgpack: starts with byte 0x5b, expected '{' (a JSON object) or a msgpack map"),
+        (msgpack.packb([1, 2]), "not JSON or msgpack: starts with byte 0x92, expected '{' (a JSON object) or a msgpack map"),
+        (b"\xef\xbb\xbf{}", "not JSON or msgpack: starts with byte 0xef, expected '{' (a JSON object) or a msgpack map"),
+        (b'{"a": NaN}', "invalid JSON: NaN is not a JSON number"),
+        (b'{"a": -Infinity}', "invalid JSON: -Infinity is not a JSON number"),
+        (b'{"a": 1', "invalid JSON: Expecting ',' delimiter: line 1 column 8 (char 7)"),
+        (b'{"a": 1} x', "invalid JSON: Extra data: line 1 column 10 (char 9)"),
+        (b'{"a": "\xff"}', "invalid JSON: not UTF-8 (byte 0xff at 7)"),
+        (b"\x81\xa1a", "invalid msgpack: Unpack failed: incomplete input"),
+        (msgpack.packb({"a": 1}) + b"\x00", "invalid msgpack: "),
+        (b"\x81\x01\x02", "invalid msgpack: "),
+        (b"\x81\xa1a\xa2\xff\xfe", "invalid msgpack: "),
+    ],
+    ids=["empty", "json array", "msgpack array", "bom", "nan", "infinity", "truncated json", "trailing json",
+         "bad utf-8 json", "truncated msgpack", "trailing msgpack", "integer key", "bad utf-8 msgpack"],
+)
+def test_undecodable_bytes_are_rejected_with_a_reason(raw: bytes, message: str) -> None:
+    """Bytes that are not one JSON object or msgpack map raise DecodeError saying why."""
+    assert decode_error(raw).startswith(message)
+
+
+def test_size_limit_is_checked_before_decoding() -> None:
+    """An event over the byte limit is refused by size, before any parsing."""
+    assert decode_error(b"x" * 70000) == "event is 70000 bytes, limit 65536"
+    assert decode_error(encode(EVENT), Limits(max_event_bytes=10)).startswith("event is ")
+
+
+def test_deep_nesting_is_a_decode_error() -> None:
+    """Pathologically nested input is a DecodeError, not a RecursionError."""
+    depth = 30000
+    with pytest.raises(DecodeError):
+        decode(b'{"a":' + b"[" * depth + b"]" * depth + b"}")
+    assert decode_error(b"\x81\xa1a" + b"\x91" * depth + b"\xc0") == "invalid msgpack: StackError"
+
+
+def test_huge_json_number_decodes_to_infinity_and_fails_validation() -> None:
+    """A JSON number beyond float range is rejected by validation as non-finite."""
+    event = json.loads(json.dumps(EVENT))
+    raw = encode(event).replace(b'"rank":1', b'"rank":1e400')
+    with pytest.raises(ValidationError, match="^teams\\[0\\].rank: must be a finite number$"):
+        decode_match(raw, Ladders())
+
+
+def test_msgpack_binary_is_not_a_string() -> None:
+    """A msgpack bin value where a string belongs is a validation error naming the field."""
+    raw = msgpack.packb({**EVENT, "match_id": b"m1"}, use_bin_type=True)
+    with pytest.raises(ValidationError, match="^match_id: must be a string, got binary$"):
+        decode_match(raw, Ladders())
+
+
+def test_decode_match_is_format_independent() -> None:
+    """The same event as JSON and as msgpack gives the same MatchFinished."""
+    ladders = Ladders()
+    assert decode_match(encode(EVENT, "json"), ladders) == decode_match(encode(EVENT, "msgpack"), ladders)
+
+
+def test_decode_match_validates() -> None:
+    """decode_match applies the same validation as parse_match."""
+    with pytest.raises(ValidationError, match="^teams: needs at least 2 teams, got 1$"):
+        decode_match(encode({**EVENT, "teams": EVENT["teams"][:1]}, "msgpack"), Ladders())
+
+
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_decode_or_raise_decode_error(raw: bytes) -> None:
+    """Any bytes either decode or raise DecodeError; nothing else escapes."""
+    try:
+        decode(raw)
+    except DecodeError:
+        pass
+
+
+@given(st.sampled_from(FORMATS), st.data())
+def test_corrupted_events_raise_only_value_errors(fmt: str, data: st.DataObject) -> None:
+    """An encoded event with any byte changed is decoded and validated or rejected with DecodeError/ValidationError."""
+    raw = bytearray(encode(EVENT, fmt))
+    position = data.draw(st.integers(0, len(raw) - 1))
+    raw[position] = data.draw(st.integers(0, 255))
+    try:
+        decode_match(bytes(raw), Ladders())
+    except (DecodeError, ValidationError):
+        pass
