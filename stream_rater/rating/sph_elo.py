@@ -26,10 +26,10 @@ Decisions where the seed is silent (each pinned by a test):
   player by min(…, 0 minutes) = 0, so the player neither gains nor gives points (offset 0,
   rating unchanged) and is never compared (no division by zero). Negative or non-finite
   times, and non-finite scores, are invalid input (ValueError).
-- SPH equality is decided exactly — score_i·seconds_j vs score_j·seconds_i in rational
-  arithmetic — so two players whose SPH are mathematically equal draw (result 0.5)
-  regardless of floating-point rounding: e.g. 12 points in 15 minutes ties 16 in 20, and
-  equal scores in equal times always tie.
+- SPH equality ("tie score", result 0.5) compares score_i·seconds_j with
+  score_j·seconds_i (no division) with a relative tolerance of 1e-12, so SPH that are
+  equal up to the rounding of their inputs draw: 12 points in 15 minutes ties 16 in 20,
+  0.3 points in 3 s ties 0.1 in 1 s, and equal scores in equal times always tie.
 - All offsets zero (e.g. equal ratings, everybody tied on SPH; or one team only): eq. 5
   would divide by zero; the scale is 1 and nobody moves.
 - A player alone on a team in a team game is compared with every player of every other
@@ -68,6 +68,9 @@ from stream_rater.rating.base import Outcome, PerPlayer, Rating, RatingModel, Te
 
 #: Offsets within this relative distance of the largest |offset| count as the largest.
 _TIE_TOLERANCE = 1e-12
+#: SPH within this relative distance of each other are equal (a draw, eq. 2).
+_SPH_TOLERANCE = 1e-12
+_SPH_TOLERANCE_EXACT = Fraction(_SPH_TOLERANCE)
 
 
 def _pair_term(r_i: float, r_j: float, result: float, spread: float, weight: float) -> float:
@@ -75,14 +78,22 @@ def _pair_term(r_i: float, r_j: float, result: float, spread: float, weight: flo
     return (result - expit((r_i - r_j) / spread)) * weight
 
 
-def _sph_result(score_i: Fraction, seconds_i: Fraction, score_j: Fraction, seconds_j: Fraction) -> float:
-    """Eq. 2's 1 / 0 / 0.5 from SPH_i vs SPH_j, compared exactly (both times > 0)."""
+def _sph_result(score_i: float, seconds_i: float, score_j: float, seconds_j: float) -> float:
+    """Eq. 2's 1 / 0 / 0.5 from SPH_i vs SPH_j (both times > 0), equal within _SPH_TOLERANCE.
+
+    Compares score_i·seconds_j with score_j·seconds_i (no division); products too large
+    for a float are compared exactly as rationals.
+    """
     left, right = score_i * seconds_j, score_j * seconds_i
-    if left > right:
-        return 1.0
-    if left < right:
-        return 0.0
-    return 0.5
+    if not (math.isfinite(left) and math.isfinite(right)):
+        exact_left = Fraction(score_i) * Fraction(seconds_j)
+        exact_right = Fraction(score_j) * Fraction(seconds_i)
+        if abs(exact_left - exact_right) <= _SPH_TOLERANCE_EXACT * max(abs(exact_left), abs(exact_right)):
+            return 0.5
+        return 1.0 if exact_left > exact_right else 0.0
+    if abs(left - right) <= _SPH_TOLERANCE * max(abs(left), abs(right)):
+        return 0.5
+    return 1.0 if left > right else 0.0
 
 
 def _per_player(name: str, values: PerPlayer | None, teams: Teams) -> list[list[float]]:
@@ -155,7 +166,7 @@ class SphElo(RatingModel):
         if any(s < 0.0 for team in seconds for s in team):
             raise ValueError("seconds_played must be >= 0")
         players = [
-            (t, p.mu, Fraction(scores[t][i]), Fraction(seconds[t][i]), seconds[t][i] / 60.0)
+            (t, p.mu, scores[t][i], seconds[t][i], seconds[t][i] / 60.0)
             for t, team in enumerate(teams)
             for i, p in enumerate(team)
         ]
