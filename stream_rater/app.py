@@ -21,6 +21,7 @@ from stream_rater.ladders import Ladders
 from stream_rater.processor import Processor
 from stream_rater.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
+from stream_rater.web import register_web
 from stream_rater.worker import BatchHandler, Topics, TimedStore, WorkerStopping
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
     async def send(topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> Any:
         return await app.producer.send(topic, key, value, None, None, headers or None)
 
+    recent = register_web(app, store, ladders, settings)
     handler = BatchHandler(
         Processor(ladders, store),
         ladders,
@@ -89,6 +91,7 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         topics=Topics(updates=settings.topic_updates, dlq=settings.topic_dlq),
         limits=Limits(max_event_bytes=settings.max_event_bytes),
         stopping=stopping.is_set,
+        on_batch=recent.record,
     )
     app.rating_store = store  # type: ignore[attr-defined]
     app.rating_handler = handler  # type: ignore[attr-defined]
@@ -128,5 +131,5 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
 def run_worker(settings: Settings, ladders: Ladders) -> None:
     """Run a worker in the foreground until SIGTERM/SIGINT (faust handles the signals)."""
     app = create_app(settings, ladders)
-    worker = faust.Worker(app, loglevel=settings.log_level.upper(), quiet=True, web_port=settings.web_port)
+    worker = faust.Worker(app, loglevel=settings.log_level.upper(), quiet=True)
     worker.execute_from_commandline()

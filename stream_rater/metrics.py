@@ -4,6 +4,7 @@ counters, no player ids as labels). Served at ``/metrics`` by the worker's web s
 from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -44,3 +45,14 @@ WORKER_UP = Gauge("stream_rater_worker_up", "1 while the worker runs")
 def exposition() -> tuple[bytes, str]:
     """The current metrics in the Prometheus text format, with its content type."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def total(metric: MetricWrapperBase, suffix: str = "_total") -> float:
+    """The sum over all label values of a metric's ``<name><suffix>`` samples (``_total`` of
+    a counter, ``_sum``/``_count`` of a histogram)."""
+    return sum(
+        sample.value
+        for family in metric.collect()
+        for sample in family.samples
+        if sample.name == family.name + suffix
+    )

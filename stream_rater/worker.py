@@ -88,7 +88,9 @@ class BatchHandler:
         limits: Limits = Limits(),
         stopping: Callable[[], bool] = lambda: False,
         max_backoff: float = 5.0,
+        on_batch: Callable[[BatchResult], None] | None = None,
     ) -> None:
+        """`on_batch` is called with each finished batch's result (e.g. the dashboard's feed)."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -96,6 +98,7 @@ class BatchHandler:
         self.limits = limits
         self.stopping = stopping
         self.max_backoff = max_backoff
+        self.on_batch = on_batch
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
@@ -127,6 +130,8 @@ class BatchHandler:
         metrics.DEAD_LETTERS.inc(len(dead))
         metrics.RATING_CHANGES.inc(len(result.events))
         metrics.PROCESSING_LATENCY.observe(time.perf_counter() - started)
+        if self.on_batch is not None:
+            self.on_batch(result)
         return result
 
     async def _apply(self, valid: list[MatchFinished], dead: list[tuple[Message, str]]) -> BatchResult:

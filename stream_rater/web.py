@@ -1,0 +1,359 @@
+"""The worker's HTTP server: Prometheus metrics, health probes, a JSON API and the read-only
+dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
+
+=====================================================  ==========================================
+``GET /metrics``                                       Prometheus text format (`stream_rater.metrics`)
+``GET /healthz``                                       200 while the event loop answers
+``GET /readyz``                                        200 when partitions of the matches topic are
+                                                       assigned here and Redis answers, else 503
+                                                       with ``{"ready": false, "reason": ...}``
+``GET /``                                              the dashboard (static page + ``/static/*``)
+``GET /api/overview``                                  totals, lag per partition, per-second series
+``GET /api/feed?limit=&ladder=``                       recent rating changes, newest first
+``GET /api/ladders``                                   configured ladders and their models
+``GET /api/ladders/{ladder}/leaderboard?top=``         top players with display rating, μ, σ, games
+``GET /api/ladders/{ladder}/distribution?bins=``       histogram of display ratings
+``GET /api/ladders/{ladder}/players/{player}?limit=``  state and rating history, newest first
+=====================================================  ==========================================
+
+faust's own web stack always mounts a view at ``/`` (its "production index" when web stats
+are off, the stats view otherwise; no setting removes it), so the worker registers this
+server with `faust.App.web_server`, the hook by which an app owns the worker's HTTP server;
+faust's built-in views are then not served at all. faust starts it once the app has started.
+
+The feed and the per-second series are this worker's own (in-memory ring buffers fed by
+`BatchHandler`'s ``on_batch`` hook and by sampling the metrics every second); with several
+workers each dashboard shows its share, while Prometheus aggregates across workers. Ladder
+views read the shared store, so they are the same on every worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import faust
+import numpy as np
+from aiohttp import web
+from mode import Service
+
+from stream_rater import metrics
+from stream_rater.ladders import Ladder, Ladders, UnknownLadderError
+from stream_rater.processor import BatchResult
+from stream_rater.rating.base import Rating
+from stream_rater.settings import Settings
+from stream_rater.store import PlayerState, StateStore
+
+STATIC_DIR = Path(__file__).with_name("web_static")
+
+#: Seconds between consumer-lag measurements.
+LAG_INTERVAL = 5.0
+#: How long /readyz waits for Redis to answer a PING, in seconds.
+PING_TIMEOUT = 2.0
+#: The distribution is drawn from at most this many players (the top of the leaderboard).
+DISTRIBUTION_LIMIT = 10_000
+
+#: Per-second series of the overview: name → (metric, sample suffix) whose rate is charted.
+_RATES: dict[str, tuple[Any, str]] = {
+    "consumed": (metrics.MATCHES_CONSUMED, "_total"),
+    "applied": (metrics.MATCHES_APPLIED, "_total"),
+    "dead_letters": (metrics.DEAD_LETTERS, "_total"),
+    "conflicts": (metrics.COMMIT_CONFLICTS, "_total"),
+}
+#: Running totals shown on the overview.
+_TOTALS: dict[str, Any] = {
+    "consumed": metrics.MATCHES_CONSUMED,
+    "applied": metrics.MATCHES_APPLIED,
+    "duplicates": metrics.MATCHES_DUPLICATE,
+    "rejected": metrics.MATCHES_REJECTED,
+    "dead_letters": metrics.DEAD_LETTERS,
+    "rating_changes": metrics.RATING_CHANGES,
+    "conflicts": metrics.COMMIT_CONFLICTS,
+    "retries": metrics.BATCH_RETRIES,
+}
+
+
+class Recent:
+    """This worker's recent activity in ring buffers: rating changes and per-second samples."""
+
+    def __init__(self, feed_size: int = 200, window: int = 600) -> None:
+        """Keep the last `feed_size` rating changes and `window` samples (seconds)."""
+        self.feed: deque[dict] = deque(maxlen=feed_size)
+        self.samples: deque[dict[str, float | None]] = deque(maxlen=window)
+        self._previous: tuple[float, dict[str, float]] | None = None
+
+    def record(self, result: BatchResult) -> None:
+        """`BatchHandler`'s ``on_batch`` hook: keep the changes of newly applied matches."""
+        for match in result.results:
+            if not match.duplicate:
+                self.feed.extend(match.events)
+
+    def sample(self, now: float | None = None) -> None:
+        """Append the rates since the previous call; the first call only sets the baseline."""
+        now = time.time() if now is None else now
+        counts = {name: metrics.total(metric, suffix) for name, (metric, suffix) in _RATES.items()}
+        counts["batches"] = metrics.total(metrics.PROCESSING_LATENCY, "_count")
+        counts["seconds"] = metrics.total(metrics.PROCESSING_LATENCY, "_sum")
+        if self._previous is not None and now > self._previous[0]:
+            then, before = self._previous
+            row: dict[str, float | None] = {"t": now}
+            row.update({name: (counts[name] - before[name]) / (now - then) for name in _RATES})
+            batches = counts["batches"] - before["batches"]
+            row["latency"] = (counts["seconds"] - before["seconds"]) / batches if batches else None
+            self.samples.append(row)
+        self._previous = (now, counts)
+
+    def series(self) -> dict[str, list[float | None]]:
+        """The samples as columns (``t``, one per rate, ``latency``), oldest first."""
+        names = ["t", *_RATES, "latency"]
+        return {name: [row[name] for row in self.samples] for name in names}
+
+
+def assigned_partitions(app: faust.App, topic: str) -> list[int]:
+    """Partitions of `topic` assigned to this worker (none before the consumer started)."""
+    try:
+        assignment = app.consumer.assignment()
+    except faust.exceptions.ConsumerNotStarted:
+        return []
+    return sorted(tp.partition for tp in assignment if tp.topic == topic)
+
+
+async def update_consumer_lag(app: faust.App, topic: str) -> None:
+    """Set ``stream_rater_consumer_lag`` per assigned partition of `topic`: end offset
+    (highwater) minus the consumer's position, clamped at 0; partitions assigned elsewhere
+    since lose their series.
+
+    The position is the next offset to fetch, so events fetched but still buffered in the
+    worker (at most ``stream_buffer_maxsize``) do not count as lag. The Tansu broker of the
+    local runtime reports end offsets below the real ones, so there the lag reads 0.
+    """
+    consumer = app.consumer
+    tps = [tp for tp in consumer.assignment() if tp.topic == topic]
+    ends = await consumer.highwaters(*tps) if tps else {}
+    current = set()
+    for tp in tps:
+        position = await consumer.position(tp)
+        end = ends.get(tp)
+        if position is not None and end is not None:
+            metrics.CONSUMER_LAG.labels(topic, str(tp.partition)).set(max(0, end - position))
+            current.add(str(tp.partition))
+    for family in metrics.CONSUMER_LAG.collect():
+        for sample in family.samples:
+            labels = sample.labels
+            if labels["topic"] == topic and labels["partition"] not in current:
+                metrics.CONSUMER_LAG.remove(topic, labels["partition"])
+
+
+class Dashboard:
+    """The request handlers; reads the store, the ladders, the metrics and `Recent`."""
+
+    def __init__(self, app: faust.App, store: StateStore, ladders: Ladders, settings: Settings,
+                 recent: Recent) -> None:
+        self.app = app
+        self.store = store
+        self.ladders = ladders
+        self.settings = settings
+        self.recent = recent
+        self.started = time.time()
+
+    def routes(self) -> web.Application:
+        """An aiohttp application with every endpoint of the module docstring."""
+        application = web.Application(middlewares=[_json_errors])
+        application.add_routes([
+            web.get("/", self.index),
+            web.get("/metrics", self.metrics),
+            web.get("/healthz", self.healthz),
+            web.get("/readyz", self.readyz),
+            web.get("/api/overview", self.overview),
+            web.get("/api/feed", self.feed),
+            web.get("/api/ladders", self.ladder_list),
+            web.get("/api/ladders/{ladder}/leaderboard", self.leaderboard),
+            web.get("/api/ladders/{ladder}/distribution", self.distribution),
+            web.get("/api/ladders/{ladder}/players/{player}", self.player),
+            web.static("/static", STATIC_DIR),
+        ])
+        return application
+
+    async def index(self, request: web.Request) -> web.StreamResponse:
+        """The dashboard page."""
+        return web.FileResponse(STATIC_DIR / "index.html")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus scrape endpoint."""
+        body, content_type = metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        """Liveness: answering at all means the event loop runs."""
+        return web.json_response({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        """Readiness: partitions assigned here and Redis answering."""
+        topic = self.settings.topic_matches
+        partitions = assigned_partitions(self.app, topic)
+        reasons = [] if partitions else [f"no partition of topic {topic!r} is assigned to this worker"]
+        try:
+            redis_ok = await asyncio.wait_for(self.store.ping(), PING_TIMEOUT)
+        except asyncio.TimeoutError:
+            redis_ok = False
+        if not redis_ok:
+            reasons.append(f"the store does not answer PING within {PING_TIMEOUT:g} s")
+        if reasons:
+            return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
+        return web.json_response({"ready": True, "partitions": partitions})
+
+    async def overview(self, request: web.Request) -> web.Response:
+        """What an operator looks at first: this worker, totals, lag, recent rates."""
+        lag = [
+            {"partition": int(s.labels["partition"]), "lag": s.value}
+            for family in metrics.CONSUMER_LAG.collect() for s in family.samples
+            if s.labels["topic"] == self.settings.topic_matches
+        ]
+        return web.json_response({
+            "worker": {
+                "consumer_group": self.settings.consumer_group,
+                "topic": self.settings.topic_matches,
+                "partitions": assigned_partitions(self.app, self.settings.topic_matches),
+                "uptime": time.time() - self.started,
+            },
+            "totals": {name: metrics.total(metric) for name, metric in _TOTALS.items()},
+            "lag": sorted(lag, key=lambda row: row["partition"]),
+            "series": self.recent.series(),
+        })
+
+    async def feed(self, request: web.Request) -> web.Response:
+        """The latest rating changes seen by this worker, newest first."""
+        limit = _int_query(request, "limit", 50, maximum=self.recent.feed.maxlen or 0)
+        ladder = request.query.get("ladder")
+        events = [e for e in reversed(self.recent.feed) if ladder is None or e["ladder"] == ladder]
+        return web.json_response({"events": events[:limit]})
+
+    async def ladder_list(self, request: web.Request) -> web.Response:
+        """The configured ladders (the ones this worker rates)."""
+        return web.json_response({"ladders": [
+            {"name": lad.name, "model": lad.model, "params": {k: str(v) for k, v in lad.params.items()}}
+            for lad in self.ladders.values()
+        ]})
+
+    async def leaderboard(self, request: web.Request) -> web.Response:
+        """The top players of a ladder with their stored states."""
+        ladder = self._ladder(request)
+        top = _int_query(request, "top", 25, maximum=500)
+        rows = await self.store.leaderboard(ladder.name, top)
+        states = (await self.store.read(ladder.name, [p for p, _ in rows], [], [])).players
+        return web.json_response({"ladder": ladder.name, "model": ladder.model, "rows": [
+            {"rank": rank, "player_id": player_id, **_state_json(ladder, states[player_id])}
+            for rank, (player_id, _) in enumerate(rows, start=1) if player_id in states
+        ]})
+
+    async def distribution(self, request: web.Request) -> web.Response:
+        """A histogram of the ladder's display ratings (of its top `DISTRIBUTION_LIMIT`)."""
+        ladder = self._ladder(request)
+        bins = _int_query(request, "bins", 30, maximum=200)
+        scores = [score for _, score in await self.store.leaderboard(ladder.name, DISTRIBUTION_LIMIT)]
+        counts, edges = np.histogram(scores, bins=bins) if scores else ([], [])
+        return web.json_response({
+            "ladder": ladder.name, "players": len(scores), "truncated": len(scores) >= DISTRIBUTION_LIMIT,
+            "edges": [float(e) for e in edges], "counts": [int(c) for c in counts],
+        })
+
+    async def player(self, request: web.Request) -> web.Response:
+        """One player's current state and rating history (newest first)."""
+        ladder = self._ladder(request)
+        player_id = request.match_info["player"]
+        limit = _int_query(request, "limit", self.settings.history_limit, maximum=self.settings.history_limit)
+        snapshot = await self.store.read(ladder.name, [player_id], [], [])
+        history = await self.store.history(ladder.name, player_id, limit)
+        state = snapshot.players.get(player_id)
+        if state is None and not history:
+            raise web.HTTPNotFound(reason=f"no player {player_id!r} on ladder {ladder.name!r}")
+        return web.json_response({
+            "ladder": ladder.name, "model": ladder.model, "player_id": player_id,
+            "state": None if state is None else _state_json(ladder, state),
+            "history": history,
+        })
+
+    def _ladder(self, request: web.Request) -> Ladder:
+        try:
+            return self.ladders[request.match_info["ladder"]]
+        except UnknownLadderError as exc:
+            raise web.HTTPNotFound(reason=exc.message) from None
+
+
+def _state_json(ladder: Ladder, state: PlayerState) -> dict[str, Any]:
+    rating = ladder.rating_model.display(Rating(state.mu, state.sigma))
+    return {"rating": rating, "mu": state.mu, "sigma": state.sigma, "games": state.games,
+            "last_played": state.last_played}
+
+
+def _int_query(request: web.Request, name: str, default: int, *, maximum: int) -> int:
+    """An integer query parameter in 1..maximum (400 otherwise)."""
+    raw = request.query.get(name)
+    if raw is None:
+        return min(default, maximum)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= maximum:
+        raise web.HTTPBadRequest(reason=f"{name} must be an integer from 1 to {maximum}")
+    return value
+
+
+@web.middleware
+async def _json_errors(request: web.Request,
+                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """API errors as ``{"error": reason}`` JSON with the HTTP status."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if not request.path.startswith("/api/") or exc.status < 400:
+            raise
+        return web.json_response({"error": exc.reason}, status=exc.status)
+
+
+class WebServer(Service):
+    """Serves an aiohttp application inside the worker; marks the worker up while it runs."""
+
+    def __init__(self, application: web.Application, host: str, port: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.application = application
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def on_start(self) -> None:
+        """Bind and serve; set ``stream_rater_worker_up`` to 1."""
+        self._runner = web.AppRunner(self.application, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        metrics.WORKER_UP.set(1)
+        self.log.info("serving http://%s:%s/", self.host, self.port)
+
+    async def on_stop(self) -> None:
+        """Set ``stream_rater_worker_up`` to 0 and close the server."""
+        metrics.WORKER_UP.set(0)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def register_web(app: faust.App, store: StateStore, ladders: Ladders, settings: Settings) -> Recent:
+    """Make `app` serve this module's endpoints and measure consumer lag; returns the `Recent`
+    buffers whose ``record`` is `BatchHandler`'s ``on_batch`` hook."""
+    recent = Recent()
+    dashboard = Dashboard(app, store, ladders, settings, recent)
+    app.web_server(WebServer(dashboard.routes(), settings.web_host, settings.web_port))
+
+    @app.timer(interval=1.0)
+    async def sample_throughput() -> None:
+        recent.sample()
+
+    @app.timer(interval=LAG_INTERVAL)
+    async def measure_consumer_lag() -> None:
+        await update_consumer_lag(app, settings.topic_matches)
+
+    return recent
