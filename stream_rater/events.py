@@ -30,9 +30,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
-from stream_rater.ladders import Ladder, Ladders, UnknownLadderError
+from stream_rater.ladders import DEFAULT_LADDER, Ladder, Ladders, UnknownLadderError
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -110,13 +110,10 @@ class MatchFinished:
         The teams' ranks if they give them; otherwise competition ranks from the team
         scores (higher is better; a team's score defaults to the sum of its players').
         """
-        teams = self.teams
-        if all(t.rank is not None for t in teams):
-            return [t.rank for t in teams]  # type: ignore[misc]
-        scores = [
-            t.score if t.score is not None else sum(p.score for p in t.players)  # type: ignore[misc]
-            for t in teams
-        ]
+        ranks = [t.rank for t in self.teams]
+        if None not in ranks:
+            return cast(list[float], ranks)
+        scores = [_team_score(t) for t in self.teams]
         descending = sorted(scores, reverse=True)
         return [float(descending.index(s) + 1) for s in scores]
 
@@ -172,7 +169,9 @@ class RatingChanged:
         if not isinstance(d, dict):
             _fail("event", f"must be an object, got {_kind(d)}")
         _no_unknown(d, _CHANGED_FIELDS, "")
-        strings = {name: _string(_required(d, name, ""), "", name, None) for name in _CHANGED_STRINGS}
+        event_id, match_id, ladder, player_id, model = (
+            _string(_required(d, name, ""), "", name, None) for name in _CHANGED_STRINGS
+        )
         before = _state(_required(d, "before", ""), "before")
         after = _state(_required(d, "after", ""), "after")
         if (before["sigma"] is None) != (after["sigma"] is None):
@@ -190,6 +189,11 @@ class RatingChanged:
                 _fail(name, f"must be an RFC 3339 date-time string, got {_kind(value)}")
             _parse_rfc3339(value, name)
         return cls(
+            event_id=event_id,
+            match_id=match_id,
+            ladder=ladder,
+            player_id=player_id,
+            model=model,
             before=before,
             after=after,
             rating=_finite(_required(d, "rating", ""), "", "rating"),
@@ -197,7 +201,6 @@ class RatingChanged:
             games=games,
             finished_at=d["finished_at"],
             processed_at=d["processed_at"],
-            **strings,
         )
 
 
@@ -213,7 +216,7 @@ def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> 
     match_id = _string(_required(obj, "match_id", ""), "", "match_id", id_limit)
     name = obj.get("ladder")
     if name is None:
-        name = "default"
+        name = DEFAULT_LADDER
     else:
         _string(name, "", "ladder", id_limit)
     try:
@@ -251,9 +254,9 @@ def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> 
                     f"teams[{first[0]}].players[{first[1]}]",
                 )
             seen[player.id] = (i, j)
+        if len(seen) > limits.max_players:
+            _fail("teams", f"have more than {limits.max_players} players in all")
         teams.append(team)
-    if len(seen) > limits.max_players:
-        _fail("teams", f"have {len(seen)} players in all, limit {limits.max_players}")
     _check_ranking(teams)
     return MatchFinished(match_id, name, finished_at, tuple(teams))
 
@@ -427,6 +430,8 @@ def _team(value: Any, path: str, ladder: Ladder, limits: Limits, needs_scores: b
         _fail(f"{path}.players", f"must be an array, got {_kind(raw_players)}")
     if not raw_players:
         _fail(f"{path}.players", "needs at least 1 player")
+    if len(raw_players) > limits.max_players:
+        _fail(f"{path}.players", f"has {len(raw_players)} players, limit {limits.max_players}")
     id_limit = limits.max_id_length
     players = tuple(
         [
@@ -500,6 +505,13 @@ def _check_ranking(teams: list[Team]) -> None:
             )
         if not ranked and team.score is None and any(p.score is None for p in team.players):
             _fail(f"teams[{i}]", "needs a rank or a score (or a score for every player)")
+
+
+def _team_score(team: Team) -> float:
+    """The team's own score, else the sum of its players' (validation ensures they have one)."""
+    if team.score is not None:
+        return team.score
+    return sum(p.score for p in team.players if p.score is not None)
 
 
 def _number(x: float) -> float | int:

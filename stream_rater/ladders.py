@@ -73,6 +73,7 @@ DEFAULT_MODEL = "trueskill"
 ENV_PREFIX = "STREAM_RATER_"
 
 _T = TypeVar("_T")
+_REQUIRED: Any = object()
 
 
 class LadderConfigError(ValueError):
@@ -134,6 +135,9 @@ class Ladders(Mapping[str, Ladder]):
         except KeyError:
             raise UnknownLadderError(name, self._table) from None
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._table
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._table)
 
@@ -149,15 +153,15 @@ class Ladders(Mapping[str, Ladder]):
     @overload
     def get(self, name: str, default: _T) -> Ladder | _T: ...
 
-    def get(self, name: str, *default: Any) -> Any:
+    def get(self, name: str, default: Any = _REQUIRED) -> Any:
         """The ladder `name`; unlike ``dict.get``, raises `UnknownLadderError` when it is
         not configured unless a default is given."""
         ladder = self._table.get(name)
         if ladder is not None:
             return ladder
-        if default:
-            return default[0]
-        raise UnknownLadderError(name, self._table)
+        if default is _REQUIRED:
+            raise UnknownLadderError(name, self._table)
+        return default
 
     @property
     def default(self) -> Ladder:

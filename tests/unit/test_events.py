@@ -193,7 +193,8 @@ REJECTIONS: list[tuple[str, Any, str]] = [
     ("effects where unsupported", one_v_one(ladder="mw4", teams=[{"rank": 1, "effects": ["home"], "players": [{"id": "a", "score": 1, "seconds_played": 9}]}, {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]}]), "teams[0].effects: ladder 'mw4' (model 'sph-elo') does not support effects"),
     ("score missing on SPH ladder", sph({"id": "a", "score": 1, "seconds_played": 9}, {"id": "b", "seconds_played": 9}), "teams[1].players[0].score: is required by ladder 'mw4' (model 'sph-elo')"),
     ("time missing on SPH ladder", sph({"id": "a", "score": 1}, {"id": "b", "score": 1, "seconds_played": 9}), "teams[0].players[0].seconds_played: is required by ladder 'mw4' (model 'sph-elo')"),
-    ("too many players", one_v_one(teams=[{"rank": 1, "players": [{"id": f"a{i}"} for i in range(200)]}, {"rank": 2, "players": [{"id": f"b{i}"} for i in range(57)]}]), "teams: have 257 players in all, limit 256"),
+    ("too many players", one_v_one(teams=[{"rank": 1, "players": [{"id": f"a{i}"} for i in range(200)]}, {"rank": 2, "players": [{"id": f"b{i}"} for i in range(57)]}]), "teams: have more than 256 players in all"),
+    ("team too large", one_v_one(teams=[{"rank": 1, "players": [{"id": f"a{i}"} for i in range(300)]}, _teams(2)[1]]), "teams[0].players: has 300 players, limit 256"),
 ]
 
 
@@ -218,7 +219,7 @@ def test_limits_are_configurable() -> None:
     assert rejection(one_v_one(teams=_teams(3)), limits) == "teams: has 3 teams, limit 2"
     assert rejection(one_v_one(match_id="abcd"), limits) == "match_id: is 4 characters, limit 3"
     three = one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}, {"id": "b"}]}, _teams(2)[1]])
-    assert rejection(three, limits) == "teams: have 3 players in all, limit 2"
+    assert rejection(three, limits) == "teams: have more than 2 players in all"
     two_effects = one_v_one()
     two_effects["teams"][0]["effects"] = ["x", "y"]
     assert rejection(two_effects, limits) == "teams[0].effects: has 2 effects, limit 1"

@@ -77,6 +77,7 @@ def test_get_with_a_default_returns_it() -> None:
     ladders = Ladders()
     assert ladders.get("nope", None) is None
     assert ladders.get("default", None) is ladders.default
+    assert ladders.get("nope", default="x") == "x"
 
 
 def test_ladder_twice_is_an_error() -> None:
