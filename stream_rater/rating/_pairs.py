@@ -111,6 +111,21 @@ def antisymmetric(pair_delta: Callable[..., float], a: float, b: float, score: f
     return pair_delta(a, b, score, *args)
 
 
+def logaddexp(a: float, b: float) -> float:
+    """log(e^a + e^b) without overflow; either argument may be −inf."""
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    return max(a, b) + math.log1p(math.exp(-abs(a - b)))
+
+
+def logsumexp(values: Sequence[float]) -> float:
+    """log Σ e^v without overflow, for a non-empty sequence of finite floats."""
+    top = max(values)
+    return top + math.log(math.fsum(math.exp(v - top) for v in values))
+
+
 def log_softmax_probabilities(logits: Sequence[float]) -> list[float]:
     """softmax(logits) computed in log space: finite and summing to 1 for any finite input."""
     top = max(logits)

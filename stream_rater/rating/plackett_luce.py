@@ -41,9 +41,6 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-import numpy as np
-from scipy.special import logsumexp
-
 from stream_rater.rating._latent import first_place_probabilities
 from stream_rater.rating._pairs import (
     CHESS_SCALE,
@@ -54,6 +51,8 @@ from stream_rater.rating._pairs import (
     check_ranks,
     finite_or_zero,
     log_softmax_probabilities,
+    logaddexp,
+    logsumexp,
     rank_groups,
     team_sums,
     unchanged,
@@ -62,21 +61,23 @@ from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
 
 
 def elimination_gradient(rho: list[float], stages: list[list[int]]) -> list[float]:
-    """∂ log P / ∂ρ_k of Kerby's elimination model with Breslow ties.
+    """∂ log P / ∂ρ_k of Kerby's elimination model with Breslow ties (pure Python, O(n)).
 
     `stages` lists groups of indices from the first eliminated (last place) to the last.
     g_k = −1 + e^(−ρ_k) · Σ_{stages s up to k's own} |G_s| / Σ_{j∈R_s} e^(−ρ_j), all in logs.
     """
-    neg = np.asarray([-r for r in rho], dtype=float)
-    # log Σ_{R_s} λ for each stage: reverse cumulative log-sum-exp over stage groups
-    stage_lse = np.array([logsumexp(neg[g]) for g in stages])
-    risk = np.logaddexp.accumulate(stage_lse[::-1])[::-1]
-    sizes = np.log(np.array([len(g) for g in stages], dtype=float))
-    cumulative = np.logaddexp.accumulate(sizes - risk)
+    # log Σ_{R_s} λ for each stage s: risk sets are suffixes of the stage list
+    risk = [0.0] * len(stages)
+    acc = -math.inf
+    for s in range(len(stages) - 1, -1, -1):
+        acc = logaddexp(acc, logsumexp([-rho[k] for k in stages[s]]))
+        risk[s] = acc
     gradient = [0.0] * len(rho)
+    cumulative = -math.inf
     for s, group in enumerate(stages):
+        cumulative = logaddexp(cumulative, math.log(len(group)) - risk[s])
         for k in group:
-            gradient[k] = -1.0 + math.exp(neg[k] + cumulative[s])
+            gradient[k] = -1.0 + math.exp(cumulative - rho[k])
     return gradient
 
 

@@ -11,6 +11,13 @@ a forward pass of cumulative log-sum-exp integrals, a backward pass for the inte
 above each player, and the gradient as ∂ log P/∂ρ_k = E[X_k − ρ_k | order] (the posterior
 shift of player k's performance), instead of splines and autodiff. Then r' = r + η·g.
 
+Accuracy: the grid spans every mean ± 10 sd with a step of 0.05 sd (at most 6001 points);
+the gradient is then accurate to ≈1e-5 relative. When the ratings of one match spread over
+more than ≈300 performance sd (≈52,000 rating points at the default scale) the step grows
+with the spread and the quadrature gets coarser — the result stays finite and centred
+(a three-player upset across a 2e6-point range still moves the two ends by the expected
+≈ η·(gap/2)/scale, the shift that makes the observed order unsurprising).
+
 For two teams the likelihood is Φ(Δρ/√2) and the update is the Gaussian maximum-likelihood
 Elo step (Kerby §2.2), which is used in closed form. Like it, the update is unbounded: it
 grows like the size of an upset.
