@@ -73,7 +73,7 @@ def plan_batch(ladder: Ladder, matches: Sequence[MatchFinished], snapshot: Snaps
     history entries.
     """
     model: RatingModel = ladder.rating_model
-    initial = model.initial()
+    initial, initial_effect = model.initial(), model.initial_effect()
     players: dict[str, PlayerState] = {}
     effects: dict[str, PlayerState] = {}
     applied = dict(snapshot.applied)
@@ -81,17 +81,17 @@ def plan_batch(ladder: Ladder, matches: Sequence[MatchFinished], snapshot: Snaps
     history: dict[str, list[dict]] = {}
     results: list[MatchResult] = []
 
-    def state(table: dict[str, PlayerState], stored: dict[str, PlayerState], key: str) -> PlayerState:
+    def state(table: dict[str, PlayerState], stored: dict[str, PlayerState], key: str, prior: Rating) -> PlayerState:
         found = table.get(key) or stored.get(key)
-        return found if found is not None else PlayerState(initial.mu, initial.sigma)
+        return found if found is not None else PlayerState(prior.mu, prior.sigma)
 
     for match in matches:
         if match.match_id in applied:
             results.append(MatchResult(match, applied[match.match_id], duplicate=True))
             continue
         at = match.finished_at
-        priors = [[state(players, snapshot.players, p.id) for p in team.players] for team in match.teams]
-        effect_priors = [[state(effects, snapshot.effects, e) for e in team.effects] for team in match.teams]
+        priors = [[state(players, snapshot.players, p.id, initial) for p in team.players] for team in match.teams]
+        effect_priors = [[state(effects, snapshot.effects, e, initial_effect) for e in team.effects] for team in match.teams]
         teams = [
             [_rating(s) for s in team + extra] for team, extra in zip(priors, effect_priors)
         ]

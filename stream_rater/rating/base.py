@@ -69,6 +69,11 @@ class RatingModel(ABC):
     def initial(self) -> Rating:
         """The prior state of a player never seen before."""
 
+    def initial_effect(self) -> Rating:
+        """The prior of a context effect (e.g. home advantage): centred on 0, since an effect
+        adds to its team's strength, with the model's initial uncertainty."""
+        return Rating(0.0, self.initial().sigma)
+
     def display(self, rating: Rating) -> float:
         """What a leaderboard shows; the rating itself unless the model says otherwise."""
         return rating.mu

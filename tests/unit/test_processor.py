@@ -82,7 +82,7 @@ async def test_duplicate_inside_one_batch_is_applied_once(processor):
 async def test_unrated_player_takes_no_part(processor):
     """An unrated player gets no event, keeps no state, and does not affect the others."""
     event = {
-        "match_id": "m1", "finished_at": 0,
+        "match_id": "m1", "finished_at": 1_000_000.0,
         "teams": [
             {"rank": 0, "players": [{"id": "a"}, {"id": "x", "rated": False}]},
             {"rank": 1, "players": [{"id": "b"}]},
@@ -96,17 +96,19 @@ async def test_unrated_player_takes_no_part(processor):
 
 
 async def test_effects_are_learned_stored_apart_and_never_ranked(processor):
-    """A team's 'home' effect is rated like an extra member, stored as an effect, not ranked."""
+    """A team's 'home' effect is rated like an extra member starting at 0, stored as an
+    effect, never ranked."""
     event = {
-        "match_id": "m1", "finished_at": 0,
+        "match_id": "m1", "finished_at": 1_000_000.0,
         "teams": [{"rank": 0, "players": [{"id": "a"}], "effects": ["home"]}, {"rank": 1, "players": [{"id": "b"}]}],
     }
     events = (await processor.process([parse_match(event, LADDERS)])).events
     effects = await processor.store.players("default", effects=True)
-    assert effects["home"].mu > 25.0 and effects["home"].games == 1
+    assert effects["home"].mu > 0.0 and effects["home"].games == 1
     assert [e["player_id"] for e in events] == ["a", "b"]
     assert [p for p, _ in await processor.store.leaderboard("default", 10)] == ["a", "b"]
-    expected = TrueSkill().rate([[TrueSkill().initial()] * 2, [TrueSkill().initial()]], ranks=[0, 1])
+    ts = TrueSkill()
+    expected = ts.rate([[ts.initial(), ts.initial_effect()], [ts.initial()]], ranks=[0, 1])
     assert events[0]["after"]["mu"] == pytest.approx(expected[0][0].mu)
 
 
