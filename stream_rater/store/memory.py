@@ -14,7 +14,6 @@ class MemoryStore(StateStore):
     def __init__(self, history_limit: int = 100) -> None:
         self.history_limit = history_limit
         self.round_trips = 0
-        self.round_trips = 0
         self._players: dict[str, dict[str, PlayerState]] = defaultdict(dict)
         self._effects: dict[str, dict[str, PlayerState]] = defaultdict(dict)
         self._applied: dict[str, dict[str, list[dict]]] = defaultdict(dict)
@@ -24,7 +23,6 @@ class MemoryStore(StateStore):
     async def read(
         self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
     ) -> Snapshot:
-        self.round_trips += 1
         self.round_trips += 1
         players, effects, applied = self._players[ladder], self._effects[ladder], self._applied[ladder]
         return Snapshot(
