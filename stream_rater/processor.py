@@ -65,12 +65,23 @@ def _per_player(match: MatchFinished, attr: str, default: object) -> list[list]:
     ]
 
 
-def plan_batch(ladder: Ladder, matches: Sequence[MatchFinished], snapshot: Snapshot, processed_at: str) -> _Plan:
+#: Sees each match with its prior team ratings (effects last in their teams) just before
+#: the model rates it — how `evaluate` makes its predictions with the very same states.
+PriorObserver = Callable[[MatchFinished, list[list[Rating]], Outcome], None]
+
+
+def plan_batch(
+    ladder: Ladder,
+    matches: Sequence[MatchFinished],
+    snapshot: Snapshot,
+    processed_at: str,
+    observe: PriorObserver | None = None,
+) -> _Plan:
     """Apply `matches` (all of `ladder`) in order to `snapshot`; pure, no I/O.
 
     Returns the results and the commit that makes them durable: new states expecting the
     versions of the snapshot, one marker per newly applied match, leaderboard scores and
-    history entries.
+    history entries. `observe`, if given, sees every newly applied match's priors.
     """
     model: RatingModel = ladder.rating_model
     initial, initial_effect = model.initial(), model.initial_effect()
@@ -113,6 +124,8 @@ def plan_batch(ladder: Ladder, matches: Sequence[MatchFinished], snapshot: Snaps
             ranks=match.ranks(), weights=weights, scores=scores, seconds_played=seconds,
             elapsed=elapsed, rated=rated,
         )
+        if observe is not None:
+            observe(match, teams, outcome)
         posterior = model.rate_match(teams, outcome)
 
         events: list[dict] = []
@@ -163,7 +176,8 @@ class Processor:
 
     `max_attempts` bounds how often one ladder's part of a batch is recomputed after refused
     commits; between attempts it waits a short, growing, jittered backoff so that competing
-    workers do not collide again in lockstep.
+    workers do not collide again in lockstep. `observe` is passed to `plan_batch` (it sees a
+    match again when its batch is recomputed).
     """
 
     def __init__(
@@ -173,11 +187,13 @@ class Processor:
         *,
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,
+        observe: PriorObserver | None = None,
     ) -> None:
         self.ladders = ladders
         self.store = store
         self.clock = clock
         self.max_attempts = max_attempts
+        self.observe = observe
 
     async def process(self, matches: Sequence[MatchFinished]) -> BatchResult:
         """Apply `matches` in order; results come back in the same order."""
@@ -201,7 +217,7 @@ class Processor:
         match_ids = list(dict.fromkeys(m.match_id for m in matches))
         for attempt in range(self.max_attempts):
             snapshot = await self.store.read(ladder.name, player_ids, effect_ids, match_ids)
-            plan = plan_batch(ladder, matches, snapshot, format_timestamp(self.clock()))
+            plan = plan_batch(ladder, matches, snapshot, format_timestamp(self.clock()), self.observe)
             if not plan.commit.markers:
                 return plan.results, attempt
             try:
