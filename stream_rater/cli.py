@@ -152,6 +152,7 @@ def _ladders(args: argparse.Namespace) -> Ladders:
         model or (base.model if base else DEFAULT_MODEL),
         {**(base.params if keep and base else {}), **params},
     )
+    ladder.rating_model  # builds the model now: a bad parameter fails before any input is read
     return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder])
 
 
