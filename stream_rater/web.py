@@ -30,6 +30,8 @@ views read the shared store, so they are the same on every worker.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -39,6 +41,7 @@ from typing import Any
 import faust
 import numpy as np
 from aiohttp import web
+from aiokafka.errors import KafkaError
 from mode import Service
 
 from stream_rater import metrics
@@ -47,6 +50,8 @@ from stream_rater.processor import BatchResult
 from stream_rater.rating.base import Rating
 from stream_rater.settings import Settings
 from stream_rater.store import PlayerState, StateStore
+
+log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).with_name("web_static")
 
@@ -123,23 +128,26 @@ def assigned_partitions(app: faust.App, topic: str) -> list[int]:
 
 
 async def update_consumer_lag(app: faust.App, topic: str) -> None:
-    """Set ``stream_rater_consumer_lag`` per assigned partition of `topic`: end offset
-    (highwater) minus the consumer's position, clamped at 0; partitions assigned elsewhere
-    since lose their series.
+    """Set ``stream_rater_consumer_lag`` per assigned partition of `topic`: end offset minus
+    the consumer's position, clamped at 0; partitions assigned elsewhere since lose their series.
 
-    The position is the next offset to fetch, so events fetched but still buffered in the
-    worker (at most ``stream_buffer_maxsize``) do not count as lag. The Tansu broker of the
-    local runtime reports end offsets below the real ones, so there the lag reads 0.
+    The end offset is the larger of two lower bounds: the broker's answer to a ListOffsets
+    request and the highwater of the last fetch response. Kafka answers the first exactly;
+    the Tansu broker of the local runtime answers it far too low (1 for a partition holding
+    50 events), so there the lag relies on the fetch highwater, which is stale while the
+    worker does not fetch a partition (its buffer is full), and then reads too low. The
+    position is the next offset to fetch, so events fetched but still buffered in the worker
+    (at most ``stream_buffer_maxsize``) do not count as lag.
     """
     consumer = app.consumer
     tps = [tp for tp in consumer.assignment() if tp.topic == topic]
-    ends = await consumer.highwaters(*tps) if tps else {}
+    listed = await consumer.highwaters(*tps) if tps else {}
     current = set()
     for tp in tps:
         position = await consumer.position(tp)
-        end = ends.get(tp)
-        if position is not None and end is not None:
-            metrics.CONSUMER_LAG.labels(topic, str(tp.partition)).set(max(0, end - position))
+        ends = [end for end in (listed.get(tp), consumer.highwater(tp)) if end is not None]
+        if position is not None and ends:
+            metrics.CONSUMER_LAG.labels(topic, str(tp.partition)).set(max(0, max(ends) - position))
             current.add(str(tp.partition))
     for family in metrics.CONSUMER_LAG.collect():
         for sample in family.samples:
@@ -251,10 +259,12 @@ class Dashboard:
         ]})
 
     async def distribution(self, request: web.Request) -> web.Response:
-        """A histogram of the ladder's display ratings (of its top `DISTRIBUTION_LIMIT`)."""
+        """A histogram of the ladder's display ratings (of its top `DISTRIBUTION_LIMIT`);
+        ``bins`` defaults to √players within 5..40."""
         ladder = self._ladder(request)
-        bins = _int_query(request, "bins", 30, maximum=200)
         scores = [score for _, score in await self.store.leaderboard(ladder.name, DISTRIBUTION_LIMIT)]
+        default_bins = min(40, max(5, round(math.sqrt(len(scores)))))
+        bins = _int_query(request, "bins", default_bins, maximum=200)
         counts, edges = np.histogram(scores, bins=bins) if scores else ([], [])
         return web.json_response({
             "ladder": ladder.name, "players": len(scores), "truncated": len(scores) >= DISTRIBUTION_LIMIT,
@@ -354,6 +364,9 @@ def register_web(app: faust.App, store: StateStore, ladders: Ladders, settings: 
 
     @app.timer(interval=LAG_INTERVAL)
     async def measure_consumer_lag() -> None:
-        await update_consumer_lag(app, settings.topic_matches)
+        try:
+            await update_consumer_lag(app, settings.topic_matches)
+        except (KafkaError, faust.exceptions.ConsumerNotStarted) as exc:  # rebalancing; next tick
+            log.debug("consumer lag not measured: %r", exc)
 
     return recent

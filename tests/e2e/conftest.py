@@ -1,0 +1,128 @@
+"""End-to-end fixtures: a real ``stream-rater worker`` subprocess with its own topics,
+consumer group and ladder on the suite's broker and Redis (``broker_url``/``redis_url``)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from stream_rater.demo import start_worker, stop_process
+from stream_rater.kafka_io import publish
+from stream_rater.local_runtime import create_topics_async, free_port
+from stream_rater.settings import Settings, env_name
+
+PARTITIONS = 2
+STARTUP_TIMEOUT = 90.0
+
+
+class Scrape(dict[tuple[str, frozenset[tuple[str, str]]], float]):
+    """One /metrics scrape: (sample name, labels) → value."""
+
+    def total(self, name: str, **labels: str) -> float:
+        """Sum of the samples called `name` whose labels include `labels`."""
+        wanted = set(labels.items())
+        return sum(value for (sample, have), value in self.items() if sample == name and wanted <= have)
+
+    def label_values(self) -> set[str]:
+        """Every label value of every sample."""
+        return {value for _, labels in self for _, value in labels}
+
+
+@dataclass(frozen=True)
+class RunningWorker:
+    """A worker subprocess and how to reach it."""
+
+    settings: Settings
+    ladder: str
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        """Base URL of the worker's web server."""
+        return f"http://127.0.0.1:{self.settings.web_port}"
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        """Status and body of ``GET path`` (status 0 when nothing answers)."""
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=5) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+        except OSError:
+            return 0, b""
+
+    def metrics(self) -> Scrape:
+        """A /metrics scrape."""
+        status, body = self.get("/metrics")
+        assert status == 200, status
+        return Scrape({
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(body.decode())
+            for sample in family.samples
+        })
+
+    def duel(self, match_id: str, winner: str, loser: str, at: float = 1_700_000_000.0) -> dict:
+        """A valid 1-vs-1 match-finished event on this worker's ladder."""
+        return {
+            "match_id": match_id, "ladder": self.ladder, "finished_at": at,
+            "teams": [{"rank": 1, "players": [{"id": winner}]}, {"rank": 2, "players": [{"id": loser}]}],
+        }
+
+    def publish(self, events: list[dict]) -> None:
+        """Send match-finished events to this worker's matches topic."""
+        asyncio.run(publish(events, self.settings))
+
+    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+        """Poll `condition` until it holds; fail with the worker's log if it never does."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.process.poll() is not None:
+                pytest.fail(f"worker exited ({self.process.returncode}) waiting for {what}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {what} after {timeout:.0f} s; worker log:\n{self.log_tail()}")
+            time.sleep(0.1)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the worker's log."""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.fixture
+def web_worker(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[RunningWorker]:
+    """A ready worker (partitions assigned, Redis answering) rating one TrueSkill ladder of its
+    own; stopped by PID (SIGTERM) afterwards, which must end it cleanly."""
+    name = uuid.uuid4().hex[:10]
+    ladder = f"web-{name}"
+    settings = Settings(
+        broker=broker_url, redis_url=redis_url, web_port=free_port(), partitions=PARTITIONS,
+        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}", topic_dlq=f"dlq-{name}",
+        consumer_group=f"group-{name}", session_timeout=3.0,
+    )
+    topics = (settings.topic_matches, settings.topic_updates, settings.topic_dlq)
+    asyncio.run(create_topics_async(broker_url, {topic: PARTITIONS for topic in topics}))
+    env = {
+        env_name("topic_matches"): settings.topic_matches,
+        env_name("topic_updates"): settings.topic_updates,
+        env_name("topic_dlq"): settings.topic_dlq,
+        "STREAM_RATER_LADDER_" + ladder.upper().replace("-", "_"): "trueskill",
+    }
+    log_path = tmp_path / "worker.log"
+    with log_path.open("w") as log:
+        worker = RunningWorker(settings, ladder, start_worker(settings, env, log), log_path)
+        try:
+            worker.wait_until(lambda: worker.get("/readyz")[0] == 200, "readiness", STARTUP_TIMEOUT)
+            yield worker
+        finally:
+            code = stop_process(worker.process)
+    assert code == 0, f"worker exit code {code}:\n{worker.log_tail()}"

@@ -1,0 +1,80 @@
+"""The dashboard served by a real worker, driven in headless Chromium (Debian's ``chromium``
+package, never a browser that Playwright downloads). Screenshots go to ``test-artifacts/``."""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: apt-get install -y chromium"),
+]
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+PLAYERS = ["ada", "bob", "cyd", "dee", "eve", "fay"]
+
+
+@pytest.fixture
+def browser_page():
+    """A Chromium page (1440×1000) that fails the test on JavaScript errors."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            yield page
+            assert not errors, f"JavaScript errors: {errors}"
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def rated_worker(web_worker):
+    """The worker after rating 60 matches in which the earlier of two players always wins."""
+    pairs = list(combinations(PLAYERS, 2)) * 4
+    events = [web_worker.duel(f"g-{i}", a, b, 1_700_000_000 + 3600 * i) for i, (a, b) in enumerate(pairs)]
+    web_worker.publish(events)
+    web_worker.wait_until(
+        lambda: web_worker.metrics().total("stream_rater_matches_applied_total") >= len(events),
+        "every match applied",
+    )
+    return web_worker
+
+
+def test_dashboard_shows_leaderboard_charts_feed_and_player_history(rated_worker, browser_page):
+    """After matches are rated the page lists the ladder's players in order, draws its charts and feed, and a player's page charts the history."""
+    page = browser_page
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    page.goto(f"{rated_worker.url}/#/ladder/{rated_worker.ladder}")
+    page.wait_for_selector("body[data-loaded=true]")
+    rows = page.locator("#leaderboard tbody tr")
+    rows.nth(len(PLAYERS) - 1).wait_for()
+    assert rows.count() == len(PLAYERS)
+    names = page.locator("#leaderboard tbody td.player").all_inner_texts()
+    assert set(names) == set(PLAYERS) and names[0] == PLAYERS[0] and names[-1] == PLAYERS[-1]
+    for chart in ("#chart-distribution", "#chart-throughput", "#chart-latency", "#chart-errors"):
+        assert page.locator(f"{chart} canvas").count() == 1, chart
+    page.locator("#feed li").first.wait_for()
+    assert page.locator("#status").inner_text() == "ready"
+    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+    first = page.locator("#leaderboard tbody td.player a").first
+    player = first.inner_text()
+    first.click()
+    page.wait_for_selector("#player-view:not([hidden]) #chart-history canvas")
+    page.locator("#matches tbody tr").first.wait_for()
+    assert player in page.locator("#player-title").inner_text()
+    games = int(page.locator("#player-tiles .tile").nth(3).locator(".value").inner_text())
+    assert page.locator("#matches tbody tr").count() == min(games, 25)
+    assert page.locator("#chart-history .u-legend").inner_text().count("μ") >= 1
+    page.screenshot(path=str(ARTIFACTS / "player.png"), full_page=True)

@@ -1,0 +1,89 @@
+"""The worker's /metrics, /healthz and /readyz, scraped from a real worker subprocess."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+CONSUMED = "stream_rater_matches_consumed_total"
+APPLIED = "stream_rater_matches_applied_total"
+DUPLICATES = "stream_rater_matches_duplicate_total"
+DEAD = "stream_rater_dead_letters_total"
+
+
+def test_processed_matches_move_the_counters_by_exactly_their_number(web_worker):
+    """N valid and M invalid matches move the consumed, applied, emitted and dead-letter counters by exactly N+M, N, 2N and M."""
+    n, invalid = 40, 3
+    players = [f"player-{i}" for i in range(8)]
+    events = [web_worker.duel(f"m-{i}", players[i % 8], players[(i + 3) % 8], 1_700_000_000 + i) for i in range(n)]
+    bad = [{"match_id": f"bad-{i}", "ladder": web_worker.ladder, "teams": []} for i in range(invalid)]
+    before = web_worker.metrics()
+
+    web_worker.publish(events + bad)
+
+    def done() -> bool:  # a batch's counters all move in one step of the event loop
+        now = web_worker.metrics()
+        return now.total(APPLIED) >= before.total(APPLIED) + n and now.total(DEAD) >= before.total(DEAD) + invalid
+
+    web_worker.wait_until(done, "every match applied or dead-lettered")
+    after = web_worker.metrics()
+
+    def moved(name: str, **labels: str) -> float:
+        return after.total(name, **labels) - before.total(name, **labels)
+
+    assert moved(CONSUMED) == n + invalid
+    assert moved(APPLIED, ladder=web_worker.ladder) == n
+    assert moved(DUPLICATES) == 0
+    assert moved("stream_rater_rating_changes_emitted_total") == 2 * n
+    assert moved("stream_rater_matches_rejected_total") == invalid
+    assert moved(DEAD) == invalid
+    assert moved("stream_rater_event_latency_seconds_count") == n
+    assert moved("stream_rater_batch_size_sum") == n + invalid
+    assert moved("stream_rater_processing_latency_seconds_count") == moved("stream_rater_batch_size_count") >= 1
+    assert after.total("stream_rater_worker_up") == 1
+    assert not after.label_values() & set(players), "player ids must never be metric labels"
+
+
+def test_redelivered_matches_count_as_duplicates_not_applied(web_worker):
+    """Publishing the same matches twice moves the duplicate counter by their number and leaves applied alone."""
+    events = [web_worker.duel(f"d-{i}", "a", "b", 1_700_000_000 + i) for i in range(10)]
+    web_worker.publish(events)
+    web_worker.wait_until(lambda: web_worker.metrics().total(APPLIED) >= 10, "the first delivery")
+    before = web_worker.metrics()
+
+    web_worker.publish(events)
+    web_worker.wait_until(lambda: web_worker.metrics().total(DUPLICATES) >= 10, "the second delivery")
+    after = web_worker.metrics()
+
+    def moved(name: str) -> float:
+        return after.total(name, ladder=web_worker.ladder) - before.total(name, ladder=web_worker.ladder)
+
+    assert moved(DUPLICATES) == 10
+    assert moved(APPLIED) == 0
+
+
+def test_health_and_readiness_answer_with_json(web_worker):
+    """/healthz answers 200 and /readyz 200 listing the worker's partitions of its matches topic."""
+    status, body = web_worker.get("/healthz")
+    assert status == 200 and json.loads(body) == {"status": "ok"}
+    status, body = web_worker.get("/readyz")
+    assert status == 200
+    assert json.loads(body) == {"ready": True, "partitions": list(range(web_worker.settings.partitions))}
+
+
+def test_consumer_lag_is_exported_per_assigned_partition(web_worker):
+    """The consumer-lag gauge has one non-negative series per assigned partition of the matches topic."""
+    topic = web_worker.settings.topic_matches
+
+    def lag_partitions() -> set[str]:
+        return {
+            dict(labels)["partition"]
+            for (name, labels), value in web_worker.metrics().items()
+            if name == "stream_rater_consumer_lag" and dict(labels)["topic"] == topic and value >= 0
+        }
+
+    expected = {str(p) for p in range(web_worker.settings.partitions)}
+    web_worker.wait_until(lambda: lag_partitions() == expected, "a lag series per partition", timeout=30)

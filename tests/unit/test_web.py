@@ -1,0 +1,253 @@
+"""The worker's web layer without Kafka: the JSON API on an in-memory store, the probes, the
+feed and throughput buffers, the consumer-lag gauge and the metric naming conventions."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from faust.exceptions import ConsumerNotStarted
+from faust.types import TP
+from prometheus_client import REGISTRY
+
+from stream_rater import metrics
+from stream_rater.events import parse_match
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.processor import BatchResult, MatchResult, Processor
+from stream_rater.settings import Settings
+from stream_rater.store.memory import MemoryStore
+from stream_rater.web import Dashboard, Recent, update_consumer_lag
+
+LADDERS = Ladders([Ladder("default", "trueskill"), Ladder("chess", "elo")])
+TOPIC = "matches-web"
+
+
+def duel(mid: str, winner: str, loser: str, ladder: str = "default", at: float = 1_700_000_000.0):
+    return parse_match({
+        "match_id": mid, "ladder": ladder, "finished_at": at,
+        "teams": [{"rank": 1, "players": [{"id": winner}]}, {"rank": 2, "players": [{"id": loser}]}],
+    }, LADDERS)
+
+
+class FakeConsumer:
+    """The slice of faust's consumer that the web layer uses."""
+
+    def __init__(self, positions: dict[TP, int], listed: dict[TP, int] | None = None,
+                 fetched: dict[TP, int] | None = None) -> None:
+        self.positions = positions
+        self.listed = listed or {}
+        self.fetched = fetched or {}
+
+    def assignment(self) -> set[TP]:
+        return set(self.positions)
+
+    async def highwaters(self, *tps: TP) -> dict[TP, int]:
+        return {tp: self.listed[tp] for tp in tps if tp in self.listed}
+
+    def highwater(self, tp: TP) -> int | None:
+        return self.fetched.get(tp)
+
+    async def position(self, tp: TP) -> int:
+        return self.positions[tp]
+
+
+class NotStarted:
+    def assignment(self) -> set[TP]:
+        raise ConsumerNotStarted("not yet")
+
+
+class DownStore(MemoryStore):
+    async def ping(self) -> bool:
+        return False
+
+
+async def serve(consumer: object, store: MemoryStore, recent: Recent | None = None) -> TestClient:
+    dashboard = Dashboard(SimpleNamespace(consumer=consumer), store, LADDERS,
+                          Settings(topic_matches=TOPIC, history_limit=50), recent or Recent())
+    client = TestClient(TestServer(dashboard.routes()))
+    await client.start_server()
+    return client
+
+
+@pytest.fixture
+async def rated() -> MemoryStore:
+    """A store where ann beat bob twice and cat once (default ladder) and one chess game."""
+    store = MemoryStore()
+    await Processor(LADDERS, store).process([
+        duel("m1", "ann", "bob", at=1_700_000_000.0), duel("m2", "ann", "cat", at=1_700_000_100.0),
+        duel("m3", "ann", "bob", at=1_700_000_200.0), duel("c1", "kim", "lee", ladder="chess"),
+    ])
+    return store
+
+
+@pytest.fixture
+async def client(rated):
+    client = await serve(FakeConsumer({TP(TOPIC, 0): 0, TP(TOPIC, 1): 0, TP("other", 0): 0}), rated)
+    yield client
+    await client.close()
+
+
+async def test_leaderboard_lists_players_best_first_with_their_states(client):
+    """The leaderboard gives rank, display rating (μ−3σ for TrueSkill), μ, σ and games, best first."""
+    body = await (await client.get("/api/ladders/default/leaderboard?top=2")).json()
+    assert body["model"] == "trueskill"
+    assert [(r["rank"], r["player_id"], r["games"]) for r in body["rows"]] == [(1, "ann", 3), (2, "cat", 1)]
+    top = body["rows"][0]
+    assert top["rating"] == pytest.approx(top["mu"] - 3 * top["sigma"])
+
+
+async def test_elo_ladder_rows_have_no_sigma(client):
+    """An Elo ladder's rows show the rating as μ and no σ."""
+    body = await (await client.get("/api/ladders/chess/leaderboard")).json()
+    assert [(r["player_id"], r["sigma"], r["rating"] == r["mu"]) for r in body["rows"]] == [
+        ("kim", None, True), ("lee", None, True)]
+
+
+async def test_distribution_counts_every_player_once(client):
+    """The rating histogram has `bins` bins whose counts add up to the ladder's players."""
+    body = await (await client.get("/api/ladders/default/distribution?bins=4")).json()
+    assert (body["players"], sum(body["counts"]), len(body["edges"]), body["truncated"]) == (3, 3, 5, False)
+    default = await (await client.get("/api/ladders/default/distribution")).json()
+    assert len(default["counts"]) == 5
+
+
+async def test_player_has_state_and_history_newest_first(client):
+    """A player's page data is the current state plus the rating-changed events, newest first."""
+    body = await (await client.get("/api/ladders/default/players/ann?limit=2")).json()
+    assert body["state"]["games"] == 3
+    assert [e["match_id"] for e in body["history"]] == ["m3", "m2"]
+    assert body["history"][0]["after"]["mu"] == body["state"]["mu"]
+
+
+@pytest.mark.parametrize(("path", "status", "error"), [
+    ("/api/ladders/nope/leaderboard", 404, "unknown ladder 'nope'"),
+    ("/api/ladders/default/players/zed", 404, "no player 'zed'"),
+    ("/api/ladders/default/leaderboard?top=0", 400, "top must be an integer from 1 to 500"),
+    ("/api/feed?limit=many", 400, "limit must be an integer"),
+])
+async def test_api_errors_are_json(client, path, status, error):
+    """Unknown ladders or players and bad query parameters answer with a JSON error and status."""
+    response = await client.get(path)
+    assert response.status == status
+    assert error in (await response.json())["error"]
+
+
+async def test_root_serves_the_dashboard_and_its_vendored_assets(client):
+    """``/`` is the dashboard page (not faust's index) and every asset it loads is served locally."""
+    response = await client.get("/")
+    html = await response.text()
+    assert response.content_type == "text/html" and "<title>stream_rater</title>" in html
+    for asset in ("/static/uPlot.iife.min.js", "/static/uPlot.min.css", "/static/app.js", "/static/style.css"):
+        assert asset in html
+        assert (await client.get(asset)).status == 200, asset
+    assert "http" not in html.replace("http-equiv", ""), "no CDN or other remote URL"
+
+
+async def test_metrics_are_served_in_prometheus_text_format(client):
+    """/metrics answers in the Prometheus text format with the service's metrics."""
+    response = await client.get("/metrics")
+    assert response.headers["Content-Type"].startswith("text/plain; version=")
+    assert "stream_rater_matches_consumed_total" in await response.text()
+
+
+async def test_healthz_answers_while_the_loop_runs(client):
+    """/healthz answers 200 with a JSON status."""
+    response = await client.get("/healthz")
+    assert (response.status, await response.json()) == (200, {"status": "ok"})
+
+
+async def test_ready_lists_only_the_matches_topic_partitions(client):
+    """/readyz is 200 with this worker's partitions of the matches topic when Redis answers."""
+    response = await client.get("/readyz")
+    assert (response.status, await response.json()) == (200, {"ready": True, "partitions": [0, 1]})
+
+
+@pytest.mark.parametrize(("consumer", "store", "reasons"), [
+    (NotStarted(), MemoryStore(), ["no partition of topic 'matches-web'"]),
+    (FakeConsumer({TP("other", 0): 0}), MemoryStore(), ["no partition of topic 'matches-web'"]),
+    (FakeConsumer({TP(TOPIC, 0): 0}), DownStore(), ["the store does not answer PING"]),
+    (NotStarted(), DownStore(), ["no partition", "the store does not answer"]),
+])
+async def test_not_ready_is_503_with_the_reason(consumer, store, reasons):
+    """/readyz is 503 with a JSON reason without assigned partitions or when the store does not answer."""
+    client = await serve(consumer, store)
+    try:
+        response = await client.get("/readyz")
+        body = await response.json()
+    finally:
+        await client.close()
+    assert response.status == 503 and body["ready"] is False
+    assert all(reason in body["reason"] for reason in reasons), body
+
+
+async def test_feed_keeps_new_changes_newest_first_and_skips_duplicates(rated):
+    """The feed holds the rating changes of newly applied matches (not re-emitted duplicates), newest first, filterable by ladder."""
+    recent = Recent(feed_size=3)
+    [first, second] = [duel("f1", "ann", "bob"), duel("f2", "cat", "dan", ladder="chess")]
+    events = [{"ladder": m.ladder, "player_id": p, "match_id": m.match_id} for m in (first, second) for p in "xy"]
+    recent.record(BatchResult([
+        MatchResult(first, events[:2], duplicate=False),
+        MatchResult(duel("old", "a", "b"), [{"ladder": "default", "match_id": "old"}], duplicate=True),
+        MatchResult(second, events[2:], duplicate=False),
+    ]))
+    client = await serve(NotStarted(), rated, recent)
+    try:
+        everything = await (await client.get("/api/feed")).json()
+        chess = await (await client.get("/api/feed?ladder=chess&limit=1")).json()
+    finally:
+        await client.close()
+    assert [(e["match_id"], e["player_id"]) for e in everything["events"]] == [("f2", "y"), ("f2", "x"), ("f1", "y")]
+    assert [(e["match_id"], e["player_id"]) for e in chess["events"]] == [("f2", "y")]
+
+
+def test_samples_are_per_second_rates_of_the_counters():
+    """Each sample is the counters' increase per second since the previous one, with the mean batch latency."""
+    recent = Recent()
+    recent.sample(now=100.0)
+    metrics.MATCHES_CONSUMED.inc(30)
+    metrics.MATCHES_APPLIED.labels("default").inc(20)
+    metrics.PROCESSING_LATENCY.observe(0.1)
+    metrics.PROCESSING_LATENCY.observe(0.3)
+    recent.sample(now=102.0)
+    recent.sample(now=103.0)
+    series = recent.series()
+    assert series["t"] == [102.0, 103.0]
+    assert series["consumed"] == [15.0, 0.0] and series["applied"] == [10.0, 0.0]
+    assert series["latency"][0] == pytest.approx(0.2) and series["latency"][1] is None
+
+
+async def test_consumer_lag_takes_the_larger_end_offset_clamps_and_drops_revoked_partitions():
+    """Lag is max(listed end, fetch highwater) − position per assigned partition, never negative, and revoked partitions lose their series."""
+    p0, p1, p2 = TP(TOPIC, 0), TP(TOPIC, 1), TP(TOPIC, 2)
+    app = SimpleNamespace(consumer=FakeConsumer(
+        positions={p0: 10, p1: 50, p2: 7, TP("other", 0): 0},
+        listed={p0: 1, p1: 40, TP("other", 0): 99},  # a broker answering too low (Tansu) on p0
+        fetched={p0: 25},
+    ))
+    await update_consumer_lag(app, TOPIC)
+    assert lag_series() == {"0": 15.0, "1": 0.0}  # p2 has no known end offset yet
+    app.consumer = FakeConsumer(positions={p1: 50}, listed={p1: 53})
+    await update_consumer_lag(app, TOPIC)
+    assert lag_series() == {"1": 3.0}
+
+
+def lag_series() -> dict[str, float]:
+    return {
+        s.labels["partition"]: s.value
+        for family in metrics.CONSUMER_LAG.collect() for s in family.samples if s.labels["topic"] == TOPIC
+    }
+
+
+def test_metrics_follow_the_naming_conventions():
+    """Service metrics are counters named ``*_total``, histograms in seconds (or sizes), and no label can hold a player id."""
+    allowed_labels = {"ladder", "reason", "error", "operation", "topic", "partition", "le"}
+    families = [f for f in REGISTRY.collect() if f.name.startswith("stream_rater_")]
+    assert len(families) >= 14
+    for family in families:
+        names = {s.name for s in family.samples}
+        if family.type == "counter":
+            assert f"{family.name}_total" in names or not names
+        if family.type == "histogram":
+            assert family.name.endswith("_seconds") or family.name == "stream_rater_batch_size"
+        assert {label for s in family.samples for label in s.labels} <= allowed_labels, family.name
