@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -78,6 +79,23 @@ def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
     return process.wait()
 
 
+def wait_ready(process: subprocess.Popen, url: str, timeout: float = 120.0) -> None:
+    """Poll the worker's ``/readyz`` until it answers 200 (partitions assigned, Redis up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"worker exited with code {process.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker not ready at {url} after {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 def football_events(path: Path, ladder: str) -> Iterator[dict]:
     """The football CSV as match-finished wire events on `ladder`, with the home effect."""
     with path.open(newline="", encoding="utf-8") as stream:
@@ -118,6 +136,7 @@ def run_demo(settings: Settings, data: Path, *, limit: int | None = None, top: i
             print(f"worker pid {worker.pid}, dashboard http://{settings.web_host}:{settings.web_port}/ "
                   f"(log {log_path})", file=out)
             try:
+                wait_ready(worker, f"http://{settings.web_host}:{settings.web_port}/readyz")
                 started = time.monotonic()
                 finished = asyncio.run(_publish_and_follow(settings, events, timeout, out))
             finally:

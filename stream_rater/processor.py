@@ -12,12 +12,13 @@ re-read and recomputed — never read-modify-write without the version check.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from stream_rater.events import MatchFinished, RatingChanged, format_timestamp
+from stream_rater.events import MatchFinished, format_timestamp
 from stream_rater.ladders import Ladder, Ladders
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore, StateWrite
@@ -53,6 +54,10 @@ class TooManyConflicts(RuntimeError):
 class _Plan:
     results: list[MatchResult]
     commit: Commit
+
+
+#: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
+_timestamp = functools.lru_cache(maxsize=4096)(format_timestamp)
 
 
 def _rating(state: PlayerState) -> Rating:
@@ -129,7 +134,7 @@ def plan_batch(
         posterior = model.rate_match(teams, outcome)
 
         events: list[dict] = []
-        finished_at = format_timestamp(at)
+        finished_at = _timestamp(at)
         for team, team_priors, team_effects, team_post in zip(match.teams, priors, effect_priors, posterior):
             for player, prior, new in zip(team.players, team_priors, team_post):
                 if not player.rated:
@@ -137,20 +142,20 @@ def plan_batch(
                 last = at if prior.last_played is None else max(prior.last_played, at)
                 after = PlayerState(new.mu, new.sigma, prior.games + 1, last, prior.version)
                 players[player.id] = after
-                event = RatingChanged(
-                    event_id=f"{match.match_id}:{player.id}",
-                    match_id=match.match_id,
-                    ladder=ladder.name,
-                    player_id=player.id,
-                    model=model.name,
-                    before={"mu": prior.mu, "sigma": prior.sigma},
-                    after={"mu": new.mu, "sigma": new.sigma},
-                    rating=model.display(new),
-                    delta=new.mu - prior.mu,
-                    games=after.games,
-                    finished_at=finished_at,
-                    processed_at=processed_at,
-                ).to_dict()
+                event = {  # the rating-changed contract (events.RatingChanged, design.md)
+                    "event_id": f"{match.match_id}:{player.id}",
+                    "match_id": match.match_id,
+                    "ladder": ladder.name,
+                    "player_id": player.id,
+                    "model": model.name,
+                    "before": {"mu": prior.mu, "sigma": prior.sigma},
+                    "after": {"mu": new.mu, "sigma": new.sigma},
+                    "rating": model.display(new),
+                    "delta": new.mu - prior.mu,
+                    "games": after.games,
+                    "finished_at": finished_at,
+                    "processed_at": processed_at,
+                }
                 events.append(event)
                 history.setdefault(player.id, []).append(event)
             for name, prior, new in zip(team.effects, team_effects, team_post[len(team.players):]):
@@ -168,7 +173,7 @@ def plan_batch(
 
 
 def _next_version(state: PlayerState) -> PlayerState:
-    return PlayerState(state.mu, state.sigma, state.games, state.last_played, state.version + 1)
+    return state._replace(version=state.version + 1)
 
 
 class Processor:

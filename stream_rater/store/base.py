@@ -12,13 +12,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgpack
 
 
-@dataclass(frozen=True, slots=True)
-class PlayerState:
-    """A stored rating state. ``version`` counts commits that changed it (0 = never stored)."""
+class PlayerState(NamedTuple):
+    """A stored rating state. ``version`` counts commits that changed it (0 = never stored).
+
+    A named tuple rather than a dataclass: the processor creates one per player per match.
+    """
 
     mu: float
     sigma: float | None
@@ -28,9 +31,7 @@ class PlayerState:
 
     def pack(self) -> bytes:
         """Compact msgpack form: ``[mu, sigma, games, last_played, version]``."""
-        return msgpack.packb(
-            [self.mu, self.sigma, self.games, self.last_played, self.version], use_bin_type=True
-        )
+        return msgpack.packb(list(self), use_bin_type=True)
 
     @classmethod
     def unpack(cls, raw: bytes) -> PlayerState:

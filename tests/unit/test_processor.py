@@ -3,9 +3,13 @@ conflict retries and O(1) store round trips per batch."""
 
 from __future__ import annotations
 
+import json
+from importlib.resources import files
+
+import jsonschema
 import pytest
 
-from stream_rater.events import parse_match
+from stream_rater.events import RatingChanged, parse_match
 from stream_rater.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
 from stream_rater.rating.trueskill import TrueSkill
@@ -177,3 +181,19 @@ async def test_sph_ladder_uses_scores_and_time(processor):
     assert ea["before"] == {"mu": 500.0, "sigma": None} and ea["model"] == "sph-elo"
     assert ea["delta"] == pytest.approx(-eb["delta"]) and ea["delta"] > 0
 
+
+
+async def test_emitted_events_satisfy_the_published_contract(processor):
+    """Every emitted event passes the rating-changed JSON Schema and `RatingChanged.from_dict`."""
+    schema = json.loads(files("stream_rater").joinpath("schemas/rating_changed.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    event = {
+        "match_id": "m1", "finished_at": "2004-08-06T18:13:50Z",
+        "teams": [{"rank": 0, "players": [{"id": "a"}, {"id": "b", "weight": 0.5}]},
+                  {"rank": 1, "players": [{"id": "c"}]}, {"rank": 1, "players": [{"id": "d"}]}],
+    }
+    events = (await processor.process([parse_match(event, LADDERS)])).events
+    assert len(events) == 4
+    for e in events:
+        validator.validate(e)
+        assert RatingChanged.from_dict(e).to_dict() == e
