@@ -116,6 +116,7 @@ def web_worker(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[Runn
         env_name("topic_updates"): settings.topic_updates,
         env_name("topic_dlq"): settings.topic_dlq,
         "STREAM_RATER_LADDER_" + ladder.upper().replace("-", "_"): "trueskill",
+        "STREAM_RATER_APP_DATADIR": str(tmp_path / "faust-data"),  # faust's own, via its env_prefix
     }
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
