@@ -1,0 +1,548 @@
+"""TrueSkill (Herbrich, Minka, Graepel 2006): Bayesian skill rating on a factor graph.
+
+Every player has a Gaussian skill ``N(mu, sigma**2)`` (eq. 2's factorising prior). In a
+match each player performs ``p_i ~ N(s_i, beta**2)``, a team performs ``t = sum w_i p_i``
+(``w_i`` = partial play, as in the ``trueskill`` package) and the ranks say how the team
+performances are ordered: a win between adjacent teams is ``t_a - t_b > eps`` and a draw is
+``|t_a - t_b| <= eps`` (section 2, Figure 1). The posterior is approximated by expectation
+propagation (section 3, eqs. 3-6, Table 1) with the truncated-Gaussian corrections V and W
+of `stream_rater.rating._gaussian`.
+
+- Two teams: the factor graph is a tree with one approximate factor, so EP is exact after
+  one pass; that case is computed in closed form (the "fast path").
+- More teams: EP on the chain of team-performance differences, sweeping forwards and
+  backwards (the paper's schedule, Figure 1) until the largest change of any difference's
+  approximate marginal is below ``_TOLERANCE`` standard deviations, at most
+  ``_MAX_SWEEPS`` sweeps.
+
+Choices where the paper leaves room (documented and tested):
+
+- **Draw margin** per comparison from the draw probability and both teams' sizes
+  (section 4.1): ``eps = Phi^-1((p + 1) / 2) * sqrt(n1 + n2) * beta``.
+- **Dynamics** before the update: first the time term ``sigma**2 += time_tau**2 * dt``
+  (``dt`` = seconds since the player's previous match in ``time_unit``; none for a first
+  match), which may raise sigma to at most the prior ``sigma`` (it never lowers a larger
+  sigma); then the per-match ``tau**2`` (the paper's gamma), which is not capped, so the
+  defaults (``time_tau=0``) are exactly the paper's.
+- **Partial play** weights are floored at ``_MIN_WEIGHT`` like the ``trueskill`` package,
+  so every team has a performance.
+- **Ties of teams in a multi-team match.** The chain ``... > A = B > ...`` is not symmetric
+  in A and B (A is compared with the team above, B with the team below), so on its own it
+  rates equal teams with equal ranks differently. The chain is therefore run in every
+  combination of orders of the tied blocks and each team's incoming message is the
+  average (in natural parameters) over those runs. Beyond `_MAX_TIE_ORDERS` combinations
+  (e.g. a 6-team tie) it is run once in a canonical order and identical tied teams share
+  their average. Either way teams with equal priors and ranks get identical posteriors
+  and the result does not depend on how the teams were listed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+from scipy.integrate import quad
+
+from stream_rater.rating._gaussian import cdf, pdf, ppf, truncate_draw, truncate_win
+from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
+
+#: Seconds per ``time_unit`` name; a number is taken as seconds.
+TIME_UNITS: dict[str, float] = {
+    "seconds": 1.0,
+    "minutes": 60.0,
+    "hours": 3600.0,
+    "days": 86400.0,
+    "weeks": 7 * 86400.0,
+    "years": 365.25 * 86400.0,
+}
+
+_MIN_WEIGHT = 1e-4
+#: EP stops when no difference's marginal mean or std moved more than this many stds.
+_TOLERANCE = 1e-9
+_MAX_SWEEPS = 200
+#: Smallest posterior/prior variance ratio a comparison may impose, so that EP messages
+#: stay finite when a comparison pins a performance difference beyond float precision.
+_MIN_VARIANCE_FACTOR = 1e-20
+#: Most chain runs spent on symmetrising tied blocks (all orders of a 5-team tie).
+_MAX_TIE_ORDERS = 120
+
+TeamMessage = tuple[float, float]  # (precision, precision-adjusted mean) of a message to t_j
+
+
+class TrueSkill(RatingModel):
+    """The TrueSkill model with the paper's Xbox defaults (section 4.2).
+
+    Parameters (ladder configuration keys):
+
+    - ``mu``, ``sigma``: prior of a new player (mu0 = 25, sigma0 = 25/3).
+    - ``beta``: performance noise (sigma0 / 2).
+    - ``tau``: per-match dynamics gamma (sigma0 / 100); ``0`` means none.
+    - ``draw_probability``: chance that two teams draw, in ``[0, 1)`` (section 4.1).
+    - ``time_tau``, ``time_unit``: time-scaled dynamics ``sigma**2 += time_tau**2 * dt``
+      with ``dt`` in ``time_unit`` ("seconds" ... "weeks", "years" = 365.25 days, or a
+      number of seconds); ``time_tau = 0`` (default) disables it.
+    - ``k``: leaderboard value is ``mu - k * sigma`` (section 4.2).
+    """
+
+    name = "trueskill"
+    has_sigma = True
+
+    def __init__(
+        self,
+        mu: float = 25.0,
+        sigma: float = 25.0 / 3.0,
+        beta: float = 25.0 / 6.0,
+        tau: float = 25.0 / 300.0,
+        draw_probability: float = 0.10,
+        time_tau: float = 0.0,
+        time_unit: str | float = "days",
+        k: float = 3.0,
+    ) -> None:
+        unit = TIME_UNITS.get(time_unit) if isinstance(time_unit, str) else float(time_unit)
+        if unit is None:
+            raise ValueError(f"time_unit must be one of {', '.join(TIME_UNITS)} or seconds")
+        checks = {
+            "mu": math.isfinite(mu),
+            "sigma": math.isfinite(sigma) and sigma > 0,
+            "beta": math.isfinite(beta) and beta > 0,
+            "tau": math.isfinite(tau) and tau >= 0,
+            "draw_probability": 0 <= draw_probability < 1,
+            "time_tau": math.isfinite(time_tau) and time_tau >= 0,
+            "time_unit": math.isfinite(unit) and unit > 0,
+            "k": math.isfinite(k),
+        }
+        bad = [key for key, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"invalid TrueSkill parameter(s): {', '.join(bad)}")
+        self.mu = float(mu)
+        self.sigma = float(sigma)
+        self.beta = float(beta)
+        self.tau = float(tau)
+        self.draw_probability = float(draw_probability)
+        self.time_tau = float(time_tau)
+        self.time_unit = time_unit
+        self.k = float(k)
+        self._beta2 = self.beta**2
+        self._tau2 = self.tau**2
+        self._sigma2 = self.sigma**2
+        self._time_rate = self.time_tau**2 / unit
+        #: eps = _margin * sqrt(n1 + n2): section 4.1 solved for eps.
+        self._margin = ppf((self.draw_probability + 1.0) / 2.0) * self.beta
+
+    # ------------------------------------------------------------------ RatingModel
+
+    def initial(self) -> Rating:
+        """A new player's prior ``N(mu, sigma**2)``."""
+        return Rating(self.mu, self.sigma)
+
+    def display(self, rating: Rating) -> float:
+        """The conservative skill ``mu - k * sigma`` shown on leaderboards (section 4.2)."""
+        return rating.mu - self.k * rating.sigma
+
+    def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
+        """`rate` with the outcome's ranks, weights and elapsed times."""
+        return self.rate(teams, outcome.ranks, outcome.weights, outcome.elapsed)
+
+    # ------------------------------------------------------------------ updates
+
+    def rate(
+        self,
+        teams: Teams,
+        ranks: Sequence[float] | None = None,
+        weights: Sequence[Sequence[float]] | None = None,
+        elapsed: Sequence[Sequence[float | None]] | None = None,
+    ) -> list[list[Rating]]:
+        """Posterior ratings after a match, same shape as `teams`.
+
+        ``ranks``: one per team, lower is better, equal is a draw (default: listed order).
+        ``weights``: partial play per player (default 1). ``elapsed``: seconds since each
+        player's previous match, None for a first match (time-scaled dynamics only).
+        """
+        n_teams = len(teams)
+        if n_teams < 2 or not all(teams):
+            raise ValueError("a match needs at least two teams, each with a player")
+        if ranks is None:
+            ranks = range(n_teams)
+        elif len(ranks) != n_teams:
+            raise ValueError(f"{len(ranks)} ranks for {n_teams} teams")
+        variances = self._variances(teams, elapsed)
+        weights = self._weights(teams, weights)
+        if n_teams == 2:
+            return self._rate_two(teams, ranks[0], ranks[1], variances, weights)
+        return self._rate_many(teams, ranks, variances, weights)
+
+    def _variances(
+        self, teams: Teams, elapsed: Sequence[Sequence[float | None]] | None
+    ) -> list[list[float]]:
+        """Each player's prior variance after the dynamics: time term (capped), then tau**2."""
+        tau2 = self._tau2
+        if elapsed is None or self._time_rate == 0.0:
+            return [[r.sigma * r.sigma + tau2 for r in team] for team in teams]
+        rate, cap = self._time_rate, self._sigma2
+        result = []
+        for team, gaps in zip(teams, elapsed, strict=True):
+            row = []
+            for r, gap in zip(team, gaps, strict=True):
+                var = r.sigma * r.sigma
+                if gap is not None and gap > 0:  # False for NaN too
+                    var = max(var, min(var + rate * gap, cap))
+                row.append(var + tau2)
+            result.append(row)
+        return result
+
+    @staticmethod
+    def _weights(
+        teams: Teams, weights: Sequence[Sequence[float]] | None
+    ) -> list[list[float]] | None:
+        """Validated partial-play weights floored at `_MIN_WEIGHT`; None when all are 1."""
+        if weights is None:
+            return None
+        result = []
+        for team, row in zip(teams, weights, strict=True):
+            if len(row) != len(team):
+                raise ValueError("weights must have one entry per player")
+            for w in row:
+                if not (0.0 <= w < math.inf):
+                    raise ValueError(f"weight {w!r} is not a finite number >= 0")
+            result.append([w if w > _MIN_WEIGHT else _MIN_WEIGHT for w in row])
+        return result
+
+    def _rate_two(
+        self,
+        teams: Teams,
+        rank0: float,
+        rank1: float,
+        variances: list[list[float]],
+        weights: list[list[float]] | None,
+    ) -> list[list[Rating]]:
+        """Closed form for two teams: one comparison factor, so one EP step is exact.
+
+        With ``c**2 = sum w_i**2 (var_i + beta**2)`` over both teams and ``d`` the first team's
+        performance minus the second's, ``mu_i += +-w_i var_i / c * V(d/c, eps/c)`` and
+        ``var_i *= 1 - w_i**2 var_i / c**2 * W`` (Table 1 composed along the tree), the latter
+        written as ``(rest_i + w_i**2 var_i (1 - W)) / c**2`` so it stays positive when W
+        rounds to 1.
+        """
+        team0, team1 = teams
+        var0, var1 = variances
+        beta2 = self._beta2
+        if weights is None:
+            w0 = w1 = None
+            diff = sum(r.mu for r in team0) - sum(r.mu for r in team1)
+            total = sum(var0) + sum(var1) + (len(var0) + len(var1)) * beta2
+        else:
+            w0, w1 = weights
+            diff = sum(w * r.mu for w, r in zip(w0, team0)) - sum(
+                w * r.mu for w, r in zip(w1, team1)
+            )
+            total = sum(w * w * (v + beta2) for w, v in zip(w0, var0)) + sum(
+                w * w * (v + beta2) for w, v in zip(w1, var1)
+            )
+        c = math.sqrt(total)
+        eps = self._margin * math.sqrt(len(team0) + len(team1)) / c
+        if rank0 == rank1:
+            v, omw = truncate_draw(diff / c, eps)
+        elif rank0 < rank1:
+            v, omw = truncate_win(diff / c, eps)
+        else:
+            v, omw = truncate_win(-diff / c, eps)
+            v = -v
+        shift = v / c  # team 0 moves by +shift * w * var, team 1 by -shift * w * var
+        return [
+            _update_team(team0, var0, w0, shift, omw, total),
+            _update_team(team1, var1, w1, -shift, omw, total),
+        ]
+
+    def _rate_many(
+        self,
+        teams: Teams,
+        ranks: Sequence[float],
+        variances: list[list[float]],
+        weights: list[list[float]] | None,
+    ) -> list[list[Rating]]:
+        """EP on the chain of rank-ordered teams, tied blocks symmetrised (module docs)."""
+        n_teams = len(teams)
+        beta2 = self._beta2
+        means, spreads = [], []  # each team's performance prior N(means[j], spreads[j])
+        for j, team in enumerate(teams):
+            row = weights[j] if weights is not None else [1.0] * len(team)
+            means.append(math.fsum(w * r.mu for w, r in zip(row, team)))
+            spreads.append(math.fsum(w * w * (v + beta2) for w, v in zip(row, variances[j])))
+        order = sorted(range(n_teams), key=lambda j: ranks[j])
+        blocks = [list(g) for _, g in itertools.groupby(order, key=lambda j: ranks[j])]
+        if all(len(b) == 1 for b in blocks):
+            messages = self._chain(order, means, spreads, teams, ranks)
+        else:
+            messages = self._tied_messages(blocks, teams, ranks, means, spreads, variances,
+                                           weights)
+        result = []
+        for j, team in enumerate(teams):
+            pi, tau = messages[j]
+            den = 1.0 + spreads[j] * pi
+            shift = (tau - pi * means[j]) / den
+            row = weights[j] if weights is not None else None
+            result.append(_update_team(team, variances[j], row, shift, 1.0 / den, spreads[j]))
+        return result
+
+    def _tied_messages(
+        self,
+        blocks: list[list[int]],
+        teams: Teams,
+        ranks: Sequence[float],
+        means: list[float],
+        spreads: list[float],
+        variances: list[list[float]],
+        weights: list[list[float]] | None,
+    ) -> list[TeamMessage]:
+        """Each team's message averaged over the orders of the tied blocks (module docs).
+
+        Blocks are first sorted by content, so nothing depends on how the teams were listed.
+        Up to `_MAX_TIE_ORDERS` combined orders, every team averages every order; beyond
+        that, one run in the canonical order and identical teams share their average.
+        """
+
+        def content(j: int) -> tuple:
+            row = weights[j] if weights is not None else [1.0] * len(teams[j])
+            return tuple(sorted(zip((r.mu for r in teams[j]), variances[j], row)))
+
+        canonical = [sorted(block, key=content) for block in blocks]
+        if math.prod(math.factorial(len(block)) for block in canonical) <= _MAX_TIE_ORDERS:
+            runs = [
+                self._chain(list(itertools.chain.from_iterable(arrangement)), means, spreads,
+                            teams, ranks)
+                for arrangement in itertools.product(*map(itertools.permutations, canonical))
+            ]
+            groups = [[j] for j in range(len(teams))]
+        else:
+            runs = [self._chain(list(itertools.chain.from_iterable(canonical)), means, spreads,
+                                teams, ranks)]
+            groups = []
+            for block in canonical:
+                for _, same in itertools.groupby(block, key=content):
+                    groups.append(list(same))
+        result: list[TeamMessage] = [(0.0, 0.0)] * len(teams)
+        for group in groups:
+            pis = [run[j][0] for run in runs for j in group]
+            taus = [run[j][1] for run in runs for j in group]
+            average = (math.fsum(pis) / len(pis), math.fsum(taus) / len(taus))
+            for j in group:
+                result[j] = average
+        return result
+
+    def _chain(
+        self,
+        order: list[int],
+        means: list[float],
+        spreads: list[float],
+        teams: Teams,
+        ranks: Sequence[float],
+    ) -> list[TeamMessage]:
+        """EP on the chain of team performances in `order` (best first); messages per team.
+
+        Factor ``f`` compares the teams at positions ``f`` and ``f + 1`` through their
+        difference ``d_f``; ``g`` is its Gaussian approximation on ``d_f`` (eq. 6),
+        ``left[j]`` / ``right[j]`` the messages reaching position ``j`` from the factor on
+        its left / right (eq. 5). A sweep updates the factors in order, each from its cavity
+        (team prior times the message from the far side), and passes the new message on.
+        Returned per team (by team index): the product of both messages, i.e. everything
+        the match says about that team's performance.
+        """
+        n = len(order)
+        n_f = n - 1
+        prior_pi = [1.0 / spreads[j] for j in order]
+        prior_tau = [means[j] / spreads[j] for j in order]
+        margin = self._margin
+        sizes = [len(teams[j]) for j in order]
+        eps = [margin * math.sqrt(sizes[f] + sizes[f + 1]) for f in range(n_f)]
+        draw = [ranks[order[f]] == ranks[order[f + 1]] for f in range(n_f)]
+        g_pi = [0.0] * n_f
+        g_tau = [0.0] * n_f
+        post_mean = [0.0] * n_f
+        post_std = [0.0] * n_f
+        l_pi = [0.0] * n
+        l_tau = [0.0] * n
+        r_pi = [0.0] * n
+        r_tau = [0.0] * n
+        sqrt = math.sqrt
+        floor = _MIN_VARIANCE_FACTOR
+
+        def update(f: int) -> float:
+            """Moment-match factor f from its cavity (Table 1, last row); the change."""
+            pl = prior_pi[f] + l_pi[f]
+            pr = prior_pi[f + 1] + r_pi[f + 1]
+            var = 1.0 / pl + 1.0 / pr
+            mean = (prior_tau[f] + l_tau[f]) / pl - (prior_tau[f + 1] + r_tau[f + 1]) / pr
+            c = sqrt(var)
+            if draw[f]:
+                v, omw = truncate_draw(mean / c, eps[f] / c)
+            else:
+                v, omw = truncate_win(mean / c, eps[f] / c)
+            omw = floor if omw < floor else (1.0 if omw > 1.0 else omw)
+            new_mean = mean + c * v
+            new_std = c * sqrt(omw)
+            change = (abs(new_mean - post_mean[f]) + abs(new_std - post_std[f])) / c
+            post_mean[f] = new_mean
+            post_std[f] = new_std
+            denom = var * omw
+            g_pi[f] = (1.0 - omw) / denom
+            g_tau[f] = (mean * (1.0 - omw) + c * v) / denom
+            return change
+
+        def send_right(f: int) -> None:
+            """Message from factor f to position f + 1: t_{f+1} = t_f - d_f."""
+            pc, tc = prior_pi[f] + l_pi[f], prior_tau[f] + l_tau[f]
+            gp, gt = g_pi[f], g_tau[f]
+            s = gp + pc
+            l_pi[f + 1] = gp * pc / s
+            l_tau[f + 1] = (gp * tc - pc * gt) / s
+
+        def send_left(f: int) -> None:
+            """Message from factor f to position f: t_f = t_{f+1} + d_f."""
+            pc, tc = prior_pi[f + 1] + r_pi[f + 1], prior_tau[f + 1] + r_tau[f + 1]
+            gp, gt = g_pi[f], g_tau[f]
+            s = gp + pc
+            r_pi[f] = gp * pc / s
+            r_tau[f] = (gp * tc + pc * gt) / s
+
+        for f in range(n_f):
+            update(f)
+            send_right(f)
+        for sweep in range(_MAX_SWEEPS):
+            change = 0.0
+            if sweep % 2 == 0:
+                send_left(n_f - 1)
+                for f in range(n_f - 2, -1, -1):
+                    change = max(change, update(f))
+                    send_left(f)
+            else:
+                send_right(0)
+                for f in range(1, n_f):
+                    change = max(change, update(f))
+                    send_right(f)
+            if change < _TOLERANCE:
+                break
+        for f in range(n_f):
+            send_right(f)
+        for f in range(n_f - 1, -1, -1):
+            send_left(f)
+        messages: list[TeamMessage] = [(0.0, 0.0)] * n
+        for pos, j in enumerate(order):
+            messages[j] = (l_pi[pos] + r_pi[pos], l_tau[pos] + r_tau[pos])
+        return messages
+
+    # ------------------------------------------------------------------ predictions
+
+    def quality(
+        self, teams: Teams, weights: Sequence[Sequence[float]] | None = None
+    ) -> float:
+        """Match quality: eq. (7) generalised to teams, as in the ``trueskill`` package.
+
+        The draw probability relative to its limit for ``eps -> 0``: with ``d`` the vector of
+        adjacent team-performance differences, ``sqrt(det B / det S) * exp(-m' S^-1 m / 2)``
+        where ``m = E[d]``, ``S = Cov[d]`` and ``B`` its part due to ``beta`` alone. ``S`` is
+        tridiagonal, so this is a linear-time LDL' factorisation. Uses the ratings as given
+        (no dynamics), like eq. (7). In ``[0, 1]``; 1 only for identical certain teams.
+        """
+        if len(teams) < 2 or not all(teams):
+            raise ValueError("a match needs at least two teams, each with a player")
+        rows = self._weights(teams, weights) or [[1.0] * len(team) for team in teams]
+        beta2 = self._beta2
+        means = [math.fsum(w * r.mu for w, r in zip(row, t)) for row, t in zip(rows, teams)]
+        noise = [beta2 * math.fsum(w * w for w in row) for row in rows]
+        spreads = [
+            n + math.fsum(w * w * r.sigma * r.sigma for w, r in zip(row, t))
+            for n, row, t in zip(noise, rows, teams)
+        ]
+        log_ratio, quad_form = 0.0, 0.0
+        ds = db = y = 0.0
+        for f in range(len(teams) - 1):
+            m = means[f] - means[f + 1]
+            if f == 0:
+                ds = spreads[0] + spreads[1]
+                db = noise[0] + noise[1]
+                y = m
+            else:
+                ls = -spreads[f] / ds
+                lb = -noise[f] / db
+                ds = spreads[f] + spreads[f + 1] + ls * spreads[f]
+                db = noise[f] + noise[f + 1] + lb * noise[f]
+                y = m - ls * y
+            log_ratio += math.log(db / ds)
+            quad_form += y * y / ds
+        return min(1.0, math.exp(0.5 * log_ratio - 0.5 * quad_form))
+
+    def win_probabilities(self, teams: Teams) -> list[float]:
+        """P(each team performs best), exact under the model; sums to 1.
+
+        Team performances are independent ``N(M_j, S_j**2)`` with ``M_j = sum mu`` and
+        ``S_j**2 = sum (sigma**2 + tau**2 + beta**2)`` (the prior this match's update would
+        use, without the time term). Two teams: ``Phi((M_0 - M_1) / sqrt(S_0**2 + S_1**2))``
+        (eq. 1 generalised). More teams: ``P_j = int N(z) prod_k Phi((M_j + S_j z - M_k) /
+        S_k) dz`` by adaptive quadrature, then normalised. Draws (the margin eps) are not
+        counted: "first" means the highest performance.
+        """
+        if len(teams) < 2 or not all(teams):
+            raise ValueError("a match needs at least two teams, each with a player")
+        extra = self._tau2 + self._beta2
+        means = [math.fsum(r.mu for r in team) for team in teams]
+        stds = [math.sqrt(math.fsum(r.sigma * r.sigma + extra for r in team)) for team in teams]
+        if len(teams) == 2:
+            z = (means[0] - means[1]) / math.sqrt(stds[0] ** 2 + stds[1] ** 2)
+            probs = [cdf(z), cdf(-z)]
+        else:
+            probs = [_first_place(j, means, stds) for j in range(len(teams))]
+        total = math.fsum(probs)
+        return [p / total for p in probs]
+
+
+def _first_place(j: int, means: list[float], stds: list[float]) -> float:
+    """``int N(z) prod_{k != j} Phi((M_j + S_j z - M_k) / S_k) dz`` over ``|z| <= 12``.
+
+    The kinks where another team's CDF switches on (``z = (M_k - M_j) / S_j``) are handed to
+    the adaptive quadrature as break points, so narrow steps are not missed.
+    """
+    mj, sj = means[j], stds[j]
+    others = [(means[k], stds[k]) for k in range(len(means)) if k != j]
+
+    def integrand(z: float) -> float:
+        x = mj + sj * z
+        value = pdf(z)
+        for mk, sk in others:
+            value *= cdf((x - mk) / sk)
+            if value == 0.0:
+                break
+        return value
+
+    bound = 12.0
+    kinks = sorted({(mk - mj) / sj for mk, _ in others if abs(mk - mj) < bound * sj})
+    value, _ = quad(integrand, -bound, bound, points=kinks or None, limit=200,
+                    epsabs=1e-14, epsrel=1e-11)
+    return value
+
+
+def _update_team(
+    team: Sequence[Rating],
+    variances: list[float],
+    weights: list[float] | None,
+    shift: float,
+    remain: float,
+    spread: float,
+) -> list[Rating]:
+    """Players' posteriors from their team's: the sum factor of Table 1 run upwards.
+
+    The team performance (prior variance ``spread``) moved by ``shift * spread`` and kept the
+    fraction ``remain`` of its variance; a player with weight ``w`` and variance ``var``
+    covaries with it by ``w * var``, so ``mu += w * var * shift`` and
+    ``var *= 1 - (1 - remain) * w**2 * var / spread``, computed as
+    ``(spread - w**2 var + remain * w**2 var) / spread`` so it stays positive.
+    """
+    result = []
+    for i, r in enumerate(team):
+        var = variances[i]
+        w = 1.0 if weights is None else weights[i]
+        wv = w * var
+        own = w * wv
+        new_var = var * ((spread - own) + own * remain) / spread
+        result.append(Rating(r.mu + wv * shift, math.sqrt(new_var)))
+    return result
