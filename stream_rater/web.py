@@ -34,7 +34,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ import faust
 import numpy as np
 from aiohttp import web
 from aiokafka.errors import KafkaError
+from faust.types import TP
 from mode import Service
 
 from stream_rater import metrics
@@ -50,6 +51,7 @@ from stream_rater.processor import BatchResult
 from stream_rater.rating.base import Rating
 from stream_rater.settings import Settings
 from stream_rater.store import PlayerState, StateStore
+from stream_rater.worker import Message
 
 log = logging.getLogger(__name__)
 
@@ -83,19 +85,30 @@ _TOTALS: dict[str, Any] = {
 
 
 class Recent:
-    """This worker's recent activity in ring buffers: rating changes and per-second samples."""
+    """This worker's recent activity: rating changes and per-second samples in ring buffers,
+    and the next offset to process of each partition it finished a batch of."""
 
     def __init__(self, feed_size: int = 200, window: int = 600) -> None:
         """Keep the last `feed_size` rating changes and `window` samples (seconds)."""
         self.feed: deque[dict] = deque(maxlen=feed_size)
         self.samples: deque[dict[str, float | None]] = deque(maxlen=window)
+        self.next_offsets: dict[tuple[str, int], int] = {}
         self._previous: tuple[float, dict[str, float]] | None = None
 
-    def record(self, result: BatchResult) -> None:
-        """`BatchHandler`'s ``on_batch`` hook: keep the changes of newly applied matches."""
+    def record(self, messages: Sequence[Message], result: BatchResult) -> None:
+        """`BatchHandler`'s ``on_batch`` hook: keep the changes of newly applied matches and
+        advance the partitions' next offsets."""
         for match in result.results:
             if not match.duplicate:
                 self.feed.extend(match.events)
+        for message in messages:
+            key = (message.topic, message.partition)
+            self.next_offsets[key] = max(self.next_offsets.get(key, 0), message.offset + 1)
+
+    def forget(self, partitions: Iterable[TP]) -> None:
+        """Drop the next offsets of `partitions` (they were (re)assigned: stale until a batch)."""
+        for tp in partitions:
+            self.next_offsets.pop((tp.topic, tp.partition), None)
 
     def sample(self, now: float | None = None) -> None:
         """Append the rates since the previous call; the first call only sets the baseline."""
@@ -127,27 +140,30 @@ def assigned_partitions(app: faust.App, topic: str) -> list[int]:
     return sorted(tp.partition for tp in assignment if tp.topic == topic)
 
 
-async def update_consumer_lag(app: faust.App, topic: str) -> None:
+async def update_consumer_lag(app: faust.App, topic: str, next_offsets: Mapping[tuple[str, int], int]) -> None:
     """Set ``stream_rater_consumer_lag`` per assigned partition of `topic`: end offset minus
-    the consumer's position, clamped at 0; partitions assigned elsewhere since lose their series.
+    the next offset to process, clamped at 0; partitions assigned elsewhere since lose their
+    series.
 
-    The end offset is the larger of two lower bounds: the broker's answer to a ListOffsets
-    request and the highwater of the last fetch response. Kafka answers the first exactly;
-    the Tansu broker of the local runtime answers it far too low (1 for a partition holding
-    50 events), so there the lag relies on the fetch highwater, which is stale while the
-    worker does not fetch a partition (its buffer is full), and then reads too low. The
-    position is the next offset to fetch, so events fetched but still buffered in the worker
-    (at most ``stream_buffer_maxsize``) do not count as lag.
+    The next offset to process comes from `next_offsets` (the batches this worker finished
+    since the partition was assigned), else from the consumer's position, which runs ahead by
+    the events fetched into the worker's buffers. The end offset is the larger of two lower
+    bounds: the broker's answer to a ListOffsets request and the highwater of the last fetch
+    response. Kafka answers the first exactly; the Tansu broker of the local runtime answers
+    it far too low (1 for a partition holding 50 events), so there the lag relies on the fetch
+    highwater, which lags behind while the worker's buffers are full: lag then reads too low.
     """
     consumer = app.consumer
     tps = [tp for tp in consumer.assignment() if tp.topic == topic]
     listed = await consumer.highwaters(*tps) if tps else {}
     current = set()
     for tp in tps:
-        position = await consumer.position(tp)
+        done = next_offsets.get((tp.topic, tp.partition))
+        if done is None:
+            done = await consumer.position(tp)
         ends = [end for end in (listed.get(tp), consumer.highwater(tp)) if end is not None]
-        if position is not None and ends:
-            metrics.CONSUMER_LAG.labels(topic, str(tp.partition)).set(max(0, max(ends) - position))
+        if done is not None and ends:
+            metrics.CONSUMER_LAG.labels(topic, str(tp.partition)).set(max(0, max(ends) - done))
             current.add(str(tp.partition))
     for family in metrics.CONSUMER_LAG.collect():
         for sample in family.samples:
@@ -365,8 +381,12 @@ def register_web(app: faust.App, store: StateStore, ladders: Ladders, settings: 
     @app.timer(interval=LAG_INTERVAL)
     async def measure_consumer_lag() -> None:
         try:
-            await update_consumer_lag(app, settings.topic_matches)
+            await update_consumer_lag(app, settings.topic_matches, recent.next_offsets)
         except (KafkaError, faust.exceptions.ConsumerNotStarted) as exc:  # rebalancing; next tick
             log.debug("consumer lag not measured: %r", exc)
+
+    @app.on_partitions_assigned.connect
+    async def forget_offsets(app: faust.App, assigned: set[TP], **kwargs: Any) -> None:
+        recent.forget(assigned)
 
     return recent

@@ -88,9 +88,9 @@ class BatchHandler:
         limits: Limits = Limits(),
         stopping: Callable[[], bool] = lambda: False,
         max_backoff: float = 5.0,
-        on_batch: Callable[[BatchResult], None] | None = None,
+        on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
     ) -> None:
-        """`on_batch` is called with each finished batch's result (e.g. the dashboard's feed)."""
+        """`on_batch` is called with each finished batch and its result (the dashboard's feed)."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -131,7 +131,7 @@ class BatchHandler:
         metrics.RATING_CHANGES.inc(len(result.events))
         metrics.PROCESSING_LATENCY.observe(time.perf_counter() - started)
         if self.on_batch is not None:
-            self.on_batch(result)
+            self.on_batch(messages, result)
         return result
 
     async def _apply(self, valid: list[MatchFinished], dead: list[tuple[Message, str]]) -> BatchResult:

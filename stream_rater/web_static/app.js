@@ -3,7 +3,7 @@
 // Routes (location.hash): #/ladder/<ladder> and #/ladder/<ladder>/player/<player>.
 
 const OPS_EVERY_MS = 2000;
-const WINDOW_S = 600;  // the operations charts show the last 10 minutes
+const WINDOW_S = 600;  // the operations charts show at most the last 10 minutes
 const VIEW_EVERY_MS = 5000;
 const BLUE = "#2f6fde", GREEN = "#1a8a4a", RED = "#c8392b", ORANGE = "#d9822b", GREY = "#6b7385";
 
@@ -76,9 +76,16 @@ function chart(id, key, options, data) {
 }
 
 const line = (label, stroke, extra = {}) => ({ label, stroke, width: 2, spanGaps: false, ...extra });
+const fromZero = { range: (u, lo, hi) => [0, hi > 0 ? hi * 1.1 : 1] };  // counts and rates start at 0
+// The time axis spans the samples there are (at least a minute, at most WINDOW_S).
+function timeRange(u, lo, hi) {
+  const end = hi ?? Date.now() / 1000;
+  return [Math.max(end - WINDOW_S, Math.min(lo ?? end, end - 60)), end];
+}
+
 const timeChart = (series) => ({
   series: [{}, ...series],
-  scales: { x: { range: (u, lo, hi) => [(hi ?? Date.now() / 1000) - WINDOW_S, hi ?? Date.now() / 1000] } },
+  scales: { x: { range: timeRange }, y: fromZero },
   axes: [{}, { size: 60 }],
   legend: { live: false },
 });
@@ -184,7 +191,7 @@ async function refreshLadder(ladder) {
   chart("chart-distribution", "distribution", {
     series: [{}, { label: "players", fill: "rgba(47,111,222,0.55)", stroke: BLUE, width: 1,
       paths: uPlot.paths.bars({ size: [0.92, Infinity] }), points: { show: false } }],
-    scales: { x: { time: false, range: () => [edges[0] ?? 0, edges[edges.length - 1] ?? 1] } },
+    scales: { x: { time: false, range: () => [edges[0] ?? 0, edges[edges.length - 1] ?? 1] }, y: fromZero },
     axes: [{}, { size: 50 }],
     legend: { show: false },
   }, [centers, counts]);

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_rater.demo import start_worker, stop_process
+from stream_rater.demo import start_worker, stop_process, wait_ready
 from stream_rater.kafka_io import publish
 from stream_rater.local_runtime import create_topics_async, free_port
 from stream_rater.settings import Settings, env_name
@@ -122,7 +122,10 @@ def web_worker(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[Runn
     with log_path.open("w") as log:
         worker = RunningWorker(settings, ladder, start_worker(settings, env, log), log_path)
         try:
-            worker.wait_until(lambda: worker.get("/readyz")[0] == 200, "readiness", STARTUP_TIMEOUT)
+            try:
+                wait_ready(worker.process, worker.url + "/readyz", STARTUP_TIMEOUT)
+            except (RuntimeError, TimeoutError) as exc:
+                pytest.fail(f"{exc}; worker log:\n{worker.log_tail()}")
             yield worker
         finally:
             code = stop_process(worker.process)

@@ -186,7 +186,7 @@ async def test_feed_keeps_new_changes_newest_first_and_skips_duplicates(rated):
     recent = Recent(feed_size=3)
     [first, second] = [duel("f1", "ann", "bob"), duel("f2", "cat", "dan", ladder="chess")]
     events = [{"ladder": m.ladder, "player_id": p, "match_id": m.match_id} for m in (first, second) for p in "xy"]
-    recent.record(BatchResult([
+    recent.record([], BatchResult([
         MatchResult(first, events[:2], duplicate=False),
         MatchResult(duel("old", "a", "b"), [{"ladder": "default", "match_id": "old"}], duplicate=True),
         MatchResult(second, events[2:], duplicate=False),
@@ -225,11 +225,25 @@ async def test_consumer_lag_takes_the_larger_end_offset_clamps_and_drops_revoked
         listed={p0: 1, p1: 40, TP("other", 0): 99},  # a broker answering too low (Tansu) on p0
         fetched={p0: 25},
     ))
-    await update_consumer_lag(app, TOPIC)
+    await update_consumer_lag(app, TOPIC, {})
     assert lag_series() == {"0": 15.0, "1": 0.0}  # p2 has no known end offset yet
     app.consumer = FakeConsumer(positions={p1: 50}, listed={p1: 53})
-    await update_consumer_lag(app, TOPIC)
+    await update_consumer_lag(app, TOPIC, {})
     assert lag_series() == {"1": 3.0}
+
+
+async def test_consumer_lag_counts_fetched_but_unprocessed_events():
+    """Once a batch of a partition is done, lag is measured from the next offset to process, not the fetch position."""
+    recent = Recent()
+    batch = [SimpleNamespace(topic=TOPIC, partition=0, offset=o) for o in (4, 5, 3)]
+    recent.record(batch, BatchResult())
+    assert recent.next_offsets == {(TOPIC, 0): 6}
+    app = SimpleNamespace(consumer=FakeConsumer(positions={TP(TOPIC, 0): 90}, listed={TP(TOPIC, 0): 100}))
+    await update_consumer_lag(app, TOPIC, recent.next_offsets)
+    assert lag_series() == {"0": 94.0}
+    recent.forget([TP(TOPIC, 0)])  # reassigned: the old progress may be stale
+    await update_consumer_lag(app, TOPIC, recent.next_offsets)
+    assert lag_series() == {"0": 10.0}
 
 
 def lag_series() -> dict[str, float]:
