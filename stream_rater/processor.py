@@ -15,6 +15,7 @@ import asyncio
 import functools
 import random
 import time
+from math import isfinite
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +45,10 @@ class BatchResult:
     def events(self) -> list[dict]:
         """Every rating-changed event of the batch, in order (duplicates re-emit theirs)."""
         return [e for r in self.results for e in r.events]
+
+
+class NonFiniteRating(ArithmeticError):
+    """A model returned NaN or infinity; the match is refused rather than stored."""
 
 
 class TooManyConflicts(RuntimeError):
@@ -132,6 +137,8 @@ def plan_batch(
         if observe is not None:
             observe(match, teams, outcome)
         posterior = model.rate_match(teams, outcome)
+        if not all(isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma)) for t in posterior for r in t):
+            raise NonFiniteRating(f"match {match.match_id!r}: model {model.name!r} produced a non-finite rating")
 
         events: list[dict] = []
         finished_at = _timestamp(at)

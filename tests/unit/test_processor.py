@@ -11,7 +11,8 @@ import pytest
 
 from stream_rater.events import RatingChanged, parse_match
 from stream_rater.ladders import Ladder, Ladders
-from stream_rater.processor import Processor
+from stream_rater.processor import NonFiniteRating, Processor
+from stream_rater.rating.base import Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit
 from stream_rater.store.memory import MemoryStore
@@ -197,3 +198,12 @@ async def test_emitted_events_satisfy_the_published_contract(processor):
     for e in events:
         validator.validate(e)
         assert RatingChanged.from_dict(e).to_dict() == e
+
+
+async def test_non_finite_posterior_is_refused_and_nothing_is_stored(processor, monkeypatch):
+    """A model returning NaN makes the match fail loudly instead of storing a NaN rating."""
+    model = LADDERS.get("default").rating_model
+    monkeypatch.setattr(model, "rate_match", lambda teams, outcome: [[Rating(float("nan"), 1.0)], [Rating(1.0, 1.0)]])
+    with pytest.raises(NonFiniteRating):
+        await processor.process([match("m1", ["a"], ["b"])])
+    assert await processor.store.players("default") == {}
