@@ -1,0 +1,131 @@
+"""The worker's batch handler with an in-memory store and a recording producer: order of
+effects, dead letters, retries on transient errors and shutdown while failing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+import redis.exceptions
+
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.processor import Processor
+from stream_rater.store import Commit, StateWrite
+from stream_rater.store.memory import MemoryStore
+from stream_rater.worker import BatchHandler, Topics, WorkerStopping
+
+LADDERS = Ladders([Ladder("default", "trueskill")])
+
+
+@dataclass
+class Record:
+    """A consumed record as faust's Message presents it."""
+
+    value: bytes | None
+    key: bytes | None = None
+    topic: str = "matches"
+    partition: int = 0
+    offset: int = 0
+
+
+def duel(match_id: str, a: str, b: str) -> bytes:
+    return json.dumps({"match_id": match_id, "finished_at": 0,
+                       "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}).encode()
+
+
+class Producer:
+    """Records what was sent; resolves every send at once."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes | None, bytes, list]] = []
+
+    async def send(self, topic: str, key: bytes | None, value: bytes, headers: list):
+        self.sent.append((topic, key, value, headers))
+
+        async def delivered() -> None:
+            return None
+        return delivered()
+
+
+class FlakyStore(MemoryStore):
+    """Refuses the first `failures` commits with a Redis connection error."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def commit(self, commit: Commit) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise redis.exceptions.ConnectionError("connection reset")
+        await super().commit(commit)
+
+
+def handler(store: MemoryStore, producer: Producer, **kwargs) -> BatchHandler:
+    return BatchHandler(Processor(LADDERS, store), LADDERS, producer.send,
+                        topics=Topics(updates="updates", dlq="dlq"), max_backoff=0.01, **kwargs)
+
+
+async def test_valid_events_are_produced_keyed_by_ladder_and_player():
+    """Each rating change goes to the updates topic keyed `<ladder>:<player_id>`, in match order."""
+    producer = Producer()
+    await handler(MemoryStore(), producer).handle([Record(duel("m1", "a", "b"), offset=0),
+                                                   Record(duel("m2", "b", "c"), offset=1)])
+    assert [(t, k) for t, k, _, _ in producer.sent] == [
+        ("updates", b"default:a"), ("updates", b"default:b"), ("updates", b"default:b"), ("updates", b"default:c")
+    ]
+    assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b", "m2:b", "m2:c"]
+
+
+async def test_invalid_events_are_dead_lettered_with_reason_and_origin():
+    """A bad event goes to the DLQ with its bytes, reason and origin; the rest still flows."""
+    producer = Producer()
+    bad = Record(b'{"match_id": "x"}', key=b"x", partition=3, offset=41)
+    await handler(MemoryStore(), producer).handle([bad, Record(duel("m1", "a", "b"), offset=42)])
+    [(topic, key, value, headers)] = [s for s in producer.sent if s[0] == "dlq"]
+    assert (topic, key, value) == ("dlq", b"x", bad.value)
+    assert dict(headers) == {
+        "sr-reason": b"finished_at: is required", "sr-origin-topic": b"matches",
+        "sr-origin-partition": b"3", "sr-origin-offset": b"41",
+    }
+    assert sum(1 for s in producer.sent if s[0] == "updates") == 2
+
+
+async def test_transient_store_errors_are_retried_until_the_commit_lands():
+    """A Redis connection error is retried with backoff; the batch then commits once."""
+    store, producer = FlakyStore(failures=2), Producer()
+    result = await handler(store, producer).handle([Record(duel("m1", "a", "b"))])
+    assert [r.duplicate for r in result.results] == [False]
+    assert (await store.players("default"))["a"].games == 1
+    assert len(producer.sent) == 2
+
+
+async def test_failing_batch_at_shutdown_is_left_unacknowledged():
+    """When the worker stops while Redis still fails, the batch raises and nothing is produced."""
+    producer = Producer()
+    with pytest.raises(WorkerStopping):
+        await handler(FlakyStore(failures=10**6), producer, stopping=lambda: True).handle([Record(duel("m1", "a", "b"))])
+    assert producer.sent == []
+
+
+async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypatch):
+    """A match that fails inside the processor goes to the DLQ; the batch's other matches apply."""
+    model = LADDERS.get("default").rating_model
+    real = model.rate_match
+
+    def fail_on_z(teams, outcome):
+        if any(r.mu == 99.0 for team in teams for r in team):
+            raise ZeroDivisionError("boom")
+        return real(teams, outcome)
+
+    store = MemoryStore()
+    await handler(store, Producer()).handle([Record(duel("seed", "z", "y"))])
+    players = await store.players("default")
+    await store.commit(Commit("default", [StateWrite("z", players["z"]._replace(mu=99.0, version=2), 1)], {}))
+    monkeypatch.setattr(model, "rate_match", fail_on_z)
+    producer = Producer()
+    await handler(store, producer).handle([Record(duel("m1", "a", "b")), Record(duel("m2", "z", "c"))])
+    dead = [s for s in producer.sent if s[0] == "dlq"]
+    assert len(dead) == 1 and dict(dead[0][3])["sr-reason"].startswith(b"processing failed: ZeroDivisionError")
+    assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "updates"} == {"m1"}
