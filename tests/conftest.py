@@ -1,0 +1,162 @@
+"""Shared test fixtures: Kafka-protocol broker and Redis for integration tests.
+
+Each service is chosen independently, in this order:
+
+1. an external service whose URL is in the environment
+   (``STREAM_RATER_TEST_BROKER`` — ``kafka://host:port`` or ``host:port`` —
+   and ``STREAM_RATER_TEST_REDIS_URL``);
+2. a testcontainers container when a Docker engine answers a ping;
+3. a local child process via :class:`stream_rater.local_runtime.LocalRuntime`
+   (Tansu with memory storage, ``redis-server`` without persistence).
+
+Services are session-scoped and started lazily (a Redis-only test never starts a broker).
+Tests never share state: they take unique topic names from ``topic_factory`` and unique
+ladder/key/group names from ``unique_name``. Tests using a service fixture are marked
+``integration`` automatically.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from urllib.parse import urlparse
+
+import pytest
+import redis
+
+from stream_rater.local_runtime import (
+    LocalExtraMissing,
+    LocalRuntime,
+    bootstrap_servers_from_url,
+    create_topics,
+)
+
+BROKER_ENV = "STREAM_RATER_TEST_BROKER"
+REDIS_ENV = "STREAM_RATER_TEST_REDIS_URL"
+SERVICE_FIXTURES = frozenset(
+    {"broker_url", "kafka_bootstrap", "redis_url", "redis_client", "topic_factory"}
+)
+
+
+def docker_reachable(timeout: float = 0.5) -> bool:
+    """Whether a Docker engine answers ``GET /_ping`` (``DOCKER_HOST`` or the default socket)."""
+    docker_host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    url = urlparse(docker_host)
+    try:
+        if url.scheme == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(url.path)
+        elif url.scheme == "tcp" and url.hostname:
+            sock = socket.create_connection((url.hostname, url.port or 2375), timeout=timeout)
+        else:
+            return False
+        with sock:
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            status_line = sock.recv(64).split(b"\r\n", 1)[0]
+        return status_line.startswith(b"HTTP/1.") and b" 200 " in status_line
+    except OSError:
+        return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a service fixture as ``integration``."""
+    for item in items:
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def _docker() -> bool:
+    """Whether testcontainers can be used in this session."""
+    return docker_reachable()
+
+
+@pytest.fixture(scope="session")
+def _stack() -> Iterator[ExitStack]:
+    """Owns the session's containers and local processes; closes them at session end."""
+    with ExitStack() as stack:
+        yield stack
+
+
+def _local(stack: ExitStack, *, broker: bool, redis: bool) -> LocalRuntime:
+    """Start a LocalRuntime with only the given services, or skip if the extra is missing."""
+    try:
+        return stack.enter_context(LocalRuntime(broker=broker, redis=redis))
+    except LocalExtraMissing as exc:
+        pytest.skip(f"no {BROKER_ENV}/{REDIS_ENV}, no Docker, and {exc}")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(_docker: bool, _stack: ExitStack) -> str:
+    """``host:port[,host:port]`` of a Kafka-protocol broker (aiokafka ``bootstrap_servers``)."""
+    external = os.environ.get(BROKER_ENV)
+    if external:
+        return bootstrap_servers_from_url(external)
+    if _docker:
+        try:
+            from testcontainers.community.kafka import KafkaContainer
+        except ImportError:  # testcontainers < 4.9
+            from testcontainers.kafka import KafkaContainer
+        return str(_stack.enter_context(KafkaContainer().with_kraft()).get_bootstrap_server())
+    return _local(_stack, broker=True, redis=False).bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def broker_url(kafka_bootstrap: str) -> str:
+    """The broker as a faust URL: ``kafka://host:port[;kafka://host:port]``."""
+    return ";".join(f"kafka://{host}" for host in kafka_bootstrap.split(","))
+
+
+@pytest.fixture(scope="session")
+def redis_url(_docker: bool, _stack: ExitStack) -> str:
+    """``redis://host:port/db`` of a Redis server."""
+    external = os.environ.get(REDIS_ENV)
+    if external:
+        return external
+    if _docker:
+        try:
+            from testcontainers.community.redis import RedisContainer
+        except ImportError:  # testcontainers < 4.9
+            from testcontainers.redis import RedisContainer
+        container = _stack.enter_context(RedisContainer("redis:7"))
+        host, port = container.get_container_host_ip(), container.get_exposed_port(container.port)
+        return f"redis://{host}:{port}/0"
+    return _local(_stack, broker=False, redis=True).redis_url
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A name no other test uses (for ladders, key prefixes, consumer groups): ``t-<test>-<hex>``."""
+    test = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40]
+    return f"t-{test}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def topic_factory(broker_url: str, unique_name: str) -> Callable[..., str]:
+    """``make(partitions=1, suffix="")`` creates a fresh topic and returns its unique name."""
+    counter = iter(range(1_000_000))
+
+    def make(partitions: int = 1, suffix: str = "") -> str:
+        name = f"{unique_name}-{next(counter)}{'-' + suffix if suffix else ''}"
+        create_topics(broker_url, {name: partitions})
+        return name
+
+    return make
+
+
+@pytest.fixture
+def redis_client(redis_url: str, unique_name: str) -> Iterator[redis.Redis]:
+    """A client of the test Redis; afterwards deletes every key containing ``unique_name``."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        stale = list(client.scan_iter(match=f"*{unique_name}*", count=1000))
+        if stale:
+            client.unlink(*stale)
+        client.close()

@@ -1,0 +1,311 @@
+"""The embedded local runtime: Tansu and redis-server as child processes on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from stream_rater import local_runtime
+from stream_rater.local_runtime import (
+    LocalExtraMissing,
+    LocalRuntime,
+    LocalRuntimeError,
+    bootstrap_servers_from_url,
+    create_topics,
+    create_topics_async,
+    free_port,
+    wait_for_port,
+)
+
+integration = pytest.mark.integration
+MATCHES = "matches"
+GROUP_SESSION_MS = 3000  # Tansu delays joins by about session_timeout / 2 (more after a leave)
+
+
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[LocalRuntime]:
+    """One runtime for the module, with an 8-partition ``matches`` topic."""
+    try:
+        with LocalRuntime(topics={MATCHES: 8}) as rt:
+            yield rt
+    except LocalExtraMissing as exc:
+        pytest.skip(str(exc))
+
+
+def fresh_topic() -> str:
+    """A topic name no other test uses."""
+    return f"lr-{uuid.uuid4().hex[:10]}"
+
+
+async def partition_count(bootstrap: str, topic: str) -> int:
+    """Number of partitions the broker reports for ``topic``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+        return len(described["partitions"])
+    finally:
+        await admin.close()
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` no longer runs (absent, or a zombie awaiting its new parent's reap)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+@integration
+def test_redis_answers_ping_and_does_not_persist(runtime: LocalRuntime) -> None:
+    """The local Redis answers PING and runs with RDB snapshots and AOF disabled."""
+    client = redis.Redis.from_url(runtime.redis_url, decode_responses=True)
+    try:
+        assert client.ping() is True
+        assert client.config_get("save") == {"save": ""}
+        assert client.config_get("appendonly") == {"appendonly": "no"}
+    finally:
+        client.close()
+
+
+@integration
+async def test_topics_given_at_start_have_their_partition_counts(runtime: LocalRuntime) -> None:
+    """A topic passed to LocalRuntime(topics=...) exists with the requested 8 partitions."""
+    assert await partition_count(runtime.bootstrap_servers, MATCHES) == 8
+
+
+@integration
+async def test_create_topics_is_idempotent(runtime: LocalRuntime) -> None:
+    """Creating an existing topic again with the same partition count succeeds and changes nothing."""
+    topic = fresh_topic()
+    await create_topics_async(runtime.broker_url, {topic: 3})
+    await create_topics_async(runtime.bootstrap_servers, {topic: 3, MATCHES: 8})
+    assert await partition_count(runtime.bootstrap_servers, topic) == 3
+
+
+@integration
+def test_create_topics_rejects_an_existing_topic_with_other_partitions(runtime: LocalRuntime) -> None:
+    """Asking for an existing topic with a different partition count raises instead of passing silently."""
+    with pytest.raises(LocalRuntimeError, match=f"{MATCHES} has 8, wanted 4"):
+        create_topics(runtime.broker_url, {MATCHES: 4})
+
+
+@integration
+async def test_produce_consume_round_trip(runtime: LocalRuntime) -> None:
+    """Keyed records produced to an 8-partition topic are all consumed back, each key on one partition."""
+    topic = fresh_topic()
+    await create_topics_async(runtime.broker_url, {topic: 8})
+    sent = {(f"k{i % 5}".encode(), f"v{i}".encode()) for i in range(40)}
+    producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in sorted(sent)]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=runtime.bootstrap_servers, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(8)])
+        received: list[ConsumerRecord[bytes, bytes]] = []
+        deadline = time.monotonic() + 10
+        while len(received) < len(sent) and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                received.extend(records)
+    finally:
+        await consumer.stop()
+    assert {(r.key, r.value) for r in received} == sent
+    partitions_of = {key: {r.partition for r in received if r.key == key} for key, _ in sent}
+    assert all(len(partitions) == 1 for partitions in partitions_of.values())
+
+
+@integration
+async def test_batch_built_with_create_batch_is_read_back_in_order(runtime: LocalRuntime) -> None:
+    """A record batch sent with create_batch/send_batch lands contiguously and in order."""
+    topic = fresh_topic()
+    await create_topics_async(runtime.broker_url, {topic: 1})
+    producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers)
+    await producer.start()
+    try:
+        batch = producer.create_batch()
+        for i in range(25):
+            assert batch.append(key=None, value=f"b{i}".encode(), timestamp=None) is not None
+        batch.close()
+        metadata = await (await producer.send_batch(batch, topic, partition=0))
+    finally:
+        await producer.stop()
+    assert metadata.offset == 0
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=runtime.bootstrap_servers, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        records = [await consumer.getone() for _ in range(25)]
+    finally:
+        await consumer.stop()
+    assert [(r.offset, r.value) for r in records] == [(i, f"b{i}".encode()) for i in range(25)]
+
+
+@integration
+async def test_next_group_member_resumes_at_committed_offset(runtime: LocalRuntime) -> None:
+    """After one group member commits offset 4 and leaves, the next member of the group starts at offset 4."""
+    topic, group = fresh_topic(), fresh_topic()
+    await create_topics_async(runtime.broker_url, {topic: 1})
+    producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers)
+    await producer.start()
+    try:
+        for i in range(10):
+            await producer.send_and_wait(topic, f"m{i}".encode())
+    finally:
+        await producer.stop()
+
+    def member() -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=runtime.bootstrap_servers,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=GROUP_SESSION_MS,
+            heartbeat_interval_ms=1000,
+        )
+
+    tp = TopicPartition(topic, 0)
+    first = member()
+    await first.start()
+    try:
+        head = [await first.getone() for _ in range(4)]
+        await first.commit({tp: head[-1].offset + 1})
+    finally:
+        await first.stop()
+    assert [r.value for r in head] == [b"m0", b"m1", b"m2", b"m3"]
+
+    second = member()
+    await second.start()
+    try:
+        resumed = await asyncio.wait_for(second.getone(), timeout=30)
+        assert await second.committed(tp) == 4
+    finally:
+        await second.stop()
+    assert (resumed.offset, resumed.value) == (4, b"m4")
+
+
+@integration
+def test_stop_ends_the_child_processes() -> None:
+    """After stop() no child PID exists any more, the temp dir is gone, and stop() may be repeated."""
+    try:
+        rt = LocalRuntime().start()
+    except LocalExtraMissing as exc:
+        pytest.skip(str(exc))
+    pids, log_dir = rt.pids, rt.log_dir
+    assert set(pids) == {"tansu", "redis"}
+    assert log_dir is not None and (log_dir / "tansu.log").exists()
+    rt.stop()
+    rt.stop()
+    for pid in pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not log_dir.exists()
+    with pytest.raises(LocalRuntimeError):
+        _ = rt.redis_url
+
+
+@integration
+def test_children_die_when_the_parent_is_killed() -> None:
+    """SIGKILLing the process that started the runtime takes the broker and Redis down with it."""
+    script = (
+        "import os, signal\n"
+        "from stream_rater.local_runtime import LocalRuntime\n"
+        "rt = LocalRuntime().start()\n"
+        "print(*rt.pids.values(), rt.log_dir, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    parent = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    if "LocalExtraMissing" in parent.stderr:
+        pytest.skip(parent.stderr.strip().splitlines()[-1])
+    assert parent.returncode == -signal.SIGKILL, parent.stderr
+    *pids, log_dir = parent.stdout.split()
+    try:
+        assert eventually(lambda: all(process_gone(int(pid)) for pid in pids))
+    finally:
+        for pid in pids:
+            if not process_gone(int(pid)):
+                os.kill(int(pid), signal.SIGKILL)
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+@integration
+def test_startup_failure_raises_with_the_log_tail(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A child that keeps exiting at startup is retried on a new port, then start() raises quoting its log."""
+    fake = tmp_path / "redis-server"
+    fake.write_text("#!/bin/sh\necho 'fatal: cannot bind' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(local_runtime, "redis_server_binary", lambda: str(fake))
+    rt = LocalRuntime(broker=False, port_attempts=2, workdir=tmp_path / "work")
+    with pytest.raises(LocalRuntimeError, match="redis failed to start") as failure:
+        rt.start()
+    assert "fatal: cannot bind" in str(failure.value)
+    assert (tmp_path / "work" / "redis.log").read_text().count("fatal: cannot bind") == 2  # retried
+    assert rt.log_dir is None
+
+
+def test_wait_for_port_times_out_when_nothing_listens() -> None:
+    """wait_for_port raises TimeoutError once its timeout passes without a listener."""
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        wait_for_port("127.0.0.1", free_port(), timeout=0.3)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("kafka://127.0.0.1:9092", "127.0.0.1:9092"),
+        ("127.0.0.1:9092", "127.0.0.1:9092"),
+        ("kafka://a:1;kafka://b:2", "a:1,b:2"),
+        ("a:1, b:2", "a:1,b:2"),
+    ],
+)
+def test_bootstrap_servers_from_url(url: str, expected: str) -> None:
+    """Faust broker URLs and bootstrap lists both normalise to a comma-separated host:port list."""
+    assert bootstrap_servers_from_url(url) == expected
+
+
+async def test_topic_factory_makes_fresh_topics_with_the_requested_partitions(
+    topic_factory: Callable[..., str], kafka_bootstrap: str
+) -> None:
+    """topic_factory returns a new name on every call, created with the requested partition count."""
+    first, second = topic_factory(partitions=8), topic_factory(partitions=2, suffix="out")
+    assert first != second and second.endswith("-out")
+    assert await partition_count(kafka_bootstrap, first) == 8
+    assert await partition_count(kafka_bootstrap, second) == 2
