@@ -37,7 +37,7 @@ function num(x) {
 const count = (x) => (x == null ? "–" : Math.round(x).toLocaleString("en-US"));
 const signed = (x) => (x > 0 ? "+" : "") + num(x);
 const day = (iso) => (iso ? iso.slice(0, 10) : "–");
-const clock = (iso) => (iso ? iso.slice(11, 19) : "");
+const clock = (iso) => (iso ? iso.slice(11, 19) : "");  // times are shown in UTC, as the events carry them
 const epochDay = (seconds) => (seconds == null ? "–" : new Date(seconds * 1000).toISOString().slice(0, 10));
 
 function duration(seconds) {
@@ -83,10 +83,12 @@ function timeRange(u, lo, hi) {
   return [Math.max(end - WINDOW_S, Math.min(lo ?? end, end - 60)), end];
 }
 
+const utcClock = (seconds) => new Date(seconds * 1000).toISOString().slice(11, 19);
+
 const timeChart = (series) => ({
   series: [{}, ...series],
   scales: { x: { range: timeRange }, y: fromZero },
-  axes: [{}, { size: 60 }],
+  axes: [{ values: (u, ticks) => ticks.map(utcClock) }, { size: 60 }],
   legend: { live: false },
 });
 

@@ -1,5 +1,5 @@
 """End-to-end fixtures: a real ``stream-rater worker`` subprocess with its own topics,
-consumer group and ladder on the suite's broker and Redis (``broker_url``/``redis_url``)."""
+consumer group and ladder (``topic_factory``/``unique_name``) on the suite's broker and Redis."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stream_rater.demo import start_worker, stop_process, wait_ready
 from stream_rater.kafka_io import publish
-from stream_rater.local_runtime import create_topics_async, free_port
+from stream_rater.local_runtime import free_port
 from stream_rater.settings import Settings, env_name
 
 PARTITIONS = 2
@@ -99,18 +99,17 @@ class RunningWorker:
 
 
 @pytest.fixture
-def web_worker(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[RunningWorker]:
+def web_worker(broker_url: str, redis_url: str, topic_factory: Callable[..., str], unique_name: str,
+               tmp_path: Path) -> Iterator[RunningWorker]:
     """A ready worker (partitions assigned, Redis answering) rating one TrueSkill ladder of its
-    own; stopped by PID (SIGTERM) afterwards, which must end it cleanly."""
-    name = uuid.uuid4().hex[:10]
-    ladder = f"web-{name}"
+    own with its own topics and consumer group; stopped by PID (SIGTERM) afterwards, which must
+    end it cleanly."""
+    ladder = f"web-{uuid.uuid4().hex[:12]}"  # unique_name may hold "--", which ladder variables cannot
     settings = Settings(
         broker=broker_url, redis_url=redis_url, web_port=free_port(), partitions=PARTITIONS,
-        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}", topic_dlq=f"dlq-{name}",
-        consumer_group=f"group-{name}", session_timeout=3.0,
+        topic_matches=topic_factory(PARTITIONS, "matches"), topic_updates=topic_factory(PARTITIONS, "updates"),
+        topic_dlq=topic_factory(PARTITIONS, "dlq"), consumer_group=unique_name, session_timeout=3.0,
     )
-    topics = (settings.topic_matches, settings.topic_updates, settings.topic_dlq)
-    asyncio.run(create_topics_async(broker_url, {topic: PARTITIONS for topic in topics}))
     env = {
         env_name("topic_matches"): settings.topic_matches,
         env_name("topic_updates"): settings.topic_updates,
