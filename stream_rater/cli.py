@@ -119,8 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
-    p.add_argument("what", choices=["engines"], help="engines: µs per rate() vs peer packages")
-    p.add_argument("--repeat", type=int, default=2000, help="rate() calls per shape and engine")
+    p.add_argument("what", choices=["engines", "e2e"],
+                   help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through")
+    p.add_argument("--repeat", type=int, default=2000, help="engines: rate() calls per shape and engine")
+    p.add_argument("--matches", type=int, default=30_000, help="e2e: matches in the throughput burst")
+    p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
+    p.add_argument("--rate", type=float, default=1_000.0, help="e2e: matches/s in the steady phase")
     p.set_defaults(func=cmd_bench)
     return parser
 
@@ -354,9 +358,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``bench``: run a benchmark and print its table."""
-    from stream_rater.bench import engines
+    if args.what == "engines":
+        from stream_rater.bench import engines
 
-    engines.run(repeat=args.repeat)
+        engines.run(repeat=args.repeat)
+    else:
+        from stream_rater.bench import e2e
+
+        e2e.run(matches=args.matches, latency_matches=args.latency_matches, rate=args.rate)
     return 0
 
 
