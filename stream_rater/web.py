@@ -64,12 +64,12 @@ PING_TIMEOUT = 2.0
 #: The distribution is drawn from at most this many players (the top of the leaderboard).
 DISTRIBUTION_LIMIT = 10_000
 
-#: Per-second series of the overview: name → (metric, sample suffix) whose rate is charted.
-_RATES: dict[str, tuple[Any, str]] = {
-    "consumed": (metrics.MATCHES_CONSUMED, "_total"),
-    "applied": (metrics.MATCHES_APPLIED, "_total"),
-    "dead_letters": (metrics.DEAD_LETTERS, "_total"),
-    "conflicts": (metrics.COMMIT_CONFLICTS, "_total"),
+#: Per-second series of the overview: name → counter whose rate is charted.
+_RATES: dict[str, Any] = {
+    "consumed": metrics.MATCHES_CONSUMED,
+    "applied": metrics.MATCHES_APPLIED,
+    "dead_letters": metrics.DEAD_LETTERS,
+    "conflicts": metrics.COMMIT_CONFLICTS,
 }
 #: Running totals shown on the overview.
 _TOTALS: dict[str, Any] = {
@@ -113,7 +113,7 @@ class Recent:
     def sample(self, now: float | None = None) -> None:
         """Append the rates since the previous call; the first call only sets the baseline."""
         now = time.time() if now is None else now
-        counts = {name: metrics.total(metric, suffix) for name, (metric, suffix) in _RATES.items()}
+        counts = {name: metrics.total(metric) for name, metric in _RATES.items()}
         counts["batches"] = metrics.total(metrics.PROCESSING_LATENCY, "_count")
         counts["seconds"] = metrics.total(metrics.PROCESSING_LATENCY, "_sum")
         if self._previous is not None and now > self._previous[0]:
