@@ -90,7 +90,8 @@ class BatchHandler:
         max_backoff: float = 5.0,
         on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
     ) -> None:
-        """`on_batch` is called with each finished batch and its result (the dashboard's feed)."""
+        """`on_batch` is called with each finished batch and its result (the dashboard's feed
+        and the consumer-lag measurement use it)."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
