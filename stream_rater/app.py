@@ -10,13 +10,16 @@ durable. On SIGTERM the batch in hand is finished before the agent stops.
 from __future__ import annotations
 
 import asyncio
+import os
 import logging
 import ssl
+import tempfile
 from typing import Any
 
 import faust
 
 from stream_rater.events import Limits
+from stream_rater.kafka_io import client_options, create_topics
 from stream_rater.ladders import Ladders
 from stream_rater.processor import Processor
 from stream_rater.settings import ENV_PREFIX, Settings
@@ -55,7 +58,7 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         key_serializer="raw",
         value_serializer="raw",
         topic_partitions=settings.partitions,
-        topic_allow_declare=True,
+        topic_allow_declare=False,
         topic_disable_leader=True,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=settings.session_timeout,
@@ -70,10 +73,9 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         web_router_enabled=False,
         web_tables_enabled=False,
         loghandlers=[],
+        datadir=os.path.join(tempfile.gettempdir(), f"stream-rater-{settings.consumer_group}"),
     )
     matches = app.topic(settings.topic_matches, partitions=settings.partitions)
-    updates = app.topic(settings.topic_updates, partitions=settings.partitions)
-    dead_letters = app.topic(settings.topic_dlq, partitions=settings.partitions)
 
     store = TimedStore(store or open_store(
         settings.redis_url, history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
@@ -96,12 +98,6 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
     app.rating_store = store  # type: ignore[attr-defined]
     app.rating_handler = handler  # type: ignore[attr-defined]
     app.rating_ladders = ladders  # type: ignore[attr-defined]
-
-    @app.task
-    async def declare_topics() -> None:
-        """Create the output topics up front (bare brokers auto-create with wrong counts)."""
-        for topic in (updates, dead_letters):
-            await topic.maybe_declare()
 
     @app.agent(matches, concurrency=1)
     async def rate(stream: faust.StreamT) -> None:
@@ -129,7 +125,11 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
 
 
 def run_worker(settings: Settings, ladders: Ladders) -> None:
-    """Run a worker in the foreground until SIGTERM/SIGINT (faust handles the signals)."""
+    """Create missing topics, then run a worker in the foreground until SIGTERM/SIGINT
+    (faust handles the signals). faust itself only creates its internal topics, and a broker
+    that auto-creates the input topic would pick its own partition count."""
+    topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
+    asyncio.run(create_topics(settings.broker, topics, settings.replication_factor, options=client_options(settings)))
     app = create_app(settings, ladders)
     worker = faust.Worker(app, loglevel=settings.log_level.upper(), quiet=True)
     worker.execute_from_commandline()

@@ -7,11 +7,13 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from stream_rater.settings import Settings
 
@@ -45,6 +47,73 @@ def client_options(settings: Settings) -> dict[str, Any]:
             sasl_plain_password=settings.kafka_sasl_password,
         )
     return options
+
+
+class TopicError(RuntimeError):
+    """Topics could not be created, or exist with other partition counts."""
+
+
+async def create_topics(
+    broker: str,
+    topics: Mapping[str, int],
+    replication: int = 1,
+    timeout: float = 30.0,
+    options: Mapping[str, Any] | None = None,
+) -> None:
+    """Create ``topics`` (name → partitions) on any Kafka-protocol broker; existing ones are OK.
+
+    ``broker`` is a faust URL or a bootstrap list. Waits until the metadata shows every topic
+    with its partition count and raises ``TopicError`` if an existing topic has a
+    different count (faust would fail later with ``PartitionsMismatch``). ``options`` are
+    extra aiokafka client settings (security, see `client_options`). The worker calls it
+    at start-up, so a bare broker is enough; Kafka-protocol brokers that auto-create topics
+    would otherwise give them their own default partition count.
+    """
+    if not topics:
+        return
+    admin = AIOKafkaAdminClient(**{
+        **(options or {}),
+        "bootstrap_servers": bootstrap_servers(broker),
+        "request_timeout_ms": int(timeout * 1000),
+    })
+    await admin.start()
+    try:
+        new = [NewTopic(name, partitions, replication) for name, partitions in topics.items()]
+        try:
+            response = await admin.create_topics(new, timeout_ms=int(timeout * 1000))
+        except TopicAlreadyExistsError:
+            pass
+        else:
+            for name, code, message in (e[:3] for e in response.topic_errors):
+                if code not in (0, TopicAlreadyExistsError.errno):
+                    raise TopicError(
+                        f"creating topic {name!r} failed: {for_code(code).__name__} {message or ''}"
+                    )
+        await _await_partitions(admin, topics, timeout)
+    except KafkaError as exc:
+        raise TopicError(f"topic creation on {broker} failed: {exc!r}") from exc
+    finally:
+        await admin.close()
+
+
+async def _await_partitions(
+    admin: AIOKafkaAdminClient, topics: Mapping[str, int], timeout: float
+) -> None:
+    """Poll the metadata until every topic reports its expected partition count."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(list(topics))}
+        wrong = {n: found[n] for n, p in topics.items() if n in found and found[n] not in (0, p)}
+        if wrong:
+            raise TopicError(
+                "topics exist with other partition counts: "
+                + ", ".join(f"{n} has {c}, wanted {topics[n]}" for n, c in wrong.items())
+            )
+        if all(found.get(n) == p for n, p in topics.items()):
+            return
+        if time.monotonic() >= deadline:
+            raise TopicError(f"topics not visible after {timeout}s: {found}")
+        await asyncio.sleep(0.05)
 
 
 @dataclass(slots=True)

@@ -40,16 +40,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from stream_rater.kafka_io import create_topics
+
 
 __all__ = [
     "LocalExtraMissing",
     "LocalRuntime",
     "LocalRuntimeError",
-    "bootstrap_servers_from_url",
-    "create_topics",
-    "create_topics_async",
     "free_port",
     "redis_server_binary",
     "tansu_binary",
@@ -138,88 +138,6 @@ def wait_for_port(
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from None
             time.sleep(_POLL_INTERVAL)
-
-
-def bootstrap_servers_from_url(url: str) -> str:
-    """Turn a faust broker URL (``kafka://h:p``, ``;``/``,``-separated) into ``h:p,h2:p2``."""
-    hosts = []
-    for part in url.replace(";", ",").split(","):
-        part = part.strip()
-        if "://" in part:
-            part = part.split("://", 1)[1]
-        if part:
-            hosts.append(part.rstrip("/"))
-    if not hosts:
-        raise ValueError(f"no broker address in {url!r}")
-    return ",".join(hosts)
-
-
-async def create_topics_async(
-    broker: str,
-    topics: Mapping[str, int],
-    replication: int = 1,
-    timeout: float = 30.0,
-) -> None:
-    """Create ``topics`` (name → partitions) on any Kafka-protocol broker; existing ones are OK.
-
-    ``broker`` is a faust URL or a bootstrap list. Waits until the metadata shows every topic
-    with its partition count and raises ``LocalRuntimeError`` if an existing topic has a
-    different count (faust would fail later with ``PartitionsMismatch``).
-    """
-    if not topics:
-        return
-    admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap_servers_from_url(broker),
-        request_timeout_ms=int(timeout * 1000),
-    )
-    await admin.start()
-    try:
-        new = [NewTopic(name, partitions, replication) for name, partitions in topics.items()]
-        try:
-            response = await admin.create_topics(new, timeout_ms=int(timeout * 1000))
-        except TopicAlreadyExistsError:
-            pass
-        else:
-            for name, code, message in (e[:3] for e in response.topic_errors):
-                if code not in (0, TopicAlreadyExistsError.errno):
-                    raise LocalRuntimeError(
-                        f"creating topic {name!r} failed: {for_code(code).__name__} {message or ''}"
-                    )
-        await _await_partitions(admin, topics, timeout)
-    except KafkaError as exc:
-        raise LocalRuntimeError(f"topic creation on {broker} failed: {exc!r}") from exc
-    finally:
-        await admin.close()
-
-
-async def _await_partitions(
-    admin: AIOKafkaAdminClient, topics: Mapping[str, int], timeout: float
-) -> None:
-    """Poll the metadata until every topic reports its expected partition count."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(list(topics))}
-        wrong = {n: found[n] for n, p in topics.items() if n in found and found[n] not in (0, p)}
-        if wrong:
-            raise LocalRuntimeError(
-                "topics exist with other partition counts: "
-                + ", ".join(f"{n} has {c}, wanted {topics[n]}" for n, c in wrong.items())
-            )
-        if all(found.get(n) == p for n, p in topics.items()):
-            return
-        if time.monotonic() >= deadline:
-            raise LocalRuntimeError(f"topics not visible after {timeout}s: {found}")
-        await asyncio.sleep(_POLL_INTERVAL)
-
-
-def create_topics(
-    broker: str,
-    topics: Mapping[str, int],
-    replication: int = 1,
-    timeout: float = 30.0,
-) -> None:
-    """Blocking :func:`create_topics_async`; also callable from inside a running event loop."""
-    _run_sync(create_topics_async(broker, topics, replication, timeout))
 
 
 def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -360,7 +278,7 @@ class LocalRuntime:
         try:
             if self._want_broker:
                 self._broker = self._start_with_retries("tansu", self._tansu_argv, self._broker_ready)
-                create_topics(self.broker_url, self.topics, timeout=self.startup_timeout)
+                _run_sync(create_topics(self.broker_url, self.topics, timeout=self.startup_timeout))
             if self._want_redis:
                 self._redis = self._start_with_retries("redis", self._redis_argv, self._redis_ready)
         except BaseException:

@@ -34,6 +34,7 @@ class Settings:
     topic_updates: str = _field("rating-updates", "topic of rating-changed events (out)")
     topic_dlq: str = _field("matches-dlq", "dead-letter topic for invalid events")
     partitions: int = _field(8, "partition count used when the worker creates missing topics")
+    replication_factor: int = _field(1, "replication factor used when the worker creates missing topics")
     batch_size: int = _field(500, "largest batch of matches processed together")
     batch_seconds: float = _field(0.05, "longest wait to fill a batch, in seconds")
     consumer_group: str = _field("stream-rater", "Kafka consumer group of the workers")

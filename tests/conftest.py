@@ -17,6 +17,7 @@ ladder/key/group names from ``unique_name``. Tests using a service fixture are m
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import socket
@@ -28,12 +29,8 @@ from urllib.parse import urlparse
 import pytest
 import redis
 
-from stream_rater.local_runtime import (
-    LocalExtraMissing,
-    LocalRuntime,
-    bootstrap_servers_from_url,
-    create_topics,
-)
+from stream_rater.kafka_io import bootstrap_servers, create_topics
+from stream_rater.local_runtime import LocalExtraMissing, LocalRuntime
 
 BROKER_ENV = "STREAM_RATER_TEST_BROKER"
 REDIS_ENV = "STREAM_RATER_TEST_REDIS_URL"
@@ -96,7 +93,7 @@ def kafka_bootstrap(_docker: bool, _stack: ExitStack) -> str:
     """``host:port[,host:port]`` of a Kafka-protocol broker (aiokafka ``bootstrap_servers``)."""
     external = os.environ.get(BROKER_ENV)
     if external:
-        return bootstrap_servers_from_url(external)
+        return bootstrap_servers(external)
     if _docker:
         try:
             from testcontainers.community.kafka import KafkaContainer
@@ -143,7 +140,7 @@ def topic_factory(broker_url: str, unique_name: str) -> Callable[..., str]:
 
     def make(partitions: int = 1, suffix: str = "") -> str:
         name = f"{unique_name}-{next(counter)}{'-' + suffix if suffix else ''}"
-        create_topics(broker_url, {name: partitions})
+        asyncio.run(create_topics(broker_url, {name: partitions}))
         return name
 
     return make

@@ -19,9 +19,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from stream_rater.demo import start_worker, stop_process, wait_ready
 from stream_rater.events import parse_match
-from stream_rater.kafka_io import bootstrap_servers, publish
+from stream_rater.kafka_io import bootstrap_servers, create_topics, publish
 from stream_rater.ladders import Ladder, Ladders
-from stream_rater.local_runtime import create_topics_async, free_port
+from stream_rater.local_runtime import free_port
 from stream_rater.processor import Processor
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.replay import replay
@@ -114,7 +114,7 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
     """Makes a `Stream` with fresh topics of the given partition count; stops its workers by PID."""
     made: list[Stream] = []
 
-    def make(partitions: int = 1, batch_size: int = 200) -> Stream:
+    def make(partitions: int = 1, batch_size: int = 200, create: bool = True) -> Stream:
         name = uuid.uuid4().hex[:10]
         settings = Settings(
             broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size,
@@ -122,7 +122,8 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
             consumer_group=f"group-{name}", session_timeout=3.0,
         )
         topics = {t: partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
-        asyncio.run(create_topics_async(broker_url, topics))
+        if create:
+            asyncio.run(create_topics(broker_url, topics))
         stream = Stream(settings, f"s-{name}", tmp_path)
         made.append(stream)
         return stream
@@ -290,6 +291,26 @@ def test_kill_9_at_random_moments_applies_every_match_exactly_once(stream_factor
     assert {p: (s.mu, s.sigma, s.games) for p, s in states.items()} == {
         p: (s.mu, s.sigma, s.games) for p, s in replay_states.items()
     }
+
+
+def test_worker_creates_missing_topics_on_a_bare_broker(stream_factory):
+    """A worker started before its topics exist creates all three with the configured partitions."""
+    stream = stream_factory(partitions=3, create=False)
+    stream.start_worker()
+
+    async def partition_counts() -> dict[str, int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(stream.settings.broker))
+        await consumer.start()
+        try:
+            await consumer.topics()
+            names = (stream.settings.topic_matches, stream.settings.topic_updates, stream.settings.topic_dlq)
+            return {n: len(consumer.partitions_for_topic(n) or ()) for n in names}
+        finally:
+            await consumer.stop()
+
+    assert set(asyncio.run(partition_counts()).values()) == {3}
+    stream.publish([stream.match("first", "a", "b")])
+    assert {json.loads(r.value)["match_id"] for r in stream.updates(expected=2)} == {"first"}
 
 
 def test_invalid_events_go_to_the_dead_letter_topic_and_the_worker_keeps_going(stream_factory):

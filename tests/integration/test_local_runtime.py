@@ -19,13 +19,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_rater import local_runtime
+from stream_rater.kafka_io import TopicError, create_topics
 from stream_rater.local_runtime import (
     LocalExtraMissing,
     LocalRuntime,
     LocalRuntimeError,
-    bootstrap_servers_from_url,
-    create_topics,
-    create_topics_async,
     free_port,
     wait_for_port,
 )
@@ -105,23 +103,23 @@ async def test_topics_given_at_start_have_their_partition_counts(runtime: LocalR
 async def test_create_topics_is_idempotent(runtime: LocalRuntime) -> None:
     """Creating an existing topic again with the same partition count succeeds and changes nothing."""
     topic = fresh_topic()
-    await create_topics_async(runtime.broker_url, {topic: 3})
-    await create_topics_async(runtime.bootstrap_servers, {topic: 3, MATCHES: 8})
+    await create_topics(runtime.broker_url, {topic: 3})
+    await create_topics(runtime.bootstrap_servers, {topic: 3, MATCHES: 8})
     assert await partition_count(runtime.bootstrap_servers, topic) == 3
 
 
 @integration
-def test_create_topics_rejects_an_existing_topic_with_other_partitions(runtime: LocalRuntime) -> None:
+async def test_create_topics_rejects_an_existing_topic_with_other_partitions(runtime: LocalRuntime) -> None:
     """Asking for an existing topic with a different partition count raises instead of passing silently."""
-    with pytest.raises(LocalRuntimeError, match=f"{MATCHES} has 8, wanted 4"):
-        create_topics(runtime.broker_url, {MATCHES: 4})
+    with pytest.raises(TopicError, match=f"{MATCHES} has 8, wanted 4"):
+        await create_topics(runtime.broker_url, {MATCHES: 4})
 
 
 @integration
 async def test_produce_consume_round_trip(runtime: LocalRuntime) -> None:
     """Keyed records produced to an 8-partition topic are all consumed back, each key on one partition."""
     topic = fresh_topic()
-    await create_topics_async(runtime.broker_url, {topic: 8})
+    await create_topics(runtime.broker_url, {topic: 8})
     sent = {(f"k{i % 5}".encode(), f"v{i}".encode()) for i in range(40)}
     producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers)
     await producer.start()
@@ -151,7 +149,7 @@ async def test_produce_consume_round_trip(runtime: LocalRuntime) -> None:
 async def test_batch_built_with_create_batch_is_read_back_in_order(runtime: LocalRuntime) -> None:
     """A record batch sent with create_batch/send_batch lands contiguously and in order."""
     topic = fresh_topic()
-    await create_topics_async(runtime.broker_url, {topic: 1})
+    await create_topics(runtime.broker_url, {topic: 1})
     producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers)
     await producer.start()
     try:
@@ -178,7 +176,7 @@ async def test_batch_built_with_create_batch_is_read_back_in_order(runtime: Loca
 async def test_next_group_member_resumes_at_committed_offset(runtime: LocalRuntime) -> None:
     """After one group member commits offset 4 and leaves, the next member of the group starts at offset 4."""
     topic, group = fresh_topic(), fresh_topic()
-    await create_topics_async(runtime.broker_url, {topic: 1})
+    await create_topics(runtime.broker_url, {topic: 1})
     producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers)
     await producer.start()
     try:
@@ -285,27 +283,3 @@ def test_wait_for_port_times_out_when_nothing_listens() -> None:
     with pytest.raises(TimeoutError):
         wait_for_port("127.0.0.1", free_port(), timeout=0.3)
     assert time.monotonic() - started < 5
-
-
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("kafka://127.0.0.1:9092", "127.0.0.1:9092"),
-        ("127.0.0.1:9092", "127.0.0.1:9092"),
-        ("kafka://a:1;kafka://b:2", "a:1,b:2"),
-        ("a:1, b:2", "a:1,b:2"),
-    ],
-)
-def test_bootstrap_servers_from_url(url: str, expected: str) -> None:
-    """Faust broker URLs and bootstrap lists both normalise to a comma-separated host:port list."""
-    assert bootstrap_servers_from_url(url) == expected
-
-
-async def test_topic_factory_makes_fresh_topics_with_the_requested_partitions(
-    topic_factory: Callable[..., str], kafka_bootstrap: str
-) -> None:
-    """topic_factory returns a new name on every call, created with the requested partition count."""
-    first, second = topic_factory(partitions=8), topic_factory(partitions=2, suffix="out")
-    assert first != second and second.endswith("-out")
-    assert await partition_count(kafka_bootstrap, first) == 8
-    assert await partition_count(kafka_bootstrap, second) == 2
