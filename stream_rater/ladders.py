@@ -53,6 +53,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
 from stream_rater.rating import registry
+from stream_rater.settings import ENV_PREFIX
 from stream_rater.rating.base import RatingModel
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
 
 DEFAULT_LADDER = "default"
 DEFAULT_MODEL = "trueskill"
-ENV_PREFIX = "STREAM_RATER_"
 
 _T = TypeVar("_T")
 _REQUIRED: Any = object()
