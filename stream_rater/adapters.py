@@ -19,9 +19,11 @@ with its line number like any other bad event.
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 FORMATS = ("jsonl", "football", "player-rows")
@@ -55,6 +57,13 @@ def read_records(
             yield from _football(name, stream, home_effect=home_effect)
         else:
             yield from _player_rows(name, stream)
+
+
+def open_text(path: str | Path) -> TextIO:
+    """A text stream of `path` for the adapters; ``.gz`` files are decompressed."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
 
 
 def _jsonl(name: str, stream: TextIO) -> Iterator[InputRecord]:

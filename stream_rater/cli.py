@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from dataclasses import fields
 from typing import Any, TextIO
 
-from stream_rater.adapters import FORMATS, read_records
+from stream_rater.adapters import FORMATS, open_text, read_records
 from stream_rater.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
 from stream_rater.settings import Settings, env_name
 
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_subscribe)
 
     p = sub.add_parser("demo", help="embedded runtime + worker; rate the football data; print the leaderboard")
-    p.add_argument("--data", help="football results CSV (default: ../shared/data next to the checkout)")
+    p.add_argument("--data", help="football results CSV, may be .gz (default: the copy shipped in the package)")
     p.add_argument("--limit", type=int, help="only the first N matches")
     p.add_argument("--top", type=int, default=15, help="leaderboard rows to print")
     _settings_flags(p, ["partitions", "batch_size", "batch_seconds"])
@@ -165,7 +165,7 @@ def _open_inputs(files: Sequence[str], stack: ExitStack) -> Iterator[tuple[str, 
         yield "<stdin>", sys.stdin
         return
     for path in files:
-        yield path, stack.enter_context(open(path, encoding="utf-8", newline=""))
+        yield path, stack.enter_context(open_text(path))
 
 
 def _progress(iterable: Any, total_hint: str) -> Any:
@@ -351,8 +351,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from stream_rater.demo import default_data_file, run_demo
 
     data = Path(args.data) if args.data else default_data_file()
-    if data is None or not data.exists():
-        raise ValueError("football data not found: pass --data PATH/international_football_results.csv")
     return run_demo(_settings(args), data, limit=args.limit, top=args.top)
 
 

@@ -1,7 +1,8 @@
 """``stream-rater demo``: the whole service on one machine, end to end.
 
 Starts the embedded runtime (Tansu broker + Redis), a worker process, publishes the
-international football results (49k matches, ``shared/data``) as match-finished events,
+international football results (49k matches 1872–2026, CC0, shipped in ``stream_rater/data``)
+as match-finished events,
 follows the rating-updates topic until every match is rated, then prints the leaderboard
 and the throughput, and stops everything it started (by PID).
 """
@@ -20,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from stream_rater.adapters import read_records
+from stream_rater.adapters import open_text, read_records
 from stream_rater.kafka_io import publish, subscribe
 from stream_rater.settings import Settings, env_name
 from stream_rater.store import open_store
@@ -35,14 +36,9 @@ DEMO_LADDER_ENV = {
 }
 
 
-def default_data_file() -> Path | None:
-    """The football CSV next to a checkout (``../shared/data``), if present."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent.parent / "shared" / "data" / "international_football_results.csv"
-        if candidate.exists():
-            return candidate
-    return None
+def default_data_file() -> Path:
+    """The football results shipped with the package (CC0, gzipped)."""
+    return Path(__file__).with_name("data") / "international_football_results.csv.gz"
 
 
 def worker_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
@@ -98,7 +94,7 @@ def wait_ready(process: subprocess.Popen, url: str, timeout: float = 120.0) -> N
 
 def football_events(path: Path, ladder: str) -> Iterator[dict]:
     """The football CSV as match-finished wire events on `ladder`, with the home effect."""
-    with path.open(newline="", encoding="utf-8") as stream:
+    with open_text(path) as stream:
         for record in read_records([(path.name, stream)], "football", home_effect=True):
             if record.event is not None:
                 yield {**record.event, "ladder": ladder}
