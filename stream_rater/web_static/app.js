@@ -57,22 +57,25 @@ function tile(label, value, alert = false) {
 
 // ---- charts ---------------------------------------------------------------------------
 
-// Draws `data` in the element `id`; the chart is rebuilt when `key` (its shape) changes.
+// Draws `data` in the element `id` (fixed height, the element's width); the chart is
+// rebuilt when `key` (its shape) changes.
 function chart(id, key, options, data) {
   const box = document.getElementById(id);
   let entry = state.charts[id];
   if (entry && entry.key !== key) {
+    entry.observer.disconnect();
     entry.plot.destroy();
     entry = null;
   }
-  if (!entry) {
-    const size = () => ({ width: box.clientWidth, height: Math.max(box.clientHeight - 30, 160) });
-    const plot = new uPlot({ ...size(), ...options }, data, box);
-    new ResizeObserver(() => plot.setSize(size())).observe(box);
-    state.charts[id] = { key, plot };
-  } else {
+  if (entry) {
     entry.plot.setData(data);
+    return;
   }
+  const height = box.classList.contains("tall") ? 300 : 170;
+  const plot = new uPlot({ width: box.clientWidth, height, ...options }, data, box);
+  const observer = new ResizeObserver(() => plot.setSize({ width: box.clientWidth, height }));
+  observer.observe(box);
+  state.charts[id] = { key, plot, observer };
 }
 
 const line = (label, stroke, extra = {}) => ({ label, stroke, width: 2, spanGaps: false, ...extra });
