@@ -1,0 +1,113 @@
+"""The ``stream-rater`` command line as users run it: a subprocess per command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+FOOTBALL_HEAD = [
+    "date,home_team,away_team,home_score,away_score,tournament,city,country,neutral",
+    "1872-11-30,Scotland,England,0,0,Friendly,Glasgow,Scotland,FALSE",
+    "1873-03-08,England,Scotland,4,2,Friendly,London,England,FALSE",
+    "1874-03-07,Scotland,England,2,1,Friendly,Glasgow,Scotland,FALSE",
+    "1875-03-06,England,Scotland,2,2,Friendly,London,England,TRUE",
+]
+
+
+def cli(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``python -m stream_rater ARGS`` and capture its output."""
+    result = subprocess.run([sys.executable, "-m", "stream_rater", *args], input=stdin, capture_output=True,
+                            text=True, timeout=120)
+    if check and result.returncode != 0:
+        pytest.fail(f"exit {result.returncode}: {result.stderr}")
+    return result
+
+
+def duel(match_id: str, a: str, b: str, ladder: str = "default") -> str:
+    return json.dumps({"match_id": match_id, "ladder": ladder, "finished_at": "2024-01-01T00:00:00Z",
+                       "teams": [{"rank": 1, "players": [{"id": a}]}, {"rank": 2, "players": [{"id": b}]}]})
+
+
+def test_replay_reports_bad_lines_by_number_and_keeps_going(tmp_path: Path):
+    """A bad line is reported with file:line and reason, skipped, and counted in the summary."""
+    path = tmp_path / "matches.jsonl"
+    path.write_text("\n".join([duel("m1", "a", "b"), "{not json", duel("m2", "a", "a"), duel("m3", "b", "c")]) + "\n")
+    result = cli("replay", str(path))
+    assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["m1:a", "m1:b", "m3:b", "m3:c"]
+    assert f"{path}:2: not valid JSON" in result.stderr
+    assert f"{path}:3: teams[1].players[0].id: player 'a' is already listed at teams[0].players[0]" in result.stderr
+    assert "4 read, 2 applied, 0 already applied, 2 rejected" in result.stderr
+
+
+def test_replay_strict_stops_at_the_first_bad_line(tmp_path: Path):
+    """With --strict the first bad line ends the run with exit code 2 and its location."""
+    path = tmp_path / "matches.jsonl"
+    path.write_text("\n".join([duel("m1", "a", "b"), '{"match_id": "m2"}', duel("m3", "b", "c")]) + "\n")
+    result = cli("replay", "--strict", str(path), check=False)
+    assert result.returncode == 2
+    assert f"{path}:2: finished_at: is required" in result.stderr
+
+
+def test_replay_football_with_params_and_home_effect(tmp_path: Path):
+    """The football adapter and --param configure the ladder; the home team carries the effect."""
+    path = tmp_path / "football.csv"
+    path.write_text("\n".join(FOOTBALL_HEAD) + "\n")
+    plain = cli("replay", "--format", "football", "--param", "draw_probability=0.227", str(path)).stdout
+    home = cli("replay", "--format", "football", "--home-effect", "--param", "draw_probability=0.227", str(path)).stdout
+    assert len(plain.splitlines()) == len(home.splitlines()) == 8
+    assert plain != home
+    first = json.loads(plain.splitlines()[0])
+    assert (first["match_id"], first["model"], first["before"]["mu"]) == ("1872-11-30:Scotland:England", "trueskill", 25.0)
+
+
+def test_bad_model_parameter_is_reported_before_any_input_is_read(tmp_path: Path):
+    """An unknown --param name fails at once with the model's allowed parameters."""
+    result = cli("replay", "--param", "gamma=1", str(tmp_path / "missing.jsonl"), check=False)
+    assert result.returncode == 2 and "no parameter 'gamma'" in result.stderr
+
+
+def test_replay_into_redis_twice_then_ratings_and_leaderboard(redis_url: str, tmp_path: Path, unique_name: str):
+    """Replaying into Redis twice applies nothing the second time; ratings and leaderboard read it back."""
+    ladder = "l" + unique_name.replace("_", "-").replace("--", "-")[-20:].lower().strip("-")
+    path = tmp_path / "matches.jsonl"
+    path.write_text("\n".join([duel("m1", "a", "b"), duel("m2", "a", "c"), duel("m3", "b", "c")]) + "\n")
+    args = ["replay", "--ladder", ladder, "--model", "elo", "--store", redis_url, str(path)]
+    first, second = cli(*args), cli(*args)
+    assert "3 applied, 0 already applied" in first.stderr
+    assert "0 applied, 3 already applied" in second.stderr
+    assert second.stdout == first.stdout
+    env_ladder = ["--ladders-file", str(_ladders_file(tmp_path, ladder))]
+    rows = [json.loads(line) for line in cli("ratings", "--ladder", ladder, "--store", redis_url, *env_ladder).stdout.splitlines()]
+    assert [(r["player_id"], r["games"], r["sigma"]) for r in rows] == [("a", 2, None), ("b", 2, None), ("c", 2, None)]
+    board = cli("leaderboard", "--ladder", ladder, "--top", "2", "--store", redis_url, *env_ladder).stdout.splitlines()
+    assert board[1].split()[:2] == ["1", "a"] and len(board) == 3
+
+
+def _ladders_file(tmp_path: Path, ladder: str) -> Path:
+    path = tmp_path / "ladders.toml"
+    path.write_text(f'[ladders.{ladder}]\nmodel = "elo"\n')
+    return path
+
+
+def test_publish_then_subscribe_through_a_worker(web_worker):
+    """`publish` sends valid lines keyed by match id (bad ones reported), `subscribe` prints the updates."""
+    settings = web_worker.settings
+    lines = "\n".join([duel("c1", "x", "y", web_worker.ladder), "oops", duel("c2", "y", "z", web_worker.ladder)]) + "\n"
+    sent = cli("publish", "--broker", settings.broker, "--topic-matches", settings.topic_matches,
+               "--ladders-file", str(_trueskill_file(web_worker)), stdin=lines)
+    assert "sent 2 match events" in sent.stderr and "<stdin>:2: not valid JSON" in sent.stderr
+    got = cli("subscribe", "--broker", settings.broker, "--topic-updates", settings.topic_updates,
+              "--ladder", web_worker.ladder, "--player", "y", "--from-beginning", "--count", "2")
+    assert [json.loads(line)["event_id"] for line in got.stdout.splitlines()] == ["c1:y", "c2:y"]
+
+
+def _trueskill_file(worker) -> Path:
+    path = worker.log_path.with_name("ladders.toml")
+    path.write_text(f'[ladders.{worker.ladder}]\nmodel = "trueskill"\n')
+    return path
