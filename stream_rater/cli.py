@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import Any, TextIO
 
 from stream_rater.adapters import FORMATS, open_text, read_records
+from stream_rater.events import MatchFinished
 from stream_rater.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
 from stream_rater.settings import Settings, env_name
 
@@ -66,6 +67,23 @@ def build_parser() -> argparse.ArgumentParser:
     _store_flag(p, "memory")
     p.add_argument("--out", help="write events here instead of stdout")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
+    _input_flags(p)
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="save the calibration curve and wrong-order rate over time")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("tune", help="fit model parameters on the first part of the matches; report the rest")
+    _input_flags(p)
+    p.add_argument("--fit-fraction", type=float, default=0.3, help="share of the matches to fit on (default 0.3)")
+    p.add_argument("--tune", metavar="NAME,NAME", help="parameters to fit (default: the model's usual ones "
+                   "not fixed by --param)")
+    p.add_argument("--objective", default="log_loss",
+                   help="metric minimised on the fit part: log_loss (default), brier or wrong_order")
+    p.add_argument("--max-trials", type=int, default=60, help="objective evaluations at most (default 60)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("ratings", help="every player's state as JSON lines")
     p.add_argument("--ladder", default="default")
@@ -210,6 +228,61 @@ def cmd_replay(args: argparse.Namespace) -> int:
     summary.read += rejected
     print(summary.line(), file=sys.stderr)
     return EXIT_BAD_INPUT if rejected and args.strict else 0
+
+
+def _valid_matches(
+    args: argparse.Namespace, ladders: Ladders, stack: ExitStack
+) -> tuple[Iterator[MatchFinished], list[str]]:
+    """The valid matches of the input files, and the list that collects where bad lines
+    were (each is also reported on stderr)."""
+    from stream_rater.replay import validated
+
+    rejected: list[str] = []
+
+    def report(where: str, reason: str) -> None:
+        rejected.append(where)
+        print(f"{where}: {reason}", file=sys.stderr)
+
+    records = read_records(_open_inputs(args.files, stack), args.format, home_effect=args.home_effect)
+    return iter(validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)), rejected
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate``: score each match's prediction from the ratings just before it."""
+    from stream_rater.evaluate import plot, score
+
+    ladders = _ladders(args)
+    with ExitStack() as stack:
+        matches, rejected = _valid_matches(args, ladders, stack)
+        _, summary, counts = score([_progress(matches, "evaluate")], ladders, batch_size=args.batch_size)
+    print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.report())
+    if args.plot:
+        ladder = ladders.get(args.ladder or DEFAULT_LADDER)
+        plot(summary, args.plot, " ".join([ladder.model, *(f"{k}={v}" for k, v in ladder.params.items())]))
+    counts.rejected = len(rejected)
+    counts.read += len(rejected)
+    print(counts.line(), file=sys.stderr)
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``tune``: fit a ladder's parameters on the first part of the matches, report all parts."""
+    from stream_rater.tune import tune
+
+    ladders = _ladders(args)
+    with ExitStack() as stack:
+        matches, rejected = _valid_matches(args, ladders, stack)
+        parsed = list(_progress(matches, "validate"))
+    if rejected:
+        print(f"{len(rejected)} bad lines skipped", file=sys.stderr)
+    result = tune(
+        parsed, ladders, args.ladder or DEFAULT_LADDER, args.tune.split(",") if args.tune else None,
+        fixed=[parse_param(p)[0] for p in args.param], fit_fraction=args.fit_fraction,
+        objective=args.objective, max_trials=args.max_trials, batch_size=args.batch_size,
+        on_trial=lambda trial: print(trial.line(), file=sys.stderr, flush=True),
+    )
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
+    return 0
 
 
 def cmd_ratings(args: argparse.Namespace) -> int:

@@ -1,0 +1,240 @@
+"""Fit a ladder's model parameters to a match history: minimise a prediction metric of
+`stream_rater.evaluate` on the first part of the data, report it on the rest and on all.
+
+The matches are validated once; every trial replays the fit part through a fresh
+`Processor` on a `MemoryStore` with the trial's parameters, so a trial scores exactly the
+states the service would have had. The search is Nelder-Mead (scipy) on transformed
+parameters: ``log`` for positive scales and rates, ``logit`` for probabilities, so it
+moves by factors and can never leave the valid range. A parameter configured as 0 (e.g.
+``time_tau``, off by default) has no factor to move by: it is first scanned over
+`ZERO_SCAN` in its own units (``time_tau`` is per ``time_unit``, so pick a unit that suits
+the data, e.g. years), the others held at their start, and the best value starts the search.
+
+Objective: the default ``log_loss`` is smooth in the parameters, whereas the wrong-order
+rate is piecewise constant and would stall a local search; every metric is reported either
+way. Fitted values are rounded to `SIGNIFICANT` digits before the final runs, so the
+reported figures are exactly what ``evaluate --param ...`` with them gives.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+
+from stream_rater.evaluate import Summary, score
+from stream_rater.events import MatchFinished
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.rating import registry
+
+#: Per model: the parameters fitted by default and the transform each is searched in.
+#: Scale parameters that only rescale the ratings (Elo ``scale``, TrueSkill ``sigma``, …)
+#: are left out: tuning them together with the rates they scale would be redundant.
+SPACES: dict[str, dict[str, str]] = {
+    "trueskill": {"beta": "log", "tau": "log", "time_tau": "log", "draw_probability": "logit"},
+    "elo": {"k": "log"},
+    "plackett-luce": {"eta": "log"},
+    "thurstonian": {"eta": "log"},
+    "duelling-elo": {"alpha": "log"},
+    "sph-elo": {"game_mult": "log"},
+}
+OBJECTIVES = ("log_loss", "brier", "wrong_order")
+#: Per transform: the values a parameter configured as 0 is first scanned over.
+ZERO_SCAN: dict[str, tuple[float, ...]] = {
+    "log": (0.001, 0.01, 0.1, 1.0, 10.0),
+    "logit": (0.001, 0.01, 0.1, 0.3),
+}
+SIGNIFICANT = 4
+#: Initial simplex: each parameter's first step is this far in transformed space
+#: (a factor of 2 for ``log`` parameters).
+_STEP = math.log(2.0)
+#: Transformed values are clipped to ±this, so a runaway search stays finite.
+_LIMIT = 50.0
+
+_FORWARD: dict[str, Callable[[float], float]] = {
+    "log": math.log,
+    "logit": lambda p: math.log(p / (1.0 - p)),
+}
+_BACKWARD: dict[str, Callable[[float], float]] = {
+    "log": math.exp,
+    "logit": lambda x: 1.0 / (1.0 + math.exp(-x)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One evaluation of the objective on the fit part (``value`` inf: invalid parameters)."""
+
+    number: int
+    params: dict[str, float]
+    value: float
+
+    def line(self) -> str:
+        """``trial 3: beta=4.167 tau=0.08333 -> 0.56148``."""
+        values = " ".join(f"{k}={v:.4g}" for k, v in self.params.items())
+        return f"trial {self.number}: {values} -> {self.value:.5f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """One parameter set's metrics on the fit part, the rest and all matches."""
+
+    params: dict[str, Any]
+    fit: Summary
+    rest: Summary
+    all: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class TuneResult:
+    """What `tune` found, with the baseline (the configured parameters) beside it."""
+
+    ladder: str
+    model: str
+    objective: str
+    fit_matches: int
+    matches: int
+    trials: list[Trial]
+    seconds: float
+    baseline: Scores
+    tuned: Scores
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (metrics only, no calibration tables)."""
+
+        def scores(s: Scores) -> dict[str, Any]:
+            return {"params": s.params, **{part: _metrics(getattr(s, part)) for part in ("fit", "rest", "all")}}
+
+        return {
+            "ladder": self.ladder, "model": self.model, "objective": self.objective,
+            "fit_matches": self.fit_matches, "matches": self.matches, "trials": len(self.trials),
+            "seconds": round(self.seconds, 1),
+            "baseline": scores(self.baseline), "tuned": scores(self.tuned),
+        }
+
+    def report(self) -> str:
+        """A human-readable table: baseline and tuned, per part and metric."""
+        head = (
+            f"{self.model} on ladder {self.ladder!r}: {len(self.trials)} trials in {self.seconds:.0f} s, "
+            f"minimising {self.objective} on the first {self.fit_matches} of {self.matches} matches"
+        )
+        parts = [("fit", self.fit_matches), ("rest", self.matches - self.fit_matches), ("all", self.matches)]
+        lines = [head, "", f"{'':<16}" + "".join(f"{f'{p} ({n})':>22}" for p, n in parts),
+                 f"{'':<16}" + f"{'baseline':>11}{'tuned':>11}" * 3]
+        for name, fmt in (("wrong_order", "{:.3%}"), ("log_loss", "{:.5f}"), ("brier", "{:.5f}")):
+            cells = []
+            for part, _ in parts:
+                for s in (self.baseline, self.tuned):
+                    value = getattr(getattr(s, part), name)
+                    cells.append(f"{'n/a' if value is None else fmt.format(value):>11}")
+            lines.append(f"{name:<16}" + "".join(cells))
+        lines += ["", "baseline: " + _flags(self.baseline.params), "tuned:    " + _flags(self.tuned.params)]
+        return "\n".join(lines)
+
+
+def _metrics(s: Summary) -> dict[str, Any]:
+    return {"matches": s.matches, "pairs": s.pairs, "wrong_order": s.wrong_order,
+            "log_loss": s.log_loss, "brier": s.brier}
+
+
+def _flags(params: Mapping[str, Any]) -> str:
+    return " ".join(f"--param {k}={v}" for k, v in params.items()) or "(model defaults)"
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT}g}")
+
+
+def tune(
+    matches: Sequence[MatchFinished],
+    ladders: Ladders,
+    ladder: str,
+    names: Sequence[str] | None = None,
+    *,
+    fixed: Collection[str] = (),
+    fit_fraction: float = 0.3,
+    objective: str = "log_loss",
+    max_trials: int = 60,
+    batch_size: int = 1000,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> TuneResult:
+    """Fit parameters `names` (default: the model's `SPACES` entry less `fixed`) of ladder
+    `ladder`, starting from their configured values.
+
+    The first `fit_fraction` of `matches` is the fit part; the search stops after
+    `max_trials` objective evaluations at most. Other parameters keep their configured
+    values. `on_trial` sees every trial as it finishes.
+    """
+    start = time.perf_counter()
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+    base = ladders.get(ladder)
+    space = SPACES.get(base.model, {})
+    names = [n for n in space if n not in fixed] if names is None else list(names)
+    unknown = [n for n in names if n not in space]
+    if unknown:
+        raise ValueError(
+            f"cannot tune {', '.join(unknown)} of {base.model!r} (tunable: {', '.join(space) or 'none'})"
+        )
+    if not names:
+        raise ValueError("no parameters to tune")
+    fit = round(len(matches) * fit_fraction)
+    if not 0 < fit < len(matches):
+        raise ValueError(f"fit fraction {fit_fraction} of {len(matches)} matches leaves a part empty")
+    defaults = registry.model_parameters(base.model)
+    starts = {n: float(base.params.get(n, defaults[n])) for n in names}
+    zero = [n for n in names if starts[n] == 0.0]
+    transforms = [space[n] for n in names]
+
+    def with_params(params: Mapping[str, Any]) -> Ladders:
+        changed = Ladder(ladder, base.model, {**base.params, **params})
+        return Ladders([*(lad for name, lad in ladders.items() if name != ladder), changed])
+
+    def decode(x: np.ndarray) -> dict[str, float]:
+        clipped = np.clip(x, -_LIMIT, _LIMIT)
+        return {n: _BACKWARD[t](float(v)) for n, t, v in zip(names, transforms, clipped)}
+
+    trials: list[Trial] = []
+
+    def evaluate(x: np.ndarray) -> float:
+        params = decode(x)
+        try:
+            trial_ladders = with_params(params)
+            trial_ladders.get(ladder).rating_model
+        except ValueError:
+            value = math.inf
+        else:
+            _, summary, _ = score([matches[:fit]], trial_ladders, batch_size=batch_size)
+            value = summary.metric(objective)
+        trials.append(Trial(len(trials) + 1, params, value))
+        if on_trial is not None:
+            on_trial(trials[-1])
+        return value
+
+    def encode(params: Mapping[str, float]) -> np.ndarray:
+        return np.array([_FORWARD[t](params[n]) for n, t in zip(names, transforms)])
+
+    x0 = encode({n: v or ZERO_SCAN[space[n]][0] for n, v in starts.items()})
+    for name in zero:
+        x0 = min((encode({**decode(x0), name: value}) for value in ZERO_SCAN[space[name]]), key=evaluate)
+    simplex = np.vstack([x0] + [x0 + _STEP * row for row in np.eye(len(names))])
+    minimize(evaluate, x0, method="Nelder-Mead",
+             options={"maxfev": max(max_trials - len(trials), len(names) + 1), "initial_simplex": simplex,
+                      "xatol": 0.01, "fatol": 1e-5})
+    best = min(trials, key=lambda t: t.value)
+    tuned_params = {n: _round(v) for n, v in best.params.items()}
+
+    def scores(params: dict[str, Any]) -> Scores:
+        trial_ladders = with_params(params)
+        (fit_part, rest), whole, _ = score([matches[:fit], matches[fit:]], trial_ladders, batch_size=batch_size)
+        return Scores(dict(trial_ladders.get(ladder).params), fit_part, rest, whole)
+
+    baseline = scores({})
+    tuned = scores(tuned_params)
+    return TuneResult(ladder, base.model, objective, fit, len(matches), trials,
+                      time.perf_counter() - start, baseline, tuned)

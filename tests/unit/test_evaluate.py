@@ -1,0 +1,133 @@
+"""The prediction scorer on hand-built matches with known probabilities, and `score` on the
+processor's priors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stream_rater.evaluate import PROBABILITY_FLOOR, Scorer, score
+from stream_rater.events import MatchFinished, parse_match
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.rating.base import Outcome, Rating
+
+# Logistic Elo with scale 1: P(a beats b) = 1 / (1 + exp(r_b - r_a)), so r = ln 3 vs 0 is 3/4.
+LADDERS = Ladders([Ladder("default", "elo", {"scale": 1.0})])
+STRONG = math.log(3.0)
+
+
+def duel(at: float = 0.0, winner_first: bool = True, draw: bool = False, mid: str = "m") -> MatchFinished:
+    """A 1-vs-1 match between players a (listed first) and b."""
+    ranks = (1, 1) if draw else ((1, 2) if winner_first else (2, 1))
+    return parse_match(
+        {"match_id": mid, "finished_at": at,
+         "teams": [{"rank": ranks[0], "players": [{"id": "a"}]}, {"rank": ranks[1], "players": [{"id": "b"}]}]},
+        LADDERS,
+    )
+
+
+def observe(scorer: Scorer, ratings: list[float], ranks: list[float], at: float = 0.0) -> None:
+    """Feed one match of single-player teams with the given prior ratings and ranks."""
+    match = parse_match(
+        {"match_id": "x", "finished_at": at,
+         "teams": [{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate(ranks)]},
+        LADDERS,
+    )
+    scorer.observe(match, [[Rating(r)] for r in ratings], Outcome(ranks=ranks))
+
+
+def test_perfect_predictions_have_no_wrong_order() -> None:
+    """Matches always won by the team the model favours give a wrong-order rate of 0."""
+    scorer = Scorer(LADDERS)
+    observe(scorer, [STRONG, 0.0], [1, 2])
+    observe(scorer, [0.0, STRONG], [2, 1])
+    assert scorer.summary().wrong_order == 0.0
+
+
+def test_inverted_predictions_are_all_wrong() -> None:
+    """Matches always won by the team the model rates lower give a wrong-order rate of 1."""
+    scorer = Scorer(LADDERS)
+    observe(scorer, [STRONG, 0.0], [2, 1])
+    observe(scorer, [0.0, STRONG], [1, 2])
+    assert scorer.summary().wrong_order == 1.0
+
+
+def test_equal_predictions_count_half() -> None:
+    """A pair predicted as a toss-up counts half wrong, whoever wins."""
+    scorer = Scorer(LADDERS)
+    observe(scorer, [1.0, 1.0], [1, 2])
+    observe(scorer, [STRONG, 0.0], [1, 2])
+    assert scorer.summary().wrong_order == 0.25
+
+
+def test_log_loss_and_brier_use_the_winners_probability() -> None:
+    """Log-loss is the mean of -ln P(winner wins) and Brier the mean of (1 - P)^2 over decisive duels."""
+    scorer = Scorer(LADDERS)
+    observe(scorer, [STRONG, 0.0], [1, 2])  # winner had 3/4
+    observe(scorer, [STRONG, 0.0], [2, 1])  # winner had 1/4
+    s = scorer.summary()
+    assert s.two_team_decisive == 2
+    assert s.log_loss == pytest.approx((-math.log(0.75) - math.log(0.25)) / 2, rel=1e-12)
+    assert s.brier == pytest.approx((0.25**2 + 0.75**2) / 2, rel=1e-12)
+
+
+def test_draws_are_not_scored() -> None:
+    """A draw counts as a match but adds no pair, log-loss or calibration entry."""
+    scorer = Scorer(LADDERS)
+    observe(scorer, [STRONG, 0.0], [1, 1])
+    s = scorer.summary()
+    assert (s.matches, s.pairs, s.two_team_decisive) == (1, 0, 0)
+    assert s.wrong_order is s.log_loss is s.brier is None
+    assert all(b.count == 0 for b in s.calibration)
+    with pytest.raises(ValueError, match="log_loss"):
+        s.metric("log_loss")
+
+
+def test_calibration_bins_count_first_listed_team() -> None:
+    """Each decisive pair lands in the bin of P(first-listed team wins) with its observed result."""
+    scorer = Scorer(LADDERS, bins=4)
+    observe(scorer, [STRONG, 0.0], [1, 2])  # p = .75, first won
+    observe(scorer, [STRONG, 0.0], [2, 1])  # p = .75, first lost
+    observe(scorer, [0.0, STRONG], [2, 1])  # p = .25, first lost
+    bins = scorer.summary().calibration
+    assert [(b.low, b.high, b.count) for b in bins] == [(0.0, 0.25, 0), (0.25, 0.5, 1), (0.5, 0.75, 0), (0.75, 1.0, 2)]
+    assert bins[3].mean_predicted == pytest.approx(0.75) and bins[3].observed == 0.5
+    assert bins[1].observed == 0.0 and bins[0].mean_predicted is None
+
+
+def test_many_teams_are_scored_pairwise_without_log_loss() -> None:
+    """A multi-team match scores every pair of teams with different ranks and no log-loss."""
+    scorer = Scorer(LADDERS)
+    observe(scorer, [2.0, 1.0, 0.0, 0.0], [1, 2, 3, 3])  # 5 decisive pairs, all predicted right
+    observe(scorer, [2.0, 1.0, 0.0], [3, 2, 1])  # 3 pairs, all wrong
+    s = scorer.summary()
+    assert s.pairs == 8
+    assert s.wrong_order == pytest.approx(3 / 8)
+    assert s.two_team_decisive == 0 and s.log_loss is None
+
+
+def test_certain_miss_has_finite_log_loss() -> None:
+    """A winner given probability 0 costs -ln PROBABILITY_FLOOR, not infinity."""
+    scorer = Scorer(LADDERS)
+    observe(scorer, [0.0, 1000.0], [1, 2])
+    assert scorer.summary().log_loss == pytest.approx(-math.log(PROBABILITY_FLOOR))
+
+
+def test_over_time_splits_pairs_into_equal_windows() -> None:
+    """The wrong-order rate over time comes in consecutive windows of equal pair counts."""
+    scorer = Scorer(LADDERS, periods=2)
+    for at, ranks in [(0.0, [1, 2]), (1.0, [1, 2]), (2.0, [2, 1]), (3.0, [2, 1])]:
+        observe(scorer, [STRONG, 0.0], ranks, at)
+    periods = scorer.summary().over_time
+    assert [(p.start, p.end, p.pairs, p.wrong_order) for p in periods] == [(0.0, 1.0, 2, 0.0), (2.0, 3.0, 2, 1.0)]
+
+
+def test_score_predicts_from_the_ratings_before_each_match() -> None:
+    """`score` predicts each match from the states before it: a toss-up first, then the previous winner."""
+    matches = [duel(0.0, mid="m1"), duel(1.0, mid="m2"), duel(2.0, winner_first=False, mid="m3")]
+    (first, rest), whole, counts = score([matches[:1], matches[1:]], LADDERS)
+    assert counts.applied == 3
+    assert first.wrong_order == 0.5
+    assert rest.wrong_order == 0.5  # m2 right, m3 (a favoured, b won) wrong
+    assert whole.pairs == 3 and whole.wrong_order == pytest.approx(1.5 / 3)
