@@ -54,6 +54,7 @@ class Stream:
             env_name("topic_dlq"): self.settings.topic_dlq,
             env_name("batch_size"): str(self.settings.batch_size),
             "STREAM_RATER_LADDER_" + self.ladder.upper().replace("-", "_"): "trueskill",
+            "STREAM_RATER_APP_DATADIR": str(self.tmp / "faust-data"),  # faust's own, via its env_prefix
         }
 
     def start_worker(self) -> subprocess.Popen:
