@@ -100,6 +100,7 @@ def plan_batch(
     applied = dict(snapshot.applied)
     markers: dict[str, list[dict]] = {}
     history: dict[str, list[dict]] = {}
+    leaderboard: dict[str, float] = {}
     results: list[MatchResult] = []
 
     def state(table: dict[str, PlayerState], stored: dict[str, PlayerState], key: str, prior: Rating) -> PlayerState:
@@ -149,6 +150,7 @@ def plan_batch(
                 last = at if prior.last_played is None else max(prior.last_played, at)
                 after = PlayerState(new.mu, new.sigma, prior.games + 1, last, prior.version)
                 players[player.id] = after
+                leaderboard[player.id] = rating = model.display(new)
                 event = {  # the rating-changed contract (events.RatingChanged, design.md)
                     "event_id": f"{match.match_id}:{player.id}",
                     "match_id": match.match_id,
@@ -157,7 +159,7 @@ def plan_batch(
                     "model": model.name,
                     "before": {"mu": prior.mu, "sigma": prior.sigma},
                     "after": {"mu": new.mu, "sigma": new.sigma},
-                    "rating": model.display(new),
+                    "rating": rating,
                     "delta": new.mu - prior.mu,
                     "games": after.games,
                     "finished_at": finished_at,
@@ -173,9 +175,8 @@ def plan_batch(
         results.append(MatchResult(match, events, duplicate=False))
 
     writes = [
-        StateWrite(pid, _next_version(s), s.version, leaderboard_score=model.display(Rating(s.mu, s.sigma)))
-        for pid, s in players.items()
-    ] + [StateWrite(name, _next_version(s), s.version, is_effect=True) for name, s in effects.items()]
+        StateWrite(pid, _next_version(s), s.version, False, leaderboard[pid]) for pid, s in players.items()
+    ] + [StateWrite(name, _next_version(s), s.version, True) for name, s in effects.items()]
     return _Plan(results, Commit(ladder.name, writes, markers, history))
 
 

@@ -49,8 +49,7 @@ class Snapshot:
     applied: dict[str, list[dict]]
 
 
-@dataclass(frozen=True, slots=True)
-class StateWrite:
+class StateWrite(NamedTuple):
     """A new state for one player or effect, valid only if the stored one is still at
     ``expected_version`` (0 = must not exist yet)."""
 

@@ -34,6 +34,15 @@ def _pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
+def _pack_array(packed: list[bytes]) -> bytes:
+    """A msgpack array of already-packed items: each event is packed once for both its
+    marker and its history entry."""
+    return _ARRAY_HEADER.pack_array_header(len(packed)) + b"".join(packed)
+
+
+_ARRAY_HEADER = msgpack.Packer()
+
+
 def _unpack(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False)
 
@@ -92,10 +101,11 @@ class RedisStore(StateStore):
         for w in commit.writes:
             score = "" if w.leaderboard_score is None else repr(float(w.leaderboard_score))
             args += ["1" if w.is_effect else "0", w.player_id, w.expected_version, w.state.pack(), score]
-        args += [_pack(events) for events in commit.markers.values()]
+        packed = {id(e): _pack(e) for events in commit.markers.values() for e in events}
+        args += [_pack_array([packed[id(e)] for e in events]) for events in commit.markers.values()]
         for entries in commit.history.values():
             args.append(len(entries))
-            args += [_pack(e) for e in entries]
+            args += [packed.get(id(e)) or _pack(e) for e in entries]
         reply = await self._commit(keys=keys, args=args)
         self.round_trips += 1
         status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
