@@ -29,10 +29,10 @@ Choices where the paper leaves room (documented and tested):
 - **Ties of teams in a multi-team match.** The chain ``... > A = B > ...`` is not symmetric
   in A and B (A is compared with the team above, B with the team below), so on its own it
   rates equal teams with equal ranks differently. The chain is therefore run in every
-  combination of orders of the tied blocks and each team's incoming message is the
-  average (in natural parameters) over those runs. Beyond `_MAX_TIE_ORDERS` combinations
-  (e.g. a 6-team tie) it is run once in a canonical order and identical tied teams share
-  their average. Either way teams with equal priors and ranks get identical posteriors
+  combination of orders of the tied blocks and each player's posterior mean and variance
+  are the averages over those runs. Beyond `_MAX_TIE_ORDERS` combinations (e.g. a 6-team
+  tie) it is run once in a canonical order and tied teams with equal performance priors
+  pool their runs. Either way teams with equal priors and ranks get identical posteriors
   and the result does not depend on how the teams were listed.
 """
 
@@ -59,7 +59,7 @@ TIME_UNITS: dict[str, float] = {
 
 _MIN_WEIGHT = 1e-4
 #: EP stops when no difference's marginal mean or std moved more than this many stds.
-_TOLERANCE = 1e-9
+_TOLERANCE = 1e-5
 _MAX_SWEEPS = 200
 #: Smallest posterior/prior variance ratio a comparison may impose, so that EP messages
 #: stay finite when a comparison pins a performance difference beyond float precision.
@@ -262,174 +262,89 @@ class TrueSkill(RatingModel):
         weights: list[list[float]] | None,
     ) -> list[list[Rating]]:
         """EP on the chain of rank-ordered teams, tied blocks symmetrised (module docs)."""
-        n_teams = len(teams)
         beta2 = self._beta2
-        means, spreads = [], []  # each team's performance prior N(means[j], spreads[j])
-        for j, team in enumerate(teams):
-            row = weights[j] if weights is not None else [1.0] * len(team)
-            means.append(math.fsum(w * r.mu for w, r in zip(row, team)))
-            spreads.append(math.fsum(w * w * (v + beta2) for w, v in zip(row, variances[j])))
-        order = sorted(range(n_teams), key=lambda j: ranks[j])
-        blocks = [list(g) for _, g in itertools.groupby(order, key=lambda j: ranks[j])]
-        if all(len(b) == 1 for b in blocks):
-            messages = self._chain(order, means, spreads, teams, ranks)
+        fsum = math.fsum  # exact sums: the order players are listed in cannot matter
+        if weights is None:
+            means = [fsum([r.mu for r in team]) for team in teams]
+            spreads = [fsum(row) + len(row) * beta2 for row in variances]
         else:
-            messages = self._tied_messages(blocks, teams, ranks, means, spreads, variances,
-                                           weights)
-        result = []
-        for j, team in enumerate(teams):
-            pi, tau = messages[j]
-            den = 1.0 + spreads[j] * pi
-            shift = (tau - pi * means[j]) / den
-            row = weights[j] if weights is not None else None
-            result.append(_update_team(team, variances[j], row, shift, 1.0 / den, spreads[j]))
-        return result
-
-    def _tied_messages(
-        self,
-        blocks: list[list[int]],
-        teams: Teams,
-        ranks: Sequence[float],
-        means: list[float],
-        spreads: list[float],
-        variances: list[list[float]],
-        weights: list[list[float]] | None,
-    ) -> list[TeamMessage]:
-        """Each team's message averaged over the orders of the tied blocks (module docs).
-
-        Blocks are first sorted by content, so nothing depends on how the teams were listed.
-        Up to `_MAX_TIE_ORDERS` combined orders, every team averages every order; beyond
-        that, one run in the canonical order and identical teams share their average.
-        """
-
-        def content(j: int) -> tuple:
-            row = weights[j] if weights is not None else [1.0] * len(teams[j])
-            return tuple(sorted(zip((r.mu for r in teams[j]), variances[j], row)))
-
-        canonical = [sorted(block, key=content) for block in blocks]
-        if math.prod(math.factorial(len(block)) for block in canonical) <= _MAX_TIE_ORDERS:
-            runs = [
-                self._chain(list(itertools.chain.from_iterable(arrangement)), means, spreads,
-                            teams, ranks)
-                for arrangement in itertools.product(*map(itertools.permutations, canonical))
+            means = [fsum([w * r.mu for w, r in zip(row, team)]) for row, team in
+                     zip(weights, teams)]
+            spreads = [fsum([w * w * (v + beta2) for w, v in zip(row, var)]) for row, var in
+                       zip(weights, variances)]
+        order = sorted(range(len(teams)), key=ranks.__getitem__)
+        draws = [ranks[i] == ranks[j] for i, j in zip(order, order[1:])]
+        sizes = [len(team) for team in teams]
+        chain = _Chain(self._margin, means, spreads, sizes)
+        if not any(draws):
+            messages = [(0.0, 0.0)] * len(teams)
+            for j, message in zip(order, chain.run(order, draws)):
+                messages[j] = message
+            return [
+                _update_team(team, variances[j], None if weights is None else weights[j],
+                             *_team_shift(messages[j], means[j], spreads[j]), spreads[j])
+                for j, team in enumerate(teams)
             ]
-            groups = [[j] for j in range(len(teams))]
-        else:
-            runs = [self._chain(list(itertools.chain.from_iterable(canonical)), means, spreads,
-                                teams, ranks)]
-            groups = []
-            for block in canonical:
-                for _, same in itertools.groupby(block, key=content):
-                    groups.append(list(same))
-        result: list[TeamMessage] = [(0.0, 0.0)] * len(teams)
-        for group in groups:
-            pis = [run[j][0] for run in runs for j in group]
-            taus = [run[j][1] for run in runs for j in group]
-            average = (math.fsum(pis) / len(pis), math.fsum(taus) / len(taus))
-            for j in group:
-                result[j] = average
+        # A player's posterior mean and variance are linear in the team's (shift, remain),
+        # so averaging those over the runs averages the players' posterior moments.
+        result = []
+        for j, received in enumerate(self._tied_messages(chain, order, draws, sizes)):
+            moves = [_team_shift(m, means[j], spreads[j]) for m in received]
+            shift = fsum([move[0] for move in moves]) / len(moves)
+            remain = fsum([move[1] for move in moves]) / len(moves)
+            row = None if weights is None else weights[j]
+            result.append(_update_team(teams[j], variances[j], row, shift, remain, spreads[j]))
         return result
 
-    def _chain(
-        self,
-        order: list[int],
-        means: list[float],
-        spreads: list[float],
-        teams: Teams,
-        ranks: Sequence[float],
-    ) -> list[TeamMessage]:
-        """EP on the chain of team performances in `order` (best first); messages per team.
+    @staticmethod
+    def _tied_messages(
+        chain: _Chain, order: list[int], draws: list[bool], sizes: list[int]
+    ) -> list[list[TeamMessage]]:
+        """Each team's messages from every order of the tied blocks (module docs).
 
-        Factor ``f`` compares the teams at positions ``f`` and ``f + 1`` through their
-        difference ``d_f``; ``g`` is its Gaussian approximation on ``d_f`` (eq. 6),
-        ``left[j]`` / ``right[j]`` the messages reaching position ``j`` from the factor on
-        its left / right (eq. 5). A sweep updates the factors in order, each from its cavity
-        (team prior times the message from the far side), and passes the new message on.
-        Returned per team (by team index): the product of both messages, i.e. everything
-        the match says about that team's performance.
+        The chain sees a team only as its performance prior and size, so teams are sorted
+        within their block by that key (nothing then depends on how the teams were listed)
+        and orders that differ only by swapping equal-key teams are run once. Up to
+        `_MAX_TIE_ORDERS` combined orders, every team gets its message from every order;
+        beyond that, one run in the canonical order, and teams with equal keys pool theirs.
         """
-        n = len(order)
-        n_f = n - 1
-        prior_pi = [1.0 / spreads[j] for j in order]
-        prior_tau = [means[j] / spreads[j] for j in order]
-        margin = self._margin
-        sizes = [len(teams[j]) for j in order]
-        eps = [margin * math.sqrt(sizes[f] + sizes[f + 1]) for f in range(n_f)]
-        draw = [ranks[order[f]] == ranks[order[f + 1]] for f in range(n_f)]
-        g_pi = [0.0] * n_f
-        g_tau = [0.0] * n_f
-        post_mean = [0.0] * n_f
-        post_std = [0.0] * n_f
-        l_pi = [0.0] * n
-        l_tau = [0.0] * n
-        r_pi = [0.0] * n
-        r_tau = [0.0] * n
-        sqrt = math.sqrt
-        floor = _MIN_VARIANCE_FACTOR
-
-        def update(f: int) -> float:
-            """Moment-match factor f from its cavity (Table 1, last row); the change."""
-            pl = prior_pi[f] + l_pi[f]
-            pr = prior_pi[f + 1] + r_pi[f + 1]
-            var = 1.0 / pl + 1.0 / pr
-            mean = (prior_tau[f] + l_tau[f]) / pl - (prior_tau[f + 1] + r_tau[f + 1]) / pr
-            c = sqrt(var)
-            if draw[f]:
-                v, omw = truncate_draw(mean / c, eps[f] / c)
-            else:
-                v, omw = truncate_win(mean / c, eps[f] / c)
-            omw = floor if omw < floor else (1.0 if omw > 1.0 else omw)
-            new_mean = mean + c * v
-            new_std = c * sqrt(omw)
-            change = (abs(new_mean - post_mean[f]) + abs(new_std - post_std[f])) / c
-            post_mean[f] = new_mean
-            post_std[f] = new_std
-            denom = var * omw
-            g_pi[f] = (1.0 - omw) / denom
-            g_tau[f] = (mean * (1.0 - omw) + c * v) / denom
-            return change
-
-        def send_right(f: int) -> None:
-            """Message from factor f to position f + 1: t_{f+1} = t_f - d_f."""
-            pc, tc = prior_pi[f] + l_pi[f], prior_tau[f] + l_tau[f]
-            gp, gt = g_pi[f], g_tau[f]
-            s = gp + pc
-            l_pi[f + 1] = gp * pc / s
-            l_tau[f + 1] = (gp * tc - pc * gt) / s
-
-        def send_left(f: int) -> None:
-            """Message from factor f to position f: t_f = t_{f+1} + d_f."""
-            pc, tc = prior_pi[f + 1] + r_pi[f + 1], prior_tau[f + 1] + r_tau[f + 1]
-            gp, gt = g_pi[f], g_tau[f]
-            s = gp + pc
-            r_pi[f] = gp * pc / s
-            r_tau[f] = (gp * tc + pc * gt) / s
-
-        for f in range(n_f):
-            update(f)
-            send_right(f)
-        for sweep in range(_MAX_SWEEPS):
-            change = 0.0
-            if sweep % 2 == 0:
-                send_left(n_f - 1)
-                for f in range(n_f - 2, -1, -1):
-                    change = max(change, update(f))
-                    send_left(f)
-            else:
-                send_right(0)
-                for f in range(1, n_f):
-                    change = max(change, update(f))
-                    send_right(f)
-            if change < _TOLERANCE:
-                break
-        for f in range(n_f):
-            send_right(f)
-        for f in range(n_f - 1, -1, -1):
-            send_left(f)
-        messages: list[TeamMessage] = [(0.0, 0.0)] * n
-        for pos, j in enumerate(order):
-            messages[j] = (l_pi[pos] + r_pi[pos], l_tau[pos] + r_tau[pos])
-        return messages
+        keys = list(zip(chain.means, chain.spreads, sizes))
+        blocks, start = [], 0
+        for f, tied in enumerate(draws, 1):
+            if not tied:
+                blocks.append(order[start:f])
+                start = f
+        blocks.append(order[start:])
+        n_orders = 1
+        for i, block in enumerate(blocks):
+            if len(block) > 1:
+                blocks[i] = sorted(block, key=keys.__getitem__)
+                n_orders *= math.factorial(len(block))
+        if n_orders <= _MAX_TIE_ORDERS:
+            arrangements = [
+                list(itertools.chain.from_iterable(arrangement))
+                for arrangement in itertools.product(*map(itertools.permutations, blocks))
+            ]
+            groups = [[j] for j in order]
+        else:
+            arrangements = [list(itertools.chain.from_iterable(blocks))]
+            groups = [list(same) for block in blocks
+                      for _, same in itertools.groupby(block, keys.__getitem__)]
+        received: list[list[TeamMessage]] = [[] for _ in order]
+        done: dict[tuple, list[TeamMessage]] = {}
+        for arrangement in arrangements:
+            signature = tuple([keys[j] for j in arrangement])
+            messages = done.get(signature)
+            if messages is None:
+                messages = done[signature] = chain.run(arrangement, draws)
+            for j, message in zip(arrangement, messages):
+                received[j].append(message)
+        for group in groups:
+            if len(group) > 1:
+                pooled = [m for j in group for m in received[j]]
+                for j in group:
+                    received[j] = pooled
+        return received
 
     # ------------------------------------------------------------------ predictions
 
@@ -496,6 +411,92 @@ class TrueSkill(RatingModel):
         return [p / total for p in probs]
 
 
+class _Chain:
+    """EP on the chain of team performances of one multi-team match (Figure 1).
+
+    Built once per match from the teams' performance priors ``N(means[j], spreads[j])``;
+    `run` then does one EP pass for an order of the teams.
+    """
+
+    __slots__ = ("means", "spreads", "pis", "taus", "margins2")
+
+    def __init__(
+        self, margin: float, means: list[float], spreads: list[float], sizes: list[int]
+    ) -> None:
+        self.means = means
+        self.spreads = spreads
+        self.pis = [1.0 / v for v in spreads]
+        self.taus = [m / v for m, v in zip(means, spreads)]
+        # eps**2 = (z * beta)**2 * (n1 + n2) (section 4.1): each team's share of it
+        self.margins2 = [margin * margin * n for n in sizes]
+
+    def run(self, order: list[int], draws: list[bool]) -> list[TeamMessage]:
+        """Messages to the performances of the teams ranked in `order` (best first).
+
+        ``draws[f]`` says whether positions ``f`` and ``f + 1`` drew. Factor ``f``
+        compares them through their difference ``d_f``: its Gaussian approximation
+        (eq. 6) is moment-matched under its cavity (team priors times the far-side
+        messages; Table 1, last row) and passed to both neighbours: ``a[j]`` / ``b[j]``
+        are the messages reaching position ``j`` from its left / right factor (eq. 5),
+        as (precision, precision-adjusted mean). Sweeps alternate forwards and backwards
+        (Figure 1) until no difference's marginal moves by `_TOLERANCE` of its cavity
+        std. Returned in `order`: the product of both messages, i.e. everything the match
+        says about that team's performance.
+        """
+        n = len(order)
+        last = n - 1
+        prior_pi = [self.pis[j] for j in order]
+        prior_tau = [self.taus[j] for j in order]
+        margins2 = [self.margins2[j] for j in order]
+        eps = [math.sqrt(margins2[f] + margins2[f + 1]) for f in range(last)]
+        post_mean = [0.0] * last
+        post_std = [0.0] * last
+        a_pi = [0.0] * n
+        a_tau = [0.0] * n
+        b_pi = [0.0] * n
+        b_tau = [0.0] * n
+        sqrt = math.sqrt
+        floor = _MIN_VARIANCE_FACTOR
+        steps: range = range(last)  # the first pass: every factor, forwards
+        for sweep in range(_MAX_SWEEPS + 1):
+            change = 0.0
+            for f in steps:
+                pl = prior_pi[f] + a_pi[f]
+                tl = prior_tau[f] + a_tau[f]
+                pr = prior_pi[f + 1] + b_pi[f + 1]
+                tr = prior_tau[f + 1] + b_tau[f + 1]
+                var = 1.0 / pl + 1.0 / pr
+                mean = tl / pl - tr / pr
+                c = sqrt(var)
+                if draws[f]:
+                    v, omw = truncate_draw(mean / c, eps[f] / c)
+                else:
+                    v, omw = truncate_win(mean / c, eps[f] / c)
+                omw = floor if omw < floor else (1.0 if omw > 1.0 else omw)
+                new_mean = mean + c * v
+                new_std = c * sqrt(omw)
+                moved = (abs(new_mean - post_mean[f]) + abs(new_std - post_std[f])) / c
+                if moved > change:
+                    change = moved
+                post_mean[f] = new_mean
+                post_std[f] = new_std
+                denom = var * omw
+                g_pi = (1.0 - omw) / denom
+                g_tau = (mean * (1.0 - omw) + c * v) / denom
+                # t_{f+1} = t_f - d_f and t_f = t_{f+1} + d_f, each with the far cavity
+                total = g_pi + pl
+                a_pi[f + 1] = g_pi * pl / total
+                a_tau[f + 1] = (g_pi * tl - pl * g_tau) / total
+                total = g_pi + pr
+                b_pi[f] = g_pi * pr / total
+                b_tau[f] = (g_pi * tr + pr * g_tau) / total
+            if (sweep and change < _TOLERANCE) or last == 1:
+                break
+            # the factor just updated is the turning point: its cavity has not changed
+            steps = range(last - 2, -1, -1) if sweep % 2 == 0 else range(1, last)
+        return [(a_pi[j] + b_pi[j], a_tau[j] + b_tau[j]) for j in range(n)]
+
+
 def _first_place(j: int, means: list[float], stds: list[float]) -> float:
     """``int N(z) prod_{k != j} Phi((M_j + S_j z - M_k) / S_k) dz`` over ``|z| <= 12``.
 
@@ -521,6 +522,18 @@ def _first_place(j: int, means: list[float], stds: list[float]) -> float:
     return value
 
 
+def _team_shift(message: TeamMessage, mean: float, spread: float) -> tuple[float, float]:
+    """``(shift, remain)`` for `_update_team` from a message to a team's performance.
+
+    The team's performance prior ``N(mean, spread)`` times the message (precision ``pi``,
+    precision-adjusted mean ``tau``) moves by ``spread * (tau - pi * mean) / den`` and keeps
+    the fraction ``1 / den`` of its variance, ``den = 1 + spread * pi`` (eq. 3).
+    """
+    pi, tau = message
+    den = 1.0 + spread * pi
+    return (tau - pi * mean) / den, 1.0 / den
+
+
 def _update_team(
     team: Sequence[Rating],
     variances: list[float],
@@ -537,12 +550,13 @@ def _update_team(
     ``var *= 1 - (1 - remain) * w**2 * var / spread``, computed as
     ``(spread - w**2 var + remain * w**2 var) / spread`` so it stays positive.
     """
-    result = []
-    for i, r in enumerate(team):
-        var = variances[i]
-        w = 1.0 if weights is None else weights[i]
-        wv = w * var
-        own = w * wv
-        new_var = var * ((spread - own) + own * remain) / spread
-        result.append(Rating(r.mu + wv * shift, math.sqrt(new_var)))
-    return result
+    sqrt = math.sqrt
+    if weights is None:
+        return [
+            Rating(r.mu + v * shift, sqrt(v * ((spread - v) + v * remain) / spread))
+            for r, v in zip(team, variances)
+        ]
+    return [
+        Rating(r.mu + w * v * shift, sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
+        for r, v, w in zip(team, variances, weights)
+    ]

@@ -1,0 +1,1 @@
+"""Micro-benchmarks of the rating engines (``stream-rater bench ...``)."""
