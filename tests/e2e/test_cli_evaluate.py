@@ -1,0 +1,77 @@
+"""``stream-rater evaluate`` and ``tune`` as users run them, on a slice of the football results."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stream_rater.demo import default_data_file
+
+pytestmark = pytest.mark.e2e
+
+ROWS = 1500
+
+
+@pytest.fixture(scope="module")
+def football(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The header and first `ROWS` results of the shipped football CSV."""
+    path = tmp_path_factory.mktemp("football") / "football.csv"
+    with gzip.open(default_data_file(), "rt", encoding="utf-8", newline="") as source:
+        path.write_text("".join(itertools.islice(source, ROWS + 1)), encoding="utf-8")
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m stream_rater ARGS``; fail the test on a non-zero exit."""
+    result = subprocess.run([sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True,
+                            timeout=120)
+    if result.returncode != 0:
+        pytest.fail(f"exit {result.returncode}: {result.stderr}")
+    return result
+
+
+def test_evaluate_prints_metrics_as_json(football: Path) -> None:
+    """``evaluate --json`` scores every match and gives wrong order, log-loss, Brier, calibration and periods."""
+    out = json.loads(cli("evaluate", "--format", "football", "--home-effect", "--json", str(football)).stdout)
+    assert out["matches"] == ROWS
+    assert 0 < out["pairs"] == out["two_team_decisive"] < ROWS
+    assert 0.0 < out["wrong_order"] < 0.5
+    assert 0.0 < out["brier"] < 0.25 < out["log_loss"] < 0.7
+    assert len(out["calibration"]) == 10
+    assert sum(b["count"] for b in out["calibration"]) == out["pairs"]
+    assert sum(p["pairs"] for p in out["over_time"]) == out["pairs"]
+    assert out["over_time"][0]["start"].startswith("1873-03-08")
+
+
+def test_evaluate_prints_a_report_and_saves_a_plot(football: Path, tmp_path: Path) -> None:
+    """The text report names each metric and ``--plot`` writes a PNG image."""
+    plot = tmp_path / "eval.png"
+    result = cli("evaluate", "--format", "football", "--param", "tau=0.1", "--plot", str(plot), str(football))
+    for label in ("wrong order", "log-loss", "Brier score", "calibration", "wrong order over time"):
+        assert label in result.stdout
+    assert f"{ROWS} read, {ROWS} applied" in result.stderr
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tune_is_no_worse_than_baseline_on_the_fit_part(football: Path) -> None:
+    """``tune --json`` reports baseline and tuned metrics per part, the tuned objective on the fit part at most the baseline's."""
+    result = cli("tune", "--format", "football", "--home-effect", "--param", "time_unit=years",
+                 "--tune", "beta,time_tau", "--max-trials", "12", "--json", str(football))
+    out = json.loads(result.stdout)
+    assert out["objective"] == "log_loss" and out["matches"] == ROWS
+    assert out["fit_matches"] == round(0.3 * ROWS)
+    assert 0 < out["trials"] <= 12 + 2  # Nelder-Mead may finish its last step
+    assert "trial 1: beta=4.167 time_tau=0.001" in result.stderr
+    for scores in (out["baseline"], out["tuned"]):
+        assert scores["params"]["time_unit"] == "years"
+        for part in ("fit", "rest", "all"):
+            assert set(scores[part]) == {"matches", "pairs", "wrong_order", "log_loss", "brier"}
+        assert scores["fit"]["matches"] + scores["rest"]["matches"] == scores["all"]["matches"] == ROWS
+    assert set(out["tuned"]["params"]) == {"time_unit", "beta", "time_tau"}
+    assert out["tuned"]["fit"]["log_loss"] <= out["baseline"]["fit"]["log_loss"]
