@@ -2,16 +2,17 @@
 
 No I/O and nothing else of ours is imported here; every model takes prior `Rating` states and
 an outcome and returns posterior states, finite for every input the event schema allows.
+
+Model classes load on first use (PEP 562), so importing the package — as every command
+does — costs nothing until a model is needed; some models pull in scipy.
 """
 
+from typing import Any
+
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.rating.duelling_elo import DuellingElo
-from stream_rater.rating.elo import Elo
-from stream_rater.rating.plackett_luce import PlackettLuce
 from stream_rater.rating.registry import MODEL_CLASSES, UnknownModelError, create_model, model_class
-from stream_rater.rating.sph_elo import SphElo
-from stream_rater.rating.thurstonian import Thurstonian
-from stream_rater.rating.trueskill import TrueSkill
+
+_MODELS = {path.rpartition(":")[2]: name for name, path in MODEL_CLASSES.items()}
 
 __all__ = [
     "DuellingElo",
@@ -28,3 +29,9 @@ __all__ = [
     "create_model",
     "model_class",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODELS:
+        return model_class(_MODELS[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
