@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import Any, TextIO
 
 from stream_rater.adapters import FORMATS, open_text, read_records
+from stream_rater.codecs import encode_event
 from stream_rater.events import MatchFinished
 from stream_rater.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
 from stream_rater.settings import Settings, env_name
@@ -197,37 +198,29 @@ def _progress(iterable: Any, total_hint: str) -> Any:
 def cmd_replay(args: argparse.Namespace) -> int:
     """``replay``: validate, apply in order, print rating-changed events as JSON lines."""
     from stream_rater.processor import Processor
-    from stream_rater.replay import replay, validated
+    from stream_rater.replay import replay
     from stream_rater.store import open_store
 
     ladders = _ladders(args)
-    rejected = 0
-
-    def report(where: str, reason: str) -> None:
-        nonlocal rejected
-        rejected += 1
-        print(f"{where}: {reason}", file=sys.stderr)
-
     with ExitStack() as stack:
         out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
-        records = read_records(_open_inputs(args.files, stack), args.format, home_effect=args.home_effect)
-        matches = validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)
+        matches, rejected = _valid_matches(args, ladders, stack)
 
         async def run() -> Any:
             store = open_store(args.store)
             try:
                 return await replay(
                     _progress(matches, "replay"), Processor(ladders, store), batch_size=args.batch_size,
-                    on_result=lambda r: out.writelines(json.dumps(e) + "\n" for e in r.events),
+                    on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
                 )
             finally:
                 await store.close()
 
         summary = asyncio.run(run())
-    summary.rejected = rejected
-    summary.read += rejected
+    summary.rejected = len(rejected)
+    summary.read += len(rejected)
     print(summary.line(), file=sys.stderr)
-    return EXIT_BAD_INPUT if rejected and args.strict else 0
+    return 0
 
 
 def _valid_matches(
@@ -375,24 +368,15 @@ def cmd_dev(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     """``publish``: validate each line, send the good ones keyed by match_id."""
     from stream_rater.kafka_io import publish
-    from stream_rater.replay import validated
 
     settings = _settings(args)
     _require(settings, "broker")
     ladders = _ladders(args)
-    rejected = 0
-
-    def report(where: str, reason: str) -> None:
-        nonlocal rejected
-        rejected += 1
-        print(f"{where}: {reason} (not sent)", file=sys.stderr)
-
     with ExitStack() as stack:
-        records = read_records(_open_inputs(args.files, stack), args.format, home_effect=args.home_effect)
-        matches = validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)
+        matches, rejected = _valid_matches(args, ladders, stack)
         summary = asyncio.run(publish((m.to_dict() for m in matches), settings, rate=args.rate))
-    print(f"{summary.line()}; {rejected} bad lines not sent", file=sys.stderr)
-    return EXIT_BAD_INPUT if rejected and args.strict else 0
+    print(f"{summary.line()}; {len(rejected)} bad lines not sent", file=sys.stderr)
+    return 0
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:

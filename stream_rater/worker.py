@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stream_rater import metrics
-from stream_rater.codecs import DecodeError, decode_match
+from stream_rater.codecs import DecodeError, decode_match, encode_event
 from stream_rater.events import Limits, MatchFinished, ValidationError
 from stream_rater.ladders import Ladders
 from stream_rater.processor import BatchResult, Processor, TooManyConflicts
@@ -118,7 +118,7 @@ class BatchHandler:
         result = await self._apply(valid, dead)
         outgoing = [self._dead_letter(m, reason) for m, reason in dead]
         outgoing += [
-            (self.topics.updates, f"{e['ladder']}:{e['player_id']}".encode(), json.dumps(e).encode(), [])
+            (self.topics.updates, f"{e['ladder']}:{e['player_id']}".encode(), encode_event(e), [])
             for e in result.events
         ]
         await self._retry("produce", lambda: self._produce(outgoing))
