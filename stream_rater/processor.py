@@ -65,10 +65,6 @@ class _Plan:
 _timestamp = functools.lru_cache(maxsize=4096)(format_timestamp)
 
 
-def _rating(state: PlayerState) -> Rating:
-    return Rating(state.mu, state.sigma)
-
-
 def _per_player(match: MatchFinished, attr: str, default: object) -> list[list]:
     return [
         [default if (v := getattr(p, attr)) is None else v for p in team.players] for team in match.teams
@@ -103,30 +99,33 @@ def plan_batch(
     leaderboard: dict[str, float] = {}
     results: list[MatchResult] = []
 
-    def state(table: dict[str, PlayerState], stored: dict[str, PlayerState], key: str, prior: Rating) -> PlayerState:
-        found = table.get(key) or stored.get(key)
-        return found if found is not None else PlayerState(prior.mu, prior.sigma)
+    new_player = PlayerState(initial.mu, initial.sigma)
+    new_effect = PlayerState(initial_effect.mu, initial_effect.sigma)
+    stored_players, stored_effects = snapshot.players, snapshot.effects
 
     for match in matches:
         if match.match_id in applied:
             results.append(MatchResult(match, applied[match.match_id], duplicate=True))
             continue
         at = match.finished_at
-        priors = [[state(players, snapshot.players, p.id, initial) for p in team.players] for team in match.teams]
-        effect_priors = [[state(effects, snapshot.effects, e, initial_effect) for e in team.effects] for team in match.teams]
-        teams = [
-            [_rating(s) for s in team + extra] for team, extra in zip(priors, effect_priors)
-        ]
-        elapsed = [
-            [None if s.last_played is None else max(0.0, at - s.last_played) for s in team + extra]
-            for team, extra in zip(priors, effect_priors)
-        ]
-        has_effects = any(team.effects for team in match.teams)
-        pad = [[1.0] * len(team.effects) for team in match.teams]
+        priors: list[list[PlayerState]] = []
+        effect_priors: list[list[PlayerState]] = []
+        teams: list[list[Rating]] = []
+        elapsed: list[list[float | None]] = []
+        plain = True  # every weight 1, every player rated, no effects
+        for team in match.teams:
+            team_priors = [players.get(p.id) or stored_players.get(p.id) or new_player for p in team.players]
+            team_effects = [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
+            both = team_priors + team_effects if team_effects else team_priors
+            priors.append(team_priors)
+            effect_priors.append(team_effects)
+            teams.append([Rating(s.mu, s.sigma) for s in both])
+            elapsed.append([None if s.last_played is None else max(0.0, at - s.last_played) for s in both])
+            plain = plain and not team_effects and all(p.weight == 1.0 and p.rated for p in team.players)
         weights = rated = scores = seconds = None
-        if has_effects or any(p.weight != 1.0 for team in match.teams for p in team.players):
+        if not plain:
+            pad = [[1.0] * len(team.effects) for team in match.teams]
             weights = [w + e for w, e in zip(_per_player(match, "weight", 1.0), pad)]
-        if any(not p.rated for team in match.teams for p in team.players):
             rated = [r + [True] * len(e) for r, e in zip(_per_player(match, "rated", True), pad)]
         if model.needs_scores:
             scores = _per_player(match, "score", 0.0)
