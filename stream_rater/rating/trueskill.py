@@ -315,35 +315,36 @@ class TrueSkill(RatingModel):
                 blocks.append(order[start:f])
                 start = f
         blocks.append(order[start:])
-        n_orders = 1
+        n_orders, repeats = 1, False
         for i, block in enumerate(blocks):
             if len(block) > 1:
-                blocks[i] = sorted(block, key=keys.__getitem__)
+                blocks[i] = block = sorted(block, key=keys.__getitem__)
                 n_orders *= math.factorial(len(block))
-        if n_orders <= _MAX_TIE_ORDERS:
-            arrangements = [
-                list(itertools.chain.from_iterable(arrangement))
-                for arrangement in itertools.product(*map(itertools.permutations, blocks))
-            ]
-            groups = [[j] for j in order]
-        else:
-            arrangements = [list(itertools.chain.from_iterable(blocks))]
-            groups = [list(same) for block in blocks
-                      for _, same in itertools.groupby(block, keys.__getitem__)]
+                repeats = repeats or len({keys[j] for j in block}) < len(block)
         received: list[list[TeamMessage]] = [[] for _ in order]
+        if n_orders > _MAX_TIE_ORDERS:
+            arrangement = list(itertools.chain.from_iterable(blocks))
+            for j, message in zip(arrangement, chain.run(arrangement, draws)):
+                received[j].append(message)
+            for block in blocks:
+                for _, same in itertools.groupby(block, keys.__getitem__):
+                    group = list(same)
+                    pooled = [m for j in group for m in received[j]]
+                    for j in group:
+                        received[j] = pooled
+            return received
         done: dict[tuple, list[TeamMessage]] = {}
-        for arrangement in arrangements:
-            signature = tuple([keys[j] for j in arrangement])
-            messages = done.get(signature)
-            if messages is None:
-                messages = done[signature] = chain.run(arrangement, draws)
+        for blocks_in_order in itertools.product(*map(itertools.permutations, blocks)):
+            arrangement = list(itertools.chain.from_iterable(blocks_in_order))
+            if repeats:
+                signature = tuple([keys[j] for j in arrangement])
+                messages = done.get(signature)
+                if messages is None:
+                    messages = done[signature] = chain.run(arrangement, draws)
+            else:
+                messages = chain.run(arrangement, draws)
             for j, message in zip(arrangement, messages):
                 received[j].append(message)
-        for group in groups:
-            if len(group) > 1:
-                pooled = [m for j in group for m in received[j]]
-                for j in group:
-                    received[j] = pooled
         return received
 
     # ------------------------------------------------------------------ predictions
@@ -436,11 +437,11 @@ class _Chain:
         ``draws[f]`` says whether positions ``f`` and ``f + 1`` drew. Factor ``f``
         compares them through their difference ``d_f``: its Gaussian approximation
         (eq. 6) is moment-matched under its cavity (team priors times the far-side
-        messages; Table 1, last row) and passed to both neighbours: ``a[j]`` / ``b[j]``
-        are the messages reaching position ``j`` from its left / right factor (eq. 5),
-        as (precision, precision-adjusted mean). Sweeps alternate forwards and backwards
-        (Figure 1) until no difference's marginal moves by `_TOLERANCE` of its cavity
-        std. Returned in `order`: the product of both messages, i.e. everything the match
+        messages; Table 1, last row) and passed on in the sweep's direction, where it
+        becomes part of the next factor's cavity (eq. 5); Gaussians are kept as
+        (precision, precision-adjusted mean). Sweeps alternate forwards and
+        backwards (Figure 1) until no difference's marginal moves by `_TOLERANCE` of its
+        cavity std. Returned in `order`: the product of both messages, i.e. everything the match
         says about that team's performance.
         """
         n = len(order)
@@ -449,22 +450,22 @@ class _Chain:
         prior_tau = [self.taus[j] for j in order]
         margins2 = [self.margins2[j] for j in order]
         eps = [math.sqrt(margins2[f] + margins2[f + 1]) for f in range(last)]
+        # cavities: prior times the message from the left (l_) or from the right (r_)
+        l_pi, l_tau = prior_pi[:], prior_tau[:]
+        r_pi, r_tau = prior_pi[:], prior_tau[:]
         post_mean = [0.0] * last
         post_std = [0.0] * last
-        a_pi = [0.0] * n
-        a_tau = [0.0] * n
-        b_pi = [0.0] * n
-        b_tau = [0.0] * n
         sqrt = math.sqrt
         floor = _MIN_VARIANCE_FACTOR
         steps: range = range(last)  # the first pass: every factor, forwards
+        forward = True
         for sweep in range(_MAX_SWEEPS + 1):
             change = 0.0
             for f in steps:
-                pl = prior_pi[f] + a_pi[f]
-                tl = prior_tau[f] + a_tau[f]
-                pr = prior_pi[f + 1] + b_pi[f + 1]
-                tr = prior_tau[f + 1] + b_tau[f + 1]
+                pl = l_pi[f]
+                tl = l_tau[f]
+                pr = r_pi[f + 1]
+                tr = r_tau[f + 1]
                 var = 1.0 / pl + 1.0 / pr
                 mean = tl / pl - tr / pr
                 c = sqrt(var)
@@ -480,21 +481,40 @@ class _Chain:
                     change = moved
                 post_mean[f] = new_mean
                 post_std[f] = new_std
+                w = 1.0 - omw
                 denom = var * omw
-                g_pi = (1.0 - omw) / denom
-                g_tau = (mean * (1.0 - omw) + c * v) / denom
-                # t_{f+1} = t_f - d_f and t_f = t_{f+1} + d_f, each with the far cavity
-                total = g_pi + pl
-                a_pi[f + 1] = g_pi * pl / total
-                a_tau[f + 1] = (g_pi * tl - pl * g_tau) / total
+                g_pi = w / denom
+                g_tau = (mean * w + c * v) / denom
+                # pass it on in the sweep's direction, with the far side's cavity:
+                # t_{f+1} = t_f - d_f forwards, t_f = t_{f+1} + d_f backwards
+                if forward:
+                    total = g_pi + pl
+                    l_pi[f + 1] = prior_pi[f + 1] + g_pi * pl / total
+                    l_tau[f + 1] = prior_tau[f + 1] + (g_pi * tl - pl * g_tau) / total
+                else:
+                    total = g_pi + pr
+                    r_pi[f] = prior_pi[f] + g_pi * pr / total
+                    r_tau[f] = prior_tau[f] + (g_pi * tr + pr * g_tau) / total
+            # the last factor updated is the turning point: it also sends the other way,
+            # and it is not updated again (its cavity has not changed)
+            if forward:
                 total = g_pi + pr
-                b_pi[f] = g_pi * pr / total
-                b_tau[f] = (g_pi * tr + pr * g_tau) / total
-            if (sweep and change < _TOLERANCE) or last == 1:
+                r_pi[f] = prior_pi[f] + g_pi * pr / total
+                r_tau[f] = prior_tau[f] + (g_pi * tr + pr * g_tau) / total
+                steps = range(last - 2, -1, -1)
+            else:
+                total = g_pi + pl
+                l_pi[f + 1] = prior_pi[f + 1] + g_pi * pl / total
+                l_tau[f + 1] = prior_tau[f + 1] + (g_pi * tl - pl * g_tau) / total
+                steps = range(1, last)
+            forward = not forward
+            if sweep and change < _TOLERANCE:
                 break
-            # the factor just updated is the turning point: its cavity has not changed
-            steps = range(last - 2, -1, -1) if sweep % 2 == 0 else range(1, last)
-        return [(a_pi[j] + b_pi[j], a_tau[j] + b_tau[j]) for j in range(n)]
+        # both messages to a position: its two cavities minus the prior counted twice
+        return [
+            (l_pi[j] + r_pi[j] - 2.0 * prior_pi[j], l_tau[j] + r_tau[j] - 2.0 * prior_tau[j])
+            for j in range(n)
+        ]
 
 
 def _first_place(j: int, means: list[float], stds: list[float]) -> float:
