@@ -42,9 +42,10 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from scipy.integrate import quad
+import numpy as np
+from scipy.special import log_ndtr
 
-from stream_rater.rating._gaussian import cdf, pdf, ppf, truncate_draw, truncate_win
+from stream_rater.rating._gaussian import cdf, ppf, truncate_draw, truncate_win
 from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
 
 #: Seconds per ``time_unit`` name; a number is taken as seconds.
@@ -395,7 +396,7 @@ class TrueSkill(RatingModel):
         ``S_j**2 = sum (sigma**2 + tau**2 + beta**2)`` (the prior this match's update would
         use, without the time term). Two teams: ``Phi((M_0 - M_1) / sqrt(S_0**2 + S_1**2))``
         (eq. 1 generalised). More teams: ``P_j = int N(z) prod_k Phi((M_j + S_j z - M_k) /
-        S_k) dz`` by adaptive quadrature, then normalised. Draws (the margin eps) are not
+        S_k) dz`` by quadrature (`_first_place`), then normalised. Draws (the margin eps) are not
         counted: "first" means the highest performance.
         """
         if len(teams) < 2 or not all(teams):
@@ -407,7 +408,8 @@ class TrueSkill(RatingModel):
             z = (means[0] - means[1]) / math.sqrt(stds[0] ** 2 + stds[1] ** 2)
             probs = [cdf(z), cdf(-z)]
         else:
-            probs = [_first_place(j, means, stds) for j in range(len(teams))]
+            m, s = np.array(means), np.array(stds)
+            probs = [_first_place(j, m, s) for j in range(len(teams))]
         total = math.fsum(probs)
         return [p / total for p in probs]
 
@@ -517,29 +519,34 @@ class _Chain:
         ]
 
 
-def _first_place(j: int, means: list[float], stds: list[float]) -> float:
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+#: |z| beyond which a team's own performance density is negligible (mass ~1e-32).
+_REACH = 12.0
+
+
+def _first_place(j: int, means: np.ndarray, stds: np.ndarray) -> float:
     """``int N(z) prod_{k != j} Phi((M_j + S_j z - M_k) / S_k) dz`` over ``|z| <= 12``.
 
-    The kinks where another team's CDF switches on (``z = (M_k - M_j) / S_j``) are handed to
-    the adaptive quadrature as break points, so narrow steps are not missed.
+    Composite 16-point Gauss-Legendre on unit panels, with extra break points around each
+    place where a steeper team's CDF switches on (``z = (M_k - M_j) / S_j``, width
+    ``S_k / S_j < 1``), so steps narrower than a panel are resolved; the product of CDFs is
+    summed in log space (``log_ndtr``), vectorised over all nodes and teams.
     """
-    mj, sj = means[j], stds[j]
-    others = [(means[k], stds[k]) for k in range(len(means)) if k != j]
-
-    def integrand(z: float) -> float:
-        x = mj + sj * z
-        value = pdf(z)
-        for mk, sk in others:
-            value *= cdf((x - mk) / sk)
-            if value == 0.0:
-                break
-        return value
-
-    bound = 12.0
-    kinks = sorted({(mk - mj) / sj for mk, _ in others if abs(mk - mj) < bound * sj})
-    value, _ = quad(integrand, -bound, bound, points=kinks or None, limit=200,
-                    epsabs=1e-14, epsrel=1e-11)
-    return value
+    others = np.arange(len(means)) != j
+    mk, sk = means[others], stds[others]
+    centre = (mk - means[j]) / stds[j]
+    width = sk / stds[j]
+    steep = width < 1.0  # CDFs at least a panel wide are smooth enough as they are
+    breaks = [np.arange(-_REACH, _REACH + 1.0)]
+    for offset in (-6.0, 0.0, 6.0):
+        breaks.append(centre[steep] + offset * width[steep])
+    edges = np.unique(np.clip(np.concatenate(breaks), -_REACH, _REACH))
+    half = 0.5 * np.diff(edges)[:, None]
+    z = (0.5 * (edges[:-1] + edges[1:]))[:, None] + half * _GL_NODES
+    weights = (half * _GL_WEIGHTS).ravel()
+    z = z.ravel()
+    log_cdfs = log_ndtr((means[j] + stds[j] * z - mk[:, None]) / sk[:, None]).sum(axis=0)
+    return float(np.sum(weights * np.exp(log_cdfs - 0.5 * z * z)) / math.sqrt(2.0 * math.pi))
 
 
 def _team_shift(message: TeamMessage, mean: float, spread: float) -> tuple[float, float]:
