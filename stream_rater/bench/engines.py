@@ -1,8 +1,8 @@
 """Rating-engine micro-benchmark: microseconds per ``rate()`` call, ours vs reference packages.
 
 Times our `TrueSkill` against the ``trueskill`` package and openskill's ``PlackettLuce`` on
-the same match shapes in one run (best of ``repeat`` timeit rounds, each long enough to be
-measurable), and prints a table with the ratios ``trueskill / ours`` and
+the same match shapes in one run (best of ``repeat`` timeit rounds of CPU time, each long
+enough to be measurable), and prints a table with the ratios ``trueskill / ours`` and
 ``openskill / ours`` plus our 1v1 updates per second. Missing reference packages (the
 ``bench`` extra) are reported and skipped.
 """
@@ -10,6 +10,7 @@ measurable), and prints a table with the ratios ``trueskill / ours`` and
 from __future__ import annotations
 
 import sys
+import time
 import timeit
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -40,8 +41,12 @@ def _priors(sizes: list[int]) -> list[list[tuple[float, float]]]:
 
 
 def _best_us(call: Callable[[], Any], repeat: int) -> float:
-    """Best-of-`repeat` microseconds per call, each round lasting at least ~0.1 s."""
-    timer = timeit.Timer(call)
+    """Best-of-`repeat` CPU microseconds per call, each round lasting at least ~0.2 s.
+
+    CPU time of this process (not wall time), so that other work on a shared machine
+    inflates the numbers less; all engines are timed the same way.
+    """
+    timer = timeit.Timer(call, timer=time.process_time)
     number, _ = timer.autorange()
     return min(timer.repeat(repeat=repeat, number=number)) / number * 1e6
 

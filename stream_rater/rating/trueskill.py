@@ -230,8 +230,12 @@ class TrueSkill(RatingModel):
         beta2 = self._beta2
         if weights is None:
             w0 = w1 = None
-            diff = sum(r.mu for r in team0) - sum(r.mu for r in team1)
-            total = sum(var0) + sum(var1) + (len(var0) + len(var1)) * beta2
+            if len(team0) == 1 == len(team1):  # the common duel, without the generators
+                diff = team0[0].mu - team1[0].mu
+                total = var0[0] + var1[0] + 2.0 * beta2
+            else:
+                diff = sum([r.mu for r in team0]) - sum([r.mu for r in team1])
+                total = sum(var0) + sum(var1) + (len(var0) + len(var1)) * beta2
         else:
             w0, w1 = weights
             diff = sum(w * r.mu for w, r in zip(w0, team0)) - sum(
