@@ -51,6 +51,16 @@ class Topics:
     dlq: str = "matches-dlq"
 
 
+@dataclass(frozen=True)
+class CommittedBatch:
+    """A batch after phase 1 (`BatchHandler.commit`): applied, not yet produced."""
+
+    messages: Sequence[Message]
+    result: BatchResult
+    dead: list[tuple[Message, str]]
+    started: float
+
+
 class WorkerStopping(Exception):
     """The worker is stopping while a batch still fails; it stays unacknowledged."""
 
@@ -103,6 +113,14 @@ class BatchHandler:
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
+        return await self.emit(await self.commit(messages))
+
+    async def commit(self, messages: Sequence[Message]) -> CommittedBatch:
+        """Phase 1: decode and validate, apply to the store (durable when this returns).
+
+        The agent may start the next batch's commit before this batch's `emit` finished:
+        that batch reads the states this one committed, and acknowledgements stay in order.
+        """
         started = time.perf_counter()
         metrics.MATCHES_CONSUMED.inc(len(messages))
         metrics.BATCH_SIZE.observe(len(messages))
@@ -114,8 +132,13 @@ class BatchHandler:
             except (DecodeError, ValidationError) as exc:
                 metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
                 dead.append((message, str(exc)))
-
         result = await self._apply(valid, dead)
+        return CommittedBatch(messages, result, dead, started)
+
+    async def emit(self, batch: CommittedBatch) -> BatchResult:
+        """Phase 2: produce the dead letters and rating-changed events, wait until the broker
+        has them all; the caller acknowledges the batch after this returns."""
+        result, dead = batch.result, batch.dead
         outgoing = [self._dead_letter(m, reason) for m, reason in dead]
         outgoing += [
             (self.topics.updates, f"{e['ladder']}:{e['player_id']}".encode(), encode_event(e), [])
@@ -130,9 +153,9 @@ class BatchHandler:
         metrics.COMMIT_CONFLICTS.inc(result.conflicts)
         metrics.DEAD_LETTERS.inc(len(dead))
         metrics.RATING_CHANGES.inc(len(result.events))
-        metrics.PROCESSING_LATENCY.observe(time.perf_counter() - started)
+        metrics.PROCESSING_LATENCY.observe(time.perf_counter() - batch.started)
         if self.on_batch is not None:
-            self.on_batch(messages, result)
+            self.on_batch(batch.messages, result)
         return result
 
     async def _apply(self, valid: list[MatchFinished], dead: list[tuple[Message, str]]) -> BatchResult:
