@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=2000, help="engines: rate() calls per shape and engine")
     p.add_argument("--matches", type=int, default=30_000, help="e2e: matches in the throughput burst")
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
-    p.add_argument("--rate", type=float, default=1_000.0, help="e2e: matches/s in the steady phase")
+    p.add_argument("--rate", type=float, default=500.0, help="e2e: matches/s in the steady phase")
     p.set_defaults(func=cmd_bench)
     return parser
 

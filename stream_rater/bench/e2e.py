@@ -138,7 +138,7 @@ async def _measure(name: str, settings: Settings, pid: int, n: int, latency_n: i
                           1000 * latencies[int(len(latencies) * 0.99)], rss, peak)
 
 
-def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 1_000.0,
+def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0,
         partitions: int = 8, out: TextIO = sys.stdout) -> list[PipelineResult]:
     """Measure the worker and the pass-through in one run and print them side by side."""
     from stream_rater.local_runtime import LocalRuntime, free_port
