@@ -279,31 +279,38 @@ class TrueSkill(RatingModel):
                        zip(weights, variances)]
         order = sorted(range(len(teams)), key=ranks.__getitem__)
         draws = [ranks[i] == ranks[j] for i, j in zip(order, order[1:])]
-        sizes = [len(team) for team in teams]
-        chain = _Chain(self._margin, means, spreads, sizes)
-        if not any(draws):
-            messages = [(0.0, 0.0)] * len(teams)
+        chain = _Chain(self._margin, means, spreads, teams)
+        if True in draws:
+            received = self._tied_messages(chain, order, draws)
+        else:
+            received = [[]] * len(teams)
             for j, message in zip(order, chain.run(order, draws)):
-                messages[j] = message
-            return [
-                _update_team(team, variances[j], None if weights is None else weights[j],
-                             *_team_shift(messages[j], means[j], spreads[j]), spreads[j])
-                for j, team in enumerate(teams)
-            ]
-        # A player's posterior mean and variance are linear in the team's (shift, remain),
-        # so averaging those over the runs averages the players' posterior moments.
+                received[j] = [message]
+        # Each message to a team's performance (precision pi, precision-adjusted mean tau)
+        # moves the team prior N(mean, spread) by spread * (tau - pi * mean) / den and keeps
+        # 1 / den of its variance, den = 1 + spread * pi (eq. 3). Players' posterior means
+        # and variances are linear in that (shift, remain), so averaging it over the runs
+        # of a tie averages the players' posterior moments.
         result = []
-        for j, received in enumerate(self._tied_messages(chain, order, draws, sizes)):
-            moves = [_team_shift(m, means[j], spreads[j]) for m in received]
-            shift = fsum([move[0] for move in moves]) / len(moves)
-            remain = fsum([move[1] for move in moves]) / len(moves)
+        for j, messages in enumerate(received):
+            mean, spread = means[j], spreads[j]
+            shifts, remains = [], []
+            for pi, tau in messages:
+                den = 1.0 + spread * pi
+                shifts.append((tau - pi * mean) / den)
+                remains.append(1.0 / den)
+            if len(messages) == 1:
+                shift, remain = shifts[0], remains[0]
+            else:
+                shift = fsum(shifts) / len(shifts)
+                remain = fsum(remains) / len(remains)
             row = None if weights is None else weights[j]
-            result.append(_update_team(teams[j], variances[j], row, shift, remain, spreads[j]))
+            result.append(_update_team(teams[j], variances[j], row, shift, remain, spread))
         return result
 
     @staticmethod
     def _tied_messages(
-        chain: _Chain, order: list[int], draws: list[bool], sizes: list[int]
+        chain: _Chain, order: list[int], draws: list[bool]
     ) -> list[list[TeamMessage]]:
         """Each team's messages from every order of the tied blocks (module docs).
 
@@ -313,7 +320,7 @@ class TrueSkill(RatingModel):
         `_MAX_TIE_ORDERS` combined orders, every team gets its message from every order;
         beyond that, one run in the canonical order, and teams with equal keys pool theirs.
         """
-        keys = list(zip(chain.means, chain.spreads, sizes))
+        keys = list(zip(chain.means, chain.spreads, chain.sizes))
         blocks, start = [], 0
         for f, tied in enumerate(draws, 1):
             if not tied:
@@ -425,17 +432,19 @@ class _Chain:
     `run` then does one EP pass for an order of the teams.
     """
 
-    __slots__ = ("means", "spreads", "pis", "taus", "margins2")
+    __slots__ = ("means", "spreads", "sizes", "pis", "taus", "margins2")
 
     def __init__(
-        self, margin: float, means: list[float], spreads: list[float], sizes: list[int]
+        self, margin: float, means: list[float], spreads: list[float], teams: Teams
     ) -> None:
         self.means = means
         self.spreads = spreads
+        self.sizes = [len(team) for team in teams]
         self.pis = [1.0 / v for v in spreads]
-        self.taus = [m / v for m, v in zip(means, spreads)]
+        self.taus = [m * p for m, p in zip(means, self.pis)]
         # eps**2 = (z * beta)**2 * (n1 + n2) (section 4.1): each team's share of it
-        self.margins2 = [margin * margin * n for n in sizes]
+        margin2 = margin * margin
+        self.margins2 = [margin2 * n for n in self.sizes]
 
     def run(self, order: list[int], draws: list[bool]) -> list[TeamMessage]:
         """Messages to the performances of the teams ranked in `order` (best first).
@@ -553,18 +562,6 @@ def _first_place(j: int, means: np.ndarray, stds: np.ndarray) -> float:
     return float(np.sum(weights * np.exp(log_cdfs - 0.5 * z * z)) / math.sqrt(2.0 * math.pi))
 
 
-def _team_shift(message: TeamMessage, mean: float, spread: float) -> tuple[float, float]:
-    """``(shift, remain)`` for `_update_team` from a message to a team's performance.
-
-    The team's performance prior ``N(mean, spread)`` times the message (precision ``pi``,
-    precision-adjusted mean ``tau``) moves by ``spread * (tau - pi * mean) / den`` and keeps
-    the fraction ``1 / den`` of its variance, ``den = 1 + spread * pi`` (eq. 3).
-    """
-    pi, tau = message
-    den = 1.0 + spread * pi
-    return (tau - pi * mean) / den, 1.0 / den
-
-
 def _update_team(
     team: Sequence[Rating],
     variances: list[float],
@@ -588,6 +585,7 @@ def _update_team(
             for r, v in zip(team, variances)
         ]
     return [
-        Rating(r.mu + w * v * shift, sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
+        Rating(r.mu + w * v * shift,
+               sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
         for r, v, w in zip(team, variances, weights)
     ]

@@ -81,7 +81,7 @@ def test_published_known_answers(teams, ranks, expected) -> None:
 
 
 def test_custom_draw_probability_known_answer() -> None:
-    """With draw probability 0.5 a 1v1 win gives the package's (30.267, 7.077) / (19.733, 7.077)."""
+    """With draw probability 0.5 a 1v1 win gives the package's 30.267 / 19.733, sigma 7.077."""
     result = TrueSkill(draw_probability=0.5).rate(fresh(1, 1), [0, 1])
     assert flat(result) == pytest.approx([30.267, 7.077, 19.733, 7.077], abs=1.5e-3)
 
@@ -107,7 +107,8 @@ def test_quality_is_equation_7_for_two_players() -> None:
     """For two single players quality is exactly the paper's eq. (7)."""
     a, b = Rating(27.0, 4.0), Rating(22.0, 6.0)
     denom = 2 * DEFAULT.beta**2 + a.sigma**2 + b.sigma**2
-    expected = math.sqrt(2 * DEFAULT.beta**2 / denom) * math.exp(-((a.mu - b.mu) ** 2) / (2 * denom))
+    spread = 2 * DEFAULT.beta**2
+    expected = math.sqrt(spread / denom) * math.exp(-((a.mu - b.mu) ** 2) / (2 * denom))
     assert DEFAULT.quality([[a], [b]]) == pytest.approx(expected, rel=1e-12)
 
 
@@ -195,11 +196,11 @@ def test_relabelling_players_and_teams_changes_nothing(match, rnd: random.Random
     team_order = list(range(len(teams)))
     rnd.shuffle(team_order)
     player_orders = [rnd.sample(range(len(t)), len(t)) for t in teams]
-    shuffled = DEFAULT.rate(
-        [[teams[j][i] for i in player_orders[j]] for j in team_order],
-        [ranks[j] for j in team_order],
-        None if weights is None else [[weights[j][i] for i in player_orders[j]] for j in team_order],
-    )
+    def relabel(rows):
+        return [[rows[j][i] for i in player_orders[j]] for j in team_order]
+
+    new_weights = None if weights is None else relabel(weights)
+    shuffled = DEFAULT.rate(relabel(teams), [ranks[j] for j in team_order], new_weights)
     for pos, j in enumerate(team_order):
         for k, i in enumerate(player_orders[j]):
             got, want = shuffled[pos][k], result[j][i]
