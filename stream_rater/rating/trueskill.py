@@ -229,7 +229,6 @@ class TrueSkill(RatingModel):
         var0, var1 = variances
         beta2 = self._beta2
         if weights is None:
-            w0 = w1 = None
             if len(team0) == 1 == len(team1):  # the common duel, without the generators
                 diff = team0[0].mu - team1[0].mu
                 total = var0[0] + var1[0] + 2.0 * beta2
@@ -254,10 +253,8 @@ class TrueSkill(RatingModel):
             v, omw = truncate_win(-diff / c, eps)
             v = -v
         shift = v / c  # team 0 moves by +shift * w * var, team 1 by -shift * w * var
-        return [
-            _update_team(team0, var0, w0, shift, omw, total),
-            _update_team(team1, var1, w1, -shift, omw, total),
-        ]
+        return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)],
+                           [total, total])
 
     def _rate_many(
         self,
@@ -280,33 +277,26 @@ class TrueSkill(RatingModel):
         order = sorted(range(len(teams)), key=ranks.__getitem__)
         draws = [ranks[i] == ranks[j] for i, j in zip(order, order[1:])]
         chain = _Chain(self._margin, means, spreads, teams)
-        if True in draws:
-            received = self._tied_messages(chain, order, draws)
-        else:
-            received = [[]] * len(teams)
-            for j, message in zip(order, chain.run(order, draws)):
-                received[j] = [message]
-        # Each message to a team's performance (precision pi, precision-adjusted mean tau)
+        # A message to a team's performance (precision pi, precision-adjusted mean tau)
         # moves the team prior N(mean, spread) by spread * (tau - pi * mean) / den and keeps
-        # 1 / den of its variance, den = 1 + spread * pi (eq. 3). Players' posterior means
-        # and variances are linear in that (shift, remain), so averaging it over the runs
-        # of a tie averages the players' posterior moments.
-        result = []
-        for j, messages in enumerate(received):
+        # 1 / den of its variance, den = 1 + spread * pi (eq. 3).
+        moves: list[tuple[float, float]] = [(0.0, 1.0)] * len(teams)
+        if True not in draws:
+            for j, (pi, tau) in zip(order, chain.run(order, draws)):
+                den = 1.0 + spreads[j] * pi
+                moves[j] = ((tau - pi * means[j]) / den, 1.0 / den)
+            return _posteriors(teams, variances, weights, moves, spreads)
+        # Players' posterior means and variances are linear in the team's (shift, remain),
+        # so averaging those over the runs of a tie averages the players' posterior moments.
+        for j, messages in enumerate(self._tied_messages(chain, order, draws)):
             mean, spread = means[j], spreads[j]
             shifts, remains = [], []
             for pi, tau in messages:
                 den = 1.0 + spread * pi
                 shifts.append((tau - pi * mean) / den)
                 remains.append(1.0 / den)
-            if len(messages) == 1:
-                shift, remain = shifts[0], remains[0]
-            else:
-                shift = fsum(shifts) / len(shifts)
-                remain = fsum(remains) / len(remains)
-            row = None if weights is None else weights[j]
-            result.append(_update_team(teams[j], variances[j], row, shift, remain, spread))
-        return result
+            moves[j] = (fsum(shifts) / len(shifts), fsum(remains) / len(remains))
+        return _posteriors(teams, variances, weights, moves, spreads)
 
     @staticmethod
     def _tied_messages(
@@ -562,30 +552,32 @@ def _first_place(j: int, means: np.ndarray, stds: np.ndarray) -> float:
     return float(np.sum(weights * np.exp(log_cdfs - 0.5 * z * z)) / math.sqrt(2.0 * math.pi))
 
 
-def _update_team(
-    team: Sequence[Rating],
-    variances: list[float],
-    weights: list[float] | None,
-    shift: float,
-    remain: float,
-    spread: float,
-) -> list[Rating]:
-    """Players' posteriors from their team's: the sum factor of Table 1 run upwards.
+def _posteriors(
+    teams: Teams,
+    variances: list[list[float]],
+    weights: list[list[float]] | None,
+    moves: list[tuple[float, float]],
+    spreads: list[float],
+) -> list[list[Rating]]:
+    """Players' posteriors from their teams': the sum factor of Table 1 run upwards.
 
-    The team performance (prior variance ``spread``) moved by ``shift * spread`` and kept the
-    fraction ``remain`` of its variance; a player with weight ``w`` and variance ``var``
-    covaries with it by ``w * var``, so ``mu += w * var * shift`` and
-    ``var *= 1 - (1 - remain) * w**2 * var / spread``, computed as
-    ``(spread - w**2 var + remain * w**2 var) / spread`` so it stays positive.
+    Team ``j``'s performance (prior variance ``spreads[j]``) moved by ``shift * spread`` and
+    kept the fraction ``remain`` of its variance (``moves[j] = (shift, remain)``); a player
+    with weight ``w`` and variance ``var`` covaries with it by ``w * var``, so
+    ``mu += w * var * shift`` and ``var *= 1 - (1 - remain) * w**2 * var / spread``,
+    computed as ``(spread - w**2 var + remain * w**2 var) / spread`` so it stays positive.
     """
     sqrt = math.sqrt
     if weights is None:
         return [
-            Rating(r.mu + v * shift, sqrt(v * ((spread - v) + v * remain) / spread))
-            for r, v in zip(team, variances)
+            [Rating(r.mu + v * shift, sqrt(v * ((spread - v) + v * remain) / spread))
+             for r, v in zip(team, row)]
+            for team, row, (shift, remain), spread in zip(teams, variances, moves, spreads)
         ]
     return [
-        Rating(r.mu + w * v * shift,
-               sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
-        for r, v, w in zip(team, variances, weights)
+        [Rating(r.mu + w * v * shift,
+                sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
+         for r, v, w in zip(team, row, team_weights)]
+        for team, row, team_weights, (shift, remain), spread
+        in zip(teams, variances, weights, moves, spreads)
     ]
