@@ -24,8 +24,6 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from numpy.polynomial.legendre import leggauss
-
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -35,8 +33,34 @@ _TAIL = 4.0
 #: Draw windows narrower than this (in standard units) use quadrature: the direct formula
 #: would subtract two nearly equal tail masses.
 _NARROW = 0.05
-_LEGENDRE_NODES, _LEGENDRE_WEIGHTS = (tuple(map(float, a)) for a in leggauss(12))
 _UNIT = NormalDist()
+
+
+def _gauss_legendre(n: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Nodes and weights of n-point Gauss-Legendre quadrature on [-1, 1].
+
+    Each node is a root of the Legendre polynomial P_n, found by Newton's method from the
+    Chebyshev-like start ``cos(pi (i + 3/4) / (n + 1/2))``; the weight is
+    ``2 / ((1 - x**2) P_n'(x)**2)``.
+    """
+    nodes, weights = [], []
+    for i in range(n):
+        x = math.cos(math.pi * (i + 0.75) / (n + 0.5))
+        for _ in range(100):
+            p0, p1 = 1.0, x  # P_0, P_1, then the three-term recurrence up to P_n
+            for k in range(2, n + 1):
+                p0, p1 = p1, ((2 * k - 1) * x * p1 - (k - 1) * p0) / k
+            slope = n * (x * p1 - p0) / (x * x - 1.0)
+            step = p1 / slope
+            x -= step
+            if abs(step) < 1e-16:
+                break
+        nodes.append(x)
+        weights.append(2.0 / ((1.0 - x * x) * slope * slope))
+    return tuple(nodes), tuple(weights)
+
+
+_LEGENDRE_NODES, _LEGENDRE_WEIGHTS = _gauss_legendre(12)
 
 
 def pdf(x: float) -> float:

@@ -41,12 +41,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-
-import numpy as np
-from scipy.special import log_ndtr
+from typing import TYPE_CHECKING
 
 from stream_rater.rating._gaussian import cdf, ppf, truncate_draw, truncate_win
 from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Seconds per ``time_unit`` name; a number is taken as seconds.
 TIME_UNITS: dict[str, float] = {
@@ -409,6 +410,8 @@ class TrueSkill(RatingModel):
             z = (means[0] - means[1]) / math.sqrt(stds[0] ** 2 + stds[1] ** 2)
             probs = [cdf(z), cdf(-z)]
         else:
+            import numpy as np  # only here: keeps importing the model light
+
             m, s = np.array(means), np.array(stds)
             probs = [_first_place(j, m, s) for j in range(len(teams))]
         total = math.fsum(probs)
@@ -522,7 +525,6 @@ class _Chain:
         ]
 
 
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
 #: |z| beyond which a team's own performance density is negligible (mass ~1e-32).
 _REACH = 12.0
 
@@ -535,6 +537,10 @@ def _first_place(j: int, means: np.ndarray, stds: np.ndarray) -> float:
     ``S_k / S_j < 1``), so steps narrower than a panel are resolved; the product of CDFs is
     summed in log space (``log_ndtr``), vectorised over all nodes and teams.
     """
+    import numpy as np
+    from scipy.special import log_ndtr
+
+    nodes, weights_ = np.polynomial.legendre.leggauss(16)
     others = np.arange(len(means)) != j
     mk, sk = means[others], stds[others]
     centre = (mk - means[j]) / stds[j]
@@ -545,9 +551,8 @@ def _first_place(j: int, means: np.ndarray, stds: np.ndarray) -> float:
         breaks.append(centre[steep] + offset * width[steep])
     edges = np.unique(np.clip(np.concatenate(breaks), -_REACH, _REACH))
     half = 0.5 * np.diff(edges)[:, None]
-    z = (0.5 * (edges[:-1] + edges[1:]))[:, None] + half * _GL_NODES
-    weights = (half * _GL_WEIGHTS).ravel()
-    z = z.ravel()
+    z = ((0.5 * (edges[:-1] + edges[1:]))[:, None] + half * nodes).ravel()
+    weights = (half * weights_).ravel()
     log_cdfs = log_ndtr((means[j] + stds[j] * z - mk[:, None]) / sk[:, None]).sum(axis=0)
     return float(np.sum(weights * np.exp(log_cdfs - 0.5 * z * z)) / math.sqrt(2.0 * math.pi))
 
