@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
     p.add_argument("what", choices=["engines", "e2e"],
                    help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through")
-    p.add_argument("--repeat", type=int, default=2000, help="engines: rate() calls per shape and engine")
+    p.add_argument("--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)")
     p.add_argument("--matches", type=int, default=30_000, help="e2e: matches in the throughput burst")
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
     p.add_argument("--rate", type=float, default=500.0, help="e2e: matches/s in the steady phase")

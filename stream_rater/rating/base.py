@@ -10,17 +10,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 Teams = Sequence[Sequence["Rating"]]
 PerPlayer = Sequence[Sequence[float]]
 
 
-@dataclass(frozen=True, slots=True)
-class Rating:
+class Rating(NamedTuple):
     """A player's rating state: mean `mu` and, for Bayesian models, std-dev `sigma`.
 
-    Elo-family states have ``sigma=None`` and ``mu`` is the rating itself.
+    Elo-family states have ``sigma=None`` and ``mu`` is the rating itself. A named tuple:
+    immutable like a frozen dataclass, and about three times cheaper to create, which
+    matters when a 1-vs-1 update takes a few microseconds.
     """
 
     mu: float
