@@ -7,11 +7,11 @@ import asyncio
 import graphlib
 import random
 import uuid
-from pathlib import Path
 
 import pytest
 
-from stream_rater.adapters import read_records
+from stream_rater.adapters import open_text, read_records
+from stream_rater.demo import default_data_file
 from stream_rater.events import parse_match
 from stream_rater.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
@@ -22,7 +22,7 @@ from stream_rater.store.redis_store import RedisStore
 
 pytestmark = pytest.mark.integration
 
-FOOTBALL = Path(__file__).resolve().parents[3] / "shared" / "data" / "international_football_results.csv"
+FOOTBALL = default_data_file()
 
 
 def clock() -> float:
@@ -30,7 +30,7 @@ def clock() -> float:
 
 
 def football_matches(ladders: Ladders, limit: int) -> list:
-    with FOOTBALL.open(newline="") as f:
+    with open_text(FOOTBALL) as f:
         records = read_records([(FOOTBALL.name, f)], "football", home_effect=True)
         matches = list(validated(records, ladders, on_error=pytest.fail))
     return matches[:limit]
