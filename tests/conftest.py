@@ -157,3 +157,9 @@ def redis_client(redis_url: str, unique_name: str) -> Iterator[redis.Redis]:
         if stale:
             client.unlink(*stale)
         client.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """An empty selection is an error, never a silent "no tests ran" (pytest's exit 5)."""
+    if not session.items:
+        raise pytest.UsageError("no tests were collected: check the paths and -k/-m expressions")
