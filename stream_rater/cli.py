@@ -100,11 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_flags(p, ["ladders_file"])
     p.set_defaults(func=cmd_leaderboard)
 
-    service = ["broker", "redis_url", "web_port", "web_host", "ladders_file", "topic_matches",
-               "topic_updates", "topic_dlq", "partitions", "batch_size", "batch_seconds",
-               "consumer_group", "session_timeout", "marker_ttl", "history_limit", "max_event_bytes",
-               "kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
-               "kafka_sasl_password", "kafka_ssl_cafile", "log_level"]
+    kafka_security = ["kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
+                      "kafka_sasl_password", "kafka_ssl_cafile"]
+    service = [f.name for f in fields(Settings)]
     p = sub.add_parser("worker", help="run a worker against the configured Kafka and Redis")
     _settings_flags(p, service)
     p.set_defaults(func=cmd_worker)
@@ -116,8 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
     _input_flags(p)
     p.add_argument("--rate", type=float, help="at most this many events per second")
-    _settings_flags(p, ["broker", "topic_matches", "kafka_security_protocol", "kafka_sasl_mechanism",
-                        "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile"])
+    _settings_flags(p, ["broker", "topic_matches", *kafka_security])
     p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("subscribe", help="print rating-changed events as JSON lines")
@@ -126,8 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained event")
     p.add_argument("--count", type=int, help="stop after this many events")
     p.add_argument("--idle-timeout", type=float, help="stop after this many seconds without events")
-    _settings_flags(p, ["broker", "topic_updates", "kafka_security_protocol", "kafka_sasl_mechanism",
-                        "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile"])
+    _settings_flags(p, ["broker", "topic_updates", *kafka_security])
     p.set_defaults(func=cmd_subscribe)
 
     p = sub.add_parser("demo", help="embedded runtime + worker; rate the football data; print the leaderboard")
