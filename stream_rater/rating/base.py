@@ -123,3 +123,15 @@ class RatingModel(ABC):
             for p, new in zip(players, new_team):
                 result[t][p] = new
         return result
+
+
+class PointRatingModel(RatingModel):
+    """A model whose state is one number (the Elo family, SPH Elo): ``sigma`` is None and a
+    new player starts at ``self.initial_rating``."""
+
+    has_sigma: ClassVar[bool] = False
+    initial_rating: float
+
+    def initial(self) -> Rating:
+        """A new player: ``Rating(initial_rating, None)``."""
+        return Rating(self.initial_rating, None)

@@ -42,7 +42,7 @@ from stream_rater.rating._pairs import (
     pair_score,
     unchanged,
 )
-from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
+from stream_rater.rating.base import Outcome, PointRatingModel, Rating, Teams
 
 
 def _duel(s_1: float, s_2: float, score: float, k_factor: float, spread: float) -> float:
@@ -50,7 +50,7 @@ def _duel(s_1: float, s_2: float, score: float, k_factor: float, spread: float) 
     return k_factor * (score - norm_cdf((s_1 - s_2) / spread))
 
 
-class DuellingElo(RatingModel):
+class DuellingElo(PointRatingModel):
     """Gaussian Elo as benchmarked in the TrueSkill paper, duelling heuristic for teams.
 
     Parameters (ladder configuration keys): ``alpha`` weight of new evidence (0 < α < 1),
@@ -58,7 +58,6 @@ class DuellingElo(RatingModel):
     """
 
     name: ClassVar[str] = "duelling-elo"
-    has_sigma: ClassVar[bool] = False
     # Context effects are team members in the other models; here each player duels on its
     # own, so an effect would be an extra duellist, not an effect.
     supports_effects: ClassVar[bool] = False
@@ -73,10 +72,6 @@ class DuellingElo(RatingModel):
 
     def __repr__(self) -> str:
         return f"DuellingElo(alpha={self.alpha!r}, beta={self.beta!r}, initial={self.initial_rating!r})"
-
-    def initial(self) -> Rating:
-        """A new player: ``Rating(initial, None)``."""
-        return Rating(self.initial_rating, None)
 
     def duel(self, s_1: float, s_2: float, score: float) -> float:
         """The paper's Δ for player 1 (score 1 win, ½ draw, 0 loss); player 2 gets −Δ."""

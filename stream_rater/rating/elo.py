@@ -58,7 +58,7 @@ from stream_rater.rating._pairs import (
     team_sums,
     unchanged,
 )
-from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
+from stream_rater.rating.base import Outcome, PointRatingModel, Rating, Teams
 
 Kind = Literal["logistic", "gaussian"]
 Update = Literal["bounded", "ml"]
@@ -79,7 +79,7 @@ def _gaussian_step(r_a: float, r_b: float, score: float, scale: float, size: flo
     return (score * gauss_hazard(z) - (1.0 - score) * gauss_hazard(-z)) / spread
 
 
-class Elo(RatingModel):
+class Elo(PointRatingModel):
     """Pairwise Elo: logistic (Bradley-Terry) or Gaussian (Thurstone Case V) two-team Elo,
     bounded or maximum-likelihood update, summed or averaged over the pairs of teams.
 
@@ -90,7 +90,6 @@ class Elo(RatingModel):
     """
 
     name: ClassVar[str] = "elo"
-    has_sigma: ClassVar[bool] = False
     supports_effects: ClassVar[bool] = True
     needs_scores: ClassVar[bool] = False
 
@@ -116,10 +115,6 @@ class Elo(RatingModel):
             f"Elo(k={self.k!r}, scale={self.scale!r}, initial={self.initial_rating!r}, "
             f"kind={self.kind!r}, update={self.update!r}, combine={self.combine!r})"
         )
-
-    def initial(self) -> Rating:
-        """A new player: ``Rating(initial, None)``."""
-        return Rating(self.initial_rating, None)
 
     def pair_delta(self, r_a: float, r_b: float, score: float, size_a: int = 1, size_b: int = 1) -> float:
         """Rating change of team a (rating r_a, ``size_a`` players) after scoring `score`

@@ -57,7 +57,7 @@ from stream_rater.rating._pairs import (
     team_sums,
     unchanged,
 )
-from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
+from stream_rater.rating.base import Outcome, PointRatingModel, Rating, Teams
 
 
 def elimination_gradient(rho: list[float], stages: list[list[int]]) -> list[float]:
@@ -81,7 +81,7 @@ def elimination_gradient(rho: list[float], stages: list[list[int]]) -> list[floa
     return gradient
 
 
-class PlackettLuce(RatingModel):
+class PlackettLuce(PointRatingModel):
     """Kerby's exponential multiplayer Elo (Plackett-Luce), closed-form gradient update.
 
     Parameters (ladder configuration keys): ``eta`` learning rate in rating points,
@@ -90,7 +90,6 @@ class PlackettLuce(RatingModel):
     """
 
     name: ClassVar[str] = "plackett-luce"
-    has_sigma: ClassVar[bool] = False
     supports_effects: ClassVar[bool] = True
     needs_scores: ClassVar[bool] = False
 
@@ -113,10 +112,6 @@ class PlackettLuce(RatingModel):
             f"PlackettLuce(eta={self.eta!r}, scale={self.scale!r}, "
             f"initial={self.initial_rating!r}, reversed={self.reversed!r})"
         )
-
-    def initial(self) -> Rating:
-        """A new player: ``Rating(initial, None)``."""
-        return Rating(self.initial_rating, None)
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """Kerby §3.2's update (Breslow ties), applied to every member of each team."""

@@ -64,7 +64,7 @@ from stream_rater.rating._pairs import (
     finite_or_zero,
     log_softmax_probabilities,
 )
-from stream_rater.rating.base import Outcome, PerPlayer, Rating, RatingModel, Teams
+from stream_rater.rating.base import Outcome, PerPlayer, PointRatingModel, Rating, Teams
 
 #: Offsets within this relative distance of the largest |offset| count as the largest.
 _TIE_TOLERANCE = 1e-12
@@ -107,7 +107,7 @@ def _per_player(name: str, values: PerPlayer | None, teams: Teams) -> list[list[
     return out
 
 
-class SphElo(RatingModel):
+class SphElo(PointRatingModel):
     """Score-Per-Hour Elo with the per-game cap (ZoneStats equations 1–6).
 
     Parameters (ladder configuration keys): ``T`` logistic spread (eq. 1), ``game_mult``
@@ -116,7 +116,6 @@ class SphElo(RatingModel):
     """
 
     name: ClassVar[str] = "sph-elo"
-    has_sigma: ClassVar[bool] = False
     supports_effects: ClassVar[bool] = False
     needs_scores: ClassVar[bool] = True
 
@@ -137,10 +136,6 @@ class SphElo(RatingModel):
             f"SphElo(T={self.T!r}, game_mult={self.game_mult!r}, "
             f"max_game_length={self.max_game_length!r}, initial={self.initial_rating!r})"
         )
-
-    def initial(self) -> Rating:
-        """A new player: ``Rating(500, None)`` by default (the seed's new-player rating)."""
-        return Rating(self.initial_rating, None)
 
     def rate(
         self,

@@ -53,7 +53,7 @@ from stream_rater.rating._pairs import (
     team_sums,
     unchanged,
 )
-from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
+from stream_rater.rating.base import Outcome, PointRatingModel, Rating, Teams
 
 
 def _two_team_gradient(rho: list[float], sizes: list[int], ranks: list[float]) -> list[float]:
@@ -68,7 +68,7 @@ def _two_team_gradient(rho: list[float], sizes: list[int], ranks: list[float]) -
     return [g, -g]
 
 
-class Thurstonian(RatingModel):
+class Thurstonian(PointRatingModel):
     """Kerby's Gaussian multiplayer Elo: gradient of the log-likelihood of the full order.
 
     Parameters (ladder configuration keys): ``eta`` learning rate in rating points,
@@ -76,7 +76,6 @@ class Thurstonian(RatingModel):
     """
 
     name: ClassVar[str] = "thurstonian"
-    has_sigma: ClassVar[bool] = False
     supports_effects: ClassVar[bool] = True
     needs_scores: ClassVar[bool] = False
 
@@ -87,10 +86,6 @@ class Thurstonian(RatingModel):
 
     def __repr__(self) -> str:
         return f"Thurstonian(eta={self.eta!r}, scale={self.scale!r}, initial={self.initial_rating!r})"
-
-    def initial(self) -> Rating:
-        """A new player: ``Rating(initial, None)``."""
-        return Rating(self.initial_rating, None)
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """Kerby §3.3's log-likelihood gradient step (ties as shared performances)."""
