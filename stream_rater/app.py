@@ -20,7 +20,7 @@ import faust
 from faust.sensors import Monitor
 
 from stream_rater.events import Limits
-from stream_rater.kafka_io import client_options, create_topics
+from stream_rater.kafka_io import Record, client_options, create_topics, send_batched
 from stream_rater.ladders import Ladders
 from stream_rater.processor import Processor
 from stream_rater.settings import ENV_PREFIX, Settings
@@ -85,6 +85,7 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         broker_commit_interval=1.0,
         stream_buffer_maxsize=max(4096, settings.batch_size * 4),
         producer_linger=0.005,
+        producer_max_batch_size=256 * 1024,
         web_enabled=True,
         web_port=settings.web_port,
         web_bind=settings.web_host,
@@ -102,8 +103,10 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
     ))
     stopping = asyncio.Event()
 
-    async def send(topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> Any:
-        return await app.producer.send(topic, key, value, None, None, headers or None)
+    async def send(records: list[Record]) -> None:
+        # faust's own producer (it is started, flushed and stopped with the app), fed whole
+        # batches: faust's Producer only offers per-record sends.
+        await send_batched(app.producer._ensure_producer(), records)
 
     recent = register_web(app, store, ladders, settings)
     handler = BatchHandler(

@@ -1,10 +1,13 @@
-"""Plain Kafka clients for users of the service: publish match events, subscribe to rating
-updates. aiokafka directly (no faust): these run outside the worker."""
+"""Plain Kafka clients: publish match events and subscribe to rating updates (users of the
+service, outside the worker), create topics, and send many records as per-partition batches
+(the worker's produce path). aiokafka directly, no faust."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import random
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -14,6 +17,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+from aiokafka.partitioner import DefaultPartitioner
 
 from stream_rater.settings import Settings
 
@@ -47,6 +51,47 @@ def client_options(settings: Settings) -> dict[str, Any]:
             sasl_plain_password=settings.kafka_sasl_password,
         )
     return options
+
+
+#: One record to produce: topic, key, value, headers.
+Record = tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]
+
+_partitioner = DefaultPartitioner()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _keyed_partition(key: bytes, partitions: tuple[int, ...]) -> int:
+    """The partition Kafka's default partitioner (murmur2) gives `key`; keys repeat (one per
+    player), so each is hashed once."""
+    return _partitioner(key, list(partitions), list(partitions))
+
+
+async def send_batched(producer: AIOKafkaProducer, records: Iterable[Record]) -> None:
+    """Send `records` and return when the broker has them all.
+
+    Records are grouped by topic and partition (the default partitioner's choice for keyed
+    records, a random partition otherwise) and handed to aiokafka as whole batches: a batch
+    costs one delivery future where `producer.send` costs one per record. Order within a
+    partition is kept; a batch that fills up is sent and a new one started.
+    """
+    groups: dict[tuple[str, int], list[Record]] = {}
+    partitions: dict[str, tuple[int, ...]] = {}
+    for record in records:
+        topic, key = record[0], record[1]
+        if topic not in partitions:
+            partitions[topic] = tuple(sorted(await producer.partitions_for(topic)))
+        partition = random.choice(partitions[topic]) if key is None else _keyed_partition(key, partitions[topic])
+        groups.setdefault((topic, partition), []).append(record)
+    delivered = []
+    for (topic, partition), group in groups.items():
+        batch = producer.create_batch()
+        for _, key, value, headers in group:
+            while batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                # Full; an empty batch takes any first record, so this runs at most once.
+                delivered.append(await producer.send_batch(batch, topic, partition=partition))
+                batch = producer.create_batch()
+        delivered.append(await producer.send_batch(batch, topic, partition=partition))
+    await asyncio.gather(*delivered)
 
 
 class TopicError(RuntimeError):

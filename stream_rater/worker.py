@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from stream_rater import metrics
 from stream_rater.codecs import DecodeError, decode_match, encode_event
 from stream_rater.events import Limits, MatchFinished, ValidationError
+from stream_rater.kafka_io import Record
 from stream_rater.ladders import Ladders
 from stream_rater.processor import BatchResult, Processor, TooManyConflicts
 from stream_rater.store.base import Commit, Snapshot, StateStore
@@ -39,8 +40,8 @@ class Message(Protocol):
     value: bytes | None
 
 
-#: send(topic, key, value, headers) -> awaitable that resolves when the broker has it.
-Send = Callable[[str, bytes | None, bytes, list[tuple[str, bytes]]], Awaitable[Awaitable[Any]]]
+#: send(records) returns when the broker has every (topic, key, value, headers) record.
+Send = Callable[[list[Record]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ class BatchHandler:
             result.conflicts += one.conflicts
         return result
 
-    def _dead_letter(self, message: Message, reason: str) -> tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]:
+    def _dead_letter(self, message: Message, reason: str) -> Record:
         headers = [
             ("sr-reason", reason.encode()),
             ("sr-origin-topic", str(message.topic).encode()),
@@ -190,10 +191,9 @@ class BatchHandler:
         ]
         return self.topics.dlq, message.key, message.value or b"", headers
 
-    async def _produce(self, outgoing: Iterable[tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]]) -> None:
-        pending = [await self.send(topic, key, value, headers) for topic, key, value, headers in outgoing]
-        if pending:
-            await asyncio.gather(*pending)
+    async def _produce(self, outgoing: list[Record]) -> None:
+        if outgoing:
+            await self.send(outgoing)
 
     async def _retry(self, what: str, action: Callable[[], Awaitable[Any]]) -> Any:
         """Run `action` until it succeeds; transient errors back off (jittered, capped)."""

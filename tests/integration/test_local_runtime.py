@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from aiokafka.admin import AIOKafkaAdminClient
 
 from stream_rater import local_runtime
-from stream_rater.kafka_io import TopicError, create_topics
+from stream_rater.kafka_io import TopicError, create_topics, send_batched
 from stream_rater.local_runtime import (
     LocalExtraMissing,
     LocalRuntime,
@@ -170,6 +170,49 @@ async def test_batch_built_with_create_batch_is_read_back_in_order(runtime: Loca
     finally:
         await consumer.stop()
     assert [(r.offset, r.value) for r in records] == [(i, f"b{i}".encode()) for i in range(25)]
+
+
+@integration
+async def test_send_batched_matches_per_record_sends(runtime: LocalRuntime) -> None:
+    """send_batched puts each key where a per-record send puts it, keeps each key's order
+    and the headers across batches that fill up (1 KB here), and spreads unkeyed records."""
+    batched, single = fresh_topic(), fresh_topic()
+    await create_topics(runtime.broker_url, {batched: 8, single: 8})
+    records = [(batched, f"k{i % 7}".encode(), f"v{i}".encode() * 20, [("h", str(i).encode())]) for i in range(300)]
+    records += [(batched, None, f"loose{i}".encode(), []) for i in range(40)]
+    producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers, max_batch_size=1024)
+    await producer.start()
+    try:
+        await send_batched(producer, records)
+        await asyncio.gather(*[await producer.send(single, b"x", key=f"k{i}".encode()) for i in range(7)])
+    finally:
+        await producer.stop()
+
+    received = await read_all(runtime, {batched: len(records), single: 7})
+    partition_of = {r.key: r.partition for r in received[single]}
+    keyed = [r for r in received[batched] if r.key is not None]
+    assert all(r.partition == partition_of[r.key] for r in keyed)
+    for key in partition_of:
+        mine = sorted((r for r in keyed if r.key == key), key=lambda r: r.offset)
+        assert [(r.value, r.headers) for r in mine] == [(v, tuple(h)) for _, k, v, h in records if k == key]
+    assert sorted(r.value for r in received[batched] if r.key is None) == sorted(v for _, k, v, _ in records if k is None)
+    assert len({r.partition for r in received[batched] if r.key is None}) > 1
+
+
+async def read_all(runtime: LocalRuntime, expected: dict[str, int], timeout: float = 15.0) -> dict[str, list[ConsumerRecord]]:
+    """Every record of the given topics, read until each has its expected count."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=runtime.bootstrap_servers, auto_offset_reset="earliest")
+    await consumer.start()
+    received: dict[str, list[ConsumerRecord]] = {topic: [] for topic in expected}
+    try:
+        consumer.assign([TopicPartition(topic, p) for topic in expected for p in range(8)])
+        deadline = time.monotonic() + timeout
+        while any(len(received[t]) < n for t, n in expected.items()) and time.monotonic() < deadline:
+            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                received[tp.topic].extend(records)
+    finally:
+        await consumer.stop()
+    return received
 
 
 @integration

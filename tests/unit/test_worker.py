@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 import redis.exceptions
+from aiokafka.errors import KafkaConnectionError
 
 from stream_rater.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
@@ -40,12 +41,8 @@ class Producer:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes | None, bytes, list]] = []
 
-    async def send(self, topic: str, key: bytes | None, value: bytes, headers: list):
-        self.sent.append((topic, key, value, headers))
-
-        async def delivered() -> None:
-            return None
-        return delivered()
+    async def send(self, records: list[tuple[str, bytes | None, bytes, list]]) -> None:
+        self.sent += records
 
 
 class FlakyStore(MemoryStore):
@@ -99,6 +96,28 @@ async def test_transient_store_errors_are_retried_until_the_commit_lands():
     assert [r.duplicate for r in result.results] == [False]
     assert (await store.players("default"))["a"].games == 1
     assert len(producer.sent) == 2
+
+
+class FlakyProducer(Producer):
+    """Fails the first `failures` sends as a broker that dropped the connection."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def send(self, records: list[tuple[str, bytes | None, bytes, list]]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise KafkaConnectionError("broker went away")
+        await super().send(records)
+
+
+async def test_transient_broker_errors_are_retried_until_the_events_are_sent():
+    """A failed produce is retried with backoff; the match is committed once and its events sent."""
+    store, producer = MemoryStore(), FlakyProducer(failures=3)
+    await handler(store, producer).handle([Record(duel("m1", "a", "b"))])
+    assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b"]
+    assert (await store.players("default"))["a"].games == 1
 
 
 async def test_failing_batch_at_shutdown_is_left_unacknowledged():
