@@ -20,6 +20,7 @@ import faust
 from faust.sensors import Monitor
 
 from stream_rater.events import Limits
+from stream_rater.faust_transport import App
 from stream_rater.kafka_io import Record, client_options, create_topics, send_batched
 from stream_rater.ladders import Ladders
 from stream_rater.processor import Processor
@@ -69,7 +70,7 @@ def broker_credentials(settings: Settings) -> Any:
 
 def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = None) -> faust.App:
     """A configured worker app. `store` defaults to the Redis at ``settings.redis_url``."""
-    app = faust.App(
+    app = App(
         settings.consumer_group,
         broker=settings.broker,
         broker_credentials=broker_credentials(settings),

@@ -1,0 +1,50 @@
+"""The worker app's consumer: faust's, with one guard per fetched batch (no broker needed:
+the delivery loop is driven with records in memory)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+
+from faust.types import TP
+
+from stream_rater.app import create_app
+from stream_rater.faust_transport import YIELD_EVERY, BatchGuardConsumer
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.settings import Settings
+from stream_rater.store.memory import MemoryStore
+
+TOPIC = "matches-transport"
+PART = TP(TOPIC, 0)
+
+
+def consumer() -> BatchGuardConsumer:
+    app = create_app(Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="transport-test"),
+                     Ladders([Ladder("default", "trueskill")]), store=MemoryStore())
+    return app.consumer
+
+
+async def records(offsets: list[int]) -> AsyncIterator[tuple[TP, SimpleNamespace]]:
+    for offset in offsets:
+        yield PART, SimpleNamespace(topic=TOPIC, offset=offset)
+
+
+def test_the_worker_app_consumes_with_the_batch_guard_consumer():
+    assert isinstance(consumer(), BatchGuardConsumer)
+
+
+async def test_a_batch_is_delivered_in_order_from_the_read_offset_on():
+    """Records before the read offset are skipped; the rest reach the conductor in order and
+    move the read offset, across the loop's periodic yields."""
+    c = consumer()
+    delivered: list[int] = []
+
+    async def callback(message: SimpleNamespace) -> None:
+        delivered.append(message.offset)
+
+    c.callback = callback
+    c._read_offset[PART] = 3
+    offsets = [1, 2, *range(3, 3 + 2 * YIELD_EVERY)]
+    await c._deliver(records(offsets))
+    assert delivered == offsets[2:]
+    assert c._read_offset[PART] == offsets[-1]
