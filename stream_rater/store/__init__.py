@@ -1,7 +1,7 @@
 """Player-state persistence behind one small interface (`StateStore`).
 
 - `memory.MemoryStore` — in-process, for replay and unit tests.
-- `redis_store.RedisStore` — the real one: one read pipeline + one atomic Lua commit per batch.
+- `redis_store.RedisStore` — the real one: one Lua read + one atomic Lua commit per batch.
 """
 
 from stream_rater.store.base import (

@@ -31,13 +31,17 @@ class PlayerState(NamedTuple):
 
     def pack(self) -> bytes:
         """Compact msgpack form: ``[mu, sigma, games, last_played, version]``."""
-        return msgpack.packb(list(self), use_bin_type=True)
+        return _PACKER.pack(self)  # a tuple packs as a msgpack array
 
     @classmethod
     def unpack(cls, raw: bytes) -> PlayerState:
         """Inverse of `pack`."""
-        mu, sigma, games, last_played, version = msgpack.unpackb(raw, raw=False)
-        return cls(mu, sigma, games, last_played, version)
+        return cls._make(msgpack.unpackb(raw, raw=False))
+
+
+#: Reused rather than one per `msgpack.packb` call. Packing a state is one C call that runs no
+#: Python code, so sharing the packer is safe under the GIL.
+_PACKER = msgpack.Packer(use_bin_type=True)
 
 
 @dataclass(frozen=True, slots=True)

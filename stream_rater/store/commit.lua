@@ -1,60 +1,89 @@
--- Atomic commit of one batch of one ladder (see redis_store.py for the argument layout).
+-- Atomic commit of one batch of one ladder (see redis_store.py for the key layout).
 -- Checks first, writes after: a refused commit writes nothing.
 --
--- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset,
---       then n_markers marker keys, then n_history history lists.
--- ARGV: 1 n_writes, 2 n_markers, 3 n_history, 4 marker ttl (s, 0 = keep), 5 history cap,
---       then per write: is_effect ("1"/"0"), player id, expected version, packed state,
---                       leaderboard score ("" = not on the leaderboard),
---       then per marker: packed events,
---       then per history list: its entry count c, then c packed entries (oldest first).
-local n_writes, n_markers, n_history = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local ttl, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset.
+--       Marker and history keys are built here from ARGV[2]; they carry the ladder's hash tag
+--       like KEYS, so every key lives in the same cluster slot.
+-- ARGV: 1 the batch as one msgpack array (packed with raw strings, which cmsgpack reads):
+--         1 ids            player/effect id per write
+--         2 is_effect      per write, true = effects hash
+--         3 expected       per write, the stored version it expects (0 = absent)
+--         4 states         per write, the packed state to store
+--         5 scores         per write, leaderboard score or nil (= not on the leaderboard)
+--         6 events         packed rating-changed events, each once
+--         7 marker_ids     match ids
+--         8 marker_counts  events per marker: marker m stores the next marker_counts[m]
+--                          events (from 1 on) as one msgpack array
+--         9 history_ids    player ids
+--        10 history_counts entries per history list
+--        11 entries        for each history list in turn, its entries (oldest first) as
+--                          1-based indices into events
+--       2 key prefix 'sr:{ladder}:', 3 marker ttl (s, 0 = keep), 4 history cap.
+-- Returns {'ok'}, {'applied', m} (m = index of an already-applied marker) or
+-- {'conflict', id} (a write whose stored version is not the expected one).
+local CHUNK = 1000  -- values per LPUSH: unpack() is limited by the Lua stack
 
-for m = 1, n_markers do
-  if redis.call('EXISTS', KEYS[3 + m]) == 1 then
+local function array_header(n)  -- as msgpack-python's Packer.pack_array_header
+  if n < 16 then return string.char(0x90 + n) end
+  if n < 65536 then return string.char(0xdc, math.floor(n / 256), n % 256) end
+  return string.char(0xdd, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+                     math.floor(n / 256) % 256, n % 256)
+end
+
+local batch = cmsgpack.unpack(ARGV[1])
+local ids, is_effect, expected, states, scores = batch[1], batch[2], batch[3], batch[4], batch[5]
+local events, marker_ids, marker_counts = batch[6], batch[7], batch[8]
+local history_ids, history_counts, entries = batch[9], batch[10], batch[11]
+local prefix, ttl, cap = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local marker_keys = {}
+for m = 1, #marker_ids do
+  marker_keys[m] = prefix .. 'm:' .. marker_ids[m]
+  if redis.call('EXISTS', marker_keys[m]) == 1 then
     return {'applied', m}
   end
 end
 
-local a = 6
-for w = 1, n_writes do
-  local hash = KEYS[1]
-  if ARGV[a] == '1' then hash = KEYS[2] end
-  local stored = redis.call('HGET', hash, ARGV[a + 1])
+for w = 1, #ids do
+  local hash = is_effect[w] and KEYS[2] or KEYS[1]
+  local stored = redis.call('HGET', hash, ids[w])
   local version = 0
   if stored then version = cmsgpack.unpack(stored)[5] end
-  if version ~= tonumber(ARGV[a + 2]) then
-    return {'conflict', ARGV[a + 1]}
+  if version ~= expected[w] then
+    return {'conflict', ids[w]}
   end
-  a = a + 5
 end
 
-a = 6
-for w = 1, n_writes do
-  local hash = KEYS[1]
-  if ARGV[a] == '1' then hash = KEYS[2] end
-  redis.call('HSET', hash, ARGV[a + 1], ARGV[a + 3])
-  if ARGV[a + 4] ~= '' then
-    redis.call('ZADD', KEYS[3], ARGV[a + 4], ARGV[a + 1])
+for w = 1, #ids do
+  redis.call('HSET', is_effect[w] and KEYS[2] or KEYS[1], ids[w], states[w])
+  if scores[w] then
+    redis.call('ZADD', KEYS[3], string.format('%.17g', scores[w]), ids[w])
   end
-  a = a + 5
 end
 
-for m = 1, n_markers do
+local e = 1
+for m = 1, #marker_ids do
+  local value = array_header(marker_counts[m]) .. table.concat(events, '', e, e + marker_counts[m] - 1)
   if ttl > 0 then
-    redis.call('SET', KEYS[3 + m], ARGV[a], 'EX', ttl)
+    redis.call('SET', marker_keys[m], value, 'EX', ttl)
   else
-    redis.call('SET', KEYS[3 + m], ARGV[a])
+    redis.call('SET', marker_keys[m], value)
   end
-  a = a + 1
+  e = e + marker_counts[m]
 end
 
-for h = 1, n_history do
-  local key = KEYS[3 + n_markers + h]
-  local c = tonumber(ARGV[a])
-  redis.call('LPUSH', key, unpack(ARGV, a + 1, a + c))
+local k = 1
+for h = 1, #history_ids do
+  local key = prefix .. 'h:' .. history_ids[h]
+  local last = k + history_counts[h] - 1
+  while k <= last do
+    local values = {}
+    for x = k, math.min(k + CHUNK - 1, last) do
+      values[#values + 1] = events[entries[x]]
+    end
+    redis.call('LPUSH', key, unpack(values))
+    k = k + #values
+  end
   redis.call('LTRIM', key, 0, cap - 1)
-  a = a + 1 + c
 end
 return {'ok'}

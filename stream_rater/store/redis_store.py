@@ -1,7 +1,8 @@
-"""The Redis state store: one pipelined read and one atomic Lua commit per batch.
+"""The Redis state store: one Lua read and one atomic Lua commit per batch.
 
-Key layout — every key of a ladder carries the hash tag ``{ladder}`` so the commit script is
-valid on Redis Cluster, and ladders spread across shards:
+Key layout — every key of a ladder carries the hash tag ``{ladder}`` so the scripts are
+valid on Redis Cluster (all keys of a ladder live in one slot), and ladders spread across
+shards:
 
 - ``sr:{L}:players`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]``
 - ``sr:{L}:effects`` hash  effect name → same state form (context effects, never ranked)
@@ -9,6 +10,13 @@ valid on Redis Cluster, and ladders spread across shards:
 - ``sr:{L}:m:<match_id>``  msgpack list of the rating-changed events the match produced
   (the "match applied" marker; optional TTL)
 - ``sr:{L}:h:<player_id>`` list, newest first, of msgpack rating-changed events (capped)
+
+To keep the worker's CPU per batch low (redis-py encodes every argument and parses every reply
+item in Python), both scripts take the batch as one msgpack argument rather than thousands of
+arguments and keys: they declare the fixed keys and build the marker and history keys from
+the ladder's key prefix, whose hash tag keeps them in the slot of the declared keys. The read
+script answers with one msgpack document that splices the stored values in unchanged, so one
+`msgpack.unpackb` decodes the whole snapshot.
 """
 
 from __future__ import annotations
@@ -24,27 +32,60 @@ from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapsho
 
 COMMIT_SCRIPT = files("stream_rater.store").joinpath("commit.lua").read_text()
 
+#: KEYS: 1 players hash, 2 effects hash. ARGV: 1 msgpack ``[player ids, effect ids, match
+#: ids]``, 2 key prefix ``sr:{ladder}:``. Returns one msgpack array ``[states, effect states,
+#: markers]``, each an array of the stored values in request order, nil where absent (stored
+#: values are msgpack already, so they are concatenated as they are).
+READ_SCRIPT = """
+local CHUNK = 1000  -- arguments per HMGET/MGET: unpack() is limited by the Lua stack
+local NIL = string.char(0xc0)
+local function array_header(n)
+  if n < 16 then return string.char(0x90 + n) end
+  if n < 65536 then return string.char(0xdc, math.floor(n / 256), n % 256) end
+  return string.char(0xdd, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+                     math.floor(n / 256) % 256, n % 256)
+end
+
+local ids = cmsgpack.unpack(ARGV[1])
+local markers = ARGV[2] .. 'm:'
+local out = {array_header(3)}
+for part = 1, 3 do
+  local list = ids[part]
+  out[#out + 1] = array_header(#list)
+  for i = 1, #list, CHUNK do
+    local j = math.min(i + CHUNK - 1, #list)
+    local values
+    if part < 3 then
+      values = redis.call('HMGET', KEYS[part], unpack(list, i, j))
+    else
+      local keys = {}
+      for x = i, j do keys[#keys + 1] = markers .. list[x] end
+      values = redis.call('MGET', unpack(keys))
+    end
+    for x = 1, #values do out[#out + 1] = values[x] or NIL end
+  end
+end
+return table.concat(out)
+"""
+
 
 def ladder_key(ladder: str, suffix: str) -> str:
     """The key ``sr:{ladder}:suffix``; the braces make `ladder` the cluster hash tag."""
     return f"sr:{{{ladder}}}:{suffix}"
 
 
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+#: Packs events (``use_bin_type`` like every stored value). Packing a plain dict is one C call
+#: that runs no Python code, so sharing the packer is safe under the GIL.
+_PACKER = msgpack.Packer(use_bin_type=True)
 
 
-def _pack_array(packed: list[bytes]) -> bytes:
-    """A msgpack array of already-packed items: each event is packed once for both its
-    marker and its history entry."""
-    return _ARRAY_HEADER.pack_array_header(len(packed)) + b"".join(packed)
+def _script_args(obj: Any) -> bytes:
+    """A script argument: raw strings, because Redis's cmsgpack cannot read the bin type."""
+    return msgpack.packb(obj, use_bin_type=False)
 
 
-_ARRAY_HEADER = msgpack.Packer()
-
-
-def _unpack(raw: bytes) -> Any:
-    return msgpack.unpackb(raw, raw=False)
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class RedisStore(StateStore):
@@ -55,6 +96,7 @@ class RedisStore(StateStore):
         self.history_limit = history_limit
         self.marker_ttl = int(marker_ttl)
         self.round_trips = 0
+        self._read = client.register_script(READ_SCRIPT)
         self._commit = client.register_script(COMMIT_SCRIPT)
 
     @classmethod
@@ -66,55 +108,49 @@ class RedisStore(StateStore):
         self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
     ) -> Snapshot:
         player_ids, effect_ids, match_ids = list(player_ids), list(effect_ids), list(match_ids)
-        pipe = self.client.pipeline(transaction=False)
-        if player_ids:
-            pipe.hmget(ladder_key(ladder, "players"), player_ids)
-        if effect_ids:
-            pipe.hmget(ladder_key(ladder, "effects"), effect_ids)
-        if match_ids:
-            pipe.mget([ladder_key(ladder, f"m:{m}") for m in match_ids])
-        replies = iter(await pipe.execute())
-        self.round_trips += 1
-
-        def states(ids: list[str]) -> dict[str, PlayerState]:
-            if not ids:
-                return {}
-            return {i: PlayerState.unpack(raw) for i, raw in zip(ids, next(replies)) if raw is not None}
-
-        players, effects = states(player_ids), states(effect_ids)
-        applied = (
-            {m: _unpack(raw) for m, raw in zip(match_ids, next(replies)) if raw is not None}
-            if match_ids
-            else {}
+        reply = await self._read(
+            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects")],
+            args=[_script_args([player_ids, effect_ids, match_ids]), ladder_key(ladder, "")],
         )
-        return Snapshot(players=players, effects=effects, applied=applied)
+        self.round_trips += 1
+        states, effect_states, markers = msgpack.unpackb(reply, raw=False)
+        make = PlayerState._make
+        return Snapshot(
+            players={i: make(s) for i, s in zip(player_ids, states) if s is not None},
+            effects={i: make(s) for i, s in zip(effect_ids, effect_states) if s is not None},
+            applied={m: events for m, events in zip(match_ids, markers) if events is not None},
+        )
 
     async def commit(self, commit: Commit) -> None:
-        ladder = commit.ladder
-        keys = [ladder_key(ladder, "players"), ladder_key(ladder, "effects"), ladder_key(ladder, "lb")]
-        keys += [ladder_key(ladder, f"m:{m}") for m in commit.markers]
-        keys += [ladder_key(ladder, f"h:{p}") for p in commit.history]
-        args: list[Any] = [
-            len(commit.writes), len(commit.markers), len(commit.history),
-            self.marker_ttl, self.history_limit,
+        ladder, pack = commit.ladder, _PACKER.pack
+        ids, states, expected, is_effect, scores = zip(*commit.writes) if commit.writes else ((),) * 5
+        # Each event is packed once, for its marker and its history entry alike.
+        marked = [e for events in commit.markers.values() for e in events]
+        events = list(map(pack, marked))
+        position = {id(e): i for i, e in enumerate(marked, 1)}
+        entries = [position.get(id(e)) for history in commit.history.values() for e in history]
+        if None in entries:  # history entries that are in no marker
+            unmarked = (e for history in commit.history.values() for e in history)
+            for n, e in enumerate(unmarked):
+                if entries[n] is None:
+                    events.append(pack(e))
+                    entries[n] = len(events)
+        batch = [
+            ids, list(map(bool, is_effect)), expected, list(map(PlayerState.pack, states)), scores,
+            events, list(commit.markers), [len(v) for v in commit.markers.values()],
+            list(commit.history), [len(v) for v in commit.history.values()], entries,
         ]
-        for w in commit.writes:
-            score = "" if w.leaderboard_score is None else repr(float(w.leaderboard_score))
-            args += ["1" if w.is_effect else "0", w.player_id, w.expected_version, w.state.pack(), score]
-        packed = {id(e): _pack(e) for events in commit.markers.values() for e in events}
-        args += [_pack_array([packed[id(e)] for e in events]) for events in commit.markers.values()]
-        for entries in commit.history.values():
-            args.append(len(entries))
-            args += [packed.get(id(e)) or _pack(e) for e in entries]
-        reply = await self._commit(keys=keys, args=args)
+        reply = await self._commit(
+            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects"), ladder_key(ladder, "lb")],
+            args=[_script_args(batch), ladder_key(ladder, ""), self.marker_ttl, self.history_limit],
+        )
         self.round_trips += 1
-        status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
+        status = _text(reply[0])
         if status == "applied":
             match_id = list(commit.markers)[int(reply[1]) - 1]
             raise CommitConflict(f"match {match_id!r} already applied")
         if status == "conflict":
-            player = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
-            raise CommitConflict(f"state of {player!r} changed since it was read")
+            raise CommitConflict(f"state of {_text(reply[1])!r} changed since it was read")
 
     async def players(self, ladder: str, effects: bool = False) -> dict[str, PlayerState]:
         key = ladder_key(ladder, "effects" if effects else "players")
@@ -129,7 +165,7 @@ class RedisStore(StateStore):
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
         rows = await self.client.lrange(ladder_key(ladder, f"h:{player_id}"), 0, limit - 1)
-        return [_unpack(raw) for raw in rows]
+        return [msgpack.unpackb(raw, raw=False) for raw in rows]
 
     async def ladders(self) -> list[str]:
         names = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import msgpack
 import pytest
 
 from stream_rater.store import Commit, CommitConflict, PlayerState, StateWrite, open_store
@@ -104,4 +105,54 @@ async def test_redis_marker_ttl_is_set(redis_url, ladder):
     store = RedisStore.from_url(redis_url, marker_ttl=3600)
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
     assert 0 < await store.client.ttl(ladder_key(ladder, "m:m1")) <= 3600
+    await store.close()
+
+
+async def test_large_batch_round_trips(store, ladder):
+    """Batches beyond the scripts' per-command chunk (1000) are read and written whole."""
+    n = 2500
+    events = [{"event_id": f"m{i}:a", "n": i} for i in range(n)]
+    writes = [write(f"p{i}", float(i), 1, 0, score=float(i)) for i in range(n)]
+    await store.commit(Commit(ladder, writes, {f"m{i}": [events[i]] for i in range(n)}, {"a": events}))
+    snap = await store.read(ladder, [f"p{i}" for i in range(n + 10)], [], [f"m{i}" for i in range(n + 10)])
+    assert snap.players == {w.player_id: w.state for w in writes}
+    assert snap.applied == {f"m{i}": [events[i]] for i in range(n)}
+    assert await store.history(ladder, "a", 10) == events[::-1][:3]
+    assert (await store.leaderboard(ladder, 1)) == [(f"p{n - 1}", float(n - 1))]
+
+
+async def test_effect_conflict_and_mixed_history(store, ladder):
+    """Effects are versioned apart from players; history may hold entries of no marker."""
+    shared, extra = {"event_id": "m1:Zoë 🎮"}, {"note": "not in a marker"}
+    await store.commit(Commit(
+        ladder, [write("Zoë 🎮", 1.0, 1, 0, score=0.1 + 0.2), write("home", 0.5, 1, 0, is_effect=True)],
+        {"m1": [shared]}, {"Zoë 🎮": [shared, extra]},
+    ))
+    assert await store.history(ladder, "Zoë 🎮", 10) == [extra, shared]
+    assert await store.leaderboard(ladder, 1) == [("Zoë 🎮", 0.1 + 0.2)]
+    with pytest.raises(CommitConflict, match="home"):
+        await store.commit(Commit(ladder, [write("home", 0.6, 1, 0, is_effect=True)], {"m2": []}))
+    snap = await store.read(ladder, ["Zoë 🎮", "home"], ["home", "Zoë 🎮"], ["m1", "m2"])
+    assert set(snap.players) == {"Zoë 🎮"} and set(snap.effects) == {"home"}
+    assert snap.effects["home"].mu == 0.5 and snap.applied == {"m1": [shared]}
+
+
+async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
+    """Other readers see the documented encodings: msgpack states, marker = msgpack list of
+    the events, history = one msgpack event per entry (newest first), exact scores."""
+    store = RedisStore.from_url(redis_url)
+    events = [{"event_id": "m1:a", "rating": 1.5, "before": {"mu": 25.0, "sigma": None}}, {"event_id": "m1:b"}]
+    state = PlayerState(27.25, None, 1, 100.0, 1)
+    await store.commit(Commit(
+        ladder, [StateWrite("a", state, 0, leaderboard_score=1 / 3), StateWrite("home", state, 0, True)],
+        {"m1": events}, {"a": [events[0]], "b": [events[1], events[0]]},
+    ))
+    packb = lambda obj: msgpack.packb(obj, use_bin_type=True)  # noqa: E731
+    client = store.client
+    assert await client.hget(ladder_key(ladder, "players"), "a") == packb([27.25, None, 1, 100.0, 1])
+    assert await client.hget(ladder_key(ladder, "effects"), "home") == state.pack()
+    assert await client.get(ladder_key(ladder, "m:m1")) == packb(events)
+    assert await client.lrange(ladder_key(ladder, "h:b"), 0, -1) == [packb(events[0]), packb(events[1])]
+    assert await client.zscore(ladder_key(ladder, "lb"), "a") == 1 / 3
+    assert await client.ttl(ladder_key(ladder, "m:m1")) == -1
     await store.close()
