@@ -10,7 +10,7 @@ import json
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,35 +178,34 @@ async def publish(
     settings: Settings,
     *,
     rate: float | None = None,
-    on_sent: Callable[[int], None] | None = None,
+    chunk: int = 5000,
 ) -> PublishSummary:
-    """Send match-finished `events` (wire dicts) to the matches topic, keyed by match_id.
+    """Send match-finished `events` (wire dicts) to the matches topic, keyed by match_id, in
+    the given order; returns when the broker has all of them.
 
-    `rate` caps events per second; sends are pipelined and all acknowledged before return.
+    Events go out as batches of up to `chunk` (`send_batched`). `rate` caps events per
+    second: what has accumulated is sent whenever the pace says to wait.
     """
-    producer = AIOKafkaProducer(**client_options(settings), linger_ms=5, max_batch_size=256 * 1024)
+    producer = AIOKafkaProducer(**client_options(settings), max_batch_size=256 * 1024)
     await producer.start()
     summary = PublishSummary()
     start = time.perf_counter()
-    pending: list[asyncio.Future] = []
+    records: list[Record] = []
+
+    def ahead_of_pace() -> float:
+        return summary.sent / rate - (time.perf_counter() - start) if rate else 0.0
+
     try:
         for event in events:
-            if rate:
-                ahead = summary.sent / rate - (time.perf_counter() - start)
-                if ahead > 0:
-                    await asyncio.sleep(ahead)
+            if len(records) >= chunk or (records and ahead_of_pace() > 0):
+                await send_batched(producer, records)
+                records.clear()
+            if (ahead := ahead_of_pace()) > 0:
+                await asyncio.sleep(ahead)
             value = json.dumps(event, separators=(",", ":")).encode()
-            key = str(event.get("match_id", "")).encode()
-            pending.append(await producer.send(settings.topic_matches, value, key=key))
+            records.append((settings.topic_matches, str(event.get("match_id", "")).encode(), value, []))
             summary.sent += 1
-            if len(pending) >= 5000:
-                await asyncio.gather(*pending)
-                pending.clear()
-                if on_sent:
-                    on_sent(summary.sent)
-        await asyncio.gather(*pending)
-        if on_sent:
-            on_sent(summary.sent)
+        await send_batched(producer, records)
     finally:
         await producer.stop()
     summary.seconds = time.perf_counter() - start

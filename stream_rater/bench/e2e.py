@@ -9,7 +9,7 @@ with ``finished_at`` = send time and measure send → output; (3) the process's 
 from __future__ import annotations
 
 import asyncio
-import json
+import orjson
 import os
 import random
 import subprocess
@@ -85,7 +85,7 @@ class _Outputs:
             for records in (await self.consumer.getmany(timeout_ms=50)).values():
                 now = time.time()
                 for record in records:
-                    event = json.loads(record.value)
+                    event = orjson.loads(record.value)
                     if event["match_id"] not in self.arrived:
                         self.arrived[event["match_id"]] = (now, parse_timestamp(event["finished_at"]))
 
