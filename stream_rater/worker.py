@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -148,9 +149,12 @@ class BatchHandler:
         await self._retry("produce", lambda: self._produce(outgoing))
 
         now = time.time()
+        counts: Counter[tuple[bool, str]] = Counter()
         for r in result.results:
-            (metrics.MATCHES_DUPLICATE if r.duplicate else metrics.MATCHES_APPLIED).labels(r.match.ladder).inc()
+            counts[r.duplicate, r.match.ladder] += 1
             metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
+        for (duplicate, ladder), n in counts.items():
+            (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
         metrics.COMMIT_CONFLICTS.inc(result.conflicts)
         metrics.DEAD_LETTERS.inc(len(dead))
         metrics.RATING_CHANGES.inc(len(result.events))
