@@ -97,6 +97,7 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         Monitor=QuietMonitor,
         datadir=os.path.join(tempfile.gettempdir(), f"stream-rater-{settings.consumer_group}"),
     )
+    app.fetch_max_wait = settings.fetch_max_wait
     matches = app.topic(settings.topic_matches, partitions=settings.partitions)
 
     store = TimedStore(store or open_store(

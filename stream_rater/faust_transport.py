@@ -1,5 +1,5 @@
 """faust's aiokafka transport with a fetch loop that guards each fetched batch, not each
-message.
+message, and a configurable fetch wait.
 
 faust-streaming's ``Consumer._drain_messages`` hands every fetched record to the conductor
 inside ``wait_first(callback(message), suspend_flow.wait())``: four tasks and an
@@ -12,6 +12,10 @@ Abandoning the rest of a batch on suspension is as safe as abandoning one messag
 abandoned was acknowledged, and faust's ``getmany`` seeks back to the committed offsets
 before it fetches again while the flow is suspended. Everything else (read offsets, gaps,
 ``broker_commit_every``, periodic yields to the event loop, stop handling) is faust's loop.
+
+faust also fixes the consumer's ``fetch_max_wait_ms`` at 1500. A broker may hold a fetch that
+long before answering (Tansu does, even when records arrive meanwhile), which set the p50
+latency at 500/s to about 0.5 s; `App.fetch_max_wait` sets it (0.05 s: p50 about 90 ms).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaConsumer
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
@@ -56,6 +61,9 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
 
+    def _new_consumer_thread(self) -> _ConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
     async def _deliver(self, records: AsyncIterator[tuple[TP, Any]]) -> None:
         """Hand one fetched batch to the conductor, message by message, as faust does."""
         read_offset = self._read_offset
@@ -77,6 +85,16 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             read_offset[tp] = offset
 
 
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """faust's consumer thread; its aiokafka consumer waits at most ``app.fetch_max_wait``."""
+
+    def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
+        consumer = super()._create_worker_consumer(transport)
+        # Read when the consumer starts; faust passes no value of its own through.
+        consumer._fetch_max_wait_ms = int(1000 * self.app.fetch_max_wait)
+        return consumer
+
+
 class Transport(faust_aiokafka.Transport):
     """faust's aiokafka transport with `BatchGuardConsumer`."""
 
@@ -85,6 +103,9 @@ class Transport(faust_aiokafka.Transport):
 
 class App(faust.App):
     """A faust app whose consumer uses `Transport`; everything else is faust's."""
+
+    #: Longest time, in seconds, the broker may hold a fetch that found no new records.
+    fetch_max_wait: float = 1.5
 
     def _new_transport(self) -> TransportT:
         return Transport(self.conf.broker_consumer, self)

@@ -39,6 +39,7 @@ class Settings:
     batch_seconds: float = _field(0.05, "longest wait to fill a batch, in seconds")
     consumer_group: str = _field("stream-rater", "Kafka consumer group of the workers")
     session_timeout: float = _field(10.0, "Kafka consumer-group session timeout, in seconds")
+    fetch_max_wait: float = _field(0.05, "longest time the broker may hold a fetch that found no new records, in seconds")
     marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
     history_limit: int = _field(100, "rating changes kept per player for the dashboard")
     max_event_bytes: int = _field(64 * 1024, "largest accepted match-finished event, in bytes")

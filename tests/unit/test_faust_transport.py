@@ -18,8 +18,9 @@ TOPIC = "matches-transport"
 PART = TP(TOPIC, 0)
 
 
-def consumer() -> BatchGuardConsumer:
-    app = create_app(Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="transport-test"),
+def consumer(**settings: float) -> BatchGuardConsumer:
+    app = create_app(Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="transport-test",
+                              **settings),
                      Ladders([Ladder("default", "trueskill")]), store=MemoryStore())
     return app.consumer
 
@@ -48,3 +49,9 @@ async def test_a_batch_is_delivered_in_order_from_the_read_offset_on():
     await c._deliver(records(offsets))
     assert delivered == offsets[2:]
     assert c._read_offset[PART] == offsets[-1]
+
+
+async def test_the_consumers_fetch_wait_is_the_configured_one():
+    """faust fixes 1.5 s; the worker's aiokafka consumer gets ``fetch_max_wait`` instead."""
+    c = consumer(fetch_max_wait=0.2)
+    assert c._new_consumer_thread()._create_worker_consumer(c.transport)._fetch_max_wait_ms == 200
