@@ -23,13 +23,6 @@
 -- {'conflict', id} (a write whose stored version is not the expected one).
 local CHUNK = 1000  -- values per LPUSH: unpack() is limited by the Lua stack
 
-local function array_header(n)  -- as msgpack-python's Packer.pack_array_header
-  if n < 16 then return string.char(0x90 + n) end
-  if n < 65536 then return string.char(0xdc, math.floor(n / 256), n % 256) end
-  return string.char(0xdd, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-                     math.floor(n / 256) % 256, n % 256)
-end
-
 local batch = cmsgpack.unpack(ARGV[1])
 local ids, is_effect, expected, states, scores = batch[1], batch[2], batch[3], batch[4], batch[5]
 local events, marker_ids, marker_counts = batch[6], batch[7], batch[8]

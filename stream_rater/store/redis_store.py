@@ -30,43 +30,15 @@ import redis.asyncio as aioredis
 
 from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore
 
-COMMIT_SCRIPT = files("stream_rater.store").joinpath("commit.lua").read_text()
 
-#: KEYS: 1 players hash, 2 effects hash. ARGV: 1 msgpack ``[player ids, effect ids, match
-#: ids]``, 2 key prefix ``sr:{ladder}:``. Returns one msgpack array ``[states, effect states,
-#: markers]``, each an array of the stored values in request order, nil where absent (stored
-#: values are msgpack already, so they are concatenated as they are).
-READ_SCRIPT = """
-local CHUNK = 1000  -- arguments per HMGET/MGET: unpack() is limited by the Lua stack
-local NIL = string.char(0xc0)
-local function array_header(n)
-  if n < 16 then return string.char(0x90 + n) end
-  if n < 65536 then return string.char(0xdc, math.floor(n / 256), n % 256) end
-  return string.char(0xdd, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-                     math.floor(n / 256) % 256, n % 256)
-end
+def _script(name: str) -> str:
+    """A Lua script of this package, after the msgpack helpers both scripts use."""
+    lua = files("stream_rater.store")
+    return lua.joinpath("msgpack.lua").read_text() + lua.joinpath(name).read_text()
 
-local ids = cmsgpack.unpack(ARGV[1])
-local markers = ARGV[2] .. 'm:'
-local out = {array_header(3)}
-for part = 1, 3 do
-  local list = ids[part]
-  out[#out + 1] = array_header(#list)
-  for i = 1, #list, CHUNK do
-    local j = math.min(i + CHUNK - 1, #list)
-    local values
-    if part < 3 then
-      values = redis.call('HMGET', KEYS[part], unpack(list, i, j))
-    else
-      local keys = {}
-      for x = i, j do keys[#keys + 1] = markers .. list[x] end
-      values = redis.call('MGET', unpack(keys))
-    end
-    for x = 1, #values do out[#out + 1] = values[x] or NIL end
-  end
-end
-return table.concat(out)
-"""
+
+READ_SCRIPT = _script("read.lua")
+COMMIT_SCRIPT = _script("commit.lua")
 
 
 def ladder_key(ladder: str, suffix: str) -> str:

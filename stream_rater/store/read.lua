@@ -1,0 +1,30 @@
+-- Read of one batch of one ladder (see redis_store.py for the key layout).
+--
+-- KEYS: 1 players hash, 2 effects hash.
+-- ARGV: 1 msgpack [player ids, effect ids, match ids], 2 key prefix 'sr:{ladder}:'.
+-- Returns one msgpack array [states, effect states, markers], each an array of the stored
+-- values in request order, nil where absent (stored values are msgpack already, so they
+-- are concatenated as they are).
+local CHUNK = 1000  -- arguments per HMGET/MGET: unpack() is limited by the Lua stack
+local NIL = string.char(0xc0)
+
+local ids = cmsgpack.unpack(ARGV[1])
+local markers = ARGV[2] .. 'm:'
+local out = {array_header(3)}
+for part = 1, 3 do
+  local list = ids[part]
+  out[#out + 1] = array_header(#list)
+  for i = 1, #list, CHUNK do
+    local j = math.min(i + CHUNK - 1, #list)
+    local values
+    if part < 3 then
+      values = redis.call('HMGET', KEYS[part], unpack(list, i, j))
+    else
+      local keys = {}
+      for x = i, j do keys[#keys + 1] = markers .. list[x] end
+      values = redis.call('MGET', unpack(keys))
+    end
+    for x = 1, #values do out[#out + 1] = values[x] or NIL end
+  end
+end
+return table.concat(out)
