@@ -19,7 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from stream_rater.demo import start_worker, stop_process, wait_ready
 from stream_rater.kafka_io import publish
 from stream_rater.local_runtime import free_port
-from stream_rater.settings import Settings, env_name
+from stream_rater.settings import Settings
+
+from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
 
 PARTITIONS = 2
 STARTUP_TIMEOUT = 90.0
@@ -72,12 +74,9 @@ class RunningWorker:
             for sample in family.samples
         })
 
-    def duel(self, match_id: str, winner: str, loser: str, at: float = 1_700_000_000.0) -> dict:
+    def duel(self, match_id: str, winner: str, loser: str, at: float = DEFAULT_FINISHED_AT) -> dict:
         """A valid 1-vs-1 match-finished event on this worker's ladder."""
-        return {
-            "match_id": match_id, "ladder": self.ladder, "finished_at": at,
-            "teams": [{"rank": 1, "players": [{"id": winner}]}, {"rank": 2, "players": [{"id": loser}]}],
-        }
+        return duel(self.ladder, match_id, winner, loser, at=at)
 
     def publish(self, events: list[dict]) -> None:
         """Send match-finished events to this worker's matches topic."""
@@ -110,13 +109,7 @@ def web_worker(broker_url: str, redis_url: str, topic_factory: Callable[..., str
         topic_matches=topic_factory(PARTITIONS, "matches"), topic_updates=topic_factory(PARTITIONS, "updates"),
         topic_dlq=topic_factory(PARTITIONS, "dlq"), consumer_group=unique_name, session_timeout=3.0,
     )
-    env = {
-        env_name("topic_matches"): settings.topic_matches,
-        env_name("topic_updates"): settings.topic_updates,
-        env_name("topic_dlq"): settings.topic_dlq,
-        "STREAM_RATER_LADDER_" + ladder.upper().replace("-", "_"): "trueskill",
-        "STREAM_RATER_APP_DATADIR": str(tmp_path / "faust-data"),  # faust's own, via its env_prefix
-    }
+    env = worker_test_env(settings, ladder, tmp_path / "faust-data")
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
         worker = RunningWorker(settings, ladder, start_worker(settings, env, log), log_path)

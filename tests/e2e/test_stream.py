@@ -25,9 +25,11 @@ from stream_rater.local_runtime import free_port
 from stream_rater.processor import Processor
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.replay import replay
-from stream_rater.settings import Settings, env_name
+from stream_rater.settings import Settings
 from stream_rater.store import open_store
 from stream_rater.store.memory import MemoryStore
+
+from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
 
 pytestmark = pytest.mark.e2e
 
@@ -47,28 +49,17 @@ class Stream:
     def ladders(self) -> Ladders:
         return Ladders([Ladder(self.ladder, "trueskill")])
 
-    def env(self) -> dict[str, str]:
-        return {
-            env_name("topic_matches"): self.settings.topic_matches,
-            env_name("topic_updates"): self.settings.topic_updates,
-            env_name("topic_dlq"): self.settings.topic_dlq,
-            env_name("batch_size"): str(self.settings.batch_size),
-            "STREAM_RATER_LADDER_" + self.ladder.upper().replace("-", "_"): "trueskill",
-            "STREAM_RATER_APP_DATADIR": str(self.tmp / "faust-data"),  # faust's own, via its env_prefix
-        }
-
     def start_worker(self) -> subprocess.Popen:
         """A new ready worker of this test's consumer group."""
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
-        process = start_worker(settings, self.env(), log)
+        process = start_worker(settings, worker_test_env(self.settings, self.ladder, self.tmp / "faust-data"), log)
         self.workers.append(process)
         wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
         return process
 
-    def match(self, match_id: str, a: str, b: str, rank_b: int = 1, at: float = 1_700_000_000.0) -> dict:
-        return {"match_id": match_id, "ladder": self.ladder, "finished_at": at,
-                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": rank_b, "players": [{"id": b}]}]}
+    def match(self, match_id: str, a: str, b: str, rank_b: int = 1, at: float = DEFAULT_FINISHED_AT) -> dict:
+        return duel(self.ladder, match_id, a, b, second_rank=rank_b, at=at)
 
     def publish(self, events: list[dict]) -> None:
         asyncio.run(publish(events, self.settings))
