@@ -11,12 +11,13 @@ both parsers do.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgpack
 import orjson
 
-from stream_rater.events import DEFAULT_LIMITS, Limits, MatchFinished, parse_match
+from stream_rater.events import DEFAULT_LIMITS, Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.ladders import Ladders
 
 __all__ = ["FORMATS", "DecodeError", "decode", "decode_match", "encode", "encode_event"]
@@ -47,8 +48,38 @@ def decode(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
 
 def decode_match(raw: bytes, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
     """A validated match-finished event from bytes; raises `DecodeError` or
-    `events.ValidationError` (both ValueErrors)."""
+    `events.ValidationError` (both ValueErrors).
+
+    A JSON object is first parsed with orjson, about twice as fast as `decode`. Where both
+    parse, they give the same values (both round floats correctly), except that orjson
+    reads integers beyond 64 bits as floats and nests deeper than the standard parser's
+    recursion limit — which a valid event never needs and validation turns into floats
+    anyway. So a valid event gives the same match; what orjson refuses (lone surrogates,
+    NaN, 1e400, ...) and an invalid event whose values might differ go through `decode`
+    as before, so errors stay the same too.
+    """
+    if raw[:1] == b"{" and len(raw) <= limits.max_event_bytes:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            try:
+                return parse_match(obj, ladders, limits)
+            except ValidationError:
+                if _same_values(raw):
+                    raise
     return parse_match(decode(raw, limits), ladders, limits)
+
+
+def _same_values(raw: bytes) -> bool:
+    """Whether the standard parser reads `raw` (which orjson parsed) to the same values:
+    no run of 19 digits (so every integer fits 64 bits) and too few brackets to nest
+    anywhere near its recursion limit."""
+    return raw.count(b"[") + raw.count(b"{") < 100 and _LONG_DIGITS.search(raw) is None
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def encode(obj: dict[str, Any], fmt: str = "json") -> bytes:

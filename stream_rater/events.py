@@ -27,10 +27,11 @@ Choices where design.md leaves room:
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
 from stream_rater.ladders import DEFAULT_LADDER, Ladder, Ladders, UnknownLadderError
 
@@ -112,7 +113,7 @@ class MatchFinished:
         """
         ranks = [t.rank for t in self.teams]
         if None not in ranks:
-            return cast(list[float], ranks)
+            return ranks  # type: ignore[return-value]  # (no None in it)
         scores = [_team_score(t) for t in self.teams]
         descending = sorted(scores, reverse=True)
         return [float(descending.index(s) + 1) for s in scores]
@@ -209,6 +210,122 @@ def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> 
 
     Raises `ValidationError` naming the first offending field; nothing else escapes.
     """
+    match = _parse_plain(obj, ladders, limits)
+    return _parse_any(obj, ladders, limits) if match is None else match
+
+
+def _parse_plain(obj: Any, ladders: Ladders, limits: Limits) -> MatchFinished | None:
+    """`parse_match` of the common shape at half the cost, or None for anything else.
+
+    The shape: no fields but ``match_id``, ``ladder``, ``model`` (the ladder's) and
+    ``finished_at``; ``teams`` of exactly ``rank`` and ``players``; players of just an
+    ``id``; ASCII ids; a ladder whose model needs no scores. It checks the same rules as
+    `_parse_any` (which accepts such an event with an equal result), without the
+    bookkeeping that names a field; it never raises, so `_parse_any` reports every error.
+    """
+    if type(obj) is not dict or not _MATCH_FIELDS.issuperset(obj):
+        return None
+    id_limit = limits.max_id_length
+    match_id = obj.get("match_id")
+    name = obj.get("ladder")
+    if name is None:
+        name = DEFAULT_LADDER
+    if not (_is_plain_id(match_id, id_limit) and _is_plain_id(name, id_limit)):
+        return None
+    ladder = ladders.get(name, None)
+    if ladder is None or ladder.model_class.needs_scores:
+        return None
+    model = obj.get("model")
+    if model is not None and model != ladder.model:
+        return None
+    try:
+        finished_at = _timestamp(obj.get("finished_at"), "finished_at")
+    except ValidationError:
+        return None
+    raw_teams = obj.get("teams")
+    if type(raw_teams) is not list or not 2 <= len(raw_teams) <= limits.max_teams:
+        return None
+    teams = []
+    ids: set[str] = set()
+    listed = 0
+    for raw in raw_teams:
+        if type(raw) is not dict or len(raw) != 2:
+            return None
+        rank = raw.get("rank")
+        kind = type(rank)
+        if kind is int and -_EXACT_INT <= rank <= _EXACT_INT:
+            rank = float(rank)
+        elif kind is not float or rank - rank != 0.0:  # not a finite number
+            return None
+        raw_players = raw.get("players")
+        if type(raw_players) is not list or not raw_players:
+            return None
+        players = []
+        for raw_player in raw_players:
+            if type(raw_player) is not dict or len(raw_player) != 1:
+                return None
+            pid = raw_player.get("id")
+            if not _is_plain_id(pid, id_limit):
+                return None
+            ids.add(pid)
+            players.append(_new_player(pid))
+        listed += len(players)
+        teams.append(_new_team(tuple(players), rank))
+    if len(ids) != listed or listed > limits.max_players:  # a player listed twice, or too many
+        return None
+    return _new_match(match_id, name, finished_at, tuple(teams))
+
+
+# A frozen dataclass's __init__ sets each field through object.__setattr__; the slots' own
+# setters do the same at about half the cost, which `_parse_plain` spends on its objects.
+# (The builders below skip __init__, so the classes must not grow a __post_init__.)
+_new_object = object.__new__
+_PLAYER_SLOTS, _TEAM_SLOTS, _MATCH_SLOTS = (
+    tuple(cls.__dict__[f.name].__set__ for f in fields(cls)) for cls in (Player, Team, MatchFinished)
+)
+
+
+def _new_player(pid: str) -> Player:
+    """``Player(pid)``, built through the slots."""
+    player = _new_object(Player)
+    set_id, set_weight, set_score, set_seconds_played, set_rated = _PLAYER_SLOTS
+    set_id(player, pid)
+    set_weight(player, 1.0)
+    set_score(player, None)
+    set_seconds_played(player, None)
+    set_rated(player, True)
+    return player
+
+
+def _new_team(players: tuple[Player, ...], rank: float) -> Team:
+    """``Team(players, rank)``, built through the slots."""
+    team = _new_object(Team)
+    set_players, set_rank, set_score, set_effects = _TEAM_SLOTS
+    set_players(team, players)
+    set_rank(team, rank)
+    set_score(team, None)
+    set_effects(team, ())
+    return team
+
+
+def _new_match(match_id: str, ladder: str, finished_at: float, teams: tuple[Team, ...]) -> MatchFinished:
+    """``MatchFinished(match_id, ladder, finished_at, teams)``, built through the slots."""
+    match = _new_object(MatchFinished)
+    set_match_id, set_ladder, set_finished_at, set_teams = _MATCH_SLOTS
+    set_match_id(match, match_id)
+    set_ladder(match, ladder)
+    set_finished_at(match, finished_at)
+    set_teams(match, teams)
+    return match
+
+
+def _is_plain_id(value: Any, limit: int) -> bool:
+    """An ASCII string that `_string` accepts."""
+    return type(value) is str and 0 < len(value) <= limit and value.isascii()
+
+
+def _parse_any(obj: Any, ladders: Ladders, limits: Limits) -> MatchFinished:
+    """`parse_match` of any event (and of every error)."""
     if not isinstance(obj, dict):
         _fail("event", f"must be an object, got {_kind(obj)}")
     _no_unknown(obj, _MATCH_FIELDS, "")
@@ -240,23 +357,23 @@ def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> 
         _fail("teams", f"needs at least 2 teams, got {len(raw_teams)}")
     if len(raw_teams) > limits.max_teams:
         _fail("teams", f"has {len(raw_teams)} teams, limit {limits.max_teams}")
-    needs_scores = ladder.model_class.needs_scores
+    scored_by = ladder if ladder.model_class.needs_scores else None
     teams = []
-    seen: dict[str, tuple[int, int]] = {}
+    ids: set[str] = set()
+    listed = 0
     for i, raw in enumerate(raw_teams):
-        team = _team(raw, f"teams[{i}]", ladder, limits, needs_scores)
-        for j, player in enumerate(team.players):
-            first = seen.get(player.id)
-            if first is not None:
-                _fail(
-                    f"teams[{i}].players[{j}].id",
-                    f"player {_show(player.id)} is already listed at "
-                    f"teams[{first[0]}].players[{first[1]}]",
-                )
-            seen[player.id] = (i, j)
-        if len(seen) > limits.max_players:
-            _fail("teams", f"have more than {limits.max_players} players in all")
+        try:
+            team = _team(raw, ladder, limits, scored_by)
+        except ValidationError as e:
+            _within(f"teams[{i}]", e)
         teams.append(team)
+        for player in team.players:
+            ids.add(player.id)
+        listed += len(team.players)
+        if len(ids) != listed:
+            _fail_duplicate(teams)
+        if listed > limits.max_players:
+            _fail("teams", f"have more than {limits.max_players} players in all")
     _check_ranking(teams)
     return MatchFinished(match_id, name, finished_at, tuple(teams))
 
@@ -264,10 +381,15 @@ def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> 
 def format_timestamp(epoch: float) -> str:
     """Epoch seconds as an RFC 3339 UTC string, to the microsecond, trailing zeros dropped
     (``2004-08-06T18:13:50Z``, ``2004-08-06T18:13:50.25Z``)."""
-    t = _EPOCH + timedelta(seconds=epoch)
-    text = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
-    if t.microsecond:
-        text += f".{t.microsecond:06d}".rstrip("0")
+    if _MIN_EPOCH <= epoch <= _MAX_EPOCH:
+        micros = _microseconds(epoch)
+    else:  # beyond the range validation allows: what datetime makes of it, or its error
+        micros = (_EPOCH + timedelta(seconds=epoch) - _EPOCH) // _MICROSECOND
+    seconds, micros = divmod(micros, 1_000_000)
+    minute, second = divmod(seconds, 60)
+    text = _minute_text(minute) + _TWO_DIGITS[second]
+    if micros:
+        text += (".%06d" % micros).rstrip("0")
     return text + "Z"
 
 
@@ -291,6 +413,9 @@ _STATE_FIELDS = frozenset({"mu", "sigma"})
 
 _EPOCH = datetime(1970, 1, 1)
 _SECOND = timedelta(seconds=1)
+_MICROSECOND = timedelta(microseconds=1)
+_TWO_DIGITS = tuple(f"{i:02d}" for i in range(60))
+_EXACT_INT = 2**53  # integers up to this size are exactly floats
 _MIN_EPOCH = (datetime.min - _EPOCH) / _SECOND
 _MAX_EPOCH = (datetime(9999, 12, 31, 23, 59, 59) - _EPOCH) / _SECOND
 #: RFC 3339 date-time; `datetime.fromisoformat` then checks the calendar.
@@ -329,6 +454,19 @@ def _join(prefix: str, key: Any) -> str:
     if isinstance(key, str) and key.isidentifier():
         return f"{prefix}.{key}" if prefix else key
     return f"{prefix}[{_show(key) if isinstance(key, str) else repr(key)}]"
+
+
+def _within(prefix: str, error: ValidationError) -> NoReturn:
+    """Re-raise `error`, whose path is relative to the object at `prefix`, with its full
+    path (what `_join` would have made): nested validators build no path unless they fail."""
+    path = error.path
+    if not path:
+        full = prefix
+    elif path[0] == "[":
+        full = prefix + path
+    else:
+        full = f"{prefix}.{path}"
+    raise ValidationError(full, error.reason) from None
 
 
 def _no_unknown(obj: dict[Any, Any], allowed: frozenset[str], prefix: str) -> None:
@@ -374,14 +512,31 @@ def _finite(value: Any, prefix: str, key: str) -> float:
 
 def _timestamp(value: Any, path: str) -> float:
     kind = type(value)
+    if kind is float and _MIN_EPOCH <= value <= _MAX_EPOCH:  # the common case (not NaN)
+        return _microseconds(value) / 1_000_000
     if kind is str:
         return _parse_rfc3339(value, path)
     if kind is int or kind is float:
         epoch = _finite(value, "", path)
         if not _MIN_EPOCH <= epoch <= _MAX_EPOCH:
             _fail(path, "is out of range (years 0001-9999)")
-        return timedelta(seconds=epoch) / _SECOND
+        return _microseconds(epoch) / 1_000_000
     _fail(path, f"must be an RFC 3339 date-time string or epoch seconds, got {_kind(value)}")
+
+
+def _microseconds(epoch: float) -> int:
+    """``timedelta(seconds=epoch)`` in microseconds, computed as it does but without the
+    object: the whole seconds exactly, plus the fraction times 10**6 rounded half to even
+    (`round`, like timedelta, rounds ties to the even total: 10**6 is even)."""
+    whole = int(epoch)  # truncated, like math.modf; epoch - whole is then exact
+    return whole * 1_000_000 + round((epoch - whole) * 1e6)
+
+
+@functools.lru_cache(maxsize=1024)
+def _minute_text(minute: int) -> str:
+    """``YYYY-MM-DDTHH:MM:`` of the `minute`-th minute after 1970-01-01T00:00 (events
+    stream in roughly in time order, so this is nearly always cached)."""
+    return (_EPOCH + timedelta(minutes=minute)).isoformat()[:17]
 
 
 def _parse_rfc3339(text: str, path: str) -> float:
@@ -413,33 +568,34 @@ def _describe(ladder: Ladder) -> str:
     return f"ladder {ladder.name!r} (model {ladder.model!r})"
 
 
-def _team(value: Any, path: str, ladder: Ladder, limits: Limits, needs_scores: bool) -> Team:
+def _team(value: Any, ladder: Ladder, limits: Limits, scored_by: Ladder | None) -> Team:
+    """One team; error paths relative to it. `scored_by` as for `_player`."""
     if not isinstance(value, dict):
-        _fail(path, f"must be an object, got {_kind(value)}")
-    _no_unknown(value, _TEAM_FIELDS, path)
+        _fail("", f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _TEAM_FIELDS, "")
     rank = value.get("rank")
     if rank is not None:
-        rank = _finite(rank, path, "rank")
+        rank = _finite(rank, "", "rank")
     score = value.get("score")
     if score is not None:
-        score = _finite(score, path, "score")
+        score = _finite(score, "", "score")
     effects = value.get("effects")
-    effects = () if effects is None else _effects(effects, f"{path}.effects", ladder, limits)
-    raw_players = _required(value, "players", path)
+    effects = () if effects is None else _effects(effects, "effects", ladder, limits)
+    raw_players = _required(value, "players", "")
     if not isinstance(raw_players, list):
-        _fail(f"{path}.players", f"must be an array, got {_kind(raw_players)}")
+        _fail("players", f"must be an array, got {_kind(raw_players)}")
     if not raw_players:
-        _fail(f"{path}.players", "needs at least 1 player")
+        _fail("players", "needs at least 1 player")
     if len(raw_players) > limits.max_players:
-        _fail(f"{path}.players", f"has {len(raw_players)} players, limit {limits.max_players}")
+        _fail("players", f"has {len(raw_players)} players, limit {limits.max_players}")
     id_limit = limits.max_id_length
-    players = tuple(
-        [
-            _player(p, f"{path}.players[{j}]", id_limit, ladder if needs_scores else None)
-            for j, p in enumerate(raw_players)
-        ]
-    )
-    return Team(players, rank, score, effects)
+    players = []
+    for j, raw in enumerate(raw_players):
+        try:
+            players.append(_player(raw, id_limit, scored_by))
+        except ValidationError as e:
+            _within(f"players[{j}]", e)
+    return Team(tuple(players), rank, score, effects)
 
 
 def _effects(value: Any, path: str, ladder: Ladder, limits: Limits) -> tuple[str, ...]:
@@ -458,38 +614,57 @@ def _effects(value: Any, path: str, ladder: Ladder, limits: Limits) -> tuple[str
     return names
 
 
-def _player(value: Any, path: str, id_limit: int, scored_by: Ladder | None) -> Player:
-    """One player; `scored_by` is the ladder when its model needs scores, else None."""
+def _player(value: Any, id_limit: int, scored_by: Ladder | None) -> Player:
+    """One player, error paths relative to it; `scored_by` is the ladder when its model
+    needs scores, else None."""
     if not isinstance(value, dict):
-        _fail(path, f"must be an object, got {_kind(value)}")
-    _no_unknown(value, _PLAYER_FIELDS, path)
-    pid = _string(_required(value, "id", path), path, "id", id_limit)
+        _fail("", f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _PLAYER_FIELDS, "")
+    pid = _string(_required(value, "id", ""), "", "id", id_limit)
+    if len(value) == 1 and scored_by is None:  # just an id: every other field at its default
+        return Player(pid)
     weight = value.get("weight")
     if weight is None:
         weight = 1.0
     else:
-        weight = _finite(weight, path, "weight")
+        weight = _finite(weight, "", "weight")
         if not 0.0 < weight <= 1.0:
-            _fail(f"{path}.weight", "must be > 0 and <= 1")
+            _fail("weight", "must be > 0 and <= 1")
     score = value.get("score")
     if score is not None:
-        score = _finite(score, path, "score")
+        score = _finite(score, "", "score")
     seconds = value.get("seconds_played")
     if seconds is not None:
-        seconds = _finite(seconds, path, "seconds_played")
+        seconds = _finite(seconds, "", "seconds_played")
         if seconds <= 0.0:
-            _fail(f"{path}.seconds_played", "must be > 0")
+            _fail("seconds_played", "must be > 0")
     rated = value.get("rated")
     if rated is None:
         rated = True
     elif type(rated) is not bool:
-        _fail(f"{path}.rated", f"must be a boolean, got {_kind(rated)}")
+        _fail("rated", f"must be a boolean, got {_kind(rated)}")
     if scored_by is not None and rated:
         if score is None:
-            _fail(f"{path}.score", f"is required by {_describe(scored_by)}")
+            _fail("score", f"is required by {_describe(scored_by)}")
         if seconds is None:
-            _fail(f"{path}.seconds_played", f"is required by {_describe(scored_by)}")
+            _fail("seconds_played", f"is required by {_describe(scored_by)}")
     return Player(pid, weight, score, seconds, rated)
+
+
+def _fail_duplicate(teams: list[Team]) -> NoReturn:
+    """Name the first player listed twice in `teams` and where it was listed first."""
+    seen: dict[str, tuple[int, int]] = {}
+    for i, team in enumerate(teams):
+        for j, player in enumerate(team.players):
+            first = seen.get(player.id)
+            if first is not None:
+                _fail(
+                    f"teams[{i}].players[{j}].id",
+                    f"player {_show(player.id)} is already listed at "
+                    f"teams[{first[0]}].players[{first[1]}]",
+                )
+            seen[player.id] = (i, j)
+    raise AssertionError("no player is listed twice")
 
 
 def _check_ranking(teams: list[Team]) -> None:

@@ -18,6 +18,7 @@ import time
 from math import isfinite
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from stream_rater.events import MatchFinished, format_timestamp
 from stream_rater.ladders import Ladder, Ladders
@@ -25,9 +26,10 @@ from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore, StateWrite
 
 
-@dataclass(frozen=True, slots=True)
-class MatchResult:
-    """One match's rating-changed events; ``duplicate`` = it had been applied before."""
+class MatchResult(NamedTuple):
+    """One match's rating-changed events; ``duplicate`` = it had been applied before.
+
+    A named tuple (like `PlayerState`): one is made per match."""
 
     match: MatchFinished
     events: list[dict]
@@ -61,6 +63,10 @@ class _Plan:
     commit: Commit
 
 
+#: ``_new(Cls, values)`` makes a named tuple without its Python-level ``__new__`` (about
+#: half the cost); the hot loop builds several per player and match.
+_new = tuple.__new__
+
 #: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
 _timestamp = functools.lru_cache(maxsize=4096)(format_timestamp)
 
@@ -90,7 +96,13 @@ def plan_batch(
     history entries. `observe`, if given, sees every newly applied match's priors.
     """
     model: RatingModel = ladder.rating_model
+    ladder_name, model_name, display, rate_match = ladder.name, model.name, model.display, model.rate_match
+    needs_scores = model.needs_scores
     initial, initial_effect = model.initial(), model.initial_effect()
+    new_player = PlayerState(initial.mu, initial.sigma)
+    new_effect = PlayerState(initial_effect.mu, initial_effect.sigma)
+    stored_players, stored_effects = snapshot.players, snapshot.effects
+    # States the batch changed, as they will be written: one version past the one read.
     players: dict[str, PlayerState] = {}
     effects: dict[str, PlayerState] = {}
     applied = dict(snapshot.applied)
@@ -99,88 +111,96 @@ def plan_batch(
     leaderboard: dict[str, float] = {}
     results: list[MatchResult] = []
 
-    new_player = PlayerState(initial.mu, initial.sigma)
-    new_effect = PlayerState(initial_effect.mu, initial_effect.sigma)
-    stored_players, stored_effects = snapshot.players, snapshot.effects
-
     for match in matches:
-        if match.match_id in applied:
-            results.append(MatchResult(match, applied[match.match_id], duplicate=True))
+        match_id = match.match_id
+        if match_id in applied:
+            results.append(_new(MatchResult, (match, applied[match_id], True)))
             continue
         at = match.finished_at
-        priors: list[list[PlayerState]] = []
-        effect_priors: list[list[PlayerState]] = []
+        priors: list[list[PlayerState]] = []  # per team: its players' states, then its effects'
         teams: list[list[Rating]] = []
         elapsed: list[list[float | None]] = []
         plain = True  # every weight 1, every player rated, no effects
         for team in match.teams:
-            team_priors = [players.get(p.id) or stored_players.get(p.id) or new_player for p in team.players]
-            team_effects = [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
-            both = team_priors + team_effects if team_effects else team_priors
-            priors.append(team_priors)
-            effect_priors.append(team_effects)
-            teams.append([Rating(s.mu, s.sigma) for s in both])
-            elapsed.append([None if s.last_played is None else max(0.0, at - s.last_played) for s in both])
-            plain = plain and not team_effects and all(p.weight == 1.0 and p.rated for p in team.players)
+            prior = [players.get(p.id) or stored_players.get(p.id) or new_player for p in team.players]
+            if team.effects:
+                prior += [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
+                plain = False
+            elif plain:
+                for p in team.players:
+                    if p.weight != 1.0 or not p.rated:
+                        plain = False
+                        break
+            priors.append(prior)
+            ratings: list[Rating] = []
+            gaps: list[float | None] = []
+            for state in prior:
+                ratings.append(_new(Rating, state[:2]))  # Rating(state.mu, state.sigma)
+                gaps.append(None if state.last_played is None else max(0.0, at - state.last_played))
+            teams.append(ratings)
+            elapsed.append(gaps)
         weights = rated = scores = seconds = None
         if not plain:
             pad = [[1.0] * len(team.effects) for team in match.teams]
             weights = [w + e for w, e in zip(_per_player(match, "weight", 1.0), pad)]
             rated = [r + [True] * len(e) for r, e in zip(_per_player(match, "rated", True), pad)]
-        if model.needs_scores:
+        if needs_scores:
             scores = _per_player(match, "score", 0.0)
             seconds = _per_player(match, "seconds_played", 0.0)
-        outcome = Outcome(
-            ranks=match.ranks(), weights=weights, scores=scores, seconds_played=seconds,
-            elapsed=elapsed, rated=rated,
-        )
+        outcome = _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
         if observe is not None:
             observe(match, teams, outcome)
-        posterior = model.rate_match(teams, outcome)
-        if not all(isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma)) for t in posterior for r in t):
-            raise NonFiniteRating(f"match {match.match_id!r}: model {model.name!r} produced a non-finite rating")
+        posterior = rate_match(teams, outcome)
+        for team_post in posterior:
+            for r in team_post:
+                if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
+                    raise NonFiniteRating(
+                        f"match {match_id!r}: model {model_name!r} produced a non-finite rating"
+                    )
 
         events: list[dict] = []
         finished_at = _timestamp(at)
-        for team, team_priors, team_effects, team_post in zip(match.teams, priors, effect_priors, posterior):
-            for player, prior, new in zip(team.players, team_priors, team_post):
+        for team, prior, team_post in zip(match.teams, priors, posterior):
+            for player, before, new in zip(team.players, prior, team_post):
                 if not player.rated:
                     continue
-                last = at if prior.last_played is None else max(prior.last_played, at)
-                after = PlayerState(new.mu, new.sigma, prior.games + 1, last, prior.version)
-                players[player.id] = after
-                leaderboard[player.id] = rating = model.display(new)
+                pid = player.id
+                players[pid] = after = _after(before, new, at, stored_players.get(pid, new_player))
+                leaderboard[pid] = rating = display(new)
                 event = {  # the rating-changed contract (events.RatingChanged, design.md)
-                    "event_id": f"{match.match_id}:{player.id}",
-                    "match_id": match.match_id,
-                    "ladder": ladder.name,
-                    "player_id": player.id,
-                    "model": model.name,
-                    "before": {"mu": prior.mu, "sigma": prior.sigma},
+                    "event_id": f"{match_id}:{pid}",
+                    "match_id": match_id,
+                    "ladder": ladder_name,
+                    "player_id": pid,
+                    "model": model_name,
+                    "before": {"mu": before.mu, "sigma": before.sigma},
                     "after": {"mu": new.mu, "sigma": new.sigma},
                     "rating": rating,
-                    "delta": new.mu - prior.mu,
+                    "delta": new.mu - before.mu,
                     "games": after.games,
                     "finished_at": finished_at,
                     "processed_at": processed_at,
                 }
                 events.append(event)
-                history.setdefault(player.id, []).append(event)
-            for name, prior, new in zip(team.effects, team_effects, team_post[len(team.players):]):
-                last = at if prior.last_played is None else max(prior.last_played, at)
-                effects[name] = PlayerState(new.mu, new.sigma, prior.games + 1, last, prior.version)
-        applied[match.match_id] = events
-        markers[match.match_id] = events
-        results.append(MatchResult(match, events, duplicate=False))
+                history.setdefault(pid, []).append(event)
+            if team.effects:
+                n = len(team.players)
+                for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
+                    effects[name] = _after(before, new, at, stored_effects.get(name, new_effect))
+        applied[match_id] = events
+        markers[match_id] = events
+        results.append(_new(MatchResult, (match, events, False)))
 
     writes = [
-        StateWrite(pid, _next_version(s), s.version, False, leaderboard[pid]) for pid, s in players.items()
-    ] + [StateWrite(name, _next_version(s), s.version, True) for name, s in effects.items()]
+        _new(StateWrite, (pid, s, s.version - 1, False, leaderboard[pid])) for pid, s in players.items()
+    ] + [_new(StateWrite, (name, s, s.version - 1, True, None)) for name, s in effects.items()]
     return _Plan(results, Commit(ladder.name, writes, markers, history))
 
 
-def _next_version(state: PlayerState) -> PlayerState:
-    return state._replace(version=state.version + 1)
+def _after(before: PlayerState, new: Rating, at: float, stored: PlayerState) -> PlayerState:
+    """The state to write after a match at `at`: one version past the `stored` one."""
+    last = at if before.last_played is None else max(before.last_played, at)
+    return _new(PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1))
 
 
 class Processor:

@@ -103,7 +103,7 @@ def truncate_win(t: float, eps: float) -> tuple[float, float]:
     """
     x = t - eps
     if x > -_TAIL:
-        v = pdf(x) / cdf(x)
+        v = _INV_SQRT_2PI * math.exp(-0.5 * x * x) / (0.5 * math.erfc(-x / _SQRT2))  # pdf / cdf
         return v, 1.0 - v * (v + x)
     k1, k2 = _mills_fractions(-x)
     return k1 - x, k1 * (k2 - k1)

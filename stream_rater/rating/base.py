@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 Teams = Sequence[Sequence["Rating"]]
@@ -28,8 +27,7 @@ class Rating(NamedTuple):
     sigma: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """Everything a match says about its result, in the teams' order.
 
     - ``ranks``: one per team, lower is better, equal ranks are a draw.
@@ -39,6 +37,8 @@ class Outcome:
     - ``elapsed``: per-player seconds since that player's previous match, None for a first
       match (time-scaled dynamics).
     - ``rated``: per-player flag; unrated players take part in nobody's update.
+
+    A named tuple like `Rating`: the processor builds one per match.
     """
 
     ranks: Sequence[float]

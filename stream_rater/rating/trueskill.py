@@ -69,6 +69,9 @@ _MIN_VARIANCE_FACTOR = 1e-20
 #: Most chain runs spent on symmetrising tied blocks (all orders of a 5-team tie).
 _MAX_TIE_ORDERS = 120
 
+#: ``_new(Rating, (mu, sigma))`` skips the named tuple's Python-level ``__new__`` (half the cost).
+_new = tuple.__new__
+
 TeamMessage = tuple[float, float]  # (precision, precision-adjusted mean) of a message to t_j
 
 
@@ -168,6 +171,8 @@ class TrueSkill(RatingModel):
             ranks = range(n_teams)
         elif len(ranks) != n_teams:
             raise ValueError(f"{len(ranks)} ranks for {n_teams} teams")
+        if n_teams == 2 and weights is None and len(teams[0]) == 1 == len(teams[1]):
+            return self._rate_duel(teams, ranks[0], ranks[1], elapsed)
         variances = self._variances(teams, elapsed)
         weights = self._weights(teams, weights)
         if n_teams == 2:
@@ -230,12 +235,8 @@ class TrueSkill(RatingModel):
         var0, var1 = variances
         beta2 = self._beta2
         if weights is None:
-            if len(team0) == 1 == len(team1):  # the common duel, without the generators
-                diff = team0[0].mu - team1[0].mu
-                total = var0[0] + var1[0] + 2.0 * beta2
-            else:
-                diff = sum([r.mu for r in team0]) - sum([r.mu for r in team1])
-                total = sum(var0) + sum(var1) + (len(var0) + len(var1)) * beta2
+            diff = sum([r.mu for r in team0]) - sum([r.mu for r in team1])
+            total = sum(var0) + sum(var1) + (len(var0) + len(var1)) * beta2
         else:
             w0, w1 = weights
             diff = sum(w * r.mu for w, r in zip(w0, team0)) - sum(
@@ -244,8 +245,38 @@ class TrueSkill(RatingModel):
             total = sum(w * w * (v + beta2) for w, v in zip(w0, var0)) + sum(
                 w * w * (v + beta2) for w, v in zip(w1, var1)
             )
+        shift, omw = self._compare(diff, total, len(team0) + len(team1), rank0, rank1)
+        return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)],
+                           [total, total])
+
+    def _rate_duel(
+        self,
+        teams: Teams,
+        rank0: float,
+        rank1: float,
+        elapsed: Sequence[Sequence[float | None]] | None,
+    ) -> list[list[Rating]]:
+        """`_rate_two` for one player against one with weight 1, the common match: the same
+        arithmetic (so the same bits) without the per-team lists."""
+        (a,), (b,) = teams
+        if elapsed is None or self._time_rate == 0.0:  # `_variances` without the lists
+            var_a = a.sigma * a.sigma + self._tau2
+            var_b = b.sigma * b.sigma + self._tau2
+        else:
+            (var_a,), (var_b,) = self._variances(teams, elapsed)
+        total = var_a + var_b + 2.0 * self._beta2
+        shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1)
+        return [[_posterior(a, var_a, shift, omw, total)],
+                [_posterior(b, var_b, -shift, omw, total)]]
+
+    def _compare(
+        self, diff: float, total: float, players: int, rank0: float, rank1: float
+    ) -> tuple[float, float]:
+        """The comparison factor of two teams (Table 1, last row): ``(V / c, 1 - W)`` for the
+        first team's performance minus the second's, ``N(diff, total)``, given the ranks;
+        ``players`` in both teams set the draw margin (section 4.1)."""
         c = math.sqrt(total)
-        eps = self._margin * math.sqrt(len(team0) + len(team1)) / c
+        eps = self._margin * math.sqrt(players) / c
         if rank0 == rank1:
             v, omw = truncate_draw(diff / c, eps)
         elif rank0 < rank1:
@@ -253,9 +284,7 @@ class TrueSkill(RatingModel):
         else:
             v, omw = truncate_win(-diff / c, eps)
             v = -v
-        shift = v / c  # team 0 moves by +shift * w * var, team 1 by -shift * w * var
-        return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)],
-                           [total, total])
+        return v / c, omw  # team 0 moves by +shift * w * var, team 1 by -shift * w * var
 
     def _rate_many(
         self,
@@ -572,13 +601,12 @@ def _posteriors(
     ``mu += w * var * shift`` and ``var *= 1 - (1 - remain) * w**2 * var / spread``,
     computed as ``(spread - w**2 var + remain * w**2 var) / spread`` so it stays positive.
     """
-    sqrt = math.sqrt
     if weights is None:
         return [
-            [Rating(r.mu + v * shift, sqrt(v * ((spread - v) + v * remain) / spread))
-             for r, v in zip(team, row)]
+            [_posterior(r, v, shift, remain, spread) for r, v in zip(team, row)]
             for team, row, (shift, remain), spread in zip(teams, variances, moves, spreads)
         ]
+    sqrt = math.sqrt
     return [
         [Rating(r.mu + w * v * shift,
                 sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
@@ -586,3 +614,8 @@ def _posteriors(
         for team, row, team_weights, (shift, remain), spread
         in zip(teams, variances, weights, moves, spreads)
     ]
+
+
+def _posterior(rating: Rating, var: float, shift: float, remain: float, spread: float) -> Rating:
+    """`_posteriors` for one player of weight 1 and prior variance `var`."""
+    return _new(Rating, (rating.mu + var * shift, math.sqrt(var * ((spread - var) + var * remain) / spread)))

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stream_rater.codecs import FORMATS, DecodeError, decode, decode_match, encode
-from stream_rater.events import Limits, ValidationError
+from stream_rater.events import Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.ladders import Ladders
 
 EVENT: dict[str, Any] = {
@@ -151,3 +151,51 @@ def test_corrupted_events_raise_only_value_errors(fmt: str, data: st.DataObject)
         decode_match(bytes(raw), Ladders())
     except (DecodeError, ValidationError):
         pass
+
+
+def _outcome(call: Any, *args: Any) -> tuple[Any, ...]:
+    try:
+        return ("match", call(*args))
+    except ValueError as e:
+        return (type(e), str(e))
+
+
+def _reference_decode_match(raw: bytes, ladders: Ladders) -> MatchFinished:
+    """decode_match through the standard parser only, as it was first written."""
+    return parse_match(decode(raw), ladders)
+
+
+EDGE_VALUES = [
+    b"-9223372036854775809", b"18446744073709551616", b"1" + b"0" * 30, b"1e400", b"NaN", b'"\\ud800"',
+    b"[" * 990 + b"]" * 990, b"[" * 2000 + b"]" * 2000, b"12345678901234567890.5", b"1.5", b"true", b'"p1"',
+]
+EDGE_PLACES = [
+    (b'"match_id":"m1"', b'"match_id":%s'),
+    (b'"rank":1', b'"rank":%s'),
+    (b'"weight":0.5', b'"weight":0.5,"rated":%s'),
+    (b'"finished_at":"2004-08-06T18:13:50Z"', b'"finished_at":%s'),
+    (b'"match_id":"m1"', b'"match_id":"m1","extra":%s'),
+]
+
+
+@pytest.mark.parametrize("value", EDGE_VALUES)
+@pytest.mark.parametrize("place", EDGE_PLACES)
+def test_decode_match_equals_the_standard_parser_on_edge_values(value: bytes, place: tuple[bytes, bytes]) -> None:
+    """Where orjson reads differently (integers beyond 64 bits, deep nesting) or refuses (lone surrogates,
+    NaN, 1e400), decode_match still gives the standard parser's match or error."""
+    raw = encode({**EVENT, "match_id": "m1"}).replace(place[0], place[1] % value)
+    assert _outcome(decode_match, raw, Ladders()) == _outcome(_reference_decode_match, raw, Ladders())
+
+
+@given(st.data())
+def test_decode_match_equals_the_standard_parser(data: st.DataObject) -> None:
+    """A corrupted JSON event decodes to the same match, or fails with the same error, as through the
+    standard parser."""
+    plain = [{"rank": 1, "players": [{"id": "p1"}]}, {"rank": 2, "players": [{"id": "p2"}]}]
+    raw = bytearray(encode({**EVENT, "teams": plain}))
+    tokens = [b"1", b"-", b"9" * 20, b"e400", b"0", b'"', b"[", b"]", b"{", b"}", b",", b"null", b"\\ud800", b" "]
+    for _ in range(data.draw(st.integers(1, 3))):
+        position = data.draw(st.integers(0, len(raw)))
+        token = data.draw(st.sampled_from(tokens))
+        raw[position:position + data.draw(st.integers(0, 2))] = token
+    assert _outcome(decode_match, bytes(raw), Ladders()) == _outcome(_reference_decode_match, bytes(raw), Ladders())

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 import statistics
 import time
+from dataclasses import fields
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from stream_rater import events
 from stream_rater.events import (
     Limits,
     MatchFinished,
@@ -334,6 +338,35 @@ def test_epoch_numbers_are_rounded_to_the_microsecond() -> None:
     assert parse_timestamp(1) == 1.0
 
 
+def _reference_format(epoch: float) -> str:
+    """format_timestamp as it was first written, through datetime (the reference)."""
+    t = datetime(1970, 1, 1) + timedelta(seconds=epoch)
+    text = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+    if t.microsecond:
+        text += f".{t.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+HALF_MICROSECONDS = st.builds(lambda us: (us + 0.5) / 1e6, st.integers(-62135596800 * 10**6, 253402300799 * 10**6))
+
+
+@given(st.floats(min_value=-62135596800, max_value=253402300799.99) | HALF_MICROSECONDS)
+def test_timestamps_round_to_the_microsecond_like_timedelta(epoch: float) -> None:
+    """Epoch numbers are parsed and formatted with timedelta's rounding (half to even), ties included."""
+    assert format_timestamp(epoch) == _reference_format(epoch)
+    if epoch <= 253402300799:
+        assert parse_timestamp(epoch) == timedelta(seconds=epoch) / timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("epoch", [1e12, -1e12, float("nan"), float("inf")])
+def test_format_timestamp_fails_like_datetime_out_of_range(epoch: float) -> None:
+    """Out of datetime's range (or not finite), format_timestamp raises what datetime raises."""
+    with pytest.raises((OverflowError, ValueError)) as expected:
+        _reference_format(epoch)
+    with pytest.raises(expected.type, match=f"^{re.escape(str(expected.value))}$"):
+        format_timestamp(epoch)
+
+
 @given(st.floats(min_value=-62135596800, max_value=253402300799))
 def test_timestamps_round_trip(epoch: float) -> None:
     """Any in-range epoch, once parsed, formats to a string that parses back to the same float."""
@@ -437,6 +470,64 @@ def test_parse_match_raises_only_validation_errors(path: tuple[Any, ...], value:
         parse_match(event, LADDERS)
     except ValidationError:
         pass
+
+
+def test_common_events_take_the_fast_path() -> None:
+    """A plain event (ranks, player ids, numeric or RFC 3339 time) is built by the fast path, equal to the full validation's."""
+    plain = [
+        one_v_one(),
+        one_v_one(finished_at=1091816030.25, ladder="halo2-ffa", model="trueskill"),
+        one_v_one(teams=_teams(5)),
+    ]
+    for event in plain:
+        fast = events._parse_plain(event, LADDERS, Limits())
+        assert fast is not None
+        assert repr(fast) == repr(events._parse_any(event, LADDERS, Limits()))
+
+
+def test_fast_builders_set_every_field() -> None:
+    """The fast path's slot-by-slot builders make the same objects as the dataclass constructors, every field set."""
+    def values(obj: Any) -> list[Any]:
+        return [getattr(obj, f.name) for f in fields(obj)]  # AttributeError for a field left unset
+
+    player, team = events._new_player("p"), events._new_team((Player("p"),), 2.0)
+    match = events._new_match("m", "default", 1.0, (team, team))
+    assert values(player) == values(Player("p"))
+    assert values(team) == values(Team((Player("p"),), 2.0))
+    assert values(match) == values(MatchFinished("m", "default", 1.0, (team, team)))
+    assert hash(match) == hash(MatchFinished("m", "default", 1.0, (team, team)))
+    assert not any(hasattr(cls, "__post_init__") for cls in (Player, Team, MatchFinished))  # they skip __init__
+
+
+PLAIN_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**60), 2**60),
+    st.floats(),
+    st.sampled_from(["", "p1", "p2", "é", "x" * 129, "trueskill", "mw4", "2004-08-06T18:13:50Z"]),
+    st.lists(st.just({"id": "q"}), max_size=2),
+    st.just({"id": "p1"}),
+    st.just({}),
+)
+PLAIN_PATHS = PATHS + [("teams", 0, "players", 1), ("teams", 2), ("extra",)]
+
+
+@given(st.sampled_from(PLAIN_PATHS), PLAIN_VALUES, st.sampled_from(["default", "mw4", "halo2-ffa", None]))
+def test_fast_path_accepts_only_what_the_full_validation_accepts_equally(path: tuple[Any, ...], value: Any, ladder: str | None) -> None:
+    """Whatever replaces a part of a plain event, the fast path either declines or builds exactly what the full validation builds."""
+    event: Any = one_v_one(ladder=ladder)
+    target = event
+    for key in path[:-1]:
+        target = target[key]
+    if not path:
+        event = value
+    elif isinstance(target, list) and path[-1] >= len(target):
+        target.append(value)
+    else:
+        target[path[-1]] = value
+    fast = events._parse_plain(event, LADDERS, Limits())
+    if fast is not None:
+        assert repr(fast) == repr(events._parse_any(event, LADDERS, Limits()))
 
 
 def test_validation_is_fast() -> None:

@@ -117,6 +117,22 @@ async def test_effects_are_learned_stored_apart_and_never_ranked(processor):
     assert events[0]["after"]["mu"] == pytest.approx(expected[0][0].mu)
 
 
+async def test_states_changed_twice_are_written_once_one_version_up(processor):
+    """A player in two matches of a batch, and an effect on both teams of one match, are each
+    written once, one version past the stored one."""
+    both = {
+        "match_id": "m2", "finished_at": 2_000_000.0,
+        "teams": [{"rank": 0, "players": [{"id": "a"}], "effects": ["map"]},
+                  {"rank": 1, "players": [{"id": "c"}], "effects": ["map"]}],
+    }
+    await processor.process([match("m0", ["a"], ["b"])])
+    await processor.process([match("m1", ["a"], ["b"]), parse_match(both, LADDERS)])
+    players = await processor.store.players("default")
+    effects = await processor.store.players("default", effects=True)
+    assert (players["a"].version, players["a"].games, players["b"].version, players["c"].version) == (2, 3, 2, 1)
+    assert effects["map"].version == 1
+
+
 async def test_time_since_last_match_feeds_time_scaled_dynamics(processor):
     """With time-scaled dynamics, a longer gap since the last match means a larger sigma before."""
     day = 86400.0

@@ -405,6 +405,19 @@ def test_huge_upset_moves_like_the_asymptote() -> None:
 # ---------------------------------------------------------------- interface
 
 
+@given(
+    st.floats(-100, 100), st.floats(0.01, 50), st.floats(-100, 100), st.floats(0.01, 50),
+    st.sampled_from([(0, 1), (1, 0), (0, 0)]), st.sampled_from([None, 0.0, 3600.0, 1e9]),
+    st.sampled_from([DEFAULT, TrueSkill(time_tau=1.0), TrueSkill(draw_probability=0.0, tau=0.0)]),
+)
+def test_duel_shortcut_is_bit_identical_to_the_two_team_form(mu0, sigma0, mu1, sigma1, ranks, gap, model) -> None:
+    """The one-against-one shortcut computes exactly (to the bit) what the general two-team form does."""
+    teams = [[Rating(mu0, sigma0)], [Rating(mu1, sigma1)]]
+    elapsed = [[gap], [None]]
+    general = model._rate_two(teams, *ranks, model._variances(teams, elapsed), None)
+    assert model.rate(teams, ranks, elapsed=elapsed) == general
+
+
 def test_rate_match_maps_the_outcome() -> None:
     """rate_match passes the outcome's ranks, weights and elapsed times to rate."""
     model = TrueSkill(time_tau=1.0)
