@@ -1,14 +1,15 @@
-"""The worker app's consumer: faust's, with one guard per fetched batch (no broker needed:
-the delivery loop is driven with records in memory)."""
+"""The worker app: its consumer is faust's with one guard per fetched batch (no broker needed:
+the delivery loop is driven with records in memory); the worker's garbage-collector set-up."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
 from faust.types import TP
 
-from stream_rater.app import create_app
+from stream_rater.app import GC_YOUNG_THRESHOLD, create_app, settle_gc
 from stream_rater.faust_transport import YIELD_EVERY, BatchGuardConsumer
 from stream_rater.ladders import Ladder, Ladders
 from stream_rater.settings import Settings
@@ -55,3 +56,14 @@ async def test_the_consumers_fetch_wait_is_the_configured_one():
     """faust fixes 1.5 s; the worker's aiokafka consumer gets ``fetch_max_wait`` instead."""
     c = consumer(fetch_max_wait=0.2)
     assert c._new_consumer_thread()._create_worker_consumer(c.transport)._fetch_max_wait_ms == 200
+
+
+def test_settle_gc_freezes_start_up_objects_and_collects_young_objects_less_often():
+    before = gc.get_threshold()
+    try:
+        settle_gc()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
