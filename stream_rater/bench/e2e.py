@@ -43,6 +43,7 @@ class PipelineResult:
     p99_ms: float
     rss_mb: float
     peak_rss_mb: float
+    services_cores: float
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -122,9 +123,10 @@ def _interpolate(samples: list[tuple[float, float]], at: float) -> float:
 
 
 async def _measure(name: str, settings: Settings, process: Callable[[], int], n: int, per_match: int,
-                   latency_n: int, rate: float) -> PipelineResult:
+                   latency_n: int, rate: float, services: list[int]) -> PipelineResult:
     """Throughput over a backlog of `n` matches published before the pipeline starts, then
-    latency at a steady `rate`. `process` starts the pipeline and returns its PID."""
+    latency at a steady `rate`. `process` starts the pipeline and returns its PID; the CPU
+    time of the `services` (broker, Redis) is sampled beside the pipeline's."""
     rng = random.Random(1)
     await publish(_matches("burst-", n, 1000, rng, time.time), settings)
     outputs = _Outputs(settings)
@@ -132,9 +134,15 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
     try:
         pid = process()
         cpu: list[tuple[float, float]] = []
-        await outputs.wait(lambda: len(outputs.timestamps) >= n * per_match, "output of the backlog", 600,
-                           lambda: cpu.append((time.time(), _cpu_seconds(pid))))
-        cpu.append((time.time(), _cpu_seconds(pid)))
+        services_cpu: list[tuple[float, float]] = []
+
+        def sample() -> None:
+            now = time.time()
+            cpu.append((now, _cpu_seconds(pid)))
+            services_cpu.append((now, sum(map(_cpu_seconds, services))))
+
+        await outputs.wait(lambda: len(outputs.timestamps) >= n * per_match, "output of the backlog", 600, sample)
+        sample()
         # The middle 90 % of the outputs, by the time the pipeline produced them: no start-up
         # (group join, first fetch) and no tail.
         stamps = sorted(outputs.timestamps)[: n * per_match]
@@ -142,6 +150,7 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
         matches = 0.9 * n
         throughput = matches / (last - first)
         per_cpu_second = matches / (_interpolate(cpu, last) - _interpolate(cpu, first))
+        services_cores = (_interpolate(services_cpu, last) - _interpolate(services_cpu, first)) / (last - first)
 
         steady = _matches("steady-", latency_n, 1000, rng, lambda: 0.0)
 
@@ -158,7 +167,7 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
         await outputs.stop()
     rss, peak = _rss_mb(pid)
     return PipelineResult(name, throughput, per_cpu_second, 1000 * latencies[len(latencies) // 2],
-                          1000 * latencies[int(len(latencies) * 0.99)], rss, peak)
+                          1000 * latencies[int(len(latencies) * 0.99)], rss, peak, services_cores)
 
 
 def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0,
@@ -195,7 +204,7 @@ def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0
 
             try:
                 results.append(asyncio.run(_measure(label, settings, start, matches, outputs_per_match[kind],
-                                                    latency_matches, rate)))
+                                                    latency_matches, rate, list(runtime.pids.values()))))
             finally:
                 for process in started:
                     stop_process(process)
@@ -206,13 +215,14 @@ def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0
 def _print(results: list[PipelineResult], n: int, latency_n: int, rate: float, out: TextIO) -> None:
     print(f"end to end, embedded runtime, 1v1 TrueSkill; throughput over a backlog of {n:,} matches "
           f"(middle 90 % of the outputs), latency over {latency_n:,} at {rate:,.0f}/s", file=out)
-    print("(the broker and Redis share the machine's cores with the pipeline; matches per CPU-second "
-          "of the pipeline process is what one dedicated core would do)", file=out)
-    print(f"{'pipeline':<28}{'matches/s':>11}{'per CPU-s':>11}{'p50 ms':>9}{'p99 ms':>9}{'RSS MB':>9}"
-          f"{'peak MB':>9}", file=out)
+    print(f"(the broker and Redis share the machine's {os.cpu_count()} cores with the pipeline: 'svc cores' is "
+          "what they used meanwhile; matches per CPU-second of the pipeline process is what one dedicated "
+          "core would do)", file=out)
+    print(f"{'pipeline':<28}{'matches/s':>11}{'per CPU-s':>11}{'svc cores':>11}{'p50 ms':>9}{'p99 ms':>9}"
+          f"{'RSS MB':>9}{'peak MB':>9}", file=out)
     for r in results:
-        print(f"{r.name:<28}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}{r.p50_ms:>9.1f}"
-              f"{r.p99_ms:>9.1f}{r.rss_mb:>9.0f}{r.peak_rss_mb:>9.0f}", file=out)
+        print(f"{r.name:<28}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}{r.services_cores:>11.2f}"
+              f"{r.p50_ms:>9.1f}{r.p99_ms:>9.1f}{r.rss_mb:>9.0f}{r.peak_rss_mb:>9.0f}", file=out)
     worker, passthrough = results
     print(f"worker / pass-through: throughput {worker.matches_per_s / passthrough.matches_per_s:.2f}x, "
           f"per CPU-second {worker.matches_per_cpu_s / passthrough.matches_per_cpu_s:.2f}x", file=out)
