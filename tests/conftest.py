@@ -129,7 +129,7 @@ def redis_url(_docker: bool, _stack: ExitStack) -> str:
 @pytest.fixture
 def unique_name(request: pytest.FixtureRequest) -> str:
     """A name no other test uses (for ladders, key prefixes, consumer groups): ``t-<test>-<hex>``."""
-    test = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40]
+    test = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
     return f"t-{test}-{uuid.uuid4().hex[:8]}"
 
 

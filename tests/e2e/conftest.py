@@ -103,7 +103,7 @@ def web_worker(broker_url: str, redis_url: str, topic_factory: Callable[..., str
     """A ready worker (partitions assigned, Redis answering) rating one TrueSkill ladder of its
     own with its own topics and consumer group; stopped by PID (SIGTERM) afterwards, which must
     end it cleanly."""
-    ladder = f"web-{uuid.uuid4().hex[:12]}"  # unique_name may hold "--", which ladder variables cannot
+    ladder = f"web-{uuid.uuid4().hex[:12]}"
     settings = Settings(
         broker=broker_url, redis_url=redis_url, web_port=free_port(), partitions=PARTITIONS,
         topic_matches=topic_factory(PARTITIONS, "matches"), topic_updates=topic_factory(PARTITIONS, "updates"),
