@@ -510,6 +510,12 @@ def _finite(value: Any, prefix: str, key: str) -> float:
     _fail(_join(prefix, key), f"must be a number, got {_kind(value)}")
 
 
+def _optional_finite(obj: dict[str, Any], key: str) -> float | None:
+    """``obj[key]`` as a finite number, None when absent or null; error paths relative to `obj`."""
+    value = obj.get(key)
+    return None if value is None else _finite(value, "", key)
+
+
 def _timestamp(value: Any, path: str) -> float:
     kind = type(value)
     if kind is float and _MIN_EPOCH <= value <= _MAX_EPOCH:  # the common case (not NaN)
@@ -573,12 +579,8 @@ def _team(value: Any, ladder: Ladder, limits: Limits, scored_by: Ladder | None) 
     if not isinstance(value, dict):
         _fail("", f"must be an object, got {_kind(value)}")
     _no_unknown(value, _TEAM_FIELDS, "")
-    rank = value.get("rank")
-    if rank is not None:
-        rank = _finite(rank, "", "rank")
-    score = value.get("score")
-    if score is not None:
-        score = _finite(score, "", "score")
+    rank = _optional_finite(value, "rank")
+    score = _optional_finite(value, "score")
     effects = value.get("effects")
     effects = () if effects is None else _effects(effects, "effects", ladder, limits)
     raw_players = _required(value, "players", "")
@@ -623,21 +625,15 @@ def _player(value: Any, id_limit: int, scored_by: Ladder | None) -> Player:
     pid = _string(_required(value, "id", ""), "", "id", id_limit)
     if len(value) == 1 and scored_by is None:  # just an id: every other field at its default
         return Player(pid)
-    weight = value.get("weight")
+    weight = _optional_finite(value, "weight")
     if weight is None:
         weight = 1.0
-    else:
-        weight = _finite(weight, "", "weight")
-        if not 0.0 < weight <= 1.0:
-            _fail("weight", "must be > 0 and <= 1")
-    score = value.get("score")
-    if score is not None:
-        score = _finite(score, "", "score")
-    seconds = value.get("seconds_played")
-    if seconds is not None:
-        seconds = _finite(seconds, "", "seconds_played")
-        if seconds <= 0.0:
-            _fail("seconds_played", "must be > 0")
+    elif not 0.0 < weight <= 1.0:
+        _fail("weight", "must be > 0 and <= 1")
+    score = _optional_finite(value, "score")
+    seconds = _optional_finite(value, "seconds_played")
+    if seconds is not None and seconds <= 0.0:
+        _fail("seconds_played", "must be > 0")
     rated = value.get("rated")
     if rated is None:
         rated = True
