@@ -28,7 +28,7 @@ from stream_rater.processor import Processor
 from stream_rater.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
 from stream_rater.web import register_web
-from stream_rater.worker import BatchHandler, Topics, TimedStore, WorkerStopping
+from stream_rater.worker import BatchHandler, Topics, TimedStore
 
 log = logging.getLogger(__name__)
 
