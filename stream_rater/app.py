@@ -1,10 +1,11 @@
 """The faust-streaming application: topics, the rating agent, and the worker entry point.
 
-One agent consumes ``matches`` with ``noack_take`` (faust's ``take`` would acknowledge a
-batch in a ``finally`` block even when it failed) and concurrency 1 (faust's
-``concurrency>1`` can lose messages on a crash), hands each batch to `BatchHandler`, and
-acknowledges the events only after their Redis commit and their rating-changed events are
-durable. On SIGTERM the batches in hand are finished before the agent stops.
+One agent, concurrency 1 (faust's ``concurrency>1`` can lose messages on a crash), rates
+``matches``. Its records reach it a fetched batch at a time through a
+`faust_transport.BatchBuffer` rather than as per-message stream events; it takes batches of
+up to ``batch_size`` and hands them to a `BatchPipeline`, which overlaps consecutive batches
+and acknowledges each only after its Redis commit and its rating-changed events are durable.
+On SIGTERM the batches in hand are finished before the agent stops.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ import faust
 from faust.sensors import Monitor
 
 from stream_rater.events import Limits
-from stream_rater.faust_transport import App
+from stream_rater.faust_transport import App, BatchBuffer
 from stream_rater.kafka_io import Record, client_options, create_topics, send_batched
 from stream_rater.ladders import Ladders
 from stream_rater.processor import Processor
 from stream_rater.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
 from stream_rater.web import register_web
-from stream_rater.worker import BatchHandler, Topics, TimedStore
+from stream_rater.worker import BatchHandler, BatchPipeline, Topics, TimedStore
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,6 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         broker_session_timeout=settings.session_timeout,
         broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
         broker_commit_interval=1.0,
-        stream_buffer_maxsize=max(4096, settings.batch_size * 4),
         producer_linger=0.005,
         producer_max_batch_size=256 * 1024,
         web_enabled=True,
@@ -100,6 +100,7 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
     )
     app.fetch_max_wait = settings.fetch_max_wait
     matches = app.topic(settings.topic_matches, partitions=settings.partitions)
+    batches = app.batch_buffers[settings.topic_matches] = BatchBuffer(app, maxsize=max(4096, settings.batch_size * 4))
 
     store = TimedStore(store or open_store(
         settings.redis_url, history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
@@ -127,36 +128,20 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
 
     @app.agent(matches, concurrency=1)
     async def rate(stream: faust.StreamT) -> None:
-        # Two batches in flight: while batch N's events travel to the broker, batch N+1 is
-        # validated and committed (it reads what N committed). Acks stay in batch order and
-        # each batch is acknowledged only after its own events are with the broker.
-        emitting: asyncio.Future | None = None
-        in_hand: tuple[list, asyncio.Future] | None = None
+        # faust subscribes `matches` for this agent and runs it, but the records arrive a
+        # fetched batch at a time through `batches`, not as `stream`'s per-message events.
+        # `BatchPipeline` overlaps batches: the next one is taken while this one commits.
+        # On cancellation (SIGTERM) the batches in hand are finished before the agent stops.
+        pipeline = BatchPipeline(handler, ack=batches.ack)
         try:
-            async for events in stream.noack_take(settings.batch_size, within=settings.batch_seconds):
-                in_hand = (events, asyncio.ensure_future(handler.commit([e.message for e in events])))
-                committed = await asyncio.shield(in_hand[1])
-                if emitting is not None:
-                    await asyncio.shield(emitting)
-                emitting, in_hand = asyncio.ensure_future(_emit_and_ack(stream, events, committed)), None
-            if emitting is not None:
-                await emitting
+            while True:
+                messages = await batches.take(settings.batch_size, settings.batch_seconds)
+                if messages:
+                    await pipeline.submit(messages)
         except asyncio.CancelledError:
             stopping.set()
-            if in_hand is not None:
-                events, committing = in_hand
-                committed = await committing
-                if emitting is not None:
-                    await emitting
-                emitting = asyncio.ensure_future(_emit_and_ack(stream, events, committed))
-            if emitting is not None:
-                await emitting
+            await pipeline.drain()
             raise
-
-    async def _emit_and_ack(stream: faust.StreamT, events: list, committed: Any) -> None:
-        await handler.emit(committed)
-        for event in events:
-            await stream.ack(event)
 
     @app.on_before_shutdown.connect
     async def _flag_stopping(app: faust.App, **kwargs: Any) -> None:

@@ -1,11 +1,12 @@
 """One batch of consumed match events → validated, applied, produced, then acknowledged.
 
-`BatchHandler` is what the faust agent calls for every batch from ``noack_take``. Its order
+`BatchHandler` is what the faust agent calls for every batch it takes. Its order
 is the correctness model's: decode + validate (invalid → dead-letter topic) → processor
 (Redis commit) → produce rating-changed events and dead letters, wait for the broker →
 only then acknowledge. A Redis or broker error is retried with backoff until it succeeds or
 the worker stops; the batch is then left unacknowledged and Kafka redelivers it, which the
-processor's idempotency makes harmless.
+processor's idempotency makes harmless. `BatchPipeline` runs consecutive batches through the
+handler overlapped, keeping that order per batch and between batches.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import logging
 import random
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -212,6 +213,60 @@ class BatchHandler:
                 log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
                 await asyncio.sleep(random.uniform(delay / 2, delay))
                 delay = min(self.max_backoff, delay * 2)
+
+
+class BatchPipeline:
+    """Overlaps consecutive batches so the worker is not idle while Redis works.
+
+    Batch N+1 is taken from the stream while batch N waits for its Redis commit, and
+    committed while batch N's events travel to the broker. Commits run one at a time in
+    submission order (a batch reads what the one before committed), and so do emits and
+    acknowledgements: a batch is acknowledged only after its own events are with the broker
+    and every earlier batch was acknowledged. If a batch fails, no later batch is committed
+    or acknowledged, and the failure is raised by `submit` or `drain`.
+    """
+
+    def __init__(self, handler: BatchHandler, ack: Callable[[Sequence[Message]], None], depth: int = 3) -> None:
+        """`ack(messages)` acknowledges a finished batch; at most `depth` batches are in hand."""
+        self.handler = handler
+        self.ack = ack
+        self.depth = depth
+        self._committing: asyncio.Task | None = None
+        self._finishing: asyncio.Task | None = None
+        self._in_hand: deque[asyncio.Task] = deque()
+
+    async def submit(self, messages: Sequence[Message]) -> None:
+        """Start on a batch; returns once fewer than `depth` batches are in hand. Cancelling
+        the caller leaves the batches be."""
+        self._committing = asyncio.ensure_future(self._commit(messages, self._committing))
+        self._finishing = asyncio.ensure_future(self._finish(self._committing, self._finishing))
+        self._in_hand.append(self._finishing)
+        while len(self._in_hand) >= self.depth:
+            oldest = self._in_hand[0]
+            await asyncio.wait([oldest])  # unlike awaiting it, cancelling the caller leaves it be
+            if oldest.cancelled() or oldest.exception() is not None:
+                await self.drain()
+            self._in_hand.popleft()
+
+    async def drain(self) -> None:
+        """Wait until every submitted batch is acknowledged or failed; raises the first
+        failure (every later batch fails with it)."""
+        in_hand, self._in_hand = self._in_hand, deque()
+        for outcome in await asyncio.gather(*in_hand, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    async def _commit(self, messages: Sequence[Message], previous: asyncio.Task | None) -> CommittedBatch:
+        if previous is not None:
+            await previous
+        return await self.handler.commit(messages)
+
+    async def _finish(self, committing: asyncio.Task, previous: asyncio.Task | None) -> None:
+        committed = await committing
+        if previous is not None:
+            await previous
+        await self.handler.emit(committed)
+        self.ack(committed.messages)
 
 
 @dataclass(frozen=True)

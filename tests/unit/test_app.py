@@ -1,5 +1,6 @@
-"""The worker app: its consumer is faust's with one guard per fetched batch (no broker needed:
-the delivery loop is driven with records in memory); the worker's garbage-collector set-up."""
+"""The worker app: its consumer is faust's with one guard per fetched batch, and records of the
+matches topic go to the agent's batch buffer (no broker needed: the delivery loop is driven
+with records in memory); the worker's garbage-collector set-up."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from stream_rater.store.memory import MemoryStore
 
 TOPIC = "matches-transport"
 PART = TP(TOPIC, 0)
+OTHER = TP("another-topic", 0)
 
 
 def consumer(**settings: float) -> BatchGuardConsumer:
@@ -26,9 +28,9 @@ def consumer(**settings: float) -> BatchGuardConsumer:
     return app.consumer
 
 
-async def records(offsets: list[int]) -> AsyncIterator[tuple[TP, SimpleNamespace]]:
+async def records(offsets: list[int], tp: TP = PART) -> AsyncIterator[tuple[TP, SimpleNamespace]]:
     for offset in offsets:
-        yield PART, SimpleNamespace(topic=TOPIC, offset=offset)
+        yield tp, SimpleNamespace(topic=tp.topic, offset=offset)
 
 
 def test_the_worker_app_consumes_with_the_batch_guard_consumer():
@@ -45,10 +47,29 @@ async def test_a_batch_is_delivered_in_order_from_the_read_offset_on():
         delivered.append(message.offset)
 
     c.callback = callback
-    c._read_offset[PART] = 3
+    c._read_offset[OTHER] = 3
     offsets = [1, 2, *range(3, 3 + 2 * YIELD_EVERY)]
-    await c._deliver(records(offsets))
+    await c._deliver(records(offsets, OTHER))
     assert delivered == offsets[2:]
+    assert c._read_offset[OTHER] == offsets[-1]
+
+
+async def test_the_matches_topic_goes_to_the_batch_buffer_in_one_step():
+    """The agent's topic bypasses the conductor: the fetched records land in its buffer, in
+    order, and move the read offset."""
+    c = consumer()
+    c.app.flow_control.resume()
+    delivered: list[int] = []
+
+    async def callback(message: SimpleNamespace) -> None:
+        delivered.append(message.offset)
+
+    c.callback = callback
+    offsets = list(range(2 * YIELD_EVERY))
+    await c._deliver(records(offsets))
+    buffer = c.app.batch_buffers[TOPIC]
+    assert delivered == []
+    assert [m.offset for m in buffer._records] == offsets
     assert c._read_offset[PART] == offsets[-1]
 
 

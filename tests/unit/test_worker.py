@@ -1,8 +1,10 @@
 """The worker's batch handler with an in-memory store and a recording producer: order of
-effects, dead letters, retries on transient errors and shutdown while failing."""
+effects, dead letters, retries on transient errors and shutdown while failing; the pipeline
+that overlaps consecutive batches and keeps their commits, emits and acks in order."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 
@@ -14,7 +16,7 @@ from stream_rater.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
 from stream_rater.store import Commit, StateWrite
 from stream_rater.store.memory import MemoryStore
-from stream_rater.worker import BatchHandler, Topics, WorkerStopping
+from stream_rater.worker import BatchHandler, BatchPipeline, Topics, WorkerStopping
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 
@@ -148,3 +150,63 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
     dead = [s for s in producer.sent if s[0] == "dlq"]
     assert len(dead) == 1 and dict(dead[0][3])["sr-reason"].startswith(b"processing failed: ZeroDivisionError")
     assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "updates"} == {"m1"}
+
+
+class GatedProducer(Producer):
+    """Holds every send until the test opens its gate; records the order of sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def send(self, records: list[tuple[str, bytes | None, bytes, list]]) -> None:
+        await self.gate.wait()
+        await super().send(records)
+
+
+async def settle() -> None:
+    """Let every ready task run until it waits."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_the_pipeline_commits_the_next_batch_while_the_previous_one_is_produced():
+    """Batch 2 is committed (it reads batch 1's states) while batch 1's events still wait for
+    the broker; events and acks then follow batch order."""
+    store, producer, acked = MemoryStore(), GatedProducer(), []
+    pipeline = BatchPipeline(handler(store, producer), ack=lambda messages: acked.append([m.offset for m in messages]))
+    await pipeline.submit([Record(duel("m1", "a", "b"), offset=1)])
+    await pipeline.submit([Record(duel("m2", "a", "c"), offset=2)])
+    await settle()
+    assert (await store.players("default"))["a"].games == 2
+    assert acked == [] and producer.sent == []
+    producer.gate.set()
+    await pipeline.drain()
+    assert acked == [[1], [2]]
+    assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b", "m2:a", "m2:c"]
+
+
+async def test_the_pipeline_holds_the_caller_back_at_its_depth():
+    """`submit` returns while fewer than `depth` batches are in hand, then waits for the oldest."""
+    producer, acked = GatedProducer(), []
+    pipeline = BatchPipeline(handler(MemoryStore(), producer), ack=acked.append, depth=2)
+    await pipeline.submit([Record(duel("m1", "a", "b"))])
+    second = asyncio.ensure_future(pipeline.submit([Record(duel("m2", "c", "d"))]))
+    await settle()
+    assert not second.done()
+    producer.gate.set()
+    await asyncio.wait_for(second, 5)
+    await pipeline.drain()
+    assert len(acked) == 2
+
+
+async def test_after_a_failed_batch_no_later_batch_is_committed_or_acknowledged():
+    store, acked = FlakyStore(failures=10**6), []
+    pipeline = BatchPipeline(handler(store, Producer(), stopping=lambda: True), ack=acked.append)
+    await pipeline.submit([Record(duel("m1", "a", "b"))])
+    await settle()
+    store.failures = 0
+    await pipeline.submit([Record(duel("m2", "c", "d"))])
+    with pytest.raises(WorkerStopping):
+        await pipeline.drain()
+    assert acked == [] and await store.players("default") == {}

@@ -1,0 +1,104 @@
+"""`BatchBuffer`: how the worker's agent takes its records a fetched batch at a time — bounded,
+flow-controlled and cleared like faust's stream buffers, records tracked until acknowledged
+(faust's app and consumer, no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from faust.types import TP
+from faust.types.tuples import ConsumerMessage
+
+from stream_rater.app import create_app
+from stream_rater.faust_transport import BatchBuffer
+from stream_rater.ladders import Ladder, Ladders
+from stream_rater.settings import Settings
+from stream_rater.store.memory import MemoryStore
+
+TOPIC = "matches-buffer"
+PART = TP(TOPIC, 0)
+
+
+@pytest.fixture
+async def app():
+    app = create_app(Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="buffer-test"),
+                     Ladders([Ladder("default", "trueskill")]), store=MemoryStore())
+    app.flow_control.resume()
+    return app
+
+
+def messages(app, offsets, generation: int | None = None) -> list[ConsumerMessage]:
+    generation = app.consumer_generation_id if generation is None else generation
+    return [ConsumerMessage(TOPIC, 0, o, 0.0, 0, [], None, b"{}", None, tp=PART, generation_id=generation)
+            for o in offsets]
+
+
+async def settle() -> None:
+    """Let every ready task run until it waits."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_take_returns_at_most_the_batch_size_in_order(app):
+    buffer = BatchBuffer(app, maxsize=100)
+    await buffer.put(messages(app, range(7)))
+    assert [m.offset for m in await buffer.take(5, within=1.0)] == [0, 1, 2, 3, 4]
+    assert [m.offset for m in await buffer.take(5, within=0.01)] == [5, 6]
+
+
+async def test_take_waits_within_for_a_fuller_batch(app):
+    """A short batch waits up to `within` for more records; a full one does not wait."""
+    buffer = BatchBuffer(app, maxsize=100)
+    await buffer.put(messages(app, [0]))
+    taking = asyncio.ensure_future(buffer.take(3, within=30.0))
+    await settle()
+    await buffer.put(messages(app, [1]))
+    await settle()
+    assert not taking.done()
+    await buffer.put(messages(app, [2]))
+    assert [m.offset for m in await asyncio.wait_for(taking, 5)] == [0, 1, 2]
+
+
+async def test_put_waits_while_the_buffer_is_full_and_while_the_flow_is_suspended(app):
+    buffer = BatchBuffer(app, maxsize=2)
+    await buffer.put(messages(app, [0, 1]))
+    putting = asyncio.ensure_future(buffer.put(messages(app, [2])))
+    await settle()
+    assert not putting.done()
+    await buffer.take(2, within=0)
+    await asyncio.wait_for(putting, 5)
+    app.flow_control.suspend()
+    suspended = asyncio.ensure_future(buffer.put(messages(app, [3])))
+    await settle()
+    assert not suspended.done()
+    app.flow_control.resume()
+    await asyncio.wait_for(suspended, 5)
+
+
+async def test_a_rebalance_clears_what_was_not_taken_and_wakes_a_waiting_put(app):
+    """faust's flow control clears the buffer (the partition's next owner reads those records
+    again); a fetch loop that waited for room can go on."""
+    buffer = BatchBuffer(app, maxsize=2)
+    await buffer.put(messages(app, [0, 1]))
+    putting = asyncio.ensure_future(buffer.put(messages(app, [2])))
+    await settle()
+    assert not putting.done()
+    app.flow_control.clear()
+    await asyncio.wait_for(putting, 5)
+    assert [m.offset for m in buffer._records] == [2]
+
+
+async def test_taken_records_are_tracked_until_acknowledged(app):
+    """Taken records hold a rebalance back (faust's ``wait_empty``) until `ack`; records of an
+    earlier consumer generation are dropped, not acknowledged."""
+    app.topics.acking_topics.add(TOPIC)
+    buffer = BatchBuffer(app, maxsize=100)
+    stale = messages(app, [0], generation=app.consumer_generation_id - 1)
+    await buffer.put(stale + messages(app, [1, 2]))
+    taken = await buffer.take(10, within=0)
+    assert [m.offset for m in taken] == [1, 2]
+    assert set(app.consumer.unacked) == set(taken)
+    buffer.ack(taken)
+    assert not app.consumer.unacked
+    assert all(m.acked for m in taken) and not stale[0].acked
