@@ -218,7 +218,7 @@ class BatchHandler:
 class BatchPipeline:
     """Overlaps consecutive batches so the worker is not idle while Redis works.
 
-    Batch N+1 is taken from the stream while batch N waits for its Redis commit, and
+    The caller takes batch N+1 while batch N waits for its Redis commit, and N+1 is
     committed while batch N's events travel to the broker. Commits run one at a time in
     submission order (a batch reads what the one before committed), and so do emits and
     acknowledgements: a batch is acknowledged only after its own events are with the broker
