@@ -1,5 +1,6 @@
 """The streaming service end to end: real worker processes on a real Kafka-protocol broker
-and Redis — equality with replay, duplicates, concurrent workers, kill -9 recovery, DLQ."""
+and Redis — equality with replay, duplicates, concurrent workers, kill -9 recovery, a
+graceful stop mid-stream, DLQ."""
 
 from __future__ import annotations
 
@@ -283,6 +284,41 @@ def test_kill_9_at_random_moments_applies_every_match_exactly_once(stream_factor
     assert {p: (s.mu, s.sigma, s.games) for p, s in states.items()} == {
         p: (s.mu, s.sigma, s.games) for p, s in replay_states.items()
     }
+
+
+def test_sigterm_mid_stream_finishes_the_batches_in_hand_and_commits_them(stream_factory):
+    """SIGTERM while batches are in flight: the worker exits 0 after the batches it holds are
+    applied, produced and committed — the group's committed offset is exactly the number of
+    matches in Redis (one partition) — and a restarted worker goes on from there."""
+    stream = stream_factory(partitions=1, batch_size=500)
+    matches = random_matches(stream, 10_000, players=200, seed=6)
+    worker = stream.start_worker()
+    stream.publish(matches)
+    store_games = lambda: sum(s.games for s in stream.states().values())  # noqa: E731
+    deadline = time.monotonic() + 120
+    while store_games() < 3_000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stop_process(worker) == 0
+    applied = store_games() // 2
+    assert 0 < applied < len(matches), "the stop must land mid-stream to mean anything"
+    assert committed_offset(stream) == applied
+    stream.start_worker()
+    events = decoded(stream.updates(expected=2 * len(matches), timeout=300))
+    assert len(events) == 2 * len(matches)
+    assert_unbroken_chains(events, stream.states())
+
+
+def committed_offset(stream: Stream) -> int:
+    """The consumer group's committed offset of the matches topic's partition 0."""
+    async def read() -> int:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(stream.settings.broker),
+                                    group_id=stream.settings.consumer_group, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            return await consumer.committed(TopicPartition(stream.settings.topic_matches, 0)) or 0
+        finally:
+            await consumer.stop()
+    return asyncio.run(read())
 
 
 def test_worker_creates_missing_topics_on_a_bare_broker(stream_factory):
