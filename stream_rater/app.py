@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import logging
 import ssl
 import tempfile
 from typing import Any
 
 import faust
-from faust.sensors import Monitor
 
 from stream_rater.events import Limits
 from stream_rater.faust_transport import App, BatchBuffer
@@ -30,27 +28,6 @@ from stream_rater.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
 from stream_rater.web import register_web
 from stream_rater.worker import BatchHandler, BatchPipeline, Topics, TimedStore
-
-log = logging.getLogger(__name__)
-
-
-class QuietMonitor(Monitor):
-    """faust's monitor without its per-message bookkeeping (time stamps and counters kept
-    for faust's own stats views, which this service does not serve); the service's metrics
-    are in `stream_rater.metrics`. Measured with ``stream-rater bench e2e``."""
-
-    def on_message_in(self, tp: Any, offset: int, message: Any) -> None:
-        """Nothing to record per message."""
-
-    def on_stream_event_in(self, tp: Any, offset: int, stream: Any, event: Any) -> None:
-        """Nothing to record per event."""
-
-    def on_stream_event_out(self, tp: Any, offset: int, stream: Any, event: Any, state: Any = None) -> None:
-        """Nothing to record per event."""
-
-    def on_message_out(self, tp: Any, offset: int, message: Any) -> None:
-        """Nothing to record per message."""
-
 
 def broker_credentials(settings: Settings) -> Any:
     """faust credentials for the configured Kafka security settings (None = plaintext)."""
@@ -95,7 +72,6 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         web_router_enabled=False,
         web_tables_enabled=False,
         loghandlers=[],
-        Monitor=QuietMonitor,
         datadir=os.path.join(tempfile.gettempdir(), f"stream-rater-{settings.consumer_group}"),
     )
     app.fetch_max_wait = settings.fetch_max_wait
