@@ -7,7 +7,7 @@ inside ``wait_first(callback(message), suspend_flow.wait())``: four tasks and an
 ``asyncio.wait`` per message, so that a delivery blocked on a full stream buffer is abandoned
 when a rebalance suspends the flow. Measured here with a consume-and-ack agent (noack_take,
 no other work): about 145 µs of CPU per message with that loop, 71 µs with the guard around
-the whole fetched batch instead — the largest single cost on the worker's path.
+the whole fetched batch instead (then the largest single cost on the worker's path).
 
 Abandoning the rest of a batch on suspension is as safe as abandoning one message: nothing
 abandoned was acknowledged, and faust's ``getmany`` seeks back to the committed offsets
