@@ -127,8 +127,10 @@ class BatchBuffer:
 
     async def put(self, messages: list[Message]) -> None:
         """Add fetched records, waiting while the flow is suspended or the buffer is full."""
-        await self.app.flow_control.acquire()
-        while len(self._records) >= self.maxsize:
+        while True:
+            await self.app.flow_control.acquire()
+            if len(self._records) < self.maxsize:
+                break
             self._removed.clear()
             await self._removed.wait()
         self._records.extend(messages)

@@ -78,13 +78,17 @@ async def test_put_waits_while_the_buffer_is_full_and_while_the_flow_is_suspende
 
 async def test_a_rebalance_clears_what_was_not_taken_and_wakes_a_waiting_put(app):
     """faust's flow control clears the buffer (the partition's next owner reads those records
-    again); a fetch loop that waited for room can go on."""
+    again); a fetch loop that waited for room goes on once the flow resumes, not before."""
     buffer = BatchBuffer(app, maxsize=2)
     await buffer.put(messages(app, [0, 1]))
     putting = asyncio.ensure_future(buffer.put(messages(app, [2])))
     await settle()
     assert not putting.done()
+    app.flow_control.suspend()
     app.flow_control.clear()
+    await settle()
+    assert not putting.done() and not buffer._records
+    app.flow_control.resume()
     await asyncio.wait_for(putting, 5)
     assert [m.offset for m in buffer._records] == [2]
 
