@@ -188,7 +188,8 @@ class Transport(faust_aiokafka.Transport):
 
 
 class App(faust.App):
-    """A faust app whose consumer uses `Transport`; everything else is faust's."""
+    """A faust app whose consumer uses `Transport` and delivers the topics in `batch_buffers`
+    to their buffers; everything else is faust's."""
 
     #: Longest time, in seconds, the broker may hold a fetch that found no new records.
     fetch_max_wait: float = 1.5
