@@ -97,6 +97,7 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
         limits=Limits(max_event_bytes=settings.max_event_bytes),
         stopping=stopping.is_set,
         on_batch=recent.record,
+        partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
     app.rating_store = store  # type: ignore[attr-defined]
     app.rating_handler = handler  # type: ignore[attr-defined]

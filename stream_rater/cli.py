@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from stream_rater.adapters import FORMATS, open_text, read_records
 from stream_rater.codecs import encode_event
-from stream_rater.events import MatchFinished
+from stream_rater.events import Limits, MatchFinished
 from stream_rater.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
 from stream_rater.settings import Settings, env_name
 
@@ -44,7 +44,8 @@ def _input_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="jsonl", help="input format (default jsonl)")
     parser.add_argument("--home-effect", action="store_true",
                         help="football: mark the home team of non-neutral matches with the 'home' effect")
-    parser.add_argument("--ladder", help="rate every match on this ladder (overrides the events')")
+    parser.add_argument("--ladder", help="rate every match on this ladder (overrides the events'); with "
+                        "--from-topic, the ladder whose matches are read")
     parser.add_argument("--model", help="model of that ladder (e.g. trueskill, sph-elo, elo)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="model parameter (constructor keyword), repeatable")
@@ -63,11 +64,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stream-rater", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("replay", help="apply match files offline; print rating-changed events")
+    kafka_security = ["kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
+                      "kafka_sasl_password", "kafka_ssl_cafile"]
+    p = sub.add_parser("replay", help="apply match files (or a ladder's matches from the topic) offline; "
+                       "print rating-changed events")
     _input_flags(p)
     _store_flag(p, "memory")
     p.add_argument("--out", help="write events here instead of stdout")
+    p.add_argument("--from-topic", action="store_true",
+                   help="read --ladder's matches from the matches topic (earliest retained offset to its "
+                        "end, in log order) instead of files")
+    _settings_flags(p, ["broker", "topic_matches", *kafka_security])
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("verify", help="recompute a ladder from the matches topic and compare with the store; "
+                       "exit 1 if any player differs")
+    p.add_argument("--ladder", required=True, help="the ladder to verify")
+    p.add_argument("--tolerance", type=float, default=1e-9, help="largest |difference| of mu or sigma (default 1e-9)")
+    p.add_argument("--wait", type=float, default=30.0,
+                   help="seconds to wait for the workers to commit what was read (default 30)")
+    _store_flag(p, None)
+    _settings_flags(p, ["broker", "topic_matches", "consumer_group", "max_event_bytes", "ladders_file",
+                        *kafka_security])
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
     _input_flags(p)
@@ -100,8 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_flags(p, ["ladders_file"])
     p.set_defaults(func=cmd_leaderboard)
 
-    kafka_security = ["kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
-                      "kafka_sasl_password", "kafka_ssl_cafile"]
     service = [f.name for f in fields(Settings)]
     p = sub.add_parser("worker", help="run a worker against the configured Kafka and Redis")
     _settings_flags(p, service)
@@ -200,7 +217,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     ladders = _ladders(args)
     with ExitStack() as stack:
         out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
-        matches, rejected = _valid_matches(args, ladders, stack)
+        matches, rejected = _topic_matches(args, ladders) if args.from_topic else _valid_matches(args, ladders, stack)
 
         async def run() -> Any:
             store = open_store(args.store)
@@ -234,6 +251,48 @@ def _valid_matches(
 
     records = read_records(_open_inputs(args.files, stack), args.format, home_effect=args.home_effect)
     return iter(validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)), rejected
+
+
+def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator[MatchFinished], list[str]]:
+    """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order."""
+    from stream_rater.kafka_io import read_log
+    from stream_rater.verify import ladder_history
+
+    if args.files:
+        raise ValueError("--from-topic reads the topic: give no FILE")
+    if not args.ladder:
+        raise ValueError("--from-topic needs --ladder")
+    settings = _settings(args)
+    _require(settings, "broker")
+    records, _ = asyncio.run(read_log(settings, settings.topic_matches))
+    history = ladder_history(records, ladders, args.ladder,
+                             Limits(max_event_bytes=settings.max_event_bytes))
+    if not history.ordered:
+        print(f"warning: ladder {args.ladder!r} has records on partitions {sorted(history.positions)}; "
+              "taken by broker timestamp", file=sys.stderr)
+    return iter(history.matches), history.rejected
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``verify``: recompute a ladder from the topic, compare with the store; 1 if any differ."""
+    from stream_rater.store import open_store
+    from stream_rater.verify import verify
+
+    settings = _settings(args)
+    _require(settings, "broker")
+    ladders = _ladders(args)
+    ladders.get(args.ladder)
+
+    async def run() -> Any:
+        store = open_store(args.store)
+        try:
+            return await verify(settings, ladders, args.ladder, store, tolerance=args.tolerance, wait=args.wait)
+        finally:
+            await store.close()
+
+    report = asyncio.run(run())
+    print("\n".join(report.lines()))
+    return 1 if report.differences else 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -362,7 +421,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    """``publish``: validate each line, send the good ones keyed by match_id."""
+    """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
     from stream_rater.kafka_io import publish
 
     settings = _settings(args)

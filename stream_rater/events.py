@@ -146,10 +146,11 @@ class RatingChanged:
     games: int
     finished_at: str
     processed_at: str
+    late: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The wire form (field order as in design.md)."""
-        return {
+        """The wire form (field order as in design.md); ``late`` only when true."""
+        wire = {
             "event_id": self.event_id,
             "match_id": self.match_id,
             "ladder": self.ladder,
@@ -163,6 +164,9 @@ class RatingChanged:
             "finished_at": self.finished_at,
             "processed_at": self.processed_at,
         }
+        if self.late:
+            wire["late"] = True
+        return wire
 
     @classmethod
     def from_dict(cls, d: Any) -> RatingChanged:
@@ -189,6 +193,9 @@ class RatingChanged:
             if type(value) is not str:
                 _fail(name, f"must be an RFC 3339 date-time string, got {_kind(value)}")
             _parse_rfc3339(value, name)
+        late = d.get("late", False)
+        if type(late) is not bool:
+            _fail("late", f"must be a boolean, got {_kind(late)}")
         return cls(
             event_id=event_id,
             match_id=match_id,
@@ -202,7 +209,17 @@ class RatingChanged:
             games=games,
             finished_at=d["finished_at"],
             processed_at=d["processed_at"],
+            late=late,
         )
+
+
+def match_key(ladder: str) -> bytes:
+    """The Kafka key of a match-finished record: its ladder.
+
+    Every match of a ladder then lands on one partition, whose order is the order in which
+    the ladder's matches are applied — by every worker, and by a replay of the topic.
+    """
+    return ladder.encode()
 
 
 def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
@@ -407,7 +424,7 @@ _PLAYER_FIELDS = frozenset({"id", "weight", "score", "seconds_played", "rated"})
 _CHANGED_STRINGS = ("event_id", "match_id", "ladder", "player_id", "model")
 _CHANGED_FIELDS = frozenset(
     _CHANGED_STRINGS
-    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at")
+    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at", "late")
 )
 _STATE_FIELDS = frozenset({"mu", "sigma"})
 

@@ -19,6 +19,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 from aiokafka.partitioner import DefaultPartitioner
 
+from stream_rater.events import match_key
+from stream_rater.ladders import DEFAULT_LADDER
 from stream_rater.settings import Settings
 
 
@@ -64,6 +66,12 @@ def _keyed_partition(key: bytes, partitions: tuple[int, ...]) -> int:
     """The partition Kafka's default partitioner (murmur2) gives `key`; keys repeat (one per
     player), so each is hashed once."""
     return _partitioner(key, list(partitions), list(partitions))
+
+
+def home_partition(ladder: str, partitions: int) -> int:
+    """The partition of a topic with `partitions` partitions that a ladder's match records
+    belong on: the default partitioner's choice for the key `match_key(ladder)`."""
+    return _keyed_partition(match_key(ladder), tuple(range(partitions)))
 
 
 async def send_batched(producer: AIOKafkaProducer, records: Iterable[Record]) -> None:
@@ -180,8 +188,8 @@ async def publish(
     rate: float | None = None,
     chunk: int = 5000,
 ) -> PublishSummary:
-    """Send match-finished `events` (wire dicts) to the matches topic, keyed by match_id, in
-    the given order; returns when the broker has all of them.
+    """Send match-finished `events` (wire dicts) to the matches topic, keyed by ladder
+    (`match_key`), in the given order; returns when the broker has all of them.
 
     Events go out as batches of up to `chunk` (`send_batched`). `rate` caps events per
     second: what has accumulated is sent whenever the pace says to wait.
@@ -203,7 +211,7 @@ async def publish(
             if (ahead := ahead_of_pace()) > 0:
                 await asyncio.sleep(ahead)
             value = json.dumps(event, separators=(",", ":")).encode()
-            records.append((settings.topic_matches, str(event.get("match_id", "")).encode(), value, []))
+            records.append((settings.topic_matches, match_key(str(event.get("ladder") or DEFAULT_LADDER)), value, []))
             summary.sent += 1
         await send_batched(producer, records)
     finally:
@@ -264,3 +272,62 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str, timeout: float = 3
         if time.monotonic() > deadline:
             raise TimeoutError(f"topic {topic!r} not found on the broker")
         await asyncio.sleep(0.1)
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record read back from a topic, with where it was."""
+
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes
+
+
+async def read_log(
+    settings: Settings, topic: str, start: Mapping[int, int] | None = None, timeout: float = 300.0,
+) -> tuple[list[LogRecord], dict[int, int]]:
+    """The records of `topic` from `start` (default: the earliest retained offset) up to at
+    least the log's end when called, in (partition, offset) order, and the offset reached per
+    partition (where a later read goes on). Raises `TimeoutError` after `timeout` seconds.
+
+    Fetched batches are kept whole: some Kafka-protocol brokers (Tansu) report the log's end
+    as the last batch's base offset + 1, so "up to the end" means "through the batch that
+    holds the reported end".
+    """
+    deadline = time.monotonic() + timeout
+    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    try:
+        partitions = await _partitions(consumer, topic)
+        ends = {tp: offset for tp, offset in (await consumer.end_offsets(partitions)).items()}
+        consumer.assign(partitions)
+        for tp in partitions:
+            if start is not None and tp.partition in start:
+                consumer.seek(tp, start[tp.partition])
+            else:
+                await consumer.seek_to_beginning(tp)
+        pending = {tp for tp in partitions if await consumer.position(tp) < ends[tp]}
+        out: list[LogRecord] = []
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic!r} took longer than {timeout:.0f} s")
+            for tp, records in (await consumer.getmany(*pending, timeout_ms=1000)).items():
+                out += [LogRecord(tp.partition, r.offset, r.timestamp, r.key, r.value or b"") for r in records]
+            pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
+        out.sort(key=lambda r: (r.partition, r.offset))
+        return out, {tp.partition: await consumer.position(tp) for tp in partitions}
+    finally:
+        await consumer.stop()
+
+
+async def committed_offsets(settings: Settings, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+    """The consumer group's committed offsets (0 where none) of `topic`'s `partitions`."""
+    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False,
+                                group_id=settings.consumer_group)
+    await consumer.start()
+    try:
+        return {p: await consumer.committed(TopicPartition(topic, p)) or 0 for p in partitions}
+    finally:
+        await consumer.stop()

@@ -16,6 +16,16 @@ MATCHES_DUPLICATE = Counter(
 MATCHES_REJECTED = Counter(
     "stream_rater_matches_rejected", "Invalid match events, by reason (the failing field)", ["reason"]
 )
+MATCHES_LATE = Counter(
+    "stream_rater_matches_late",
+    "Matches applied in log order although they finished before a player's last applied match",
+    ["ladder"],
+)
+MATCHES_MISKEYED = Counter(
+    "stream_rater_matches_miskeyed",
+    "Match records not keyed by their ladder or not on the ladder's partition (order not guaranteed)",
+    ["ladder", "partition"],
+)
 DEAD_LETTERS = Counter("stream_rater_dead_letters", "Events written to the dead-letter topic")
 RATING_CHANGES = Counter("stream_rater_rating_changes_emitted", "Rating-changed events produced")
 COMMIT_CONFLICTS = Counter("stream_rater_commit_conflicts", "Store commits refused by the version check")

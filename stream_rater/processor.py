@@ -181,6 +181,8 @@ def plan_batch(
                     "finished_at": finished_at,
                     "processed_at": processed_at,
                 }
+                if before.last_played is not None and at < before.last_played:
+                    event["late"] = True  # see `is_late`
                 events.append(event)
                 history.setdefault(pid, []).append(event)
             if team.effects:
@@ -195,6 +197,17 @@ def plan_batch(
         _new(StateWrite, (pid, s, s.version - 1, False, leaderboard[pid])) for pid, s in players.items()
     ] + [_new(StateWrite, (name, s, s.version - 1, True, None)) for name, s in effects.items()]
     return _Plan(results, Commit(ladder.name, writes, markers, history))
+
+
+def is_late(result: MatchResult) -> bool:
+    """True when the match finished before one of its players' last applied match.
+
+    The rule: matches of a ladder are applied in log order, whatever their `finished_at`. A
+    late match adds no inactivity time for that player (elapsed 0: the model's time-scaled
+    dynamics see no gap), leaves the player's `last_played` where it was, and marks that
+    player's rating-changed event ``"late": true``; the worker counts such matches.
+    """
+    return any("late" in event for event in result.events)
 
 
 def _after(before: PlayerState, new: Rating, at: float, stored: PlayerState) -> PlayerState:

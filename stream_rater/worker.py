@@ -23,10 +23,10 @@ from typing import Any, Protocol
 
 from stream_rater import metrics
 from stream_rater.codecs import DecodeError, decode_match, encode_event
-from stream_rater.events import Limits, MatchFinished, ValidationError
-from stream_rater.kafka_io import Record
+from stream_rater.events import Limits, MatchFinished, ValidationError, match_key
+from stream_rater.kafka_io import Record, home_partition
 from stream_rater.ladders import Ladders
-from stream_rater.processor import BatchResult, Processor, TooManyConflicts
+from stream_rater.processor import BatchResult, Processor, TooManyConflicts, is_late
 from stream_rater.store.base import Commit, Snapshot, StateStore
 
 log = logging.getLogger(__name__)
@@ -102,9 +102,11 @@ class BatchHandler:
         stopping: Callable[[], bool] = lambda: False,
         max_backoff: float = 5.0,
         on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
+        partition_count: Callable[[str], int | None] = lambda topic: None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
-        and the consumer-lag measurement use it)."""
+        and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
+        partition count as the consumer knows it (None: unknown), for `OrderWatch`."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -113,6 +115,7 @@ class BatchHandler:
         self.stopping = stopping
         self.max_backoff = max_backoff
         self.on_batch = on_batch
+        self.order_watch = OrderWatch(partition_count)
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
@@ -131,10 +134,13 @@ class BatchHandler:
         dead: list[tuple[Message, str]] = []
         for message in messages:
             try:
-                valid.append(decode_match(message.value or b"", self.ladders, self.limits))
+                match = decode_match(message.value or b"", self.ladders, self.limits)
             except (DecodeError, ValidationError) as exc:
                 metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
                 dead.append((message, str(exc)))
+                continue
+            valid.append(match)
+            self.order_watch.check(message, match.ladder)
         result = await self._apply(valid, dead)
         return CommittedBatch(messages, result, dead, started)
 
@@ -151,11 +157,16 @@ class BatchHandler:
 
         now = time.time()
         counts: Counter[tuple[bool, str]] = Counter()
+        late: Counter[str] = Counter()
         for r in result.results:
             counts[r.duplicate, r.match.ladder] += 1
+            if not r.duplicate and is_late(r):
+                late[r.match.ladder] += 1
             metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
         for (duplicate, ladder), n in counts.items():
             (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
+        for ladder, n in late.items():
+            metrics.MATCHES_LATE.labels(ladder).inc(n)
         metrics.COMMIT_CONFLICTS.inc(result.conflicts)
         metrics.DEAD_LETTERS.inc(len(dead))
         metrics.RATING_CHANGES.inc(len(result.events))
@@ -213,6 +224,52 @@ class BatchHandler:
                 log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
                 await asyncio.sleep(random.uniform(delay / 2, delay))
                 delay = min(self.max_backoff, delay * 2)
+
+
+class OrderWatch:
+    """Notices match records that break the ladder-is-the-unit-of-order rule.
+
+    `stream-rater publish` keys every match by its ladder, so a ladder's matches share one
+    partition and are applied in that partition's order. A foreign producer may key them
+    otherwise (or use another partitioner): such records are still applied exactly once
+    (the versioned commit), but in whatever order the workers take them. Each one is
+    counted (``stream_rater_matches_miskeyed_total{ladder,partition}``) and a warning naming
+    the ladder and partition is logged at most once per `warn_every` seconds per pair.
+    """
+
+    def __init__(self, partition_count: Callable[[str], int | None], warn_every: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.partition_count = partition_count
+        self.warn_every = warn_every
+        self.clock = clock
+        self._warned: dict[tuple[str, int], float] = {}
+        self._counts: dict[str, tuple[int | None, float]] = {}
+
+    def _partitions(self, topic: str) -> int | None:
+        """The topic's partition count, asked of the consumer at most every `warn_every` s."""
+        count, asked = self._counts.get(topic, (None, -self.warn_every))
+        if count is None or self.clock() - asked >= self.warn_every:
+            count = self.partition_count(topic)
+            self._counts[topic] = (count, self.clock())
+        return count
+
+    def check(self, message: Message, ladder: str) -> bool:
+        """True if `message` (a match of `ladder`) is keyed and placed as the rule says."""
+        if message.key == match_key(ladder):
+            partitions = self._partitions(message.topic)
+            if partitions is None or home_partition(ladder, partitions) == message.partition:
+                return True
+        metrics.MATCHES_MISKEYED.labels(ladder, str(message.partition)).inc()
+        now, pair = self.clock(), (ladder, message.partition)
+        if now - self._warned.get(pair, -self.warn_every) >= self.warn_every:
+            self._warned[pair] = now
+            log.warning(
+                "ladder %r: a match record on %s[%d] (key %r) is not keyed by its ladder or not on "
+                "the ladder's partition; it is applied exactly once, but its order relative to the "
+                "ladder's other matches is not guaranteed (stream_rater_matches_miskeyed_total)",
+                ladder, message.topic, message.partition, message.key,
+            )
+        return False
 
 
 class BatchPipeline:

@@ -109,7 +109,7 @@ def web_worker(broker_url: str, redis_url: str, topic_factory: Callable[..., str
         topic_matches=topic_factory(PARTITIONS, "matches"), topic_updates=topic_factory(PARTITIONS, "updates"),
         topic_dlq=topic_factory(PARTITIONS, "dlq"), consumer_group=unique_name, session_timeout=3.0,
     )
-    env = worker_test_env(settings, ladder, tmp_path / "faust-data")
+    env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
         worker = RunningWorker(settings, ladder, start_worker(settings, env, log), log_path)

@@ -5,10 +5,14 @@ graceful stop mid-stream, DLQ."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import os
 import random
 import signal
 import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,18 +20,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
+import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from stream_rater.demo import start_worker, stop_process, wait_ready
 from stream_rater.events import parse_match
-from stream_rater.kafka_io import bootstrap_servers, create_topics, publish
+from stream_rater.kafka_io import bootstrap_servers, create_topics, home_partition, publish
 from stream_rater.ladders import Ladder, Ladders
 from stream_rater.local_runtime import free_port
 from stream_rater.processor import Processor
-from stream_rater.rating.base import Outcome, Rating
 from stream_rater.replay import replay
 from stream_rater.settings import Settings
 from stream_rater.store import open_store
+from stream_rater.store import PlayerState
 from stream_rater.store.memory import MemoryStore
 
 from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
@@ -39,31 +44,37 @@ STARTUP_TIMEOUT = 90.0
 
 @dataclass
 class Stream:
-    """Topics, a ladder and a consumer group of one test, and the workers it started."""
+    """Topics, ladders and a consumer group of one test, and the workers it started."""
 
     settings: Settings
-    ladder: str
+    names: tuple[str, ...]
     tmp: Path
     workers: list[subprocess.Popen] = field(default_factory=list)
 
     @property
+    def ladder(self) -> str:
+        """The first (or only) ladder."""
+        return self.names[0]
+
+    @property
     def ladders(self) -> Ladders:
-        return Ladders([Ladder(self.ladder, "trueskill")])
+        return Ladders([Ladder(name, "trueskill") for name in self.names])
 
     def start_worker(self) -> subprocess.Popen:
         """A new ready worker of this test's consumer group."""
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
-        process = start_worker(settings, worker_test_env(self.settings, self.ladder, self.tmp / "faust-data"), log)
+        process = start_worker(settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log)
         self.workers.append(process)
         wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
         return process
 
-    def match(self, match_id: str, a: str, b: str, rank_b: int = 1, at: float = DEFAULT_FINISHED_AT) -> dict:
-        return duel(self.ladder, match_id, a, b, second_rank=rank_b, at=at)
+    def match(self, match_id: str, a: str, b: str, rank_b: int = 1, at: float = DEFAULT_FINISHED_AT,
+              ladder: str | None = None) -> dict:
+        return duel(ladder or self.ladder, match_id, a, b, second_rank=rank_b, at=at)
 
-    def publish(self, events: list[dict]) -> None:
-        asyncio.run(publish(events, self.settings))
+    def publish(self, events: list[dict], rate: float | None = None) -> None:
+        asyncio.run(publish(events, self.settings, rate=rate))
 
     def updates(self, expected: int, timeout: float = 120.0, key: Callable | None = None) -> list:
         """Rating-changed records from the beginning until `expected` distinct keys (default:
@@ -71,14 +82,22 @@ class Stream:
         key = key or (lambda record: json.loads(record.value)["event_id"])
         return asyncio.run(_read_topic(self.settings, self.settings.topic_updates, expected, timeout, key))
 
-    def states(self) -> dict:
+    def states(self, ladder: str | None = None) -> dict:
         async def read() -> dict:
             store = open_store(self.settings.redis_url)
             try:
-                return await store.players(self.ladder)
+                return await store.players(ladder or self.ladder)
             finally:
                 await store.close()
         return asyncio.run(read())
+
+    def all_states(self) -> dict[str, dict]:
+        """Ladder → its players' stored states."""
+        return {name: self.states(name) for name in self.names}
+
+    def applied(self) -> int:
+        """Matches applied so far over all ladders (each 1v1 match adds two games)."""
+        return sum(s.games for states in self.all_states().values() for s in states.values()) // 2
 
 
 async def _read_topic(settings: Settings, topic: str, expected: int, timeout: float, key: Callable) -> list:
@@ -107,7 +126,7 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
     """Makes a `Stream` with fresh topics of the given partition count; stops its workers by PID."""
     made: list[Stream] = []
 
-    def make(partitions: int = 1, batch_size: int = 200, create: bool = True) -> Stream:
+    def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
         name = uuid.uuid4().hex[:10]
         settings = Settings(
             broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size,
@@ -117,7 +136,7 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
         topics = {t: partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
         if create:
             asyncio.run(create_topics(broker_url, topics))
-        stream = Stream(settings, f"s-{name}", tmp_path)
+        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path)
         made.append(stream)
         return stream
 
@@ -127,23 +146,53 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
             stop_process(process)
 
 
+def spread_ladders(prefix: str, n: int, partitions: int) -> tuple[str, ...]:
+    """`n` ladder names whose matches land on as many different partitions as possible."""
+    names: list[str] = []
+    used: set[int] = set()
+    for i in itertools.count():
+        name = f"{prefix}-{i}" if n > 1 else prefix
+        if len(names) == n:
+            return tuple(names)
+        home = home_partition(name, partitions)
+        if home not in used or len(used) >= partitions:
+            names.append(name)
+            used.add(home)
+    raise AssertionError("unreachable")
+
+
 def random_matches(stream: Stream, n: int, players: int, seed: int) -> list[dict]:
+    """`n` duels among `players` ids, each on a random one of the stream's ladders, in
+    increasing finished_at."""
     rng = random.Random(seed)
     ids = [f"p{i}" for i in range(players)]
-    return [stream.match(f"m{i}", *rng.sample(ids, 2), rank_b=rng.choice([0, 1, 1]), at=1_700_000_000.0 + i)
+    return [stream.match(f"m{i}", *rng.sample(ids, 2), rank_b=rng.choice([0, 1, 1]), at=1_700_000_000.0 + i,
+                         ladder=rng.choice(stream.names))
             for i in range(n)]
 
 
-def replay_events(stream: Stream, events: list[dict]) -> tuple[list[dict], dict]:
-    """What `replay` computes for the same input: its events and final states."""
+def replay_events(stream: Stream, events: list[dict]) -> tuple[list[dict], dict[str, dict]]:
+    """What `replay` of the same input in the same order computes: its events and every
+    ladder's final states."""
     ladders = stream.ladders
 
-    async def run() -> tuple[list[dict], dict]:
+    async def run() -> tuple[list[dict], dict[str, dict]]:
         out: list[dict] = []
         processor = Processor(ladders, MemoryStore())
         await replay([parse_match(e, ladders) for e in events], processor, on_result=lambda r: out.extend(r.events))
-        return out, await processor.store.players(stream.ladder)
+        return out, {name: await processor.store.players(name) for name in stream.names}
     return asyncio.run(run())
+
+
+def by_event_id(events: list[dict]) -> dict[str, dict]:
+    """Events by id, without the processing time (the only field a replay cannot reproduce)."""
+    return {e["event_id"]: {k: v for k, v in e.items() if k != "processed_at"} for e in events}
+
+
+def exact(states: dict[str, dict]) -> dict[str, dict]:
+    """Per ladder, each player's stored state as compared with replay: bit for bit."""
+    return {name: {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in players.items()}
+            for name, players in states.items()}
 
 
 def without_processed_at(events: list[dict]) -> list[dict]:
@@ -175,6 +224,20 @@ def assert_unbroken_chains(events: list[dict], states: dict) -> None:
         assert states[player].games == len(chain)
 
 
+def assert_equals_replay(stream: Stream, matches: list[dict], records: list) -> None:
+    """The oracle: every rating-changed event and every ladder's final states are exactly
+    what a replay of the published matches, in publish order, computes; each player's
+    events chain unbroken to the stored state."""
+    events = decoded(records)
+    expected, replay_states = replay_events(stream, matches)
+    assert len(events) == len(expected) == 2 * len(matches)
+    assert by_event_id(events) == by_event_id(expected)
+    states = stream.all_states()
+    assert exact(states) == exact(replay_states)
+    for name in stream.names:
+        assert_unbroken_chains([e for e in events if e["ladder"] == name], states[name])
+
+
 def test_one_partition_stream_equals_replay(stream_factory):
     """On one partition the worker emits exactly replay's events: one per player per match."""
     stream = stream_factory(partitions=1)
@@ -184,29 +247,58 @@ def test_one_partition_stream_equals_replay(stream_factory):
     records = stream.updates(expected=2 * len(matches))
     expected, states = replay_events(stream, matches)
     assert without_processed_at(decoded(records)) == without_processed_at(expected)
-    assert {p: (s.mu, s.sigma, s.games) for p, s in stream.states().items()} == {
-        p: (s.mu, s.sigma, s.games) for p, s in states.items()
-    }
+    assert exact(stream.all_states()) == exact(states)
 
 
-def test_interleaved_partitions_apply_the_model_to_each_before(stream_factory):
-    """With several partitions every event equals the model applied to its `before` states."""
-    stream = stream_factory(partitions=4)
+def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory, tmp_path):
+    """Three ladders spread over four partitions, sharing player ids: each ladder's events and
+    states equal a replay of the input; `verify` agrees, `replay --from-topic` reproduces the
+    ladder's events, and a state changed behind the worker's back is reported (exit 1)."""
+    stream = stream_factory(partitions=4, ladders=3)
+    assert len({home_partition(n, 4) for n in stream.names}) == 3
     stream.start_worker()
-    matches = random_matches(stream, 400, players=25, seed=2)
+    matches = random_matches(stream, 1500, players=25, seed=2)
     stream.publish(matches)
-    events = decoded(stream.updates(expected=2 * len(matches)))
-    by_match: dict[str, dict[str, dict]] = {}
-    for e in events:
-        by_match.setdefault(e["match_id"], {})[e["player_id"]] = e
-    model = stream.ladders.get(stream.ladder).rating_model
-    for m in matches:
-        a, b = m["teams"][0]["players"][0]["id"], m["teams"][1]["players"][0]["id"]
-        ea, eb = by_match[m["match_id"]][a], by_match[m["match_id"]][b]
-        teams = [[Rating(**ea["before"])], [Rating(**eb["before"])]]
-        [[new_a], [new_b]] = model.rate_match(teams, Outcome(ranks=[0, m["teams"][1]["rank"]]))
-        assert (ea["after"], eb["after"]) == ({"mu": new_a.mu, "sigma": new_a.sigma}, {"mu": new_b.mu, "sigma": new_b.sigma})
-    assert_unbroken_chains(events, stream.states())
+    assert_equals_replay(stream, matches, stream.updates(expected=2 * len(matches)))
+
+    s = stream.settings
+    env = {"STREAM_RATER_LADDER_" + n.upper().replace("-", "_"): "trueskill" for n in stream.names}
+    topic_flags = ["--broker", s.broker, "--topic-matches", s.topic_matches]
+    for name in stream.names:
+        ok = cli("verify", "--ladder", name, "--store", s.redis_url, "--consumer-group", s.consumer_group,
+                 *topic_flags, env=env)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        assert ok.stdout.strip().endswith("0 match")
+    first = stream.ladder
+    out = tmp_path / "from-topic.jsonl"
+    replayed = cli("replay", "--from-topic", "--ladder", first, "--out", str(out), *topic_flags, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    expected, _ = replay_events(stream, [m for m in matches if m["ladder"] == first])
+    from_topic = [json.loads(line) for line in out.read_text().splitlines()]
+    assert without_processed_at(from_topic) == without_processed_at(expected)
+
+    player, state = sorted(stream.states(first).items())[0]
+    tamper(s.redis_url, first, player, state._replace(mu=state.mu + 1e-6))
+    bad = cli("verify", "--ladder", first, "--store", s.redis_url, "--consumer-group", s.consumer_group,
+              *topic_flags, env=env)
+    assert bad.returncode == 1
+    assert f"player {player}: live mu={state.mu + 1e-6!r}" in bad.stdout
+    assert bad.stdout.strip().endswith("1 differ")
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``stream-rater ARGS`` with extra environment `env`; never raises on a non-zero exit."""
+    return subprocess.run([sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+def tamper(redis_url: str, ladder: str, player: str, state: PlayerState) -> None:
+    """Overwrite one stored state directly in Redis, as a bug or an operator might."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.hset(f"sr:{{{ladder}}}:players", player, state.pack())
+    finally:
+        client.close()
 
 
 def test_duplicated_match_events_are_applied_once(stream_factory):
@@ -240,50 +332,40 @@ def test_duplicated_match_events_are_applied_once(stream_factory):
     assert (states["alice"].games, states["bob"].games, states["carol"].games) == (2, 1, 1)
 
 
-def test_two_workers_lose_no_update(stream_factory):
-    """Two workers sharing the partitions, with overlapping players, lose no update."""
-    stream = stream_factory(partitions=4, batch_size=50)
+def test_two_workers_over_several_ladders_equal_replay(stream_factory):
+    """Two workers sharing four partitions and three ladders with overlapping players: every
+    event and final state is exactly replay's."""
+    stream = stream_factory(partitions=4, batch_size=50, ladders=3)
     stream.start_worker()
     stream.start_worker()
     matches = random_matches(stream, 3000, players=12, seed=3)
     stream.publish(matches)
-    events = decoded(stream.updates(expected=2 * len(matches), timeout=240))
-    states = stream.states()
-    played: dict[str, int] = {}
-    for m in matches:
-        for team in m["teams"]:
-            played[team["players"][0]["id"]] = played.get(team["players"][0]["id"], 0) + 1
-    assert {p: s.games for p, s in states.items()} == played
-    assert_unbroken_chains(events, states)
+    assert_equals_replay(stream, matches, stream.updates(expected=2 * len(matches), timeout=240))
 
 
-def test_kill_9_at_random_moments_applies_every_match_exactly_once(stream_factory):
-    """kill -9 of the worker mid-stream and restarts: each match applied once, chains unbroken,
-    final states equal replay (one partition)."""
-    stream = stream_factory(partitions=1, batch_size=500)
+def test_kill_9_at_random_moments_applies_every_match_exactly_once_in_log_order(stream_factory):
+    """kill -9 of either of two workers at random moments, three times, while three ladders
+    stream over four partitions: each match applied once, chains unbroken, and every event and
+    final state exactly what a replay of the input computes."""
+    stream = stream_factory(partitions=4, batch_size=500, ladders=3)
     matches = random_matches(stream, 20_000, players=200, seed=4)
-    worker = stream.start_worker()
-    stream.publish(matches)
+    stream.start_worker()
+    stream.start_worker()
+    publisher = threading.Thread(target=stream.publish, args=(matches,), kwargs={"rate": 1_000.0})
+    publisher.start()
     rng = random.Random(5)
     for _ in range(3):
-        store_games = lambda: sum(s.games for s in stream.states().values())  # noqa: E731
-        target = store_games() + rng.randint(1_000, 6_000)
+        target = stream.applied() + rng.randint(500, 2_500)
         deadline = time.monotonic() + 120
-        while store_games() < target and time.monotonic() < deadline:
+        while stream.applied() < target and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert store_games() < 2 * len(matches), "the kill must land mid-stream to mean anything"
-        worker.send_signal(signal.SIGKILL)
-        worker.wait()
-        worker = stream.start_worker()
-    events = decoded(stream.updates(expected=2 * len(matches), timeout=300))
-    states = stream.states()
-    assert len(events) == 2 * len(matches)
-    assert_unbroken_chains(events, states)
-    expected, replay_states = replay_events(stream, matches)
-    assert without_processed_at(events) == without_processed_at(expected)
-    assert {p: (s.mu, s.sigma, s.games) for p, s in states.items()} == {
-        p: (s.mu, s.sigma, s.games) for p, s in replay_states.items()
-    }
+        assert stream.applied() < len(matches), "the kill must land mid-stream to mean anything"
+        victim = rng.choice([w for w in stream.workers if w.poll() is None])
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        stream.start_worker()
+    publisher.join()
+    assert_equals_replay(stream, matches, stream.updates(expected=2 * len(matches), timeout=300))
 
 
 def test_sigterm_mid_stream_finishes_the_batches_in_hand_and_commits_them(stream_factory):

@@ -11,8 +11,8 @@ import pytest
 
 from stream_rater.events import RatingChanged, parse_match
 from stream_rater.ladders import Ladder, Ladders
-from stream_rater.processor import NonFiniteRating, Processor
-from stream_rater.rating.base import Rating
+from stream_rater.processor import NonFiniteRating, Processor, is_late
+from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit
 from stream_rater.store.memory import MemoryStore
@@ -145,6 +145,25 @@ async def test_time_since_last_match_feeds_time_scaled_dynamics(processor):
     assert after_m1["a"].last_played == day and after_m1["b"].last_played == 30 * day
     sigma_change = {e["player_id"]: e["after"]["sigma"] for e in events}
     assert sigma_change["b"] > sigma_change["a"]
+
+
+async def test_a_late_match_is_applied_in_log_order_and_marked_for_the_late_player(processor):
+    """A match older than a player's last applied one is applied where it comes, adds no
+    inactivity time, keeps `last_played`, and marks only that player's event ``late``."""
+    day = 86400.0
+    await processor.process([match("m1", ["a"], ["b"], ladder="timed", at=10 * day)])
+    before = (await processor.store.players("timed"))["a"]
+    result = (await processor.process([match("m0", ["a"], ["c"], ladder="timed", at=2 * day)])).results[0]
+    assert is_late(result)
+    late = {e["player_id"]: e.get("late") for e in result.events}
+    assert late == {"a": True, "c": None}
+    after = (await processor.store.players("timed"))["a"]
+    assert (after.games, after.last_played) == (2, 10 * day)
+    no_gap = TrueSkill(time_tau=1.0, time_unit="days").rate_match(
+        [[Rating(before.mu, before.sigma)], [Rating(25.0, 25 / 3)]], Outcome(ranks=[0, 1], elapsed=[[0.0], [None]]))
+    assert result.events[0]["after"] == {"mu": no_gap[0][0].mu, "sigma": no_gap[0][0].sigma}
+    in_order = (await processor.process([match("m2", ["a"], ["b"], ladder="timed", at=11 * day)])).results[0]
+    assert not is_late(in_order)
 
 
 async def test_one_read_and_one_commit_per_batch(processor):

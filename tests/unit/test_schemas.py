@@ -70,7 +70,8 @@ def test_schema_fields_are_the_dataclass_fields() -> None:
     assert set(MATCH_SCHEMA["properties"]) == {f.name for f in fields(MatchFinished)} | {"model"}
     assert set(defs["team"]["properties"]) == {f.name for f in fields(Team)}
     assert set(defs["player"]["properties"]) == {f.name for f in fields(Player)}
-    assert set(CHANGED_SCHEMA["properties"]) == set(CHANGED_SCHEMA["required"]) == {f.name for f in fields(RatingChanged)}
+    assert set(CHANGED_SCHEMA["properties"]) == {f.name for f in fields(RatingChanged)}
+    assert set(CHANGED_SCHEMA["properties"]) - set(CHANGED_SCHEMA["required"]) == {"late"}
 
 
 def test_schema_limits_are_the_default_limits() -> None:
@@ -396,7 +397,7 @@ def rating_changes(draw: st.DrawFn) -> dict[str, Any]:
         "event_id": text, "match_id": text, "ladder": text, "player_id": text, "model": text,
         "before": state, "after": state, "rating": FINITE, "delta": FINITE, "games": st.integers(1, 10**9),
         "finished_at": when, "processed_at": when,
-    }))
+    }, optional={"late": st.just(True)}))
 
 
 @given(rating_changes())

@@ -16,7 +16,9 @@ from stream_rater.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
 from stream_rater.store import Commit, StateWrite
 from stream_rater.store.memory import MemoryStore
-from stream_rater.worker import BatchHandler, BatchPipeline, Topics, WorkerStopping
+from stream_rater import metrics
+from stream_rater.kafka_io import home_partition
+from stream_rater.worker import BatchHandler, BatchPipeline, OrderWatch, Topics, WorkerStopping
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 
@@ -75,6 +77,45 @@ async def test_valid_events_are_produced_keyed_by_ladder_and_player():
         ("updates", b"default:a"), ("updates", b"default:b"), ("updates", b"default:b"), ("updates", b"default:c")
     ]
     assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b", "m2:b", "m2:c"]
+
+
+def miskeyed(ladder: str, partition: int) -> float:
+    return metrics.MATCHES_MISKEYED.labels(ladder, str(partition))._value.get()
+
+
+def test_order_watch_counts_records_off_their_ladders_key_or_partition(caplog):
+    """A record keyed by its ladder on the ladder's partition passes; one keyed otherwise, or
+    on another partition, is counted per ladder and partition and warned about once per
+    interval."""
+    now = [0.0]
+    watch = OrderWatch(lambda topic: 8, warn_every=60.0, clock=lambda: now[0])
+    home = home_partition("eu", 8)
+    away = (home + 1) % 8
+    before = miskeyed("eu", home), miskeyed("eu", away)
+    assert watch.check(Record(None, key=b"eu", partition=home), "eu")
+    assert not watch.check(Record(None, key=b"m-17", partition=home), "eu")
+    assert not watch.check(Record(None, key=b"eu", partition=away), "eu")
+    assert not watch.check(Record(None, key=b"eu", partition=away), "eu")
+    assert (miskeyed("eu", home) - before[0], miskeyed("eu", away) - before[1]) == (1, 2)
+    assert len([r for r in caplog.records if "'eu'" in r.getMessage()]) == 2
+    now[0] = 61.0
+    watch.check(Record(None, key=b"eu", partition=away), "eu")
+    assert len([r for r in caplog.records if "'eu'" in r.getMessage()]) == 3
+
+
+async def test_late_matches_are_counted_once_per_applied_match():
+    """The late counter moves by the number of newly applied late matches, not redeliveries."""
+    late = lambda: metrics.MATCHES_LATE.labels("default")._value.get()  # noqa: E731
+    store, producer = MemoryStore(), Producer()
+    first = json.dumps({"match_id": "new", "finished_at": 100,
+                        "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}]})
+    old = json.dumps({"match_id": "old", "finished_at": 50,
+                      "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}]})
+    start = late()
+    await handler(store, producer).handle([Record(first.encode()), Record(old.encode(), offset=1)])
+    await handler(store, producer).handle([Record(old.encode(), offset=1)])
+    assert late() - start == 1
+    assert [json.loads(v).get("late") for _, _, v, _ in producer.sent] == [None, None, True, True, True, True]
 
 
 async def test_invalid_events_are_dead_lettered_with_reason_and_origin():

@@ -1,0 +1,172 @@
+"""Recompute a ladder from the matches topic and compare it with the live store.
+
+The matches topic is the ladder's history in the order the stream applied it (records are
+keyed by ladder, so a ladder's matches share one partition). `ladder_history` reads that
+history back, `recompute` runs it through the same `Processor` a worker uses (in memory), and
+`verify` compares the result with the states in the store: ``stream-rater verify``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from stream_rater.codecs import DecodeError, decode_match
+from stream_rater.events import Limits, MatchFinished, ValidationError
+from stream_rater.kafka_io import LogRecord, committed_offsets, read_log
+from stream_rater.ladders import Ladders
+from stream_rater.processor import Processor
+from stream_rater.replay import replay
+from stream_rater.settings import Settings
+from stream_rater.store import PlayerState, StateStore
+from stream_rater.store.memory import MemoryStore
+
+
+@dataclass(slots=True)
+class LadderHistory:
+    """A ladder's valid matches as read from the topic, in the order the stream applies them."""
+
+    ladder: str
+    matches: list[MatchFinished] = field(default_factory=list)
+    #: Partition → offset after the last of the ladder's records that was read.
+    positions: dict[int, int] = field(default_factory=dict)
+    #: Where the records that failed validation were, as ``partition@offset`` (the stream
+    #: dead-letters them; their ladder is unknown, so these are all ladders').
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def ordered(self) -> bool:
+        """True when all the ladder's records are on one partition: its order is the log's."""
+        return len(self.positions) <= 1
+
+
+def ladder_history(records: Iterable[LogRecord], ladders: Ladders, ladder: str,
+                   limits: Limits = Limits()) -> LadderHistory:
+    """The matches of `ladder` among `records` (in (partition, offset) order), decoded and
+    validated as a worker does. If the ladder's records are spread over several partitions
+    (a foreign producer keyed them otherwise), the stream's order among them was not
+    defined; they are then taken by broker timestamp, partition, offset."""
+    history = LadderHistory(ladder)
+    found: list[tuple[LogRecord, MatchFinished]] = []
+    for record in records:
+        try:
+            match = decode_match(record.value, ladders, limits)
+        except (DecodeError, ValidationError):
+            history.rejected.append(f"{record.partition}@{record.offset}")
+            continue
+        if match.ladder == ladder:
+            found.append((record, match))
+            history.positions[record.partition] = record.offset + 1
+    if not history.ordered:
+        found.sort(key=lambda pair: (pair[0].timestamp, pair[0].partition, pair[0].offset))
+    history.matches = [match for _, match in found]
+    return history
+
+
+async def recompute(matches: Iterable[MatchFinished], ladders: Ladders, ladder: str
+                    ) -> tuple[dict[str, PlayerState], dict[str, PlayerState]]:
+    """Players' and effects' states after applying `matches` in order to an empty store."""
+    processor = Processor(ladders, MemoryStore())
+    await replay(matches, processor)
+    return await processor.store.players(ladder), await processor.store.players(ladder, effects=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """A player (or effect) whose live state differs from the recomputed one (None = absent)."""
+
+    player_id: str
+    is_effect: bool
+    live: PlayerState | None
+    recomputed: PlayerState | None
+
+    def line(self) -> str:
+        def show(s: PlayerState | None) -> str:
+            if s is None:
+                return "absent"
+            sigma = "" if s.sigma is None else f" sigma={s.sigma!r}"
+            return f"mu={s.mu!r}{sigma} games={s.games}"
+        kind = "effect" if self.is_effect else "player"
+        return f"{kind} {self.player_id}: live {show(self.live)}; recomputed {show(self.recomputed)}"
+
+
+def differences(live: dict[str, PlayerState], recomputed: dict[str, PlayerState], tolerance: float,
+                is_effect: bool = False) -> list[Difference]:
+    """Players whose μ, σ (absolute `tolerance`), games or last match differ, or who are
+    only on one side; sorted by id."""
+    def same(a: PlayerState, b: PlayerState) -> bool:
+        sigmas = (a.sigma is None) == (b.sigma is None) and (
+            a.sigma is None or math.isclose(a.sigma, b.sigma, rel_tol=0, abs_tol=tolerance))  # type: ignore[arg-type]
+        return (math.isclose(a.mu, b.mu, rel_tol=0, abs_tol=tolerance) and sigmas
+                and a.games == b.games and a.last_played == b.last_played)
+    return [
+        Difference(pid, is_effect, live.get(pid), recomputed.get(pid))
+        for pid in sorted(set(live) | set(recomputed))
+        if pid not in live or pid not in recomputed or not same(live[pid], recomputed[pid])
+    ]
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """What `verify` found."""
+
+    ladder: str
+    matches: int
+    players: int
+    differences: list[Difference]
+    ordered: bool
+    rejected: int
+    caught_up: bool
+
+    def lines(self) -> list[str]:
+        out = [d.line() for d in self.differences]
+        if not self.ordered:
+            out.append(f"warning: ladder {self.ladder!r} has match records on several partitions; the order "
+                       "between them was not defined, so differences may come from that")
+        if not self.caught_up:
+            out.append("warning: the worker group had not committed every record read (lagging or stopped); "
+                       "differences may be matches it has not applied yet")
+        verdict = "differ" if self.differences else "match"
+        out.append(f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
+                   f"records skipped); {self.players} players; {len(self.differences)} {verdict}")
+        return out
+
+
+async def _caught_up(settings: Settings, positions: dict[int, int], wait: float) -> bool:
+    """Wait up to `wait` s until the worker group has committed up to `positions`."""
+    deadline = time.monotonic() + wait
+    while True:
+        committed = await committed_offsets(settings, settings.topic_matches, positions)
+        if all(committed[p] >= offset for p, offset in positions.items()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.2)
+
+
+async def verify(settings: Settings, ladders: Ladders, ladder: str, store: StateStore,
+                 tolerance: float = 1e-9, wait: float = 30.0, rounds: int = 5) -> VerifyReport:
+    """Recompute `ladder` from the matches topic and compare with `store`.
+
+    Reads the topic up to its end, waits (up to `wait` s) until the worker group has committed
+    the ladder's records read, then reads the live states. If more of the ladder's matches
+    arrived meanwhile, they are read too and the wait repeats (up to `rounds` times), so a
+    ladder that pauses for a moment is compared at one consistent position.
+    """
+    topic = settings.topic_matches
+    records, end = await read_log(settings, topic)
+    for _ in range(rounds):
+        history = ladder_history(records, ladders, ladder, Limits(max_event_bytes=settings.max_event_bytes))
+        caught_up = await _caught_up(settings, history.positions, wait)
+        live = await store.players(ladder), await store.players(ladder, effects=True)
+        newer, end = await read_log(settings, topic, start=end)
+        if not ladder_history(newer, ladders, ladder).matches:
+            break
+        records += newer
+    players, effects = await recompute(history.matches, ladders, ladder)
+    found = differences(live[0], players, tolerance) + differences(live[1], effects, tolerance, is_effect=True)
+    return VerifyReport(ladder, len(history.matches), len(players), found, history.ordered,
+                        len(history.rejected), caught_up)
