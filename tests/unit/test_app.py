@@ -88,3 +88,32 @@ def test_settle_gc_freezes_start_up_objects_and_collects_young_objects_less_ofte
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+async def test_a_buffered_partition_is_delivered_strictly_in_sequence():
+    """After a seek, a jump in the matches topic's offsets is not a gap: the partition is sought
+    back to the expected offset and nothing past the jump is delivered; what was delivered
+    already is skipped; a jump to the same offset twice in a row is a real gap."""
+    c = consumer()
+    c.app.flow_control.resume()
+    sought: list[tuple[TP, int]] = []
+    gaps: list[tuple[int, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        sought.append((tp, offset))
+
+    async def add_gap(tp: TP, start: int, end: int) -> None:
+        gaps.append((start, end))
+
+    c._seek, c._add_gap = seek, add_gap
+    buffer = c.app.batch_buffers[TOPIC]
+    await c.seek(PART, 10)
+    await c._deliver(records([10, 11, 15, 16]))
+    assert [m.offset for m in buffer._records] == [10, 11]
+    assert sought[-1] == (PART, 12) and gaps == []
+    await c._deliver(records([10, 11, 12, 13]))
+    assert [m.offset for m in buffer._records] == [10, 11, 12, 13]
+    await c._deliver(records([20]))
+    await c._deliver(records([20, 21]))
+    assert [m.offset for m in buffer._records][-2:] == [20, 21]
+    assert gaps == [(14, 20)]
