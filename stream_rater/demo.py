@@ -23,8 +23,10 @@ from typing import TextIO
 
 from stream_rater.adapters import open_text, read_records
 from stream_rater.kafka_io import publish, subscribe
+from stream_rater.ladders import load_ladders
 from stream_rater.settings import Settings, env_name
 from stream_rater.store import open_store
+from stream_rater.verify import VerifyReport, verify
 
 #: The ladder the demo rates on, with the project's best football settings (README).
 DEMO_LADDER = "football"
@@ -143,7 +145,19 @@ def run_demo(settings: Settings, data: Path, *, limit: int | None = None, top: i
         print(f"rated {len(events)} matches in {elapsed:.1f} s end to end "
               f"({len(events) / elapsed:,.0f} matches/s); worker exit code {code}", file=out)
         asyncio.run(_print_leaderboard(settings, top, out))
-    return 0
+        report = asyncio.run(_verify(settings))
+        print(f"verify: recomputed from the matches topic, {report.players} teams, "
+              f"{len(report.differences)} differ from the stream's states", file=out)
+    return 0 if not report.differences else 1
+
+
+async def _verify(settings: Settings) -> VerifyReport:
+    """`stream-rater verify` of the demo's ladder: the stream's states against a replay."""
+    store = open_store(settings.redis_url)
+    try:
+        return await verify(settings, load_ladders(None, DEMO_LADDER_ENV), DEMO_LADDER, store)
+    finally:
+        await store.close()
 
 
 async def _publish_and_follow(settings: Settings, events: list[dict], timeout: float, out: TextIO) -> float:

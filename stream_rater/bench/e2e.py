@@ -1,6 +1,10 @@
 """``stream-rater bench e2e``: end-to-end speed of one worker on the embedded runtime, beside
 a naive faust pass-through agent (consume → produce, no Redis) on the same broker, same run.
 
+Every match is on one ladder, so all of them share one partition (records are keyed by
+ladder): the worker's throughput here is the ceiling of one ladder, which one worker applies
+in log order.
+
 For each pipeline: (1) throughput — N 1-vs-1 TrueSkill matches are published before the
 pipeline starts; the rate is taken over the middle 90 % of its outputs by their producer
 timestamps (no start-up, no tail), and so is the pipeline's CPU time, sampled every 50 ms;
@@ -147,6 +151,9 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
         # (group join, first fetch) and no tail.
         stamps = sorted(outputs.timestamps)[: n * per_match]
         first, last = stamps[len(stamps) // 20] / 1000, stamps[len(stamps) * 19 // 20] / 1000
+        if last - first < 0.05:
+            raise ValueError(f"the backlog of {n:,} matches was rated in {last - first:.3f} s, too short to "
+                             "measure: give a larger --matches")
         matches = 0.9 * n
         throughput = matches / (last - first)
         per_cpu_second = matches / (_interpolate(cpu, last) - _interpolate(cpu, first))
@@ -213,7 +220,7 @@ def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0
 
 
 def _print(results: list[PipelineResult], n: int, latency_n: int, rate: float, out: TextIO) -> None:
-    print(f"end to end, embedded runtime, 1v1 TrueSkill; throughput over a backlog of {n:,} matches "
+    print(f"end to end, embedded runtime, 1v1 TrueSkill on one ladder (one partition); throughput over a backlog of {n:,} matches "
           f"(middle 90 % of the outputs), latency over {latency_n:,} at {rate:,.0f}/s", file=out)
     print(f"(the broker and Redis share the machine's {os.cpu_count()} cores with the pipeline: 'svc cores' is "
           "what they used meanwhile; matches per CPU-second of the pipeline process is what one dedicated "

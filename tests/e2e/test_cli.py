@@ -116,7 +116,7 @@ def _trueskill_file(worker) -> Path:
 def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     """`bench e2e` starts its own embedded runtime, measures both pipelines and prints them
     side by side (a smoke run on a small backlog: the figures themselves are not judged)."""
-    out = cli("bench", "e2e", "--matches", "400", "--latency-matches", "40", "--rate", "100").stdout
+    out = cli("bench", "e2e", "--matches", "3000", "--latency-matches", "40", "--rate", "100").stdout
     rows = {line.split("  ")[0]: line.split()[-7:] for line in out.splitlines() if line.startswith(("stream-rater", "naive"))}
     assert set(rows) == {"stream-rater worker", "naive faust pass-through"}
     assert all(float(value.replace(",", "")) > 0 for row in rows.values() for value in row)
