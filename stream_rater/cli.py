@@ -17,11 +17,11 @@ from contextlib import ExitStack
 from dataclasses import fields
 from typing import Any, TextIO
 
-from stream_rater.adapters import FORMATS, open_text, read_records
-from stream_rater.codecs import encode_event
-from stream_rater.events import Limits, MatchFinished
-from stream_rater.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
-from stream_rater.settings import Settings, env_name
+from stream_rater.offline.adapters import FORMATS, open_text, read_records
+from stream_rater.contracts.codecs import encode_event
+from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.config.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
+from stream_rater.config.settings import Settings, env_name
 
 EXIT_BAD_INPUT = 2
 
@@ -211,7 +211,7 @@ def _progress(iterable: Any, total_hint: str) -> Any:
 def cmd_replay(args: argparse.Namespace) -> int:
     """``replay``: validate, apply in order, print rating-changed events as JSON lines."""
     from stream_rater.processor import Processor
-    from stream_rater.replay import replay
+    from stream_rater.offline.replay import replay
     from stream_rater.store import open_store
 
     ladders = _ladders(args)
@@ -241,7 +241,7 @@ def _valid_matches(
 ) -> tuple[Iterator[MatchFinished], list[str]]:
     """The valid matches of the input files, and the list that collects where bad lines
     were (each is also reported on stderr)."""
-    from stream_rater.replay import validated
+    from stream_rater.offline.replay import validated
 
     rejected: list[str] = []
 
@@ -255,8 +255,8 @@ def _valid_matches(
 
 def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator[MatchFinished], list[str]]:
     """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order."""
-    from stream_rater.kafka_io import read_log
-    from stream_rater.verify import ladder_history
+    from stream_rater.service.kafka_io import read_log
+    from stream_rater.offline.verify import ladder_history
 
     if args.files:
         raise ValueError("--from-topic reads the topic: give no FILE")
@@ -276,7 +276,7 @@ def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator
 def cmd_verify(args: argparse.Namespace) -> int:
     """``verify``: recompute a ladder from the topic, compare with the store; 1 if any differ."""
     from stream_rater.store import open_store
-    from stream_rater.verify import verify
+    from stream_rater.offline.verify import verify
 
     settings = _settings(args)
     _require(settings, "broker")
@@ -297,7 +297,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: score each match's prediction from the ratings just before it."""
-    from stream_rater.evaluate import plot, score
+    from stream_rater.offline.evaluate import plot, score
 
     ladders = _ladders(args)
     with ExitStack() as stack:
@@ -315,7 +315,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """``tune``: fit a ladder's parameters on the first part of the matches, report all parts."""
-    from stream_rater.tune import tune
+    from stream_rater.offline.tune import tune
 
     ladders = _ladders(args)
     with ExitStack() as stack:
@@ -395,7 +395,7 @@ def _require(settings: Settings, *names: str) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """``worker``: consume matches, rate, commit to Redis, emit rating updates."""
-    from stream_rater.app import run_worker
+    from stream_rater.service.app import run_worker
 
     settings = _settings(args)
     _require(settings, "broker", "redis_url")
@@ -405,8 +405,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_dev(args: argparse.Namespace) -> int:
     """``dev``: the embedded local runtime and a worker, in the foreground until Ctrl-C."""
-    from stream_rater.app import run_worker
-    from stream_rater.local_runtime import LocalRuntime
+    from stream_rater.service.app import run_worker
+    from stream_rater.local.runtime import LocalRuntime
 
     settings = _settings(args)
     topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
@@ -422,7 +422,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
-    from stream_rater.kafka_io import publish
+    from stream_rater.service.kafka_io import publish
 
     settings = _settings(args)
     _require(settings, "broker")
@@ -436,7 +436,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """``subscribe``: rating-changed events as JSON lines on stdout."""
-    from stream_rater.kafka_io import subscribe
+    from stream_rater.service.kafka_io import subscribe
 
     settings = _settings(args)
     _require(settings, "broker")
@@ -460,7 +460,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``demo``: the README's run command."""
     from pathlib import Path
 
-    from stream_rater.demo import default_data_file, run_demo
+    from stream_rater.local.demo import default_data_file, run_demo
 
     data = Path(args.data) if args.data else default_data_file()
     return run_demo(_settings(args), data, limit=args.limit, top=args.top)

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from stream_rater.events import MatchFinished, format_timestamp
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore, StateWrite
 
@@ -167,22 +167,9 @@ def plan_batch(
                 pid = player.id
                 players[pid] = after = _after(before, new, at, stored_players.get(pid, new_player))
                 leaderboard[pid] = rating = display(new)
-                event = {  # the rating-changed contract (events.RatingChanged, design.md)
-                    "event_id": f"{match_id}:{pid}",
-                    "match_id": match_id,
-                    "ladder": ladder_name,
-                    "player_id": pid,
-                    "model": model_name,
-                    "before": {"mu": before.mu, "sigma": before.sigma},
-                    "after": {"mu": new.mu, "sigma": new.sigma},
-                    "rating": rating,
-                    "delta": new.mu - before.mu,
-                    "games": after.games,
-                    "finished_at": finished_at,
-                    "processed_at": processed_at,
-                }
-                if before.last_played is not None and at < before.last_played:
-                    event["late"] = True  # see `is_late`
+                late = before.last_played is not None and at < before.last_played  # see `is_late`
+                event = rating_changed(match_id, ladder_name, pid, model_name, before[:2], new, rating,
+                                       after.games, finished_at, processed_at, late)
                 events.append(event)
                 history.setdefault(pid, []).append(event)
             if team.effects:

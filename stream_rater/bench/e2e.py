@@ -30,10 +30,10 @@ from typing import TextIO
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream_rater.demo import start_worker, stop_process, worker_env
-from stream_rater.events import parse_timestamp
-from stream_rater.kafka_io import bootstrap_servers, publish
-from stream_rater.settings import Settings, env_name
+from stream_rater.local.demo import start_worker, stop_process, worker_env
+from stream_rater.contracts import parse_timestamp
+from stream_rater.service.kafka_io import bootstrap_servers, publish
+from stream_rater.config.settings import Settings, env_name
 
 
 @dataclass
@@ -180,7 +180,7 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
 def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0,
         partitions: int = 8, out: TextIO = sys.stdout) -> list[PipelineResult]:
     """Measure the worker and the pass-through in one run and print them side by side."""
-    from stream_rater.local_runtime import LocalRuntime, free_port
+    from stream_rater.local.runtime import LocalRuntime, free_port
 
     pipelines = {"stream-rater worker": "worker", "naive faust pass-through": "passthrough"}
     outputs_per_match = {"worker": 2, "passthrough": 1}  # a rating change per player; a copy

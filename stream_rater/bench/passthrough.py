@@ -11,7 +11,7 @@ import tempfile
 
 import faust
 
-from stream_rater.settings import ENV_PREFIX, Settings
+from stream_rater.config.settings import ENV_PREFIX, Settings
 
 
 def create_passthrough(settings: Settings) -> faust.App:

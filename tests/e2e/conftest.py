@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_rater.demo import start_worker, stop_process, wait_ready
-from stream_rater.kafka_io import publish
-from stream_rater.local_runtime import free_port
-from stream_rater.settings import Settings
+from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.service.kafka_io import publish
+from stream_rater.local.runtime import free_port
+from stream_rater.config.settings import Settings
 
 from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
 

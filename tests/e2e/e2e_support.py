@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from stream_rater.settings import Settings, env_name
+from stream_rater.config.settings import Settings, env_name
 
 DEFAULT_FINISHED_AT = 1_700_000_000.0
 

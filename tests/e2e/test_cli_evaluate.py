@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_rater.demo import default_data_file
+from stream_rater.local.demo import default_data_file
 
 pytestmark = pytest.mark.e2e
 

@@ -23,14 +23,14 @@ import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from stream_rater.demo import start_worker, stop_process, wait_ready
-from stream_rater.events import parse_match
-from stream_rater.kafka_io import bootstrap_servers, create_topics, home_partition, publish
-from stream_rater.ladders import Ladder, Ladders
-from stream_rater.local_runtime import free_port
+from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.contracts import parse_match
+from stream_rater.service.kafka_io import bootstrap_servers, create_topics, home_partition, publish
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.local.runtime import free_port
 from stream_rater.processor import Processor
-from stream_rater.replay import replay
-from stream_rater.settings import Settings
+from stream_rater.offline.replay import replay
+from stream_rater.config.settings import Settings
 from stream_rater.store import open_store
 from stream_rater.store import PlayerState
 from stream_rater.store.memory import MemoryStore

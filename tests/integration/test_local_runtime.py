@@ -18,9 +18,9 @@ import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from stream_rater import local_runtime
-from stream_rater.kafka_io import TopicError, create_topics, send_batched
-from stream_rater.local_runtime import (
+from stream_rater.local import runtime as local_runtime
+from stream_rater.service.kafka_io import TopicError, create_topics, send_batched
+from stream_rater.local.runtime import (
     LocalExtraMissing,
     LocalRuntime,
     LocalRuntimeError,
@@ -284,7 +284,7 @@ def test_children_die_when_the_parent_is_killed() -> None:
     """SIGKILLing the process that started the runtime takes the broker and Redis down with it."""
     script = (
         "import os, signal\n"
-        "from stream_rater.local_runtime import LocalRuntime\n"
+        "from stream_rater.local.runtime import LocalRuntime\n"
         "rt = LocalRuntime().start()\n"
         "print(*rt.pids.values(), rt.log_dir, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -321,8 +321,8 @@ def test_startup_failure_raises_with_the_log_tail(
 
 
 def test_wait_for_port_times_out_when_nothing_listens() -> None:
-    """wait_for_port raises TimeoutError once its timeout passes without a listener."""
-    started = time.monotonic()
-    with pytest.raises(TimeoutError):
-        wait_for_port("127.0.0.1", free_port(), timeout=0.3)
-    assert time.monotonic() - started < 5
+    """wait_for_port raises TimeoutError, naming the address, once its timeout passes without
+    a listener."""
+    port = free_port()
+    with pytest.raises(TimeoutError, match=f"127.0.0.1:{port}"):
+        wait_for_port("127.0.0.1", port, timeout=0.3)

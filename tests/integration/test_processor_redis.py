@@ -10,12 +10,12 @@ import uuid
 
 import pytest
 
-from stream_rater.adapters import open_text, read_records
-from stream_rater.demo import default_data_file
-from stream_rater.events import parse_match
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.offline.adapters import open_text, read_records
+from stream_rater.local.demo import default_data_file
+from stream_rater.contracts import parse_match
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
-from stream_rater.replay import replay, validated
+from stream_rater.offline.replay import replay, validated
 from stream_rater.store import Commit, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis_store import RedisStore

@@ -1,4 +1,4 @@
-"""JSON and msgpack codecs: detection, limits, rejection of non-standard input (stream_rater.codecs)."""
+"""JSON and msgpack codecs: detection, limits, rejection of non-standard input (stream_rater.contracts.codecs)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_rater.codecs import FORMATS, DecodeError, decode, decode_match, encode
-from stream_rater.events import Limits, MatchFinished, ValidationError, parse_match
-from stream_rater.ladders import Ladders
+from stream_rater.contracts.codecs import FORMATS, DecodeError, decode, decode_match, encode
+from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
+from stream_rater.config.ladders import Ladders
 
 EVENT: dict[str, Any] = {
     "match_id": "m-ü",

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-import stream_rater.metrics  # noqa: F401  (registers the service's metrics)
-from stream_rater.ladders import load_ladders
-from stream_rater.settings import Settings, env_name
+import stream_rater.service.metrics  # noqa: F401  (registers the service's metrics)
+from stream_rater.config.ladders import load_ladders
+from stream_rater.config.settings import Settings, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -159,7 +159,7 @@ def test_autoscaler_targets_the_worker_within_the_partition_count():
     assert hpa["spec"]["maxReplicas"] <= partitions
     assert k8s_object("Deployment", "stream-rater-worker")["spec"]["replicas"] <= partitions
     [metric] = hpa["spec"]["metrics"]
-    [lag] = stream_rater.metrics.CONSUMER_LAG.describe()
+    [lag] = stream_rater.service.metrics.CONSUMER_LAG.describe()
     assert metric["pods"]["metric"]["name"] == lag.name
 
 

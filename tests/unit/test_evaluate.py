@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from stream_rater.evaluate import PROBABILITY_FLOOR, Scorer, score
-from stream_rater.events import MatchFinished, parse_match
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.offline.evaluate import PROBABILITY_FLOOR, Scorer, score
+from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.rating.base import Outcome, Rating
 
 # Logistic Elo with scale 1: P(a beats b) = 1 / (1 + exp(r_b - r_a)), so r = ln 3 vs 0 is 3/4.

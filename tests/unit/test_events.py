@@ -1,4 +1,4 @@
-"""Match-finished validation, the event dataclasses and timestamps (stream_rater.events)."""
+"""Match-finished validation, the event dataclasses and timestamps (stream_rater.contracts)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_rater import events
-from stream_rater.events import (
+from stream_rater.contracts import match as events
+from stream_rater.contracts import (
     Limits,
     MatchFinished,
     Player,
@@ -27,7 +27,7 @@ from stream_rater.events import (
     parse_match,
     parse_timestamp,
 )
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.config.ladders import Ladder, Ladders
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 

@@ -10,10 +10,10 @@ import pytest
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage
 
-from stream_rater.app import create_app
-from stream_rater.faust_transport import BatchBuffer
-from stream_rater.ladders import Ladder, Ladders
-from stream_rater.settings import Settings
+from stream_rater.service.app import create_app
+from stream_rater.service.faust_transport import BatchBuffer
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.settings import Settings
 from stream_rater.store.memory import MemoryStore
 
 TOPIC = "matches-buffer"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from stream_rater.kafka_io import bootstrap_servers, client_options
-from stream_rater.settings import Settings
+from stream_rater.service.kafka_io import bootstrap_servers, client_options
+from stream_rater.config.settings import Settings
 
 
 @pytest.mark.parametrize(

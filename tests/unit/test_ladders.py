@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stream_rater.ladders import (
+from stream_rater.config.ladders import (
     DEFAULT_LADDER,
     Ladder,
     LadderConfigError,

@@ -9,8 +9,8 @@ from importlib.resources import files
 import jsonschema
 import pytest
 
-from stream_rater.events import RatingChanged, parse_match
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.contracts import RatingChanged, parse_match
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.processor import NonFiniteRating, Processor, is_late
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
@@ -221,7 +221,7 @@ async def test_sph_ladder_uses_scores_and_time(processor):
 
 async def test_emitted_events_satisfy_the_published_contract(processor):
     """Every emitted event passes the rating-changed JSON Schema and `RatingChanged.from_dict`."""
-    schema = json.loads(files("stream_rater").joinpath("schemas/rating_changed.schema.json").read_text())
+    schema = json.loads(files("stream_rater").joinpath("contracts/schemas/rating_changed.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     event = {
         "match_id": "m1", "finished_at": "2004-08-06T18:13:50Z",

@@ -4,7 +4,7 @@ table lists every setting with its flag and default."""
 from dataclasses import fields
 from pathlib import Path
 
-from stream_rater.settings import Settings, env_name
+from stream_rater.config.settings import Settings, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

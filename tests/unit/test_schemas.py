@@ -1,4 +1,4 @@
-"""The shipped JSON Schemas say what the hand-written validation does (stream_rater/schemas)."""
+"""The shipped JSON Schemas say what the hand-written validation does (stream_rater/contracts/schemas)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from stream_rater.codecs import FORMATS, decode, encode
-from stream_rater.events import (
+from stream_rater.contracts.codecs import FORMATS, decode, encode
+from stream_rater.contracts import (
     Limits,
     MatchFinished,
     Player,
@@ -25,13 +25,13 @@ from stream_rater.events import (
     parse_match,
     parse_timestamp,
 )
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.config.ladders import Ladder, Ladders
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 
 
 def load(name: str) -> dict[str, Any]:
-    text = (resources.files("stream_rater") / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8")
+    text = (resources.files("stream_rater") / "contracts" / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
 
 

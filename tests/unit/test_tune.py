@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from stream_rater.events import MatchFinished, parse_match
-from stream_rater.ladders import Ladder, Ladders
-from stream_rater.tune import ZERO_SCAN, tune
+from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.offline.tune import ZERO_SCAN, tune
 
 ELO = Ladders([Ladder("default", "elo", {"k": 4.0})])
 TIMED = Ladders([Ladder("default", "trueskill", {"time_unit": "days"})])

@@ -11,13 +11,13 @@ from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 from prometheus_client import REGISTRY
 
-from stream_rater import metrics
-from stream_rater.events import parse_match
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.service import metrics
+from stream_rater.contracts import parse_match
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.processor import BatchResult, MatchResult, Processor
-from stream_rater.settings import Settings
+from stream_rater.config.settings import Settings
 from stream_rater.store.memory import MemoryStore
-from stream_rater.web import Dashboard, Recent, update_consumer_lag
+from stream_rater.service.web import Dashboard, Recent, update_consumer_lag
 
 LADDERS = Ladders([Ladder("default", "trueskill"), Ladder("chess", "elo")])
 TOPIC = "matches-web"

@@ -52,8 +52,9 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from stream_rater.contracts.match import DEFAULT_LADDER
 from stream_rater.rating import registry
-from stream_rater.settings import ENV_PREFIX
+from stream_rater.config.settings import ENV_PREFIX
 from stream_rater.rating.base import RatingModel
 
 __all__ = [
@@ -69,7 +70,6 @@ __all__ = [
     "parse_value",
 ]
 
-DEFAULT_LADDER = "default"
 DEFAULT_MODEL = "trueskill"
 
 _T = TypeVar("_T")

@@ -19,9 +19,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 from aiokafka.partitioner import DefaultPartitioner
 
-from stream_rater.events import match_key
-from stream_rater.ladders import DEFAULT_LADDER
-from stream_rater.settings import Settings
+from stream_rater.contracts import match_key
+from stream_rater.config.ladders import DEFAULT_LADDER
+from stream_rater.config.settings import Settings
 
 
 def bootstrap_servers(url: str) -> str:

@@ -1,5 +1,5 @@
 """Fit a ladder's model parameters to a match history: minimise a prediction metric of
-`stream_rater.evaluate` on the first part of the data, report it on the rest and on all.
+`stream_rater.offline.evaluate` on the first part of the data, report it on the rest and on all.
 
 The matches are validated once; every trial replays the fit part through a fresh
 `Processor` on a `MemoryStore` with the trial's parameters, so a trial scores exactly the
@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from stream_rater.evaluate import Summary, score
-from stream_rater.events import MatchFinished
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.offline.evaluate import Summary, score
+from stream_rater.contracts import MatchFinished
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.rating import registry
 
 #: Per model: the parameters fitted by default and the transform each is searched in.

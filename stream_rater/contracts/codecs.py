@@ -17,8 +17,8 @@ from typing import Any
 import msgpack
 import orjson
 
-from stream_rater.events import DEFAULT_LIMITS, Limits, MatchFinished, ValidationError, parse_match
-from stream_rater.ladders import Ladders
+from stream_rater.contracts import DEFAULT_LIMITS, Limits, MatchFinished, ValidationError, parse_match
+from stream_rater.config.ladders import Ladders
 
 __all__ = ["FORMATS", "DecodeError", "decode", "decode_match", "encode", "encode_event"]
 

@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from stream_rater.codecs import DecodeError, decode_match
-from stream_rater.events import Limits, MatchFinished, ValidationError
-from stream_rater.kafka_io import LogRecord, committed_offsets, read_log
-from stream_rater.ladders import Ladders
+from stream_rater.contracts.codecs import DecodeError, decode_match
+from stream_rater.contracts import Limits, MatchFinished, ValidationError
+from stream_rater.service.kafka_io import LogRecord, committed_offsets, read_log
+from stream_rater.config.ladders import Ladders
 from stream_rater.processor import Processor
-from stream_rater.replay import replay
-from stream_rater.settings import Settings
+from stream_rater.offline.replay import replay
+from stream_rater.config.settings import Settings
 from stream_rater.store import PlayerState, StateStore
 from stream_rater.store.memory import MemoryStore
 

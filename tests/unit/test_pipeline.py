@@ -12,13 +12,13 @@ import pytest
 import redis.exceptions
 from aiokafka.errors import KafkaConnectionError
 
-from stream_rater.ladders import Ladder, Ladders
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
 from stream_rater.store import Commit, StateWrite
 from stream_rater.store.memory import MemoryStore
-from stream_rater import metrics
-from stream_rater.kafka_io import home_partition
-from stream_rater.worker import BatchHandler, BatchPipeline, OrderWatch, Topics, WorkerStopping
+from stream_rater.service import metrics
+from stream_rater.service.kafka_io import home_partition
+from stream_rater.service.pipeline import BatchHandler, BatchPipeline, OrderWatch, Topics, WorkerStopping
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 

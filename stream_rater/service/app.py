@@ -13,38 +13,34 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import ssl
 import tempfile
 from typing import Any
 
 import faust
 
-from stream_rater.events import Limits
-from stream_rater.faust_transport import App, BatchBuffer
-from stream_rater.kafka_io import Record, client_options, create_topics, send_batched
-from stream_rater.ladders import Ladders
+from stream_rater.contracts import Limits
+from stream_rater.service.faust_transport import App, BatchBuffer
+from stream_rater.service.kafka_io import Record, client_options, create_topics, send_batched
+from stream_rater.config.ladders import Ladders
 from stream_rater.processor import Processor
-from stream_rater.settings import ENV_PREFIX, Settings
+from stream_rater.config.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
-from stream_rater.web import register_web
-from stream_rater.worker import BatchHandler, BatchPipeline, Topics, TimedStore
+from stream_rater.service.web import register_web
+from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, TimedStore
 
 def broker_credentials(settings: Settings) -> Any:
-    """faust credentials for the configured Kafka security settings (None = plaintext)."""
-    protocol = settings.kafka_security_protocol.upper()
-    context = None
-    if protocol in ("SSL", "SASL_SSL"):
-        context = ssl.create_default_context(cafile=settings.kafka_ssl_cafile or None)
-    if protocol.startswith("SASL"):
+    """faust credentials for the configured Kafka security settings (None = plaintext): the
+    same mapping as the plain clients' `kafka_io.client_options`, in faust's types."""
+    options = client_options(settings)
+    context = options.get("ssl_context")
+    if options["security_protocol"].startswith("SASL"):
         return faust.SASLCredentials(
-            username=settings.kafka_sasl_username,
-            password=settings.kafka_sasl_password,
-            mechanism=settings.kafka_sasl_mechanism or "PLAIN",
+            username=options["sasl_plain_username"],
+            password=options["sasl_plain_password"],
+            mechanism=options["sasl_mechanism"],
             ssl_context=context,
         )
-    if context is not None:
-        return faust.SSLCredentials(context)
-    return None
+    return None if context is None else faust.SSLCredentials(context)
 
 
 def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = None) -> faust.App:

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from stream_rater.kafka_io import create_topics
+from stream_rater.service.kafka_io import create_topics
 
 
 __all__ = [

@@ -21,12 +21,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from stream_rater.adapters import open_text, read_records
-from stream_rater.kafka_io import publish, subscribe
-from stream_rater.ladders import load_ladders
-from stream_rater.settings import Settings, env_name
+from stream_rater.offline.adapters import open_text, read_records
+from stream_rater.service.kafka_io import publish, subscribe
+from stream_rater.config.ladders import load_ladders
+from stream_rater.config.settings import Settings, env_name
 from stream_rater.store import open_store
-from stream_rater.verify import VerifyReport, verify
+from stream_rater.offline.verify import VerifyReport, verify
 
 #: The ladder the demo rates on, with the project's best football settings (README).
 DEMO_LADDER = "football"
@@ -42,7 +42,7 @@ DEMO_LADDER_ENV = {
 
 def default_data_file() -> Path:
     """The football results shipped with the package (CC0, gzipped)."""
-    return Path(__file__).with_name("data") / "international_football_results.csv.gz"
+    return Path(__file__).parents[1] / "data" / "international_football_results.csv.gz"
 
 
 def worker_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
@@ -121,7 +121,7 @@ async def follow_until(settings: Settings, match_ids: set[str], timeout: float) 
 def run_demo(settings: Settings, data: Path, *, limit: int | None = None, top: int = 15,
              out: TextIO = sys.stdout, timeout: float = 600.0) -> int:
     """Run the demo; returns the process exit code."""
-    from stream_rater.local_runtime import LocalRuntime, free_port
+    from stream_rater.local.runtime import LocalRuntime, free_port
 
     events = list(football_events(data, DEMO_LADDER))[:limit]
     topics = {settings.topic_matches: settings.partitions, settings.topic_updates: settings.partitions,

@@ -2,7 +2,7 @@
 dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
 
 =====================================================  ==========================================
-``GET /metrics``                                       Prometheus text format (`stream_rater.metrics`)
+``GET /metrics``                                       Prometheus text format (`stream_rater.service.metrics`)
 ``GET /healthz``                                       200 while the event loop answers
 ``GET /readyz``                                        200 when partitions of the matches topic are
                                                        assigned here and Redis answers, else 503
@@ -45,13 +45,13 @@ from aiokafka.errors import KafkaError
 from faust.types import TP
 from mode import Service
 
-from stream_rater import metrics
-from stream_rater.ladders import Ladder, Ladders, UnknownLadderError
+from stream_rater.service import metrics
+from stream_rater.config.ladders import Ladder, Ladders, UnknownLadderError
 from stream_rater.processor import BatchResult
 from stream_rater.rating.base import Rating
-from stream_rater.settings import Settings
+from stream_rater.config.settings import Settings
 from stream_rater.store import PlayerState, StateStore
-from stream_rater.worker import Message
+from stream_rater.service.pipeline import Message
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from stream_rater import metrics
-from stream_rater.codecs import DecodeError, decode_match, encode_event
-from stream_rater.events import Limits, MatchFinished, ValidationError, match_key
-from stream_rater.kafka_io import Record, home_partition
-from stream_rater.ladders import Ladders
+from stream_rater.service import metrics
+from stream_rater.contracts.codecs import DecodeError, decode_match, encode_event
+from stream_rater.contracts import Limits, MatchFinished, ValidationError, match_key
+from stream_rater.service.kafka_io import Record, home_partition
+from stream_rater.config.ladders import Ladders
 from stream_rater.processor import BatchResult, Processor, TooManyConflicts, is_late
 from stream_rater.store.base import Commit, Snapshot, StateStore
 

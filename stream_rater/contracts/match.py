@@ -1,10 +1,10 @@
-"""The wire contracts of design.md as frozen dataclasses, and the validation that turns a
-decoded match-finished object into a `MatchFinished`.
+"""The match-finished event (topic ``matches``) as frozen dataclasses, its Kafka key, and the
+validation that turns a decoded object into a `MatchFinished`.
 
 Validation is hand-written (no jsonschema at run time) so that it stays fast on the hot
 path, and every error names the field path and the reason, e.g.
 ``teams[1].players[0].seconds_played: must be > 0``. The JSON Schemas in
-``stream_rater/schemas`` describe the same contract for other languages; a test keeps
+``stream_rater/contracts/schemas`` describe the same contract for other languages; a test keeps
 the two in step.
 
 Choices where design.md leaves room:
@@ -27,38 +27,33 @@ Choices where design.md leaves room:
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
-from stream_rater.ladders import DEFAULT_LADDER, Ladder, Ladders, UnknownLadderError
+from stream_rater.contracts._checks import ValidationError, _EXACT_INT, _fail, _kind, _no_unknown, _optional_finite, _required, _show, _string, _within
+from stream_rater.contracts.timestamps import _timestamp, format_timestamp
 
-__all__ = [
-    "DEFAULT_LIMITS",
-    "Limits",
-    "MatchFinished",
-    "Player",
-    "RatingChanged",
-    "Team",
-    "ValidationError",
-    "format_timestamp",
-    "parse_match",
-    "parse_timestamp",
-]
+#: The ladder of an event that names none.
+DEFAULT_LADDER = "default"
 
 
-class ValidationError(ValueError):
-    """An event that breaks the contract; `path` names the field, `reason` says why."""
+class LadderRules(Protocol):
+    """What validation needs of a configured ladder (`config.ladders.Ladder` is one)."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
+    name: str
+    model: str
 
-    def __reduce__(self) -> tuple[type[ValidationError], tuple[str, str]]:
-        return type(self), (self.path, self.reason)
+    @property
+    def model_class(self) -> Any:
+        """The model's class: its ``needs_scores`` and ``supports_effects`` flags."""
+
+
+class LadderTable(Protocol):
+    """The configured ladders (`config.ladders.Ladders` is one); `get` raises a `KeyError`
+    whose text says which ladders exist, or returns `default`."""
+
+    def get(self, name: str, default: Any = ...) -> Any:
+        """The ladder `name`."""
 
 
 @dataclass(frozen=True)
@@ -129,90 +124,6 @@ class MatchFinished:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RatingChanged:
-    """One rated player's change from one match; `before`/`after` are
-    ``{"mu": float, "sigma": float | None}`` (sigma null for Elo-family models)."""
-
-    event_id: str
-    match_id: str
-    ladder: str
-    player_id: str
-    model: str
-    before: dict[str, float | None]
-    after: dict[str, float | None]
-    rating: float
-    delta: float
-    games: int
-    finished_at: str
-    processed_at: str
-    late: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The wire form (field order as in design.md); ``late`` only when true."""
-        wire = {
-            "event_id": self.event_id,
-            "match_id": self.match_id,
-            "ladder": self.ladder,
-            "player_id": self.player_id,
-            "model": self.model,
-            "before": dict(self.before),
-            "after": dict(self.after),
-            "rating": self.rating,
-            "delta": self.delta,
-            "games": self.games,
-            "finished_at": self.finished_at,
-            "processed_at": self.processed_at,
-        }
-        if self.late:
-            wire["late"] = True
-        return wire
-
-    @classmethod
-    def from_dict(cls, d: Any) -> RatingChanged:
-        """Validate a decoded rating-changed object; raises `ValidationError`."""
-        if not isinstance(d, dict):
-            _fail("event", f"must be an object, got {_kind(d)}")
-        _no_unknown(d, _CHANGED_FIELDS, "")
-        event_id, match_id, ladder, player_id, model = (
-            _string(_required(d, name, ""), "", name, None) for name in _CHANGED_STRINGS
-        )
-        before = _state(_required(d, "before", ""), "before")
-        after = _state(_required(d, "after", ""), "after")
-        if (before["sigma"] is None) != (after["sigma"] is None):
-            _fail("after.sigma", "must be null exactly when before.sigma is null")
-        games = _required(d, "games", "")
-        if type(games) is float and games.is_integer():
-            games = int(games)
-        if type(games) is not int:
-            _fail("games", f"must be an integer, got {_kind(games)}")
-        if games < 1:
-            _fail("games", "must be >= 1")
-        for name in ("finished_at", "processed_at"):
-            value = _required(d, name, "")
-            if type(value) is not str:
-                _fail(name, f"must be an RFC 3339 date-time string, got {_kind(value)}")
-            _parse_rfc3339(value, name)
-        late = d.get("late", False)
-        if type(late) is not bool:
-            _fail("late", f"must be a boolean, got {_kind(late)}")
-        return cls(
-            event_id=event_id,
-            match_id=match_id,
-            ladder=ladder,
-            player_id=player_id,
-            model=model,
-            before=before,
-            after=after,
-            rating=_finite(_required(d, "rating", ""), "", "rating"),
-            delta=_finite(_required(d, "delta", ""), "", "delta"),
-            games=games,
-            finished_at=d["finished_at"],
-            processed_at=d["processed_at"],
-            late=late,
-        )
-
-
 def match_key(ladder: str) -> bytes:
     """The Kafka key of a match-finished record: its ladder.
 
@@ -222,7 +133,7 @@ def match_key(ladder: str) -> bytes:
     return ladder.encode()
 
 
-def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
+def parse_match(obj: Any, ladders: LadderTable, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
     """Validate a decoded match-finished object against the contract and `ladders`.
 
     Raises `ValidationError` naming the first offending field; nothing else escapes.
@@ -231,7 +142,7 @@ def parse_match(obj: Any, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> 
     return _parse_any(obj, ladders, limits) if match is None else match
 
 
-def _parse_plain(obj: Any, ladders: Ladders, limits: Limits) -> MatchFinished | None:
+def _parse_plain(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinished | None:
     """`parse_match` of the common shape at half the cost, or None for anything else.
 
     The shape: no fields but ``match_id``, ``ladder``, ``model`` (the ladder's) and
@@ -293,10 +204,9 @@ def _parse_plain(obj: Any, ladders: Ladders, limits: Limits) -> MatchFinished | 
     return _new_match(match_id, name, finished_at, tuple(teams))
 
 
-# A frozen dataclass's __init__ sets each field through object.__setattr__; the slots' own
-# setters do the same at about half the cost, which `_parse_plain` spends on its objects.
-# (The builders below skip __init__, so the classes must not grow a __post_init__.)
 _new_object = object.__new__
+
+
 _PLAYER_SLOTS, _TEAM_SLOTS, _MATCH_SLOTS = (
     tuple(cls.__dict__[f.name].__set__ for f in fields(cls)) for cls in (Player, Team, MatchFinished)
 )
@@ -341,7 +251,7 @@ def _is_plain_id(value: Any, limit: int) -> bool:
     return type(value) is str and 0 < len(value) <= limit and value.isascii()
 
 
-def _parse_any(obj: Any, ladders: Ladders, limits: Limits) -> MatchFinished:
+def _parse_any(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinished:
     """`parse_match` of any event (and of every error)."""
     if not isinstance(obj, dict):
         _fail("event", f"must be an object, got {_kind(obj)}")
@@ -355,7 +265,7 @@ def _parse_any(obj: Any, ladders: Ladders, limits: Limits) -> MatchFinished:
         _string(name, "", "ladder", id_limit)
     try:
         ladder = ladders.get(name)
-    except UnknownLadderError as e:
+    except KeyError as e:  # config's UnknownLadderError
         _fail("ladder", str(e))
     model = obj.get("model")
     if model is not None and model != ladder.model:
@@ -395,203 +305,20 @@ def _parse_any(obj: Any, ladders: Ladders, limits: Limits) -> MatchFinished:
     return MatchFinished(match_id, name, finished_at, tuple(teams))
 
 
-def format_timestamp(epoch: float) -> str:
-    """Epoch seconds as an RFC 3339 UTC string, to the microsecond, trailing zeros dropped
-    (``2004-08-06T18:13:50Z``, ``2004-08-06T18:13:50.25Z``)."""
-    if _MIN_EPOCH <= epoch <= _MAX_EPOCH:
-        micros = _microseconds(epoch)
-    else:  # beyond the range validation allows: what datetime makes of it, or its error
-        micros = (_EPOCH + timedelta(seconds=epoch) - _EPOCH) // _MICROSECOND
-    seconds, micros = divmod(micros, 1_000_000)
-    minute, second = divmod(seconds, 60)
-    text = _minute_text(minute) + _TWO_DIGITS[second]
-    if micros:
-        text += (".%06d" % micros).rstrip("0")
-    return text + "Z"
-
-
-def parse_timestamp(value: Any, path: str = "finished_at") -> float:
-    """An RFC 3339 string or epoch seconds → epoch seconds rounded to the microsecond;
-    raises `ValidationError` (at `path`) for anything else."""
-    return _timestamp(value, path)
-
-
-# --- implementation ------------------------------------------------------------------
-
 _MATCH_FIELDS = frozenset({"match_id", "ladder", "finished_at", "teams", "model"})
+
+
 _TEAM_FIELDS = frozenset({"players", "rank", "score", "effects"})
+
+
 _PLAYER_FIELDS = frozenset({"id", "weight", "score", "seconds_played", "rated"})
-_CHANGED_STRINGS = ("event_id", "match_id", "ladder", "player_id", "model")
-_CHANGED_FIELDS = frozenset(
-    _CHANGED_STRINGS
-    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at", "late")
-)
-_STATE_FIELDS = frozenset({"mu", "sigma"})
-
-_EPOCH = datetime(1970, 1, 1)
-_SECOND = timedelta(seconds=1)
-_MICROSECOND = timedelta(microseconds=1)
-_TWO_DIGITS = tuple(f"{i:02d}" for i in range(60))
-_EXACT_INT = 2**53  # integers up to this size are exactly floats
-_MIN_EPOCH = (datetime.min - _EPOCH) / _SECOND
-_MAX_EPOCH = (datetime(9999, 12, 31, 23, 59, 59) - _EPOCH) / _SECOND
-#: RFC 3339 date-time; `datetime.fromisoformat` then checks the calendar.
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)\Z",
-    re.ASCII,
-)
-_JSON_KINDS = {
-    str: "string",
-    int: "integer",
-    float: "number",
-    bool: "boolean",
-    type(None): "null",
-    list: "array",
-    dict: "object",
-    bytes: "binary",
-}
 
 
-def _fail(path: str, reason: str) -> NoReturn:
-    raise ValidationError(path, reason)
-
-
-def _kind(value: Any) -> str:
-    return _JSON_KINDS.get(type(value), type(value).__name__)
-
-
-def _show(value: str, limit: int = 40) -> str:
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + "…"
-
-
-def _join(prefix: str, key: Any) -> str:
-    """The path of `key` (a field name or an array index) inside `prefix`."""
-    if type(key) is int:
-        return f"{prefix}[{key}]"
-    if isinstance(key, str) and key.isidentifier():
-        return f"{prefix}.{key}" if prefix else key
-    return f"{prefix}[{_show(key) if isinstance(key, str) else repr(key)}]"
-
-
-def _within(prefix: str, error: ValidationError) -> NoReturn:
-    """Re-raise `error`, whose path is relative to the object at `prefix`, with its full
-    path (what `_join` would have made): nested validators build no path unless they fail."""
-    path = error.path
-    if not path:
-        full = prefix
-    elif path[0] == "[":
-        full = prefix + path
-    else:
-        full = f"{prefix}.{path}"
-    raise ValidationError(full, error.reason) from None
-
-
-def _no_unknown(obj: dict[Any, Any], allowed: frozenset[str], prefix: str) -> None:
-    if not allowed.issuperset(obj):
-        _fail(_join(prefix, min(obj.keys() - allowed, key=repr)), "unknown field")
-
-
-def _required(obj: dict[Any, Any], key: str, prefix: str) -> Any:
-    try:
-        return obj[key]
-    except KeyError:
-        _fail(_join(prefix, key), "is required")
-
-
-def _string(value: Any, prefix: str, key: str | int, limit: int | None) -> str:
-    if type(value) is not str:
-        _fail(_join(prefix, key), f"must be a string, got {_kind(value)}")
-    if not value:
-        _fail(_join(prefix, key), "must not be empty")
-    if limit is not None and len(value) > limit:
-        _fail(_join(prefix, key), f"is {len(value)} characters, limit {limit}")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            _fail(_join(prefix, key), "is not valid Unicode (lone surrogate)")
-    return value
-
-
-def _finite(value: Any, prefix: str, key: str) -> float:
-    kind = type(value)
-    if kind is float:
-        if value - value == 0.0:
-            return value  # type: ignore[no-any-return]
-        _fail(_join(prefix, key), "must be a finite number")
-    if kind is int:
-        try:
-            return float(value)
-        except OverflowError:
-            _fail(_join(prefix, key), "must be a finite number")
-    _fail(_join(prefix, key), f"must be a number, got {_kind(value)}")
-
-
-def _optional_finite(obj: dict[str, Any], key: str) -> float | None:
-    """``obj[key]`` as a finite number, None when absent or null; error paths relative to `obj`."""
-    value = obj.get(key)
-    return None if value is None else _finite(value, "", key)
-
-
-def _timestamp(value: Any, path: str) -> float:
-    kind = type(value)
-    if kind is float and _MIN_EPOCH <= value <= _MAX_EPOCH:  # the common case (not NaN)
-        return _microseconds(value) / 1_000_000
-    if kind is str:
-        return _parse_rfc3339(value, path)
-    if kind is int or kind is float:
-        epoch = _finite(value, "", path)
-        if not _MIN_EPOCH <= epoch <= _MAX_EPOCH:
-            _fail(path, "is out of range (years 0001-9999)")
-        return _microseconds(epoch) / 1_000_000
-    _fail(path, f"must be an RFC 3339 date-time string or epoch seconds, got {_kind(value)}")
-
-
-def _microseconds(epoch: float) -> int:
-    """``timedelta(seconds=epoch)`` in microseconds, computed as it does but without the
-    object: the whole seconds exactly, plus the fraction times 10**6 rounded half to even
-    (`round`, like timedelta, rounds ties to the even total: 10**6 is even)."""
-    whole = int(epoch)  # truncated, like math.modf; epoch - whole is then exact
-    return whole * 1_000_000 + round((epoch - whole) * 1e6)
-
-
-@functools.lru_cache(maxsize=1024)
-def _minute_text(minute: int) -> str:
-    """``YYYY-MM-DDTHH:MM:`` of the `minute`-th minute after 1970-01-01T00:00 (events
-    stream in roughly in time order, so this is nearly always cached)."""
-    return (_EPOCH + timedelta(minutes=minute)).isoformat()[:17]
-
-
-def _parse_rfc3339(text: str, path: str) -> float:
-    if _RFC3339.match(text) is None:
-        _fail(path, f"{_show(text)} is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)")
-    try:
-        epoch = datetime.fromisoformat(text.upper()).timestamp()
-    except ValueError as e:
-        _fail(path, f"{_show(text)} is not a valid date-time: {e}")
-    if not _MIN_EPOCH <= epoch <= _MAX_EPOCH:
-        _fail(path, "is out of range (years 0001-9999)")
-    return epoch
-
-
-def _state(value: Any, path: str) -> dict[str, float | None]:
-    if not isinstance(value, dict):
-        _fail(path, f"must be an object, got {_kind(value)}")
-    _no_unknown(value, _STATE_FIELDS, path)
-    mu = _finite(_required(value, "mu", path), path, "mu")
-    sigma = _required(value, "sigma", path)
-    if sigma is not None:
-        sigma = _finite(sigma, path, "sigma")
-        if sigma < 0.0:
-            _fail(f"{path}.sigma", "must be >= 0")
-    return {"mu": mu, "sigma": sigma}
-
-
-def _describe(ladder: Ladder) -> str:
+def _describe(ladder: LadderRules) -> str:
     return f"ladder {ladder.name!r} (model {ladder.model!r})"
 
 
-def _team(value: Any, ladder: Ladder, limits: Limits, scored_by: Ladder | None) -> Team:
+def _team(value: Any, ladder: LadderRules, limits: Limits, scored_by: LadderRules | None) -> Team:
     """One team; error paths relative to it. `scored_by` as for `_player`."""
     if not isinstance(value, dict):
         _fail("", f"must be an object, got {_kind(value)}")
@@ -617,7 +344,7 @@ def _team(value: Any, ladder: Ladder, limits: Limits, scored_by: Ladder | None) 
     return Team(tuple(players), rank, score, effects)
 
 
-def _effects(value: Any, path: str, ladder: Ladder, limits: Limits) -> tuple[str, ...]:
+def _effects(value: Any, path: str, ladder: LadderRules, limits: Limits) -> tuple[str, ...]:
     if not isinstance(value, list):
         _fail(path, f"must be an array, got {_kind(value)}")
     if not value:
@@ -633,7 +360,7 @@ def _effects(value: Any, path: str, ladder: Ladder, limits: Limits) -> tuple[str
     return names
 
 
-def _player(value: Any, id_limit: int, scored_by: Ladder | None) -> Player:
+def _player(value: Any, id_limit: int, scored_by: LadderRules | None) -> Player:
     """One player, error paths relative to it; `scored_by` is the ladder when its model
     needs scores, else None."""
     if not isinstance(value, dict):
@@ -730,3 +457,4 @@ def _player_dict(player: Player) -> dict[str, Any]:
     if not player.rated:
         d["rated"] = False
     return d
+

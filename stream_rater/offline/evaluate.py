@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stream_rater.events import MatchFinished, format_timestamp
-from stream_rater.ladders import Ladders
+from stream_rater.contracts import MatchFinished, format_timestamp
+from stream_rater.config.ladders import Ladders
 from stream_rater.processor import Processor, PriorObserver
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.replay import ReplaySummary, replay
+from stream_rater.offline.replay import ReplaySummary, replay
 from stream_rater.store.memory import MemoryStore
 
 PROBABILITY_FLOOR = 1e-15

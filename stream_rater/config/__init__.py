@@ -1,0 +1,1 @@
+"""Configuration: service settings (environment + flags) and ladders (model and parameters)."""

@@ -1,0 +1,133 @@
+"""The rating-changed event (topic ``rating-updates``): its one builder, used by the
+processor, and its validation, used by consumers and tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stream_rater.contracts._checks import _fail, _finite, _kind, _no_unknown, _required, _string
+from stream_rater.contracts.timestamps import _parse_rfc3339
+
+
+def rating_changed(match_id: str, ladder: str, player_id: str, model: str,
+                   before: tuple[float, float | None], after: tuple[float, float | None], rating: float,
+                   games: int, finished_at: str, processed_at: str, late: bool = False) -> dict[str, Any]:
+    """A rating-changed event in its wire form (field order as in design.md): `before` and
+    `after` are ``(mu, sigma)``; ``event_id`` is ``<match_id>:<player_id>``, stable across
+    redeliveries; ``late`` appears only when true."""
+    event = {
+        "event_id": f"{match_id}:{player_id}",
+        "match_id": match_id,
+        "ladder": ladder,
+        "player_id": player_id,
+        "model": model,
+        "before": {"mu": before[0], "sigma": before[1]},
+        "after": {"mu": after[0], "sigma": after[1]},
+        "rating": rating,
+        "delta": after[0] - before[0],
+        "games": games,
+        "finished_at": finished_at,
+        "processed_at": processed_at,
+    }
+    if late:
+        event["late"] = True
+    return event
+
+
+@dataclass(frozen=True, slots=True)
+class RatingChanged:
+    """One rated player's change from one match; `before`/`after` are
+    ``{"mu": float, "sigma": float | None}`` (sigma null for Elo-family models)."""
+
+    event_id: str
+    match_id: str
+    ladder: str
+    player_id: str
+    model: str
+    before: dict[str, float | None]
+    after: dict[str, float | None]
+    rating: float
+    delta: float
+    games: int
+    finished_at: str
+    processed_at: str
+    late: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form (`rating_changed`)."""
+        wire = rating_changed(self.match_id, self.ladder, self.player_id, self.model,
+                              (self.before["mu"], self.before["sigma"]), (self.after["mu"], self.after["sigma"]),
+                              self.rating, self.games, self.finished_at, self.processed_at, self.late)
+        wire["event_id"], wire["delta"] = self.event_id, self.delta
+        return wire
+
+    @classmethod
+    def from_dict(cls, d: Any) -> RatingChanged:
+        """Validate a decoded rating-changed object; raises `ValidationError`."""
+        if not isinstance(d, dict):
+            _fail("event", f"must be an object, got {_kind(d)}")
+        _no_unknown(d, _CHANGED_FIELDS, "")
+        event_id, match_id, ladder, player_id, model = (
+            _string(_required(d, name, ""), "", name, None) for name in _CHANGED_STRINGS
+        )
+        before = _state(_required(d, "before", ""), "before")
+        after = _state(_required(d, "after", ""), "after")
+        if (before["sigma"] is None) != (after["sigma"] is None):
+            _fail("after.sigma", "must be null exactly when before.sigma is null")
+        games = _required(d, "games", "")
+        if type(games) is float and games.is_integer():
+            games = int(games)
+        if type(games) is not int:
+            _fail("games", f"must be an integer, got {_kind(games)}")
+        if games < 1:
+            _fail("games", "must be >= 1")
+        for name in ("finished_at", "processed_at"):
+            value = _required(d, name, "")
+            if type(value) is not str:
+                _fail(name, f"must be an RFC 3339 date-time string, got {_kind(value)}")
+            _parse_rfc3339(value, name)
+        late = d.get("late", False)
+        if type(late) is not bool:
+            _fail("late", f"must be a boolean, got {_kind(late)}")
+        return cls(
+            event_id=event_id,
+            match_id=match_id,
+            ladder=ladder,
+            player_id=player_id,
+            model=model,
+            before=before,
+            after=after,
+            rating=_finite(_required(d, "rating", ""), "", "rating"),
+            delta=_finite(_required(d, "delta", ""), "", "delta"),
+            games=games,
+            finished_at=d["finished_at"],
+            processed_at=d["processed_at"],
+            late=late,
+        )
+
+
+_CHANGED_STRINGS = ("event_id", "match_id", "ladder", "player_id", "model")
+
+
+_CHANGED_FIELDS = frozenset(
+    _CHANGED_STRINGS
+    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at", "late")
+)
+
+
+_STATE_FIELDS = frozenset({"mu", "sigma"})
+
+
+def _state(value: Any, path: str) -> dict[str, float | None]:
+    if not isinstance(value, dict):
+        _fail(path, f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _STATE_FIELDS, path)
+    mu = _finite(_required(value, "mu", path), path, "mu")
+    sigma = _required(value, "sigma", path)
+    if sigma is not None:
+        sigma = _finite(sigma, path, "sigma")
+        if sigma < 0.0:
+            _fail(f"{path}.sigma", "must be >= 0")
+    return {"mu": mu, "sigma": sigma}
+
