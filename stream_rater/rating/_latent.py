@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from stream_rater.rating._pairs import expit, norm_cdf
+from stream_rater.rating._gaussian import cdf
+from stream_rater.rating._pairs import expit
 
 #: Grid points at most (per integral); past that the spacing grows with the rating spread.
 MAX_GRID = 6001
@@ -124,7 +125,7 @@ def first_place_probabilities(
     if n == 2:
         d = locs[0] - locs[1]
         if family == "normal":
-            p = norm_cdf(d / math.sqrt(scales[0] ** 2 + scales[1] ** 2))
+            p = cdf(d / math.sqrt(scales[0] ** 2 + scales[1] ** 2))
         else:
             p = expit(d)
         return [p, 1.0 - p]
