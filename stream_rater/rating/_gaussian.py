@@ -1,4 +1,5 @@
-"""Numerically stable standard-normal helpers for TrueSkill (Herbrich, Minka, Graepel 2006).
+"""Numerically stable standard-normal helpers: the package's one normal CDF (`cdf`, used by
+every model) and TrueSkill's truncated-Gaussian corrections (Herbrich, Minka, Graepel 2006).
 
 The moment-matching step of the paper (Table 1, bottom row) needs the mean shift ``V`` and
 the variance factor ``W`` of a standard normal truncated to a half-line (a win,

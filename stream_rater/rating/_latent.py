@@ -1,22 +1,25 @@
 """Numerical integration over independent latent performances, kept in log space.
 
-Two jobs of the multiplayer Elo family (Kerby §3.2–3.3) need one-dimensional integrals of
-products of many densities and CDFs, whose values underflow double precision long before
-100 players (P(one full order of 100 players) is far below 1e-308):
+Two jobs need one-dimensional integrals of products of many densities and CDFs:
 
 - `first_place_probabilities`: P(team a has the largest performance) for independent
-  location-scale performances (Gaussian, or the log of an exponential variable);
+  location-scale performances (Gaussian, or the log of an exponential variable), the
+  ``win_probabilities`` of TrueSkill and of the multiplayer Elo family (Kerby §3.2–3.3).
+  One integral per team, by Gauss-Legendre quadrature with the product of CDFs summed in
+  log space; P ≥ 1/n for the leading team, so the normalisation never divides by 0.
 - `gaussian_order_loglik_gradient`: log P(observed order) of independent Gaussian
   performances and its gradient with respect to every location, for the Thurstonian model.
+  Its values underflow double precision long before 100 players (P(one full order of 100
+  players) is far below 1e-308).
 
-Kerby integrates the chain ∫ f_n ∫ f_{n−1} … ∫ f_1 with cubic splines and autodiff. Here
-every function lives on one uniform grid as a log-density, each running integral is a
-cumulative log-sum-exp of the exact integrals of the piecewise log-linear interpolant
-(``_interval_log_mass``), and the gradient comes from a backward pass instead of autodiff:
-∂ log P / ∂m_k = E[(X_k − m_k)] / v_k under the posterior of X_k given the observed order,
-whose density ∝ (everything below, forward pass) × f_k × (everything above, backward pass).
-Nothing is ever exponentiated before it is normalised, so no step can underflow to 0 and
-then produce log(0) or 0/0.
+For the second, Kerby integrates the chain ∫ f_n ∫ f_{n−1} … ∫ f_1 with cubic splines and
+autodiff. Here every function lives on one uniform grid as a log-density, each running
+integral is a cumulative log-sum-exp of the exact integrals of the piecewise log-linear
+interpolant (``_interval_log_mass``), and the gradient comes from a backward pass instead
+of autodiff: ∂ log P / ∂m_k = E[(X_k − m_k)] / v_k under the posterior of X_k given the
+observed order, whose density ∝ (everything below, forward pass) × f_k × (everything
+above, backward pass). Nothing is ever exponentiated before it is normalised, so no step
+can underflow to 0 and then produce log(0) or 0/0.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from stream_rater.rating._pairs import expit, norm_cdf
+from stream_rater.rating._gaussian import cdf
+from stream_rater.rating._pairs import expit
 
 #: Grid points at most (per integral); past that the spacing grows with the rating spread.
 MAX_GRID = 6001
@@ -74,18 +78,14 @@ def _log_trapezoid_weights(points: int, h: float) -> np.ndarray:
     return weights
 
 
-# --- location-scale families of one performance ------------------------------------------
+# --- first place: P(team a's performance is the largest) ---------------------------------
 
 
-def _normal_logpdf(u: np.ndarray) -> np.ndarray:
-    return -0.5 * u * u - _LOG_SQRT_2PI
+def _normal_kernel(u: np.ndarray) -> np.ndarray:
+    return -0.5 * u * u
 
 
-def _normal_logcdf(u: np.ndarray) -> np.ndarray:
-    return log_ndtr(u)
-
-
-def _logexp_logpdf(u: np.ndarray) -> np.ndarray:
+def _logexp_kernel(u: np.ndarray) -> np.ndarray:
     # T = log X with X ~ Exp(mean 1): density e^(u − e^u), a Gumbel (minimum) shape.
     return u - np.exp(np.minimum(u, 700.0))
 
@@ -97,11 +97,13 @@ def _logexp_logcdf(u: np.ndarray) -> np.ndarray:
     return np.where(low, u - 0.5 * e, np.log(-np.expm1(-np.where(low, 1.0, e))))
 
 
-# family: (logpdf, logcdf, lower window, upper window, grid step) in standard units
+#: Per family, in standard units: log of the unnormalised density, its normaliser, the log
+#: CDF, and the window outside which the density's mass is negligible (< 1e-17).
 _FAMILIES = {
-    "normal": (_normal_logpdf, _normal_logcdf, -12.0, 10.0, 0.1),
-    "logexp": (_logexp_logpdf, _logexp_logcdf, -40.0, 4.0, 0.1),
+    "normal": (_normal_kernel, math.sqrt(2.0 * math.pi), log_ndtr, -12.0, 12.0),
+    "logexp": (_logexp_kernel, 1.0, _logexp_logcdf, -40.0, 4.0),
 }
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(16)
 
 
 def first_place_probabilities(
@@ -109,14 +111,12 @@ def first_place_probabilities(
 ) -> list[float]:
     """P(team a's performance is the largest) for independent location-scale performances.
 
-    ``family="normal"``: performance ~ N(loc, scale²) (Thurstone). ``family="logexp"``:
-    performance = log X with X exponential of mean e^loc (Kerby §3.2's Plackett-Luce model
-    in its elimination orientation; `scales` must be 1). Two teams use the closed forms
-    Φ(Δ/√(s_a² + s_b²)) and expit(Δ) (Kerby §2). More teams: P_a ∝ ∫ f_a(x) Π_{b≠a} F_b(x) dx
-    on one grid in log space, then normalised (which also absorbs the quadrature error).
-    The grid only needs to cover where the maximum of all performances lies: from the
-    highest lower quantile (every F_b is ≥ F(lower window) above it; below it the leading
-    team's CDF makes the integrand negligible) to the highest upper quantile.
+    ``family="normal"``: performance ~ N(loc, scale²) (Thurstone; TrueSkill's team
+    performances). ``family="logexp"``: performance = log X with X exponential of mean
+    e^loc (Kerby §3.2's Plackett-Luce model in its elimination orientation; `scales` must
+    be 1). Two teams use the closed forms Φ(±Δ/√(s_a² + s_b²)) and expit(±Δ) (Kerby §2);
+    more teams integrate each P_a by `_first_place`. Either way the probabilities are then
+    normalised (which also absorbs the quadrature error).
     """
     n = len(locs)
     if n == 1:
@@ -124,23 +124,40 @@ def first_place_probabilities(
     if n == 2:
         d = locs[0] - locs[1]
         if family == "normal":
-            p = norm_cdf(d / math.sqrt(scales[0] ** 2 + scales[1] ** 2))
+            z = d / math.sqrt(scales[0] ** 2 + scales[1] ** 2)
+            probs = [cdf(z), cdf(-z)]
         else:
-            p = expit(d)
-        return [p, 1.0 - p]
-    logpdf, logcdf, lo_std, hi_std, step = _FAMILIES[family]
-    loc = np.asarray(locs, dtype=float)[:, None]
-    scale = np.asarray(scales, dtype=float)[:, None]
-    lo = float(np.max(loc + lo_std * scale))
-    hi = float(np.max(loc + hi_std * scale))
-    x, h = _grid(lo, hi, step * float(np.min(scale)))
-    u = (x[None, :] - loc) / scale
-    log_cdf = logcdf(u)
-    log_integrand = logpdf(u) - np.log(scale) - log_cdf + log_cdf.sum(axis=0)
-    log_p = logsumexp(log_integrand + _log_trapezoid_weights(len(x), h), axis=1)
-    log_p -= logsumexp(log_p)
-    p = np.exp(log_p)
-    return [float(v) for v in p / p.sum()]
+            probs = [expit(d), expit(-d)]
+    else:
+        loc, scale = np.asarray(locs, dtype=float), np.asarray(scales, dtype=float)
+        probs = [_first_place(a, loc, scale, family) for a in range(n)]
+    total = math.fsum(probs)
+    return [p / total for p in probs]
+
+
+def _first_place(a: int, locs: np.ndarray, scales: np.ndarray, family: str) -> float:
+    """``∫ f(u) Π_{b≠a} F((loc_a + s_a u − loc_b) / s_b) du`` over the family's window.
+
+    Composite 16-point Gauss-Legendre on unit panels, with extra break points around each
+    place where a steeper team's CDF switches on (``u = (loc_b − loc_a) / s_a``, width
+    ``s_b / s_a < 1``), so steps narrower than a panel are resolved; the product of CDFs is
+    summed in log space, vectorised over all nodes and teams.
+    """
+    kernel, normaliser, logcdf, lo, hi = _FAMILIES[family]
+    others = np.arange(len(locs)) != a
+    loc_b, scale_b = locs[others], scales[others]
+    centre = (loc_b - locs[a]) / scales[a]
+    width = scale_b / scales[a]
+    steep = width < 1.0  # CDFs at least a panel wide are smooth enough as they are
+    breaks = [np.arange(lo, hi + 1.0)]
+    for offset in (-6.0, 0.0, 6.0):
+        breaks.append(centre[steep] + offset * width[steep])
+    edges = np.unique(np.clip(np.concatenate(breaks), lo, hi))
+    half = 0.5 * np.diff(edges)[:, None]
+    u = ((0.5 * (edges[:-1] + edges[1:]))[:, None] + half * _NODES).ravel()
+    weights = (half * _WEIGHTS).ravel()
+    log_cdfs = logcdf((locs[a] + scales[a] * u - loc_b[:, None]) / scale_b[:, None]).sum(axis=0)
+    return float(np.sum(weights * np.exp(log_cdfs + kernel(u))) / normaliser)
 
 
 def gaussian_order_loglik_gradient(

@@ -2,7 +2,7 @@
 
 Scalar helpers are pure Python floats (fast for the common two-team match); everything
 that has to survive huge rating gaps goes through a numerically stable form
-(`expit`, `norm_cdf`, `gauss_hazard`, log-space sums).
+(`expit`, `gauss_hazard`, log-space sums; the normal CDF is `_gaussian.cdf`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,6 @@ def expit(x: float) -> float:
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)
     return e / (1.0 + e)
-
-
-def norm_cdf(x: float) -> float:
-    """Φ(x), the standard normal CDF, accurate in both tails (via erfc)."""
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
 def gauss_hazard(z: float) -> float:

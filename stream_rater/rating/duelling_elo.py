@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+from stream_rater.rating._gaussian import cdf
 from stream_rater.rating._latent import first_place_probabilities
 from stream_rater.rating._pairs import (
     antisymmetric,
@@ -38,7 +39,6 @@ from stream_rater.rating._pairs import (
     check_positive,
     check_ranks,
     finite_or_zero,
-    norm_cdf,
     pair_score,
     unchanged,
 )
@@ -47,7 +47,7 @@ from stream_rater.rating.base import Outcome, PointRatingModel, Rating, Teams
 
 def _duel(s_1: float, s_2: float, score: float, k_factor: float, spread: float) -> float:
     # Δ of the paper with (y + 1)/2 = score
-    return k_factor * (score - norm_cdf((s_1 - s_2) / spread))
+    return k_factor * (score - cdf((s_1 - s_2) / spread))
 
 
 class DuellingElo(PointRatingModel):

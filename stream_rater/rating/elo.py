@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Literal
 
+from stream_rater.rating._gaussian import cdf
 from stream_rater.rating._latent import first_place_probabilities
 from stream_rater.rating._pairs import (
     CHESS_SCALE,
@@ -53,7 +54,6 @@ from stream_rater.rating._pairs import (
     finite_or_zero,
     gauss_hazard,
     log_softmax_probabilities,
-    norm_cdf,
     pair_score,
     team_sums,
     unchanged,
@@ -74,7 +74,7 @@ def _gaussian_step(r_a: float, r_b: float, score: float, scale: float, size: flo
     spread = math.sqrt(size)  # √(n_a + n_b): sd of the difference of team performances, in ρ units
     z = (r_a - r_b) / (scale * spread)
     if not ml:
-        return score - norm_cdf(z)
+        return score - cdf(z)
     # ∂/∂ρ_a of S·log Φ(z) + (1 − S)·log Φ(−z)
     return (score * gauss_hazard(z) - (1.0 - score) * gauss_hazard(-z)) / spread
 

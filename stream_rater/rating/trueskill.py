@@ -41,13 +41,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from stream_rater.rating._gaussian import cdf, ppf, truncate_draw, truncate_win
+from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
 from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: Seconds per ``time_unit`` name; a number is taken as seconds.
 TIME_UNITS: dict[str, float] = {
@@ -427,24 +423,18 @@ class TrueSkill(RatingModel):
         ``S_j**2 = sum (sigma**2 + tau**2 + beta**2)`` (the prior this match's update would
         use, without the time term). Two teams: ``Phi((M_0 - M_1) / sqrt(S_0**2 + S_1**2))``
         (eq. 1 generalised). More teams: ``P_j = int N(z) prod_k Phi((M_j + S_j z - M_k) /
-        S_k) dz`` by quadrature (`_first_place`), then normalised. Draws (the margin eps) are not
-        counted: "first" means the highest performance.
+        S_k) dz`` by quadrature, then normalised (`_latent.first_place_probabilities`).
+        Draws (the margin eps) are not counted: "first" means the highest performance.
         """
         if len(teams) < 2 or not all(teams):
             raise ValueError("a match needs at least two teams, each with a player")
+        # only here: _latent needs numpy and scipy, importing the model stays light
+        from stream_rater.rating._latent import first_place_probabilities
+
         extra = self._tau2 + self._beta2
         means = [math.fsum(r.mu for r in team) for team in teams]
         stds = [math.sqrt(math.fsum(r.sigma * r.sigma + extra for r in team)) for team in teams]
-        if len(teams) == 2:
-            z = (means[0] - means[1]) / math.sqrt(stds[0] ** 2 + stds[1] ** 2)
-            probs = [cdf(z), cdf(-z)]
-        else:
-            import numpy as np  # only here: keeps importing the model light
-
-            m, s = np.array(means), np.array(stds)
-            probs = [_first_place(j, m, s) for j in range(len(teams))]
-        total = math.fsum(probs)
-        return [p / total for p in probs]
+        return first_place_probabilities(means, stds, "normal")
 
 
 class _Chain:
@@ -552,38 +542,6 @@ class _Chain:
             (l_pi[j] + r_pi[j] - 2.0 * prior_pi[j], l_tau[j] + r_tau[j] - 2.0 * prior_tau[j])
             for j in range(n)
         ]
-
-
-#: |z| beyond which a team's own performance density is negligible (mass ~1e-32).
-_REACH = 12.0
-
-
-def _first_place(j: int, means: np.ndarray, stds: np.ndarray) -> float:
-    """``int N(z) prod_{k != j} Phi((M_j + S_j z - M_k) / S_k) dz`` over ``|z| <= 12``.
-
-    Composite 16-point Gauss-Legendre on unit panels, with extra break points around each
-    place where a steeper team's CDF switches on (``z = (M_k - M_j) / S_j``, width
-    ``S_k / S_j < 1``), so steps narrower than a panel are resolved; the product of CDFs is
-    summed in log space (``log_ndtr``), vectorised over all nodes and teams.
-    """
-    import numpy as np
-    from scipy.special import log_ndtr
-
-    nodes, weights_ = np.polynomial.legendre.leggauss(16)
-    others = np.arange(len(means)) != j
-    mk, sk = means[others], stds[others]
-    centre = (mk - means[j]) / stds[j]
-    width = sk / stds[j]
-    steep = width < 1.0  # CDFs at least a panel wide are smooth enough as they are
-    breaks = [np.arange(-_REACH, _REACH + 1.0)]
-    for offset in (-6.0, 0.0, 6.0):
-        breaks.append(centre[steep] + offset * width[steep])
-    edges = np.unique(np.clip(np.concatenate(breaks), -_REACH, _REACH))
-    half = 0.5 * np.diff(edges)[:, None]
-    z = ((0.5 * (edges[:-1] + edges[1:]))[:, None] + half * nodes).ravel()
-    weights = (half * weights_).ravel()
-    log_cdfs = log_ndtr((means[j] + stds[j] * z - mk[:, None]) / sk[:, None]).sum(axis=0)
-    return float(np.sum(weights * np.exp(log_cdfs - 0.5 * z * z)) / math.sqrt(2.0 * math.pi))
 
 
 def _posteriors(
