@@ -57,6 +57,17 @@ class TooManyConflicts(RuntimeError):
     """A batch kept conflicting with concurrent commits beyond the retry limit."""
 
 
+class StoreLost(RuntimeError):
+    """The store holds less of a ladder than was committed to it: its data was lost (a Redis
+    restart without persistence, a failover to a replica that missed writes, FLUSHDB,
+    eviction). Applying more matches on top would silently rate them onto wrong states."""
+
+    def __init__(self, ladder: str, reason: str) -> None:
+        super().__init__(f"ladder {ladder!r}: {reason}; rebuild it from the matches topic "
+                         f"(stream-rater replay --from-topic --ladder {ladder} --store URL)")
+        self.ladder = ladder
+
+
 @dataclass(slots=True)
 class _Plan:
     results: list[MatchResult]
@@ -210,6 +221,16 @@ class Processor:
     commits; between attempts it waits a short, growing, jittered backoff so that competing
     workers do not collide again in lockstep. `observe` is passed to `plan_batch` (it sees a
     match again when its batch is recomputed).
+
+    Store loss: the processor remembers each ladder's watermark (matches applied so far) as
+    of its own last read or commit; a read that finds less raises `StoreLost`. With
+    `suspect_empty` (the worker's start-up found the store empty although the consumer group
+    had committed offsets), a ladder the store knows nothing of is lost too, until it is
+    rebuilt from the topic.
+
+    Exact counts: a commit whose reply was lost (a connection error after Redis ran it) is
+    retried by the caller; the retry finds the markers, and those matches are still reported
+    as newly applied (``duplicate=False``) rather than as duplicates.
     """
 
     def __init__(
@@ -220,12 +241,17 @@ class Processor:
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,
         observe: PriorObserver | None = None,
+        suspect_empty: bool = False,
     ) -> None:
         self.ladders = ladders
         self.store = store
         self.clock = clock
         self.max_attempts = max_attempts
         self.observe = observe
+        self.suspect_empty = suspect_empty
+        self._watermarks: dict[str, int] = {}
+        #: Match ids (per ladder) of commits sent whose outcome is unknown (no reply).
+        self._unconfirmed: dict[str, set[str]] = {}
 
     async def process(self, matches: Sequence[MatchFinished]) -> BatchResult:
         """Apply `matches` in order; results come back in the same order."""
@@ -247,17 +273,47 @@ class Processor:
         player_ids = list(dict.fromkeys(p.id for m in matches for t in m.teams for p in t.players))
         effect_ids = list(dict.fromkeys(e for m in matches for t in m.teams for e in t.effects))
         match_ids = list(dict.fromkeys(m.match_id for m in matches))
+        name = ladder.name
         for attempt in range(self.max_attempts):
-            snapshot = await self.store.read(ladder.name, player_ids, effect_ids, match_ids)
+            snapshot = await self.store.read(name, player_ids, effect_ids, match_ids)
+            self._check_watermark(name, snapshot.watermark)
             plan = plan_batch(ladder, matches, snapshot, format_timestamp(self.clock()), self.observe)
+            results = self._confirm(name, plan.results)
             if not plan.commit.markers:
-                return plan.results, attempt
+                return results, attempt
+            unconfirmed = self._unconfirmed.setdefault(name, set())
+            unconfirmed.update(plan.commit.markers)
             try:
                 await self.store.commit(plan.commit)
             except CommitConflict:
+                unconfirmed.difference_update(plan.commit.markers)
                 await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
                 continue
-            return plan.results, attempt
+            unconfirmed.difference_update(plan.commit.markers)
+            self._watermarks[name] = snapshot.watermark + len(plan.commit.markers)
+            return results, attempt
         raise TooManyConflicts(
             f"ladder {ladder.name!r}: commit refused {self.max_attempts} times in a row"
         )
+
+    def _check_watermark(self, ladder: str, watermark: int) -> None:
+        """Raise `StoreLost` if the store shows less of `ladder` than was seen or committed."""
+        seen = self._watermarks.get(ladder)
+        if seen is not None and watermark < seen:
+            raise StoreLost(ladder, f"the store shows {watermark} matches applied, {seen} were")
+        if seen is None and watermark == 0 and self.suspect_empty:
+            raise StoreLost(ladder, "the store is empty although the consumer group has committed offsets")
+        self._watermarks[ladder] = watermark
+
+    def _confirm(self, ladder: str, results: list[MatchResult]) -> list[MatchResult]:
+        """`results`, with matches found applied by this processor's own unconfirmed commit
+        (its reply was lost) reported as newly applied, not as duplicates."""
+        unconfirmed = self._unconfirmed.get(ladder)
+        if not unconfirmed:
+            return results
+        mine = [r.duplicate and r.match.match_id in unconfirmed for r in results]
+        if not any(mine):
+            return results
+        unconfirmed.difference_update(r.match.match_id for r, m in zip(results, mine) if m)
+        return [r._replace(duplicate=False) if m else r for r, m in zip(results, mine)]
+

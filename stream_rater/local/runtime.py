@@ -386,7 +386,8 @@ class LocalRuntime:
             "--port", str(port),
             "--bind", HOST,
             "--save", "",
-            "--appendonly", "no",
+            "--appendonly", "yes",  # `dev` survives a restart of its own Redis
+            "--appendfsync", "everysec",
             "--dir", str(self._workdir),
             "--daemonize", "no",
             "--logfile", "",

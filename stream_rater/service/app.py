@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import tempfile
 from typing import Any
@@ -19,14 +20,17 @@ from typing import Any
 import faust
 
 from stream_rater.contracts import Limits
-from stream_rater.service.faust_transport import App, BatchBuffer
-from stream_rater.service.kafka_io import Record, client_options, create_topics, send_batched
+from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
+from stream_rater.service.kafka_io import Record, client_options, committed_offsets, create_topics, send_batched
 from stream_rater.config.ladders import Ladders
 from stream_rater.processor import Processor
 from stream_rater.config.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
 from stream_rater.service.web import register_web
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, TimedStore
+
+log = logging.getLogger(__name__)
+
 
 def broker_credentials(settings: Settings) -> Any:
     """faust credentials for the configured Kafka security settings (None = plaintext): the
@@ -43,8 +47,10 @@ def broker_credentials(settings: Settings) -> Any:
     return None if context is None else faust.SSLCredentials(context)
 
 
-def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = None) -> faust.App:
-    """A configured worker app. `store` defaults to the Redis at ``settings.redis_url``."""
+def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = None,
+               suspect_empty: bool = False) -> faust.App:
+    """A configured worker app. `store` defaults to the Redis at ``settings.redis_url``;
+    `suspect_empty` see `Processor` and `store_looks_lost`."""
     app = App(
         settings.consumer_group,
         broker=settings.broker,
@@ -82,17 +88,19 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
     async def send(records: list[Record]) -> None:
         # faust's own producer (it is started, flushed and stopped with the app), fed whole
         # batches: faust's Producer only offers per-record sends.
-        await send_batched(app.producer._ensure_producer(), records)
+        await send_batched(aiokafka_producer(app), records)
 
-    recent = register_web(app, store, ladders, settings)
+    stopped: dict[str, str] = {}
+    recent = register_web(app, store, ladders, settings, stopped)
     handler = BatchHandler(
-        Processor(ladders, store),
+        Processor(ladders, store, suspect_empty=suspect_empty),
         ladders,
         send,
         topics=Topics(updates=settings.topic_updates, dlq=settings.topic_dlq),
         limits=Limits(max_event_bytes=settings.max_event_bytes),
         stopping=stopping.is_set,
         on_batch=recent.record,
+        stopped=stopped,
         partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
     app.rating_store = store  # type: ignore[attr-defined]
@@ -141,13 +149,34 @@ def settle_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
+async def store_looks_lost(settings: Settings) -> bool:
+    """True when the store holds no ladder although the consumer group has committed offsets
+    of the matches topic: what was applied is gone (a Redis restarted without persistence,
+    FLUSHDB). The worker then applies no ladder until it is rebuilt from the topic."""
+    store = open_store(settings.redis_url)
+    try:
+        if await store.ladders():
+            return False
+    finally:
+        await store.close()
+    committed = await committed_offsets(settings, settings.topic_matches, range(settings.partitions))
+    if any(committed.values()):
+        log.error("the store at %s holds no ladder, but consumer group %r has committed offsets %s of %r: "
+                  "its data was lost; no ladder is applied until rebuilt with "
+                  "`stream-rater replay --from-topic --ladder L --store URL`",
+                  settings.redis_url, settings.consumer_group, committed, settings.topic_matches)
+        return True
+    return False
+
+
 def run_worker(settings: Settings, ladders: Ladders) -> None:
     """Create missing topics, then run a worker in the foreground until SIGTERM/SIGINT
     (faust handles the signals). faust itself only creates its internal topics, and a broker
     that auto-creates the input topic would pick its own partition count."""
     topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
     asyncio.run(create_topics(settings.broker, topics, settings.replication_factor, options=client_options(settings)))
-    app = create_app(settings, ladders)
+    suspect_empty = asyncio.run(store_looks_lost(settings))
+    app = create_app(settings, ladders, suspect_empty=suspect_empty)
     settle_gc()
     worker = faust.Worker(app, loglevel=settings.log_level.upper(), quiet=True)
     worker.execute_from_commandline()

@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import faust
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
@@ -165,6 +165,23 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             read_offset[tp] = offset
         for topic, messages in batched.items():
             await buffers[topic].put(messages)
+
+
+def aiokafka_producer(app: faust.App) -> AIOKafkaProducer:
+    """The aiokafka producer inside faust's (started, flushed and stopped with the app).
+
+    faust's Producer only offers per-record sends and no metadata request; the worker sends
+    whole batches (`kafka_io.send_batched`) and readiness asks the broker for metadata."""
+    return app.producer._ensure_producer()
+
+
+async def broker_answers(app: faust.App, timeout: float) -> bool:
+    """True when the broker answers a metadata request within `timeout` seconds."""
+    try:
+        await asyncio.wait_for(aiokafka_producer(app).client.fetch_all_metadata(), timeout)
+    except Exception:
+        return False
+    return True
 
 
 class BatchBuffer:

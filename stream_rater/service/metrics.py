@@ -26,6 +26,14 @@ MATCHES_MISKEYED = Counter(
     "Match records not keyed by their ladder or not on the ladder's partition (order not guaranteed)",
     ["ladder", "partition"],
 )
+STORE_LOSSES = Counter(
+    "stream_rater_store_losses",
+    "Times the store was found to hold less of a ladder than was committed (data lost)",
+    ["ladder"],
+)
+LADDERS_STOPPED = Gauge(
+    "stream_rater_ladders_stopped", "Ladders not being applied because their stored data was lost"
+)
 DEAD_LETTERS = Counter("stream_rater_dead_letters", "Events written to the dead-letter topic")
 RATING_CHANGES = Counter("stream_rater_rating_changes_emitted", "Rating-changed events produced")
 COMMIT_CONFLICTS = Counter("stream_rater_commit_conflicts", "Store commits refused by the version check")

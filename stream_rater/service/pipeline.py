@@ -12,10 +12,10 @@ handler overlapped, keeping that order per batch and between batches.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
+import traceback
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -26,20 +26,25 @@ from stream_rater.contracts.codecs import DecodeError, decode_match, encode_even
 from stream_rater.contracts import Limits, MatchFinished, ValidationError, match_key
 from stream_rater.service.kafka_io import Record, home_partition
 from stream_rater.config.ladders import Ladders
-from stream_rater.processor import BatchResult, Processor, TooManyConflicts, is_late
+from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
 from stream_rater.store.base import Commit, Snapshot, StateStore
 
 log = logging.getLogger(__name__)
 
 
 class Message(Protocol):
-    """What the handler needs of a consumed record (faust's ``Message`` has all of it)."""
+    """What the handler needs of a consumed record (faust's ``Message`` has all of it, plus
+    ``headers`` and ``timestamp``, which dead letters keep when a record has them)."""
 
     topic: str
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
+
+
+#: A dead letter on its way: the consumed record, the reason, extra headers.
+DeadLetter = tuple[Message, str, list[tuple[str, bytes]]]
 
 
 #: send(records) returns when the broker has every (topic, key, value, headers) record.
@@ -60,7 +65,7 @@ class CommittedBatch:
 
     messages: Sequence[Message]
     result: BatchResult
-    dead: list[tuple[Message, str]]
+    dead: list[DeadLetter]
     started: float
 
 
@@ -103,10 +108,13 @@ class BatchHandler:
         max_backoff: float = 5.0,
         on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
         partition_count: Callable[[str], int | None] = lambda topic: None,
+        stopped: dict[str, str] | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
         and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
-        partition count as the consumer knows it (None: unknown), for `OrderWatch`."""
+        partition count as the consumer knows it (None: unknown), for `OrderWatch`. `stopped`
+        (ladder → reason) is filled while a ladder cannot be applied because the store lost
+        it; readiness reads it."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -116,6 +124,8 @@ class BatchHandler:
         self.max_backoff = max_backoff
         self.on_batch = on_batch
         self.order_watch = OrderWatch(partition_count)
+        #: Ladder → why it is not being applied (a lost store); readiness reports it.
+        self.stopped: dict[str, str] = {} if stopped is None else stopped
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
@@ -130,16 +140,16 @@ class BatchHandler:
         started = time.perf_counter()
         metrics.MATCHES_CONSUMED.inc(len(messages))
         metrics.BATCH_SIZE.observe(len(messages))
-        valid: list[MatchFinished] = []
-        dead: list[tuple[Message, str]] = []
+        valid: list[tuple[Message, MatchFinished]] = []
+        dead: list[DeadLetter] = []
         for message in messages:
             try:
                 match = decode_match(message.value or b"", self.ladders, self.limits)
             except (DecodeError, ValidationError) as exc:
                 metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
-                dead.append((message, str(exc)))
+                dead.append((message, str(exc), []))
                 continue
-            valid.append(match)
+            valid.append((message, match))
             self.order_watch.check(message, match.ladder)
         result = await self._apply(valid, dead)
         return CommittedBatch(messages, result, dead, started)
@@ -148,7 +158,7 @@ class BatchHandler:
         """Phase 2: produce the dead letters and rating-changed events, wait until the broker
         has them all; the caller acknowledges the batch after this returns."""
         result, dead = batch.result, batch.dead
-        outgoing = [self._dead_letter(m, reason) for m, reason in dead]
+        outgoing = [self._dead_letter(m, reason, extra) for m, reason, extra in dead]
         outgoing += [
             (self.topics.updates, f"{e['ladder']}:{e['player_id']}".encode(), encode_event(e), [])
             for e in result.events
@@ -175,36 +185,48 @@ class BatchHandler:
             self.on_batch(batch.messages, result)
         return result
 
-    async def _apply(self, valid: list[MatchFinished], dead: list[tuple[Message, str]]) -> BatchResult:
-        """The processor's result; a match the model cannot process goes to `dead`, never
-        stopping the partition (the worker never dies on input)."""
+    async def _apply(self, valid: list[tuple[Message, MatchFinished]], dead: list[DeadLetter]) -> BatchResult:
+        """The processor's result; a match the model cannot process goes to `dead` with its
+        original record, the exception type and a short traceback (the full one is logged),
+        never stopping the partition (the worker never dies on input)."""
+        matches = [match for _, match in valid]
         try:
-            return await self._retry("store", lambda: self.processor.process(valid))
+            return await self._retry("store", lambda: self.processor.process(matches))
         except (WorkerStopping, asyncio.CancelledError):
             raise
         except Exception:
             log.exception("batch failed; applying its matches one by one")
         result = BatchResult()
-        for match in valid:
+        for message, match in valid:
             try:
                 one = await self._retry("store", lambda: self.processor.process([match]))
             except (WorkerStopping, asyncio.CancelledError):
                 raise
             except Exception as exc:
+                log.exception("match %r (%s[%d]@%d) failed in processing; dead-lettered",
+                              match.match_id, message.topic, message.partition, message.offset)
                 metrics.MATCHES_REJECTED.labels("processing").inc()
-                dead.append((_Rebuilt(match), f"processing failed: {exc!r}"))
+                short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
+                dead.append((message, f"processing failed: {type(exc).__name__}: {exc}",
+                             [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]))
                 continue
             result.results += one.results
             result.conflicts += one.conflicts
         return result
 
-    def _dead_letter(self, message: Message, reason: str) -> Record:
+    def _dead_letter(self, message: Message, reason: str, extra: list[tuple[str, bytes]]) -> Record:
+        """The original record with its key, value and headers, plus where it came from and why."""
         headers = [
+            *(getattr(message, "headers", None) or []),
             ("sr-reason", reason.encode()),
             ("sr-origin-topic", str(message.topic).encode()),
             ("sr-origin-partition", str(message.partition).encode()),
             ("sr-origin-offset", str(message.offset).encode()),
+            *extra,
         ]
+        timestamp = getattr(message, "timestamp", None)
+        if timestamp is not None:
+            headers.append(("sr-origin-timestamp", repr(timestamp).encode()))
         return self.topics.dlq, message.key, message.value or b"", headers
 
     async def _produce(self, outgoing: list[Record]) -> None:
@@ -212,11 +234,25 @@ class BatchHandler:
             await self.send(outgoing)
 
     async def _retry(self, what: str, action: Callable[[], Awaitable[Any]]) -> Any:
-        """Run `action` until it succeeds; transient errors back off (jittered, capped)."""
+        """Run `action` until it succeeds; transient errors back off (jittered, capped).
+
+        A lost store (`StoreLost`) is waited out the same way — nothing of the batch is
+        applied or acknowledged until an operator rebuilds the ladder — and, meanwhile, the
+        ladder is in `stopped` (readiness says so), counted, and logged once as an error."""
         delay = 0.05
         while True:
             try:
-                return await action()
+                outcome = await action()
+            except StoreLost as exc:
+                if exc.ladder not in self.stopped:
+                    log.error("%s", exc)
+                    metrics.STORE_LOSSES.labels(exc.ladder).inc()
+                self.stopped[exc.ladder] = str(exc)
+                metrics.LADDERS_STOPPED.set(len(self.stopped))
+                if self.stopping():
+                    raise WorkerStopping(f"{what}: {exc}") from exc
+                await asyncio.sleep(random.uniform(self.max_backoff / 2, self.max_backoff))
+                continue
             except TRANSIENT_ERRORS as exc:
                 metrics.BATCH_RETRIES.labels(what).inc()
                 if self.stopping():
@@ -224,6 +260,12 @@ class BatchHandler:
                 log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
                 await asyncio.sleep(random.uniform(delay / 2, delay))
                 delay = min(self.max_backoff, delay * 2)
+                continue
+            if self.stopped and what == "store":
+                log.warning("ladders %s are applied again", ", ".join(sorted(self.stopped)))
+                self.stopped.clear()
+                metrics.LADDERS_STOPPED.set(0)
+            return outcome
 
 
 class OrderWatch:
@@ -324,24 +366,6 @@ class BatchPipeline:
             await previous
         await self.handler.emit(committed)
         self.ack(committed.messages)
-
-
-@dataclass(frozen=True)
-class _Rebuilt:
-    """A dead letter for a match that decoded fine but failed in processing."""
-
-    match: MatchFinished
-    topic: str = "(processing)"
-    partition: int = -1
-    offset: int = -1
-
-    @property
-    def key(self) -> bytes:
-        return self.match.match_id.encode()
-
-    @property
-    def value(self) -> bytes:
-        return json.dumps(self.match.to_dict()).encode()
 
 
 def _reason_label(exc: Exception) -> str:

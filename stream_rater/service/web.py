@@ -5,8 +5,9 @@ dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
 ``GET /metrics``                                       Prometheus text format (`stream_rater.service.metrics`)
 ``GET /healthz``                                       200 while the event loop answers
 ``GET /readyz``                                        200 when partitions of the matches topic are
-                                                       assigned here and Redis answers, else 503
-                                                       with ``{"ready": false, "reason": ...}``
+                                                       assigned here, the broker and Redis answer and
+                                                       no ladder is stopped by a lost store, else
+                                                       503 with ``{"ready": false, "reason": ...}``
 ``GET /``                                              the dashboard (static page + ``/static/*``)
 ``GET /api/overview``                                  totals, lag per partition, per-second series
 ``GET /api/feed?limit=&ladder=``                       recent rating changes, newest first
@@ -51,6 +52,7 @@ from stream_rater.processor import BatchResult
 from stream_rater.rating.base import Rating
 from stream_rater.config.settings import Settings
 from stream_rater.store import PlayerState, StateStore
+from stream_rater.service.faust_transport import broker_answers
 from stream_rater.service.pipeline import Message
 
 log = logging.getLogger(__name__)
@@ -176,12 +178,13 @@ class Dashboard:
     """The request handlers; reads the store, the ladders, the metrics and `Recent`."""
 
     def __init__(self, app: faust.App, store: StateStore, ladders: Ladders, settings: Settings,
-                 recent: Recent) -> None:
+                 recent: Recent, stopped: Mapping[str, str]) -> None:
         self.app = app
         self.store = store
         self.ladders = ladders
         self.settings = settings
         self.recent = recent
+        self.stopped = stopped
         self.started = time.time()
 
     def routes(self) -> web.Application:
@@ -216,7 +219,8 @@ class Dashboard:
         return web.json_response({"status": "ok"})
 
     async def readyz(self, request: web.Request) -> web.Response:
-        """Readiness: partitions assigned here and Redis answering."""
+        """Readiness: partitions assigned here, the broker and Redis answering, no ladder
+        stopped by a lost store."""
         topic = self.settings.topic_matches
         partitions = assigned_partitions(self.app, topic)
         reasons = [] if partitions else [f"no partition of topic {topic!r} is assigned to this worker"]
@@ -226,6 +230,9 @@ class Dashboard:
             redis_ok = False
         if not redis_ok:
             reasons.append(f"the store does not answer PING within {PING_TIMEOUT:g} s")
+        if not await broker_answers(self.app, PING_TIMEOUT):
+            reasons.append(f"the broker does not answer a metadata request within {PING_TIMEOUT:g} s")
+        reasons += [f"not applying: {reason}" for _, reason in sorted(self.stopped.items())]
         if reasons:
             return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
         return web.json_response({"ready": True, "partitions": partitions})
@@ -367,11 +374,13 @@ class WebServer(Service):
             await self._runner.cleanup()
 
 
-def register_web(app: faust.App, store: StateStore, ladders: Ladders, settings: Settings) -> Recent:
+def register_web(app: faust.App, store: StateStore, ladders: Ladders, settings: Settings,
+                 stopped: Mapping[str, str]) -> Recent:
     """Make `app` serve this module's endpoints and measure consumer lag; returns the `Recent`
-    buffers whose ``record`` is `BatchHandler`'s ``on_batch`` hook."""
+    buffers whose ``record`` is `BatchHandler`'s ``on_batch`` hook. `stopped` is the handler's
+    ladder → reason map of ladders not being applied (readiness reports them)."""
     recent = Recent()
-    dashboard = Dashboard(app, store, ladders, settings, recent)
+    dashboard = Dashboard(app, store, ladders, settings, recent, stopped)
     app.web_server(WebServer(dashboard.routes(), settings.web_host, settings.web_port))
 
     @app.timer(interval=1.0)

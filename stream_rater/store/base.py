@@ -46,11 +46,14 @@ _PACKER = msgpack.Packer(use_bin_type=True)
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """What one `read` returns: stored states (absent = never rated) and applied matches."""
+    """What one `read` returns: stored states (absent = never rated), applied matches, and the
+    ladder's watermark — how many matches were applied to it so far (0 for a new ladder). The
+    watermark only grows; a store that shows less than was committed has lost data."""
 
     players: dict[str, PlayerState]
     effects: dict[str, PlayerState]
     applied: dict[str, list[dict]]
+    watermark: int = 0
 
 
 class StateWrite(NamedTuple):

@@ -1,7 +1,8 @@
 -- Atomic commit of one batch of one ladder (see redis_store.py for the key layout).
 -- Checks first, writes after: a refused commit writes nothing.
 --
--- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset.
+-- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset, 4 meta hash (field 'applied':
+--       matches applied to the ladder so far, the watermark that tells "lost" from "new").
 --       Marker and history keys are built here from ARGV[2]; they carry the ladder's hash tag
 --       like KEYS, so every key lives in the same cluster slot.
 -- ARGV: 1 the batch as one msgpack array (packed with raw strings, which cmsgpack reads):
@@ -64,6 +65,7 @@ for m = 1, #marker_ids do
   end
   e = e + marker_counts[m]
 end
+redis.call('HINCRBY', KEYS[4], 'applied', #marker_ids)
 
 local k = 1
 for h = 1, #history_ids do

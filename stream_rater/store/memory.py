@@ -19,6 +19,7 @@ class MemoryStore(StateStore):
         self._applied: dict[str, dict[str, list[dict]]] = defaultdict(dict)
         self._scores: dict[str, dict[str, float]] = defaultdict(dict)
         self._history: dict[tuple[str, str], deque[dict]] = {}
+        self._watermarks: dict[str, int] = defaultdict(int)
 
     async def read(
         self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
@@ -29,6 +30,7 @@ class MemoryStore(StateStore):
             players={p: players[p] for p in player_ids if p in players},
             effects={e: effects[e] for e in effect_ids if e in effects},
             applied={m: applied[m] for m in match_ids if m in applied},
+            watermark=self._watermarks[ladder],
         )
 
     async def commit(self, commit: Commit) -> None:
@@ -49,6 +51,7 @@ class MemoryStore(StateStore):
             if write.leaderboard_score is not None:
                 self._scores[ladder][write.player_id] = write.leaderboard_score
         applied.update(commit.markers)
+        self._watermarks[ladder] += len(commit.markers)
         for player_id, entries in commit.history.items():
             log = self._history.setdefault((ladder, player_id), deque(maxlen=self.history_limit))
             log.extendleft(entries)

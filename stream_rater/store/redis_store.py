@@ -10,6 +10,8 @@ shards:
 - ``sr:{L}:m:<match_id>``  msgpack list of the rating-changed events the match produced
   (the "match applied" marker; optional TTL)
 - ``sr:{L}:h:<player_id>`` list, newest first, of msgpack rating-changed events (capped)
+- ``sr:{L}:meta``    hash  ``applied`` → matches applied to the ladder so far (the watermark:
+  it only grows, so a read that finds less than a worker committed means the store lost data)
 
 To keep the worker's CPU per batch low (redis-py encodes every argument and parses every reply
 item in Python), both scripts take the batch as one msgpack argument rather than thousands of
@@ -81,16 +83,17 @@ class RedisStore(StateStore):
     ) -> Snapshot:
         player_ids, effect_ids, match_ids = list(player_ids), list(effect_ids), list(match_ids)
         reply = await self._read(
-            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects")],
+            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects"), ladder_key(ladder, "meta")],
             args=[_script_args([player_ids, effect_ids, match_ids]), ladder_key(ladder, "")],
         )
         self.round_trips += 1
-        states, effect_states, markers = msgpack.unpackb(reply, raw=False)
+        states, effect_states, markers, watermark = msgpack.unpackb(reply, raw=False)
         make = PlayerState._make
         return Snapshot(
             players={i: make(s) for i, s in zip(player_ids, states) if s is not None},
             effects={i: make(s) for i, s in zip(effect_ids, effect_states) if s is not None},
             applied={m: events for m, events in zip(match_ids, markers) if events is not None},
+            watermark=watermark or 0,
         )
 
     async def commit(self, commit: Commit) -> None:
@@ -113,7 +116,8 @@ class RedisStore(StateStore):
             list(commit.history), [len(v) for v in commit.history.values()], entries,
         ]
         reply = await self._commit(
-            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects"), ladder_key(ladder, "lb")],
+            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects"), ladder_key(ladder, "lb"),
+                  ladder_key(ladder, "meta")],
             args=[_script_args(batch), ladder_key(ladder, ""), self.marker_ttl, self.history_limit],
         )
         self.round_trips += 1

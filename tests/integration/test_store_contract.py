@@ -95,7 +95,7 @@ async def test_redis_keys_share_the_ladder_hash_tag(redis_url, ladder):
     store = RedisStore.from_url(redis_url)
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0)], {"m1": []}, {"a": [{}]}))
     keys = sorted([k.decode() async for k in store.client.scan_iter(match=f"*{ladder}*")])
-    assert keys == sorted(ladder_key(ladder, s) for s in ("players", "lb", "m:m1", "h:a"))
+    assert keys == sorted(ladder_key(ladder, s) for s in ("players", "lb", "m:m1", "h:a", "meta"))
     assert all(f"{{{ladder}}}" in k for k in keys)
     await store.close()
 
@@ -156,3 +156,11 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     assert await client.zscore(ladder_key(ladder, "lb"), "a") == 1 / 3
     assert await client.ttl(ladder_key(ladder, "m:m1")) == -1
     await store.close()
+
+
+async def test_the_watermark_counts_applied_matches_and_survives_only_with_the_data(store, ladder):
+    """Each commit adds its markers to the ladder's watermark; a read returns it (0 when new)."""
+    assert (await store.read(ladder, [], [], [])).watermark == 0
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [], "m2": []}))
+    await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m3": []}))
+    assert (await store.read(ladder, ["a"], [], ["m1"])).watermark == 3

@@ -13,7 +13,7 @@ from typing import Any
 
 import faust
 import pytest
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from faust.transport import base as faust_base
 from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -21,7 +21,7 @@ from faust.types import TP
 from faust.types.tuples import Message
 from mode import Service
 
-FT, APP, WEB = "stream_rater/faust_transport.py", "stream_rater/app.py", "stream_rater/web.py"
+FT, WEB = "stream_rater/service/faust_transport.py", "stream_rater/service/web.py"
 GONE = object()
 
 
@@ -51,9 +51,17 @@ USED = [
      lambda cls, _: issubclass(cls, faust_consumer.Consumer),
      f"{FT}'s Transport sets it to BatchGuardConsumer"),
     ("faust-streaming", faust_aiokafka.Producer, "_ensure_producer", ("self",),
-     f"{APP} sends whole batches through faust's own aiokafka producer"),
+     f"{FT}'s aiokafka_producer: the worker sends whole batches through faust's own aiokafka producer"),
+    ("aiokafka", "producer", "client.fetch_all_metadata", (),
+     f"{FT}'s broker_answers: readiness asks the broker for metadata through faust's producer"),
+    ("faust-streaming", faust_consumer.Consumer, "seek", ("self", "partition", "offset"),
+     f"{FT} overrides it to know the offset a buffered partition must go on from"),
+    ("faust-streaming", faust_consumer.Consumer, "perform_seek", ("self",),
+     f"{FT} overrides it to go on from the committed offsets after a rebalance"),
+    ("faust-streaming", "consumer", "_committed_offset", lambda m, _: isinstance(m, MutableMapping),
+     f"{FT}'s perform_seek reads the committed offsets faust sought to"),
     ("faust-streaming", faust_consumer.Consumer, "_add_gap", ("self", "tp", "offset_from", "offset_to"),
-     f"{FT}'s fetch loop records offset gaps as faust's does"),
+     f"{FT}'s fetch loop records offset gaps as faust's does (a buffered partition's only after a re-read)"),
     ("faust-streaming", faust_consumer.Consumer, "getmany", ("self", "timeout"),
      f"{FT}'s fetch loop fetches with getmany(timeout=1.0)"),
     ("faust-streaming", "consumer", "_read_offset", lambda m, _: isinstance(m, MutableMapping)
@@ -107,6 +115,8 @@ CALLED = [
      "the app must build its transport with our override"),
     ("faust-streaming", faust.App._on_partitions_revoked, "self.flow_control.clear",
      "a rebalance must clear the buffers managed by flow_control, BatchBuffer among them"),
+    ("faust-streaming", faust_consumer.Consumer.perform_seek, "self._committed_offset.update(",
+     "perform_seek must leave the committed offsets it sought to in _committed_offset"),
     ("aiokafka", AIOKafkaConsumer.start, "self._fetch_max_wait_ms",
      "the consumer must read the fetch wait we set when it starts"),
 ]
@@ -117,8 +127,10 @@ async def live() -> AsyncIterator[SimpleNamespace]:
     """Objects of the installed packages only (no stream_rater code), never started."""
     app = faust.App("contract-test", broker="kafka://127.0.0.1:9", web_enabled=False)
     kafka = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:9", fetch_max_wait_ms=123)
-    yield SimpleNamespace(app=app, consumer=app.consumer, kafka=kafka, service=Service())
+    producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:9")
+    yield SimpleNamespace(app=app, consumer=app.consumer, kafka=kafka, producer=producer, service=Service())
     await kafka.stop()
+    await producer.stop()
 
 
 def label(owner: Any) -> str:

@@ -187,9 +187,18 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
     await store.commit(Commit("default", [StateWrite("z", players["z"]._replace(mu=99.0, version=2), 1)], {}))
     monkeypatch.setattr(model, "rate_match", fail_on_z)
     producer = Producer()
-    await handler(store, producer).handle([Record(duel("m1", "a", "b")), Record(duel("m2", "z", "c"))])
+    await handler(store, producer).handle([Record(duel("m1", "a", "b")),
+                                           Record(duel("m2", "z", "c"), key=b"m2-key", partition=3, offset=7)])
     dead = [s for s in producer.sent if s[0] == "dlq"]
-    assert len(dead) == 1 and dict(dead[0][3])["sr-reason"].startswith(b"processing failed: ZeroDivisionError")
+    assert len(dead) == 1
+    _, key, value, headers = dead[0]
+    headers = dict(headers)
+    assert (key, value) == (b"m2-key", duel("m2", "z", "c"))
+    assert headers["sr-reason"] == b"processing failed: ZeroDivisionError: boom"
+    assert (headers["sr-origin-topic"], headers["sr-origin-partition"], headers["sr-origin-offset"]) == (
+        b"matches", b"3", b"7")
+    assert headers["sr-error-type"] == b"ZeroDivisionError"
+    assert b"fail_on_z" in headers["sr-traceback"]
     assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "updates"} == {"m1"}
 
 
@@ -251,3 +260,61 @@ async def test_after_a_failed_batch_no_later_batch_is_committed_or_acknowledged(
     with pytest.raises(WorkerStopping):
         await pipeline.drain()
     assert acked == [] and await store.players("default") == {}
+
+
+class LostReplyStore(MemoryStore):
+    """Runs the first commit, then fails as if its reply was lost on the way back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose = True
+
+    async def commit(self, commit: Commit) -> None:
+        await super().commit(commit)
+        if self.lose:
+            self.lose = False
+            raise redis.exceptions.ConnectionError("reply lost")
+
+
+def counted(metric, ladder: str = "default") -> float:
+    return metric.labels(ladder)._value.get()
+
+
+async def test_a_commit_whose_reply_was_lost_counts_as_applied_not_duplicate():
+    """The retry finds the markers of its own commit: applied goes up by the matches, duplicates
+    not at all, and each event is produced once."""
+    applied, duplicate = counted(metrics.MATCHES_APPLIED), counted(metrics.MATCHES_DUPLICATE)
+    producer = Producer()
+    await handler(LostReplyStore(), producer).handle([Record(duel(f"r{i}", "a", "b"), offset=i) for i in range(3)])
+    assert (counted(metrics.MATCHES_APPLIED) - applied, counted(metrics.MATCHES_DUPLICATE) - duplicate) == (3, 0)
+    assert len(producer.sent) == 6
+
+
+async def test_a_store_that_lost_a_ladder_stops_it_until_rebuilt():
+    """After the store loses what was committed (a Redis restart without persistence), the
+    batch is neither applied nor produced; the ladder is reported stopped and counted; once the
+    ladder is rebuilt the batch goes through and the ladder is applied again."""
+    losses = counted(metrics.STORE_LOSSES)
+    kept = MemoryStore()
+    processor = Processor(LADDERS, kept)
+    producer = Producer()
+    work = BatchHandler(processor, LADDERS, producer.send, topics=Topics(updates="updates", dlq="dlq"), max_backoff=0.01)
+    await work.handle([Record(duel("m1", "a", "b"))])
+    processor.store = MemoryStore()  # what a restarted Redis without persistence holds
+    sent = len(producer.sent)
+    task = asyncio.ensure_future(work.handle([Record(duel("m2", "a", "c"), offset=1)]))
+    await wait_until(lambda: "default" in work.stopped)
+    assert "rebuild it from the matches topic" in work.stopped["default"]
+    assert (counted(metrics.STORE_LOSSES) - losses, len(producer.sent), task.done()) == (1, sent, False)
+    processor.store = kept  # rebuilt from the topic
+    await asyncio.wait_for(task, 5)
+    assert work.stopped == {} and len(producer.sent) == sent + 2
+
+
+async def wait_until(condition, timeout: float = 5.0) -> None:
+    """Yield to the event loop until `condition()` holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.001)

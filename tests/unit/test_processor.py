@@ -11,7 +11,7 @@ import pytest
 
 from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.processor import NonFiniteRating, Processor, is_late
+from stream_rater.processor import NonFiniteRating, Processor, StoreLost, is_late
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit
@@ -242,3 +242,26 @@ async def test_non_finite_posterior_is_refused_and_nothing_is_stored(processor, 
     with pytest.raises(NonFiniteRating):
         await processor.process([match("m1", ["a"], ["b"])])
     assert await processor.store.players("default") == {}
+
+
+async def test_a_store_showing_less_than_was_committed_is_lost_and_nothing_is_written():
+    """The watermark only grows: a read that shows fewer applied matches than this processor
+    committed raises StoreLost and commits nothing."""
+    processor = Processor(LADDERS, MemoryStore(), clock=fixed_clock)
+    await processor.process([match("m1", ["a"], ["b"])])
+    processor.store = MemoryStore()
+    with pytest.raises(StoreLost, match="shows 0 matches applied, 1 were"):
+        await processor.process([match("m2", ["a"], ["c"])])
+    assert await processor.store.players("default") == {}
+
+
+async def test_an_empty_store_under_suspicion_refuses_ladders_until_they_are_rebuilt():
+    """With `suspect_empty` (start-up found the store empty although offsets were committed), a
+    ladder with no watermark is lost; one rebuilt from the topic is applied."""
+    rebuilt = MemoryStore()
+    await Processor(LADDERS, rebuilt).process([match("m1", ["a"], ["b"])])
+    suspicious = Processor(LADDERS, MemoryStore(), suspect_empty=True)
+    with pytest.raises(StoreLost, match="store is empty"):
+        await suspicious.process([match("m2", ["a"], ["c"])])
+    suspicious.store = rebuilt
+    assert not (await suspicious.process([match("m2", ["a"], ["c"])])).results[0].duplicate

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from aiokafka.errors import KafkaConnectionError
 from aiohttp.test_utils import TestClient, TestServer
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
@@ -62,9 +63,25 @@ class DownStore(MemoryStore):
         return False
 
 
-async def serve(consumer: object, store: MemoryStore, recent: Recent | None = None) -> TestClient:
-    dashboard = Dashboard(SimpleNamespace(consumer=consumer), store, LADDERS,
-                          Settings(topic_matches=TOPIC, history_limit=50), recent or Recent())
+class Broker:
+    """faust's producer as readiness uses it: metadata answers unless the broker is `down`."""
+
+    def __init__(self, down: bool = False) -> None:
+        self.client = self
+        self.down = down
+
+    def _ensure_producer(self) -> Broker:
+        return self
+
+    async def fetch_all_metadata(self) -> None:
+        if self.down:
+            raise KafkaConnectionError("broker frozen")
+
+
+async def serve(consumer: object, store: MemoryStore, recent: Recent | None = None, *,
+                broker: Broker | None = None, stopped: dict[str, str] | None = None) -> TestClient:
+    dashboard = Dashboard(SimpleNamespace(consumer=consumer, producer=broker or Broker()), store, LADDERS,
+                          Settings(topic_matches=TOPIC, history_limit=50), recent or Recent(), stopped or {})
     client = TestClient(TestServer(dashboard.routes()))
     await client.start_server()
     return client
@@ -163,15 +180,22 @@ async def test_ready_lists_only_the_matches_topic_partitions(client):
     assert (response.status, await response.json()) == (200, {"ready": True, "partitions": [0, 1]})
 
 
-@pytest.mark.parametrize(("consumer", "store", "reasons"), [
-    (NotStarted(), MemoryStore(), ["no partition of topic 'matches-web'"]),
-    (FakeConsumer({TP("other", 0): 0}), MemoryStore(), ["no partition of topic 'matches-web'"]),
-    (FakeConsumer({TP(TOPIC, 0): 0}), DownStore(), ["the store does not answer PING"]),
-    (NotStarted(), DownStore(), ["no partition", "the store does not answer"]),
+ASSIGNED = FakeConsumer({TP(TOPIC, 0): 0})
+
+
+@pytest.mark.parametrize(("consumer", "store", "broker", "stopped", "reasons"), [
+    (NotStarted(), MemoryStore(), Broker(), {}, ["no partition of topic 'matches-web'"]),
+    (FakeConsumer({TP("other", 0): 0}), MemoryStore(), Broker(), {}, ["no partition of topic 'matches-web'"]),
+    (ASSIGNED, DownStore(), Broker(), {}, ["the store does not answer PING"]),
+    (NotStarted(), DownStore(), Broker(), {}, ["no partition", "the store does not answer"]),
+    (ASSIGNED, MemoryStore(), Broker(down=True), {}, ["the broker does not answer a metadata request"]),
+    (ASSIGNED, MemoryStore(), Broker(), {"eu": "ladder 'eu': the store shows 0 matches applied, 9 were"},
+     ["not applying: ladder 'eu': the store shows 0"]),
 ])
-async def test_not_ready_is_503_with_the_reason(consumer, store, reasons):
-    """/readyz is 503 with a JSON reason without assigned partitions or when the store does not answer."""
-    client = await serve(consumer, store)
+async def test_not_ready_is_503_with_the_reason(consumer, store, broker, stopped, reasons):
+    """/readyz is 503 with a JSON reason without assigned partitions, when the store or the
+    broker does not answer, or while a ladder is stopped by a lost store."""
+    client = await serve(consumer, store, broker=broker, stopped=stopped)
     try:
         response = await client.get("/readyz")
         body = await response.json()

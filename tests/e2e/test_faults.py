@@ -1,0 +1,174 @@
+"""Faults injected into real processes, each ending with the same oracle: every valid match
+applied exactly once and the final states equal to a replay of the input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.settings import Settings
+from stream_rater.contracts import parse_match
+from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
+from stream_rater.offline.replay import replay
+from stream_rater.processor import Processor
+from stream_rater.service.kafka_io import committed_offsets, create_topics, publish
+from stream_rater.service.app import store_looks_lost
+from stream_rater.store import open_store
+from stream_rater.store.memory import MemoryStore
+
+from e2e_support import duel, worker_test_env
+
+pytestmark = pytest.mark.e2e
+
+
+class VolatileRedis:
+    """A redis-server without persistence on a fixed port, restartable empty, stopped by PID."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_for_port("127.0.0.1", self.port, 30)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def volatile_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
+    server = VolatileRedis(tmp_path)
+    server.start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.kill()
+
+
+def readiness(port: int) -> tuple[int, dict]:
+    """Status and body of the worker's /readyz; (0, {}) while nothing listens yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+    except urllib.error.URLError:
+        return 0, {}
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f} s"
+        time.sleep(0.1)
+
+
+def test_redis_restarted_without_persistence_is_detected_never_silent_and_recovered(
+    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path,
+):
+    """Redis loses everything mid-stream (kill -9, restarted empty, no persistence): the running
+    worker applies nothing on top, says why in /readyz and counts it; a worker restarted on
+    the empty store refuses too (the group has committed offsets); after the ladder is rebuilt
+    with `replay --from-topic` the worker goes on, and every state equals a replay of all the
+    matches published."""
+    name = uuid.uuid4().hex[:10]
+    ladder = f"f-{name}"
+    settings = Settings(broker=broker_url, redis_url=volatile_redis.url, partitions=1, batch_size=200,
+                        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
+                        topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
+    asyncio.run(create_topics(broker_url, {settings.topic_matches: 1, settings.topic_updates: 1,
+                                           settings.topic_dlq: 1}))
+    env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+    rng = random.Random(7)
+    players = [f"p{i}" for i in range(40)]
+    matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
+
+    def applied() -> int:
+        async def read() -> int:
+            store = open_store(volatile_redis.url)
+            try:
+                return sum(s.games for s in (await store.players(ladder)).values()) // 2
+            finally:
+                await store.close()
+        return asyncio.run(read())
+
+    def start() -> tuple[subprocess.Popen, int]:
+        port = free_port()
+        process = start_worker(replace(settings, web_port=port), env, (tmp_path / f"worker-{port}.log").open("w"))
+        return process, port
+
+    worker, port = start()
+    try:
+        wait_ready(worker, f"http://127.0.0.1:{port}/readyz")
+        asyncio.run(publish(matches[:2000], settings))
+        wait_for(lambda: applied() == 2000, "2000 matches applied")
+        wait_for(lambda: asyncio.run(committed_offsets(settings, settings.topic_matches, [0])) == {0: 2000},
+                 "the group's offsets committed")
+
+        volatile_redis.kill()
+        volatile_redis.start()
+        asyncio.run(publish(matches[2000:], settings))
+        wait_for(lambda: "not applying" in readiness(port)[1].get("reason", ""), "loss reported by /readyz")
+        status, body = readiness(port)
+        assert status == 503 and f"ladder {ladder!r}: the store shows 0 matches applied, 2000 were" in body["reason"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert f'stream_rater_store_losses_total{{ladder="{ladder}"}} 1.0' in response.read().decode()
+        assert applied() == 0, "nothing may be rated onto the emptied store"
+
+        worker.kill()
+        worker.wait()
+        assert asyncio.run(store_looks_lost(settings))
+        worker, port = start()
+        wait_for(lambda: "store is empty although the consumer group" in readiness(port)[1].get("reason", ""),
+                 "the restarted worker refusing the empty store")
+        assert applied() == 0
+
+        rebuilt = subprocess.run(
+            [sys.executable, "-m", "stream_rater", "replay", "--from-topic", "--ladder", ladder,
+             "--store", volatile_redis.url, "--broker", broker_url, "--topic-matches", settings.topic_matches,
+             "--out", str(tmp_path / "rebuilt.jsonl")],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
+        )
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        wait_for(lambda: readiness(port)[0] == 200, "the worker ready again")
+        wait_for(lambda: applied() == 3000, "all 3000 matches applied")
+    finally:
+        stop_process(worker)
+
+    async def states() -> tuple[dict, dict]:
+        store = open_store(volatile_redis.url)
+        try:
+            live = await store.players(ladder)
+        finally:
+            await store.close()
+        ladders = Ladders([Ladder(ladder, "trueskill")])
+        processor = Processor(ladders, MemoryStore())
+        await replay([parse_match(m, ladders) for m in matches], processor)
+        return live, await processor.store.players(ladder)
+
+    live, expected = asyncio.run(states())
+    assert {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in live.items()} == {
+        p: (s.mu, s.sigma, s.games, s.last_played) for p, s in expected.items()}
