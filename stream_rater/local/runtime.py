@@ -226,7 +226,7 @@ def _stop_live_runtimes() -> None:
 
 
 class LocalRuntime:
-    """A Tansu broker (memory storage) and a Redis server (no persistence) on loopback.
+    """A Tansu broker (memory storage) and a Redis server (append-only file) on loopback.
 
     >>> with LocalRuntime(topics={"matches": 8}) as rt:  # doctest: +SKIP
     ...     rt.broker_url, rt.bootstrap_servers, rt.redis_url

@@ -7,8 +7,10 @@ import asyncio
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,10 +25,10 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.local.demo import start_worker, stop_process, wait_ready
-from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
+from stream_rater.local.runtime import LocalRuntime, free_port, redis_server_binary, wait_for_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
-from stream_rater.service.kafka_io import committed_offsets, create_topics, publish
+from stream_rater.service.kafka_io import committed_offsets, create_topics, publish, read_log
 from stream_rater.service.app import store_looks_lost
 from stream_rater.store import open_store
 from stream_rater.store.memory import MemoryStore
@@ -172,3 +174,85 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     live, expected = asyncio.run(states())
     assert {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in live.items()} == {
         p: (s.mu, s.sigma, s.games, s.last_played) for p, s in expected.items()}
+
+
+def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_nothing(tmp_path: Path):
+    """While matches and interleaved poison records stream in: Redis frozen (SIGSTOP) and the
+    broker frozen, each for a few seconds — /readyz says which, and goes back to 200 after —
+    a second worker joins and leaves again (1 → 2 → 1). Every valid match is applied exactly
+    once, every state equals a replay, every poison record is in the dead-letter topic once."""
+    name = uuid.uuid4().hex[:10]
+    ladder = f"g-{name}"
+    topics = {f"{t}-{name}": 2 for t in ("matches", "updates", "dlq")}
+    with LocalRuntime(topics=topics, workdir=tmp_path / "runtime") as runtime:
+        settings = Settings(broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=2, batch_size=100,
+                            topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
+                            topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
+        env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+        rng = random.Random(11)
+        players = [f"p{i}" for i in range(60)]
+        matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(4000)]
+        poison = [{"match_id": f"bad-{i}", "ladder": ladder, "finished_at": "not a time", "teams": []}
+                  for i in range(200)]
+        stream = [event for i, m in enumerate(matches) for event in ([m, poison[i // 20]] if i % 20 == 0 else [m])]
+        workers: list[tuple[subprocess.Popen, int]] = []
+
+        def start() -> int:
+            port = free_port()
+            process = start_worker(replace(settings, web_port=port), env,
+                                   (tmp_path / f"worker-{port}.log").open("w"))
+            workers.append((process, port))
+            wait_ready(process, f"http://127.0.0.1:{port}/readyz")
+            return port
+
+        def applied() -> int:
+            async def read() -> int:
+                store = open_store(runtime.redis_url)
+                try:
+                    return sum(s.games for s in (await store.players(ladder)).values()) // 2
+                finally:
+                    await store.close()
+            return asyncio.run(read())
+
+        def frozen(service: str, port: int, says: str) -> None:
+            os.kill(runtime.pids[service], signal.SIGSTOP)
+            try:
+                wait_for(lambda: says in readiness(port)[1].get("reason", ""), f"/readyz naming the frozen {service}")
+            finally:
+                os.kill(runtime.pids[service], signal.SIGCONT)
+            wait_for(lambda: readiness(port)[0] == 200, f"/readyz 200 after {service} thawed")
+
+        first = start()
+        publisher = threading.Thread(target=lambda: asyncio.run(publish(stream, settings, rate=800.0)))
+        publisher.start()
+        try:
+            wait_for(lambda: applied() > 500, "the stream under way")
+            frozen("redis", first, "the store does not answer PING")
+            frozen("tansu", first, "the broker does not answer a metadata request")
+            start()
+            wait_for(lambda: applied() > 2500, "the stream going on with two workers")
+            second, _ = workers[1]
+            assert stop_process(second) == 0
+            publisher.join()
+            wait_for(lambda: applied() == len(matches), "every valid match applied", timeout=180)
+        finally:
+            publisher.join()
+            for process, _ in workers:
+                stop_process(process)
+
+        async def check() -> tuple[dict, dict, list[bytes]]:
+            store = open_store(runtime.redis_url)
+            try:
+                live = await store.players(ladder)
+            finally:
+                await store.close()
+            ladders = Ladders([Ladder(ladder, "trueskill")])
+            processor = Processor(ladders, MemoryStore())
+            await replay([parse_match(m, ladders) for m in matches], processor)
+            dead, _ = await read_log(settings, settings.topic_dlq)
+            return live, await processor.store.players(ladder), [r.value for r in dead]
+
+        live, expected, dead = asyncio.run(check())
+    assert {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in live.items()} == {
+        p: (s.mu, s.sigma, s.games, s.last_played) for p, s in expected.items()}
+    assert sorted(json.loads(v)["match_id"] for v in dead) == sorted(p["match_id"] for p in poison)
