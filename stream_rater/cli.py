@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
                         *kafka_security])
     p.set_defaults(func=cmd_verify)
 
+    p = sub.add_parser("predict", help="win/draw probabilities and match quality of proposed teams")
+    p.add_argument("teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas")
+    p.add_argument("--ladder", default="default")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _store_flag(p, None)
+    _settings_flags(p, ["ladders_file", "max_query_players"])
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
+    _store_flag(p, None)
+    _settings_flags(p, ["web_host", "web_port", "ladders_file", "max_query_players"])
+    p.set_defaults(func=cmd_serve)
+
     p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
     _input_flags(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -151,12 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
-    p.add_argument("what", choices=["engines", "e2e"],
-                   help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through")
+    p.add_argument("what", choices=["engines", "e2e", "api"],
+                   help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
+                        "api: the read API under load")
     p.add_argument("--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)")
     p.add_argument("--matches", type=int, default=30_000, help="e2e: matches in the throughput burst")
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
-    p.add_argument("--rate", type=float, default=500.0, help="e2e: matches/s in the steady phase")
+    p.add_argument("--rate", type=float, default=None,
+                   help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000)")
+    p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
     p.set_defaults(func=cmd_bench)
     return parser
 
@@ -472,10 +488,65 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import engines
 
         engines.run(repeat=args.repeat)
+    elif args.what == "api":
+        from stream_rater.bench import api
+
+        api.run(rate=args.rate or 1000.0, seconds=args.seconds)
     else:
         from stream_rater.bench import e2e
 
-        e2e.run(matches=args.matches, latency_matches=args.latency_matches, rate=args.rate)
+        e2e.run(matches=args.matches, latency_matches=args.latency_matches, rate=args.rate or 500.0)
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """``predict``: each team's chance to finish first, the draw chance and the quality."""
+    import time
+
+    from stream_rater.queries import Queries, team_arguments
+    from stream_rater.store import open_store
+
+    settings = _settings(args)
+    ladders = _ladders(args)
+
+    async def run() -> dict:
+        store = open_store(args.store)
+        try:
+            return await Queries(store, ladders, settings.max_query_players).predict(
+                args.ladder, team_arguments(args.teams), time.time())
+        finally:
+            await store.close()
+
+    answer = asyncio.run(run())
+    if args.json:
+        print(json.dumps({k: answer[k] for k in ("ladder", "teams", "draw_probability", "quality")}))
+        return 0
+    for team in answer["teams"]:
+        new = f"  (new: {', '.join(team['new'])})" if team["new"] else ""
+        print(f"{','.join(team['players']):<40} wins {100 * team['win_probability']:6.2f} %{new}")
+    if answer["draw_probability"] is not None:
+        print(f"{'draw':<40}      {100 * answer['draw_probability']:6.2f} %")
+    print(f"match quality {answer['quality']:.4f}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``serve``: the read API over the store, without consuming anything."""
+    from aiohttp import web
+
+    from stream_rater.queries import Queries
+    from stream_rater.service.query_api import serve_app
+    from stream_rater.store import open_store
+
+    settings = _settings(args)
+    store = open_store(args.store)
+    application = serve_app(Queries(store, _ladders(args), settings.max_query_players), store)
+
+    async def close_store(_: web.Application) -> None:
+        await store.close()
+
+    application.on_cleanup.append(close_store)
+    web.run_app(application, host=settings.web_host, port=settings.web_port, print=None)
     return 0
 
 

@@ -42,6 +42,7 @@ class Settings:
     fetch_max_wait: float = _field(0.05, "longest time the broker may hold a fetch that found no new records, in seconds")
     marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
     history_limit: int = _field(100, "rating changes kept per player for the dashboard")
+    max_query_players: int = _field(100, "most players one read-API query (players, predict, balance) may name")
     max_event_bytes: int = _field(64 * 1024, "largest accepted match-finished event, in bytes")
     kafka_security_protocol: str = _field("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     kafka_sasl_mechanism: str = _field("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")

@@ -79,6 +79,11 @@ class RatingModel(ABC):
         """What a leaderboard shows; the rating itself unless the model says otherwise."""
         return rating.mu
 
+    def as_of(self, rating: Rating, idle_seconds: float) -> Rating:
+        """The state as a read `idle_seconds` after the player's last match sees it; the
+        stored one unless the model has time-scaled dynamics. Never written back."""
+        return rating
+
     @abstractmethod
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """Posterior states for a match in which every player is rated."""

@@ -377,6 +377,18 @@ class TrueSkill(RatingModel):
 
     # ------------------------------------------------------------------ predictions
 
+    def as_of(self, rating: Rating, idle_seconds: float) -> Rating:
+        """The uncertainty an idle player has by now: the time term of the dynamics,
+        ``sigma**2 + time_tau**2 * dt`` (capped at the prior's, as in an update), for reads."""
+        if self._time_rate == 0.0 or not idle_seconds > 0:
+            return rating
+        var = rating.sigma * rating.sigma
+        return Rating(rating.mu, math.sqrt(max(var, min(var + self._time_rate * idle_seconds, self._sigma2))))
+
+    def draw_margin(self, players: int) -> float:
+        """The draw margin eps of a match with `players` players in all (section 4.1)."""
+        return self._margin * math.sqrt(players)
+
     def quality(
         self, teams: Teams, weights: Sequence[Sequence[float]] | None = None
     ) -> float:

@@ -27,7 +27,7 @@ from stream_rater.contracts import Limits, MatchFinished, ValidationError, match
 from stream_rater.service.kafka_io import Record, home_partition
 from stream_rater.config.ladders import Ladders
 from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
-from stream_rater.store.base import Commit, Snapshot, StateStore
+from stream_rater.store.base import Commit, Lookup, Snapshot, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -402,6 +402,10 @@ class TimedStore(StateStore):
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
         return await self.inner.history(ladder, player_id, limit)
+
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        with metrics.STORE_ROUND_TRIP.labels("lookup").time():
+            return await self.inner.lookup(ladder, player_ids)
 
     async def ladders(self) -> list[str]:
         return await self.inner.ladders()

@@ -52,7 +52,9 @@ from stream_rater.processor import BatchResult
 from stream_rater.rating.base import Rating
 from stream_rater.config.settings import Settings
 from stream_rater.store import PlayerState, StateStore
+from stream_rater.queries import Queries
 from stream_rater.service.faust_transport import broker_answers
+from stream_rater.service.query_api import query_routes
 from stream_rater.service.pipeline import Message
 
 log = logging.getLogger(__name__)
@@ -201,6 +203,7 @@ class Dashboard:
             web.get("/api/ladders/{ladder}/leaderboard", self.leaderboard),
             web.get("/api/ladders/{ladder}/distribution", self.distribution),
             web.get("/api/ladders/{ladder}/players/{player}", self.player),
+            *query_routes(Queries(self.store, self.ladders, self.settings.max_query_players)),
             web.static("/static", STATIC_DIR),
         ])
         return application

@@ -7,6 +7,7 @@
 from stream_rater.store.base import (
     Commit,
     CommitConflict,
+    Lookup,
     PlayerState,
     Snapshot,
     StateStore,
@@ -17,6 +18,7 @@ from stream_rater.store.base import (
 __all__ = [
     "Commit",
     "CommitConflict",
+    "Lookup",
     "PlayerState",
     "Snapshot",
     "StateStore",

@@ -77,6 +77,16 @@ class Commit:
     history: Mapping[str, list[dict]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """What one `StateStore.lookup` returns: stored states, each ranked player's 0-based
+    place on the leaderboard (best first), and how many players the leaderboard has."""
+
+    players: dict[str, PlayerState]
+    places: dict[str, int]
+    ranked: int
+
+
 class CommitConflict(Exception):
     """The commit was refused: a state changed since it was read, or a match was applied."""
 
@@ -108,6 +118,10 @@ class StateStore(ABC):
     @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
         """The player's most recent rating-changed events, newest first."""
+
+    @abstractmethod
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        """States and leaderboard places of many players, in one round trip."""
 
     @abstractmethod
     async def ladders(self) -> list[str]:

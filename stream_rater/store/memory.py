@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore
+from stream_rater.store.base import Commit, CommitConflict, Lookup, PlayerState, Snapshot, StateStore
 
 
 class MemoryStore(StateStore):
@@ -65,6 +65,14 @@ class MemoryStore(StateStore):
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
         return list(self._history.get((ladder, player_id), ()))[:limit]
+
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        self.round_trips += 1
+        players = self._players[ladder]
+        board = [p for p, _ in await self.leaderboard(ladder, len(self._scores[ladder]))]
+        place = {p: i for i, p in enumerate(board)}
+        return Lookup({p: players[p] for p in player_ids if p in players},
+                      {p: place[p] for p in player_ids if p in place}, len(board))
 
     async def ladders(self) -> list[str]:
         return sorted(name for name, players in self._players.items() if players)

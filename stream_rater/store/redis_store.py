@@ -23,14 +23,14 @@ script answers with one msgpack document that splices the stored values in uncha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib.resources import files
 from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
 
-from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore
+from stream_rater.store.base import Commit, CommitConflict, Lookup, PlayerState, Snapshot, StateStore
 
 
 def _script(name: str) -> str:
@@ -142,6 +142,23 @@ class RedisStore(StateStore):
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
         rows = await self.client.lrange(ladder_key(ladder, f"h:{player_id}"), 0, limit - 1)
         return [msgpack.unpackb(raw, raw=False) for raw in rows]
+
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        ids = list(player_ids)
+        board = ladder_key(ladder, "lb")
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(ladder_key(ladder, "players"), ids) if ids else pipe.echo(b"")
+            for player_id in ids:
+                pipe.zrevrank(board, player_id)
+            pipe.zcard(board)
+            replies = await pipe.execute()
+        self.round_trips += 1
+        states = replies[0] if ids else []
+        return Lookup(
+            {i: PlayerState.unpack(s) for i, s in zip(ids, states) if s is not None},
+            {i: place for i, place in zip(ids, replies[1:-1]) if place is not None},
+            replies[-1],
+        )
 
     async def ladders(self) -> list[str]:
         names = {

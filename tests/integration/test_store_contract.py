@@ -164,3 +164,14 @@ async def test_the_watermark_counts_applied_matches_and_survives_only_with_the_d
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [], "m2": []}))
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m3": []}))
     assert (await store.read(ladder, ["a"], [], ["m1"])).watermark == 3
+
+
+async def test_lookup_returns_states_and_leaderboard_places_in_one_round_trip(store, ladder):
+    """Known players come back with their state and 0-based place; unknown ones are absent."""
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0), write("b", 3.0, 1, 0, score=3.0),
+                                       write("c", 2.0, 1, 0, score=2.0)], {"m1": []}))
+    before = store.round_trips
+    found = await store.lookup(ladder, ["c", "nobody", "b"])
+    assert store.round_trips - before == 1
+    assert {p: s.mu for p, s in found.players.items()} == {"c": 2.0, "b": 3.0}
+    assert (found.places, found.ranked) == ({"b": 0, "c": 1}, 3)

@@ -1,0 +1,149 @@
+"""Questions about a ladder's live ratings — batch lookup, predictions, balanced teams — as
+the functions that the HTTP API (worker and ``stream-rater serve``), the CLI and Python callers
+share. Read-only: nothing here writes a state.
+
+Reads are time-aware: a ladder with time-scaled dynamics shows each player's σ as it is now,
+``σ² + γ²·Δt`` since the player's last match (`RatingModel.as_of`), without storing it. A player
+the ladder has never seen gets the model's prior and is flagged ``"new": true``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.settings import Settings
+from stream_rater.rating.base import Rating
+from stream_rater.rating.predict import balance, predict
+from stream_rater.store import Lookup, PlayerState, StateStore
+
+class QueryError(ValueError):
+    """A query that cannot be answered; `status` is its HTTP status."""
+
+    status = 400
+
+
+class UnknownLadder(QueryError):
+    status = 404
+
+
+class TooManyPlayers(QueryError):
+    status = 413
+
+
+def ladder_of(ladders: Ladders, name: str) -> Ladder:
+    """The configured ladder `name`, or `UnknownLadder`."""
+    try:
+        return ladders.get(name)
+    except KeyError as exc:
+        raise UnknownLadder(str(exc)) from None
+
+
+def player_ids(value: Any, field: str, limit: int) -> list[str]:
+    """A JSON array of distinct player-id strings (at most `limit`), or `QueryError` naming the field."""
+    if not isinstance(value, list) or not value:
+        raise QueryError(f"{field}: must be a non-empty array of player ids")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise QueryError(f"{field}[{i}]: must be a non-empty string")
+    if len(value) > limit:
+        raise TooManyPlayers(f"{field}: {len(value)} players, at most {limit} per query")
+    if len(set(value)) != len(value):
+        raise QueryError(f"{field}: names a player twice")
+    return list(value)
+
+
+def teams_of(value: Any, limit: int) -> list[list[str]]:
+    """``teams``: an array of 2+ arrays of player ids, no player twice, at most `limit` in all."""
+    if not isinstance(value, list) or len(value) < 2:
+        raise QueryError("teams: must be an array of at least two teams")
+    teams = [player_ids(team, f"teams[{i}]", limit) for i, team in enumerate(value)]
+    everyone = [p for team in teams for p in team]
+    if len(everyone) > limit:
+        raise TooManyPlayers(f"teams: {len(everyone)} players, at most {limit} per query")
+    if len(set(everyone)) != len(everyone):
+        raise QueryError("teams: a player is on two teams")
+    return teams
+
+
+class Queries:
+    """The read API over one store and the configured ladders."""
+
+    def __init__(self, store: StateStore, ladders: Ladders, max_players: int = Settings.max_query_players) -> None:
+        """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``)."""
+        self.store = store
+        self.ladders = ladders
+        self.max_players = max_players
+
+    async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:
+        """State, display rating, leaderboard rank and percentile, games and last match of
+        each player (one store round trip)."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        ids = player_ids(ids, "players", self.max_players)
+        found = await self.store.lookup(ladder.name, ids)
+        return {"ladder": ladder.name, "model": ladder.model,
+                "players": [self._player(ladder, found, p, now) for p in ids]}
+
+    async def predict(self, ladder_name: str, teams: Any, now: float) -> dict[str, Any]:
+        """Each team's probability of finishing first, the draw probability (two teams) and
+        the match quality, by the ladder's model (`rating.predict`)."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        teams = teams_of(teams, self.max_players)
+        found = await self.store.lookup(ladder.name, [p for team in teams for p in team])
+        ratings = [[self._rating(ladder, found.players.get(p), now) for p in team] for team in teams]
+        answer = predict(ladder.rating_model, ratings)
+        return {
+            "ladder": ladder.name,
+            "teams": [{"players": team, "win_probability": p, "new": [x for x in team if x not in found.players]}
+                      for team, p in zip(teams, answer.win_probabilities)],
+            "draw_probability": answer.draw_probability,
+            "quality": answer.quality,
+        }
+
+    async def balance(self, ladder_name: str, pool: Any, team_sizes: Any, now: float) -> dict[str, Any]:
+        """The split of `pool` into teams of `team_sizes` with the highest match quality."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        ids = player_ids(pool, "players", self.max_players)
+        if (not isinstance(team_sizes, list) or len(team_sizes) < 2
+                or not all(type(s) is int and s >= 1 for s in team_sizes)):
+            raise QueryError("team_sizes: must be an array of at least two positive integers")
+        if sum(team_sizes) != len(ids):
+            raise QueryError(f"team_sizes: add up to {sum(team_sizes)}, but {len(ids)} players were given")
+        found = await self.store.lookup(ladder.name, ids)
+        best = balance(ladder.rating_model, [self._rating(ladder, found.players.get(p), now) for p in ids],
+                       team_sizes)
+        return {"ladder": ladder.name, "teams": [[ids[i] for i in team] for team in best.teams],
+                "quality": best.quality, "seconds": best.seconds, "exhaustive": best.exhaustive}
+
+    @staticmethod
+    def _rating(ladder: Ladder, state: PlayerState | None, now: float) -> Rating:
+        model = ladder.rating_model
+        if state is None:
+            return model.initial()
+        rating = Rating(state.mu, state.sigma)
+        return rating if state.last_played is None else model.as_of(rating, now - state.last_played)
+
+    def _player(self, ladder: Ladder, found: Lookup, player_id: str, now: float) -> dict[str, Any]:
+        state = found.players.get(player_id)
+        rating = self._rating(ladder, state, now)
+        place = found.places.get(player_id)
+        return {
+            "player_id": player_id, "new": state is None, "mu": rating.mu, "sigma": rating.sigma,
+            "rating": ladder.rating_model.display(rating),
+            "games": 0 if state is None else state.games,
+            "last_played": None if state is None else state.last_played,
+            "rank": None if place is None else place + 1,
+            "percentile": None if place is None else _percentile(place, found.ranked),
+        }
+
+
+def _percentile(place: int, ranked: int) -> float:
+    """Share of the leaderboard at or below this place, in percent (the best player: 100)."""
+    return 100.0 * (ranked - place) / ranked if ranked else math.nan
+
+
+def team_arguments(arguments: Sequence[str]) -> list[list[str]]:
+    """CLI teams: one argument per team, player ids joined by commas."""
+    return [[p for p in argument.split(",") if p] for argument in arguments]

@@ -1,0 +1,159 @@
+"""Questions asked of ratings: who wins, how likely a draw is, how fair a match is, and which
+split of a pool into teams is fairest. Pure: models and `Rating`s in, numbers out.
+
+- **Win probabilities** are each model's own (`RatingModel.win_probabilities`): the probability
+  that a team's performance is the highest.
+- **Two TrueSkill teams** (section 4.1 of the paper): performance difference ``d ~ N(Δ, c²)``
+  with ``Δ = M₀ − M₁`` and ``c² = Σ (σ² + τ² + β²)`` over both teams, draw margin ``ε``;
+  ``P(team 0 wins) = Φ((Δ − ε)/c)``, ``P(team 1 wins) = Φ((−Δ − ε)/c)`` and the draw takes the
+  rest, so the three sum to 1. With more teams draws are not predicted (``None``).
+- **Elo-family models** (Elo, SPH Elo, Plackett-Luce, Thurstonian, duelling Elo) have no draw
+  outcome to predict: a draw is a result they score as half a win. Their draw probability is
+  0 for two teams, and the two win probabilities sum to 1.
+- **Match quality**: TrueSkill's is the paper's eq. (7) (`TrueSkill.quality`). For the other
+  models it is the normalised entropy of the first-place distribution,
+  ``−Σ p log p / log n`` — 1 when every team is equally likely to win, towards 0 as one
+  team becomes certain; for two teams it orders splits as ``1 − |p₀ − p₁|`` does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from stream_rater.rating._gaussian import cdf
+from stream_rater.rating.base import Rating, RatingModel, Teams
+
+#: Largest number of labelled splits (`labelled_splits`) `balance` searches exhaustively.
+EXHAUSTIVE_SPLITS = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """What `predict` says of a proposed match, teams in the order given."""
+
+    win_probabilities: list[float]
+    draw_probability: float | None
+    quality: float
+
+
+def predict(model: RatingModel, teams: Teams) -> Prediction:
+    """Win probabilities, the draw probability (two teams) and the match quality of `teams`."""
+    if len(teams) < 2 or not all(teams):
+        raise ValueError("a match needs at least two teams, each with a player")
+    quality = getattr(model, "quality", None)
+    draw_margin = getattr(model, "draw_margin", None)
+    if draw_margin is not None and len(teams) == 2:
+        extra = model.tau ** 2 + model.beta ** 2  # type: ignore[attr-defined]
+        delta = math.fsum(r.mu for r in teams[0]) - math.fsum(r.mu for r in teams[1])
+        c = math.sqrt(math.fsum(r.sigma * r.sigma + extra for team in teams for r in team))  # type: ignore[operator]
+        eps = draw_margin(len(teams[0]) + len(teams[1]))
+        wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
+        draw = max(0.0, 1.0 - wins[0] - wins[1])
+    else:
+        wins = list(model.win_probabilities(teams))
+        draw = 0.0 if len(teams) == 2 else None
+    if quality is not None:
+        q = quality(teams)
+    else:
+        firsts = model.win_probabilities(teams) if draw_margin is not None else wins
+        q = evenness(firsts)
+    return Prediction(wins, draw, q)
+
+
+def evenness(probabilities: Sequence[float]) -> float:
+    """Normalised entropy of a distribution over n ≥ 2 outcomes, in [0, 1]."""
+    total = math.fsum(probabilities)
+    entropy = -math.fsum(p / total * math.log(p / total) for p in probabilities if p > 0)
+    return min(1.0, max(0.0, entropy / math.log(len(probabilities))))
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    """The fairest split found: indices into the pool per team, its quality, how long the
+    search took and whether it was exhaustive."""
+
+    teams: list[list[int]]
+    quality: float
+    seconds: float
+    exhaustive: bool
+
+
+def balance(model: RatingModel, pool: Sequence[Rating], team_sizes: Sequence[int],
+            budget: float = 0.5) -> Balance:
+    """The split of `pool` into teams of `team_sizes` with the highest `predict` quality.
+
+    Exhaustive when there are at most `EXHAUSTIVE_SPLITS` labelled splits (10 players into
+    5 v 5: 252; teams of equal size are interchangeable, so each split is scored once). Beyond that, a heuristic: a snake
+    draft by mean rating, then the best swap of two players between two teams, repeated while
+    it improves the quality or until `budget` seconds have passed.
+    """
+    if len(team_sizes) < 2 or any(size < 1 for size in team_sizes):
+        raise ValueError("team_sizes: at least two teams of at least one player")
+    if sum(team_sizes) != len(pool):
+        raise ValueError(f"team_sizes add up to {sum(team_sizes)}, the pool has {len(pool)} players")
+    started = time.perf_counter()
+
+    def score(split: Sequence[Sequence[int]]) -> float:
+        return predict(model, [[pool[i] for i in team] for team in split]).quality
+
+    if labelled_splits(team_sizes) <= EXHAUSTIVE_SPLITS:
+        best = max(_splits(list(range(len(pool))), list(team_sizes)), key=score)
+        return Balance([list(t) for t in best], score(best), time.perf_counter() - started, True)
+    split = _snake_draft(pool, team_sizes)
+    best_quality = score(split)
+    improved = True
+    while improved and time.perf_counter() - started < budget:
+        improved = False
+        for a, b in itertools.combinations(range(len(split)), 2):
+            for i, j in itertools.product(range(len(split[a])), range(len(split[b]))):
+                split[a][i], split[b][j] = split[b][j], split[a][i]
+                quality = score(split)
+                if quality > best_quality + 1e-12:
+                    best_quality, improved = quality, True
+                else:
+                    split[a][i], split[b][j] = split[b][j], split[a][i]
+    return Balance(split, best_quality, time.perf_counter() - started, False)
+
+
+def labelled_splits(team_sizes: Sequence[int]) -> int:
+    """Ways to deal sum(team_sizes) players to teams of these sizes (teams told apart)."""
+    count = math.factorial(sum(team_sizes))
+    for size in team_sizes:
+        count //= math.factorial(size)
+    return count
+
+
+def _splits(players: list[int], sizes: list[int]) -> Iterator[list[list[int]]]:
+    """Every split of `players` into teams of `sizes`, each once: teams of equal size are
+    interchangeable, so a split is skipped when a permutation of them was seen."""
+    seen: set[frozenset] = set()
+    for split in _labelled_splits(players, sizes):
+        key = frozenset((len(team), frozenset(team)) for team in split)
+        if key not in seen:
+            seen.add(key)
+            yield split
+
+
+def _labelled_splits(players: list[int], sizes: list[int]) -> Iterator[list[list[int]]]:
+    if not sizes:
+        yield []
+        return
+    for chosen in itertools.combinations(players, sizes[0]):
+        left = [p for p in players if p not in chosen]
+        for tail in _labelled_splits(left, sizes[1:]):
+            yield [list(chosen), *tail]
+
+
+def _snake_draft(pool: Sequence[Rating], team_sizes: Sequence[int]) -> list[list[int]]:
+    """Players by mean rating, best first, dealt 0, 1, …, n−1, n−1, …, 0 to teams with room."""
+    order = sorted(range(len(pool)), key=lambda i: -pool[i].mu)
+    teams: list[list[int]] = [[] for _ in team_sizes]
+    turn = itertools.cycle(list(range(len(team_sizes))) + list(reversed(range(len(team_sizes)))))
+    for player in order:
+        team = next(t for t in turn if len(teams[t]) < team_sizes[t])
+        teams[team].append(player)
+    return teams

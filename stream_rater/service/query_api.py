@@ -1,0 +1,77 @@
+"""The read API over HTTP: served by every worker's web server and, without a consumer, by
+``stream-rater serve`` (so reads scale apart from rating). Documented in ``openapi.yaml``.
+
+``POST /api/ladders/{ladder}/players``  ``{"players": [ids]}`` → states, ratings, ranks
+``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...]}`` → win and draw
+                                        probabilities, match quality
+``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
+                                        fairest split
+
+Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder, 413 says the
+player limit; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from stream_rater.queries import QueryError, Queries
+from stream_rater.store import StateStore
+
+OPENAPI = Path(__file__).with_name("openapi.yaml")
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> list[web.RouteDef]:
+    """The read API's routes over `queries`; `clock` is "now" for time-aware reads."""
+
+    def answering(ask: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]) -> Handler:
+        async def handle(request: web.Request) -> web.Response:
+            try:
+                body = json.loads(await request.read() or b"null")
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                return web.json_response({"error": "body: must be a JSON object"}, status=400)
+            try:
+                return web.json_response(await ask(request.match_info["ladder"], body))
+            except QueryError as exc:
+                return web.json_response({"error": str(exc)}, status=exc.status)
+        return handle
+
+    return [
+        web.post("/api/ladders/{ladder}/players",
+                 answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock()))),
+        web.post("/api/ladders/{ladder}/predict",
+                 answering(lambda ladder, b: queries.predict(ladder, b.get("teams"), clock()))),
+        web.post("/api/ladders/{ladder}/balance",
+                 answering(lambda ladder, b: queries.balance(ladder, b.get("players"), b.get("team_sizes"), clock()))),
+        web.get("/api/openapi.yaml", _openapi),
+    ]
+
+
+async def _openapi(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(OPENAPI)
+
+
+def serve_app(queries: Queries, store: StateStore) -> web.Application:
+    """The read-only server of ``stream-rater serve``: the read API plus health endpoints."""
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        if await store.ping():
+            return web.json_response({"ready": True})
+        return web.json_response({"ready": False, "reason": "the store does not answer PING"}, status=503)
+
+    application = web.Application()
+    application.add_routes([*query_routes(queries), web.get("/healthz", healthz), web.get("/readyz", readyz)])
+    return application

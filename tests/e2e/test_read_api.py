@@ -1,0 +1,86 @@
+"""The read API as users reach it: ``stream-rater predict`` and ``stream-rater serve`` over a
+ladder replayed into a real Redis, checked against the closed form computed here from the
+stored states."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import subprocess
+import sys
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from scipy.stats import norm
+
+from stream_rater.local.demo import stop_process, wait_ready
+from stream_rater.local.runtime import free_port
+from stream_rater.rating import TrueSkill
+from stream_rater.store import open_store
+
+pytestmark = pytest.mark.e2e
+
+
+def cli(*args: str, ladders: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stream_rater", *args, "--ladders-file", str(ladders)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_path: Path):
+    """`predict --json` gives each side's win chance and the draw chance, summing to 1 and
+    equal to the TrueSkill closed form of the stored states; `serve` answers the same over
+    HTTP, and an unknown ladder is a one-line error (exit 2)."""
+    ladder = f"r-{uuid.uuid4().hex[:10]}"
+    ladders = tmp_path / "ladders.toml"
+    ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\n')
+    rng = random.Random(3)
+    lines = [json.dumps({"match_id": f"m{i}", "ladder": ladder, "finished_at": 1_700_000_000 + i,
+                         "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]})
+             for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3", "p4"], 2) for _ in range(200))]
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
+    assert cli("replay", "--store", redis_url, "--out", str(tmp_path / "out.jsonl"), str(tmp_path / "m.jsonl"),
+               ladders=ladders).returncode == 0
+
+    answer = cli("predict", "--ladder", ladder, "--store", redis_url, "--json", "p0,p1", "p2,p3", ladders=ladders)
+    assert answer.returncode == 0, answer.stderr
+    body = json.loads(answer.stdout)
+    assert set(body) == {"ladder", "teams", "draw_probability", "quality"}
+    wins = [t["win_probability"] for t in body["teams"]]
+    assert sum(wins) + body["draw_probability"] == pytest.approx(1.0, abs=1e-12)
+
+    async def stored() -> dict:
+        store = open_store(redis_url)
+        try:
+            return await store.players(ladder)
+        finally:
+            await store.close()
+
+    states = asyncio.run(stored())
+    ts = TrueSkill()
+    c = math.sqrt(sum(states[p].sigma ** 2 + ts.tau ** 2 + ts.beta ** 2 for p in ("p0", "p1", "p2", "p3")))
+    eps = norm.ppf((ts.draw_probability + 1) / 2) * ts.beta * 2
+    delta = states["p0"].mu + states["p1"].mu - states["p2"].mu - states["p3"].mu
+    assert wins == pytest.approx([norm.cdf((delta - eps) / c), norm.cdf((-delta - eps) / c)], abs=1e-12)
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "stream_rater", "serve", "--store", redis_url,
+                               "--web-port", str(port), "--ladders-file", str(ladders)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/ladders/{ladder}/predict",
+                                         data=json.dumps({"teams": [["p0", "p1"], ["p2", "p3"]]}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            served = json.loads(response.read())
+    finally:
+        assert stop_process(server) in (0, -15)
+    assert [t["win_probability"] for t in served["teams"]] == pytest.approx(wins, abs=1e-12)
+
+    unknown = cli("predict", "--ladder", "nosuch", "--store", redis_url, "a", "b", ladders=ladders)
+    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
+    assert "unknown ladder 'nosuch'" in unknown.stderr

@@ -1,0 +1,142 @@
+"""Predictions and balanced splits against independent oracles: scipy's normal CDF for the
+closed forms, Monte Carlo over sampled performances, and a brute force over all splits."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from stream_rater.rating import Rating, TrueSkill
+from stream_rater.rating.elo import Elo
+from stream_rater.rating.plackett_luce import PlackettLuce
+from stream_rater.rating.predict import balance, evenness, predict
+from stream_rater.rating.sph_elo import SphElo
+
+TS = TrueSkill(draw_probability=0.10)
+MU = st.floats(0, 50)
+SIGMA = st.floats(0.5, 10)
+TS_RATING = st.builds(Rating, MU, SIGMA)
+
+
+def test_two_trueskill_teams_match_the_closed_form_and_sum_to_one():
+    """P(win), P(loss), P(draw) are the margin's normal probabilities (scipy) and sum to 1."""
+    a, b = [Rating(28.0, 4.0), Rating(22.0, 6.0)], [Rating(25.0, 3.0)]
+    p = predict(TS, [a, b])
+    c = math.sqrt(sum(r.sigma**2 + TS.tau**2 + TS.beta**2 for r in a + b))
+    eps = norm.ppf((TS.draw_probability + 1) / 2) * TS.beta * math.sqrt(3)
+    delta = 50.0 - 25.0
+    assert p.win_probabilities == pytest.approx([norm.cdf((delta - eps) / c), norm.cdf((-delta - eps) / c)], abs=1e-12)
+    assert p.draw_probability == pytest.approx(norm.cdf((eps - delta) / c) - norm.cdf((-eps - delta) / c), abs=1e-12)
+    assert sum(p.win_probabilities) + p.draw_probability == pytest.approx(1.0, abs=1e-12)
+
+
+def test_two_trueskill_teams_agree_with_monte_carlo_of_the_performances():
+    """Sampled performances (β noise per player, τ dynamics) beat, lose and draw (|d| ≤ ε) as
+    often as predicted, within 4 standard errors."""
+    a, b = [Rating(26.0, 5.0)], [Rating(24.0, 2.0)]
+    p = predict(TS, [a, b])
+    rng = np.random.default_rng(3)
+    n = 200_000
+    spread = lambda r: math.sqrt(r.sigma**2 + TS.tau**2 + TS.beta**2)  # noqa: E731
+    d = rng.normal(a[0].mu, spread(a[0]), n) - rng.normal(b[0].mu, spread(b[0]), n)
+    eps = TS.draw_margin(2)
+    observed = [(d > eps).mean(), (d < -eps).mean(), (abs(d) <= eps).mean()]
+    for q, o in zip([*p.win_probabilities, p.draw_probability], observed):
+        assert abs(q - o) < 4 * math.sqrt(q * (1 - q) / n)
+
+
+def test_three_trueskill_teams_first_place_agrees_with_monte_carlo():
+    """With three teams, each team's probability of the highest performance matches sampling."""
+    teams = [[Rating(27.0, 3.0)], [Rating(25.0, 6.0)], [Rating(24.0, 1.0)]]
+    p = predict(TS, teams)
+    rng = np.random.default_rng(4)
+    n = 200_000
+    perf = np.stack([rng.normal(t[0].mu, math.sqrt(t[0].sigma**2 + TS.tau**2 + TS.beta**2), n) for t in teams])
+    observed = np.bincount(perf.argmax(axis=0), minlength=3) / n
+    assert p.draw_probability is None
+    for q, o in zip(p.win_probabilities, observed):
+        assert abs(q - o) < 4 * math.sqrt(q * (1 - q) / n)
+
+
+def test_trueskill_quality_is_the_papers_equation_7_for_two_players():
+    """Two players: sqrt(2β²/c²)·exp(−Δ²/2c²) with c² = 2β² + σ₁² + σ₂² (eq. 7)."""
+    a, b = Rating(30.0, 4.0), Rating(25.0, 3.0)
+    c2 = 2 * TS.beta**2 + a.sigma**2 + b.sigma**2
+    expected = math.sqrt(2 * TS.beta**2 / c2) * math.exp(-((a.mu - b.mu) ** 2) / (2 * c2))
+    assert predict(TS, [[a], [b]]).quality == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("model", [Elo(), PlackettLuce(), SphElo()], ids=["elo", "plackett-luce", "sph-elo"])
+def test_elo_family_predicts_no_draw_and_its_own_win_probabilities(model):
+    """Elo-family models: win probabilities are the model's, the draw 0, quality the evenness."""
+    teams = [[Rating(1600.0)], [Rating(1500.0)]]
+    p = predict(model, teams)
+    assert p.win_probabilities == list(model.win_probabilities(teams))
+    assert p.draw_probability == 0.0 and sum(p.win_probabilities) == pytest.approx(1.0)
+    assert p.quality == pytest.approx(evenness(p.win_probabilities))
+    assert predict(model, [[Rating(1500.0)], [Rating(1500.0)]]).quality == pytest.approx(1.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(TS_RATING, min_size=1, max_size=3), min_size=2, max_size=4))
+def test_probabilities_are_a_distribution_and_follow_the_teams(teams):
+    """Probabilities lie in [0, 1] and sum to 1; reversing the teams reverses them."""
+    p = predict(TS, teams)
+    total = sum(p.win_probabilities) + (p.draw_probability or 0.0)
+    assert total == pytest.approx(1.0, abs=1e-9)
+    assert all(0.0 <= x <= 1.0 for x in p.win_probabilities) and 0.0 <= p.quality <= 1.0
+    flipped = predict(TS, teams[::-1])
+    assert flipped.win_probabilities == pytest.approx(p.win_probabilities[::-1], abs=1e-9)
+
+
+def test_balance_of_ten_is_exhaustive_and_equals_a_brute_force():
+    """5 v 5 from 10 players: the same best quality as scoring every one of the 252 deals."""
+    rng = np.random.default_rng(5)
+    pool = [Rating(float(m), float(s)) for m, s in zip(rng.normal(25, 6, 10), rng.uniform(1, 5, 10))]
+    found = balance(TS, pool, [5, 5])
+    best = max(TS.quality([[pool[i] for i in team], [pool[i] for i in range(10) if i not in team]])
+               for team in itertools.combinations(range(10), 5))
+    assert found.exhaustive and found.quality == pytest.approx(best, rel=1e-12)
+    assert sorted(i for team in found.teams for i in team) == list(range(10))
+
+
+def test_balance_beyond_the_exhaustive_limit_comes_close_to_the_best():
+    """Four teams of four (63 million deals): the heuristic's quality is within 5 % of the best
+    of 3,000 random deals."""
+    rng = np.random.default_rng(6)
+    pool = [Rating(float(m), 2.0) for m in rng.normal(25, 8, 16)]
+    heuristic = balance(TS, pool, [4, 4, 4, 4], budget=2.0)
+    assert not heuristic.exhaustive
+    assert sorted(len(t) for t in heuristic.teams) == [4, 4, 4, 4]
+    best = best_of_random_deals(pool, [4, 4, 4, 4], tries=3000, seed=7)
+    assert heuristic.quality >= 0.95 * best
+
+
+def best_of_random_deals(pool: list[Rating], sizes: list[int], tries: int, seed: int) -> float:
+    """The best quality among many random deals: a lower bound of the optimum, independent of
+    `balance`'s search."""
+    rng = np.random.default_rng(seed)
+    best = 0.0
+    for _ in range(tries):
+        order = rng.permutation(len(pool))
+        teams, start = [], 0
+        for size in sizes:
+            teams.append([pool[i] for i in order[start:start + size]])
+            start += size
+        best = max(best, TS.quality(teams))
+    return best
+
+
+def test_as_of_adds_the_idle_time_to_sigma_and_is_capped():
+    """A time-scaled ladder's read adds γ²·Δt to σ² (capped at the prior); others are unchanged."""
+    timed = TrueSkill(time_tau=1.0, time_unit="days")
+    r = Rating(30.0, 2.0)
+    assert timed.as_of(r, 3 * 86400).sigma == pytest.approx(math.sqrt(4.0 + 3.0))
+    assert timed.as_of(r, 10**9).sigma == pytest.approx(timed.sigma)
+    assert TS.as_of(r, 3 * 86400) == r and Elo().as_of(Rating(1500.0), 10**6) == Rating(1500.0)
