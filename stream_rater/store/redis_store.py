@@ -39,6 +39,9 @@ def _script(name: str) -> str:
     return lua.joinpath("msgpack.lua").read_text() + lua.joinpath(name).read_text()
 
 
+#: Connections a store opens at most (`RedisStore.from_url`).
+MAX_CONNECTIONS = 64
+
 READ_SCRIPT = _script("read.lua")
 COMMIT_SCRIPT = _script("commit.lua")
 
@@ -74,9 +77,14 @@ class RedisStore(StateStore):
         self._commit = client.register_script(COMMIT_SCRIPT)
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> RedisStore:
-        """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``)."""
-        return cls(aioredis.from_url(url), **kwargs)
+    def from_url(cls, url: str, max_connections: int = MAX_CONNECTIONS, **kwargs: Any) -> RedisStore:
+        """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``).
+
+        At most `max_connections` connections; a request beyond them waits for a free one
+        (rather than failing with "Too many connections", as concurrent reads of the read
+        API under load otherwise do)."""
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections)
+        return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
     async def read(
         self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
