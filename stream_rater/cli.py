@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -21,9 +22,11 @@ from stream_rater.offline.adapters import FORMATS, open_text, read_records
 from stream_rater.contracts.codecs import encode_event
 from stream_rater.contracts import Limits, MatchFinished
 from stream_rater.config.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
+from stream_rater.rating.registry import create_model
 from stream_rater.config.settings import Settings, env_name
 
 EXIT_BAD_INPUT = 2
+EXIT_RUNTIME = 1
 
 
 def _settings_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
@@ -50,6 +53,8 @@ def _input_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                         help="model parameter (constructor keyword), repeatable")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad line instead of skipping it")
+    parser.add_argument("--allow-bad-lines", action="store_true",
+                        help="exit 0 although some lines were rejected (each is still reported)")
     parser.add_argument("--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)")
     _settings_flags(parser, ["ladders_file"])
 
@@ -62,6 +67,7 @@ def _store_flag(parser: argparse.ArgumentParser, default: str | None) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The full ``stream-rater`` argument parser."""
     parser = argparse.ArgumentParser(prog="stream-rater", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True)
 
     kafka_security = ["kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
@@ -144,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
     _input_flags(p)
     p.add_argument("--rate", type=float, help="at most this many events per second")
-    _settings_flags(p, ["broker", "topic_matches", *kafka_security])
+    _settings_flags(p, ["broker", "topic_matches", "topic_updates", "topic_dlq", "partitions",
+                        "replication_factor", *kafka_security])
     p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("subscribe", help="print rating-changed events as JSON lines")
@@ -174,19 +181,50 @@ def build_parser() -> argparse.ArgumentParser:
                    help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000)")
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
     p.set_defaults(func=cmd_bench)
+    for command in sub.choices.values():
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show the traceback of a failure")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``stream-rater`` console script."""
+    """Entry point of the ``stream-rater`` console script.
+
+    Every failure is one line on stderr, ``stream-rater <command>: <what>``, and an exit code:
+    2 for bad usage or input (a flag, a parameter, a file line, an unknown ladder), 1 when a
+    service cannot be reached or something else fails. ``--debug`` shows the traceback.
+    """
     args = build_parser().parse_args(argv)
+    if not args.debug and args.command not in ("worker", "dev", "demo"):
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connect errors reach us as exceptions
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (ValueError, OSError, KeyError) as exc:
-        print(f"stream-rater {args.command}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except Exception as exc:
+        if args.debug:
+            raise
+        code, message = _failure(exc)
+        print(f"stream-rater {args.command}: {message}", file=sys.stderr)
+        return code
+
+
+def _failure(exc: Exception) -> tuple[int, str]:
+    """The exit code and the one-line message of a command's failure."""
+    import redis.exceptions
+    from aiokafka.errors import KafkaError
+
+    if isinstance(exc, redis.exceptions.RedisError):
+        return EXIT_RUNTIME, f"Redis: {exc}"
+    if isinstance(exc, KafkaError):
+        return EXIT_RUNTIME, f"Kafka broker: {exc}"
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return EXIT_RUNTIME, str(exc) or type(exc).__name__
+    if isinstance(exc, KeyError):  # config.ladders.UnknownLadderError says which ladders exist
+        return EXIT_BAD_INPUT, str(exc)
+    if isinstance(exc, (ValueError, OSError)):
+        return EXIT_BAD_INPUT, str(exc)
+    return EXIT_RUNTIME, f"{type(exc).__name__}: {exc} (run with --debug for the traceback)"
 
 
 def _ladders(args: argparse.Namespace) -> Ladders:
@@ -204,7 +242,15 @@ def _ladders(args: argparse.Namespace) -> Ladders:
         model or (base.model if base else DEFAULT_MODEL),
         {**(base.params if keep and base else {}), **params},
     )
-    ladder.rating_model  # builds the model now: a bad parameter fails before any input is read
+    try:
+        ladder.rating_model  # builds the model now: a bad parameter fails before any input is read
+    except (TypeError, ValueError) as exc:
+        for name, value in params.items():
+            try:
+                create_model(ladder.model, {name: value})
+            except (TypeError, ValueError) as one:
+                raise ValueError(f"--param {name}={value}: {one}") from None
+        raise ValueError(f"--model {ladder.model}: {exc}") from None
     return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder])
 
 
@@ -249,7 +295,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     summary.rejected = len(rejected)
     summary.read += len(rejected)
     print(summary.line(), file=sys.stderr)
-    return 0
+    return _bad_lines_code(args, rejected)
+
+
+def _bad_lines_code(args: argparse.Namespace, rejected: list[str]) -> int:
+    """2 when input lines were rejected (unless --allow-bad-lines), else 0."""
+    return EXIT_BAD_INPUT if rejected and not args.allow_bad_lines else 0
 
 
 def _valid_matches(
@@ -379,6 +430,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     """``leaderboard``: the top N players of a ladder, best first."""
     from stream_rater.store import open_store
 
+    _ladders(args).get(args.ladder)
+
     async def run() -> None:
         store = open_store(args.store)
         try:
@@ -438,16 +491,21 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
-    from stream_rater.service.kafka_io import publish
+    from stream_rater.service.kafka_io import TopicError, client_options, create_topics, publish
 
     settings = _settings(args)
     _require(settings, "broker")
     ladders = _ladders(args)
+    topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
+    try:  # as the worker would, so that a broker that auto-creates topics never picks the count
+        asyncio.run(create_topics(settings.broker, topics, settings.replication_factor, options=client_options(settings)))
+    except TopicError as exc:
+        print(f"stream-rater publish: warning: {exc}; publishing anyway", file=sys.stderr)
     with ExitStack() as stack:
         matches, rejected = _valid_matches(args, ladders, stack)
         summary = asyncio.run(publish((m.to_dict() for m in matches), settings, rate=args.rate))
     print(f"{summary.line()}; {len(rejected)} bad lines not sent", file=sys.stderr)
-    return 0
+    return _bad_lines_code(args, rejected)
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
@@ -461,7 +519,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         seen = 0
-        async for event in subscribe(settings, ladder=args.ladder, player=args.player,
+        def bad(where: str, reason: str) -> None:
+            print(f"stream-rater subscribe: skipped the record at {where}: {reason}", file=sys.stderr)
+
+        async for event in subscribe(settings, ladder=args.ladder, player=args.player, on_bad=bad,
                                      from_beginning=args.from_beginning, idle_timeout=args.idle_timeout):
             print(json.dumps(event), flush=True)
             seen += 1

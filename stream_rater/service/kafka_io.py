@@ -10,7 +10,7 @@ import json
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,7 +195,11 @@ async def publish(
     second: what has accumulated is sent whenever the pace says to wait.
     """
     producer = AIOKafkaProducer(**client_options(settings), max_batch_size=256 * 1024)
-    await producer.start()
+    try:
+        await producer.start()
+    except BaseException:
+        await producer.stop()
+        raise
     summary = PublishSummary()
     start = time.perf_counter()
     records: list[Record] = []
@@ -227,11 +231,14 @@ async def subscribe(
     player: str | None = None,
     from_beginning: bool = False,
     idle_timeout: float | None = None,
+    on_bad: Callable[[str, str], None] = lambda where, reason: None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Rating-changed events as dicts, optionally only one ladder's or one player's.
 
     Reads every partition of the updates topic without a consumer group (a subscriber never
-    takes partitions from another). Stops after `idle_timeout` seconds without a message.
+    takes partitions from another). Stops after `idle_timeout` seconds without a message. A
+    record that is not a JSON object goes to ``on_bad(topic[partition]@offset, reason)`` and
+    the records after it are still read.
     """
     consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
     await consumer.start()
@@ -254,7 +261,13 @@ async def subscribe(
                     key = record.key or b""
                     if (wanted and key != wanted) or (prefix and not key.startswith(prefix)):
                         continue
-                    event = json.loads(record.value)
+                    try:
+                        event = json.loads(record.value or b"")
+                        if not isinstance(event, dict):
+                            raise ValueError(f"a JSON {type(event).__name__}, not an object")
+                    except ValueError as exc:
+                        on_bad(f"{topic}[{record.partition}]@{record.offset}", str(exc))
+                        continue
                     if player and event.get("player_id") != player:
                         continue
                     yield event

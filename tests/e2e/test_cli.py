@@ -35,10 +35,13 @@ def duel(match_id: str, a: str, b: str, ladder: str = "default") -> str:
 
 
 def test_replay_reports_bad_lines_by_number_and_keeps_going(tmp_path: Path):
-    """A bad line is reported with file:line and reason, skipped, and counted in the summary."""
+    """A bad line is reported with file:line and reason, skipped, and counted in the summary;
+    the exit is 2 (0 with --allow-bad-lines)."""
     path = tmp_path / "matches.jsonl"
     path.write_text("\n".join([duel("m1", "a", "b"), "{not json", duel("m2", "a", "a"), duel("m3", "b", "c")]) + "\n")
-    result = cli("replay", str(path))
+    result = cli("replay", str(path), check=False)
+    assert result.returncode == 2
+    assert cli("replay", "--allow-bad-lines", str(path)).returncode == 0
     assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["m1:a", "m1:b", "m3:b", "m3:c"]
     assert f"{path}:2: not valid JSON" in result.stderr
     assert f"{path}:3: teams[1].players[0].id: player 'a' is already listed at teams[0].players[0]" in result.stderr
@@ -96,11 +99,15 @@ def _ladders_file(tmp_path: Path, ladder: str) -> Path:
 
 
 def test_publish_then_subscribe_through_a_worker(web_worker):
-    """`publish` sends valid lines keyed by match id (bad ones reported), `subscribe` prints the updates."""
+    """`publish` sends valid lines keyed by ladder (bad ones reported, exit 2), `subscribe`
+    prints the updates."""
     settings = web_worker.settings
     lines = "\n".join([duel("c1", "x", "y", web_worker.ladder), "oops", duel("c2", "y", "z", web_worker.ladder)]) + "\n"
     sent = cli("publish", "--broker", settings.broker, "--topic-matches", settings.topic_matches,
-               "--ladders-file", str(_trueskill_file(web_worker)), stdin=lines)
+               "--topic-updates", settings.topic_updates, "--topic-dlq", settings.topic_dlq,
+               "--partitions", str(settings.partitions),
+               "--ladders-file", str(_trueskill_file(web_worker)), stdin=lines, check=False)
+    assert sent.returncode == 2 and "warning" not in sent.stderr
     assert "sent 2 match events" in sent.stderr and "<stdin>:2: not valid JSON" in sent.stderr
     got = cli("subscribe", "--broker", settings.broker, "--topic-updates", settings.topic_updates,
               "--ladder", web_worker.ladder, "--player", "y", "--from-beginning", "--count", "2")

@@ -1,0 +1,104 @@
+"""Failures as users meet them on the command line: one line naming the flag, parameter,
+file or service, the right exit code, no traceback; bad records reported and skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from stream_rater.service.kafka_io import bootstrap_servers, create_topics
+
+pytestmark = pytest.mark.e2e
+
+GOOD = json.dumps({"match_id": "m1", "finished_at": 0,
+                   "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}]})
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def one_match(tmp_path: Path) -> Path:
+    path = tmp_path / "one.jsonl"
+    path.write_text(GOOD + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (["replay", "--param", "beta=abc"], 2, ["--param beta=abc", "must be real number"]),
+    (["ratings", "--store", "redis://127.0.0.1:1/0"], 1, ["Redis", "127.0.0.1:1"]),
+    (["leaderboard", "--ladder", "nosuch", "--store", "memory"], 2, ["unknown ladder 'nosuch' (configured: default)"]),
+    (["publish", "--broker", "kafka://127.0.0.1:1"], 1, ["Kafka broker", "127.0.0.1"]),
+    (["replay", "no-such-file.jsonl"], 2, ["no-such-file.jsonl"]),
+])
+def test_a_failure_is_one_line_with_its_exit_code(one_match: Path, args: list[str], code: int, says: list[str]):
+    """Each failure: exit 2 for bad usage or input, 1 for an unreachable service; one stderr
+    line, `stream-rater <command>: …`, naming what failed; no traceback."""
+    extra = [str(one_match)] if args[0] in ("replay", "publish") and len(args) < 3 else []
+    result = cli(*args, *extra)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == code, result.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"stream-rater {args[0]}: "), result.stderr
+    assert all(s in lines[0] for s in says) and "Traceback" not in result.stderr
+
+
+def test_debug_shows_the_traceback():
+    """--debug re-raises, so the traceback is there for a bug report."""
+    result = cli("--debug", "ratings", "--store", "redis://127.0.0.1:1/0")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_publish_creates_the_topics_and_exits_2_when_lines_were_rejected(broker_url: str, tmp_path: Path):
+    """Publishing before any worker creates the three topics with --partitions; the good lines
+    are sent, the bad one named by file:line, and the exit is 2 — or 0 with --allow-bad-lines."""
+    name = uuid.uuid4().hex[:8]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(GOOD + "\n{oops\n" + GOOD.replace("m1", "m2") + "\n")
+    flags = ["--broker", broker_url, "--partitions", "3", "--topic-matches", f"matches-{name}",
+             "--topic-updates", f"updates-{name}", "--topic-dlq", f"dlq-{name}", str(path)]
+    strict = cli("publish", *flags)
+    assert strict.returncode == 2 and f"{path}:2:" in strict.stderr and "sent 2 match events" in strict.stderr
+    assert cli("publish", "--allow-bad-lines", *flags).returncode == 0
+
+    async def counts() -> dict[str, int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(broker_url))
+        await consumer.start()
+        try:
+            await consumer.topics()
+            return {t: len(consumer.partitions_for_topic(f"{t}-{name}") or ()) for t in ("matches", "updates", "dlq")}
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(counts()) == {"matches": 3, "updates": 3, "dlq": 3}
+
+
+def test_subscribe_reports_a_bad_record_and_prints_the_ones_after_it(broker_url: str):
+    """A record that is not a JSON object is named on stderr (topic[partition]@offset); the
+    valid events before and after it are printed."""
+    topic = f"updates-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topics(broker_url, {topic: 1}))
+    events = [{"event_id": f"m{i}:a", "ladder": "default", "player_id": "a"} for i in range(2)]
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker_url))
+        await producer.start()
+        try:
+            for value in (json.dumps(events[0]).encode(), b"\xff not json", json.dumps(events[1]).encode()):
+                await producer.send_and_wait(topic, value, key=b"default:a")
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+    result = cli("subscribe", "--broker", broker_url, "--topic-updates", topic, "--from-beginning",
+                 "--idle-timeout", "3")
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == events
+    assert f"skipped the record at {topic}[0]@1" in result.stderr
