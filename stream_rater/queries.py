@@ -16,7 +16,7 @@ from typing import Any
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.rating.base import Rating
-from stream_rater.rating.predict import balance, predict
+from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
 from stream_rater.store import Lookup, PlayerState, StateStore
 
 class QueryError(ValueError):
@@ -86,15 +86,25 @@ class Queries:
         return {"ladder": ladder.name, "model": ladder.model,
                 "players": [self._player(ladder, found, p, now) for p in ids]}
 
-    async def predict(self, ladder_name: str, teams: Any, now: float) -> dict[str, Any]:
+    async def predict(self, ladder_name: str, teams: Any, now: float, rankings: Any = False) -> dict[str, Any]:
         """Each team's probability of finishing first, the draw probability (two teams) and
-        the match quality, by the ladder's model (`rating.predict`)."""
+        the match quality, by the ladder's model (`rating.predict`); with `rankings`, the
+        probability of each full ranking too (up to four teams)."""
         ladder = ladder_of(self.ladders, ladder_name)
         teams = teams_of(teams, self.max_players)
         found = await self.store.lookup(ladder.name, [p for team in teams for p in team])
         ratings = [[self._rating(ladder, found.players.get(p), now) for p in team] for team in teams]
         answer = predict(ladder.rating_model, ratings)
-        return {
+        extra: dict[str, Any] = {}
+        if rankings is not False:
+            if rankings is not True:
+                raise QueryError("rankings: must be true or false")
+            if len(teams) > MAX_RANKED_TEAMS:
+                raise QueryError(f"rankings: given for at most {MAX_RANKED_TEAMS} teams")
+            ranked = ranking_probabilities(ladder.rating_model, ratings)
+            extra["rankings"] = [{"order": list(order), "probability": p}
+                                 for order, p in sorted(ranked.items(), key=lambda item: -item[1])]
+        return extra | {
             "ladder": ladder.name,
             "teams": [{"players": team, "win_probability": p, "new": [x for x in team if x not in found.players]}
                       for team, p in zip(teams, answer.win_probabilities)],

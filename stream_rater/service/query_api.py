@@ -50,7 +50,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         web.post("/api/ladders/{ladder}/players",
                  answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock()))),
         web.post("/api/ladders/{ladder}/predict",
-                 answering(lambda ladder, b: queries.predict(ladder, b.get("teams"), clock()))),
+                 answering(lambda ladder, b: queries.predict(ladder, b.get("teams"), clock(), b.get("rankings", False)))),
         web.post("/api/ladders/{ladder}/balance",
                  answering(lambda ladder, b: queries.balance(ladder, b.get("players"), b.get("team_sizes"), clock()))),
         web.get("/api/openapi.yaml", _openapi),

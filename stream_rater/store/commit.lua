@@ -2,9 +2,9 @@
 -- Checks first, writes after: a refused commit writes nothing.
 --
 -- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset, 4 meta hash (field 'applied':
---       matches applied to the ladder so far, the watermark that tells "lost" from "new").
---       Marker and history keys are built here from ARGV[2]; they carry the ladder's hash tag
---       like KEYS, so every key lives in the same cluster slot.
+--       matches applied to the ladder so far, the watermark that tells "lost" from "new"),
+--       then the marker key of each marker id, then the history key of each history id, in
+--       order: every key the script touches, all with the ladder's hash tag (one cluster slot).
 -- ARGV: 1 the batch as one msgpack array (packed with raw strings, which cmsgpack reads):
 --         1 ids            player/effect id per write
 --         2 is_effect      per write, true = effects hash
@@ -19,7 +19,7 @@
 --        10 history_counts entries per history list
 --        11 entries        for each history list in turn, its entries (oldest first) as
 --                          1-based indices into events
---       2 key prefix 'sr:{ladder}:', 3 marker ttl (s, 0 = keep), 4 history cap.
+--       2 marker ttl (s, 0 = keep), 3 history cap.
 -- Returns {'ok'}, {'applied', m} (m = index of an already-applied marker) or
 -- {'conflict', id} (a write whose stored version is not the expected one).
 local CHUNK = 1000  -- values per LPUSH: unpack() is limited by the Lua stack
@@ -28,12 +28,11 @@ local batch = cmsgpack.unpack(ARGV[1])
 local ids, is_effect, expected, states, scores = batch[1], batch[2], batch[3], batch[4], batch[5]
 local events, marker_ids, marker_counts = batch[6], batch[7], batch[8]
 local history_ids, history_counts, entries = batch[9], batch[10], batch[11]
-local prefix, ttl, cap = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
+local FIXED = 4
 
-local marker_keys = {}
 for m = 1, #marker_ids do
-  marker_keys[m] = prefix .. 'm:' .. marker_ids[m]
-  if redis.call('EXISTS', marker_keys[m]) == 1 then
+  if redis.call('EXISTS', KEYS[FIXED + m]) == 1 then
     return {'applied', m}
   end
 end
@@ -59,9 +58,9 @@ local e = 1
 for m = 1, #marker_ids do
   local value = array_header(marker_counts[m]) .. table.concat(events, '', e, e + marker_counts[m] - 1)
   if ttl > 0 then
-    redis.call('SET', marker_keys[m], value, 'EX', ttl)
+    redis.call('SET', KEYS[FIXED + m], value, 'EX', ttl)
   else
-    redis.call('SET', marker_keys[m], value)
+    redis.call('SET', KEYS[FIXED + m], value)
   end
   e = e + marker_counts[m]
 end
@@ -69,7 +68,7 @@ redis.call('HINCRBY', KEYS[4], 'applied', #marker_ids)
 
 local k = 1
 for h = 1, #history_ids do
-  local key = prefix .. 'h:' .. history_ids[h]
+  local key = KEYS[FIXED + #marker_ids + h]
   local last = k + history_counts[h] - 1
   while k <= last do
     local values = {}

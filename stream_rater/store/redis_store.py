@@ -13,12 +13,12 @@ shards:
 - ``sr:{L}:meta``    hash  ``applied`` → matches applied to the ladder so far (the watermark:
   it only grows, so a read that finds less than a worker committed means the store lost data)
 
-To keep the worker's CPU per batch low (redis-py encodes every argument and parses every reply
-item in Python), both scripts take the batch as one msgpack argument rather than thousands of
-arguments and keys: they declare the fixed keys and build the marker and history keys from
-the ladder's key prefix, whose hash tag keeps them in the slot of the declared keys. The read
-script answers with one msgpack document that splices the stored values in unchanged, so one
-`msgpack.unpackb` decodes the whole snapshot.
+Both scripts receive every key they touch in KEYS (so they are valid on Redis Cluster and under
+any proxy that routes by declared keys), and take the rest of the batch as one msgpack
+argument rather than thousands of arguments, to keep the worker's CPU per batch low (redis-py
+encodes every argument and parses every reply item in Python). The read script answers with
+one msgpack document that splices the stored values in unchanged, so one `msgpack.unpackb`
+decodes the whole snapshot.
 """
 
 from __future__ import annotations
@@ -90,9 +90,10 @@ class RedisStore(StateStore):
         self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
     ) -> Snapshot:
         player_ids, effect_ids, match_ids = list(player_ids), list(effect_ids), list(match_ids)
+        prefix = ladder_key(ladder, "")
         reply = await self._read(
-            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects"), ladder_key(ladder, "meta")],
-            args=[_script_args([player_ids, effect_ids, match_ids]), ladder_key(ladder, "")],
+            keys=[prefix + "players", prefix + "effects", prefix + "meta", *(f"{prefix}m:{m}" for m in match_ids)],
+            args=[_script_args([player_ids, effect_ids, match_ids])],
         )
         self.round_trips += 1
         states, effect_states, markers, watermark = msgpack.unpackb(reply, raw=False)
@@ -123,10 +124,11 @@ class RedisStore(StateStore):
             events, list(commit.markers), [len(v) for v in commit.markers.values()],
             list(commit.history), [len(v) for v in commit.history.values()], entries,
         ]
+        prefix = ladder_key(ladder, "")
         reply = await self._commit(
-            keys=[ladder_key(ladder, "players"), ladder_key(ladder, "effects"), ladder_key(ladder, "lb"),
-                  ladder_key(ladder, "meta")],
-            args=[_script_args(batch), ladder_key(ladder, ""), self.marker_ttl, self.history_limit],
+            keys=[prefix + "players", prefix + "effects", prefix + "lb", prefix + "meta",
+                  *(f"{prefix}m:{m}" for m in commit.markers), *(f"{prefix}h:{p}" for p in commit.history)],
+            args=[_script_args(batch), self.marker_ttl, self.history_limit],
         )
         self.round_trips += 1
         status = _text(reply[0])

@@ -120,3 +120,14 @@ async def test_the_openapi_file_documents_every_query_route(client):
     assert set(spec["paths"]) == {f"/api/ladders/{{ladder}}/{name}" for name in ("players", "predict", "balance")}
     response = await client.get("/api/openapi.yaml")
     assert response.status == 200 and yaml.safe_load(await response.text()) == spec
+
+
+async def test_predict_gives_ranking_probabilities_when_asked(client):
+    """With "rankings": true, every order of three teams with its probability, summing to 1."""
+    status, body = await post(client, "/api/ladders/default/predict",
+                              {"teams": [["ann"], ["bob"], ["cat"]], "rankings": True})
+    assert status == 200 and len(body["rankings"]) == 6
+    assert sum(r["probability"] for r in body["rankings"]) == pytest.approx(1.0)
+    assert body["rankings"][0]["order"][0] == 0  # ann, who beat both, most likely leads
+    status, body = await post(client, "/api/ladders/default/predict", {"teams": [["ann"], ["bob"]], "rankings": "yes"})
+    assert status == 400 and body["error"] == "rankings: must be true or false"

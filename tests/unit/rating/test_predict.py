@@ -15,7 +15,7 @@ from scipy.stats import norm
 from stream_rater.rating import Rating, TrueSkill
 from stream_rater.rating.elo import Elo
 from stream_rater.rating.plackett_luce import PlackettLuce
-from stream_rater.rating.predict import balance, evenness, predict
+from stream_rater.rating.predict import balance, evenness, predict, ranking_probabilities
 from stream_rater.rating.sph_elo import SphElo
 
 TS = TrueSkill(draw_probability=0.10)
@@ -140,3 +140,25 @@ def test_as_of_adds_the_idle_time_to_sigma_and_is_capped():
     assert timed.as_of(r, 3 * 86400).sigma == pytest.approx(math.sqrt(4.0 + 3.0))
     assert timed.as_of(r, 10**9).sigma == pytest.approx(timed.sigma)
     assert TS.as_of(r, 3 * 86400) == r and Elo().as_of(Rating(1500.0), 10**6) == Rating(1500.0)
+
+
+def test_trueskill_ranking_probabilities_sum_to_one_and_match_the_first_place_ones():
+    """Summed over the orders a team leads, the ranking probabilities give its first-place
+    probability (the quadrature, an independent computation) within the sampling error."""
+    teams = [[Rating(27.0, 3.0)], [Rating(25.0, 6.0)], [Rating(24.0, 1.0)], [Rating(20.0, 2.0)]]
+    rankings = ranking_probabilities(TS, teams)
+    assert len(rankings) == 24 and sum(rankings.values()) == pytest.approx(1.0)
+    firsts = TS.win_probabilities(teams)
+    for team, p in enumerate(firsts):
+        assert sum(q for order, q in rankings.items() if order[0] == team) == pytest.approx(p, abs=0.005)
+
+
+@pytest.mark.parametrize("model", [PlackettLuce(), Elo()], ids=["plackett-luce", "elo"])
+def test_elo_family_rankings_are_a_distribution_with_the_models_first_place_marginals(model):
+    """Sequential choice: the orders' probabilities sum to 1 and, summed over the orders a team
+    leads, give exactly the model's own first-place probability."""
+    teams = [[Rating(1600.0)], [Rating(1500.0)], [Rating(1450.0)]]
+    rankings = ranking_probabilities(model, teams)
+    assert len(rankings) == 6 and sum(rankings.values()) == pytest.approx(1.0, abs=1e-12)
+    for team, p in enumerate(model.win_probabilities(teams)):
+        assert sum(q for order, q in rankings.items() if order[0] == team) == pytest.approx(p, abs=1e-12)
