@@ -81,6 +81,35 @@ def readiness(port: int) -> tuple[int, dict]:
         return 0, {}
 
 
+def stored_states(redis_url: str, ladder: str) -> dict:
+    """The ladder's player states in the Redis at `redis_url`."""
+    async def read() -> dict:
+        store = open_store(redis_url)
+        try:
+            return await store.players(ladder)
+        finally:
+            await store.close()
+    return asyncio.run(read())
+
+
+def applied(redis_url: str, ladder: str) -> int:
+    """Matches applied to the ladder so far (each 1v1 match adds two games)."""
+    return sum(s.games for s in stored_states(redis_url, ladder).values()) // 2
+
+
+def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
+    """The oracle: the stored states are bit for bit what a replay of `matches` computes."""
+    async def replayed() -> dict:
+        ladders = Ladders([Ladder(ladder, "trueskill")])
+        processor = Processor(ladders, MemoryStore())
+        await replay([parse_match(m, ladders) for m in matches], processor)
+        return await processor.store.players(ladder)
+
+    def exact(states: dict) -> dict:
+        return {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in states.items()}
+    return exact(stored_states(redis_url, ladder)) == exact(asyncio.run(replayed()))
+
+
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -108,14 +137,8 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     players = [f"p{i}" for i in range(40)]
     matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
 
-    def applied() -> int:
-        async def read() -> int:
-            store = open_store(volatile_redis.url)
-            try:
-                return sum(s.games for s in (await store.players(ladder)).values()) // 2
-            finally:
-                await store.close()
-        return asyncio.run(read())
+    def applied_now() -> int:
+        return applied(volatile_redis.url, ladder)
 
     def start() -> tuple[subprocess.Popen, int]:
         port = free_port()
@@ -126,7 +149,7 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     try:
         wait_ready(worker, f"http://127.0.0.1:{port}/readyz")
         asyncio.run(publish(matches[:2000], settings))
-        wait_for(lambda: applied() == 2000, "2000 matches applied")
+        wait_for(lambda: applied_now() == 2000, "2000 matches applied")
         wait_for(lambda: asyncio.run(committed_offsets(settings, settings.topic_matches, [0])) == {0: 2000},
                  "the group's offsets committed")
 
@@ -138,7 +161,7 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
         assert status == 503 and f"ladder {ladder!r}: the store shows 0 matches applied, 2000 were" in body["reason"]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert f'stream_rater_store_losses_total{{ladder="{ladder}"}} 1.0' in response.read().decode()
-        assert applied() == 0, "nothing may be rated onto the emptied store"
+        assert applied_now() == 0, "nothing may be rated onto the emptied store"
 
         worker.kill()
         worker.wait()
@@ -146,7 +169,7 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
         worker, port = start()
         wait_for(lambda: "store is empty although the consumer group" in readiness(port)[1].get("reason", ""),
                  "the restarted worker refusing the empty store")
-        assert applied() == 0
+        assert applied_now() == 0
 
         rebuilt = subprocess.run(
             [sys.executable, "-m", "stream_rater", "replay", "--from-topic", "--ladder", ladder,
@@ -156,24 +179,11 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
         )
         assert rebuilt.returncode == 0, rebuilt.stderr
         wait_for(lambda: readiness(port)[0] == 200, "the worker ready again")
-        wait_for(lambda: applied() == 3000, "all 3000 matches applied")
+        wait_for(lambda: applied_now() == 3000, "all 3000 matches applied")
     finally:
         stop_process(worker)
 
-    async def states() -> tuple[dict, dict]:
-        store = open_store(volatile_redis.url)
-        try:
-            live = await store.players(ladder)
-        finally:
-            await store.close()
-        ladders = Ladders([Ladder(ladder, "trueskill")])
-        processor = Processor(ladders, MemoryStore())
-        await replay([parse_match(m, ladders) for m in matches], processor)
-        return live, await processor.store.players(ladder)
-
-    live, expected = asyncio.run(states())
-    assert {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in live.items()} == {
-        p: (s.mu, s.sigma, s.games, s.last_played) for p, s in expected.items()}
+    assert equals_replay(volatile_redis.url, ladder, matches)
 
 
 def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_nothing(tmp_path: Path):
@@ -205,14 +215,8 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
             wait_ready(process, f"http://127.0.0.1:{port}/readyz")
             return port
 
-        def applied() -> int:
-            async def read() -> int:
-                store = open_store(runtime.redis_url)
-                try:
-                    return sum(s.games for s in (await store.players(ladder)).values()) // 2
-                finally:
-                    await store.close()
-            return asyncio.run(read())
+        def applied_now() -> int:
+            return applied(runtime.redis_url, ladder)
 
         def frozen(service: str, port: int, says: str) -> None:
             os.kill(runtime.pids[service], signal.SIGSTOP)
@@ -226,33 +230,20 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
         publisher = threading.Thread(target=lambda: asyncio.run(publish(stream, settings, rate=800.0)))
         publisher.start()
         try:
-            wait_for(lambda: applied() > 500, "the stream under way")
+            wait_for(lambda: applied_now() > 500, "the stream under way")
             frozen("redis", first, "the store does not answer PING")
             frozen("tansu", first, "the broker does not answer a metadata request")
             start()
-            wait_for(lambda: applied() > 2500, "the stream going on with two workers")
+            wait_for(lambda: applied_now() > 2500, "the stream going on with two workers")
             second, _ = workers[1]
             assert stop_process(second) == 0
             publisher.join()
-            wait_for(lambda: applied() == len(matches), "every valid match applied", timeout=180)
+            wait_for(lambda: applied_now() == len(matches), "every valid match applied", timeout=180)
         finally:
             publisher.join()
             for process, _ in workers:
                 stop_process(process)
 
-        async def check() -> tuple[dict, dict, list[bytes]]:
-            store = open_store(runtime.redis_url)
-            try:
-                live = await store.players(ladder)
-            finally:
-                await store.close()
-            ladders = Ladders([Ladder(ladder, "trueskill")])
-            processor = Processor(ladders, MemoryStore())
-            await replay([parse_match(m, ladders) for m in matches], processor)
-            dead, _ = await read_log(settings, settings.topic_dlq)
-            return live, await processor.store.players(ladder), [r.value for r in dead]
-
-        live, expected, dead = asyncio.run(check())
-    assert {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in live.items()} == {
-        p: (s.mu, s.sigma, s.games, s.last_played) for p, s in expected.items()}
+        assert equals_replay(runtime.redis_url, ladder, matches)
+        dead = [r.value for r in asyncio.run(read_log(settings, settings.topic_dlq))[0]]
     assert sorted(json.loads(v)["match_id"] for v in dead) == sorted(p["match_id"] for p in poison)
