@@ -27,7 +27,8 @@ from stream_rater.processor import Processor
 from stream_rater.config.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
 from stream_rater.service.web import register_web
-from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, TimedStore
+from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics
+from stream_rater.service.timed_store import TimedStore
 
 log = logging.getLogger(__name__)
 

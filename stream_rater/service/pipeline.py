@@ -17,30 +17,20 @@ import random
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from stream_rater.service import metrics
 from stream_rater.contracts.codecs import DecodeError, decode_match, encode_event
-from stream_rater.contracts import Limits, MatchFinished, ValidationError, match_key
-from stream_rater.service.kafka_io import Record, home_partition
+from stream_rater.contracts import Limits, MatchFinished, ValidationError
+from stream_rater.service.kafka_io import Record
+from stream_rater.service.order_watch import Message, OrderWatch
 from stream_rater.config.ladders import Ladders
 from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
-from stream_rater.store.base import Commit, Lookup, Snapshot, StateStore
+
 
 log = logging.getLogger(__name__)
-
-
-class Message(Protocol):
-    """What the handler needs of a consumed record (faust's ``Message`` has all of it, plus
-    ``headers`` and ``timestamp``, which dead letters keep when a record has them)."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
 
 
 #: A dead letter on its way: the consumed record, the reason, extra headers.
@@ -268,52 +258,6 @@ class BatchHandler:
             return outcome
 
 
-class OrderWatch:
-    """Notices match records that break the ladder-is-the-unit-of-order rule.
-
-    `stream-rater publish` keys every match by its ladder, so a ladder's matches share one
-    partition and are applied in that partition's order. A foreign producer may key them
-    otherwise (or use another partitioner): such records are still applied exactly once
-    (the versioned commit), but in whatever order the workers take them. Each one is
-    counted (``stream_rater_matches_miskeyed_total{ladder,partition}``) and a warning naming
-    the ladder and partition is logged at most once per `warn_every` seconds per pair.
-    """
-
-    def __init__(self, partition_count: Callable[[str], int | None], warn_every: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.partition_count = partition_count
-        self.warn_every = warn_every
-        self.clock = clock
-        self._warned: dict[tuple[str, int], float] = {}
-        self._counts: dict[str, tuple[int | None, float]] = {}
-
-    def _partitions(self, topic: str) -> int | None:
-        """The topic's partition count, asked of the consumer at most every `warn_every` s."""
-        count, asked = self._counts.get(topic, (None, -self.warn_every))
-        if count is None or self.clock() - asked >= self.warn_every:
-            count = self.partition_count(topic)
-            self._counts[topic] = (count, self.clock())
-        return count
-
-    def check(self, message: Message, ladder: str) -> bool:
-        """True if `message` (a match of `ladder`) is keyed and placed as the rule says."""
-        if message.key == match_key(ladder):
-            partitions = self._partitions(message.topic)
-            if partitions is None or home_partition(ladder, partitions) == message.partition:
-                return True
-        metrics.MATCHES_MISKEYED.labels(ladder, str(message.partition)).inc()
-        now, pair = self.clock(), (ladder, message.partition)
-        if now - self._warned.get(pair, -self.warn_every) >= self.warn_every:
-            self._warned[pair] = now
-            log.warning(
-                "ladder %r: a match record on %s[%d] (key %r) is not keyed by its ladder or not on "
-                "the ladder's partition; it is applied exactly once, but its order relative to the "
-                "ladder's other matches is not guaranteed (stream_rater_matches_miskeyed_total)",
-                ladder, message.topic, message.partition, message.key,
-            )
-        return False
-
-
 class BatchPipeline:
     """Overlaps consecutive batches so the worker is not idle while Redis works.
 
@@ -373,45 +317,3 @@ def _reason_label(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         return exc.path.split(".")[0].split("[")[0] or "event"
     return "decode"
-
-
-class TimedStore(StateStore):
-    """Wraps a store to time every round trip into the `store_round_trip_seconds` metric."""
-
-    def __init__(self, inner: StateStore) -> None:
-        self.inner = inner
-
-    @property
-    def round_trips(self) -> int:  # type: ignore[override]
-        return self.inner.round_trips
-
-    async def read(self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str],
-                   match_ids: Iterable[str]) -> Snapshot:
-        with metrics.STORE_ROUND_TRIP.labels("read").time():
-            return await self.inner.read(ladder, player_ids, effect_ids, match_ids)
-
-    async def commit(self, commit: Commit) -> None:
-        with metrics.STORE_ROUND_TRIP.labels("commit").time():
-            await self.inner.commit(commit)
-
-    async def players(self, ladder: str, effects: bool = False) -> dict:
-        return await self.inner.players(ladder, effects)
-
-    async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
-        return await self.inner.leaderboard(ladder, top)
-
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
-        return await self.inner.history(ladder, player_id, limit)
-
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
-        with metrics.STORE_ROUND_TRIP.labels("lookup").time():
-            return await self.inner.lookup(ladder, player_ids)
-
-    async def ladders(self) -> list[str]:
-        return await self.inner.ladders()
-
-    async def ping(self) -> bool:
-        return await self.inner.ping()
-
-    async def close(self) -> None:
-        await self.inner.close()

@@ -18,7 +18,8 @@ from stream_rater.store import Commit, StateWrite
 from stream_rater.store.memory import MemoryStore
 from stream_rater.service import metrics
 from stream_rater.service.kafka_io import home_partition
-from stream_rater.service.pipeline import BatchHandler, BatchPipeline, OrderWatch, Topics, WorkerStopping
+from stream_rater.service.order_watch import OrderWatch
+from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 
