@@ -71,6 +71,15 @@ class Summary:
     calibration: list[CalibrationBin]
     over_time: list[Period]
 
+    @property
+    def expected_calibration_error(self) -> float | None:
+        """ECE: the pair-weighted mean |predicted − observed| over the calibration bins."""
+        filled = [b for b in self.calibration if b.count]
+        total = sum(b.count for b in filled)
+        if not total:
+            return None
+        return math.fsum(b.count * abs(b.mean_predicted - b.observed) for b in filled) / total  # type: ignore[operator]
+
     def metric(self, name: str) -> float:
         """The named metric (``wrong_order``, ``log_loss`` or ``brier``); raises ValueError
         when no match could be scored for it."""
@@ -82,6 +91,7 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; period bounds as RFC 3339 strings."""
         data = asdict(self)
+        data["expected_calibration_error"] = self.expected_calibration_error
         data["over_time"] = [
             {**p, "start": format_timestamp(p["start"]), "end": format_timestamp(p["end"])}
             for p in data["over_time"]
@@ -104,6 +114,8 @@ class Summary:
             f"two-team decisive       {self.two_team_decisive}",
             f"log-loss                {num(self.log_loss)}",
             f"Brier score             {num(self.brier)}",
+            "",
+            f"calibration error (ECE) {num(self.expected_calibration_error)}",
             "",
             "calibration: P(first-listed team beats the other) vs how often it did",
             f"  {'bin':<11} {'pairs':>7} {'predicted':>10} {'observed':>9}",

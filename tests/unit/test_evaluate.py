@@ -94,6 +94,9 @@ def test_calibration_bins_count_first_listed_team() -> None:
     assert [(b.low, b.high, b.count) for b in bins] == [(0.0, 0.25, 0), (0.25, 0.5, 1), (0.5, 0.75, 0), (0.75, 1.0, 2)]
     assert bins[3].mean_predicted == pytest.approx(0.75) and bins[3].observed == 0.5
     assert bins[1].observed == 0.0 and bins[0].mean_predicted is None
+    # ECE = (2·|0.75 − 0.5| + 1·|0.25 − 0|) / 3, computed by hand from the bins above
+    assert scorer.summary().expected_calibration_error == pytest.approx((2 * 0.25 + 0.25) / 3)
+    assert scorer.summary().to_dict()["expected_calibration_error"] == pytest.approx(0.25)
 
 
 def test_many_teams_are_scored_pairwise_without_log_loss() -> None:
