@@ -94,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
                         *kafka_security])
     p.set_defaults(func=cmd_verify)
 
+    p = sub.add_parser("dlq", help="list the dead-letter topic, or redrive dead letters after a fix (exactly once)")
+    p.add_argument("action", choices=["list", "redrive"])
+    p.add_argument("--reason", help="only dead letters whose reason contains this text")
+    p.add_argument("--json", action="store_true", help="list: one JSON object per dead letter")
+    p.add_argument("--dry-run", action="store_true", help="redrive: say what would be sent, send nothing")
+    _settings_flags(p, ["broker", "topic_matches", "topic_dlq", *kafka_security])
+    p.set_defaults(func=cmd_dlq)
+
     p = sub.add_parser("predict", help="win/draw probabilities and match quality of proposed teams")
     p.add_argument("teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas")
     p.add_argument("--ladder", default="default")
@@ -557,6 +565,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import e2e
 
         e2e.run(matches=args.matches, latency_matches=args.latency_matches, rate=args.rate or 500.0)
+    return 0
+
+
+def cmd_dlq(args: argparse.Namespace) -> int:
+    """``dlq list|redrive``: read the dead letters; re-publish the selected ones once."""
+    from stream_rater.offline.dead_letters import dead_letters, redrive
+
+    settings = _settings(args)
+    _require(settings, "broker")
+    found = asyncio.run(dead_letters(settings, args.reason))
+    if args.action == "list":
+        for letter in found:
+            print(json.dumps(letter.to_dict()) if args.json else letter.line())
+        print(f"{len(found)} dead letters", file=sys.stderr)
+        return 0
+    sent, skipped = asyncio.run(redrive(settings, found, dry_run=args.dry_run))
+    verb = "would redrive" if args.dry_run else "redrove"
+    print(f"{verb} {sent} dead letters to {settings.topic_matches}; {skipped} redriven before", file=sys.stderr)
     return 0
 
 

@@ -296,6 +296,7 @@ class LogRecord:
     timestamp: int
     key: bytes | None
     value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 async def read_log(
@@ -327,7 +328,8 @@ async def read_log(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic!r} took longer than {timeout:.0f} s")
             for tp, records in (await consumer.getmany(*pending, timeout_ms=1000)).items():
-                out += [LogRecord(tp.partition, r.offset, r.timestamp, r.key, r.value or b"") for r in records]
+                out += [LogRecord(tp.partition, r.offset, r.timestamp, r.key, r.value or b"", tuple(r.headers or ()))
+                        for r in records]
             pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
         out.sort(key=lambda r: (r.partition, r.offset))
         return out, {tp.partition: await consumer.position(tp) for tp in partitions}

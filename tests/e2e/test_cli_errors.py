@@ -102,3 +102,51 @@ def test_subscribe_reports_a_bad_record_and_prints_the_ones_after_it(broker_url:
     assert result.returncode == 0, result.stderr
     assert [json.loads(line) for line in result.stdout.splitlines()] == events
     assert f"skipped the record at {topic}[0]@1" in result.stderr
+
+
+def test_dead_letters_are_listed_and_redriven_exactly_once(broker_url: str):
+    """`dlq list --reason` shows the matching dead letters with origin and reason; `dlq redrive`
+    sends them back to the matches topic keyed by ladder, and a second redrive sends nothing."""
+    name = uuid.uuid4().hex[:8]
+    dlq, matches = f"dlq-{name}", f"matches-{name}"
+    asyncio.run(create_topics(broker_url, {dlq: 1, matches: 1}))
+    fixed = json.dumps({**json.loads(GOOD), "ladder": "eu"}).encode()
+    letters = [(fixed, "processing failed: ZeroDivisionError: boom"), (b"{oops", "not JSON or msgpack: ..."),
+               (fixed.replace(b"m1", b"m2"), "processing failed: ZeroDivisionError: boom")]
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker_url))
+        await producer.start()
+        try:
+            for i, (value, reason) in enumerate(letters):
+                await producer.send_and_wait(dlq, value, key=b"old-key", headers=[
+                    ("sr-reason", reason.encode()), ("sr-origin-topic", matches.encode()),
+                    ("sr-origin-partition", b"0"), ("sr-origin-offset", str(10 + i).encode())])
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+    flags = ["--broker", broker_url, "--topic-dlq", dlq, "--topic-matches", matches, "--reason", "processing failed"]
+    listed = cli("dlq", "list", *flags)
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2
+    assert f"{dlq}[0]@0 from {matches}[0]@10: processing failed: ZeroDivisionError: boom" in listed.stdout
+    first, second = cli("dlq", "redrive", *flags), cli("dlq", "redrive", *flags)
+    assert "redrove 2 dead letters" in first.stderr and "redrove 0 dead letters" in second.stderr
+    assert "2 redriven before" in second.stderr
+
+    async def sent_back() -> list:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(broker_url), auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.subscribe([matches])
+            records: list = []
+            while len(records) < 2:
+                for batch in (await consumer.getmany(timeout_ms=2000)).values():
+                    records += batch
+            return records
+        finally:
+            await consumer.stop()
+
+    records = asyncio.run(sent_back())
+    assert [(r.key, r.value) for r in records] == [(b"eu", letters[0][0]), (b"eu", letters[2][0])]
+    assert [dict(r.headers)["sr-redriven-from"] for r in records] == [f"{dlq}[0]@0".encode(), f"{dlq}[0]@2".encode()]

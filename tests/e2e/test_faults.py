@@ -39,31 +39,42 @@ pytestmark = pytest.mark.e2e
 
 
 class VolatileRedis:
-    """A redis-server without persistence on a fixed port, restartable empty, stopped by PID."""
+    """A redis-server on a fixed port, restartable, stopped by PID: without persistence (a
+    restart comes back empty) or with an append-only file (`aof`)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, aof: bool = False) -> None:
         self.port = free_port()
         self.workdir = workdir
+        self.aof = aof
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
         self.process = subprocess.Popen(
             [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
+             "--appendonly", "yes" if self.aof else "no", "--dir", str(self.workdir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_for_port("127.0.0.1", self.port, 30)
 
-    def kill(self) -> None:
+    def kill(self, sig: int = signal.SIGKILL) -> None:
         assert self.process is not None
-        self.process.kill()
+        self.process.send_signal(sig)
         self.process.wait()
 
 
 @pytest.fixture
 def volatile_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
     server = VolatileRedis(tmp_path)
+    server.start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.kill()
+
+
+@pytest.fixture
+def aof_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
+    server = VolatileRedis(tmp_path, aof=True)
     server.start()
     yield server
     if server.process is not None and server.process.poll() is None:
@@ -247,3 +258,38 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
         assert equals_replay(runtime.redis_url, ladder, matches)
         dead = [r.value for r in asyncio.run(read_log(settings, settings.topic_dlq))[0]]
     assert sorted(json.loads(v)["match_id"] for v in dead) == sorted(p["match_id"] for p in poison)
+
+
+def test_redis_restarted_with_its_append_only_file_loses_nothing(broker_url: str, aof_redis: VolatileRedis,
+                                                                  tmp_path: Path):
+    """Redis stopped (SIGTERM) and restarted from its append-only file mid-stream: the worker
+    waits, goes on, reports no loss, and every state equals a replay."""
+    name = uuid.uuid4().hex[:10]
+    ladder = f"a-{name}"
+    settings = Settings(broker=broker_url, redis_url=aof_redis.url, partitions=1, batch_size=200,
+                        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
+                        topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
+    asyncio.run(create_topics(broker_url, {settings.topic_matches: 1, settings.topic_updates: 1,
+                                           settings.topic_dlq: 1}))
+    rng = random.Random(9)
+    players = [f"p{i}" for i in range(40)]
+    matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
+    port = free_port()
+    worker = start_worker(replace(settings, web_port=port), worker_test_env(settings, [ladder], tmp_path / "fd"),
+                          (tmp_path / "worker.log").open("w"))
+    try:
+        wait_ready(worker, f"http://127.0.0.1:{port}/readyz")
+        asyncio.run(publish(matches[:1500], settings))
+        wait_for(lambda: applied(aof_redis.url, ladder) == 1500, "1500 matches applied")
+        aof_redis.kill(signal.SIGTERM)
+        asyncio.run(publish(matches[1500:], settings))
+        aof_redis.start()
+        wait_for(lambda: applied(aof_redis.url, ladder) == 3000, "all 3000 matches applied")
+        status, body = readiness(port)
+        assert status == 200, body
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert "stream_rater_store_losses_total{" not in response.read().decode()
+    finally:
+        stop_process(worker)
+    assert equals_replay(aof_redis.url, ladder, matches)
+
