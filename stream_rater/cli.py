@@ -179,15 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
-    p.add_argument("what", choices=["engines", "e2e", "api"],
+    p.add_argument("what", choices=["engines", "e2e", "api", "soak"],
                    help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
-                        "api: the read API under load")
+                        "api: the read API under load; soak: one worker for minutes, memory and latency over time")
     p.add_argument("--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)")
     p.add_argument("--matches", type=int, default=30_000, help="e2e: matches in the throughput burst")
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
     p.add_argument("--rate", type=float, default=None,
-                   help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000)")
+                   help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000); "
+                        "soak: matches/s (2000)")
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
+    p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of sustained load")
+    p.add_argument("--plot", metavar="FILE.png", help="soak: draw latency and memory over time")
     p.set_defaults(func=cmd_bench)
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -557,6 +560,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import engines
 
         engines.run(repeat=args.repeat)
+    elif args.what == "soak":
+        from stream_rater.bench import soak
+
+        soak.run(minutes=args.minutes, rate=args.rate or 2000.0, plot=args.plot)
     elif args.what == "api":
         from stream_rater.bench import api
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
 from stream_rater.service.kafka_io import bootstrap_servers, create_topics
 
 pytestmark = pytest.mark.e2e
@@ -150,3 +151,25 @@ def test_dead_letters_are_listed_and_redriven_exactly_once(broker_url: str):
     records = asyncio.run(sent_back())
     assert [(r.key, r.value) for r in records] == [(b"eu", letters[0][0]), (b"eu", letters[2][0])]
     assert [dict(r.headers)["sr-redriven-from"] for r in records] == [f"{dlq}[0]@0".encode(), f"{dlq}[0]@2".encode()]
+
+
+def test_a_password_protected_redis_is_used_with_its_url_and_a_wrong_password_is_one_line(tmp_path: Path,
+                                                                                           one_match: Path):
+    """Against redis-server --requirepass: the password in the URL works; a wrong one is a
+    one-line error naming Redis, exit 1. (The bundled redis-server has no TLS; TLS is the
+    same URL with rediss://, which redis-py handles.)"""
+    port = free_port()
+    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--requirepass", "s3cret", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port("127.0.0.1", port, 30)
+        ok = cli("replay", "--store", f"redis://:s3cret@127.0.0.1:{port}/0", str(one_match))
+        assert ok.returncode == 0 and "1 applied" in ok.stderr
+        wrong = cli("ratings", "--store", f"redis://:nope@127.0.0.1:{port}/0")
+        lines = wrong.stderr.strip().splitlines()
+        assert wrong.returncode == 1 and len(lines) == 1 and lines[0].startswith("stream-rater ratings: Redis: ")
+        assert "password" in lines[0].lower() and "Traceback" not in wrong.stderr
+    finally:
+        server.kill()
+        server.wait()
