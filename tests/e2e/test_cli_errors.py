@@ -173,3 +173,49 @@ def test_a_password_protected_redis_is_used_with_its_url_and_a_wrong_password_is
     finally:
         server.kill()
         server.wait()
+
+
+def test_redis_over_tls_with_a_password_is_reached_by_a_rediss_url(tmp_path: Path, one_match: Path):
+    """A redis-server with TLS only (a throwaway CA made here with openssl) and requirepass: a
+    `rediss://` URL with the CA works; without the CA it is a one-line error naming Redis."""
+    if not supports_tls(redis_server_binary()):
+        pytest.skip(f"{redis_server_binary()} is built without TLS: apt-get install redis-server (.ci/run does)")
+    ca_key, ca, key, csr, cert = (tmp_path / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+    for args in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "1", "-subj", "/CN=test-ca"],
+        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert, "-days", "1"],
+    ):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+    port = free_port()
+    server = subprocess.Popen([redis_server_binary(), "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+                               "--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
+                               "--tls-auth-clients", "no", "--requirepass", "s3cret", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port("127.0.0.1", port, 30)
+        url = f"rediss://:s3cret@127.0.0.1:{port}/0"
+        ok = cli("replay", "--store", f"{url}?ssl_ca_certs={ca}&ssl_check_hostname=false", str(one_match))
+        assert ok.returncode == 0 and "1 applied" in ok.stderr, ok.stderr
+        untrusted = cli("ratings", "--store", url)
+        lines = untrusted.stderr.strip().splitlines()
+        assert untrusted.returncode == 1 and len(lines) == 1 and lines[0].startswith("stream-rater ratings: Redis: ")
+    finally:
+        server.kill()
+        server.wait()
+
+
+def supports_tls(binary: str) -> bool:
+    """Whether `binary` accepts TLS directives: one built without TLS exits at once with "Bad
+    directive"; one with TLS keeps running (no listener: both ports 0) and is stopped here."""
+    probe = subprocess.Popen([binary, "--port", "0", "--tls-port", "0", "--save", "", "--appendonly", "no"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = probe.communicate(timeout=2)
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        probe.wait()
+        return True
+    return "Bad directive" not in output
+
