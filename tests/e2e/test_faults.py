@@ -130,6 +130,17 @@ def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_
     return 0.0
 
 
+def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings]:
+    """A fresh ladder name and settings with its own one-partition topics (created) and group."""
+    name = uuid.uuid4().hex[:10]
+    settings = Settings(broker=broker_url, redis_url=redis_url, partitions=1, batch_size=200,
+                        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
+                        topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
+    asyncio.run(create_topics(broker_url, {t: 1 for t in (settings.topic_matches, settings.topic_updates,
+                                                         settings.topic_dlq)}))
+    return f"l-{name}", settings
+
+
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -145,13 +156,7 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     the empty store refuses too (the group has committed offsets); after the ladder is rebuilt
     with `replay --from-topic` the worker goes on, and every state equals a replay of all the
     matches published."""
-    name = uuid.uuid4().hex[:10]
-    ladder = f"f-{name}"
-    settings = Settings(broker=broker_url, redis_url=volatile_redis.url, partitions=1, batch_size=200,
-                        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
-                        topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
-    asyncio.run(create_topics(broker_url, {settings.topic_matches: 1, settings.topic_updates: 1,
-                                           settings.topic_dlq: 1}))
+    ladder, settings = one_partition_stream(broker_url, volatile_redis.url)
     env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
     rng = random.Random(7)
     players = [f"p{i}" for i in range(40)]
@@ -274,13 +279,7 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(broker_url: str
     """Redis stopped (SIGTERM) and restarted from its append-only file mid-stream: the worker
     waits, goes on, reports no loss, counts exactly 3,000 applied matches (a commit whose reply
     the restart cut off included), and every state equals a replay."""
-    name = uuid.uuid4().hex[:10]
-    ladder = f"a-{name}"
-    settings = Settings(broker=broker_url, redis_url=aof_redis.url, partitions=1, batch_size=200,
-                        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
-                        topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
-    asyncio.run(create_topics(broker_url, {settings.topic_matches: 1, settings.topic_updates: 1,
-                                           settings.topic_dlq: 1}))
+    ladder, settings = one_partition_stream(broker_url, aof_redis.url)
     rng = random.Random(9)
     players = [f"p{i}" for i in range(40)]
     matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
