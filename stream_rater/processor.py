@@ -16,24 +16,28 @@ import functools
 import random
 import time
 from math import isfinite
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.store.base import Commit, CommitConflict, PlayerState, Snapshot, StateStore, StateWrite
+from stream_rater.store.base import (
+    Commit, CommitConflict, LadderFrozen, PlayerState, Snapshot, StateStore, StateWrite,
+)
 
 
 class MatchResult(NamedTuple):
-    """One match's rating-changed events; ``duplicate`` = it had been applied before.
+    """One match's rating-changed events; ``duplicate`` = it had been applied before,
+    ``voided`` = an operator voided it, so it was not applied (and has no events).
 
     A named tuple (like `PlayerState`): one is made per match."""
 
     match: MatchFinished
     events: list[dict]
     duplicate: bool
+    voided: bool = False
 
 
 @dataclass(slots=True)
@@ -99,12 +103,16 @@ def plan_batch(
     snapshot: Snapshot,
     processed_at: str,
     observe: PriorObserver | None = None,
+    positions: Mapping[int, int] | None = None,
+    generation: int | None = None,
 ) -> _Plan:
     """Apply `matches` (all of `ladder`) in order to `snapshot`; pure, no I/O.
 
     Returns the results and the commit that makes them durable: new states expecting the
     versions of the snapshot, one marker per newly applied match, leaderboard scores and
-    history entries. `observe`, if given, sees every newly applied match's priors.
+    history entries, and `positions` (how far into the topic the matches go) for the
+    `generation` read. Voided matches are skipped. `observe`, if given, sees every newly
+    applied match's priors.
     """
     model: RatingModel = ladder.rating_model
     ladder_name, model_name, display, rate_match = ladder.name, model.name, model.display, model.rate_match
@@ -122,10 +130,14 @@ def plan_batch(
     leaderboard: dict[str, float] = {}
     results: list[MatchResult] = []
 
+    voided = snapshot.voided
     for match in matches:
         match_id = match.match_id
         if match_id in applied:
-            results.append(_new(MatchResult, (match, applied[match_id], True)))
+            results.append(_new(MatchResult, (match, applied[match_id], True, False)))
+            continue
+        if match_id in voided:
+            results.append(_new(MatchResult, (match, [], False, True)))
             continue
         at = match.finished_at
         priors: list[list[PlayerState]] = []  # per team: its players' states, then its effects'
@@ -189,12 +201,12 @@ def plan_batch(
                     effects[name] = _after(before, new, at, stored_effects.get(name, new_effect))
         applied[match_id] = events
         markers[match_id] = events
-        results.append(_new(MatchResult, (match, events, False)))
+        results.append(_new(MatchResult, (match, events, False, False)))
 
     writes = [
         _new(StateWrite, (pid, s, s.version - 1, False, leaderboard[pid])) for pid, s in players.items()
     ] + [_new(StateWrite, (name, s, s.version - 1, True, None)) for name, s in effects.items()]
-    return _Plan(results, Commit(ladder.name, writes, markers, history))
+    return _Plan(results, Commit(ladder.name, writes, markers, history, positions or {}, generation))
 
 
 def is_late(result: MatchResult) -> bool:
@@ -231,6 +243,12 @@ class Processor:
     Exact counts: a commit whose reply was lost (a connection error after Redis ran it) is
     retried by the caller; the retry finds the markers, and those matches are still reported
     as newly applied (``duplicate=False``) rather than as duplicates.
+
+    Generations: with `generation` None the processor applies to each ladder's live
+    generation (the worker); with a number, to that staging generation (a re-rate). A
+    generation's parameter overrides (set by a re-rate) replace the configured parameters.
+    While a re-rate switches a ladder, its commits are refused for milliseconds; the
+    processor waits (`freeze_poll` between tries, not counted as conflicts) and re-reads.
     """
 
     def __init__(
@@ -242,19 +260,27 @@ class Processor:
         max_attempts: int = 50,
         observe: PriorObserver | None = None,
         suspect_empty: bool = False,
+        generation: int | None = None,
+        freeze_poll: float = 0.002,
     ) -> None:
         self.ladders = ladders
+        self.generation = generation
+        self.freeze_poll = freeze_poll
+        self._overridden: dict[tuple[str, str], Ladder] = {}
         self.store = store
         self.clock = clock
         self.max_attempts = max_attempts
         self.observe = observe
         self.suspect_empty = suspect_empty
-        self._watermarks: dict[str, int] = {}
+        #: Ladder → (generation, watermark) as of this processor's last read or commit.
+        self._watermarks: dict[str, tuple[int, int]] = {}
         #: Match ids (per ladder) of commits sent whose outcome is unknown (no reply).
         self._unconfirmed: dict[str, set[str]] = {}
 
-    async def process(self, matches: Sequence[MatchFinished]) -> BatchResult:
-        """Apply `matches` in order; results come back in the same order."""
+    async def process(self, matches: Sequence[MatchFinished],
+                      where: Sequence[tuple[int, int] | None] | None = None) -> BatchResult:
+        """Apply `matches` in order; results come back in the same order. `where` gives
+        each match's (partition, offset) in the matches topic (None: not from there)."""
         by_ladder: dict[str, list[int]] = {}
         for i, match in enumerate(matches):
             by_ladder.setdefault(match.ladder, []).append(i)
@@ -262,22 +288,32 @@ class Processor:
         batch = BatchResult()
         for name, indices in by_ladder.items():
             part = [matches[i] for i in indices]
-            results, conflicts = await self._process_ladder(self.ladders.get(name), part)
+            positions: dict[int, int] = {}
+            if where is not None:
+                for i in indices:
+                    if where[i] is not None:
+                        partition, offset = where[i]
+                        positions[partition] = max(positions.get(partition, 0), offset + 1)
+            results, conflicts = await self._process_ladder(self.ladders.get(name), part, positions)
             batch.conflicts += conflicts
             for i, result in zip(indices, results):
                 ordered[i] = result
         batch.results = [r for r in ordered if r is not None]
         return batch
 
-    async def _process_ladder(self, ladder: Ladder, matches: list[MatchFinished]) -> tuple[list[MatchResult], int]:
+    async def _process_ladder(self, configured: Ladder, matches: list[MatchFinished],
+                              positions: dict[int, int]) -> tuple[list[MatchResult], int]:
         player_ids = list(dict.fromkeys(p.id for m in matches for t in m.teams for p in t.players))
         effect_ids = list(dict.fromkeys(e for m in matches for t in m.teams for e in t.effects))
         match_ids = list(dict.fromkeys(m.match_id for m in matches))
-        name = ladder.name
-        for attempt in range(self.max_attempts):
-            snapshot = await self.store.read(name, player_ids, effect_ids, match_ids)
-            self._check_watermark(name, snapshot.watermark)
-            plan = plan_batch(ladder, matches, snapshot, format_timestamp(self.clock()), self.observe)
+        name = configured.name
+        attempt = 0
+        while attempt < self.max_attempts:
+            snapshot = await self.store.read(name, player_ids, effect_ids, match_ids, self.generation)
+            self._check_watermark(name, snapshot)
+            ladder = self._with_params(configured, snapshot.params)
+            plan = plan_batch(ladder, matches, snapshot, format_timestamp(self.clock()), self.observe,
+                              positions, self.generation)
             results = self._confirm(name, plan.results)
             if not plan.commit.markers:
                 return results, attempt
@@ -285,25 +321,43 @@ class Processor:
             unconfirmed.update(plan.commit.markers)
             try:
                 await self.store.commit(plan.commit)
+            except LadderFrozen:
+                unconfirmed.difference_update(plan.commit.markers)
+                await asyncio.sleep(self.freeze_poll)
+                continue
             except CommitConflict:
                 unconfirmed.difference_update(plan.commit.markers)
                 await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+                attempt += 1
                 continue
             unconfirmed.difference_update(plan.commit.markers)
-            self._watermarks[name] = snapshot.watermark + len(plan.commit.markers)
+            self._watermarks[name] = (snapshot.generation, snapshot.watermark + len(plan.commit.markers))
             return results, attempt
         raise TooManyConflicts(
-            f"ladder {ladder.name!r}: commit refused {self.max_attempts} times in a row"
+            f"ladder {name!r}: commit refused {self.max_attempts} times in a row"
         )
 
-    def _check_watermark(self, ladder: str, watermark: int) -> None:
-        """Raise `StoreLost` if the store shows less of `ladder` than was seen or committed."""
+    def _with_params(self, ladder: Ladder, params: dict | None) -> Ladder:
+        """`ladder` with a generation's parameter overrides (built once per distinct set)."""
+        if not params:
+            return ladder
+        key = (ladder.name, repr(sorted(params.items())))
+        found = self._overridden.get(key)
+        if found is None:
+            found = self._overridden[key] = Ladder(ladder.name, ladder.model, {**ladder.params, **params})
+        return found
+
+    def _check_watermark(self, ladder: str, snapshot: Snapshot) -> None:
+        """Raise `StoreLost` if the store shows less of `ladder` than was seen or committed:
+        an older generation than seen, or fewer matches applied to the same one."""
         seen = self._watermarks.get(ladder)
-        if seen is not None and watermark < seen:
-            raise StoreLost(ladder, f"the store shows {watermark} matches applied, {seen} were")
-        if seen is None and watermark == 0 and self.suspect_empty:
+        now = (snapshot.generation, snapshot.watermark)
+        if seen is not None and now < seen:
+            raise StoreLost(ladder, f"the store shows {now[1]} matches applied, {seen[1]} were" if now[0] == seen[0]
+                            else f"the store shows generation {now[0]} live, generation {seen[0]} was")
+        if seen is None and now == (0, 0) and self.suspect_empty:
             raise StoreLost(ladder, "the store is empty although the consumer group has committed offsets")
-        self._watermarks[ladder] = watermark
+        self._watermarks[ladder] = now
 
     def _confirm(self, ladder: str, results: list[MatchResult]) -> list[MatchResult]:
         """`results`, with matches found applied by this processor's own unconfirmed commit

@@ -19,7 +19,7 @@ from stream_rater.contracts.match import (
     match_key,
     parse_match,
 )
-from stream_rater.contracts.rating_changed import RatingChanged, rating_changed
+from stream_rater.contracts.rating_changed import RatingChanged, correction_changed, rating_changed
 from stream_rater.contracts.timestamps import format_timestamp, parse_timestamp
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "RatingChanged",
     "Team",
     "ValidationError",
+    "correction_changed",
     "format_timestamp",
     "match_key",
     "parse_match",

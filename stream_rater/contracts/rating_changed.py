@@ -35,6 +35,21 @@ def rating_changed(match_id: str, ladder: str, player_id: str, model: str,
     return event
 
 
+def correction_changed(correction_id: str, ladder: str, player_id: str, model: str,
+                       before: tuple[float, float | None], after: tuple[float, float | None], rating: float,
+                       games: int, corrected_at: str, cause: dict[str, Any]) -> dict[str, Any]:
+    """A rating-changed event of the correction kind: a re-rate (voids, un-voids, new
+    parameters) changed the player's state from `before` (what subscribers last saw) to
+    `after`. ``match_id`` is the correction's id (``rerate:<generation>``), so ``event_id``
+    is stable; `cause` is ``{"id", "reason", "voided", "unvoided", "params"}``; ``games``
+    may be 0 (the player's only matches were voided)."""
+    event = rating_changed(correction_id, ladder, player_id, model, before, after, rating, games,
+                           corrected_at, corrected_at)
+    event["kind"] = "correction"
+    event["correction"] = cause
+    return event
+
+
 @dataclass(frozen=True, slots=True)
 class RatingChanged:
     """One rated player's change from one match; `before`/`after` are
@@ -53,13 +68,17 @@ class RatingChanged:
     finished_at: str
     processed_at: str
     late: bool = False
+    kind: str = "match"
+    correction: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The wire form (`rating_changed`)."""
+        """The wire form (`rating_changed` or `correction_changed`)."""
         wire = rating_changed(self.match_id, self.ladder, self.player_id, self.model,
                               (self.before["mu"], self.before["sigma"]), (self.after["mu"], self.after["sigma"]),
                               self.rating, self.games, self.finished_at, self.processed_at, self.late)
         wire["event_id"], wire["delta"] = self.event_id, self.delta
+        if self.kind == "correction":
+            wire["kind"], wire["correction"] = self.kind, self.correction
         return wire
 
     @classmethod
@@ -80,8 +99,16 @@ class RatingChanged:
             games = int(games)
         if type(games) is not int:
             _fail("games", f"must be an integer, got {_kind(games)}")
-        if games < 1:
-            _fail("games", "must be >= 1")
+        kind = d.get("kind", "match")
+        if kind not in ("match", "correction"):
+            _fail("kind", f"must be 'match' or 'correction', got {kind!r}")
+        correction = d.get("correction")
+        if (kind == "correction") != (correction is not None):
+            _fail("correction", "must be present exactly when kind is 'correction'")
+        if correction is not None:
+            _correction(correction)
+        if games < (0 if kind == "correction" else 1):
+            _fail("games", f"must be >= {0 if kind == 'correction' else 1}")
         for name in ("finished_at", "processed_at"):
             value = _required(d, name, "")
             if type(value) is not str:
@@ -104,6 +131,8 @@ class RatingChanged:
             finished_at=d["finished_at"],
             processed_at=d["processed_at"],
             late=late,
+            kind=kind,
+            correction=correction,
         )
 
 
@@ -112,8 +141,26 @@ _CHANGED_STRINGS = ("event_id", "match_id", "ladder", "player_id", "model")
 
 _CHANGED_FIELDS = frozenset(
     _CHANGED_STRINGS
-    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at", "late")
+    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at", "late", "kind", "correction")
 )
+
+_CORRECTION_FIELDS = frozenset({"id", "reason", "voided", "unvoided", "params"})
+
+
+def _correction(value: Any) -> None:
+    """Check a correction event's ``correction`` object."""
+    if not isinstance(value, dict):
+        _fail("correction", f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _CORRECTION_FIELDS, "correction")
+    for name in ("id", "reason"):
+        if type(_required(value, name, "correction")) is not str:
+            _fail(f"correction.{name}", "must be a string")
+    for name in ("voided", "unvoided"):
+        ids = _required(value, name, "correction")
+        if not isinstance(ids, list) or not all(type(i) is str for i in ids):
+            _fail(f"correction.{name}", "must be an array of match ids")
+    if not isinstance(_required(value, "params", "correction"), dict):
+        _fail("correction.params", "must be an object")
 
 
 _STATE_FIELDS = frozenset({"mu", "sigma"})

@@ -31,6 +31,8 @@ class LadderHistory:
 
     ladder: str
     matches: list[MatchFinished] = field(default_factory=list)
+    #: (partition, offset) of each match's record.
+    where: list[tuple[int, int]] = field(default_factory=list)
     #: Partition → offset after the last of the ladder's records that was read.
     positions: dict[int, int] = field(default_factory=dict)
     #: Where the records that failed validation were, as ``partition@offset`` (the stream
@@ -63,6 +65,7 @@ def ladder_history(records: Iterable[LogRecord], ladders: Ladders, ladder: str,
     if not history.ordered:
         found.sort(key=lambda pair: (pair[0].timestamp, pair[0].partition, pair[0].offset))
     history.matches = [match for _, match in found]
+    history.where = [(record.partition, record.offset) for record, _ in found]
     return history
 
 

@@ -159,6 +159,9 @@ class BatchHandler:
         counts: Counter[tuple[bool, str]] = Counter()
         late: Counter[str] = Counter()
         for r in result.results:
+            if r.voided:
+                metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
+                continue
             counts[r.duplicate, r.match.ladder] += 1
             if not r.duplicate and is_late(r):
                 late[r.match.ladder] += 1
@@ -180,8 +183,9 @@ class BatchHandler:
         original record, the exception type and a short traceback (the full one is logged),
         never stopping the partition (the worker never dies on input)."""
         matches = [match for _, match in valid]
+        where = [(message.partition, message.offset) for message, _ in valid]
         try:
-            return await self._retry("store", lambda: self.processor.process(matches))
+            return await self._retry("store", lambda: self.processor.process(matches, where))
         except (WorkerStopping, asyncio.CancelledError):
             raise
         except Exception:
@@ -189,7 +193,8 @@ class BatchHandler:
         result = BatchResult()
         for message, match in valid:
             try:
-                one = await self._retry("store", lambda: self.processor.process([match]))
+                one = await self._retry(
+                    "store", lambda: self.processor.process([match], [(message.partition, message.offset)]))
             except (WorkerStopping, asyncio.CancelledError):
                 raise
             except Exception as exc:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from stream_rater.service import metrics
-from stream_rater.store.base import Commit, Lookup, Snapshot, StateStore
+from stream_rater.store.base import Commit, Generations, Lookup, PlayerState, Snapshot, StateStore
 
 
 class TimedStore(StateStore):
-    """Wraps a store to time every round trip into the `store_round_trip_seconds` metric."""
+    """Wraps a store to time the worker's round trips into the `store_round_trip_seconds`
+    metric; everything else is passed through."""
 
     def __init__(self, inner: StateStore) -> None:
         self.inner = inner
@@ -19,16 +21,21 @@ class TimedStore(StateStore):
         return self.inner.round_trips
 
     async def read(self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str],
-                   match_ids: Iterable[str]) -> Snapshot:
+                   match_ids: Iterable[str], generation: int | None = None) -> Snapshot:
         with metrics.STORE_ROUND_TRIP.labels("read").time():
-            return await self.inner.read(ladder, player_ids, effect_ids, match_ids)
+            return await self.inner.read(ladder, player_ids, effect_ids, match_ids, generation)
 
     async def commit(self, commit: Commit) -> None:
         with metrics.STORE_ROUND_TRIP.labels("commit").time():
             await self.inner.commit(commit)
 
-    async def players(self, ladder: str, effects: bool = False) -> dict:
-        return await self.inner.players(ladder, effects)
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        with metrics.STORE_ROUND_TRIP.labels("lookup").time():
+            return await self.inner.lookup(ladder, player_ids)
+
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
+                      ) -> dict[str, PlayerState]:
+        return await self.inner.players(ladder, effects, generation)
 
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
         return await self.inner.leaderboard(ladder, top)
@@ -36,12 +43,43 @@ class TimedStore(StateStore):
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
         return await self.inner.history(ladder, player_id, limit)
 
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
-        with metrics.STORE_ROUND_TRIP.labels("lookup").time():
-            return await self.inner.lookup(ladder, player_ids)
-
     async def ladders(self) -> list[str]:
         return await self.inner.ladders()
+
+    async def generations(self, ladder: str) -> Generations:
+        return await self.inner.generations(ladder)
+
+    async def begin_rerate(self, ladder: str, owner: str, lease: float,
+                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
+        return await self.inner.begin_rerate(ladder, owner, lease, params)
+
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        await self.inner.renew(ladder, owner, lease)
+
+    async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
+        await self.inner.freeze(ladder, owner, ttl)
+
+    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
+                     outbox: Sequence[dict]) -> None:
+        await self.inner.switch(ladder, owner, staging, live, outbox)
+
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        await self.inner.finish_rerate(ladder, owner)
+
+    async def abort_rerate(self, ladder: str, owner: str) -> int | None:
+        return await self.inner.abort_rerate(ladder, owner)
+
+    async def drop_generation(self, ladder: str, generation: int) -> None:
+        await self.inner.drop_generation(ladder, generation)
+
+    async def outbox(self, ladder: str) -> list[dict]:
+        return await self.inner.outbox(ladder)
+
+    async def voids(self, ladder: str) -> dict[str, dict]:
+        return await self.inner.voids(ladder)
+
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
+        await self.inner.set_voids(ladder, add, remove)
 
     async def ping(self) -> bool:
         return await self.inner.ping()

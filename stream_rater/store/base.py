@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -48,12 +48,20 @@ _PACKER = msgpack.Packer(use_bin_type=True)
 class Snapshot:
     """What one `read` returns: stored states (absent = never rated), applied matches, and the
     ladder's watermark — how many matches were applied to it so far (0 for a new ladder). The
-    watermark only grows; a store that shows less than was committed has lost data."""
+    watermark only grows within a generation; a store that shows less than was committed has
+    lost data.
+
+    `generation` is the generation read (see `Generations`), `voided` the match ids of the
+    read that an operator voided (they are not applied), `params` the model parameters the
+    generation overrides (set by a re-rate; None = the configured ones)."""
 
     players: dict[str, PlayerState]
     effects: dict[str, PlayerState]
     applied: dict[str, list[dict]]
     watermark: int = 0
+    generation: int = 0
+    voided: frozenset[str] = frozenset()
+    params: dict[str, Any] | None = None
 
 
 class StateWrite(NamedTuple):
@@ -69,12 +77,19 @@ class StateWrite(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Commit:
-    """Everything one batch of one ladder writes, atomically."""
+    """Everything one batch of one ladder writes, atomically.
+
+    `positions` (partition → offset after the batch's last record of the ladder) records how
+    far into the matches topic the ladder's states go; a re-rate catches up to it.
+    `generation` None writes the live generation (refused while a re-rate switches it);
+    a number writes that staging generation of a re-rate."""
 
     ladder: str
     writes: Sequence[StateWrite]
     markers: Mapping[str, list[dict]]
     history: Mapping[str, list[dict]] = field(default_factory=dict)
+    positions: Mapping[int, int] = field(default_factory=dict)
+    generation: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,25 +106,71 @@ class CommitConflict(Exception):
     """The commit was refused: a state changed since it was read, or a match was applied."""
 
 
+class LadderFrozen(CommitConflict):
+    """The commit was refused because a re-rate is switching the ladder's generation (for
+    milliseconds): wait a moment and re-read, the states may be new."""
+
+
+class GenerationGone(RuntimeError):
+    """A staging generation is no longer the ladder's staging one: its re-rate was aborted
+    (its lock expired and another re-rate took over)."""
+
+
+class RerateRunning(RuntimeError):
+    """Another re-rate holds the ladder's lock."""
+
+    def __init__(self, ladder: str, owner: str, seconds_left: float) -> None:
+        super().__init__(f"ladder {ladder!r}: a re-rate is already running ({owner}); its lock "
+                         f"expires in {seconds_left:.1f} s unless it is renewed")
+        self.ladder, self.owner = ladder, owner
+
+
+class LockLost(RuntimeError):
+    """The re-rate's lock expired (or was taken over) while it ran; nothing was switched."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generations:
+    """A ladder's generations: the live one (0 until a first re-rate switches), the staging
+    one a running re-rate builds (None when there is none), how far into the matches topic
+    the live one goes (partition → next offset), its parameter overrides, and who holds the
+    re-rate lock (None: nobody)."""
+
+    live: int
+    staging: int | None
+    positions: dict[int, int]
+    params: dict[str, Any] | None
+    lock_owner: str | None
+
+
 class StateStore(ABC):
-    """Persistence of ladders' player states, match markers, leaderboards and histories."""
+    """Persistence of ladders' player states, match markers, leaderboards and histories.
+
+    Each ladder's data lives in a *generation*. The worker and every read use the live one;
+    a re-rate (`stream_rater.corrections`) builds a staging generation beside it, freezes the
+    live one for a moment, and `switch` makes the staging one live in one atomic step."""
 
     #: Round trips to the backing service so far (reads + commits; counted alike in memory).
     round_trips: int = 0
 
     @abstractmethod
     async def read(
-        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
+        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str],
+        generation: int | None = None,
     ) -> Snapshot:
-        """States of the given players/effects and the stored events of applied matches."""
+        """States of the given players/effects and the stored events of applied matches, of
+        the live generation (or the staging `generation`; `GenerationGone` if it is not)."""
 
     @abstractmethod
     async def commit(self, commit: Commit) -> None:
-        """Apply `commit` atomically or raise `CommitConflict` having written nothing."""
+        """Apply `commit` atomically or raise `CommitConflict` having written nothing
+        (`LadderFrozen` while a re-rate switches; `GenerationGone` for an aborted staging
+        generation)."""
 
     @abstractmethod
-    async def players(self, ladder: str, effects: bool = False) -> dict[str, PlayerState]:
-        """Every stored player (or effect) state of `ladder`."""
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
+                      ) -> dict[str, PlayerState]:
+        """Every stored player (or effect) state of `ladder` (live, or the given generation)."""
 
     @abstractmethod
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
@@ -126,6 +187,60 @@ class StateStore(ABC):
     @abstractmethod
     async def ladders(self) -> list[str]:
         """Names of the ladders that have stored players."""
+
+    @abstractmethod
+    async def generations(self, ladder: str) -> Generations:
+        """The ladder's live and staging generations, live position and lock holder."""
+
+    @abstractmethod
+    async def begin_rerate(self, ladder: str, owner: str, lease: float,
+                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
+        """Take the ladder's re-rate lock for `lease` seconds and open a new, empty staging
+        generation with parameter overrides `params`. Returns it and the staging generation
+        of an abandoned re-rate (None if none) for the caller to drop. `RerateRunning` if
+        another owner holds the lock."""
+
+    @abstractmethod
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        """Extend the lock (and a freeze `owner` set) by `lease` seconds; `LockLost` if it
+        is no longer `owner`'s."""
+
+    @abstractmethod
+    async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
+        """Refuse live commits of the ladder (`LadderFrozen`) for `ttl` seconds at most."""
+
+    @abstractmethod
+    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
+                     outbox: Sequence[dict]) -> None:
+        """Atomically make `staging` the live generation and store `outbox` (the correction
+        events still to send), if `owner` holds the lock and the freeze, and the live
+        generation is still `live` at the same positions; else `LockLost` or
+        `CommitConflict`, having changed nothing."""
+
+    @abstractmethod
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        """Drop the sent outbox, lift the freeze, release the lock."""
+
+    @abstractmethod
+    async def abort_rerate(self, ladder: str, owner: str) -> int | None:
+        """Give up: lift the freeze, forget the staging generation (returned, to drop),
+        release the lock. A no-op if `owner` no longer holds it."""
+
+    @abstractmethod
+    async def drop_generation(self, ladder: str, generation: int) -> None:
+        """Delete every key of a generation that is not live."""
+
+    @abstractmethod
+    async def outbox(self, ladder: str) -> list[dict]:
+        """Correction events a switch stored and nobody has sent yet."""
+
+    @abstractmethod
+    async def voids(self, ladder: str) -> dict[str, dict]:
+        """Voided match ids of the ladder and why (``{"reason", "at"}``)."""
+
+    @abstractmethod
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
+        """Record voids (match id → why) and lift others."""
 
     async def ping(self) -> bool:
         """True when the store answers."""

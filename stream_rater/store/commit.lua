@@ -2,9 +2,11 @@
 -- Checks first, writes after: a refused commit writes nothing.
 --
 -- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset, 4 meta hash (field 'applied':
---       matches applied to the ladder so far, the watermark that tells "lost" from "new"),
---       then the marker key of each marker id, then the history key of each history id, in
---       order: every key the script touches, all with the ladder's hash tag (one cluster slot).
+--       matches applied to the generation so far, the watermark that tells "lost" from
+--       "new"; 'p:<partition>': offset after the last record applied), all of the generation
+--       written, 5 the ladder's control hash, 6 its freeze key, then the marker key of each
+--       marker id, then the history key of each history id, in order: every key the script
+--       touches, all with the ladder's hash tag (one cluster slot).
 -- ARGV: 1 the batch as one msgpack array (packed with raw strings, which cmsgpack reads):
 --         1 ids            player/effect id per write
 --         2 is_effect      per write, true = effects hash
@@ -19,9 +21,12 @@
 --        10 history_counts entries per history list
 --        11 entries        for each history list in turn, its entries (oldest first) as
 --                          1-based indices into events
---       2 marker ttl (s, 0 = keep), 3 history cap.
--- Returns {'ok'}, {'applied', m} (m = index of an already-applied marker) or
--- {'conflict', id} (a write whose stored version is not the expected one).
+--       2 marker ttl (s, 0 = keep), 3 history cap, 4 the generation the keys are of,
+--       5 'live' or 'staging' (which generation it must be), 6 msgpack [partition, offset, …].
+-- Returns {'ok'}, {'applied', m} (m = index of an already-applied marker),
+-- {'conflict', id} (a write whose stored version is not the expected one),
+-- {'generation', g} (not the expected generation; g as in read.lua) or {'frozen'} (a re-rate
+-- is switching the live generation).
 local CHUNK = 1000  -- values per LPUSH: unpack() is limited by the Lua stack
 
 local batch = cmsgpack.unpack(ARGV[1])
@@ -29,7 +34,11 @@ local ids, is_effect, expected, states, scores = batch[1], batch[2], batch[3], b
 local events, marker_ids, marker_counts = batch[6], batch[7], batch[8]
 local history_ids, history_counts, entries = batch[9], batch[10], batch[11]
 local ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
-local FIXED = 4
+local FIXED = 6
+
+local current = current_generation(KEYS[5], ARGV[5])
+if current ~= tonumber(ARGV[4]) then return {'generation', current} end
+if ARGV[5] == 'live' and redis.call('EXISTS', KEYS[6]) == 1 then return {'frozen'} end
 
 for m = 1, #marker_ids do
   if redis.call('EXISTS', KEYS[FIXED + m]) == 1 then
@@ -65,6 +74,13 @@ for m = 1, #marker_ids do
   e = e + marker_counts[m]
 end
 redis.call('HINCRBY', KEYS[4], 'applied', #marker_ids)
+local positions = cmsgpack.unpack(ARGV[6])
+for p = 1, #positions, 2 do
+  local field = 'p:' .. positions[p]
+  if tonumber(redis.call('HGET', KEYS[4], field) or '0') < positions[p + 1] then
+    redis.call('HSET', KEYS[4], field, positions[p + 1])
+  end
+end
 
 local k = 1
 for h = 1, #history_ids do

@@ -2,10 +2,44 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from stream_rater.store.base import Commit, CommitConflict, Lookup, PlayerState, Snapshot, StateStore
+from stream_rater.store.base import (
+    Commit, CommitConflict, GenerationGone, Generations, LadderFrozen, LockLost, Lookup, PlayerState,
+    RerateRunning, Snapshot, StateStore,
+)
+
+
+@dataclass
+class _Generation:
+    players: dict[str, PlayerState] = field(default_factory=dict)
+    effects: dict[str, PlayerState] = field(default_factory=dict)
+    applied: dict[str, list[dict]] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    history: dict[str, deque[dict]] = field(default_factory=dict)
+    watermark: int = 0
+    positions: dict[int, int] = field(default_factory=dict)
+    params: dict[str, Any] | None = None
+
+
+@dataclass
+class _Ladder:
+    generations: dict[int, _Generation] = field(default_factory=lambda: {0: _Generation()})
+    live: int = 0
+    staging: int | None = None
+    last: int = 0
+    lock: tuple[str, float] | None = None  # owner, expiry (monotonic)
+    frozen: tuple[str, float] | None = None
+    outbox: list[dict] = field(default_factory=list)
+    voids: dict[str, dict] = field(default_factory=dict)
+
+
+def _holder(lease: tuple[str, float] | None) -> str | None:
+    return lease[0] if lease is not None and lease[1] > time.monotonic() else None
 
 
 class MemoryStore(StateStore):
@@ -14,65 +48,148 @@ class MemoryStore(StateStore):
     def __init__(self, history_limit: int = 100) -> None:
         self.history_limit = history_limit
         self.round_trips = 0
-        self._players: dict[str, dict[str, PlayerState]] = defaultdict(dict)
-        self._effects: dict[str, dict[str, PlayerState]] = defaultdict(dict)
-        self._applied: dict[str, dict[str, list[dict]]] = defaultdict(dict)
-        self._scores: dict[str, dict[str, float]] = defaultdict(dict)
-        self._history: dict[tuple[str, str], deque[dict]] = {}
-        self._watermarks: dict[str, int] = defaultdict(int)
+        self._ladders: dict[str, _Ladder] = defaultdict(_Ladder)
+
+    def _generation(self, ladder: str, generation: int | None) -> _Generation:
+        state = self._ladders[ladder]
+        if generation is None:
+            return state.generations[state.live]
+        if generation != state.staging:
+            raise GenerationGone(f"ladder {ladder!r}: generation {generation} is not being built")
+        return state.generations[generation]
 
     async def read(
-        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
+        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str],
+        generation: int | None = None,
     ) -> Snapshot:
         self.round_trips += 1
-        players, effects, applied = self._players[ladder], self._effects[ladder], self._applied[ladder]
+        gen = self._generation(ladder, generation)
+        match_ids = list(match_ids)
+        voids = self._ladders[ladder].voids
         return Snapshot(
-            players={p: players[p] for p in player_ids if p in players},
-            effects={e: effects[e] for e in effect_ids if e in effects},
-            applied={m: applied[m] for m in match_ids if m in applied},
-            watermark=self._watermarks[ladder],
+            players={p: gen.players[p] for p in player_ids if p in gen.players},
+            effects={e: gen.effects[e] for e in effect_ids if e in gen.effects},
+            applied={m: gen.applied[m] for m in match_ids if m in gen.applied},
+            watermark=gen.watermark,
+            generation=self._ladders[ladder].live if generation is None else generation,
+            voided=frozenset(m for m in match_ids if m in voids),
+            params=gen.params,
         )
 
     async def commit(self, commit: Commit) -> None:
         self.round_trips += 1
         ladder = commit.ladder
-        applied = self._applied[ladder]
+        if commit.generation is None and _holder(self._ladders[ladder].frozen):
+            raise LadderFrozen(f"ladder {ladder!r} is being switched to a re-rated generation")
+        gen = self._generation(ladder, commit.generation)
         for match_id in commit.markers:
-            if match_id in applied:
+            if match_id in gen.applied:
                 raise CommitConflict(f"match {match_id!r} already applied")
         for write in commit.writes:
-            table = self._effects[ladder] if write.is_effect else self._players[ladder]
-            current = table.get(write.player_id)
+            current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:
                 raise CommitConflict(f"state of {write.player_id!r} changed since it was read")
         for write in commit.writes:
-            table = self._effects[ladder] if write.is_effect else self._players[ladder]
-            table[write.player_id] = write.state
+            (gen.effects if write.is_effect else gen.players)[write.player_id] = write.state
             if write.leaderboard_score is not None:
-                self._scores[ladder][write.player_id] = write.leaderboard_score
-        applied.update(commit.markers)
-        self._watermarks[ladder] += len(commit.markers)
+                gen.scores[write.player_id] = write.leaderboard_score
+        gen.applied.update(commit.markers)
+        gen.watermark += len(commit.markers)
+        for partition, offset in commit.positions.items():
+            gen.positions[partition] = max(offset, gen.positions.get(partition, 0))
         for player_id, entries in commit.history.items():
-            log = self._history.setdefault((ladder, player_id), deque(maxlen=self.history_limit))
+            log = gen.history.setdefault(player_id, deque(maxlen=self.history_limit))
             log.extendleft(entries)
 
-    async def players(self, ladder: str, effects: bool = False) -> dict[str, PlayerState]:
-        return dict((self._effects if effects else self._players)[ladder])
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
+                      ) -> dict[str, PlayerState]:
+        gen = self._generation(ladder, generation)
+        return dict(gen.effects if effects else gen.players)
 
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
-        ranked = sorted(self._scores[ladder].items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-        return ranked[:top]
+        scores = self._generation(ladder, None).scores
+        return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:top]
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
-        return list(self._history.get((ladder, player_id), ()))[:limit]
+        return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         self.round_trips += 1
-        players = self._players[ladder]
-        board = [p for p, _ in await self.leaderboard(ladder, len(self._scores[ladder]))]
+        players = self._generation(ladder, None).players
+        board = [p for p, _ in await self.leaderboard(ladder, len(self._generation(ladder, None).scores))]
         place = {p: i for i, p in enumerate(board)}
         return Lookup({p: players[p] for p in player_ids if p in players},
                       {p: place[p] for p in player_ids if p in place}, len(board))
 
     async def ladders(self) -> list[str]:
-        return sorted(name for name, players in self._players.items() if players)
+        return sorted(name for name in self._ladders if self._generation(name, None).players)
+
+    async def generations(self, ladder: str) -> Generations:
+        state = self._ladders[ladder]
+        live = state.generations[state.live]
+        return Generations(state.live, state.staging, dict(live.positions), live.params, _holder(state.lock))
+
+    async def begin_rerate(self, ladder: str, owner: str, lease: float,
+                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
+        state = self._ladders[ladder]
+        holder = _holder(state.lock)
+        if holder is not None and holder != owner:
+            raise RerateRunning(ladder, holder, state.lock[1] - time.monotonic())  # type: ignore[index]
+        abandoned = state.staging
+        state.last = max(state.last, state.live) + 1
+        state.staging = state.last
+        state.generations[state.staging] = _Generation(params=dict(params) if params else None)
+        state.lock = (owner, time.monotonic() + lease)
+        return state.staging, abandoned
+
+    def _owned(self, ladder: str, owner: str) -> _Ladder:
+        state = self._ladders[ladder]
+        if _holder(state.lock) != owner:
+            raise LockLost(f"ladder {ladder!r}: the re-rate lock expired or was taken over")
+        return state
+
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        state = self._owned(ladder, owner)
+        state.lock = (owner, time.monotonic() + lease)
+        if _holder(state.frozen) == owner:
+            state.frozen = (owner, time.monotonic() + lease)
+
+    async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
+        self._owned(ladder, owner).frozen = (owner, time.monotonic() + ttl)
+
+    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
+                     outbox: Sequence[dict]) -> None:
+        state = self._owned(ladder, owner)
+        if _holder(state.frozen) != owner or state.staging != staging:
+            raise LockLost(f"ladder {ladder!r}: the freeze expired before the switch")
+        if state.live != live.live or state.generations[state.live].positions != live.positions:
+            raise CommitConflict(f"ladder {ladder!r}: the live generation moved on")
+        state.live, state.staging, state.outbox = staging, None, list(outbox)
+
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        state = self._owned(ladder, owner)
+        state.outbox, state.frozen, state.lock = [], None, None
+
+    async def abort_rerate(self, ladder: str, owner: str) -> int | None:
+        state = self._ladders[ladder]
+        if _holder(state.lock) != owner:
+            return None
+        staging, state.staging, state.frozen, state.lock = state.staging, None, None, None
+        return staging
+
+    async def drop_generation(self, ladder: str, generation: int) -> None:
+        state = self._ladders[ladder]
+        if generation not in (state.live, state.staging):
+            state.generations.pop(generation, None)
+
+    async def outbox(self, ladder: str) -> list[dict]:
+        return list(self._ladders[ladder].outbox)
+
+    async def voids(self, ladder: str) -> dict[str, dict]:
+        return dict(self._ladders[ladder].voids)
+
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
+        voids = self._ladders[ladder].voids
+        voids.update(add)
+        for match_id in remove:
+            voids.pop(match_id, None)

@@ -1,30 +1,44 @@
 -- Read of one batch of one ladder (see redis_store.py for the key layout).
 --
--- KEYS: 1 players hash, 2 effects hash, 3 meta hash (field 'applied': the watermark),
---       4.. the marker key of each match id, in order (every key the script touches).
--- ARGV: 1 msgpack [player ids, effect ids, match ids].
--- Returns one msgpack array [states, effect states, markers, watermark]: the first three
--- arrays of the stored values in request order, nil where absent (stored values are msgpack
--- already, so they are concatenated as they are); the watermark an integer, nil if absent.
+-- KEYS: 1 players hash, 2 effects hash, 3 meta hash (field 'applied': the watermark), all of
+--       the generation read, 4 the ladder's control hash ('params:<g>': generation g's
+--       parameter overrides), 5 its voids hash, 6.. the marker key of each match id, in order
+--       (every key the script touches).
+-- ARGV: 1 msgpack [player ids, effect ids, match ids], 2 the generation the keys are of,
+--       3 'live' (it must be the live generation) or 'staging' (the staging one).
+-- Returns {'generation', g} (g: the live generation, or -1 when 'staging' is not) when the
+-- generation is not the expected one; else one msgpack array [states, effect states,
+-- markers, watermark, voids, params]: the first three arrays of the stored values in request
+-- order, nil where absent (stored values are msgpack already, so they are concatenated as
+-- they are); the watermark an integer, nil if absent; voids the stored void per match id or
+-- nil; params the stored overrides or nil.
 local CHUNK = 1000  -- arguments per HMGET/MGET: unpack() is limited by the Lua stack
 local NIL = string.char(0xc0)
 
+local current = current_generation(KEYS[4], ARGV[3])
+if current ~= tonumber(ARGV[2]) then return {'generation', current} end
+
 local ids = cmsgpack.unpack(ARGV[1])
-local out = {array_header(4)}
-for part = 1, 3 do
-  local list = ids[part]
+local out = {array_header(6)}
+for part = 1, 4 do
+  local list = ids[math.min(part, 3)]
   out[#out + 1] = array_header(#list)
   for i = 1, #list, CHUNK do
     local j = math.min(i + CHUNK - 1, #list)
     local values
     if part < 3 then
       values = redis.call('HMGET', KEYS[part], unpack(list, i, j))
+    elseif part == 3 then
+      values = redis.call('MGET', unpack(KEYS, 5 + i, 5 + j))
     else
-      values = redis.call('MGET', unpack(KEYS, 3 + i, 3 + j))
+      values = redis.call('HMGET', KEYS[5], unpack(list, i, j))
     end
     for x = 1, #values do out[#out + 1] = values[x] or NIL end
   end
+  if part == 3 then
+    local watermark = redis.call('HGET', KEYS[3], 'applied')
+    out[#out + 1] = watermark and cmsgpack.pack(tonumber(watermark)) or NIL
+  end
 end
-local watermark = redis.call('HGET', KEYS[3], 'applied')
-out[#out + 1] = watermark and cmsgpack.pack(tonumber(watermark)) or NIL
+out[#out + 1] = redis.call('HGET', KEYS[4], 'params:' .. ARGV[2]) or NIL
 return table.concat(out)

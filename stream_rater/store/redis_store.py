@@ -2,41 +2,57 @@
 
 Key layout — every key of a ladder carries the hash tag ``{ladder}`` so the scripts are
 valid on Redis Cluster (all keys of a ladder live in one slot), and ladders spread across
-shards:
+shards. A ladder's ratings live in a *generation* (see `StateStore`); generation 0's keys are
+``sr:{L}:<suffix>``, generation g's ``sr:{L}:g<g>:<suffix>``:
 
-- ``sr:{L}:players`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]``
-- ``sr:{L}:effects`` hash  effect name → same state form (context effects, never ranked)
-- ``sr:{L}:lb``      zset  player id scored by display rating (the leaderboard)
-- ``sr:{L}:m:<match_id>``  msgpack list of the rating-changed events the match produced
+- ``players`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]``
+- ``effects`` hash  effect name → same state form (context effects, never ranked)
+- ``lb``      zset  player id scored by display rating (the leaderboard)
+- ``m:<match_id>``  msgpack list of the rating-changed events the match produced
   (the "match applied" marker; optional TTL)
-- ``sr:{L}:h:<player_id>`` list, newest first, of msgpack rating-changed events (capped)
-- ``sr:{L}:meta``    hash  ``applied`` → matches applied to the ladder so far (the watermark:
-  it only grows, so a read that finds less than a worker committed means the store lost data)
+- ``h:<player_id>`` list, newest first, of msgpack rating-changed events (capped)
+- ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
+  it only grows, so a read that finds less than a worker committed means the store lost
+  data); ``p:<partition>`` → offset after the last record of the ladder applied
 
-Both scripts receive every key they touch in KEYS (so they are valid on Redis Cluster and under
+and per ladder, whatever the generation:
+
+- ``sr:{L}:control`` hash ``live`` / ``staging`` generation, ``last`` generation handed out,
+  ``params:<g>`` generation g's parameter overrides (msgpack)
+- ``sr:{L}:lock`` the re-rate lock (owner; expires) · ``sr:{L}:frozen`` set for the moment
+  of a switch (live commits are refused while it exists; expires)
+- ``sr:{L}:outbox`` correction events a switch stored, until they are sent
+- ``sr:{L}:voids`` hash match id → msgpack ``{"reason", "at"}``
+
+The scripts receive every key they touch in KEYS (so they are valid on Redis Cluster and under
 any proxy that routes by declared keys), and take the rest of the batch as one msgpack
 argument rather than thousands of arguments, to keep the worker's CPU per batch low (redis-py
 encodes every argument and parses every reply item in Python). The read script answers with
 one msgpack document that splices the stored values in unchanged, so one `msgpack.unpackb`
-decodes the whole snapshot.
+decodes the whole snapshot. The client caches each ladder's live generation; a script that
+finds another one says so and the client retries with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
 
-from stream_rater.store.base import Commit, CommitConflict, Lookup, PlayerState, Snapshot, StateStore
+from stream_rater.store.base import (
+    Commit, CommitConflict, GenerationGone, Generations, LadderFrozen, LockLost, Lookup, PlayerState,
+    RerateRunning, Snapshot, StateStore,
+)
 
 
 def _script(name: str) -> str:
     """A Lua script of this package, after the msgpack helpers both scripts use."""
     lua = files("stream_rater.store")
-    return lua.joinpath("msgpack.lua").read_text() + lua.joinpath(name).read_text()
+    return lua.joinpath("common.lua").read_text() + lua.joinpath(name).read_text()
 
 
 #: Connections a store opens at most (`RedisStore.from_url`).
@@ -44,11 +60,23 @@ MAX_CONNECTIONS = 64
 
 READ_SCRIPT = _script("read.lua")
 COMMIT_SCRIPT = _script("commit.lua")
+CONTROL_SCRIPT = _script("control.lua")
+
+#: Keys of a ladder that belong to no generation.
+LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 
 
 def ladder_key(ladder: str, suffix: str) -> str:
     """The key ``sr:{ladder}:suffix``; the braces make `ladder` the cluster hash tag."""
     return f"sr:{{{ladder}}}:{suffix}"
+
+
+def generation_key(ladder: str, generation: int, suffix: str) -> str:
+    """A key of one generation of `ladder` (generation 0 has no infix)."""
+    return ladder_key(ladder, f"g{generation}:{suffix}" if generation else suffix)
+
+
+_LADDER_OF_PLAYERS = re.compile(r"^sr:\{(.+)\}:(?:g\d+:)?players$")
 
 
 #: Packs events (``use_bin_type`` like every stored value). Packing a plain dict is one C call
@@ -75,6 +103,9 @@ class RedisStore(StateStore):
         self.round_trips = 0
         self._read = client.register_script(READ_SCRIPT)
         self._commit = client.register_script(COMMIT_SCRIPT)
+        self._control_script = client.register_script(CONTROL_SCRIPT)
+        #: Ladder → its live generation as last seen (scripts check it, see the docstring).
+        self._live: dict[str, int] = {}
 
     @classmethod
     def from_url(cls, url: str, max_connections: int = MAX_CONNECTIONS, **kwargs: Any) -> RedisStore:
@@ -87,23 +118,41 @@ class RedisStore(StateStore):
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
     async def read(
-        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str]
+        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str],
+        generation: int | None = None,
     ) -> Snapshot:
         player_ids, effect_ids, match_ids = list(player_ids), list(effect_ids), list(match_ids)
-        prefix = ladder_key(ladder, "")
-        reply = await self._read(
-            keys=[prefix + "players", prefix + "effects", prefix + "meta", *(f"{prefix}m:{m}" for m in match_ids)],
-            args=[_script_args([player_ids, effect_ids, match_ids])],
-        )
-        self.round_trips += 1
-        states, effect_states, markers, watermark = msgpack.unpackb(reply, raw=False)
+        args = _script_args([player_ids, effect_ids, match_ids])
+        while True:
+            gen = self._live.get(ladder, 0) if generation is None else generation
+            prefix = generation_key(ladder, gen, "")
+            reply = await self._read(
+                keys=[prefix + "players", prefix + "effects", prefix + "meta", ladder_key(ladder, "control"),
+                      ladder_key(ladder, "voids"), *(f"{prefix}m:{m}" for m in match_ids)],
+                args=[args, gen, "live" if generation is None else "staging"],
+            )
+            self.round_trips += 1
+            if not isinstance(reply, list):
+                break
+            self._moved(ladder, generation, int(reply[1]))
+        states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
         make = PlayerState._make
         return Snapshot(
             players={i: make(s) for i, s in zip(player_ids, states) if s is not None},
             effects={i: make(s) for i, s in zip(effect_ids, effect_states) if s is not None},
             applied={m: events for m, events in zip(match_ids, markers) if events is not None},
             watermark=watermark or 0,
+            generation=gen,
+            voided=frozenset(m for m, v in zip(match_ids, voids) if v is not None),
+            params=params,
         )
+
+    def _moved(self, ladder: str, generation: int | None, current: int) -> None:
+        """A script found another generation than it was given: remember the live one, or
+        report a staging one gone."""
+        if generation is not None:
+            raise GenerationGone(f"ladder {ladder!r}: generation {generation} is no longer being built")
+        self._live[ladder] = current
 
     async def commit(self, commit: Commit) -> None:
         ladder, pack = commit.ladder, _PACKER.pack
@@ -124,11 +173,15 @@ class RedisStore(StateStore):
             events, list(commit.markers), [len(v) for v in commit.markers.values()],
             list(commit.history), [len(v) for v in commit.history.values()], entries,
         ]
-        prefix = ladder_key(ladder, "")
+        gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
+        prefix = generation_key(ladder, gen, "")
         reply = await self._commit(
             keys=[prefix + "players", prefix + "effects", prefix + "lb", prefix + "meta",
+                  ladder_key(ladder, "control"), ladder_key(ladder, "frozen"),
                   *(f"{prefix}m:{m}" for m in commit.markers), *(f"{prefix}h:{p}" for p in commit.history)],
-            args=[_script_args(batch), self.marker_ttl, self.history_limit],
+            args=[_script_args(batch), self.marker_ttl, self.history_limit, gen,
+                  "live" if commit.generation is None else "staging",
+                  _script_args([x for position in commit.positions.items() for x in position])],
         )
         self.round_trips += 1
         status = _text(reply[0])
@@ -137,32 +190,62 @@ class RedisStore(StateStore):
             raise CommitConflict(f"match {match_id!r} already applied")
         if status == "conflict":
             raise CommitConflict(f"state of {_text(reply[1])!r} changed since it was read")
+        if status == "frozen":
+            raise LadderFrozen(f"ladder {ladder!r} is being switched to a re-rated generation")
+        if status == "generation":
+            self._moved(ladder, commit.generation, int(reply[1]))
+            raise CommitConflict(f"ladder {ladder!r}: a re-rate switched it to generation {reply[1]}")
 
-    async def players(self, ladder: str, effects: bool = False) -> dict[str, PlayerState]:
-        key = ladder_key(ladder, "effects" if effects else "players")
+    async def _live_generation(self, ladder: str) -> int:
+        """The ladder's live generation, asked of Redis (and cached)."""
+        live = await self.client.hget(ladder_key(ladder, "control"), "live")
+        self._live[ladder] = int(live or 0)
+        return self._live[ladder]
+
+    async def _on_live(self, ladder: str, build: Callable[[Any, int], None]) -> list[Any]:
+        """Replies of the commands `build(pipeline, generation)` queues for the live
+        generation, in one round trip that also checks the cached generation is live."""
+        while True:
+            gen = self._live.get(ladder, 0)
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hget(ladder_key(ladder, "control"), "live")
+                build(pipe, gen)
+                replies = await pipe.execute()
+            self.round_trips += 1
+            if int(replies[0] or 0) == gen:
+                return replies[1:]
+            self._live[ladder] = int(replies[0] or 0)
+
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
+                      ) -> dict[str, PlayerState]:
+        gen = await self._live_generation(ladder) if generation is None else generation
+        key = generation_key(ladder, gen, "effects" if effects else "players")
         return {
             field.decode(): PlayerState.unpack(raw)
             async for field, raw in self.client.hscan_iter(key, count=1000)
         }
 
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
-        rows = await self.client.zrevrange(ladder_key(ladder, "lb"), 0, top - 1, withscores=True)
+        [rows] = await self._on_live(ladder, lambda pipe, gen: pipe.zrevrange(
+            generation_key(ladder, gen, "lb"), 0, top - 1, withscores=True))
         return [(member.decode(), float(score)) for member, score in rows]
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
-        rows = await self.client.lrange(ladder_key(ladder, f"h:{player_id}"), 0, limit - 1)
+        [rows] = await self._on_live(ladder, lambda pipe, gen: pipe.lrange(
+            generation_key(ladder, gen, f"h:{player_id}"), 0, limit - 1))
         return [msgpack.unpackb(raw, raw=False) for raw in rows]
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         ids = list(player_ids)
-        board = ladder_key(ladder, "lb")
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(ladder_key(ladder, "players"), ids) if ids else pipe.echo(b"")
+
+        def build(pipe: Any, gen: int) -> None:
+            board = generation_key(ladder, gen, "lb")
+            pipe.hmget(generation_key(ladder, gen, "players"), ids) if ids else pipe.echo(b"")
             for player_id in ids:
                 pipe.zrevrank(board, player_id)
             pipe.zcard(board)
-            replies = await pipe.execute()
-        self.round_trips += 1
+
+        replies = await self._on_live(ladder, build)
         states = replies[0] if ids else []
         return Lookup(
             {i: PlayerState.unpack(s) for i, s in zip(ids, states) if s is not None},
@@ -171,11 +254,112 @@ class RedisStore(StateStore):
         )
 
     async def ladders(self) -> list[str]:
-        names = {
-            key.decode()[len("sr:{"):-len("}:players")]
-            async for key in self.client.scan_iter(match="sr:{*}:players", count=1000)
-        }
+        names = set()
+        async for key in self.client.scan_iter(match="sr:{*players", count=1000):
+            found = _LADDER_OF_PLAYERS.match(key.decode())
+            if found:
+                names.add(found.group(1))
         return sorted(names)
+
+    async def _control(self, ladder: str, step: str, owner: str, seconds: float, *args: Any,
+                       live: int = 0) -> list[Any]:
+        reply = await self._control_script(
+            keys=[ladder_key(ladder, k) for k in ("control", "lock", "frozen", "outbox")]
+            + [generation_key(ladder, live, "meta")],
+            args=[step, owner, max(1, int(seconds * 1000)), *args],
+        )
+        status = _text(reply[0])
+        if status == "lost":
+            raise LockLost(f"ladder {ladder!r}: the re-rate lock or freeze expired or was taken over")
+        if status == "moved":
+            raise CommitConflict(f"ladder {ladder!r}: the live generation moved on during the switch")
+        return reply
+
+    async def generations(self, ladder: str) -> Generations:
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(ladder_key(ladder, "control"))
+            pipe.get(ladder_key(ladder, "lock"))
+            control, lock = await pipe.execute()
+        control = {_text(k): v for k, v in control.items()}
+        live = int(control.get("live", 0))
+        meta = await self.client.hgetall(generation_key(ladder, live, "meta"))
+        params = control.get(f"params:{live}")
+        return Generations(
+            live=live,
+            staging=int(control["staging"]) if "staging" in control else None,
+            positions={int(_text(k)[2:]): int(v) for k, v in meta.items() if _text(k).startswith("p:")},
+            params=msgpack.unpackb(params, raw=False) if params else None,
+            lock_owner=_text(lock) if lock else None,
+        )
+
+    async def begin_rerate(self, ladder: str, owner: str, lease: float,
+                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
+        reply = await self._control(ladder, "begin", owner, lease, _script_args(dict(params)) if params else "")
+        if _text(reply[0]) == "running":
+            raise RerateRunning(ladder, _text(reply[1]), int(reply[2]) / 1000)
+        abandoned = int(reply[2])
+        return int(reply[1]), abandoned if abandoned >= 0 else None
+
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        await self._control(ladder, "renew", owner, lease)
+
+    async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
+        await self._control(ladder, "freeze", owner, ttl)
+
+    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
+                     outbox: Sequence[dict]) -> None:
+        positions = [x for position in sorted(live.positions.items()) for x in position]
+        await self._control(ladder, "switch", owner, 0, staging, live.live, _script_args(positions),
+                            msgpack.packb(list(outbox), use_bin_type=True), live=live.live)
+        self._live[ladder] = staging
+
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        await self._control(ladder, "finish", owner, 0)
+
+    async def abort_rerate(self, ladder: str, owner: str) -> int | None:
+        try:
+            reply = await self._control(ladder, "abort", owner, 0)
+        except LockLost:
+            return None
+        staging = int(reply[1])
+        return staging if staging >= 0 else None
+
+    async def drop_generation(self, ladder: str, generation: int) -> None:
+        found = await self.generations(ladder)
+        if generation in (found.live, found.staging):
+            return
+        if generation:
+            patterns = [generation_key(ladder, generation, "*")]
+            keys = []
+        else:
+            patterns = [ladder_key(ladder, "m:*"), ladder_key(ladder, "h:*")]
+            keys = [ladder_key(ladder, k) for k in ("players", "effects", "lb", "meta")]
+        for pattern in patterns:
+            async for key in self.client.scan_iter(match=pattern, count=1000):
+                keys.append(key)
+                if len(keys) >= 500:
+                    await self.client.unlink(*keys)
+                    keys = []
+        if keys:
+            await self.client.unlink(*keys)
+        await self.client.hdel(ladder_key(ladder, "control"), f"params:{generation}")
+
+    async def outbox(self, ladder: str) -> list[dict]:
+        raw = await self.client.get(ladder_key(ladder, "outbox"))
+        return msgpack.unpackb(raw, raw=False) if raw else []
+
+    async def voids(self, ladder: str) -> dict[str, dict]:
+        rows = await self.client.hgetall(ladder_key(ladder, "voids"))
+        return {_text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
+
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
+        key, remove = ladder_key(ladder, "voids"), list(remove)
+        async with self.client.pipeline(transaction=True) as pipe:
+            if add:
+                pipe.hset(key, mapping={m: _PACKER.pack(why) for m, why in add.items()})
+            if remove:
+                pipe.hdel(key, *remove)
+            await pipe.execute()
 
     async def ping(self) -> bool:
         try:

@@ -71,7 +71,7 @@ def test_schema_fields_are_the_dataclass_fields() -> None:
     assert set(defs["team"]["properties"]) == {f.name for f in fields(Team)}
     assert set(defs["player"]["properties"]) == {f.name for f in fields(Player)}
     assert set(CHANGED_SCHEMA["properties"]) == {f.name for f in fields(RatingChanged)}
-    assert set(CHANGED_SCHEMA["properties"]) - set(CHANGED_SCHEMA["required"]) == {"late"}
+    assert set(CHANGED_SCHEMA["properties"]) - set(CHANGED_SCHEMA["required"]) == {"late", "kind", "correction"}
 
 
 def test_schema_limits_are_the_default_limits() -> None:
@@ -368,14 +368,26 @@ CHANGED_INVALID = {
     "sigma gained": {**CHANGED_EXAMPLE, "before": {"mu": 1.0, "sigma": None}},
     "naive processed_at": {**CHANGED_EXAMPLE, "processed_at": "2004-08-06T18:13:51"},
     "epoch finished_at": {**CHANGED_EXAMPLE, "finished_at": 1091816030},
+    "correction without cause": {**CHANGED_EXAMPLE, "kind": "correction"},
+    "cause without correction": {**CHANGED_EXAMPLE, "correction": {
+        "id": "rerate:1", "reason": "", "voided": [], "unvoided": [], "params": {}}},
+    "unknown kind": {**CHANGED_EXAMPLE, "kind": "refund"},
 }
+CORRECTION_EXAMPLE = {
+    **CHANGED_EXAMPLE, "event_id": "rerate:3:p1", "match_id": "rerate:3", "games": 0, "kind": "correction",
+    "correction": {"id": "rerate:3", "reason": "win-trading", "voided": ["h2-281884"], "unvoided": [],
+                   "params": {}},
+}
+CHANGED_INVALID["correction voided not ids"] = {
+    **CORRECTION_EXAMPLE, "correction": {**CORRECTION_EXAMPLE["correction"], "voided": [1]}}
 
 
 def test_rating_changed_example_passes_schema_and_validator() -> None:
     """The design.md rating-changed example, and its Elo form with null sigmas, pass both checks."""
     elo = {**CHANGED_EXAMPLE, "before": {"mu": 500, "sigma": None}, "after": {"mu": 510, "sigma": None}}
-    for example in (CHANGED_EXAMPLE, elo):
+    for example in (CHANGED_EXAMPLE, elo, CORRECTION_EXAMPLE):
         assert (CHANGED.is_valid(example), we_accept_changed(example)) == (True, True)
+    assert RatingChanged.from_dict(CORRECTION_EXAMPLE).to_dict() == CORRECTION_EXAMPLE
 
 
 @pytest.mark.parametrize("name", CHANGED_INVALID)

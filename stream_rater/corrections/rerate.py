@@ -1,0 +1,265 @@
+"""Re-rate a ladder beside the live one and switch over without stopping the stream.
+
+The protocol (a reindex with an alias swap; the store's generations make it possible):
+
+1. **Lock.** Take the ladder's re-rate lock (a lease renewed while the re-rate runs; a second
+   re-rate is refused, and a crashed one's lock expires) and open an empty *staging*
+   generation with the new parameter overrides. A staging generation a crashed re-rate left
+   behind is dropped; correction events a crashed switch stored are sent first.
+2. **Voids.** Check that every match to void is in the ladder's history, record the voids.
+3. **Build.** Apply the ladder's history in log order to the staging generation with the
+   same `Processor` the worker uses (voided matches are skipped by the processor itself), up
+   to the live generation's position in the matches topic; keep reading the topic while the
+   live worker moves on, until the gap is small.
+4. **Switch.** Freeze the live generation (its commits are refused; the worker waits and
+   retries), apply the last few matches up to its now fixed position, compare both
+   generations' players, and in one atomic step make the staging generation live and store
+   the correction events (one per player whose state changed). Send them, lift the freeze,
+   release the lock, drop the old generation. The live ladder is blocked only from the
+   freeze to the lift: milliseconds for a few hundred changed players.
+
+A crash before the switch leaves the live generation as it was (the next re-rate drops the
+abandoned staging one); a crash after it leaves the new generation live and its correction
+events in the store's outbox, sent by the next re-rate of the ladder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, correction_changed, format_timestamp
+from stream_rater.processor import Processor
+from stream_rater.rating.base import Rating
+from stream_rater.store.base import Generations, PlayerState, StateStore
+
+#: One entry of a ladder's history: the match and where its record is in the matches topic
+#: (None for a match read from a file).
+Entry = tuple[MatchFinished, tuple[int, int] | None]
+
+
+class History(Protocol):
+    """A ladder's matches in log order; each `read` returns what was appended since the last."""
+
+    async def read(self) -> list[Entry]:
+        """The entries not returned before (all of them the first time)."""
+
+    def reached(self) -> dict[int, int]:
+        """Partition → offset up to which the topic was read."""
+
+
+class UnknownMatches(ValueError):
+    """Matches to void (or un-void) that are not in the ladder's history (or not voided)."""
+
+
+@dataclass(slots=True)
+class RerateReport:
+    """What one re-rate did."""
+
+    ladder: str
+    generation: int = 0
+    applied: int = 0
+    voided: list[str] = field(default_factory=list)
+    unvoided: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    corrections: int = 0
+    seconds: float = 0.0
+    #: From the freeze to its lift: how long live commits of the ladder were refused.
+    blocked_seconds: float = 0.0
+    #: Live positions at the switch (partition → next offset).
+    positions: dict[int, int] = field(default_factory=dict)
+    nothing_to_do: bool = False
+
+    def line(self) -> str:
+        """A one-line human summary."""
+        if self.nothing_to_do:
+            return f"ladder {self.ladder!r}: nothing to do (the voids are already as asked)"
+        rate = self.applied / self.seconds if self.seconds > 0 else 0.0
+        return (f"ladder {self.ladder!r}: re-rated {self.applied} matches into generation {self.generation} "
+                f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
+                f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch")
+
+
+Progress = Callable[[int, int], None]
+Send = Callable[[Sequence[dict]], Awaitable[None]]
+
+
+def new_owner() -> str:
+    """A lock owner name that says who holds it: host, process id and a random tag."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def rerate(
+    store: StateStore,
+    ladders: Ladders,
+    ladder: str,
+    history: History,
+    send: Send,
+    *,
+    params: Mapping[str, Any] | None = None,
+    void: Iterable[str] = (),
+    unvoid: Iterable[str] = (),
+    reason: str = "",
+    lease: float = 10.0,
+    batch_size: int = 1000,
+    catch_up: int = 1000,
+    progress: Progress | None = None,
+    owner: str | None = None,
+) -> RerateReport:
+    """Recompute `ladder` from `history` into a new generation (with `void` voided, `unvoid`
+    un-voided and `params` overriding the model's parameters) and switch to it while the
+    worker keeps rating; `send` produces the correction events. See the module docstring.
+
+    `lease` (s): how long the lock and the freeze outlive a crashed re-rate. `catch_up`:
+    freeze once a round of reading the topic found fewer new matches than this.
+    Raises `RerateRunning` (another re-rate holds the lock), `UnknownMatches`.
+    """
+    started = time.perf_counter()
+    owner = owner or new_owner()
+    void, unvoid = list(dict.fromkeys(void)), list(dict.fromkeys(unvoid))
+    configured = ladders.get(ladder)
+    report = RerateReport(ladder, params=dict(params or {}), reason=reason)
+    live = await store.generations(ladder)
+    current = await store.voids(ladder)
+    if (void or unvoid) and not params and all(m in current for m in void) and not any(m in current for m in unvoid):
+        report.nothing_to_do = True
+        return report
+    overrides = {**(live.params or {}), **(params or {})}
+    model = Ladder(ladder, configured.model, {**configured.params, **overrides}).rating_model  # checks params
+    generation, abandoned = await store.begin_rerate(ladder, owner, lease, overrides or None)
+    report.generation = generation
+    keeper = asyncio.create_task(_keep_lock(store, ladder, owner, lease))
+    switched = False
+    try:
+        if abandoned is not None:
+            await store.drop_generation(ladder, abandoned)
+        pending = await store.outbox(ladder)
+        if pending:
+            await send(pending)
+        entries = await history.read()
+        _check_voids(ladder, entries, current, void, unvoid)
+        now = time.time()
+        await store.set_voids(ladder, {m: {"reason": reason, "at": now} for m in void}, unvoid)
+        report.voided = [m for m in void if m not in current]
+        report.unvoided = [m for m in unvoid if m in current]
+
+        processor = Processor(ladders, store, generation=generation)
+        build = _Build(processor, entries, batch_size, progress)
+        while True:
+            live = await store.generations(ladder)
+            await build.apply_upto(live.positions)
+            more = await history.read()
+            build.add(more)
+            if len(more) < catch_up:
+                break
+
+        frozen_at = time.perf_counter()
+        await store.freeze(ladder, owner, lease)
+        live = await store.generations(ladder)
+        while not _covers(history.reached(), live.positions):
+            build.add(await history.read())
+        await build.apply_upto(live.positions)
+        events = await _corrections(store, ladder, model, live, generation, report, now)
+        await store.switch(ladder, owner, generation, live, events)
+        switched = True
+        await send(events)
+        await store.finish_rerate(ladder, owner)
+        report.blocked_seconds = time.perf_counter() - frozen_at
+        report.applied, report.corrections, report.positions = build.applied, len(events), live.positions
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
+        if not switched:
+            dropped = await store.abort_rerate(ladder, owner)
+            if dropped is not None:
+                await store.drop_generation(ladder, dropped)
+    await store.drop_generation(ladder, live.live)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+async def _keep_lock(store: StateStore, ladder: str, owner: str, lease: float) -> None:
+    """Renew the lock (and a freeze) every third of the lease until cancelled."""
+    while True:
+        await asyncio.sleep(lease / 3)
+        await store.renew(ladder, owner, lease)
+
+
+def _check_voids(ladder: str, entries: list[Entry], current: Mapping[str, dict],
+                 void: list[str], unvoid: list[str]) -> None:
+    known = {match.match_id for match, _ in entries}
+    unknown = [m for m in void if m not in known]
+    if unknown:
+        raise UnknownMatches(f"ladder {ladder!r} has no match {', '.join(map(repr, unknown))} in its history "
+                             f"({len(known)} matches read)")
+    not_voided = [m for m in unvoid if m not in current]
+    if not_voided:
+        raise UnknownMatches(f"ladder {ladder!r}: match {', '.join(map(repr, not_voided))} is not voided")
+
+
+def _covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
+    """True when the topic was read at least up to the live positions."""
+    return all(reached.get(p, 0) >= offset for p, offset in positions.items())
+
+
+class _Build:
+    """The staging generation's progress through the history."""
+
+    def __init__(self, processor: Processor, entries: list[Entry], batch_size: int, progress: Progress | None) -> None:
+        self.processor, self.batch_size, self.progress = processor, batch_size, progress
+        self.pending: list[Entry] = list(entries)
+        self.applied = 0
+
+    def add(self, entries: list[Entry]) -> None:
+        self.pending += entries
+
+    async def apply_upto(self, positions: Mapping[int, int]) -> None:
+        """Apply the pending entries the live generation has applied (files' entries, and
+        topic records before its positions; all of them when it has no position)."""
+        def live_has(entry: Entry) -> bool:
+            where = entry[1]
+            return where is None or not positions or where[1] < positions.get(where[0], 0)
+
+        ready = 0
+        while ready < len(self.pending) and live_has(self.pending[ready]):
+            ready += 1
+        for start in range(0, ready, self.batch_size):
+            chunk = self.pending[start:min(start + self.batch_size, ready)]
+            result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
+            self.applied += sum(not r.duplicate and not r.voided for r in result.results)
+            if self.progress is not None:
+                self.progress(start + len(chunk), len(self.pending))
+        del self.pending[:ready]
+
+
+async def _corrections(store: StateStore, ladder: str, model: Any, live: Generations, generation: int,
+                       report: RerateReport, at: float) -> list[dict]:
+    """One correction event per player whose state differs between the live generation and
+    the staging one (a player the staging one lacks is back at the prior)."""
+    before = await store.players(ladder)
+    after = await store.players(ladder, generation=generation)
+    prior = model.initial()
+    empty = PlayerState(prior.mu, prior.sigma)
+    cause = {"id": f"rerate:{generation}", "reason": report.reason, "voided": report.voided,
+             "unvoided": report.unvoided, "params": report.params}
+    stamp = format_timestamp(at)
+    events = []
+    for player_id in sorted(before.keys() | after.keys()):
+        old, new = before.get(player_id, empty), after.get(player_id, empty)
+        if old[:4] == new[:4]:
+            continue
+        events.append(correction_changed(
+            cause["id"], ladder, player_id, model.name, old[:2], new[:2],
+            model.display(Rating(new.mu, new.sigma)), new.games, stamp, cause,
+        ))
+    return events

@@ -1,0 +1,78 @@
+-- A re-rate's steps on one ladder's control keys (see redis_store.py for the key layout and
+-- stream_rater/corrections/rerate.py for the protocol). One script, one step per call, so
+-- each step is atomic.
+--
+-- KEYS: 1 control hash (fields: 'live' generation, 'staging' generation, 'last' generation
+--       number handed out, 'params:<g>' parameter overrides of generation g), 2 lock (string:
+--       owner, expires), 3 freeze (string: owner, expires; live commits are refused while it
+--       exists), 4 outbox (correction events still to send), 5 the live generation's meta hash.
+-- ARGV: 1 step, 2 owner, 3 milliseconds (lease or freeze), then per step:
+--   begin   4 parameter overrides of the new generation (msgpack, '' for none)
+--           → {'ok', new staging generation, abandoned staging generation or -1}
+--             or {'running', holder, lock milliseconds left}
+--   renew   → {'ok'} or {'lost'}
+--   freeze  → {'ok'} or {'lost'}
+--   switch  4 staging generation, 5 expected live generation, 6 msgpack [partition, offset,
+--           …] expected live positions, 7 outbox (msgpack events)
+--           → {'ok'}, {'lost'} (lock, freeze or staging generation not ours) or {'moved'}
+--             (the live generation is not the expected one or went further)
+--   finish  → {'ok'} or {'lost'}
+--   abort   → {'ok', staging generation or -1} or {'lost'}
+local step, owner, ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local control, lock, frozen, outbox, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local holder = redis.call('GET', lock)
+
+if step == 'begin' then
+  if holder and holder ~= owner then
+    return {'running', holder, redis.call('PTTL', lock)}
+  end
+  redis.call('SET', lock, owner, 'PX', ms)
+  local abandoned = tonumber(redis.call('HGET', control, 'staging') or '-1')
+  local live = tonumber(redis.call('HGET', control, 'live') or '0')
+  local gen = math.max(tonumber(redis.call('HGET', control, 'last') or '0'), live) + 1
+  redis.call('HSET', control, 'last', gen, 'staging', gen)
+  if ARGV[4] ~= '' then redis.call('HSET', control, 'params:' .. gen, ARGV[4]) end
+  return {'ok', gen, abandoned}
+end
+
+if holder ~= owner then return {'lost'} end
+
+if step == 'renew' then
+  redis.call('PEXPIRE', lock, ms)
+  if redis.call('GET', frozen) == owner then redis.call('PEXPIRE', frozen, ms) end
+  return {'ok'}
+elseif step == 'freeze' then
+  redis.call('SET', frozen, owner, 'PX', ms)
+  return {'ok'}
+elseif step == 'switch' then
+  if redis.call('GET', frozen) ~= owner or redis.call('HGET', control, 'staging') ~= ARGV[4] then
+    return {'lost'}
+  end
+  if tonumber(redis.call('HGET', control, 'live') or '0') ~= tonumber(ARGV[5]) then return {'moved'} end
+  local expected = cmsgpack.unpack(ARGV[6])
+  local fields = redis.call('HGETALL', meta)
+  local found = 0
+  for f = 1, #fields, 2 do
+    if string.sub(fields[f], 1, 2) == 'p:' then found = found + 1 end
+  end
+  if found * 2 ~= #expected then return {'moved'} end
+  for p = 1, #expected, 2 do
+    if tonumber(redis.call('HGET', meta, 'p:' .. expected[p]) or '-1') ~= expected[p + 1] then
+      return {'moved'}
+    end
+  end
+  redis.call('HSET', control, 'live', ARGV[4])
+  redis.call('HDEL', control, 'staging')
+  redis.call('SET', outbox, ARGV[7])
+  return {'ok'}
+elseif step == 'finish' then
+  redis.call('DEL', outbox, frozen, lock)
+  return {'ok'}
+elseif step == 'abort' then
+  local staging = tonumber(redis.call('HGET', control, 'staging') or '-1')
+  redis.call('HDEL', control, 'staging')
+  if redis.call('GET', frozen) == owner then redis.call('DEL', frozen) end
+  redis.call('DEL', lock)
+  return {'ok', staging}
+end
+return redis.error_reply('unknown step ' .. step)

@@ -1,0 +1,176 @@
+"""Re-rates on the in-memory store and on a real Redis against an independent oracle: a
+fresh replay of the history without the voided matches (or with the new parameters), while a
+live processor keeps applying matches between the re-rate's steps."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import RatingChanged, parse_match
+from stream_rater.corrections.rerate import Entry, UnknownMatches, rerate
+from stream_rater.processor import Processor
+from stream_rater.store import open_store
+from stream_rater.store.base import RerateRunning
+from stream_rater.store.memory import MemoryStore
+
+#: The tests' ladder: a fresh name, so they never share Redis state with other tests.
+NAME = f"rr-{uuid.uuid4().hex[:8]}"
+LADDERS = Ladders([Ladder(NAME, "trueskill")])
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request):
+    """A fresh store of each kind; the Redis one on the suite's real Redis server, with the
+    ladder's keys deleted first."""
+    if request.param == "memory":
+        s = open_store("memory")
+    else:
+        s = open_store(request.getfixturevalue("redis_url"))
+        keys = [k async for k in s.client.scan_iter(match=f"sr:{{{NAME}}}*")]
+        if keys:
+            await s.client.delete(*keys)
+    yield s
+    await s.close()
+
+
+def matches(n: int, seed: int = 7) -> list[Entry]:
+    """`n` 1v1 matches among 12 players, each at offset i of partition 0."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        a, b = rng.sample(range(12), 2)
+        event = {"match_id": f"m{i}", "ladder": NAME, "finished_at": 1_700_000_000 + 3600 * i,
+                 "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}]}
+        out.append((parse_match(event, LADDERS), (0, i)))
+    return out
+
+
+async def replayed(entries: list[Entry], ladders: Ladders = LADDERS) -> dict:
+    """The oracle: states after applying `entries` in order to an empty in-memory store."""
+    processor = Processor(ladders, MemoryStore())
+    await processor.process([m for m, _ in entries], [w for _, w in entries])
+    return await processor.store.players(NAME)
+
+
+class LiveLog:
+    """A topic and a live worker on it: each `read` by the re-rate first lets the worker
+    apply `step` more matches, as a worker running beside the re-rate would."""
+
+    def __init__(self, entries: list[Entry], live: Processor, applied: int, step: int) -> None:
+        self.entries, self.live, self.done, self.step = entries, live, applied, step
+        self._read = 0
+
+    async def advance(self, n: int) -> None:
+        chunk = self.entries[self.done:self.done + n]
+        if chunk:
+            await self.live.process([m for m, _ in chunk], [w for _, w in chunk])
+        self.done += len(chunk)
+
+    async def read(self) -> list[Entry]:
+        await self.advance(self.step)
+        new, self._read = self.entries[self._read:], len(self.entries)
+        return new
+
+    def reached(self) -> dict[int, int]:
+        return {0: self._read}
+
+    def again(self) -> LiveLog:
+        """The same log and worker, read again from the start (as each re-rate does)."""
+        return LiveLog(self.entries, self.live, self.done, self.step)
+
+
+def same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for player in a:
+        assert a[player].mu == pytest.approx(b[player].mu, abs=1e-9)
+        assert a[player].sigma == pytest.approx(b[player].sigma, abs=1e-9)
+        assert a[player].games == b[player].games
+
+
+async def started(store, entries: list[Entry], applied: int, step: int) -> tuple[LiveLog, list[dict]]:
+    """A live worker on `store` that has applied the first `applied` entries."""
+    live = LiveLog(entries, Processor(LADDERS, store), 0, step)
+    await live.advance(applied)
+    return live, []
+
+
+async def send_to(sink: list[dict], events) -> None:
+    sink.extend(events)
+
+
+async def test_void_while_the_live_worker_goes_on_equals_a_replay_without_the_match(store):
+    entries = matches(400)
+    live, sent = await started(store, entries, 250, step=30)
+    report = await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e),
+                          void=["m40"], reason="cheater", catch_up=50)
+    await live.advance(len(entries))
+    expected = await replayed([e for e in entries if e[0].match_id != "m40"])
+    same(await store.players(NAME), expected)
+    assert report.voided == ["m40"] and report.generation == 1
+    assert len(sent) == report.corrections > 0
+    assert len({e["player_id"] for e in sent}) == len(sent)
+    # Each correction's `after` is the replay without the match, as of the switch position.
+    at_switch = await replayed([e for e in entries[:report.positions[0]] if e[0].match_id != "m40"])
+    for event in sent:
+        checked = RatingChanged.from_dict(event)
+        assert checked.kind == "correction" and checked.correction["voided"] == ["m40"]
+        assert checked.correction["reason"] == "cheater"
+        assert event["after"]["mu"] == pytest.approx(at_switch[event["player_id"]].mu, abs=1e-9)
+
+
+async def test_unvoid_brings_the_match_back_and_voiding_twice_changes_nothing(store):
+    entries = matches(120)
+    live, sent = await started(store, entries, 120, step=0)
+    await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m3"])
+    again = await rerate(store, LADDERS, NAME, live.again(), lambda e: send_to(sent, e), void=["m3"])
+    assert again.nothing_to_do
+    await rerate(store, LADDERS, NAME, live.again(), lambda e: send_to(sent, e), unvoid=["m3"])
+    same(await store.players(NAME), await replayed(entries))
+    assert await store.voids(NAME) == {}
+
+
+async def test_voiding_an_unknown_match_is_an_error_and_changes_nothing(store):
+    entries = matches(50)
+    live, sent = await started(store, entries, 50, step=0)
+    before = await store.players(NAME)
+    with pytest.raises(UnknownMatches, match="'nope'"):
+        await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["nope"])
+    assert await store.players(NAME) == before
+    assert (await store.generations(NAME)).lock_owner is None
+    assert sent == []
+
+
+async def test_new_parameters_apply_to_history_and_to_the_live_worker_after_the_switch(store):
+    entries = matches(300)
+    live, sent = await started(store, entries, 100, step=40)
+    await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), params={"beta": 2.0}, catch_up=50)
+    await live.advance(len(entries))
+    wide = Ladders([Ladder(NAME, "trueskill", {"beta": 2.0})])
+    same(await store.players(NAME), await replayed(entries, wide))
+
+
+async def test_a_second_rerate_is_refused_while_one_holds_the_lock(store):
+    entries = matches(20)
+    live, sent = await started(store, entries, 20, step=0)
+    await store.begin_rerate(NAME, "someone-else", 60.0, None)
+    with pytest.raises(RerateRunning, match="someone-else"):
+        await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m1"])
+
+
+async def test_the_old_generation_is_dropped_and_reads_follow_the_switch(store):
+    entries = matches(60)
+    live, sent = await started(store, entries, 60, step=0)
+    await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m0"])
+    expected = await replayed(entries[1:])
+    best = max(expected, key=lambda p: expected[p].mu - 3 * expected[p].sigma)
+    assert (await store.leaderboard(NAME, 1))[0][0] == best
+    assert (await store.lookup(NAME, [best])).places == {best: 0}
+    assert all(event["match_id"] != "m0" for event in await store.history(NAME, best, 100))
+    if not isinstance(store, MemoryStore):
+        keys = {k.decode() async for k in store.client.scan_iter(match=f"sr:{{{NAME}}}*")}
+        generation_zero = {k for k in keys if not k.startswith(f"sr:{{{NAME}}}:g1:")}
+        assert generation_zero == {f"sr:{{{NAME}}}:{k}" for k in ("control", "voids")}
