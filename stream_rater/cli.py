@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import fields
 from typing import Any, TextIO
@@ -93,6 +94,30 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_flags(p, ["broker", "topic_matches", "consumer_group", "max_event_bytes", "ladders_file",
                         *kafka_security])
     p.set_defaults(func=cmd_verify)
+
+    for name, what in (("void", "void matches of a ladder"), ("unvoid", "count voided matches again"),
+                       ("rerate", "recompute a ladder from its history (optionally with new parameters)")):
+        p = sub.add_parser(name, help=f"{what}: re-rate the ladder beside the live one and switch over "
+                                      "without stopping the stream; subscribers get correction events")
+        if name != "rerate":
+            p.add_argument("match_ids", nargs="+", metavar="MATCH_ID")
+        p.add_argument("--ladder", required=True)
+        p.add_argument("--reason", required=name == "void", default="", help="why (sent in the correction events)")
+        if name == "rerate":
+            p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                           help="new model parameter of the ladder from now on, repeatable")
+        p.add_argument("--history", action="append", default=[], metavar="FILE",
+                       help="matches older than the topic retains, applied first (repeatable; --format)")
+        p.add_argument("--format", choices=FORMATS, default="jsonl", help="format of --history files")
+        p.add_argument("--home-effect", action="store_true", help="football --history: the 'home' effect")
+        p.add_argument("--lease", type=float, default=10.0,
+                       help="seconds the re-rate lock (and the freeze) outlive a crashed re-rate (default 10)")
+        p.add_argument("--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)")
+        p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+        _store_flag(p, None)
+        _settings_flags(p, ["broker", "topic_matches", "topic_updates", "max_event_bytes", "ladders_file",
+                            *kafka_security])
+        p.set_defaults(func=cmd_correct)
 
     p = sub.add_parser("dlq", help="list the dead-letter topic, or redrive dead letters after a fix (exactly once)")
     p.add_argument("action", choices=["list", "redrive"])
@@ -225,12 +250,16 @@ def _failure(exc: Exception) -> tuple[int, str]:
     import redis.exceptions
     from aiokafka.errors import KafkaError
 
+    from stream_rater.store.base import LockLost, RerateRunning
+
     if isinstance(exc, redis.exceptions.RedisError):
         return EXIT_RUNTIME, f"Redis: {exc}"
     if isinstance(exc, KafkaError):
         return EXIT_RUNTIME, f"Kafka broker: {exc}"
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return EXIT_RUNTIME, str(exc) or type(exc).__name__
+    if isinstance(exc, (RerateRunning, LockLost)):
+        return EXIT_RUNTIME, str(exc)
     if isinstance(exc, KeyError):  # config.ladders.UnknownLadderError says which ladders exist
         return EXIT_BAD_INPUT, str(exc)
     if isinstance(exc, (ValueError, OSError)):
@@ -238,9 +267,16 @@ def _failure(exc: Exception) -> tuple[int, str]:
     return EXIT_RUNTIME, f"{type(exc).__name__}: {exc} (run with --debug for the traceback)"
 
 
-def _ladders(args: argparse.Namespace) -> Ladders:
+def _configured_ladders(args: argparse.Namespace) -> Ladders:
+    """The ladders of the ladders file (``--ladders-file``) and the environment."""
     settings = Settings.from_env().override(ladders_file=getattr(args, "ladders_file", None))
-    ladders = load_ladders(settings.ladders_file or None, os.environ)
+    return load_ladders(settings.ladders_file or None, os.environ)
+
+
+def _ladders(args: argparse.Namespace) -> Ladders:
+    """The configured ladders, with ``--ladder``'s model and parameters replaced by
+    ``--model`` / ``--param`` when given (each checked: a bad one is one line naming it)."""
+    ladders = _configured_ladders(args)
     model = getattr(args, "model", None)
     params = dict(parse_param(p) for p in getattr(args, "param", []))
     if not (model or params):
@@ -371,6 +407,59 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report = asyncio.run(run())
     print("\n".join(report.lines()))
     return 1 if report.differences else 0
+
+
+def cmd_correct(args: argparse.Namespace) -> int:
+    """``void`` / ``unvoid`` / ``rerate``: re-rate a ladder into a new generation and switch."""
+    from stream_rater.corrections.history import TopicHistory
+    from stream_rater.corrections.rerate import rerate
+    from stream_rater.service.kafka_io import update_sender
+    from stream_rater.store import open_store
+
+    settings = _settings(args)
+    _require(settings, "broker")
+    params = dict(parse_param(p) for p in getattr(args, "param", []))
+    _ladders(args)  # checks --param against the ladder's model: one line naming the flag
+    ladders = _configured_ladders(args)
+    ladders.get(args.ladder)
+    with ExitStack() as stack:
+        files = []
+        if args.history:
+            args.files, args.strict, args.allow_bad_lines = args.history, True, False
+            files = list(_valid_matches(args, ladders, stack)[0])
+        bar = _bar(stack, "re-rate")
+
+        async def run() -> Any:
+            store = open_store(args.store)
+            try:
+                async with update_sender(settings) as send:
+                    return await rerate(
+                        store, ladders, args.ladder, TopicHistory(settings, ladders, args.ladder, files), send,
+                        params=params, void=args.match_ids if args.command == "void" else (),
+                        unvoid=args.match_ids if args.command == "unvoid" else (), reason=args.reason,
+                        lease=args.lease, batch_size=args.batch_size, progress=bar,
+                    )
+            finally:
+                await store.close()
+
+        report = asyncio.run(run())
+    print(json.dumps(dataclasses.asdict(report)) if args.json else report.line())
+    return 0
+
+
+def _bar(stack: ExitStack, what: str) -> Callable[[int, int], None] | None:
+    """A progress bar on stderr (matches/s, ETA) as ``update(done, total)``; None off a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    bar = stack.enter_context(tqdm(unit=" matches", desc=what, file=sys.stderr))
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    return update
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -89,6 +89,7 @@ class RerateReport:
                 f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch")
 
 
+#: ``progress(done, known)``: entries of the history processed so far, and known so far.
 Progress = Callable[[int, int], None]
 Send = Callable[[Sequence[dict]], Awaitable[None]]
 
@@ -130,7 +131,8 @@ async def rerate(
     report = RerateReport(ladder, params=dict(params or {}), reason=reason)
     live = await store.generations(ladder)
     current = await store.voids(ladder)
-    if (void or unvoid) and not params and all(m in current for m in void) and not any(m in current for m in unvoid):
+    already = all(m in current for m in void) and not any(m in current for m in unvoid)
+    if (void or unvoid) and already and not params and not live.voids_pending:
         report.nothing_to_do = True
         return report
     overrides = {**(live.params or {}), **(params or {})}
@@ -146,9 +148,10 @@ async def rerate(
         if pending:
             await send(pending)
         entries = await history.read()
-        _check_voids(ladder, entries, current, void, unvoid)
+        _check_voids(ladder, entries, current, void, unvoid, live.voids_pending)
         now = time.time()
-        await store.set_voids(ladder, {m: {"reason": reason, "at": now} for m in void}, unvoid)
+        await store.set_voids(ladder, {m: {"reason": reason, "at": now} for m in void if m not in current},
+                              [m for m in unvoid if m in current], generation)
         report.voided = [m for m in void if m not in current]
         report.unvoided = [m for m in unvoid if m in current]
 
@@ -196,14 +199,16 @@ async def _keep_lock(store: StateStore, ladder: str, owner: str, lease: float) -
 
 
 def _check_voids(ladder: str, entries: list[Entry], current: Mapping[str, dict],
-                 void: list[str], unvoid: list[str]) -> None:
+                 void: list[str], unvoid: list[str], pending: bool) -> None:
+    """Refuse to void a match the history lacks, or to un-void one that is not voided
+    (unless an interrupted re-rate already lifted it: then this one completes it)."""
     known = {match.match_id for match, _ in entries}
     unknown = [m for m in void if m not in known]
     if unknown:
         raise UnknownMatches(f"ladder {ladder!r} has no match {', '.join(map(repr, unknown))} in its history "
                              f"({len(known)} matches read)")
     not_voided = [m for m in unvoid if m not in current]
-    if not_voided:
+    if not_voided and not pending:
         raise UnknownMatches(f"ladder {ladder!r}: match {', '.join(map(repr, not_voided))} is not voided")
 
 
@@ -218,7 +223,8 @@ class _Build:
     def __init__(self, processor: Processor, entries: list[Entry], batch_size: int, progress: Progress | None) -> None:
         self.processor, self.batch_size, self.progress = processor, batch_size, progress
         self.pending: list[Entry] = list(entries)
-        self.applied = 0
+        self.applied = 0  # matches newly applied
+        self.done = 0  # entries processed (applied, voided or duplicates)
 
     def add(self, entries: list[Entry]) -> None:
         self.pending += entries
@@ -237,8 +243,9 @@ class _Build:
             chunk = self.pending[start:min(start + self.batch_size, ready)]
             result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
             self.applied += sum(not r.duplicate and not r.voided for r in result.results)
+            self.done += len(chunk)
             if self.progress is not None:
-                self.progress(start + len(chunk), len(self.pending))
+                self.progress(self.done, self.done + len(self.pending) - start - len(chunk))
         del self.pending[:ready]
 
 

@@ -5,12 +5,13 @@ service, outside the worker), create topics, and send many records as per-partit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 from aiokafka.partitioner import DefaultPartitioner
 
 from stream_rater.contracts import match_key
+from stream_rater.contracts.codecs import encode_event
 from stream_rater.config.ladders import DEFAULT_LADDER
 from stream_rater.config.settings import Settings
 
@@ -100,6 +102,28 @@ async def send_batched(producer: AIOKafkaProducer, records: Iterable[Record]) ->
                 batch = producer.create_batch()
         delivered.append(await producer.send_batch(batch, topic, partition=partition))
     await asyncio.gather(*delivered)
+
+
+def update_record(topic: str, event: dict[str, Any]) -> Record:
+    """A rating-changed event as a record of `topic`, keyed ``<ladder>:<player_id>`` so that
+    one player's events stay in order."""
+    return topic, f"{event['ladder']}:{event['player_id']}".encode(), encode_event(event), []
+
+
+@contextlib.asynccontextmanager
+async def update_sender(settings: Settings) -> AsyncIterator[Callable[[Sequence[dict[str, Any]]], Awaitable[None]]]:
+    """An async ``send(events)`` that produces rating-changed events to the updates topic and
+    returns when the broker has them all; the producer stops on leaving the context."""
+    producer = AIOKafkaProducer(**client_options(settings))
+    try:
+        await producer.start()
+
+        async def send(events: Sequence[dict[str, Any]]) -> None:
+            await send_batched(producer, (update_record(settings.topic_updates, e) for e in events))
+
+        yield send
+    finally:
+        await producer.stop()
 
 
 class TopicError(RuntimeError):

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stream_rater.service import metrics
-from stream_rater.contracts.codecs import DecodeError, decode_match, encode_event
+from stream_rater.contracts.codecs import DecodeError, decode_match
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
-from stream_rater.service.kafka_io import Record
+from stream_rater.service.kafka_io import Record, update_record
 from stream_rater.service.order_watch import Message, OrderWatch
 from stream_rater.config.ladders import Ladders
 from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
@@ -149,10 +149,7 @@ class BatchHandler:
         has them all; the caller acknowledges the batch after this returns."""
         result, dead = batch.result, batch.dead
         outgoing = [self._dead_letter(m, reason, extra) for m, reason, extra in dead]
-        outgoing += [
-            (self.topics.updates, f"{e['ladder']}:{e['player_id']}".encode(), encode_event(e), [])
-            for e in result.events
-        ]
+        outgoing += [update_record(self.topics.updates, e) for e in result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
 
         now = time.time()

@@ -78,8 +78,8 @@ class TimedStore(StateStore):
     async def voids(self, ladder: str) -> dict[str, dict]:
         return await self.inner.voids(ladder)
 
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
-        await self.inner.set_voids(ladder, add, remove)
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+        await self.inner.set_voids(ladder, add, remove, generation)
 
     async def ping(self) -> bool:
         return await self.inner.ping()

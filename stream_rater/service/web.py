@@ -279,10 +279,15 @@ class Dashboard:
         top = _int_query(request, "top", 25, maximum=500)
         rows = await self.store.leaderboard(ladder.name, top)
         states = (await self.store.read(ladder.name, [p for p, _ in rows], [], [])).players
-        return web.json_response({"ladder": ladder.name, "model": ladder.model, "rows": [
-            {"rank": rank, "player_id": player_id, **_state_json(ladder, states[player_id])}
-            for rank, (player_id, _) in enumerate(rows, start=1) if player_id in states
-        ]})
+        generations = await self.store.generations(ladder.name)
+        metrics.LADDER_GENERATION.labels(ladder.name).set(generations.live)
+        return web.json_response({
+            "ladder": ladder.name, "model": ladder.model, "generation": generations.live,
+            "params": {k: str(v) for k, v in (generations.params or {}).items()},
+            "rerate": generations.lock_owner, "rows": [
+                {"rank": rank, "player_id": player_id, **_state_json(ladder, states[player_id])}
+                for rank, (player_id, _) in enumerate(rows, start=1) if player_id in states
+            ]})
 
     async def distribution(self, request: web.Request) -> web.Response:
         """A histogram of the ladder's display ratings (of its top `DISTRIBUTION_LIMIT`);

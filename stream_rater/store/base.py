@@ -133,14 +133,16 @@ class LockLost(RuntimeError):
 class Generations:
     """A ladder's generations: the live one (0 until a first re-rate switches), the staging
     one a running re-rate builds (None when there is none), how far into the matches topic
-    the live one goes (partition → next offset), its parameter overrides, and who holds the
-    re-rate lock (None: nobody)."""
+    the live one goes (partition → next offset), its parameter overrides, who holds the
+    re-rate lock (None: nobody), and whether the voids changed since the live generation was
+    built (a re-rate that recorded them was interrupted: the next one completes it)."""
 
     live: int
     staging: int | None
     positions: dict[int, int]
     params: dict[str, Any] | None
     lock_owner: str | None
+    voids_pending: bool = False
 
 
 class StateStore(ABC):
@@ -239,8 +241,9 @@ class StateStore(ABC):
         """Voided match ids of the ladder and why (``{"reason", "at"}``)."""
 
     @abstractmethod
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
-        """Record voids (match id → why) and lift others."""
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+        """Record voids (match id → why), lift others, and note that the staging `generation`
+        is built with the voids as they now are."""
 
     async def ping(self) -> bool:
         """True when the store answers."""

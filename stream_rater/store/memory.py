@@ -24,6 +24,7 @@ class _Generation:
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     params: dict[str, Any] | None = None
+    voids_version: int = 0  # of the voids it was built with
 
 
 @dataclass
@@ -36,6 +37,7 @@ class _Ladder:
     frozen: tuple[str, float] | None = None
     outbox: list[dict] = field(default_factory=list)
     voids: dict[str, dict] = field(default_factory=dict)
+    voids_version: int = 0  # counts changes of the voids
 
 
 def _holder(lease: tuple[str, float] | None) -> str | None:
@@ -127,7 +129,8 @@ class MemoryStore(StateStore):
     async def generations(self, ladder: str) -> Generations:
         state = self._ladders[ladder]
         live = state.generations[state.live]
-        return Generations(state.live, state.staging, dict(live.positions), live.params, _holder(state.lock))
+        return Generations(state.live, state.staging, dict(live.positions), live.params, _holder(state.lock),
+                           live.voids_version != state.voids_version)
 
     async def begin_rerate(self, ladder: str, owner: str, lease: float,
                            params: Mapping[str, Any] | None) -> tuple[int, int | None]:
@@ -188,8 +191,12 @@ class MemoryStore(StateStore):
     async def voids(self, ladder: str) -> dict[str, dict]:
         return dict(self._ladders[ladder].voids)
 
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
-        voids = self._ladders[ladder].voids
-        voids.update(add)
-        for match_id in remove:
-            voids.pop(match_id, None)
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+        state = self._ladders[ladder]
+        remove = list(remove)
+        if add or remove:
+            state.voids.update(add)
+            for match_id in remove:
+                state.voids.pop(match_id, None)
+            state.voids_version += 1
+        state.generations[generation].voids_version = state.voids_version

@@ -18,7 +18,8 @@ shards. A ladder's ratings live in a *generation* (see `StateStore`); generation
 and per ladder, whatever the generation:
 
 - ``sr:{L}:control`` hash ``live`` / ``staging`` generation, ``last`` generation handed out,
-  ``params:<g>`` generation g's parameter overrides (msgpack)
+  ``params:<g>`` generation g's parameter overrides (msgpack), ``voids`` changes of the voids
+  so far and ``voids:<g>`` how many generation g was built with
 - ``sr:{L}:lock`` the re-rate lock (owner; expires) · ``sr:{L}:frozen`` set for the moment
   of a switch (live commits are refused while it exists; expires)
 - ``sr:{L}:outbox`` correction events a switch stored, until they are sent
@@ -290,6 +291,7 @@ class RedisStore(StateStore):
             positions={int(_text(k)[2:]): int(v) for k, v in meta.items() if _text(k).startswith("p:")},
             params=msgpack.unpackb(params, raw=False) if params else None,
             lock_owner=_text(lock) if lock else None,
+            voids_pending=control.get(f"voids:{live}", b"0") != control.get("voids", b"0"),
         )
 
     async def begin_rerate(self, ladder: str, owner: str, lease: float,
@@ -342,7 +344,7 @@ class RedisStore(StateStore):
                     keys = []
         if keys:
             await self.client.unlink(*keys)
-        await self.client.hdel(ladder_key(ladder, "control"), f"params:{generation}")
+        await self.client.hdel(ladder_key(ladder, "control"), f"params:{generation}", f"voids:{generation}")
 
     async def outbox(self, ladder: str) -> list[dict]:
         raw = await self.client.get(ladder_key(ladder, "outbox"))
@@ -352,14 +354,18 @@ class RedisStore(StateStore):
         rows = await self.client.hgetall(ladder_key(ladder, "voids"))
         return {_text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
 
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str]) -> None:
-        key, remove = ladder_key(ladder, "voids"), list(remove)
+    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+        key, control, remove = ladder_key(ladder, "voids"), ladder_key(ladder, "control"), list(remove)
         async with self.client.pipeline(transaction=True) as pipe:
             if add:
                 pipe.hset(key, mapping={m: _PACKER.pack(why) for m, why in add.items()})
             if remove:
                 pipe.hdel(key, *remove)
-            await pipe.execute()
+            if add or remove:
+                pipe.hincrby(control, "voids", 1)
+            pipe.hget(control, "voids")
+            version = (await pipe.execute())[-1]
+        await self.client.hset(control, f"voids:{generation}", version or 0)
 
     async def ping(self) -> bool:
         try:

@@ -17,11 +17,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_rater.local.demo import start_worker, stop_process, wait_ready
-from stream_rater.service.kafka_io import publish
+from stream_rater.service.kafka_io import create_topics, publish
 from stream_rater.local.runtime import free_port
 from stream_rater.config.settings import Settings
 
 from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
+from streams import Stream, spread_ladders
 
 PARTITIONS = 2
 STARTUP_TIMEOUT = 90.0
@@ -122,3 +123,28 @@ def web_worker(broker_url: str, redis_url: str, topic_factory: Callable[..., str
         finally:
             code = stop_process(worker.process)
     assert code == 0, f"worker exit code {code}:\n{worker.log_tail()}"
+
+
+@pytest.fixture
+def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Stream]]:
+    """Makes a `Stream` with fresh topics of the given partition count; stops its workers by PID."""
+    made: list[Stream] = []
+
+    def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
+        name = uuid.uuid4().hex[:10]
+        settings = Settings(
+            broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size,
+            topic_matches=f"matches-{name}", topic_updates=f"updates-{name}", topic_dlq=f"dlq-{name}",
+            consumer_group=f"group-{name}", session_timeout=3.0,
+        )
+        topics = {t: partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
+        if create:
+            asyncio.run(create_topics(broker_url, topics))
+        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path)
+        made.append(stream)
+        return stream
+
+    yield make
+    for stream in made:
+        for process in stream.workers:
+            stop_process(process)

@@ -5,7 +5,6 @@ graceful stop mid-stream, DLQ."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import random
@@ -14,152 +13,18 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
-from stream_rater.contracts import parse_match
-from stream_rater.service.kafka_io import bootstrap_servers, create_topics, home_partition, publish
-from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.local.runtime import free_port
-from stream_rater.processor import Processor
-from stream_rater.offline.replay import replay
-from stream_rater.config.settings import Settings
-from stream_rater.store import open_store
+from stream_rater.local.demo import stop_process
+from stream_rater.service.kafka_io import bootstrap_servers, home_partition
 from stream_rater.store import PlayerState
-from stream_rater.store.memory import MemoryStore
 
-from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
+from streams import Stream, exact, read_topic, replay_events
 
 pytestmark = pytest.mark.e2e
-
-STARTUP_TIMEOUT = 90.0
-
-
-@dataclass
-class Stream:
-    """Topics, ladders and a consumer group of one test, and the workers it started."""
-
-    settings: Settings
-    names: tuple[str, ...]
-    tmp: Path
-    workers: list[subprocess.Popen] = field(default_factory=list)
-
-    @property
-    def ladder(self) -> str:
-        """The first (or only) ladder."""
-        return self.names[0]
-
-    @property
-    def ladders(self) -> Ladders:
-        return Ladders([Ladder(name, "trueskill") for name in self.names])
-
-    def start_worker(self) -> subprocess.Popen:
-        """A new ready worker of this test's consumer group."""
-        settings = replace(self.settings, web_port=free_port())
-        log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
-        process = start_worker(settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log)
-        self.workers.append(process)
-        wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
-        return process
-
-    def match(self, match_id: str, a: str, b: str, rank_b: int = 1, at: float = DEFAULT_FINISHED_AT,
-              ladder: str | None = None) -> dict:
-        return duel(ladder or self.ladder, match_id, a, b, second_rank=rank_b, at=at)
-
-    def publish(self, events: list[dict], rate: float | None = None) -> None:
-        asyncio.run(publish(events, self.settings, rate=rate))
-
-    def updates(self, expected: int, timeout: float = 120.0, key: Callable | None = None) -> list:
-        """Rating-changed records from the beginning until `expected` distinct keys (default:
-        event ids) arrived."""
-        key = key or (lambda record: json.loads(record.value)["event_id"])
-        return asyncio.run(_read_topic(self.settings, self.settings.topic_updates, expected, timeout, key))
-
-    def states(self, ladder: str | None = None) -> dict:
-        async def read() -> dict:
-            store = open_store(self.settings.redis_url)
-            try:
-                return await store.players(ladder or self.ladder)
-            finally:
-                await store.close()
-        return asyncio.run(read())
-
-    def all_states(self) -> dict[str, dict]:
-        """Ladder → its players' stored states."""
-        return {name: self.states(name) for name in self.names}
-
-    def applied(self) -> int:
-        """Matches applied so far over all ladders (each 1v1 match adds two games)."""
-        return sum(s.games for states in self.all_states().values() for s in states.values()) // 2
-
-
-async def _read_topic(settings: Settings, topic: str, expected: int, timeout: float, key: Callable) -> list:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(settings.broker), enable_auto_commit=False)
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        records, seen = [], set()
-        deadline = time.monotonic() + timeout
-        while len(seen) < expected:
-            if time.monotonic() > deadline:
-                pytest.fail(f"only {len(seen)} of {expected} records on {topic} after {timeout:.0f} s")
-            for batch in (await consumer.getmany(timeout_ms=500)).values():
-                for record in batch:
-                    records.append(record)
-                    seen.add(key(record))
-        return records
-    finally:
-        await consumer.stop()
-
-
-@pytest.fixture
-def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Stream]]:
-    """Makes a `Stream` with fresh topics of the given partition count; stops its workers by PID."""
-    made: list[Stream] = []
-
-    def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
-        name = uuid.uuid4().hex[:10]
-        settings = Settings(
-            broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size,
-            topic_matches=f"matches-{name}", topic_updates=f"updates-{name}", topic_dlq=f"dlq-{name}",
-            consumer_group=f"group-{name}", session_timeout=3.0,
-        )
-        topics = {t: partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
-        if create:
-            asyncio.run(create_topics(broker_url, topics))
-        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path)
-        made.append(stream)
-        return stream
-
-    yield make
-    for stream in made:
-        for process in stream.workers:
-            stop_process(process)
-
-
-def spread_ladders(prefix: str, n: int, partitions: int) -> tuple[str, ...]:
-    """`n` ladder names whose matches land on as many different partitions as possible."""
-    names: list[str] = []
-    used: set[int] = set()
-    for i in itertools.count():
-        name = f"{prefix}-{i}" if n > 1 else prefix
-        if len(names) == n:
-            return tuple(names)
-        home = home_partition(name, partitions)
-        if home not in used or len(used) >= partitions:
-            names.append(name)
-            used.add(home)
-    raise AssertionError("unreachable")
-
 
 def random_matches(stream: Stream, n: int, players: int, seed: int) -> list[dict]:
     """`n` duels among `players` ids, each on a random one of the stream's ladders, in
@@ -171,28 +36,9 @@ def random_matches(stream: Stream, n: int, players: int, seed: int) -> list[dict
             for i in range(n)]
 
 
-def replay_events(stream: Stream, events: list[dict]) -> tuple[list[dict], dict[str, dict]]:
-    """What `replay` of the same input in the same order computes: its events and every
-    ladder's final states."""
-    ladders = stream.ladders
-
-    async def run() -> tuple[list[dict], dict[str, dict]]:
-        out: list[dict] = []
-        processor = Processor(ladders, MemoryStore())
-        await replay([parse_match(e, ladders) for e in events], processor, on_result=lambda r: out.extend(r.events))
-        return out, {name: await processor.store.players(name) for name in stream.names}
-    return asyncio.run(run())
-
-
 def by_event_id(events: list[dict]) -> dict[str, dict]:
     """Events by id, without the processing time (the only field a replay cannot reproduce)."""
     return {e["event_id"]: {k: v for k, v in e.items() if k != "processed_at"} for e in events}
-
-
-def exact(states: dict[str, dict]) -> dict[str, dict]:
-    """Per ladder, each player's stored state as compared with replay: bit for bit."""
-    return {name: {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in players.items()}
-            for name, players in states.items()}
 
 
 def without_processed_at(events: list[dict]) -> list[dict]:
@@ -442,7 +288,7 @@ def test_invalid_events_go_to_the_dead_letter_topic_and_the_worker_keeps_going(s
     asyncio.run(send_bad())
     stream.publish([stream.match("good", "a", "b")])
     assert {json.loads(r.value)["match_id"] for r in stream.updates(expected=2)} == {"good"}
-    dead = asyncio.run(_read_topic(stream.settings, stream.settings.topic_dlq, len(bad), 60, key=lambda r: r.offset))
+    dead = asyncio.run(read_topic(stream.settings, stream.settings.topic_dlq, len(bad), 60, key=lambda r: r.offset))
     assert [r.value for r in sorted(dead, key=lambda r: r.offset)] == bad
     headers = [dict(r.headers) for r in sorted(dead, key=lambda r: r.offset)]
     assert headers[0]["sr-reason"].startswith(b"not JSON or msgpack")

@@ -178,7 +178,9 @@ async function refreshLadder(ladder) {
     api(`/api/ladders/${encodeURIComponent(ladder)}/leaderboard?top=25`),
     api(`/api/ladders/${encodeURIComponent(ladder)}/distribution`),
   ]);
-  document.getElementById("ladder-model").textContent = `${board.model}, top ${board.rows.length}`;
+  const corrected = board.generation ? ` · generation ${board.generation} (re-rated)` : "";
+  const rerating = board.rerate ? ` · re-rate running (${board.rerate})` : "";
+  document.getElementById("ladder-model").textContent = `${board.model}, top ${board.rows.length}${corrected}${rerating}`;
   document.getElementById("leaderboard-empty").hidden = board.rows.length > 0;
   document.querySelector("#leaderboard tbody").replaceChildren(...board.rows.map((row) => el("tr", {},
     el("td", { text: row.rank }),

@@ -1,0 +1,146 @@
+"""The end-to-end tests' streams: fresh topics, ladders and a consumer group per test, worker
+processes started on them, and the replay oracle to compare them with."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.settings import Settings
+from stream_rater.contracts import parse_match
+from stream_rater.local.demo import start_worker, wait_ready
+from stream_rater.local.runtime import free_port
+from stream_rater.offline.replay import replay
+from stream_rater.processor import Processor
+from stream_rater.service.kafka_io import bootstrap_servers, home_partition, publish
+from stream_rater.store import open_store
+from stream_rater.store.memory import MemoryStore
+
+from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
+
+STARTUP_TIMEOUT = 90.0
+
+
+@dataclass
+class Stream:
+    """Topics, ladders and a consumer group of one test, and the workers it started."""
+
+    settings: Settings
+    names: tuple[str, ...]
+    tmp: Path
+    workers: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def ladder(self) -> str:
+        """The first (or only) ladder."""
+        return self.names[0]
+
+    @property
+    def ladders(self) -> Ladders:
+        return Ladders([Ladder(name, "trueskill") for name in self.names])
+
+    def start_worker(self) -> subprocess.Popen:
+        """A new ready worker of this test's consumer group."""
+        settings = replace(self.settings, web_port=free_port())
+        log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
+        process = start_worker(settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log)
+        self.workers.append(process)
+        wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
+        return process
+
+    def match(self, match_id: str, a: str, b: str, rank_b: int = 1, at: float = DEFAULT_FINISHED_AT,
+              ladder: str | None = None) -> dict:
+        return duel(ladder or self.ladder, match_id, a, b, second_rank=rank_b, at=at)
+
+    def publish(self, events: list[dict], rate: float | None = None) -> None:
+        asyncio.run(publish(events, self.settings, rate=rate))
+
+    def updates(self, expected: int, timeout: float = 120.0, key: Callable | None = None) -> list:
+        """Rating-changed records from the beginning until `expected` distinct keys (default:
+        event ids) arrived."""
+        key = key or (lambda record: json.loads(record.value)["event_id"])
+        return asyncio.run(read_topic(self.settings, self.settings.topic_updates, expected, timeout, key))
+
+    def states(self, ladder: str | None = None) -> dict:
+        async def read() -> dict:
+            store = open_store(self.settings.redis_url)
+            try:
+                return await store.players(ladder or self.ladder)
+            finally:
+                await store.close()
+        return asyncio.run(read())
+
+    def all_states(self) -> dict[str, dict]:
+        """Ladder → its players' stored states."""
+        return {name: self.states(name) for name in self.names}
+
+    def applied(self) -> int:
+        """Matches applied so far over all ladders (each 1v1 match adds two games)."""
+        return sum(s.games for states in self.all_states().values() for s in states.values()) // 2
+
+
+async def read_topic(settings: Settings, topic: str, expected: int, timeout: float, key: Callable) -> list:
+    """Records of `topic` from the beginning until `expected` distinct `key(record)` arrived."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(settings.broker), enable_auto_commit=False)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
+        consumer.assign(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        records, seen = [], set()
+        deadline = time.monotonic() + timeout
+        while len(seen) < expected:
+            if time.monotonic() > deadline:
+                pytest.fail(f"only {len(seen)} of {expected} records on {topic} after {timeout:.0f} s")
+            for batch in (await consumer.getmany(timeout_ms=500)).values():
+                for record in batch:
+                    records.append(record)
+                    seen.add(key(record))
+        return records
+    finally:
+        await consumer.stop()
+
+
+def spread_ladders(prefix: str, n: int, partitions: int) -> tuple[str, ...]:
+    """`n` ladder names whose matches land on as many different partitions as possible."""
+    names: list[str] = []
+    used: set[int] = set()
+    for i in itertools.count():
+        name = f"{prefix}-{i}" if n > 1 else prefix
+        if len(names) == n:
+            return tuple(names)
+        home = home_partition(name, partitions)
+        if home not in used or len(used) >= partitions:
+            names.append(name)
+            used.add(home)
+    raise AssertionError("unreachable")
+
+
+def replay_events(stream: Stream, events: list[dict], ladders: Ladders | None = None
+                  ) -> tuple[list[dict], dict[str, dict]]:
+    """What `replay` of the same input in the same order computes (with the stream's ladders
+    or `ladders`): its events and every ladder's final states."""
+    ladders = ladders or stream.ladders
+
+    async def run() -> tuple[list[dict], dict[str, dict]]:
+        out: list[dict] = []
+        processor = Processor(ladders, MemoryStore())
+        await replay([parse_match(e, ladders) for e in events], processor, on_result=lambda r: out.extend(r.events))
+        return out, {name: await processor.store.players(name) for name in stream.names}
+    return asyncio.run(run())
+
+
+def exact(states: dict[str, dict]) -> dict[str, dict]:
+    """Per ladder, each player's stored state as compared with replay: bit for bit."""
+    return {name: {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in players.items()}
+            for name, players in states.items()}
