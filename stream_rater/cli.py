@@ -204,15 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
-    p.add_argument("what", choices=["engines", "e2e", "api", "soak"],
+    p.add_argument("what", choices=["engines", "e2e", "api", "soak", "rerate"],
                    help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
-                        "api: the read API under load; soak: one worker for minutes, memory and latency over time")
+                        "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
+                        "rerate: void a football match while the worker rates more (re-rate speed, switch block)")
     p.add_argument("--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)")
     p.add_argument("--matches", type=int, default=30_000, help="e2e: matches in the throughput burst")
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
     p.add_argument("--rate", type=float, default=None,
                    help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000); "
-                        "soak: matches/s (2000)")
+                        "soak: matches/s (2000); rerate: matches/s published during the re-rate (500)")
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
     p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of sustained load")
     p.add_argument("--plot", metavar="FILE.png", help="soak: draw latency and memory over time")
@@ -653,6 +654,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import soak
 
         soak.run(minutes=args.minutes, rate=args.rate or 2000.0, plot=args.plot)
+    elif args.what == "rerate":
+        from stream_rater.bench import rerate
+
+        rerate.run(rate=args.rate or 500.0)
     elif args.what == "api":
         from stream_rater.bench import api
 

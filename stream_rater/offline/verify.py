@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from stream_rater.contracts.codecs import DecodeError, decode_match
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
 from stream_rater.service.kafka_io import LogRecord, committed_offsets, read_log
-from stream_rater.config.ladders import Ladders
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
 from stream_rater.offline.replay import replay
 from stream_rater.config.settings import Settings
@@ -75,6 +75,18 @@ async def recompute(matches: Iterable[MatchFinished], ladders: Ladders, ladder: 
     processor = Processor(ladders, MemoryStore())
     await replay(matches, processor)
     return await processor.store.players(ladder), await processor.store.players(ladder, effects=True)
+
+
+async def corrected(store: StateStore, ladders: Ladders, ladder: str) -> tuple[Ladders, set[str]]:
+    """`ladders` with `ladder`'s live parameter overrides (a re-rate's), and its voided match
+    ids: what a recomputation must use to match the live generation."""
+    generations = await store.generations(ladder)
+    voided = set(await store.voids(ladder))
+    if not generations.params:
+        return ladders, voided
+    base = ladders.get(ladder)
+    changed = Ladder(ladder, base.model, {**base.params, **generations.params})
+    return Ladders([*(lad for lad in ladders.values() if lad.name != ladder), changed]), voided
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +181,8 @@ async def verify(settings: Settings, ladders: Ladders, ladder: str, store: State
         if not ladder_history(newer, ladders, ladder).matches:
             break
         records += newer
-    players, effects = await recompute(history.matches, ladders, ladder)
+    ladders, voided = await corrected(store, ladders, ladder)
+    players, effects = await recompute([m for m in history.matches if m.match_id not in voided], ladders, ladder)
     found = differences(live[0], players, tolerance) + differences(live[1], effects, tolerance, is_effect=True)
     return VerifyReport(ladder, len(history.matches), len(players), found, history.ordered,
                         len(history.rejected), caught_up)

@@ -108,6 +108,12 @@ def test_void_while_the_stream_runs_equals_a_replay_without_the_match(stream_fac
     _, final = replay_events(stream, kept)
     wait_for(lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied")
     close(stream.states(), final[stream.ladder])
+    verified = subprocess.run(
+        [sys.executable, "-m", "stream_rater", "verify", "--ladder", stream.ladder, "--store", stream.settings.redis_url,
+         "--broker", stream.settings.broker, "--topic-matches", stream.settings.topic_matches,
+         "--consumer-group", stream.settings.consumer_group],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **ladder_env(stream)})
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
     switch = report["positions"]["0"]
     _, with_it = replay_events(stream, events[:switch])
