@@ -1,6 +1,6 @@
 """Questions about a ladder's live ratings — batch lookup, leaderboard, predictions, balanced
-teams — as the functions that the HTTP API (worker and ``stream-rater serve``), the CLI and Python callers
-share. Read-only: nothing here writes a state.
+teams — as the functions that the HTTP API (worker and ``stream-rater serve``), the CLI and
+Python callers share. Read-only: nothing here writes a state.
 
 Reads are time-aware: a ladder with time-scaled dynamics shows each player's σ as it is now,
 ``σ² + γ²·Δt`` since the player's last match (`RatingModel.as_of`), without storing it. A player
@@ -19,8 +19,9 @@ from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
 from stream_rater.store import Lookup, PlayerState, StateStore
 
-#: Rows a leaderboard read returns unless asked otherwise, and at most.
+#: Rows a leaderboard read returns unless asked otherwise.
 LEADERBOARD_TOP = 25
+#: Most rows one leaderboard read returns.
 MAX_LEADERBOARD_TOP = 500
 
 
