@@ -1,6 +1,6 @@
-"""Questions about a ladder's live ratings — batch lookup, predictions, balanced teams — as
-the functions that the HTTP API (worker and ``stream-rater serve``), the CLI and Python callers
-share. Read-only: nothing here writes a state.
+"""Questions about a ladder's live ratings — batch lookup, leaderboard, predictions, balanced
+teams — as the functions that the HTTP API (worker and ``stream-rater serve``), the CLI and
+Python callers share. Read-only: nothing here writes a state.
 
 Reads are time-aware: a ladder with time-scaled dynamics shows each player's σ as it is now,
 ``σ² + γ²·Δt`` since the player's last match (`RatingModel.as_of`), without storing it. A player
@@ -18,6 +18,12 @@ from stream_rater.config.settings import Settings
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
 from stream_rater.store import Lookup, PlayerState, StateStore
+
+#: Rows a leaderboard read returns unless asked otherwise.
+LEADERBOARD_TOP = 25
+#: Most rows one leaderboard read returns.
+MAX_LEADERBOARD_TOP = 500
+
 
 class QueryError(ValueError):
     """A query that cannot be answered; `status` is its HTTP status."""
@@ -55,6 +61,17 @@ def player_ids(value: Any, field: str, limit: int) -> list[str]:
     return list(value)
 
 
+def top_of(value: Any) -> int:
+    """``top``: an integer (or its decimal string, from a URL) from 1 to `MAX_LEADERBOARD_TOP`."""
+    try:
+        top = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
+    except ValueError:
+        top = 0
+    if not 1 <= top <= MAX_LEADERBOARD_TOP:
+        raise QueryError(f"top: must be an integer from 1 to {MAX_LEADERBOARD_TOP}")
+    return top
+
+
 def teams_of(value: Any, limit: int) -> list[list[str]]:
     """``teams``: an array of 2+ arrays of player ids, no player twice, at most `limit` in all."""
     if not isinstance(value, list) or len(value) < 2:
@@ -85,6 +102,33 @@ class Queries:
         found = await self.store.lookup(ladder.name, ids)
         return {"ladder": ladder.name, "model": ladder.model,
                 "players": [self._player(ladder, found, p, now) for p in ids]}
+
+    async def leaderboard(self, ladder_name: str, top: Any, now: float) -> dict[str, Any]:
+        """The `top` players by display rating, best first (three store round trips).
+
+        Each row has the stored state (``mu``, ``sigma``) and the stored display rating the
+        board is ordered by (``rating``), beside the time-aware view the other reads give:
+        ``sigma_now`` (``σ² + γ²·Δt`` since the player's last match) and ``rating_now``, its
+        display rating. A player whose σ grew while idle keeps their place until they play.
+        """
+        ladder = ladder_of(self.ladders, ladder_name)
+        top = top_of(top)
+        board = await self.store.leaderboard(ladder.name, top)
+        found = await self.store.lookup(ladder.name, [p for p, _ in board])
+        display = ladder.rating_model.display
+        rows = []
+        for rank, (player_id, score) in enumerate(board, start=1):
+            state = found.players.get(player_id)
+            if state is None:
+                continue
+            current = self._rating(ladder, state, now)
+            rows.append({"rank": rank, "player_id": player_id, "rating": score, "mu": state.mu,
+                         "sigma": state.sigma, "sigma_now": current.sigma, "rating_now": display(current),
+                         "games": state.games, "last_played": state.last_played})
+        generations = await self.store.generations(ladder.name)
+        return {"ladder": ladder.name, "model": ladder.model, "generation": generations.live,
+                "params": {k: str(v) for k, v in (generations.params or {}).items()},
+                "rerate": generations.lock_owner, "rows": rows}
 
     async def predict(self, ladder_name: str, teams: Any, now: float, rankings: Any = False) -> dict[str, Any]:
         """Each team's probability of finishing first, the draw probability (two teams) and

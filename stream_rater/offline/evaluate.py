@@ -1,20 +1,35 @@
 """Prediction accuracy of rating models, measured on the states the service itself would have.
 
 Each match is predicted just before it is rated, from the prior team ratings (context effects
-included) that `Processor` hands to its ``observe`` hook, so an evaluation replays exactly
-what the stream computes. Metrics (`Scorer`):
+included, as extra team members) that `Processor` hands to its ``observe`` hook, so an
+evaluation replays exactly what the stream computes. The probabilities scored are the read
+API's: each team's rating is taken as a read at the match's time sees it (`RatingModel.as_of`
+with the player's idle time, as `Queries` does) and asked of `rating.predict.predict` — the
+function behind ``POST /api/ladders/{ladder}/predict`` and ``stream-rater predict``. For two
+TrueSkill teams that is the win/draw/loss triple with the draw margin ε; for Elo-family models
+the two win probabilities (their draw probability is 0). Metrics (`Scorer`):
 
 - **Wrong order** (the TrueSkill paper's prediction error, section 4.1): over every pair of
-  teams with different ranks, the fraction in which the model gives the worse-ranked team
-  the higher probability of beating the other (``win_probabilities([a, b])``, which for a
-  two-team match is ``win_probabilities(teams)``); equal probabilities count half.
-- **Log-loss** and **Brier score** over decisive two-team matches: ``-ln p`` and
-  ``(1 - p)**2`` with ``p`` the predicted probability that the actual winner wins (``p`` is
-  floored at `PROBABILITY_FLOOR` so a confident miss costs a large but finite log-loss).
-- **Calibration**: every decisive pair as (predicted P(the first-listed team beats the
-  other), whether it did), in equal-width probability bins. The first-listed team is the
-  home team in the football data, so an unmodelled home advantage shows up here.
+  teams with different ranks, the fraction in which the worse-ranked team had the higher
+  win probability in ``predict`` of the pair alone (for a two-team match: of the match);
+  equal probabilities count half.
+- **Log-loss** and **Brier score** over two-team matches: with ``p`` the predicted probability
+  of the observed outcome (first team wins, second team wins, or a draw), ``-ln p`` (``p``
+  floored at `PROBABILITY_FLOOR`, so a confident miss costs a large but finite log-loss) and
+  ``½ Σ (p_k − o_k)²`` over the outcomes (``(1 − p)²`` when there are two). A model *predicts
+  draws* when `predict` gives two newcomers a draw probability above 0 (TrueSkill with
+  ``draw_probability > 0``); its draws are scored like any result. A model that does not rate
+  draws as an outcome of their own (the Elo family: a draw is half a win) has its draws left
+  out of these metrics and of calibration.
+- **Calibration**: every scored pair as (the API's P(the first-listed team wins), whether it
+  strictly did — a draw is not a win), in equal-width probability bins; for a model that
+  predicts draws, drawn pairs are included. The first-listed team is the home team in the
+  football data, so an unmodelled home advantage shows up here.
 - **Over time**: the wrong-order rate in consecutive windows with equal numbers of pairs.
+
+With more than two teams, log-loss and Brier are not computed; wrong order and calibration
+use each pair of teams on its own through the same `predict` (a pair's probabilities, not the
+match's first-place probabilities).
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.config.ladders import Ladders
 from stream_rater.processor import Processor, PriorObserver
 from stream_rater.rating.base import Outcome, Rating, RatingModel
+from stream_rater.rating.predict import predict
 from stream_rater.offline.replay import ReplaySummary, replay
 from stream_rater.store.memory import MemoryStore
 
@@ -38,7 +54,8 @@ PROBABILITY_FLOOR = 1e-15
 
 @dataclass(frozen=True, slots=True)
 class CalibrationBin:
-    """Pairs whose predicted probability fell in ``[low, high)`` (the last bin includes 1)."""
+    """Scored pairs whose predicted P(first-listed team wins) fell in ``[low, high)`` (the
+    last bin includes 1); ``observed`` is the share of them the first-listed team won."""
 
     low: float
     high: float
@@ -60,12 +77,16 @@ class Period:
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """All metrics of one scored run; rates are fractions, None when nothing was scored."""
+    """All metrics of one scored run; rates are fractions, None when nothing was scored.
+
+    ``pairs``: decisive pairs of teams (the wrong-order rate's); ``two_team``: two-team
+    matches scored by log-loss and Brier (draws included when the model predicts them).
+    """
 
     matches: int
     pairs: int
     wrong_order: float | None
-    two_team_decisive: int
+    two_team: int
     log_loss: float | None
     brier: float | None
     calibration: list[CalibrationBin]
@@ -85,7 +106,7 @@ class Summary:
         when no match could be scored for it."""
         value = getattr(self, name)
         if value is None:
-            raise ValueError(f"no decisive matches to compute {name} on")
+            raise ValueError(f"no matches to compute {name} on")
         return value
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,13 +132,13 @@ class Summary:
             f"matches                 {self.matches}",
             f"decisive team pairs     {self.pairs}",
             f"wrong order             {pct(self.wrong_order)}",
-            f"two-team decisive       {self.two_team_decisive}",
+            f"two-team matches scored {self.two_team}",
             f"log-loss                {num(self.log_loss)}",
             f"Brier score             {num(self.brier)}",
             "",
             f"calibration error (ECE) {num(self.expected_calibration_error)}",
             "",
-            "calibration: P(first-listed team beats the other) vs how often it did",
+            "calibration: P(first-listed team wins) vs how often it did (a draw is not a win)",
             f"  {'bin':<11} {'pairs':>7} {'predicted':>10} {'observed':>9}",
         ]
         for b in self.calibration:
@@ -134,16 +155,16 @@ class Summary:
 class Scorer:
     """Accumulates prediction metrics; `observe` has the `PriorObserver` signature.
 
-    Pure: it only reads the teams' priors and the outcome, and asks each match's ladder
-    model (from `ladders`) for ``win_probabilities``. `bins` calibration bins, up to
-    `periods` windows over time.
+    Pure: it only reads the teams' priors and the outcome, and asks `rating.predict.predict`
+    with each match's ladder model (from `ladders`). `bins` calibration bins, up to `periods`
+    windows over time.
     """
 
     def __init__(self, ladders: Ladders, *, bins: int = 10, periods: int = 20) -> None:
         if bins < 1 or periods < 1:
             raise ValueError("bins and periods must be at least 1")
         self._ladders = ladders
-        self._models: dict[str, RatingModel] = {}
+        self._models: dict[str, tuple[RatingModel, bool]] = {}
         self._periods = periods
         self.matches = 0
         self._two_team = 0
@@ -155,31 +176,46 @@ class Scorer:
         self._times: list[float] = []
         self._wrong: list[float] = []
 
+    def _model(self, ladder: str) -> tuple[RatingModel, bool]:
+        """The ladder's model and whether it predicts draws (two newcomers may draw)."""
+        known = self._models.get(ladder)
+        if known is None:
+            model = self._ladders.get(ladder).rating_model
+            newcomer = [model.initial()]
+            known = self._models[ladder] = (model, bool(predict(model, [newcomer, newcomer]).draw_probability))
+        return known
+
     def observe(self, match: MatchFinished, teams: Sequence[Sequence[Rating]], outcome: Outcome) -> None:
-        """Score the prediction for `match` made from the prior ratings `teams`."""
-        model = self._models.get(match.ladder)
-        if model is None:
-            model = self._models[match.ladder] = self._ladders.get(match.ladder).rating_model
+        """Score the read API's prediction for `match` from the prior ratings `teams`, each
+        as of the match's time (`RatingModel.as_of` with ``outcome.elapsed``)."""
+        model, predicts_draws = self._model(match.ladder)
+        if outcome.elapsed is not None:
+            teams = [[r if gap is None else model.as_of(r, gap) for r, gap in zip(team, gaps)]
+                     for team, gaps in zip(teams, outcome.elapsed)]
         ranks = outcome.ranks
         bins = len(self._bin_count)
         self.matches += 1
         for a in range(len(teams)):
             for b in range(a + 1, len(teams)):
-                if ranks[a] == ranks[b]:
+                decisive = ranks[a] != ranks[b]
+                if not (decisive or predicts_draws):
                     continue
-                p_a, p_b = model.win_probabilities([teams[a], teams[b]])
+                answer = predict(model, [teams[a], teams[b]])
+                p_a, p_b = answer.win_probabilities
                 a_won = ranks[a] < ranks[b]
-                self._times.append(match.finished_at)
-                self._wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
+                if decisive:
+                    self._times.append(match.finished_at)
+                    self._wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
                 k = min(int(p_a * bins), bins - 1)
                 self._bin_count[k] += 1
                 self._bin_predicted[k] += p_a
                 self._bin_observed[k] += a_won
                 if len(teams) == 2:
-                    p = max(p_a if a_won else p_b, PROBABILITY_FLOOR)
+                    outcomes = (p_a, p_b, answer.draw_probability or 0.0)  # a wins, b wins, draw
+                    observed = 0 if a_won else 1 if decisive else 2
                     self._two_team += 1
-                    self._log_loss -= math.log(p)
-                    self._brier += (1.0 - p) ** 2
+                    self._log_loss -= math.log(max(outcomes[observed], PROBABILITY_FLOOR))
+                    self._brier += math.fsum((q - (k == observed)) ** 2 for k, q in enumerate(outcomes)) / 2
 
     def summary(self) -> Summary:
         """The metrics of everything observed so far."""
@@ -205,7 +241,7 @@ class Scorer:
             matches=self.matches,
             pairs=pairs,
             wrong_order=math.fsum(self._wrong) / pairs if pairs else None,
-            two_team_decisive=two,
+            two_team=two,
             log_loss=self._log_loss / two if two else None,
             brier=self._brier / two if two else None,
             calibration=calibration,
@@ -257,7 +293,7 @@ def plot(summary: Summary, path: str, title: str = "") -> None:
     for b in filled:
         left.annotate(str(b.count), (b.mean_predicted, b.observed), textcoords="offset points",
                       xytext=(4, -10), fontsize=7)
-    left.set(xlim=(0, 1), ylim=(0, 1), xlabel="predicted P(first-listed team wins the pair)",
+    left.set(xlim=(0, 1), ylim=(0, 1), xlabel="predicted P(first-listed team wins)",
              ylabel="observed frequency", title="calibration (labels: pairs per bin)")
     left.legend(loc="upper left")
     mids = [epoch + timedelta(seconds=(p.start + p.end) / 2) for p in summary.over_time]

@@ -10,11 +10,13 @@ moves by factors and can never leave the valid range. A parameter configured as 
 `ZERO_SCAN` in its own units (``time_tau`` is per ``time_unit``, so pick a unit that suits
 the data, e.g. years), the others held at their start, and the best value starts the search.
 
-Objective: the default ``log_loss`` is a proper scoring rule, smooth in the parameters. It
-and the wrong-order rate do not share their optimum, though: on the football results
-(TrueSkill, home effect, years) log-loss prefers faster dynamics (``time_tau / beta`` about
-0.3) than the ordering does (about 0.2-0.25), and its optimum orders 24.7 % of all decisive
-matches wrongly where ``--objective wrong_order`` reaches 24.4 %. The wrong-order rate is a
+Objective: the default ``log_loss`` is a proper scoring rule, smooth in the parameters; like
+every metric it scores the read API's win/draw/loss probabilities (`evaluate`). It and the
+wrong-order rate do not share their optimum, though: on the football results (TrueSkill, home
+effect, years, ``tau=0``, ``draw_probability=0.2035``, tuning ``beta`` and ``time_tau``)
+log-loss prefers less confident predictions (``beta`` 10.16, ``time_tau`` 1.972) than the
+ordering does (5.851 and 1.216), and its optimum orders 24.65 % of all decisive matches wrongly
+where ``--objective wrong_order`` reaches 24.44 %. The wrong-order rate is a
 step function, but with thousands of pairs its steps are fine enough for Nelder-Mead to make
 progress from the initial simplex (its best trials differ by a few pairs, i.e. by noise).
 Every metric is reported whatever the objective. Fitted values are rounded to `SIGNIFICANT`

@@ -21,11 +21,6 @@ MATCHES_VOIDED_SKIPPED = Counter(
     "Matches not applied because an operator voided them (stream-rater void)",
     ["ladder"],
 )
-LADDER_GENERATION = Gauge(
-    "stream_rater_ladder_generation",
-    "The ladder's live generation as the worker last read it (a re-rate's switch raises it)",
-    ["ladder"],
-)
 MATCHES_LATE = Counter(
     "stream_rater_matches_late",
     "Matches applied in log order although they finished before a player's last applied match",

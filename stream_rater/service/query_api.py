@@ -2,6 +2,8 @@
 ``stream-rater serve`` (so reads scale apart from rating). Documented in ``openapi.yaml``.
 
 ``POST /api/ladders/{ladder}/players``  ``{"players": [ids]}`` → states, ratings, ranks
+``GET /api/ladders/{ladder}/leaderboard?top=N``  the top N (default 25, at most 500) with
+                                        stored states and σ and rating as of now
 ``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...]}`` → win and draw
                                         probabilities, match quality
 ``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
@@ -21,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from stream_rater.queries import QueryError, Queries
+from stream_rater.queries import LEADERBOARD_TOP, QueryError, Queries
 from stream_rater.store import StateStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -46,7 +48,15 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
                 return web.json_response({"error": str(exc)}, status=exc.status)
         return handle
 
+    async def leaderboard(request: web.Request) -> web.Response:
+        top = request.query.get("top", LEADERBOARD_TOP)
+        try:
+            return web.json_response(await queries.leaderboard(request.match_info["ladder"], top, clock()))
+        except QueryError as exc:
+            return web.json_response({"error": str(exc)}, status=exc.status)
+
     return [
+        web.get("/api/ladders/{ladder}/leaderboard", leaderboard),
         web.post("/api/ladders/{ladder}/players",
                  answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock()))),
         web.post("/api/ladders/{ladder}/predict",

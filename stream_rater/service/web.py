@@ -12,7 +12,8 @@ dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
 ``GET /api/overview``                                  totals, lag per partition, per-second series
 ``GET /api/feed?limit=&ladder=``                       recent rating changes, newest first
 ``GET /api/ladders``                                   configured ladders and their models
-``GET /api/ladders/{ladder}/leaderboard?top=``         top players with display rating, μ, σ, games
+``GET /api/ladders/{ladder}/leaderboard?top=``         top players with display rating, μ, σ (stored
+                                                       and as of now), games — the read API's
 ``GET /api/ladders/{ladder}/distribution?bins=``       histogram of display ratings
 ``GET /api/ladders/{ladder}/players/{player}?limit=``  state and rating history, newest first
 =====================================================  ==========================================
@@ -21,6 +22,8 @@ faust's own web stack always mounts a view at ``/`` (its "production index" when
 are off, the stats view otherwise; no setting removes it), so the worker registers this
 server with `faust.App.web_server`, the hook by which an app owns the worker's HTTP server;
 faust's built-in views are then not served at all. faust starts it once the app has started.
+The read API (`stream_rater.service.query_api`, its leaderboard included) is mounted beside
+these views.
 
 The feed and the per-second series are this worker's own (in-memory ring buffers fed by
 `BatchHandler`'s ``on_batch`` hook and by sampling the metrics every second); with several
@@ -200,7 +203,6 @@ class Dashboard:
             web.get("/api/overview", self.overview),
             web.get("/api/feed", self.feed),
             web.get("/api/ladders", self.ladder_list),
-            web.get("/api/ladders/{ladder}/leaderboard", self.leaderboard),
             web.get("/api/ladders/{ladder}/distribution", self.distribution),
             web.get("/api/ladders/{ladder}/players/{player}", self.player),
             *query_routes(Queries(self.store, self.ladders, self.settings.max_query_players)),
@@ -272,22 +274,6 @@ class Dashboard:
             {"name": lad.name, "model": lad.model, "params": {k: str(v) for k, v in lad.params.items()}}
             for lad in self.ladders.values()
         ]})
-
-    async def leaderboard(self, request: web.Request) -> web.Response:
-        """The top players of a ladder with their stored states."""
-        ladder = self._ladder(request)
-        top = _int_query(request, "top", 25, maximum=500)
-        rows = await self.store.leaderboard(ladder.name, top)
-        states = (await self.store.read(ladder.name, [p for p, _ in rows], [], [])).players
-        generations = await self.store.generations(ladder.name)
-        metrics.LADDER_GENERATION.labels(ladder.name).set(generations.live)
-        return web.json_response({
-            "ladder": ladder.name, "model": ladder.model, "generation": generations.live,
-            "params": {k: str(v) for k, v in (generations.params or {}).items()},
-            "rerate": generations.lock_owner, "rows": [
-                {"rank": rank, "player_id": player_id, **_state_json(ladder, states[player_id])}
-                for rank, (player_id, _) in enumerate(rows, start=1) if player_id in states
-            ]})
 
     async def distribution(self, request: web.Request) -> web.Response:
         """A histogram of the ladder's display ratings (of its top `DISTRIBUTION_LIMIT`);

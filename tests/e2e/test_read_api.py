@@ -10,6 +10,7 @@ import math
 import random
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -84,3 +85,51 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
     unknown = cli("predict", "--ladder", "nosuch", "--store", redis_url, "a", "b", ladders=ladders)
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert "unknown ladder 'nosuch'" in unknown.stderr
+
+
+def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: str, tmp_path: Path):
+    """`serve`'s leaderboard lists a time-scaled ladder's players best first with their states
+    as stored in Redis and σ as of the request, ``σ² + γ²·Δt`` since each one's last match."""
+    ladder = f"lb-{uuid.uuid4().hex[:10]}"
+    ladders = tmp_path / "ladders.toml"
+    ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\ntime_tau = 0.01\ntime_unit = "days"\n')
+    rng = random.Random(5)
+    lines = [json.dumps({"match_id": f"m{i}", "ladder": ladder, "finished_at": 1_700_000_000 + 3600 * i,
+                         "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]})
+             for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3"], 2) for _ in range(60))]
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
+    assert cli("replay", "--store", redis_url, "--out", str(tmp_path / "out.jsonl"), str(tmp_path / "m.jsonl"),
+               ladders=ladders).returncode == 0
+
+    async def stored() -> dict:
+        store = open_store(redis_url)
+        try:
+            return await store.players(ladder)
+        finally:
+            await store.close()
+
+    states = asyncio.run(stored())
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "stream_rater", "serve", "--store", redis_url,
+                               "--web-port", str(port), "--ladders-file", str(ladders)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
+        before = time.time()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/ladders/{ladder}/leaderboard?top=3",
+                                    timeout=10) as response:
+            board = json.loads(response.read())
+        after = time.time()
+    finally:
+        assert stop_process(server) in (0, -15)
+    assert [r["rank"] for r in board["rows"]] == [1, 2, 3]
+    display = {p: s.mu - 3 * s.sigma for p, s in states.items()}
+    assert [r["player_id"] for r in board["rows"]] == sorted(display, key=display.get, reverse=True)[:3]
+    gamma2 = 0.01 ** 2 / 86400.0  # per second
+    for row in board["rows"]:
+        state = states[row["player_id"]]
+        assert (row["mu"], row["sigma"], row["games"], row["last_played"]) == (
+            state.mu, state.sigma, state.games, state.last_played)
+        low, high = (math.sqrt(state.sigma ** 2 + gamma2 * (t - state.last_played)) for t in (before, after))
+        assert state.sigma < low <= row["sigma_now"] <= high
+        assert row["rating_now"] == pytest.approx(state.mu - 3 * row["sigma_now"], abs=1e-12)

@@ -1,5 +1,5 @@
-"""The prediction scorer on hand-built matches with known probabilities, and `score` on the
-processor's priors."""
+"""The prediction scorer on hand-built matches with known probabilities, `score` on the
+processor's priors, and the probabilities scored checked against the read API's answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import pytest
 from stream_rater.offline.evaluate import PROBABILITY_FLOOR, Scorer, score
 from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.processor import Processor
+from stream_rater.queries import Queries
 from stream_rater.rating.base import Outcome, Rating
+from stream_rater.rating.predict import predict
+from stream_rater.store.memory import MemoryStore
 
 # Logistic Elo with scale 1: P(a beats b) = 1 / (1 + exp(r_b - r_a)), so r = ln 3 vs 0 is 3/4.
 LADDERS = Ladders([Ladder("default", "elo", {"scale": 1.0})])
@@ -67,17 +71,17 @@ def test_log_loss_and_brier_use_the_winners_probability() -> None:
     observe(scorer, [STRONG, 0.0], [1, 2])  # winner had 3/4
     observe(scorer, [STRONG, 0.0], [2, 1])  # winner had 1/4
     s = scorer.summary()
-    assert s.two_team_decisive == 2
+    assert s.two_team == 2
     assert s.log_loss == pytest.approx((-math.log(0.75) - math.log(0.25)) / 2, rel=1e-12)
     assert s.brier == pytest.approx((0.25**2 + 0.75**2) / 2, rel=1e-12)
 
 
-def test_draws_are_not_scored() -> None:
-    """A draw counts as a match but adds no pair, log-loss or calibration entry."""
+def test_draws_are_not_scored_for_a_model_without_draws() -> None:
+    """An Elo draw counts as a match but adds no pair, log-loss or calibration entry."""
     scorer = Scorer(LADDERS)
     observe(scorer, [STRONG, 0.0], [1, 1])
     s = scorer.summary()
-    assert (s.matches, s.pairs, s.two_team_decisive) == (1, 0, 0)
+    assert (s.matches, s.pairs, s.two_team) == (1, 0, 0)
     assert s.wrong_order is s.log_loss is s.brier is None
     assert all(b.count == 0 for b in s.calibration)
     with pytest.raises(ValueError, match="log_loss"):
@@ -107,7 +111,7 @@ def test_many_teams_are_scored_pairwise_without_log_loss() -> None:
     s = scorer.summary()
     assert s.pairs == 8
     assert s.wrong_order == pytest.approx(3 / 8)
-    assert s.two_team_decisive == 0 and s.log_loss is None
+    assert s.two_team == 0 and s.log_loss is None
 
 
 def test_certain_miss_has_finite_log_loss() -> None:
@@ -134,3 +138,72 @@ def test_score_predicts_from_the_ratings_before_each_match() -> None:
     assert first.wrong_order == 0.5
     assert rest.wrong_order == 0.5  # m2 right, m3 (a favoured, b won) wrong
     assert whole.pairs == 3 and whole.wrong_order == pytest.approx(1.5 / 3)
+
+
+DAY = 86400.0
+#: TrueSkill with draws and time-scaled dynamics, so both the draw margin and `as_of` matter.
+TIMED = Ladders([Ladder("timed", "trueskill", {"draw_probability": 0.25, "time_tau": 1.0, "time_unit": "days"})])
+
+
+def timed_duel(mid: str, a: str, b: str, at: float, ranks: tuple[int, int] = (1, 2)) -> MatchFinished:
+    """A 1-vs-1 match on the `TIMED` ladder between `a` (listed first) and `b`."""
+    return parse_match(
+        {"match_id": mid, "ladder": "timed", "finished_at": at,
+         "teams": [{"rank": ranks[0], "players": [{"id": a}]}, {"rank": ranks[1], "players": [{"id": b}]}]},
+        TIMED,
+    )
+
+
+@pytest.mark.parametrize(("ranks", "outcome"), [((1, 2), 0), ((2, 1), 1), ((1, 1), "draw")])
+async def test_scored_probabilities_are_the_read_apis(ranks: tuple[int, int], outcome: int | str) -> None:
+    """Log-loss, Brier and calibration of a match score exactly what `Queries.predict` answers
+    for the same players at the match's time: win, loss or draw, σ grown by the idle time."""
+    store = MemoryStore()
+    await Processor(TIMED, store).process([
+        timed_duel("h1", "ann", "bob", 0.0), timed_duel("h2", "ann", "cat", DAY),
+        timed_duel("h3", "cat", "bob", 2 * DAY, (1, 1)),
+    ])
+    at = 40 * DAY  # ann idle 39 days, bob 38: the read adds γ²·Δt to each σ
+    answer = await Queries(store, TIMED).predict("timed", [["ann"], ["bob"]], now=at)
+    wins = [team["win_probability"] for team in answer["teams"]]
+    draw = answer["draw_probability"]
+    assert 0 < draw < 1 and sum(wins) + draw == pytest.approx(1.0)
+    p = draw if outcome == "draw" else wins[outcome]
+
+    scorer = Scorer(TIMED, bins=1)
+    await Processor(TIMED, store, observe=scorer.observe).process([timed_duel("m", "ann", "bob", at, ranks)])
+    s = scorer.summary()
+    assert s.two_team == 1
+    assert s.log_loss == pytest.approx(-math.log(p), rel=1e-12)
+    assert s.brier == pytest.approx(((1 - p) ** 2 + sum(q * q for q in [*wins, draw]) - p * p) / 2, rel=1e-12)
+    (calibration,) = s.calibration
+    assert calibration.mean_predicted == pytest.approx(wins[0], rel=1e-12)
+    assert calibration.observed == (1.0 if outcome == 0 else 0.0)  # a draw is not a win
+    assert s.pairs == (0 if outcome == "draw" else 1)
+
+
+def test_without_idle_time_the_priors_go_to_predict_unchanged() -> None:
+    """With no elapsed times the scorer asks `predict` of the priors exactly as given."""
+    model = TIMED.get("timed").rating_model
+    teams = [[Rating(27.0, 4.0)], [Rating(24.0, 6.0)]]
+    expected = predict(model, teams)
+    scorer = Scorer(TIMED, bins=1)
+    scorer.observe(timed_duel("m", "a", "b", 0.0, (1, 1)), teams, Outcome(ranks=[1, 1]))
+    s = scorer.summary()
+    assert s.log_loss == pytest.approx(-math.log(expected.draw_probability), rel=1e-12)
+    assert s.calibration[0].mean_predicted == pytest.approx(expected.win_probabilities[0], rel=1e-12)
+
+
+def test_many_trueskill_teams_are_scored_with_each_pairs_prediction() -> None:
+    """In a three-team match each pair (draws included) is scored with `predict` of the pair alone."""
+    model = TIMED.get("timed").rating_model
+    teams = [[Rating(30.0, 3.0)], [Rating(25.0, 3.0)], [Rating(20.0, 3.0)]]
+    match = parse_match({"match_id": "ffa", "ladder": "timed", "finished_at": 0.0, "teams": [
+        {"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate([1, 2, 2])]}, TIMED)
+    scorer = Scorer(TIMED, bins=1)
+    scorer.observe(match, teams, Outcome(ranks=[1, 2, 2]))
+    s = scorer.summary()
+    firsts = [predict(model, [teams[a], teams[b]]).win_probabilities[0] for a, b in [(0, 1), (0, 2), (1, 2)]]
+    assert (s.pairs, s.wrong_order, s.two_team, s.calibration[0].count) == (2, 0.0, 0, 3)
+    assert s.calibration[0].mean_predicted == pytest.approx(sum(firsts) / 3, rel=1e-12)
+    assert s.calibration[0].observed == pytest.approx(2 / 3)

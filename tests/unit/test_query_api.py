@@ -1,5 +1,5 @@
-"""The read API over HTTP on a memory store: lookups, predictions and balanced teams answered
-from live states (time-aware), and every kind of bad request answered with its status and the
+"""The read API over HTTP on a memory store: lookups, the leaderboard, predictions and balanced
+teams answered from live states (time-aware), and every kind of bad request answered with its status and the
 field — never a traceback."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import math
 
 import pytest
 import yaml
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from scipy.stats import norm
 
@@ -15,7 +16,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
-from stream_rater.service.query_api import OPENAPI, serve_app
+from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
 
 DAY = 86400.0
@@ -117,7 +118,8 @@ async def test_bad_requests_get_their_status_and_the_field(client, path, body, s
 async def test_the_openapi_file_documents_every_query_route(client):
     """The shipped OpenAPI document names each route and is served at /api/openapi.yaml."""
     spec = yaml.safe_load(OPENAPI.read_text())
-    assert set(spec["paths"]) == {f"/api/ladders/{{ladder}}/{name}" for name in ("players", "predict", "balance")}
+    assert set(spec["paths"]) == {f"/api/ladders/{{ladder}}/{name}"
+                                  for name in ("players", "leaderboard", "predict", "balance")}
     response = await client.get("/api/openapi.yaml")
     assert response.status == 200 and yaml.safe_load(await response.text()) == spec
 
@@ -131,3 +133,52 @@ async def test_predict_gives_ranking_probabilities_when_asked(client):
     assert body["rankings"][0]["order"][0] == 0  # ann, who beat both, most likely leads
     status, body = await post(client, "/api/ladders/default/predict", {"teams": [["ann"], ["bob"]], "rankings": "yes"})
     assert status == 400 and body["error"] == "rankings: must be true or false"
+
+
+async def test_leaderboard_rows_give_the_stored_state_and_sigma_as_of_now():
+    """Each row has the stored state and display rating beside σ and rating as of the read's
+    clock (σ² + γ²·Δt, γ = 1 per day), the same σ a players lookup gives; nothing is written."""
+    store = MemoryStore()
+    await Processor(LADDERS, store).process([duel("t1", "ann", "bob", ladder="timed"),
+                                             duel("t2", "ann", "cat", ladder="timed", at=1_700_000_000.0 + DAY)])
+    stored = await store.players("timed")
+    queries = Queries(store, LADDERS)
+    application = web.Application()
+    application.add_routes(query_routes(queries, clock=lambda: NOW))
+    async with TestClient(TestServer(application)) as client:
+        response = await client.get("/api/ladders/timed/leaderboard?top=3")
+        assert response.status == 200
+        body = await response.json()
+    assert (body["ladder"], body["model"]) == ("timed", "trueskill")
+    assert [(r["rank"], r["player_id"]) for r in body["rows"]][0] == (1, "ann")
+    looked = {p["player_id"]: p for p in (await queries.players("timed", ["ann", "bob", "cat"], NOW))["players"]}
+    for row in body["rows"]:
+        state = stored[row["player_id"]]
+        idle_days = (NOW - state.last_played) / DAY
+        assert (row["mu"], row["sigma"], row["games"], row["last_played"]) == (
+            state.mu, state.sigma, state.games, state.last_played)
+        assert row["rating"] == pytest.approx(state.mu - 3 * state.sigma, abs=1e-12)
+        assert row["sigma_now"] == pytest.approx(math.sqrt(state.sigma**2 + idle_days), rel=1e-12)
+        assert row["sigma_now"] == looked[row["player_id"]]["sigma"]
+        assert row["rating_now"] == pytest.approx(state.mu - 3 * row["sigma_now"], abs=1e-12)
+    assert await store.players("timed") == stored
+
+
+async def test_leaderboard_takes_top_and_answers_bad_requests_with_the_field(client):
+    """``top`` bounds the rows (default 25); a bad ``top`` is 400 naming it, an unknown ladder 404."""
+    body = await (await client.get("/api/ladders/default/leaderboard?top=1")).json()
+    assert [(r["rank"], r["player_id"], r["games"]) for r in body["rows"]] == [(1, "ann", 2)]
+    assert len((await (await client.get("/api/ladders/default/leaderboard")).json())["rows"]) == 3
+    for bad in ("0", "501", "many", "2.5"):
+        response = await client.get(f"/api/ladders/default/leaderboard?top={bad}")
+        assert response.status == 400
+        assert (await response.json())["error"] == "top: must be an integer from 1 to 500"
+    response = await client.get("/api/ladders/nosuch/leaderboard")
+    assert response.status == 404 and "unknown ladder 'nosuch'" in (await response.json())["error"]
+
+
+async def test_leaderboard_of_an_elo_ladder_has_no_sigma(client):
+    """An Elo ladder's rows have no σ, stored or now, and the rating now is the stored one."""
+    body = await (await client.get("/api/ladders/elo/leaderboard")).json()
+    assert [(r["player_id"], r["sigma"], r["sigma_now"], r["rating_now"] == r["rating"] == r["mu"])
+            for r in body["rows"]] == [("ann", None, None, True), ("bob", None, None, True)]

@@ -140,7 +140,7 @@ async def test_player_has_state_and_history_newest_first(client):
 @pytest.mark.parametrize(("path", "status", "error"), [
     ("/api/ladders/nope/leaderboard", 404, "unknown ladder 'nope'"),
     ("/api/ladders/default/players/zed", 404, "no player 'zed'"),
-    ("/api/ladders/default/leaderboard?top=0", 400, "top must be an integer from 1 to 500"),
+    ("/api/ladders/default/leaderboard?top=0", 400, "top: must be an integer from 1 to 500"),
     ("/api/feed?limit=many", 400, "limit must be an integer"),
 ])
 async def test_api_errors_are_json(client, path, status, error):
