@@ -31,6 +31,7 @@ import msgpack
 import redis.asyncio as aioredis
 
 from stream_rater.store.base import Commit, CommitConflict, Lookup, PlayerState, Snapshot, StateStore
+from stream_rater.store.cluster import cluster_client, is_cluster_url
 
 
 def _script(name: str) -> str:
@@ -78,11 +79,15 @@ class RedisStore(StateStore):
 
     @classmethod
     def from_url(cls, url: str, max_connections: int = MAX_CONNECTIONS, **kwargs: Any) -> RedisStore:
-        """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``).
+        """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``), or
+        on the Redis Cluster at ``redis+cluster://host:port[,host:port…]`` (``rediss+cluster://``
+        for TLS; see `stream_rater.store.cluster`).
 
-        At most `max_connections` connections; a request beyond them waits for a free one
-        (rather than failing with "Too many connections", as concurrent reads of the read
-        API under load otherwise do)."""
+        At most `max_connections` connections (per cluster node); a request beyond them waits
+        for a free one (rather than failing with "Too many connections", as concurrent reads of
+        the read API under load otherwise do)."""
+        if is_cluster_url(url):
+            return cls(cluster_client(url, max_connections), **kwargs)
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections)
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
