@@ -162,7 +162,7 @@ class RedisStore(StateStore):
         ids = list(player_ids)
         board = ladder_key(ladder, "lb")
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(ladder_key(ladder, "players"), ids) if ids else pipe.echo(b"")
+            pipe.hmget(ladder_key(ladder, "players"), ids) if ids else pipe.zcard(board)  # keyed: cluster-safe
             for player_id in ids:
                 pipe.zrevrank(board, player_id)
             pipe.zcard(board)
