@@ -9,6 +9,7 @@ import asyncio
 import functools
 import gzip
 import json
+import os
 import subprocess
 import sys
 import time
@@ -18,12 +19,14 @@ from itertools import count
 from pathlib import Path
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished
 from stream_rater.local.demo import default_data_file
+from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor
@@ -256,3 +259,27 @@ async def test_a_slot_migrated_mid_stream_loses_nothing(redis_cluster_url: str, 
 
 async def _more(cluster: Cluster, than: int) -> bool:
     return await cluster.tryagain_count() > than
+
+
+def test_the_local_cluster_with_replicas_starts_joined_and_stops_by_pid():
+    """`LocalRuntime(redis_cluster=3, cluster_replicas=1)`: six nodes, three masters each with
+    a replica whose link is up; the store answers on its URL; stop() ends every PID it started."""
+    with LocalRuntime(broker=False, redis_cluster=3, cluster_replicas=1) as runtime:
+        assert runtime.redis_url.startswith("redis+cluster://") and len(runtime.cluster_nodes) == 6
+        host, port = runtime.cluster_nodes[0].split(":")
+        with redis.Redis(host=host, port=int(port), decode_responses=True) as client:
+            flags = [info["flags"] for info in client.execute_command("CLUSTER NODES").values()]
+        assert sum("master" in f for f in flags) == 3 and sum("slave" in f for f in flags) == 3
+        store = open_store(runtime.redis_url)
+        assert asyncio.run(_ping_and_close(store))
+        pids = list(runtime.pids.values())
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+async def _ping_and_close(store: StateStore) -> bool:
+    try:
+        return await store.ping()
+    finally:
+        await store.close()
