@@ -230,7 +230,7 @@ def _failure(exc: Exception) -> tuple[int, str]:
     import redis.exceptions
     from aiokafka.errors import KafkaError
 
-    if isinstance(exc, redis.exceptions.RedisError):
+    if isinstance(exc, (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)):
         return EXIT_RUNTIME, f"Redis: {exc}"
     if isinstance(exc, KafkaError):
         return EXIT_RUNTIME, f"Kafka broker: {exc}"

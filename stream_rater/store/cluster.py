@@ -13,7 +13,8 @@ are split between the two masters, or whose keys include one that does not exist
 answers ``CLUSTERDOWN`` for a moment. redis-py retries those for well under a second, so
 `ClusterClient` keeps retrying with backoff for up to `SETTLE_TIMEOUT` seconds and then raises
 a `redis.exceptions.TimeoutError` (a transient error: the worker retries the batch later,
-never dead-letters it).
+never dead-letters it). No reachable node at all is a `redis.exceptions.ConnectionError`
+(redis-py says `RedisClusterException`, which is no `RedisError`), transient too.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
-from redis.exceptions import ClusterError, SlotNotCoveredError, TimeoutError, TryAgainError
+from redis.exceptions import (
+    ClusterError,
+    ConnectionError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TimeoutError,
+    TryAgainError,
+)
 
 #: URL schemes of a Redis Cluster store, and the plain scheme each stands for.
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
@@ -99,7 +107,8 @@ class ClusterClient(RedisCluster):
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
-        """Wait for one of the `max_connections` turns (a task holding one already keeps it)."""
+        """Wait for one of the `max_connections` turns (a task holding one already keeps it);
+        an unreachable cluster inside is raised as a `ConnectionError`."""
         if _HOLDING.get():
             yield
             return
@@ -107,6 +116,10 @@ class ClusterClient(RedisCluster):
             token = _HOLDING.set(True)
             try:
                 yield
+            except RedisClusterException as exc:
+                if isinstance(exc.__cause__, (ConnectionError, TimeoutError, OSError)):
+                    raise ConnectionError(str(exc)) from exc
+                raise
             finally:
                 _HOLDING.reset(token)
 

@@ -283,3 +283,13 @@ async def _ping_and_close(store: StateStore) -> bool:
         return await store.ping()
     finally:
         await store.close()
+
+
+def test_a_cluster_url_at_a_plain_redis_is_one_line_naming_redis(redis_url: str):
+    """``--store redis+cluster://`` pointed at a Redis without cluster mode: exit 1, one line."""
+    plain = redis_url.split("://", 1)[1].split("/", 1)[0]
+    result = subprocess.run([sys.executable, "-m", "stream_rater", "ratings", "--ladder", "default",
+                             "--store", f"redis+cluster://{plain}"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("stream-rater ratings: Redis: ") and "Cluster mode is not enabled" in line

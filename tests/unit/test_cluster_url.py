@@ -4,6 +4,7 @@ client connects lazily)."""
 from __future__ import annotations
 
 import pytest
+import redis.exceptions
 from redis.asyncio.connection import SSLConnection
 
 from stream_rater.store import open_store
@@ -42,3 +43,13 @@ async def test_open_store_gives_a_cluster_client_with_tls_for_rediss_cluster():
 def test_open_store_names_the_cluster_scheme_for_an_unknown_url():
     with pytest.raises(ValueError, match=r"redis\+cluster://"):
         open_store("cluster://h:1")
+
+
+async def test_an_unreachable_cluster_is_a_transient_connection_error():
+    """No node answering is a redis ConnectionError (the worker retries it, never dead-letters
+    the batch; the CLI says "Redis: …"), and ping() is False."""
+    store = open_store("redis+cluster://127.0.0.1:1")
+    with pytest.raises(redis.exceptions.ConnectionError, match="cannot be connected"):
+        await store.read("ladder", ["a"], [], ["m1"])
+    assert not await store.ping()
+    await store.close()
