@@ -62,7 +62,8 @@ def _input_flags(parser: argparse.ArgumentParser) -> None:
 
 def _store_flag(parser: argparse.ArgumentParser, default: str | None) -> None:
     parser.add_argument("--store", default=default, required=default is None,
-                        help="'memory' or a Redis URL (redis://host:port/db)")
+                        help="'memory' or a Redis URL (redis://host:port/db, or "
+                             "redis+cluster://host:port[,host:port…] for a Redis Cluster)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
     _settings_flags(p, [n for n in service if n not in ("broker", "redis_url")])
+    p.add_argument("--redis-cluster", action="store_true",
+                   help="a local Redis Cluster of 3 masters instead of one Redis (redis+cluster:// URL)")
+    p.add_argument("--cluster-replicas", type=int, default=0, metavar="N",
+                   help="with --redis-cluster: replicas per master (default 0)")
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
@@ -253,7 +258,7 @@ def _failure(exc: Exception) -> tuple[int, str]:
 
     from stream_rater.store.base import LockLost, RerateRunning
 
-    if isinstance(exc, redis.exceptions.RedisError):
+    if isinstance(exc, (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)):
         return EXIT_RUNTIME, f"Redis: {exc}"
     if isinstance(exc, KafkaError):
         return EXIT_RUNTIME, f"Kafka broker: {exc}"
@@ -580,7 +585,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
-    with LocalRuntime(topics=topics) as runtime:
+    cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
+    with LocalRuntime(topics=topics, **cluster) as runtime:
         settings = settings.override(broker=runtime.broker_url, redis_url=runtime.redis_url, session_timeout=3.0)
         print(f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
               f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"

@@ -26,7 +26,8 @@ class Settings:
     """
 
     broker: str = _field("", "Kafka bootstrap URL, e.g. kafka://host:9092 (empty: embedded runtime for dev/demo)")
-    redis_url: str = _field("", "Redis URL, e.g. redis://host:6379/0 or rediss:// for TLS (empty: embedded)")
+    redis_url: str = _field("", "Redis URL, e.g. redis://host:6379/0, rediss:// for TLS, "
+                               "redis+cluster://host:port[,host:port…] for a Redis Cluster (empty: embedded)")
     web_port: int = _field(6066, "port of the worker's web server (metrics, health, dashboard)")
     web_host: str = _field("127.0.0.1", "address the web server binds to")
     ladders_file: str = _field("", "TOML file of ladders (model and parameters per ladder)")

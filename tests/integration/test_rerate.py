@@ -22,17 +22,17 @@ NAME = f"rr-{uuid.uuid4().hex[:8]}"
 LADDERS = Ladders([Ladder(NAME, "trueskill")])
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis_cluster"])
 async def store(request):
-    """A fresh store of each kind; the Redis one on the suite's real Redis server, with the
-    ladder's keys deleted first."""
+    """A fresh store of each kind; the Redis ones on the suite's real Redis server and local
+    Redis Cluster, with the ladder's keys deleted first."""
     if request.param == "memory":
         s = open_store("memory")
     else:
-        s = open_store(request.getfixturevalue("redis_url"))
+        s = open_store(request.getfixturevalue(f"{request.param}_url"))
         keys = [k async for k in s.client.scan_iter(match=f"sr:{{{NAME}}}*")]
         if keys:
-            await s.client.delete(*keys)
+            await s.client.unlink(*keys)
     yield s
     await s.close()
 

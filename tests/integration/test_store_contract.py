@@ -11,13 +11,14 @@ from stream_rater.store import Commit, CommitConflict, PlayerState, StateWrite, 
 from stream_rater.store.redis_store import RedisStore, ladder_key
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis_cluster"])
 async def store(request):
-    """A fresh store of each kind; the Redis one on the suite's real Redis server."""
+    """A fresh store of each kind; the Redis ones on the suite's real Redis server and Redis
+    Cluster (`redis_url`, `redis_cluster_url`)."""
     if request.param == "memory":
         s = open_store("memory", history_limit=3)
     else:
-        s = open_store(request.getfixturevalue("redis_url"), history_limit=3)
+        s = open_store(request.getfixturevalue(f"{request.param}_url"), history_limit=3)
     yield s
     await s.close()
 

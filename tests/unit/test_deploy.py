@@ -3,26 +3,35 @@ web port, probes, console script, exported metrics)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import tomllib
 from dataclasses import fields
 from pathlib import Path
 
+import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
+from compose_spec import PyCompose
 from prometheus_client import REGISTRY
 
 import stream_rater.service.metrics  # noqa: F401  (registers the service's metrics)
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
+from stream_rater.service.kafka_io import bootstrap_servers
+from stream_rater.store.cluster import parse_cluster_url
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 WEB_PORT = Settings().web_port
 SETTINGS_ENV = {env_name(f.name) for f in fields(Settings)}
-CURRENT_API_VERSIONS = {"v1", "apps/v1", "autoscaling/v2", "kustomize.config.k8s.io/v1beta1"}
+CURRENT_API_VERSIONS = {"v1", "apps/v1", "autoscaling/v2", "policy/v1", "batch/v1", "keda.sh/v1alpha1",
+                        "kustomize.config.k8s.io/v1beta1"}
+#: Kinds of custom resources: no Kubernetes schema, checked structurally (`SCALED_OBJECT_SCHEMA`).
+CUSTOM_KINDS = {"ScaledObject"}
 
 
 def load_yaml(path: Path) -> list[dict]:
@@ -38,8 +47,8 @@ def k8s_object(kind: str, name: str) -> dict:
     return found
 
 
-def compose() -> dict:
-    [doc] = load_yaml(DEPLOY / "docker-compose.yml")
+def compose(name: str = "docker-compose.yml") -> dict:
+    [doc] = load_yaml(DEPLOY / name)
     return doc
 
 
@@ -249,3 +258,152 @@ def test_no_deploy_file_uses_deprecated_kubernetes_apis(path):
     """No deploy file mentions a removed or beta Kubernetes API version."""
     text = (DEPLOY / path).read_text()
     assert not re.search(r"extensions/v1beta1|apps/v1beta|autoscaling/v2beta|autoscaling/v1\b", text)
+
+
+def test_kubernetes_manifests_validate_against_the_kubernetes_schemas():
+    """Every built-in Kubernetes object validates, strictly (no unknown field), against the
+    schemas of the newest Kubernetes release that kubernetes-validate bundles (offline)."""
+    version = kubernetes_validate.latest_version()
+    checked = 0
+    for obj in k8s_objects():
+        if obj["kind"] not in CUSTOM_KINDS:
+            kubernetes_validate.validate(obj, version, strict=True)
+            checked += 1
+    assert checked >= 13
+    deployment = copy.deepcopy(k8s_object("Deployment", "stream-rater-worker"))
+    deployment["spec"]["replicaz"] = 2
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, version, strict=True)
+
+
+#: The fields of KEDA's v2 ScaledObject CRD (keda.sh/v1alpha1) that a ScaledObject may set,
+#: and the Kafka scaler's metadata keys; unknown ones are typos that KEDA would reject or ignore.
+_STRING = {"type": "string"}
+SCALED_OBJECT_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "kind": {"const": "ScaledObject"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["scaleTargetRef", "triggers"],
+            "properties": {
+                "scaleTargetRef": {
+                    "type": "object", "additionalProperties": False, "required": ["name"],
+                    "properties": {k: _STRING for k in ("apiVersion", "kind", "name", "envSourceContainerName")},
+                },
+                **{k: {"type": "integer", "minimum": 0} for k in (
+                    "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
+                    "minReplicaCount", "maxReplicaCount")},
+                "advanced": {
+                    "type": "object", "additionalProperties": False,
+                    "properties": {
+                        "restoreToOriginalReplicaCount": {"type": "boolean"},
+                        "horizontalPodAutoscalerConfig": {
+                            "type": "object", "additionalProperties": False,
+                            "properties": {"name": _STRING, "behavior": {"type": "object"}},
+                        },
+                        "scalingModifiers": {"type": "object"},
+                    },
+                },
+                "fallback": {"type": "object"},
+                "triggers": {
+                    "type": "array", "minItems": 1,
+                    "items": {
+                        "type": "object", "additionalProperties": False, "required": ["type", "metadata"],
+                        "properties": {
+                            "type": _STRING, "name": _STRING, "metricType": _STRING, "useCachedMetrics": {"type": "boolean"},
+                            "authenticationRef": {"type": "object"},
+                            "metadata": {"type": "object", "additionalProperties": _STRING},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+KAFKA_SCALER_KEYS = {
+    "bootstrapServers", "consumerGroup", "topic", "lagThreshold", "activationLagThreshold", "offsetResetPolicy",
+    "allowIdleConsumers", "scaleToZeroOnInvalidOffset", "excludePersistentLag", "limitToPartitionsWithLag",
+    "ensureEvenDistributionOfPartitions", "partitionLimitation", "version", "sasl", "tls",
+}
+
+
+def test_keda_scales_the_worker_on_kafka_lag_up_to_the_partition_count():
+    """The KEDA ScaledObject is well formed, targets the worker Deployment, reads the lag of the
+    workers' consumer group on the matches topic from the configured brokers, and never asks
+    for more workers than the topic has partitions."""
+    scaled = k8s_object("ScaledObject", "stream-rater-worker")
+    jsonschema.validate(scaled, SCALED_OBJECT_SCHEMA)
+    spec, config = scaled["spec"], k8s_object("ConfigMap", "stream-rater-config")["data"]
+    assert (spec["scaleTargetRef"]["kind"], spec["scaleTargetRef"]["name"]) == ("Deployment", "stream-rater-worker")
+    assert spec["maxReplicaCount"] == int(config[env_name("partitions")])
+    assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+    [trigger] = spec["triggers"]
+    metadata = trigger["metadata"]
+    assert trigger["type"] == "kafka" and set(metadata) <= KAFKA_SCALER_KEYS
+    assert metadata["topic"] == config[env_name("topic_matches")]
+    assert metadata["consumerGroup"] == config[env_name("consumer_group")]
+    assert metadata["bootstrapServers"] == bootstrap_servers(config[env_name("broker")])
+    assert metadata["allowIdleConsumers"] == "false" and int(metadata["lagThreshold"]) > 0
+
+
+def test_disruption_budgets_select_their_pods_and_allow_one_down():
+    """The workers' and the Redis Cluster's PodDisruptionBudgets select exactly their pods."""
+    for budget, kind in (("stream-rater-worker", "Deployment"), ("redis-cluster", "StatefulSet")):
+        pdb = k8s_object("PodDisruptionBudget", budget)
+        workload = k8s_object(kind, budget)
+        assert pdb["spec"]["selector"] == workload["spec"]["selector"]
+        assert pdb["spec"]["maxUnavailable"] == 1
+
+
+def test_worker_requests_the_measured_memory():
+    """The worker asks for ~120 MiB (measured RSS 81-103 MB) in Kubernetes and compose alike."""
+    [container] = k8s_object("Deployment", "stream-rater-worker")["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"]["memory"] == "120Mi"
+    assert compose()["services"]["worker"]["deploy"]["resources"]["reservations"]["memory"] == "120M"
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.cluster.yml"])
+def test_compose_files_follow_the_compose_specification(name: str):
+    """Each compose file (YAML anchors and merge keys resolved) is valid under the Compose
+    Specification: no unknown key, valid depends_on conditions, durations, resources."""
+    PyCompose.from_json(json.dumps(compose(name)))
+
+
+def test_compose_cluster_override_points_the_workers_at_a_joined_cluster():
+    """The cluster override gives the workers a redis+cluster:// URL of its own nodes, makes them
+    wait for the init job, and the job creates 3 masters with a replica each."""
+    base, cluster = compose()["services"], compose("docker-compose.cluster.yml")["services"]
+    services = {**base, **cluster}
+    for service in services.values():
+        assert set(service.get("depends_on", [])) <= set(services)
+    url = cluster["worker"]["environment"][env_name("redis_url")]
+    _, nodes = parse_cluster_url(url)
+    assert {host for host, _ in nodes} <= {name for name in cluster if name.startswith("redis-node-")}
+    assert cluster["worker"]["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
+    nodes_total = sum(name.startswith("redis-node-") for name in cluster)
+    script = cluster["redis-cluster-init"]["command"][-1]
+    assert "--cluster-replicas 1" in script and nodes_total == 6
+    assert all("--cluster-enabled yes" in cluster[f"redis-node-{n}"]["command"][-1] for n in range(1, 7))
+
+
+def test_kubernetes_redis_cluster_overlay_replaces_the_single_redis():
+    """The redis-cluster overlay deletes the single Redis, runs 6 cluster nodes behind a
+    headless Service, and points the workers' Secret at three of them by stable DNS name."""
+    [kustomization] = load_yaml(K8S / "overlays" / "redis-cluster" / "kustomization.yaml")
+    deleted = {(p["target"]["kind"], p["target"]["name"]) for p in kustomization["patches"] if "$patch: delete" in p["patch"]}
+    assert deleted == {("StatefulSet", "redis"), ("Service", "redis")}
+    [secret_patch] = [yaml.safe_load(p["patch"]) for p in kustomization["patches"] if p["target"]["kind"] == "Secret"]
+    [op] = secret_patch
+    assert op["path"] == f"/stringData/{env_name('redis_url')}"
+    statefulset = k8s_object("StatefulSet", "redis-cluster")
+    service = k8s_object("Service", "redis-cluster")
+    assert statefulset["spec"]["replicas"] == 6 and service["spec"]["clusterIP"] == "None"
+    _, nodes = parse_cluster_url(op["value"])
+    pods = {f"redis-cluster-{i}.{statefulset['spec']['serviceName']}" for i in range(6)}
+    assert {host for host, _ in nodes} <= pods and len(nodes) == 3
+    script = k8s_object("Job", "redis-cluster-init")["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert "--cluster-replicas 1" in script

@@ -1,0 +1,27 @@
+"""A Redis Cluster for the integration tests: ``STREAM_RATER_TEST_REDIS_CLUSTER_URL`` if set
+(``redis+cluster://host:port[,host:port…]``), else three local masters started once per
+session by `LocalRuntime` (``redis-server --cluster-enabled yes`` + ``redis-cli --cluster
+create``) and stopped by PID at the end."""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+
+import pytest
+
+from stream_rater.local.runtime import LocalExtraMissing, LocalRuntime
+
+REDIS_CLUSTER_ENV = "STREAM_RATER_TEST_REDIS_CLUSTER_URL"
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(_stack: ExitStack) -> str:
+    """``redis+cluster://host:port,…`` of a Redis Cluster of three masters."""
+    external = os.environ.get(REDIS_CLUSTER_ENV)
+    if external:
+        return external
+    try:
+        return _stack.enter_context(LocalRuntime(broker=False, redis_cluster=3)).redis_url
+    except LocalExtraMissing as exc:
+        pytest.skip(f"no {REDIS_CLUSTER_ENV} and {exc}")
