@@ -53,14 +53,7 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
     wins = [t["win_probability"] for t in body["teams"]]
     assert sum(wins) + body["draw_probability"] == pytest.approx(1.0, abs=1e-12)
 
-    async def stored() -> dict:
-        store = open_store(redis_url)
-        try:
-            return await store.players(ladder)
-        finally:
-            await store.close()
-
-    states = asyncio.run(stored())
+    states = stored_players(redis_url, ladder)
     ts = TrueSkill()
     c = math.sqrt(sum(states[p].sigma ** 2 + ts.tau ** 2 + ts.beta ** 2 for p in ("p0", "p1", "p2", "p3")))
     eps = norm.ppf((ts.draw_probability + 1) / 2) * ts.beta * 2
@@ -87,6 +80,18 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
     assert "unknown ladder 'nosuch'" in unknown.stderr
 
 
+def stored_players(redis_url: str, ladder: str) -> dict:
+    """The ladder's players as stored in Redis."""
+    async def read() -> dict:
+        store = open_store(redis_url)
+        try:
+            return await store.players(ladder)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
 def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: str, tmp_path: Path):
     """`serve`'s leaderboard lists a time-scaled ladder's players best first with their states
     as stored in Redis and σ as of the request, ``σ² + γ²·Δt`` since each one's last match."""
@@ -101,14 +106,7 @@ def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: st
     assert cli("replay", "--store", redis_url, "--out", str(tmp_path / "out.jsonl"), str(tmp_path / "m.jsonl"),
                ladders=ladders).returncode == 0
 
-    async def stored() -> dict:
-        store = open_store(redis_url)
-        try:
-            return await store.players(ladder)
-        finally:
-            await store.close()
-
-    states = asyncio.run(stored())
+    states = stored_players(redis_url, ladder)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "stream_rater", "serve", "--store", redis_url,
                                "--web-port", str(port), "--ladders-file", str(ladders)],
