@@ -417,9 +417,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_correct(args: argparse.Namespace) -> int:
     """``void`` / ``unvoid`` / ``rerate``: re-rate a ladder into a new generation and switch."""
-    from stream_rater.corrections.history import TopicHistory
-    from stream_rater.corrections.rerate import rerate
-    from stream_rater.service.kafka_io import update_sender
+    from stream_rater.corrections.history import rerate_from_topic
     from stream_rater.store import open_store
 
     settings = _settings(args)
@@ -438,13 +436,12 @@ def cmd_correct(args: argparse.Namespace) -> int:
         async def run() -> Any:
             store = open_store(args.store)
             try:
-                async with update_sender(settings) as send:
-                    return await rerate(
-                        store, ladders, args.ladder, TopicHistory(settings, ladders, args.ladder, files), send,
-                        params=params, void=args.match_ids if args.command == "void" else (),
-                        unvoid=args.match_ids if args.command == "unvoid" else (), reason=args.reason,
-                        lease=args.lease, batch_size=args.batch_size, progress=bar,
-                    )
+                return await rerate_from_topic(
+                    settings, ladders, args.ladder, store, files=files,
+                    params=params, void=args.match_ids if args.command == "void" else (),
+                    unvoid=args.match_ids if args.command == "unvoid" else (), reason=args.reason,
+                    lease=args.lease, batch_size=args.batch_size, progress=bar,
+                )
             finally:
                 await store.close()
 

@@ -19,15 +19,15 @@ from typing import TextIO
 
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
-from stream_rater.corrections.history import TopicHistory
-from stream_rater.corrections.rerate import RerateReport, rerate
+from stream_rater.corrections.history import rerate_from_topic
+from stream_rater.corrections.rerate import RerateReport
 from stream_rater.local.demo import (
     DEMO_LADDER, DEMO_LADDER_ENV, default_data_file, follow_until, football_events, start_worker, stop_process,
     wait_ready,
 )
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.offline.verify import verify
-from stream_rater.service.kafka_io import publish, update_sender
+from stream_rater.service.kafka_io import publish
 from stream_rater.store import open_store
 
 
@@ -68,9 +68,7 @@ def run(before: int = 40_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
 async def _void(settings: Settings, ladders: Ladders, match_id: str) -> RerateReport:
     store = open_store(settings.redis_url)
     try:
-        async with update_sender(settings) as send:
-            return await rerate(store, ladders, DEMO_LADDER, TopicHistory(settings, ladders, DEMO_LADDER), send,
-                                void=[match_id], reason="bench")
+        return await rerate_from_topic(settings, ladders, DEMO_LADDER, store, void=[match_id], reason="bench")
     finally:
         await store.close()
 

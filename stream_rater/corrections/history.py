@@ -3,35 +3,60 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import Limits, MatchFinished
-from stream_rater.corrections.rerate import Entry
+from stream_rater.corrections.rerate import Entry, RerateReport, Send, rerate
 from stream_rater.offline.verify import ladder_history
-from stream_rater.service.kafka_io import read_log
+from stream_rater.service.kafka_io import LogReader, update_sender
+from stream_rater.store import StateStore
 
 
 class TopicHistory:
     """`ladder`'s matches: `files` (matches the topic no longer retains, in order; they may
     overlap its start: a match applied twice counts once), then the ladder's records of the
     matches topic from the earliest retained offset; each `read` returns what was appended
-    since the previous one."""
+    since the previous one. Use as ``async with``: one consumer stays open, so a read during
+    a re-rate's switch costs a fetch, not a new connection."""
 
     def __init__(self, settings: Settings, ladders: Ladders, ladder: str,
                  files: Iterable[MatchFinished] = ()) -> None:
-        self.settings, self.ladders, self.ladder = settings, ladders, ladder
+        self.ladders, self.ladder = ladders, ladder
+        self.limits = Limits(max_event_bytes=settings.max_event_bytes)
+        self._reader = LogReader(settings, settings.topic_matches)
         self._files: list[Entry] = [(match, None) for match in files]
-        self._reached: dict[int, int] | None = None
+        self._reached: dict[int, int] = {}
+
+    async def __aenter__(self) -> TopicHistory:
+        await self._reader.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._reader.__aexit__(*exc)
 
     async def read(self) -> list[Entry]:
         """The entries not returned before (all of them the first time)."""
-        records, self._reached = await read_log(self.settings, self.settings.topic_matches, start=self._reached)
-        found = ladder_history(records, self.ladders, self.ladder,
-                               Limits(max_event_bytes=self.settings.max_event_bytes))
+        records = await self._reader.read()
+        self._reached = await self._reader.reached()
+        found = ladder_history(records, self.ladders, self.ladder, self.limits)
         entries, self._files = self._files + list(zip(found.matches, found.where)), []
         return entries
 
     def reached(self) -> dict[int, int]:
         """Partition → offset up to which the topic was read."""
-        return dict(self._reached or {})
+        return dict(self._reached)
+
+
+async def rerate_from_topic(settings: Settings, ladders: Ladders, ladder: str, store: StateStore,
+                            send: Send | None = None, files: Iterable[MatchFinished] = (),
+                            **options: Any) -> RerateReport:
+    """`rerate` of `ladder` from its history in the matches topic (after `files`), sending the
+    correction events with `send` (default: a producer of its own to the updates topic);
+    `options` are `rerate`'s."""
+    async with TopicHistory(settings, ladders, ladder, files) as history:
+        if send is not None:
+            return await rerate(store, ladders, ladder, history, send, **options)
+        async with update_sender(settings) as own:
+            return await rerate(store, ladders, ladder, history, own, **options)

@@ -11,12 +11,16 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
    same `Processor` the worker uses (voided matches are skipped by the processor itself), up
    to the live generation's position in the matches topic; keep reading the topic while the
    live worker moves on, until the gap is small.
-4. **Switch.** Freeze the live generation (its commits are refused; the worker waits and
-   retries), apply the last few matches up to its now fixed position, compare both
-   generations' players, and in one atomic step make the staging generation live and store
-   the correction events (one per player whose state changed). Send them, lift the freeze,
-   release the lock, drop the old generation. The live ladder is blocked only from the
-   freeze to the lift: milliseconds for a few hundred changed players.
+4. **Compare.** Compare both generations' players while the live one still moves: a player
+   no match after the staging generation's position touches keeps both states until the
+   switch, so only the players of the last few matches need comparing again.
+5. **Switch.** Freeze the live generation (its commits are refused; the worker waits and
+   retries), apply the last few matches up to its now fixed position, compare their players
+   again, and in one atomic step make the staging generation live and store the correction
+   events (one per player whose state changed). Send them, lift the freeze, release the
+   lock, drop the old generation. The live ladder is blocked only from the freeze to the
+   lift: a fetch from the topic, a few matches, a few reads and one produce — milliseconds,
+   whatever the ladder's size.
 
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
 abandoned staging one); a crash after it leaves the new generation live and its correction
@@ -39,7 +43,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, correction_changed, format_timestamp
 from stream_rater.processor import Processor
 from stream_rater.rating.base import Rating
-from stream_rater.store.base import Generations, PlayerState, StateStore
+from stream_rater.store.base import PlayerState, StateStore
 
 #: One entry of a ladder's history: the match and where its record is in the matches topic
 #: (None for a match read from a file).
@@ -75,6 +79,8 @@ class RerateReport:
     seconds: float = 0.0
     #: From the freeze to its lift: how long live commits of the ladder were refused.
     blocked_seconds: float = 0.0
+    #: Where that time went: step → seconds (catch_up, compare, switch, send).
+    blocked_steps: dict[str, float] = field(default_factory=dict)
     #: Live positions at the switch (partition → next offset).
     positions: dict[int, int] = field(default_factory=dict)
     nothing_to_do: bool = False
@@ -165,18 +171,25 @@ async def rerate(
             if len(more) < catch_up:
                 break
 
-        frozen_at = time.perf_counter()
+        compare = _Compare(store, ladder, model, generation, report, now)
+        await compare.all()
+
+        clock = _Clock(report.blocked_steps)
         await store.freeze(ladder, owner, lease)
         live = await store.generations(ladder)
         while not _covers(history.reached(), live.positions):
             build.add(await history.read())
-        await build.apply_upto(live.positions)
-        events = await _corrections(store, ladder, model, live, generation, report, now)
+        last = await build.apply_upto(live.positions)
+        clock.step("catch_up")
+        events = await compare.again(players_of(last))
+        clock.step("compare")
         await store.switch(ladder, owner, generation, live, events)
         switched = True
+        clock.step("switch")
         await send(events)
         await store.finish_rerate(ladder, owner)
-        report.blocked_seconds = time.perf_counter() - frozen_at
+        clock.step("send")
+        report.blocked_seconds = sum(report.blocked_steps.values())
         report.applied, report.corrections, report.positions = build.applied, len(events), live.positions
     finally:
         keeper.cancel()
@@ -229,9 +242,10 @@ class _Build:
     def add(self, entries: list[Entry]) -> None:
         self.pending += entries
 
-    async def apply_upto(self, positions: Mapping[int, int]) -> None:
+    async def apply_upto(self, positions: Mapping[int, int]) -> list[Entry]:
         """Apply the pending entries the live generation has applied (files' entries, and
-        topic records before its positions; all of them when it has no position)."""
+        topic records before its positions; all of them when it has no position); returns
+        them."""
         def live_has(entry: Entry) -> bool:
             where = entry[1]
             return where is None or not positions or where[1] < positions.get(where[0], 0)
@@ -246,27 +260,64 @@ class _Build:
             self.done += len(chunk)
             if self.progress is not None:
                 self.progress(self.done, self.done + len(self.pending) - start - len(chunk))
+        applied = self.pending[:ready]
         del self.pending[:ready]
+        return applied
 
 
-async def _corrections(store: StateStore, ladder: str, model: Any, live: Generations, generation: int,
-                       report: RerateReport, at: float) -> list[dict]:
-    """One correction event per player whose state differs between the live generation and
-    the staging one (a player the staging one lacks is back at the prior)."""
-    before = await store.players(ladder)
-    after = await store.players(ladder, generation=generation)
-    prior = model.initial()
-    empty = PlayerState(prior.mu, prior.sigma)
-    cause = {"id": f"rerate:{generation}", "reason": report.reason, "voided": report.voided,
-             "unvoided": report.unvoided, "params": report.params}
-    stamp = format_timestamp(at)
-    events = []
-    for player_id in sorted(before.keys() | after.keys()):
-        old, new = before.get(player_id, empty), after.get(player_id, empty)
-        if old[:4] == new[:4]:
-            continue
-        events.append(correction_changed(
-            cause["id"], ladder, player_id, model.name, old[:2], new[:2],
-            model.display(Rating(new.mu, new.sigma)), new.games, stamp, cause,
-        ))
-    return events
+def players_of(entries: Iterable[Entry]) -> set[str]:
+    """The ids of every player of the entries' matches."""
+    return {player.id for match, _ in entries for team in match.teams for player in team.players}
+
+
+class _Clock:
+    """Seconds per step, each measured from the end of the previous one."""
+
+    def __init__(self, steps: dict[str, float]) -> None:
+        self.steps, self.last = steps, time.perf_counter()
+
+    def step(self, name: str) -> None:
+        now = time.perf_counter()
+        self.steps[name], self.last = now - self.last, now
+
+
+class _Compare:
+    """The correction events: one per player whose state differs between the live generation
+    and the staging one (a player the staging one lacks is back at the prior). `all` compares
+    every player; `again` re-compares the given ones, whose states may have moved since."""
+
+    def __init__(self, store: StateStore, ladder: str, model: Any, generation: int, report: RerateReport,
+                 at: float) -> None:
+        self.store, self.ladder, self.model, self.generation = store, ladder, model, generation
+        prior = model.initial()
+        self.empty = PlayerState(prior.mu, prior.sigma)
+        self.cause = {"id": f"rerate:{generation}", "reason": report.reason, "voided": report.voided,
+                      "unvoided": report.unvoided, "params": report.params}
+        self.stamp = format_timestamp(at)
+        self.changed: dict[str, tuple[PlayerState, PlayerState]] = {}
+
+    async def all(self) -> None:
+        """Compare every player of both generations."""
+        await self._compare(None)
+
+    async def again(self, players: set[str]) -> list[dict]:
+        """Compare `players` again; the events, by player id."""
+        if players:
+            await self._compare(players)
+        return [self._event(player_id, *self.changed[player_id]) for player_id in sorted(self.changed)]
+
+    async def _compare(self, only: set[str] | None) -> None:
+        before = await self.store.players(self.ladder, only=only)
+        after = await self.store.players(self.ladder, generation=self.generation, only=only)
+        for player_id in before.keys() | after.keys() if only is None else only:
+            old, new = before.get(player_id, self.empty), after.get(player_id, self.empty)
+            if old[:4] == new[:4]:
+                self.changed.pop(player_id, None)
+            else:
+                self.changed[player_id] = (old, new)
+
+    def _event(self, player_id: str, old: PlayerState, new: PlayerState) -> dict:
+        return correction_changed(
+            self.cause["id"], self.ladder, player_id, self.model.name, old[:2], new[:2],
+            self.model.display(Rating(new.mu, new.sigma)), new.games, self.stamp, self.cause,
+        )

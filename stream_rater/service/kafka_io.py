@@ -323,42 +323,70 @@ class LogRecord:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-async def read_log(
-    settings: Settings, topic: str, start: Mapping[int, int] | None = None, timeout: float = 300.0,
-) -> tuple[list[LogRecord], dict[int, int]]:
-    """The records of `topic` from `start` (default: the earliest retained offset) up to at
-    least the log's end when called, in (partition, offset) order, and the offset reached per
-    partition (where a later read goes on). Raises `TimeoutError` after `timeout` seconds.
+class LogReader:
+    """Reads `topic` from `start` (default: the earliest retained offset) with one consumer
+    kept open: each `read` returns the records appended since the previous one, up to at
+    least the log's end when called, in (partition, offset) order. Use as ``async with``.
 
     Fetched batches are kept whole: some Kafka-protocol brokers (Tansu) report the log's end
     as the last batch's base offset + 1, so "up to the end" means "through the batch that
     holds the reported end".
     """
-    deadline = time.monotonic() + timeout
-    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
-    await consumer.start()
-    try:
-        partitions = await _partitions(consumer, topic)
-        ends = {tp: offset for tp, offset in (await consumer.end_offsets(partitions)).items()}
-        consumer.assign(partitions)
-        for tp in partitions:
-            if start is not None and tp.partition in start:
-                consumer.seek(tp, start[tp.partition])
-            else:
-                await consumer.seek_to_beginning(tp)
-        pending = {tp for tp in partitions if await consumer.position(tp) < ends[tp]}
+
+    def __init__(self, settings: Settings, topic: str, start: Mapping[int, int] | None = None) -> None:
+        self.topic, self._start = topic, dict(start) if start is not None else None
+        self._consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
+        self._partitions: list[TopicPartition] = []
+
+    async def __aenter__(self) -> LogReader:
+        await self._consumer.start()
+        try:
+            self._partitions = await _partitions(self._consumer, self.topic)
+            self._consumer.assign(self._partitions)
+            for tp in self._partitions:
+                if self._start is not None and tp.partition in self._start:
+                    self._consumer.seek(tp, self._start[tp.partition])
+                else:
+                    await self._consumer.seek_to_beginning(tp)
+        except BaseException:
+            await self._consumer.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._consumer.stop()
+
+    async def read(self, timeout: float = 300.0) -> list[LogRecord]:
+        """The records appended since the previous read (from the start the first time).
+        Raises `TimeoutError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        consumer = self._consumer
+        ends = await consumer.end_offsets(self._partitions)
+        pending = {tp for tp in self._partitions if await consumer.position(tp) < ends[tp]}
         out: list[LogRecord] = []
         while pending:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic!r} took longer than {timeout:.0f} s")
+                raise TimeoutError(f"reading {self.topic!r} took longer than {timeout:.0f} s")
             for tp, records in (await consumer.getmany(*pending, timeout_ms=1000)).items():
                 out += [LogRecord(tp.partition, r.offset, r.timestamp, r.key, r.value or b"", tuple(r.headers or ()))
                         for r in records]
             pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
         out.sort(key=lambda r: (r.partition, r.offset))
-        return out, {tp.partition: await consumer.position(tp) for tp in partitions}
-    finally:
-        await consumer.stop()
+        return out
+
+    async def reached(self) -> dict[int, int]:
+        """Partition → the offset the next read starts at."""
+        return {tp.partition: await self._consumer.position(tp) for tp in self._partitions}
+
+
+async def read_log(
+    settings: Settings, topic: str, start: Mapping[int, int] | None = None, timeout: float = 300.0,
+) -> tuple[list[LogRecord], dict[int, int]]:
+    """The records of `topic` from `start` (default: the earliest retained offset) up to at
+    least the log's end when called (see `LogReader`), and the offset reached per partition
+    (where a later read goes on). Raises `TimeoutError` after `timeout` seconds."""
+    async with LogReader(settings, topic, start) as reader:
+        return await reader.read(timeout), await reader.reached()
 
 
 async def committed_offsets(settings: Settings, topic: str, partitions: Iterable[int]) -> dict[int, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from stream_rater.service import metrics
@@ -33,9 +33,9 @@ class TimedStore(StateStore):
         with metrics.STORE_ROUND_TRIP.labels("lookup").time():
             return await self.inner.lookup(ladder, player_ids)
 
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
-                      ) -> dict[str, PlayerState]:
-        return await self.inner.players(ladder, effects, generation)
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
+                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
+        return await self.inner.players(ladder, effects, generation, only)
 
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
         return await self.inner.leaderboard(ladder, top)

@@ -10,7 +10,7 @@ or writes nothing and raises `CommitConflict`, after which the caller re-reads a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -170,9 +170,10 @@ class StateStore(ABC):
         generation)."""
 
     @abstractmethod
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
-                      ) -> dict[str, PlayerState]:
-        """Every stored player (or effect) state of `ladder` (live, or the given generation)."""
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
+                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
+        """Every stored player (or effect) state of `ladder` (live, or the given generation);
+        with `only`, just those of these ids that are stored."""
 
     @abstractmethod
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,10 +103,11 @@ class MemoryStore(StateStore):
             log = gen.history.setdefault(player_id, deque(maxlen=self.history_limit))
             log.extendleft(entries)
 
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
-                      ) -> dict[str, PlayerState]:
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
+                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
         gen = self._generation(ladder, generation)
-        return dict(gen.effects if effects else gen.players)
+        stored = gen.effects if effects else gen.players
+        return dict(stored) if only is None else {i: stored[i] for i in only if i in stored}
 
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
         scores = self._generation(ladder, None).scores

@@ -37,7 +37,7 @@ finds another one says so and the client retries with it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
@@ -222,10 +222,14 @@ class RedisStore(StateStore):
                 return replies[1:]
             self._live[ladder] = int(replies[0] or 0)
 
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None
-                      ) -> dict[str, PlayerState]:
+    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
+                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
         gen = await self._live_generation(ladder) if generation is None else generation
         key = generation_key(ladder, gen, "effects" if effects else "players")
+        if only is not None:
+            ids = list(only)
+            found = await self.client.hmget(key, ids) if ids else []
+            return {i: PlayerState.unpack(raw) for i, raw in zip(ids, found) if raw is not None}
         return {
             field.decode(): PlayerState.unpack(raw)
             async for field, raw in self.client.hscan_iter(key, count=1000)

@@ -57,6 +57,8 @@ async def test_commit_writes_states_markers_leaderboard_history(store, ladder):
     assert await store.history(ladder, "a", 10) == [events[0]]
     assert ladder in await store.ladders()
     assert set(await store.players(ladder, effects=True)) == {"home"}
+    assert await store.players(ladder, only=["b", "c"]) == {"b": snap.players["b"]}
+    assert await store.players(ladder, only=[]) == {}
 
 
 async def test_stale_version_is_refused_and_writes_nothing(store, ladder):
