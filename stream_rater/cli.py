@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import fields
@@ -22,8 +23,9 @@ from typing import Any, TextIO
 from stream_rater.offline.adapters import FORMATS, open_text, read_records
 from stream_rater.contracts.codecs import encode_event
 from stream_rater.contracts import Limits, MatchFinished
-from stream_rater.config.ladders import DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, load_ladders, parse_param
-from stream_rater.rating.registry import create_model
+from stream_rater.config.ladders import (
+    DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, ParamError, check_params, load_ladders, parse_param,
+)
 from stream_rater.config.settings import Settings, env_name
 
 EXIT_BAD_INPUT = 2
@@ -115,9 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds the re-rate lock (and the freeze) outlive a crashed re-rate (default 10)")
         p.add_argument("--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)")
         p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+        p.add_argument("--via-topic", action="store_true",
+                       help="send the request to the corrections topic for a worker to carry out, and return")
         _store_flag(p, None)
-        _settings_flags(p, ["broker", "topic_matches", "topic_updates", "max_event_bytes", "ladders_file",
-                            *kafka_security])
+        _settings_flags(p, ["broker", "topic_matches", "topic_updates", "topic_corrections", "max_event_bytes",
+                            "ladders_file", *kafka_security])
         p.set_defaults(func=cmd_correct)
 
     p = sub.add_parser("dlq", help="list the dead-letter topic, or redrive dead letters after a fix (exactly once)")
@@ -296,14 +300,9 @@ def _ladders(args: argparse.Namespace) -> Ladders:
         {**(base.params if keep and base else {}), **params},
     )
     try:
-        ladder.rating_model  # builds the model now: a bad parameter fails before any input is read
-    except (TypeError, ValueError) as exc:
-        for name, value in params.items():
-            try:
-                create_model(ladder.model, {name: value})
-            except (TypeError, ValueError) as one:
-                raise ValueError(f"--param {name}={value}: {one}") from None
-        raise ValueError(f"--model {ladder.model}: {exc}") from None
+        check_params(ladder.model, ladder.params)  # a bad parameter fails before any input is read
+    except ParamError as exc:
+        raise ValueError(f"--param {exc}" if exc.name else f"--model {ladder.model}: {exc}") from None
     return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder])
 
 
@@ -426,6 +425,8 @@ def cmd_correct(args: argparse.Namespace) -> int:
     _ladders(args)  # checks --param against the ladder's model: one line naming the flag
     ladders = _configured_ladders(args)
     ladders.get(args.ladder)
+    if args.via_topic:
+        return _request_correction(settings, args, params)
     with ExitStack() as stack:
         files = []
         if args.history:
@@ -447,6 +448,25 @@ def cmd_correct(args: argparse.Namespace) -> int:
 
         report = asyncio.run(run())
     print(json.dumps(dataclasses.asdict(report)) if args.json else report.line())
+    return 0
+
+
+def _request_correction(settings: Settings, args: argparse.Namespace, params: dict[str, Any]) -> int:
+    """``void|unvoid|rerate --via-topic``: publish the request for a worker (the flags a worker
+    has no use for, --history, --lease, --batch-size, are refused)."""
+    from stream_rater.contracts import CorrectionRequest
+    from stream_rater.service.kafka_io import send_request
+
+    for flag, unused in (("--history", args.history), ("--lease", args.lease != 10.0),
+                         ("--batch-size", args.batch_size != 1000)):
+        if unused:
+            raise ValueError(f"{flag}: not with --via-topic (the worker reads the matches topic itself)")
+    request = CorrectionRequest(args.command, args.ladder, tuple(getattr(args, "match_ids", ())), args.reason,
+                                params, f"cli-{uuid.uuid4().hex[:12]}")
+    asyncio.run(send_request(settings, request.to_dict()))
+    print(json.dumps(request.to_dict()) if args.json else
+          f"sent {args.command} request {request.request_id} for ladder {args.ladder!r} to "
+          f"{settings.topic_corrections!r}; a worker carries it out (its log and metrics say when)")
     return 0
 
 
@@ -581,9 +601,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from stream_rater.local.runtime import LocalRuntime
 
     settings = _settings(args)
-    topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
     cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
-    with LocalRuntime(topics=topics, **cluster) as runtime:
+    with LocalRuntime(topics=settings.topics(), **cluster) as runtime:
         settings = settings.override(broker=runtime.broker_url, redis_url=runtime.redis_url, session_timeout=3.0)
         print(f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
               f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
@@ -600,9 +619,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
     settings = _settings(args)
     _require(settings, "broker")
     ladders = _ladders(args)
-    topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
     try:  # as the worker would, so that a broker that auto-creates topics never picks the count
-        asyncio.run(create_topics(settings.broker, topics, settings.replication_factor, options=client_options(settings)))
+        asyncio.run(create_topics(settings.broker, settings.topics(), settings.replication_factor,
+                                  options=client_options(settings)))
     except TopicError as exc:
         print(f"stream-rater publish: warning: {exc}; publishing anyway", file=sys.stderr)
     with ExitStack() as stack:

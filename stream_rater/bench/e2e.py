@@ -193,7 +193,7 @@ def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0
             settings = Settings(
                 broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port(),
                 partitions=partitions, topic_matches=f"matches-{tag}", topic_updates=f"updates-{tag}",
-                topic_dlq=f"dlq-{tag}", consumer_group=f"bench-{tag}", session_timeout=3.0,
+                topic_dlq=f"dlq-{tag}", topic_corrections=f"corrections-{tag}", consumer_group=f"bench-{tag}", session_timeout=3.0,
             )
             extra = {env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")}
             started: list[subprocess.Popen] = []

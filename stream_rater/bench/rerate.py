@@ -35,9 +35,8 @@ def run(before: int = 40_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
     """Run the benchmark and print its report; returns the re-rate's report."""
     events = list(football_events(default_data_file(), DEMO_LADDER))
     settings = Settings(partitions=1)
-    topics = {t: 1 for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
     ladders = load_ladders(None, DEMO_LADDER_ENV)
-    with LocalRuntime(topics=topics) as runtime:
+    with LocalRuntime(topics=settings.topics()) as runtime:
         settings = replace(settings, broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port())
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
         worker = start_worker(settings, DEMO_LADDER_ENV, log)
@@ -59,10 +58,15 @@ def run(before: int = 40_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
     rate_rerate = report.applied / report.seconds if report.seconds else 0.0
     print(f"re-rate: {report.applied} matches in {report.seconds:.2f} s = {rate_rerate:,.0f} matches/s "
           f"(reading the topic included); live ladder blocked {report.blocked_seconds * 1000:.1f} ms at the "
-          f"switch; {report.corrections} correction events", file=out)
+          f"switch ({_steps(report)}); {report.corrections} correction events", file=out)
     print(f"verify after the stream ended: {checked} players differ from a replay without the voided match",
           file=out)
     return report
+
+
+def _steps(report: RerateReport) -> str:
+    """Where the blocked time went, e.g. ``catch_up 3.1 ms, compare 0.4 ms, …``."""
+    return ", ".join(f"{step} {seconds * 1000:.1f} ms" for step, seconds in report.blocked_steps.items())
 
 
 async def _void(settings: Settings, ladders: Ladders, match_id: str) -> RerateReport:

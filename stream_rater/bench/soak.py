@@ -47,7 +47,7 @@ def run(minutes: float, rate: float, interval: float = 10.0, plot: str | None = 
     with LocalRuntime(topics=topics) as runtime:
         settings = Settings(broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port(),
                             partitions=1, topic_matches=f"matches-{tag}", topic_updates=f"updates-{tag}",
-                            topic_dlq=f"dlq-{tag}", consumer_group=f"soak-{tag}", session_timeout=3.0)
+                            topic_dlq=f"dlq-{tag}", topic_corrections=f"corrections-{tag}", consumer_group=f"soak-{tag}", session_timeout=3.0)
         extra = {env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")}
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
         worker = start_worker(settings, extra, log)

@@ -216,6 +216,28 @@ def parse_value(text: str) -> bool | int | float | str:
     return number
 
 
+class ParamError(ValueError):
+    """A model parameter (or, `name` None, the set of them) the model refuses."""
+
+    def __init__(self, name: str | None, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+def check_params(model: str, params: Mapping[str, Any]) -> None:
+    """Build `model` with `params`; raises `ParamError` naming the bad parameter
+    (``beta=x: must be real number, not str``) or, when no single one is to blame, none."""
+    try:
+        registry.create_model(model, params)
+    except (TypeError, ValueError) as exc:
+        for name, value in params.items():
+            try:
+                registry.create_model(model, {name: value})
+            except (TypeError, ValueError) as one:
+                raise ParamError(name, f"{name}={value}: {one}") from None
+        raise ParamError(None, str(exc)) from None
+
+
 def parse_param(text: str) -> tuple[str, bool | int | float | str]:
     """A CLI ``--param name=value`` string → ``(name, typed value)``; raises ValueError."""
     name, sep, value = text.partition("=")

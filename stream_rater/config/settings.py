@@ -34,6 +34,8 @@ class Settings:
     topic_matches: str = _field("matches", "topic of match-finished events (in)")
     topic_updates: str = _field("rating-updates", "topic of rating-changed events (out)")
     topic_dlq: str = _field("matches-dlq", "dead-letter topic for invalid events")
+    topic_corrections: str = _field("rating-corrections", "topic of correction requests (void, unvoid, rerate) "
+                                                          "the workers carry out")
     partitions: int = _field(8, "partition count used when the worker creates missing topics")
     replication_factor: int = _field(1, "replication factor used when the worker creates missing topics")
     batch_size: int = _field(500, "largest batch of matches processed together")
@@ -62,6 +64,12 @@ class Settings:
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, raw, type(f.default))
         return cls(**values)
+
+    def topics(self) -> dict[str, int]:
+        """The service's topics and their partition counts, as the worker creates them; the
+        corrections topic has one partition: its requests are carried out one at a time."""
+        return {self.topic_matches: self.partitions, self.topic_updates: self.partitions,
+                self.topic_dlq: self.partitions, self.topic_corrections: 1}
 
     def override(self, **flags: Any) -> Settings:
         """A copy with the CLI flags that were given (None = not given)."""

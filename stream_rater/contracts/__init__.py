@@ -2,6 +2,8 @@
 
 - `match` — match-finished events (topic ``matches``): dataclasses, Kafka key, validation.
 - `rating_changed` — rating-changed events (topic ``rating-updates``): builder, validation.
+- `correction_request` — correction requests (topic ``rating-corrections``): void, un-void,
+  re-rate.
 - `timestamps` — RFC 3339 / epoch seconds on the wire.
 - `codecs` — bytes ↔ events, JSON or msgpack.
 - ``schemas/*.schema.json`` — the same contracts as JSON Schema for other languages; tests
@@ -9,6 +11,7 @@
 """
 
 from stream_rater.contracts._checks import ValidationError
+from stream_rater.contracts.correction_request import CorrectionRequest
 from stream_rater.contracts.match import (
     DEFAULT_LADDER,
     DEFAULT_LIMITS,
@@ -23,6 +26,7 @@ from stream_rater.contracts.rating_changed import RatingChanged, correction_chan
 from stream_rater.contracts.timestamps import format_timestamp, parse_timestamp
 
 __all__ = [
+    "CorrectionRequest",
     "DEFAULT_LADDER",
     "DEFAULT_LIMITS",
     "Limits",

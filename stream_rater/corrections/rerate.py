@@ -138,7 +138,7 @@ async def rerate(
     live = await store.generations(ladder)
     current = await store.voids(ladder)
     already = all(m in current for m in void) and not any(m in current for m in unvoid)
-    if (void or unvoid) and already and not params and not live.voids_pending:
+    if (void or unvoid) and already and not params and not live.voids_pending and not await store.outbox(ladder):
         report.nothing_to_do = True
         return report
     overrides = {**(live.params or {}), **(params or {})}
@@ -158,8 +158,10 @@ async def rerate(
         now = time.time()
         await store.set_voids(ladder, {m: {"reason": reason, "at": now} for m in void if m not in current},
                               [m for m in unvoid if m in current], generation)
-        report.voided = [m for m in void if m not in current]
-        report.unvoided = [m for m in unvoid if m in current]
+        # After an interrupted re-rate, the voids it recorded take effect now: report them.
+        pending = live.voids_pending
+        report.voided = [m for m in void if m not in current or pending]
+        report.unvoided = [m for m in unvoid if m in current or pending]
 
         processor = Processor(ladders, store, generation=generation)
         build = _Build(processor, entries, batch_size, progress)

@@ -124,9 +124,7 @@ def run_demo(settings: Settings, data: Path, *, limit: int | None = None, top: i
     from stream_rater.local.runtime import LocalRuntime, free_port
 
     events = list(football_events(data, DEMO_LADDER))[:limit]
-    topics = {settings.topic_matches: settings.partitions, settings.topic_updates: settings.partitions,
-              settings.topic_dlq: settings.partitions}
-    with LocalRuntime(topics=topics) as runtime:
+    with LocalRuntime(topics=settings.topics()) as runtime:
         settings = replace(settings, broker=runtime.broker_url, redis_url=runtime.redis_url,
                            web_port=free_port(), session_timeout=3.0)
         print(f"broker {runtime.bootstrap_servers}  redis {runtime.redis_url}", file=out)

@@ -1,7 +1,8 @@
 """The faust-streaming application: topics, the rating agent, and the worker entry point.
 
-One agent, concurrency 1 (faust's ``concurrency>1`` can lose messages on a crash), rates
-``matches``. Its records reach it a fetched batch at a time through a
+Two agents, each of concurrency 1 (faust's ``concurrency>1`` can lose messages on a crash).
+One carries out the correction requests of ``rating-corrections`` (`service.corrections`).
+The other rates ``matches``: its records reach it a fetched batch at a time through a
 `faust_transport.BatchBuffer` rather than as per-message stream events; it takes batches of
 up to ``batch_size`` and hands them to a `BatchPipeline`, which overlaps consecutive batches
 and acknowledges each only after its Redis commit and its rating-changed events are durable.
@@ -27,6 +28,7 @@ from stream_rater.processor import Processor
 from stream_rater.config.settings import ENV_PREFIX, Settings
 from stream_rater.store import StateStore, open_store
 from stream_rater.service.web import register_web
+from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics
 from stream_rater.service.timed_store import TimedStore
 
@@ -125,6 +127,19 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
             await pipeline.drain()
             raise
 
+    corrections = CorrectionHandler(
+        settings, ladders, send, lambda: open_store(settings.redis_url, history_limit=settings.history_limit,
+                                                    marker_ttl=settings.marker_ttl),
+        stopping=stopping.is_set,
+    )
+
+    @app.agent(app.topic(settings.topic_corrections, partitions=1), concurrency=1)
+    async def correct(stream: faust.StreamT) -> None:
+        # One request at a time; faust acknowledges it when the next one is taken, so a
+        # request whose re-rate did not finish is delivered again (see service/corrections.py).
+        async for event in stream.events():
+            await corrections.handle(event.message)
+
     @app.on_before_shutdown.connect
     async def _flag_stopping(app: faust.App, **kwargs: Any) -> None:
         stopping.set()
@@ -174,8 +189,8 @@ def run_worker(settings: Settings, ladders: Ladders) -> None:
     """Create missing topics, then run a worker in the foreground until SIGTERM/SIGINT
     (faust handles the signals). faust itself only creates its internal topics, and a broker
     that auto-creates the input topic would pick its own partition count."""
-    topics = {t: settings.partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
-    asyncio.run(create_topics(settings.broker, topics, settings.replication_factor, options=client_options(settings)))
+    asyncio.run(create_topics(settings.broker, settings.topics(), settings.replication_factor,
+                              options=client_options(settings)))
     suspect_empty = asyncio.run(store_looks_lost(settings))
     app = create_app(settings, ladders, suspect_empty=suspect_empty)
     settle_gc()

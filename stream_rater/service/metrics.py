@@ -21,6 +21,33 @@ MATCHES_VOIDED_SKIPPED = Counter(
     "Matches not applied because an operator voided them (stream-rater void)",
     ["ladder"],
 )
+CORRECTIONS = Counter(
+    "stream_rater_corrections",
+    "Correction requests from the corrections topic, by kind (void, unvoid, rerate) and outcome "
+    "(switched, nothing_to_do, rejected)",
+    ["kind", "outcome"],
+)
+MATCHES_VOIDED = Counter(
+    "stream_rater_matches_voided", "Matches voided (or, kind=unvoid, un-voided) by correction requests",
+    ["ladder", "kind"],
+)
+RERATE_MATCHES = Counter(
+    "stream_rater_rerate_matches", "Matches re-rated into new generations by correction requests", ["ladder"]
+)
+RERATE_CORRECTION_EVENTS = Counter(
+    "stream_rater_rerate_correction_events", "Correction events sent by re-rates the worker ran", ["ladder"]
+)
+RERATE_RUNNING = Gauge(
+    "stream_rater_rerate_running", "1 while this worker re-rates the ladder for a correction request", ["ladder"]
+)
+RERATE_LAST_SWITCH = Gauge(
+    "stream_rater_rerate_last_switch_timestamp_seconds",
+    "When this worker last switched the ladder to a re-rated generation (Unix time)", ["ladder"],
+)
+RERATE_LAST_BLOCKED = Gauge(
+    "stream_rater_rerate_last_blocked_seconds",
+    "How long live commits of the ladder were refused at its last switch (freeze to lift)", ["ladder"],
+)
 MATCHES_LATE = Counter(
     "stream_rater_matches_late",
     "Matches applied in log order although they finished before a player's last applied match",

@@ -148,7 +148,7 @@ class BatchHandler:
         """Phase 2: produce the dead letters and rating-changed events, wait until the broker
         has them all; the caller acknowledges the batch after this returns."""
         result, dead = batch.result, batch.dead
-        outgoing = [self._dead_letter(m, reason, extra) for m, reason, extra in dead]
+        outgoing = [dead_letter(self.topics.dlq, m, reason, extra) for m, reason, extra in dead]
         outgoing += [update_record(self.topics.updates, e) for e in result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
 
@@ -205,21 +205,6 @@ class BatchHandler:
             result.results += one.results
             result.conflicts += one.conflicts
         return result
-
-    def _dead_letter(self, message: Message, reason: str, extra: list[tuple[str, bytes]]) -> Record:
-        """The original record with its key, value and headers, plus where it came from and why."""
-        headers = [
-            *(getattr(message, "headers", None) or []),
-            ("sr-reason", reason.encode()),
-            ("sr-origin-topic", str(message.topic).encode()),
-            ("sr-origin-partition", str(message.partition).encode()),
-            ("sr-origin-offset", str(message.offset).encode()),
-            *extra,
-        ]
-        timestamp = getattr(message, "timestamp", None)
-        if timestamp is not None:
-            headers.append(("sr-origin-timestamp", repr(timestamp).encode()))
-        return self.topics.dlq, message.key, message.value or b"", headers
 
     async def _produce(self, outgoing: list[Record]) -> None:
         if outgoing:
@@ -312,6 +297,22 @@ class BatchPipeline:
             await previous
         await self.handler.emit(committed)
         self.ack(committed.messages)
+
+
+def dead_letter(topic: str, message: Message, reason: str, extra: Sequence[tuple[str, bytes]] = ()) -> Record:
+    """The original record with its key, value and headers, plus where it came from and why."""
+    headers = [
+        *(getattr(message, "headers", None) or []),
+        ("sr-reason", reason.encode()),
+        ("sr-origin-topic", str(message.topic).encode()),
+        ("sr-origin-partition", str(message.partition).encode()),
+        ("sr-origin-offset", str(message.offset).encode()),
+        *extra,
+    ]
+    timestamp = getattr(message, "timestamp", None)
+    if timestamp is not None:
+        headers.append(("sr-origin-timestamp", repr(timestamp).encode()))
+    return topic, message.key, message.value or b"", headers
 
 
 def _reason_label(exc: Exception) -> str:

@@ -122,7 +122,7 @@ class RerateRunning(RuntimeError):
     def __init__(self, ladder: str, owner: str, seconds_left: float) -> None:
         super().__init__(f"ladder {ladder!r}: a re-rate is already running ({owner}); its lock "
                          f"expires in {seconds_left:.1f} s unless it is renewed")
-        self.ladder, self.owner = ladder, owner
+        self.ladder, self.owner, self.seconds_left = ladder, owner, seconds_left
 
 
 class LockLost(RuntimeError):

@@ -108,7 +108,8 @@ def web_worker(broker_url: str, redis_url: str, topic_factory: Callable[..., str
     settings = Settings(
         broker=broker_url, redis_url=redis_url, web_port=free_port(), partitions=PARTITIONS,
         topic_matches=topic_factory(PARTITIONS, "matches"), topic_updates=topic_factory(PARTITIONS, "updates"),
-        topic_dlq=topic_factory(PARTITIONS, "dlq"), consumer_group=unique_name, session_timeout=3.0,
+        topic_dlq=topic_factory(PARTITIONS, "dlq"),
+        topic_corrections=topic_factory(1, "corrections"), consumer_group=unique_name, session_timeout=3.0,
     )
     env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
     log_path = tmp_path / "worker.log"
@@ -135,11 +136,11 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
         settings = Settings(
             broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size,
             topic_matches=f"matches-{name}", topic_updates=f"updates-{name}", topic_dlq=f"dlq-{name}",
+            topic_corrections=f"corrections-{name}",
             consumer_group=f"group-{name}", session_timeout=3.0,
         )
-        topics = {t: partitions for t in (settings.topic_matches, settings.topic_updates, settings.topic_dlq)}
         if create:
-            asyncio.run(create_topics(broker_url, topics))
+            asyncio.run(create_topics(broker_url, settings.topics()))
         stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path)
         made.append(stream)
         return stream

@@ -18,6 +18,7 @@ def worker_test_env(settings: Settings, ladders: Sequence[str], datadir: Path) -
         env_name("topic_matches"): settings.topic_matches,
         env_name("topic_updates"): settings.topic_updates,
         env_name("topic_dlq"): settings.topic_dlq,
+        env_name("topic_corrections"): settings.topic_corrections,
         env_name("batch_size"): str(settings.batch_size),
         **{"STREAM_RATER_LADDER_" + ladder.upper().replace("-", "_"): "trueskill" for ladder in ladders},
         "STREAM_RATER_APP_DATADIR": str(datadir),  # faust's own, via its env_prefix

@@ -39,6 +39,8 @@ class Stream:
     names: tuple[str, ...]
     tmp: Path
     workers: list[subprocess.Popen] = field(default_factory=list)
+    #: Each started worker's web port, in start order.
+    web_ports: list[int] = field(default_factory=list)
 
     @property
     def ladder(self) -> str:
@@ -55,6 +57,7 @@ class Stream:
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
         process = start_worker(settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log)
         self.workers.append(process)
+        self.web_ports.append(settings.web_port)
         wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
         return process
 

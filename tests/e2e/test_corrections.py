@@ -12,13 +12,16 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 
 import pytest
 import redis
+from aiokafka import AIOKafkaProducer
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.local.demo import default_data_file, football_events, stop_process
+from stream_rater.service.kafka_io import bootstrap_servers
 
 from streams import Stream, read_topic, replay_events
 
@@ -42,7 +45,8 @@ def correct(stream: Stream, command: str, *args: str, lease: float = 10.0) -> su
     return subprocess.run(
         [sys.executable, "-m", "stream_rater", command, *args, "--ladder", stream.ladder, "--json",
          "--store", stream.settings.redis_url, "--broker", stream.settings.broker, "--lease", str(lease),
-         "--topic-matches", stream.settings.topic_matches, "--topic-updates", stream.settings.topic_updates],
+         "--topic-matches", stream.settings.topic_matches, "--topic-updates", stream.settings.topic_updates,
+         "--topic-corrections", stream.settings.topic_corrections],
         capture_output=True, text=True, timeout=300, env={**os.environ, **ladder_env(stream)},
     )
 
@@ -195,3 +199,115 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
     close(stream.states(), without[stream.ladder])
     leftover = [k for k in client.scan_iter(match=f"sr:{{{stream.ladder}}}:g*") if b":g3:" not in k]
     assert leftover == []
+
+
+#: Runs the CLI with one store step patched to SIGKILL the process right after it: a crash at
+#: an exact point of the re-rate, with nothing in the product built for the test.
+KILLED_AFTER = """
+import os, signal, sys
+from stream_rater.cli import main
+from stream_rater.store.redis_store import RedisStore
+step = sys.argv[1]
+original = getattr(RedisStore, step)
+async def then_die(self, *args, **kwargs):
+    await original(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+setattr(RedisStore, step, then_die)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_sigkill_inside_the_freeze_and_after_the_switch_loses_nothing(stream_factory):
+    """SIGKILL right after the freeze: the live ladder is untouched and moves on once the
+    freeze expires. SIGKILL right after the switch, before the correction events went out: the
+    new generation is live and the worker rates on it once the freeze expires, and the next
+    run of the command sends the stored events — each changed player gets exactly one."""
+    stream = stream_factory(partitions=1)
+    stream.start_worker()
+    events = football(stream, 1500)
+    stream.publish(events[:1000])
+    wait_for(lambda: games(stream) == 2000, "the first matches applied")
+    voided = events[10]["match_id"]
+    args = ["void", voided, "--reason", "r", "--ladder", stream.ladder, "--store", stream.settings.redis_url,
+            "--broker", stream.settings.broker, "--lease", "2", "--topic-matches", stream.settings.topic_matches,
+            "--topic-updates", stream.settings.topic_updates]
+    env = {**os.environ, **ladder_env(stream)}
+    client = redis.Redis.from_url(stream.settings.redis_url)
+
+    live = stream.states()
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER, "freeze", *args], env=env, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    assert stream.states() == live and client.exists(f"sr:{{{stream.ladder}}}:frozen")
+    stream.publish(events[1000:1200])
+    wait_for(lambda: games(stream) == 2400, "the worker going on once the freeze expired", 60)
+
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER, "switch", *args], env=env, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    _, without = replay_events(stream, [e for e in events[:1200] if e["match_id"] != voided])
+    close(stream.states(), without[stream.ladder])
+    stream.publish(events[1200:])
+    _, final = replay_events(stream, [e for e in events if e["match_id"] != voided])
+    wait_for(lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()),
+             "the worker rating on the new generation", 60)
+    close(stream.states(), final[stream.ladder])
+
+    _, with_it = replay_events(stream, events[:1200])
+    changed = {p for p, state in with_it[stream.ladder].items() if without[stream.ladder].get(p) != state}
+    wait_for(lambda: not client.exists(f"sr:{{{stream.ladder}}}:lock"), "the lock to expire", 30)
+    again = correct(stream, "void", voided, "--reason", "r", lease=2)
+    assert again.returncode == 0, again.stderr
+    sent = corrections(stream, len(changed))
+    assert sorted(e["player_id"] for e in sent if e["correction"]["voided"] == [voided]) == sorted(changed)
+    assert not client.exists(f"sr:{{{stream.ladder}}}:outbox")
+
+
+def test_requests_on_the_corrections_topic_are_carried_out_by_the_worker(stream_factory):
+    """Other systems correct through the corrections topic: a void request sent while matches
+    arrive is carried out by the worker — final states equal a replay without the match,
+    correction events are sent, the metrics count it — and requests it cannot carry out go to
+    the dead-letter topic with the reason while the worker goes on."""
+    stream = stream_factory(partitions=1)
+    stream.start_worker()
+    events = football(stream, 2000)
+    stream.publish(events[:1500])
+    wait_for(lambda: games(stream) >= 1200 * 2, "most of the first matches applied")
+    ladder = stream.ladder
+    bad = [b"not json", json.dumps({"kind": "void", "ladder": ladder, "match_ids": ["no-such-match"]}).encode(),
+           json.dumps({"kind": "rerate", "ladder": ladder, "params": {"beta": "wide"}}).encode()]
+    asyncio.run(send_raw(stream, bad))
+    rest = publishing(stream, events[1500:], rate=400)
+    voided = events[100]["match_id"]
+    sent = correct(stream, "void", voided, "--reason", "via the topic", "--via-topic")
+    rest.join()
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["match_ids"] == [voided]
+
+    _, final = replay_events(stream, [e for e in events if e["match_id"] != voided])
+    expected = final[ladder]
+    wait_for(lambda: games(stream) == sum(s.games for s in expected.values()), "the void carried out")
+    close(stream.states(), expected)
+    assert all(e["correction"]["voided"] == [voided] for e in corrections(stream, 1))
+
+    dead = asyncio.run(read_topic(stream.settings, stream.settings.topic_dlq, 3, 60, key=lambda r: r.offset))
+    reasons = sorted(dict(r.headers)["sr-reason"].decode() for r in dead)
+    assert reasons[0].startswith("correction request: not JSON or msgpack"), reasons
+    assert reasons[1].startswith("match_ids: ") and "no-such-match" in reasons[1], reasons
+    assert reasons[2].startswith("params: beta=wide"), reasons
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{stream.web_ports[0]}/metrics", timeout=10).read().decode()
+    assert 'stream_rater_corrections_total{kind="void",outcome="switched"} 1.0' in metrics
+    assert f'stream_rater_matches_voided_total{{kind="void",ladder="{ladder}"}} 1.0' in metrics
+    rejected = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith("stream_rater_corrections_total{") and 'outcome="rejected"' in line)
+    assert rejected == 3
+    assert stream.workers[0].poll() is None
+
+
+async def send_raw(stream: Stream, values: list[bytes]) -> None:
+    """Publish raw records to the stream's corrections topic, as another system would."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(stream.settings.broker))
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send_and_wait(stream.settings.topic_corrections, value, key=stream.ladder.encode())
+    finally:
+        await producer.stop()

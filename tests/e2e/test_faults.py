@@ -135,9 +135,9 @@ def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings
     name = uuid.uuid4().hex[:10]
     settings = Settings(broker=broker_url, redis_url=redis_url, partitions=1, batch_size=200,
                         topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
-                        topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
-    asyncio.run(create_topics(broker_url, {t: 1 for t in (settings.topic_matches, settings.topic_updates,
-                                                         settings.topic_dlq)}))
+                        topic_dlq=f"dlq-{name}", topic_corrections=f"corrections-{name}",
+                        consumer_group=f"group-{name}", session_timeout=3.0)
+    asyncio.run(create_topics(broker_url, settings.topics()))
     return f"l-{name}", settings
 
 
@@ -222,7 +222,8 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
     with LocalRuntime(topics=topics, workdir=tmp_path / "runtime") as runtime:
         settings = Settings(broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=2, batch_size=100,
                             topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
-                            topic_dlq=f"dlq-{name}", consumer_group=f"group-{name}", session_timeout=3.0)
+                            topic_dlq=f"dlq-{name}", topic_corrections=f"corrections-{name}",
+                            consumer_group=f"group-{name}", session_timeout=3.0)
         env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
         rng = random.Random(11)
         players = [f"p{i}" for i in range(60)]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from stream_rater.contracts.codecs import FORMATS, decode, encode
+from stream_rater.contracts.correction_request import CorrectionRequest
 from stream_rater.contracts import (
     Limits,
     MatchFinished,
@@ -417,3 +418,61 @@ def test_generated_rating_changes_pass_schema_and_round_trip(event: dict[str, An
     """Any contract-conforming rating-changed event passes both checks and survives from_dict/to_dict."""
     assert CHANGED.is_valid(event)
     assert RatingChanged.from_dict(event).to_dict() == event
+
+
+REQUEST_SCHEMA = load("correction_request")
+REQUEST = Draft202012Validator(REQUEST_SCHEMA)
+
+REQUESTS = {
+    "void": ({"kind": "void", "ladder": "football", "match_ids": ["m1", "m2"], "reason": "cheater"}, True),
+    "unvoid": ({"kind": "unvoid", "ladder": "football", "match_ids": ["m1"], "request_id": "ticket-7"}, True),
+    "rerate": ({"kind": "rerate", "ladder": "football", "params": {"beta": 2.5, "dynamics": True}}, True),
+    "rerate, no params": ({"kind": "rerate", "ladder": "football"}, True),
+    "void, no match": ({"kind": "void", "ladder": "football"}, False),
+    "void, empty list": ({"kind": "void", "ladder": "football", "match_ids": []}, False),
+    "void with params": ({"kind": "void", "ladder": "l", "match_ids": ["m"], "params": {"beta": 1}}, False),
+    "rerate with matches": ({"kind": "rerate", "ladder": "l", "match_ids": ["m"]}, False),
+    "unknown kind": ({"kind": "delete", "ladder": "l", "match_ids": ["m"]}, False),
+    "no ladder": ({"kind": "rerate"}, False),
+    "empty match id": ({"kind": "void", "ladder": "l", "match_ids": [""]}, False),
+    "long match id": ({"kind": "void", "ladder": "l", "match_ids": ["x" * 129]}, False),
+    "param is a list": ({"kind": "rerate", "ladder": "l", "params": {"beta": [1]}}, False),
+    "unknown field": ({"kind": "rerate", "ladder": "l", "force": True}, False),
+    "reason not text": ({"kind": "rerate", "ladder": "l", "reason": 3}, False),
+    "not an object": (["rerate"], False),
+}
+
+
+def we_accept_request(request: Any) -> bool:
+    try:
+        CorrectionRequest.from_dict(request)
+    except ValidationError:
+        return False
+    return True
+
+
+def test_correction_request_schema_is_valid_and_has_the_dataclass_fields() -> None:
+    """The correction-request schema ships beside the others and allows the dataclass's fields."""
+    Draft202012Validator.check_schema(REQUEST_SCHEMA)
+    assert set(REQUEST_SCHEMA["properties"]) == {f.name for f in fields(CorrectionRequest)}
+
+
+@pytest.mark.parametrize("name", REQUESTS)
+def test_correction_request_examples_agree_with_the_schema(name: str) -> None:
+    """Schema and validator accept and refuse the same requests; accepted ones round-trip."""
+    request, valid = REQUESTS[name]
+    assert REQUEST.is_valid(request) is valid
+    assert we_accept_request(request) is valid
+    if valid:
+        assert CorrectionRequest.from_dict(request).to_dict() == request
+
+
+@given(st.fixed_dictionaries(
+    {"kind": st.sampled_from(["void", "unvoid", "rerate", "other"]), "ladder": st.text(max_size=3)},
+    optional={"match_ids": st.lists(st.text(max_size=3), max_size=2),
+              "params": st.dictionaries(st.text(max_size=3), st.integers() | st.text(max_size=2) | st.none(), max_size=2),
+              "reason": st.text(max_size=3) | st.integers()},
+))
+def test_generated_correction_requests_get_the_same_verdict(request: dict[str, Any]) -> None:
+    """On generated requests the schema and the validator agree."""
+    assert REQUEST.is_valid(request) is we_accept_request(request)

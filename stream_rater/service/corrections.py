@@ -1,0 +1,137 @@
+"""The worker's side of the corrections topic: each correction request (void, un-void,
+re-rate; `contracts.CorrectionRequest`) is carried out as the CLI's ``stream-rater void`` /
+``unvoid`` / ``rerate`` would, from the matches topic, while the rating agent goes on.
+
+A request is acknowledged only after its re-rate switched (or found nothing to do): a worker
+that dies meanwhile leaves it unacknowledged, the next owner of the topic's partition gets it
+again, and its re-rate starts over once the dead one's lock expires (the live ladder was
+never touched). A request that holds for a ladder whose re-rate is running waits for it. One
+that cannot be carried out — not decodable, breaking the contract, an unconfigured ladder, a
+match the ladder's history lacks, a parameter the model refuses — goes to the dead-letter
+topic with the reason; the worker never stops on one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from stream_rater.config.ladders import Ladders, UnknownLadderError, check_params
+from stream_rater.config.settings import Settings
+from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
+from stream_rater.contracts.codecs import DecodeError, decode
+from stream_rater.corrections.history import rerate_from_topic
+from stream_rater.corrections.rerate import RerateReport, UnknownMatches, new_owner
+from stream_rater.service import metrics
+from stream_rater.service.kafka_io import update_record
+from stream_rater.service.order_watch import Message
+from stream_rater.service.pipeline import TRANSIENT_ERRORS, Send, WorkerStopping, dead_letter
+from stream_rater.store import StateStore
+from stream_rater.store.base import LockLost, RerateRunning
+
+log = logging.getLogger(__name__)
+
+
+class Refused(ValueError):
+    """A correction request that cannot be carried out; the reason goes with its dead letter."""
+
+
+class CorrectionHandler:
+    """Carries out one correction request at a time; see the module docstring."""
+
+    def __init__(self, settings: Settings, ladders: Ladders, send: Send, open_store: Callable[[], StateStore],
+                 *, stopping: Callable[[], bool] = lambda: False, max_backoff: float = 5.0,
+                 lease: float = 10.0) -> None:
+        """`send(records)` produces records and returns when the broker has them;
+        `open_store()` a store for one re-rate (closed after it)."""
+        self.settings, self.ladders, self.send, self.open_store = settings, ladders, send, open_store
+        self.stopping, self.max_backoff, self.lease = stopping, max_backoff, lease
+        self.limits = Limits(max_event_bytes=settings.max_event_bytes)
+
+    async def handle(self, message: Message) -> RerateReport | None:
+        """Carry out the request in `message`; returns its report, or None when it was
+        dead-lettered. Raises `WorkerStopping` if the worker stops before it is done."""
+        kind = "invalid"
+        try:
+            request = self._request(message)
+            kind = request.kind
+            report = await self._carry_out(request)
+        except Refused as exc:
+            log.warning("correction request %s[%d]@%d refused: %s", message.topic, message.partition,
+                        message.offset, exc)
+            metrics.CORRECTIONS.labels(kind, "rejected").inc()
+            await self.send([dead_letter(self.settings.topic_dlq, message, str(exc))])
+            metrics.DEAD_LETTERS.inc()
+            return None
+        self._count(request, report)
+        return report
+
+    def _request(self, message: Message) -> CorrectionRequest:
+        """The decoded, checked request; `Refused` says why not."""
+        try:
+            request = CorrectionRequest.from_dict(decode(message.value or b"", self.limits),
+                                                  self.limits.max_id_length)
+            ladder = self.ladders.get(request.ladder)
+            check_params(ladder.model, {**ladder.params, **request.params})
+        except (DecodeError, ValidationError) as exc:
+            raise Refused(f"correction request: {exc}") from None
+        except UnknownLadderError as exc:
+            raise Refused(f"ladder: {exc.args[0] if exc.args else exc}") from None
+        except ValueError as exc:
+            raise Refused(f"params: {exc}") from None
+        return request
+
+    async def _carry_out(self, request: CorrectionRequest) -> RerateReport:
+        """The re-rate, retried while another one holds the ladder's lock or a service fails."""
+        delay = 0.05
+        owner = new_owner()
+        while True:
+            try:
+                return await self._rerate(request, owner)
+            except UnknownMatches as exc:
+                raise Refused(f"match_ids: {exc}") from None
+            except RerateRunning as exc:
+                wait, why = max(0.1, exc.seconds_left), str(exc)
+            except (LockLost, *TRANSIENT_ERRORS) as exc:
+                wait, why = delay, repr(exc)
+                delay = min(self.max_backoff, delay * 2)
+            if self.stopping():
+                raise WorkerStopping(f"correction {request.kind} of {request.ladder!r} not done: {why}")
+            log.info("correction %s of %r waits %.1f s: %s", request.kind, request.ladder, wait, why)
+            await asyncio.sleep(wait)
+
+    async def _rerate(self, request: CorrectionRequest, owner: str) -> RerateReport:
+        store = self.open_store()
+        metrics.RERATE_RUNNING.labels(request.ladder).set(1)
+        try:
+            return await rerate_from_topic(
+                self.settings, self.ladders, request.ladder, store, send=self._send_events,
+                params=request.params, void=request.match_ids if request.kind == "void" else (),
+                unvoid=request.match_ids if request.kind == "unvoid" else (), reason=request.reason,
+                lease=self.lease, owner=owner,
+            )
+        finally:
+            metrics.RERATE_RUNNING.labels(request.ladder).set(0)
+            await store.close()
+
+    async def _send_events(self, events: Sequence[dict]) -> None:
+        await self.send([update_record(self.settings.topic_updates, e) for e in events])
+
+    @staticmethod
+    def _count(request: CorrectionRequest, report: RerateReport) -> None:
+        """Metrics and a log line for a request carried out."""
+        ladder = request.ladder
+        if report.nothing_to_do:
+            metrics.CORRECTIONS.labels(request.kind, "nothing_to_do").inc()
+            log.info("correction %s of %r (request %s): %s", request.kind, ladder, request.request_id, report.line())
+            return
+        metrics.CORRECTIONS.labels(request.kind, "switched").inc()
+        metrics.MATCHES_VOIDED.labels(ladder, "void").inc(len(report.voided))
+        metrics.MATCHES_VOIDED.labels(ladder, "unvoid").inc(len(report.unvoided))
+        metrics.RERATE_MATCHES.labels(ladder).inc(report.applied)
+        metrics.RERATE_CORRECTION_EVENTS.labels(ladder).inc(report.corrections)
+        metrics.RERATE_LAST_SWITCH.labels(ladder).set(time.time())
+        metrics.RERATE_LAST_BLOCKED.labels(ladder).set(report.blocked_seconds)
+        log.info("correction %s of %r (request %s): %s", request.kind, ladder, request.request_id, report.line())
