@@ -62,8 +62,8 @@ def _input_flags(parser: argparse.ArgumentParser) -> None:
     _settings_flags(parser, ["ladders_file"])
 
 
-def _store_flag(parser: argparse.ArgumentParser, default: str | None) -> None:
-    parser.add_argument("--store", default=default, required=default is None,
+def _store_flag(parser: argparse.ArgumentParser, default: str | None, required: bool = True) -> None:
+    parser.add_argument("--store", default=default, required=required and default is None,
                         help="'memory' or a Redis URL (redis://host:port/db, or "
                              "redis+cluster://host:port[,host:port…] for a Redis Cluster)")
 
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print the report as one JSON object")
         p.add_argument("--via-topic", action="store_true",
                        help="send the request to the corrections topic for a worker to carry out, and return")
-        _store_flag(p, None)
+        _store_flag(p, None, required=False)  # required unless --via-topic
         _settings_flags(p, ["broker", "topic_matches", "topic_updates", "topic_corrections", "max_event_bytes",
                             "ladders_file", *kafka_security])
         p.set_defaults(func=cmd_correct)
@@ -427,6 +427,8 @@ def cmd_correct(args: argparse.Namespace) -> int:
     ladders.get(args.ladder)
     if args.via_topic:
         return _request_correction(settings, args, params)
+    if not args.store:
+        raise ValueError("--store is required (unless --via-topic)")
     with ExitStack() as stack:
         files = []
         if args.history:

@@ -31,7 +31,7 @@ from stream_rater.service.kafka_io import publish
 from stream_rater.store import open_store
 
 
-def run(before: int = 40_000, rate: float = 500.0, out: TextIO = sys.stdout) -> RerateReport:
+def run(before: int = 30_000, rate: float = 500.0, out: TextIO = sys.stdout) -> RerateReport:
     """Run the benchmark and print its report; returns the re-rate's report."""
     events = list(football_events(default_data_file(), DEMO_LADDER))
     settings = Settings(partitions=1)
@@ -49,6 +49,7 @@ def run(before: int = 40_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
             more = threading.Thread(target=lambda: asyncio.run(publish(events[before:], settings, rate=rate)))
             more.start()
             report = asyncio.run(_void(settings, ladders, events[0]["match_id"]))
+            live = more.is_alive()
             more.join()
             asyncio.run(follow_until(settings, {e["match_id"] for e in events[before:]}, 600))
             checked = asyncio.run(_verify(settings, ladders))
@@ -58,7 +59,9 @@ def run(before: int = 40_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
     rate_rerate = report.applied / report.seconds if report.seconds else 0.0
     print(f"re-rate: {report.applied} matches in {report.seconds:.2f} s = {rate_rerate:,.0f} matches/s "
           f"(reading the topic included); live ladder blocked {report.blocked_seconds * 1000:.1f} ms at the "
-          f"switch ({_steps(report)}); {report.corrections} correction events", file=out)
+          f"switch ({_steps(report)}); {report.corrections} correction events; matches still arriving at the "
+          f"switch: {'yes' if live else 'no'} (switched at offset {sum(report.positions.values()):,} of "
+          f"{len(events):,})", file=out)
     print(f"verify after the stream ended: {checked} players differ from a replay without the voided match",
           file=out)
     return report

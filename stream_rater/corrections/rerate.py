@@ -79,7 +79,7 @@ class RerateReport:
     seconds: float = 0.0
     #: From the freeze to its lift: how long live commits of the ladder were refused.
     blocked_seconds: float = 0.0
-    #: Where that time went: step → seconds (catch_up, compare, switch, send).
+    #: Where that time went: step → seconds (freeze, read, apply, compare, switch, send).
     blocked_steps: dict[str, float] = field(default_factory=dict)
     #: Live positions at the switch (partition → next offset).
     positions: dict[int, int] = field(default_factory=dict)
@@ -94,6 +94,10 @@ class RerateReport:
                 f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
                 f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch")
 
+
+#: Rounds of following the live generation after the comparison before freezing anyway (when
+#: matches arrive faster than the re-rate applies them, it would never get closer).
+FOLLOW_ROUNDS = 20
 
 #: ``progress(done, known)``: entries of the history processed so far, and known so far.
 Progress = Callable[[int, int], None]
@@ -119,6 +123,7 @@ async def rerate(
     lease: float = 10.0,
     batch_size: int = 1000,
     catch_up: int = 1000,
+    close: int = 20,
     progress: Progress | None = None,
     owner: str | None = None,
 ) -> RerateReport:
@@ -127,7 +132,9 @@ async def rerate(
     worker keeps rating; `send` produces the correction events. See the module docstring.
 
     `lease` (s): how long the lock and the freeze outlive a crashed re-rate. `catch_up`:
-    freeze once a round of reading the topic found fewer new matches than this.
+    compare the generations once a round of reading the topic found fewer new matches than
+    this; `close`: freeze once a round found fewer than this (or after `FOLLOW_ROUNDS`), so
+    that few matches are left to apply inside the freeze.
     Raises `RerateRunning` (another re-rate holds the lock), `UnknownMatches`.
     """
     started = time.perf_counter()
@@ -175,15 +182,25 @@ async def rerate(
 
         compare = _Compare(store, ladder, model, generation, report, now)
         await compare.all()
+        touched: set[str] = set()  # players of the matches applied since: compared again
+        for _ in range(FOLLOW_ROUNDS):
+            live = await store.generations(ladder)
+            touched |= players_of(await build.apply_upto(live.positions))
+            more = await history.read()
+            build.add(more)
+            if len(more) < close:
+                break
 
         clock = _Clock(report.blocked_steps)
         await store.freeze(ladder, owner, lease)
         live = await store.generations(ladder)
+        clock.step("freeze")
         while not _covers(history.reached(), live.positions):
             build.add(await history.read())
+        clock.step("read")
         last = await build.apply_upto(live.positions)
-        clock.step("catch_up")
-        events = await compare.again(players_of(last))
+        clock.step("apply")
+        events = await compare.again(touched | players_of(last))
         clock.step("compare")
         await store.switch(ladder, owner, generation, live, events)
         switched = True

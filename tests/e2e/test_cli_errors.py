@@ -39,6 +39,10 @@ def one_match(tmp_path: Path) -> Path:
     (["leaderboard", "--ladder", "nosuch", "--store", "memory"], 2, ["unknown ladder 'nosuch' (configured: default)"]),
     (["publish", "--broker", "kafka://127.0.0.1:1"], 1, ["Kafka broker", "127.0.0.1"]),
     (["replay", "no-such-file.jsonl"], 2, ["no-such-file.jsonl"]),
+    (["void", "m1", "--ladder", "default", "--reason", "r", "--via-topic", "--lease", "5",
+      "--broker", "kafka://127.0.0.1:1"], 2, ["--lease: not with --via-topic"]),
+    (["rerate", "--ladder", "default", "--param", "beta=-1", "--via-topic", "--broker", "kafka://127.0.0.1:1"], 2,
+     ["--param beta=-1"]),
 ])
 def test_a_failure_is_one_line_with_its_exit_code(one_match: Path, args: list[str], code: int, says: list[str]):
     """Each failure: exit 2 for bad usage or input, 1 for an unreachable service; one stderr

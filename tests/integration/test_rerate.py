@@ -37,12 +37,12 @@ async def store(request):
     await s.close()
 
 
-def matches(n: int, seed: int = 7) -> list[Entry]:
-    """`n` 1v1 matches among 12 players, each at offset i of partition 0."""
+def matches(n: int, seed: int = 7, players: int = 12) -> list[Entry]:
+    """`n` 1v1 matches among `players` players, each at offset i of partition 0."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        a, b = rng.sample(range(12), 2)
+        a, b = rng.sample(range(players), 2)
         event = {"match_id": f"m{i}", "ladder": NAME, "finished_at": 1_700_000_000 + 3600 * i,
                  "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}]}
         out.append((parse_match(event, LADDERS), (0, i)))
@@ -120,6 +120,23 @@ async def test_void_while_the_live_worker_goes_on_equals_a_replay_without_the_ma
         assert checked.kind == "correction" and checked.correction["voided"] == ["m40"]
         assert checked.correction["reason"] == "cheater"
         assert event["after"]["mu"] == pytest.approx(at_switch[event["player_id"]].mu, abs=1e-9)
+
+
+async def test_players_the_live_worker_moves_after_the_comparison_are_compared_again(store):
+    """Many players, few per round: the comparison of all players is taken while the live
+    worker moves on, so the players of every match applied after it must be compared again.
+    The correction events are exactly the players whose state differs at the switch."""
+    entries = matches(900, seed=3, players=400)
+    live, sent = await started(store, entries, 300, step=15)
+    report = await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m5"], catch_up=40, close=10)
+    switch = report.positions[0]
+    with_it = await replayed(entries[:switch])
+    without = await replayed([e for e in entries[:switch] if e[0].match_id != "m5"])
+    changed = {p for p in with_it if with_it[p] != without.get(p)}
+    assert sorted(e["player_id"] for e in sent) == sorted(changed)
+    for event in sent:
+        assert event["after"]["mu"] == pytest.approx(without[event["player_id"]].mu, abs=1e-9)
+        assert event["before"]["mu"] == pytest.approx(with_it[event["player_id"]].mu, abs=1e-9)
 
 
 async def test_unvoid_brings_the_match_back_and_voiding_twice_changes_nothing(store):
