@@ -1,8 +1,8 @@
 """The faust-streaming application: topics, the rating agent, and the worker entry point.
 
-Two agents, each of concurrency 1 (faust's ``concurrency>1`` can lose messages on a crash).
-One carries out the correction requests of ``rating-corrections`` (`service.corrections`).
-The other rates ``matches``: its records reach it a fetched batch at a time through a
+One agent, concurrency 1 (faust's ``concurrency>1`` can lose messages on a crash), rates
+``matches`` (a task beside it carries out the correction requests of ``rating-corrections``,
+`service.corrections`). Its records reach it a fetched batch at a time through a
 `faust_transport.BatchBuffer` rather than as per-message stream events; it takes batches of
 up to ``batch_size`` and hands them to a `BatchPipeline`, which overlaps consecutive batches
 and acknowledges each only after its Redis commit and its rating-changed events are durable.
@@ -130,15 +130,12 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
     corrections = CorrectionHandler(
         settings, ladders, send, lambda: open_store(settings.redis_url, history_limit=settings.history_limit,
                                                     marker_ttl=settings.marker_ttl),
-        stopping=stopping.is_set,
     )
 
-    @app.agent(app.topic(settings.topic_corrections, partitions=1), concurrency=1)
-    async def correct(stream: faust.StreamT) -> None:
-        # One request at a time; faust acknowledges it when the next one is taken, so a
-        # request whose re-rate did not finish is delivered again (see service/corrections.py).
-        async for event in stream.events():
-            await corrections.handle(event.message)
+    @app.task
+    async def correct() -> None:
+        # Its own consumer group, not an agent: see service/corrections.py.
+        await corrections.consume()
 
     @app.on_before_shutdown.connect
     async def _flag_stopping(app: faust.App, **kwargs: Any) -> None:

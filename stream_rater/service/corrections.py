@@ -2,13 +2,15 @@
 re-rate; `contracts.CorrectionRequest`) is carried out as the CLI's ``stream-rater void`` /
 ``unvoid`` / ``rerate`` would, from the matches topic, while the rating agent goes on.
 
-A request is acknowledged only after its re-rate switched (or found nothing to do): a worker
-that dies meanwhile leaves it unacknowledged, the next owner of the topic's partition gets it
-again, and its re-rate starts over once the dead one's lock expires (the live ladder was
-never touched). A request that holds for a ladder whose re-rate is running waits for it. One
-that cannot be carried out — not decodable, breaking the contract, an unconfigured ladder, a
-match the ladder's history lacks, a parameter the model refuses — goes to the dead-letter
-topic with the reason; the worker never stops on one.
+The topic is read by a consumer of its own group (``<consumer group>-corrections``), not by
+a faust agent: faust holds every rebalance of the worker until its agents' events are
+acknowledged, and a re-rate may take minutes. A request's offset is committed only after its
+re-rate switched (or found nothing to do): a worker that dies meanwhile leaves it to the
+group's next owner of the partition, whose re-rate starts over once the dead one's lock
+expires (the live ladder was never touched). A request for a ladder whose re-rate is running
+waits for it. One that cannot be carried out — not decodable, breaking the contract, an
+unconfigured ladder, a match the ladder's history lacks, a parameter the model refuses — goes
+to the dead-letter topic with the reason; the worker never stops on one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
 from stream_rater.config.ladders import Ladders, UnknownLadderError, check_params
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
@@ -25,13 +30,17 @@ from stream_rater.contracts.codecs import DecodeError, decode
 from stream_rater.corrections.history import rerate_from_topic
 from stream_rater.corrections.rerate import RerateReport, UnknownMatches, new_owner
 from stream_rater.service import metrics
-from stream_rater.service.kafka_io import update_record
+from stream_rater.service.kafka_io import client_options, update_record
 from stream_rater.service.order_watch import Message
-from stream_rater.service.pipeline import TRANSIENT_ERRORS, Send, WorkerStopping, dead_letter
+from stream_rater.service.pipeline import TRANSIENT_ERRORS, Send, dead_letter
 from stream_rater.store import StateStore
 from stream_rater.store.base import LockLost, RerateRunning
 
 log = logging.getLogger(__name__)
+
+#: The longest a request may take before the group gives it to another worker as well (that
+#: one waits for the lock, then finds the work done or does it again): Kafka's poll interval.
+MAX_REQUEST_SECONDS = 3600
 
 
 class Refused(ValueError):
@@ -42,17 +51,44 @@ class CorrectionHandler:
     """Carries out one correction request at a time; see the module docstring."""
 
     def __init__(self, settings: Settings, ladders: Ladders, send: Send, open_store: Callable[[], StateStore],
-                 *, stopping: Callable[[], bool] = lambda: False, max_backoff: float = 5.0,
-                 lease: float = 10.0) -> None:
+                 *, max_backoff: float = 5.0, lease: float = 10.0) -> None:
         """`send(records)` produces records and returns when the broker has them;
         `open_store()` a store for one re-rate (closed after it)."""
         self.settings, self.ladders, self.send, self.open_store = settings, ladders, send, open_store
-        self.stopping, self.max_backoff, self.lease = stopping, max_backoff, lease
+        self.max_backoff, self.lease = max_backoff, lease
         self.limits = Limits(max_event_bytes=settings.max_event_bytes)
+
+    async def consume(self) -> None:
+        """Carry out the requests of the corrections topic one at a time, committing each
+        one's offset after it, until cancelled (the worker stops)."""
+        consumer = AIOKafkaConsumer(
+            self.settings.topic_corrections, **client_options(self.settings),
+            group_id=f"{self.settings.consumer_group}-corrections", enable_auto_commit=False,
+            auto_offset_reset="earliest", max_poll_interval_ms=MAX_REQUEST_SECONDS * 1000,
+            fetch_max_wait_ms=int(1000 * self.settings.fetch_max_wait),
+        )
+        await consumer.start()
+        try:
+            while True:
+                for tp, records in (await consumer.getmany(timeout_ms=1000, max_records=1)).items():
+                    for record in records:
+                        await self.handle(record)
+                        await self._commit(consumer, tp, record.offset + 1)
+        finally:
+            await consumer.stop()
+
+    @staticmethod
+    async def _commit(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> None:
+        """Commit a done request; if the group moved the partition meanwhile, its new owner
+        gets the request again and finds it done (a void: nothing to do) — log, go on."""
+        try:
+            await consumer.commit({tp: offset})
+        except KafkaError as exc:
+            log.warning("correction request %s@%d done, its offset not committed: %r", tp, offset - 1, exc)
 
     async def handle(self, message: Message) -> RerateReport | None:
         """Carry out the request in `message`; returns its report, or None when it was
-        dead-lettered. Raises `WorkerStopping` if the worker stops before it is done."""
+        dead-lettered."""
         kind = "invalid"
         try:
             request = self._request(message)
@@ -61,12 +97,19 @@ class CorrectionHandler:
         except Refused as exc:
             log.warning("correction request %s[%d]@%d refused: %s", message.topic, message.partition,
                         message.offset, exc)
-            metrics.CORRECTIONS.labels(kind, "rejected").inc()
-            await self.send([dead_letter(self.settings.topic_dlq, message, str(exc))])
-            metrics.DEAD_LETTERS.inc()
+            await self._dead_letter(message, kind, "rejected", str(exc))
+            return None
+        except Exception as exc:  # a bug, not the request: dead-lettered, as a match would be
+            log.exception("correction request %s[%d]@%d failed", message.topic, message.partition, message.offset)
+            await self._dead_letter(message, kind, "failed", f"correction failed: {type(exc).__name__}: {exc}")
             return None
         self._count(request, report)
         return report
+
+    async def _dead_letter(self, message: Message, kind: str, outcome: str, reason: str) -> None:
+        metrics.CORRECTIONS.labels(kind, outcome).inc()
+        await self.send([dead_letter(self.settings.topic_dlq, message, reason)])
+        metrics.DEAD_LETTERS.inc()
 
     def _request(self, message: Message) -> CorrectionRequest:
         """The decoded, checked request; `Refused` says why not."""
@@ -97,8 +140,6 @@ class CorrectionHandler:
             except (LockLost, *TRANSIENT_ERRORS) as exc:
                 wait, why = delay, repr(exc)
                 delay = min(self.max_backoff, delay * 2)
-            if self.stopping():
-                raise WorkerStopping(f"correction {request.kind} of {request.ladder!r} not done: {why}")
             log.info("correction %s of %r waits %.1f s: %s", request.kind, request.ladder, wait, why)
             await asyncio.sleep(wait)
 

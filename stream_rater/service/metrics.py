@@ -24,7 +24,7 @@ MATCHES_VOIDED_SKIPPED = Counter(
 CORRECTIONS = Counter(
     "stream_rater_corrections",
     "Correction requests from the corrections topic, by kind (void, unvoid, rerate) and outcome "
-    "(switched, nothing_to_do, rejected)",
+    "(switched, nothing_to_do, rejected, failed)",
     ["kind", "outcome"],
 )
 MATCHES_VOIDED = Counter(
