@@ -11,7 +11,8 @@ Reported per run: aggregate matches/s (from the first publish to the last match 
 matches per CPU-second of the workers, and the CPU the workers, Redis (every node), the broker
 and this process (the publisher) used meanwhile, in cores (``/proc/<pid>/stat``); per worker
 its partitions, the matches it applied and how long it took for them (its ``/api/overview``
-sampled every 100 ms: a worker done early had the lighter share), and its CPU. The workers'
+sampled every 100 ms: a worker done early had the lighter share), its CPU, and from its
+``/metrics`` its batches, store round trips per batch and the seconds they took. The workers'
 consumer-lag gauge is refreshed every 5 s, too rarely for runs this short. Each run ends with a check: every ladder's states must equal a replay of its
 matches read back from the topic (`offline.verify.compare`); a run that differs is marked
 FAILED and the command exits 1.
@@ -37,6 +38,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from stream_rater.bench.e2e import _cpu_seconds, _matches
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings, env_name
@@ -60,6 +63,10 @@ class WorkerShare:
     applied: int
     busy_seconds: float
     cpu_seconds: float
+    #: Batches processed, store round trips (read and commit scripts) and their seconds.
+    batches: int = 0
+    round_trips: int = 0
+    store_seconds: float = 0.0
 
     @property
     def matches_per_s(self) -> float:
@@ -169,6 +176,17 @@ def _get(port: int, path: str) -> dict:
         return json.loads(exc.read())
 
 
+def _batches(port: int) -> tuple[int, int, float]:
+    """A worker's batches, store round trips (reads and commits) and their total seconds,
+    from its ``/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        families = text_string_to_metric_families(response.read().decode())
+    samples = {(s.name, s.labels.get("operation")): s.value for family in families for s in family.samples}
+    trips = [samples.get((f"stream_rater_store_round_trip_seconds_{kind}", op), 0.0)
+             for kind in ("count", "sum") for op in ("read", "commit")]
+    return int(samples.get(("stream_rater_batch_size_count", None), 0)), int(trips[0] + trips[1]), trips[2] + trips[3]
+
+
 async def _settled(ports: list[int], partitions: int, timeout: float = 120.0) -> list[list[int]]:
     """Each worker's partitions once every partition belongs to exactly one ready worker."""
     deadline = time.monotonic() + timeout
@@ -216,8 +234,9 @@ async def _measure(store_kind: str, settings: Settings, pids: list[int], ports: 
                 raise TimeoutError(f"the workers count {sum(progress.applied())} matches applied, not {len(events)}")
             await asyncio.sleep(0.05)
             await progress.sample(time.perf_counter() - started)
-        shares = [WorkerShare(partitions, applied, busy, used[pid]) for partitions, applied, busy, pid
-                  in zip(progress.partitions, progress.applied(), progress.busy(), pids)]
+        shares = [WorkerShare(partitions, applied, busy, used[pid], *await asyncio.to_thread(_batches, port))
+                  for partitions, applied, busy, pid, port
+                  in zip(progress.partitions, progress.applied(), progress.busy(), pids, ports)]
         redis = sum(used[pid] for name, pid in services.items() if name.startswith("redis"))
         result = ScaleRun(store_kind, len(pids), len(events), seconds, sum(used[pid] for pid in pids), redis,
                           used[services["tansu"]], own, shares)
@@ -287,5 +306,7 @@ def _print_row(r: ScaleRun, out: TextIO) -> None:
           f"  {verdict}", file=out)
     for n, share in enumerate(r.shares):
         print(f"{'':<9}worker {n}: partitions {','.join(map(str, share.partitions))}: {share.applied:,} matches "
-              f"in {share.busy_seconds:.2f} s ({share.matches_per_s:,.0f}/s), {r.cores(share.cpu_seconds):.2f} cores",
-              file=out, flush=True)
+              f"in {share.busy_seconds:.2f} s ({share.matches_per_s:,.0f}/s), {r.cores(share.cpu_seconds):.2f} cores; "
+              f"{share.batches:,} batches of {share.applied / max(share.batches, 1):,.0f} matches, "
+              f"{share.round_trips / max(share.batches, 1):.1f} store round trips each "
+              f"({share.store_seconds:.1f} s in all)", file=out, flush=True)
