@@ -94,7 +94,8 @@ class ScaleRun:
 
     @property
     def matches_per_cpu_s(self) -> float:
-        return self.matches / self.worker_cpu_seconds
+        """Matches per CPU-second of the workers (their CPU time counts in clock ticks)."""
+        return self.matches / max(self.worker_cpu_seconds, 1 / os.sysconf("SC_CLK_TCK"))
 
     def cores(self, cpu_seconds: float) -> float:
         """`cpu_seconds` used during the run as cores kept busy on average."""
@@ -125,6 +126,9 @@ def run(ladders: int = 16, partitions: int = 8, workers: Sequence[int] = (1, 2, 
         stores: Sequence[str] = STORES, as_json: bool = False, out: TextIO = sys.stdout) -> list[ScaleRun]:
     """Measure every (store, worker count) on a fresh embedded runtime; print the table (or
     JSON) and return the runs. A run whose states differ from a replay is reported FAILED."""
+    if max(workers) > partitions:
+        raise ValueError(f"--workers {max(workers)} is more than --partitions {partitions}: "
+                         "a worker without a partition would sit idle")
     names = balanced_ladders(ladders, partitions)
     events = _matches("scale-", matches, PLAYERS, random.Random(1), time.time, names)
     runs = []
