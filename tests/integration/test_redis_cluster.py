@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
@@ -358,7 +358,7 @@ async def in_sync(master: Node, replica: Node) -> bool:
 
 
 async def stream_like_a_worker(processor: Processor, matches: Sequence[MatchFinished], lost: dict[str, str], *,
-                               batch_size: int = 100, before_batch=lambda start: None,
+                               batch_size: int = 100, before_batch: Callable[[int], None] = lambda start: None,
                                timeout: float = 45.0) -> None:
     """Apply `matches` in batches as a worker's pipeline does: a transient error (the dead
     master's connection, CLUSTERDOWN while the replica takes over) retries the batch; a
