@@ -213,12 +213,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
-    p.add_argument("what", choices=["engines", "e2e", "api", "soak", "rerate"],
+    p.add_argument("what", choices=["engines", "e2e", "api", "soak", "rerate", "scale"],
                    help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
                         "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
-                        "rerate: void a football match while the worker rates more (re-rate speed, switch block)")
+                        "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
+                        "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster")
     p.add_argument("--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)")
-    p.add_argument("--matches", type=int, default=30_000, help="e2e: matches in the throughput burst")
+    p.add_argument("--matches", type=int, default=None,
+                   help="e2e: matches in the throughput burst (30000); scale: matches per run (60000)")
+    p.add_argument("--ladders", type=int, default=16, help="scale: ladders the matches spread over")
+    p.add_argument("--partitions", type=int, default=8, help="scale: partitions of the matches topic")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], metavar="N",
+                   help="scale: worker counts to run (default 1 2 4)")
+    p.add_argument("--store", choices=["single", "cluster", "both"], default="both",
+                   help="scale: a single Redis, the local 3-master Redis Cluster, or both")
+    p.add_argument("--json", action="store_true", help="scale: print the runs as JSON")
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
     p.add_argument("--rate", type=float, default=None,
                    help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000); "
@@ -686,10 +695,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import api
 
         api.run(rate=args.rate or 1000.0, seconds=args.seconds)
+    elif args.what == "scale":
+        from stream_rater.bench import scale
+
+        stores = scale.STORES if args.store == "both" else (args.store,)
+        runs = scale.run(ladders=args.ladders, partitions=args.partitions, workers=args.workers,
+                         matches=args.matches or 60_000, stores=stores, as_json=args.json)
+        return 1 if any(r.differences for r in runs) else 0
     else:
         from stream_rater.bench import e2e
 
-        e2e.run(matches=args.matches, latency_matches=args.latency_matches, rate=args.rate or 500.0)
+        e2e.run(matches=args.matches or 30_000, latency_matches=args.latency_matches, rate=args.rate or 500.0)
     return 0
 
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -61,13 +61,20 @@ def _rss_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-def _matches(prefix: str, n: int, players: int, rng: random.Random, at: Callable[[], float]) -> list[dict]:
+def _matches(prefix: str, n: int, players: int, rng: random.Random, at: Callable[[], float],
+             ladders: Sequence[str] = ()) -> list[dict]:
+    """`n` 1-vs-1 matches between random players of `players`; with `ladders`, the i-th match
+    is on ``ladders[i % len(ladders)]`` (each ladder its own pool of players), else on the
+    default ladder."""
     ids = [f"p{i}" for i in range(players)]
     out = []
     for i in range(n):
         a, b = rng.sample(ids, 2)
-        out.append({"match_id": f"{prefix}{i}", "finished_at": at(),
-                    "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]})
+        match = {"match_id": f"{prefix}{i}", "finished_at": at(),
+                 "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}
+        if ladders:
+            match["ladder"] = ladders[i % len(ladders)]
+        out.append(match)
     return out
 
 

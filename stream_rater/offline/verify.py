@@ -181,6 +181,16 @@ async def verify(settings: Settings, ladders: Ladders, ladder: str, store: State
         if not ladder_history(newer, ladders, ladder).matches:
             break
         records += newer
+    return await compare(store, ladders, history, live, tolerance, caught_up)
+
+
+async def compare(store: StateStore, ladders: Ladders, history: LadderHistory,
+                  live: tuple[dict[str, PlayerState], dict[str, PlayerState]], tolerance: float = 1e-9,
+                  caught_up: bool = True) -> VerifyReport:
+    """Compare the `live` states (players, effects) of `history`'s ladder with a recomputation
+    of `history` with the store's live parameter overrides and voids: `verify` once the
+    history is read and the worker group has caught up with it."""
+    ladder = history.ladder
     ladders, voided = await corrected(store, ladders, ladder)
     players, effects = await recompute([m for m in history.matches if m.match_id not in voided], ladders, ladder)
     found = differences(live[0], players, tolerance) + differences(live[1], effects, tolerance, is_effect=True)

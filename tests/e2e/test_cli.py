@@ -128,3 +128,16 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     assert set(rows) == {"stream-rater worker", "naive faust pass-through"}
     assert all(float(value.replace(",", "")) > 0 for row in rows.values() for value in row)
     assert "worker / pass-through: throughput" in out
+
+
+def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
+    """`bench scale` in a tiny configuration (one worker, 300 matches over 4 ladders on 2
+    partitions, single Redis): one row for the run with its worker's share, and the replay
+    check passed (the figures themselves are not judged)."""
+    out = cli("bench", "scale", "--store", "single", "--workers", "1", "--matches", "300", "--ladders", "4",
+              "--partitions", "2").stdout
+    [row] = [line.split() for line in out.splitlines() if line.startswith("single")]
+    assert row[:2] == ["single", "1"] and row[-1] == "ok", out
+    assert all(float(value.replace(",", "")) > 0 for value in row[2:5]), out
+    [share] = [line.strip() for line in out.splitlines() if "worker 0:" in line]
+    assert share.startswith("worker 0: partitions 0,1: 300 matches in "), out

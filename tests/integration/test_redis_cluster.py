@@ -1,7 +1,9 @@
 """The store on a real Redis Cluster of three masters (`redis_cluster_url`): ladders whose hash
 tags land on different masters rate exactly as in memory, through the processor and through
 ``stream-rater replay --store redis+cluster://…``; a ladder's slot migrated to another master
-in the middle of processing (MOVED, ASK and TRYAGAIN on the way) loses nothing."""
+in the middle of processing (MOVED, ASK and TRYAGAIN on the way) loses nothing; and on a
+cluster with replicas, a master killed mid-stream fails over to its replica and every ladder
+either equals a replay or — writes the replica missed — is stopped by `StoreLost`."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import functools
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
@@ -29,7 +33,8 @@ from stream_rater.local.demo import default_data_file
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, StoreLost
+from stream_rater.service.pipeline import TRANSIENT_ERRORS
 from stream_rater.store import StateStore, open_store
 from stream_rater.store.cluster import parse_cluster_url
 from stream_rater.store.memory import MemoryStore
@@ -293,3 +298,188 @@ def test_a_cluster_url_at_a_plain_redis_is_one_line_naming_redis(redis_url: str)
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith("stream-rater ratings: Redis: ") and "Cluster mode is not enabled" in line
+
+
+# --------------------------------------------------------------------------------------------
+# Failover: a master dies and its replica takes over. Redis replicates asynchronously, so the
+# replica may lack the last writes the master acknowledged; the processor's watermark check
+# must then raise `StoreLost` for the ladder — the states may never differ silently.
+
+
+@dataclass
+class Node:
+    """One node of the local cluster: its address, PID, id and (for a replica) its master's id."""
+
+    address: str
+    pid: int
+    node_id: str
+    master_id: str | None
+
+    def client(self) -> aioredis.Redis:
+        host, port = self.address.rsplit(":", 1)
+        return aioredis.Redis(host=host, port=int(port), decode_responses=True)
+
+
+def nodes_of(runtime: LocalRuntime) -> dict[str, Node]:
+    """Every node of `runtime`'s cluster by id (taken while all of them run)."""
+    pids = {address: runtime.pids[f"redis-node-{i}"] for i, address in enumerate(runtime.cluster_nodes)}
+    host, port = runtime.cluster_nodes[0].rsplit(":", 1)
+    with redis.Redis(host=host, port=int(port), decode_responses=True) as client:
+        listed = client.execute_command("CLUSTER NODES")
+    return {info["node_id"]: Node(address.split("@")[0], pids[address.split("@")[0]], info["node_id"],
+                                  None if info["master_id"] == "-" else info["master_id"])
+            for address, info in listed.items()}
+
+
+def replica_of(nodes: dict[str, Node], master: str) -> Node:
+    (replica,) = (node for node in nodes.values() if node.master_id == master)
+    return replica
+
+
+async def is_master(node: Node) -> bool:
+    """Whether `node` was promoted and its cluster is serving every slot again."""
+    client = node.client()
+    try:
+        role = (await client.info("replication"))["role"]
+        return role == "master" and (await client.cluster("INFO"))["cluster_state"] == "ok"
+    finally:
+        await client.aclose()
+
+
+async def in_sync(master: Node, replica: Node) -> bool:
+    """Whether `replica` has processed everything `master` wrote so far."""
+    clients = master.client(), replica.client()
+    try:
+        offsets = [(await c.info("replication"))["master_repl_offset"] for c in clients]
+        return offsets[0] == offsets[1]
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+async def stream_like_a_worker(processor: Processor, matches: Sequence[MatchFinished], lost: dict[str, str], *,
+                               batch_size: int = 100, before_batch: Callable[[int], None] = lambda start: None,
+                               timeout: float = 45.0) -> None:
+    """Apply `matches` in batches as a worker's pipeline does: a transient error (the dead
+    master's connection, CLUSTERDOWN while the replica takes over) retries the batch; a
+    `StoreLost` stops that ladder (recorded in `lost`) and the others go on."""
+    deadline = time.monotonic() + timeout
+    for start in range(0, len(matches), batch_size):
+        before_batch(start)
+        while True:
+            batch = [m for m in matches[start:start + batch_size] if m.ladder not in lost]
+            try:
+                await processor.process(batch)
+                break
+            except StoreLost as exc:
+                lost[exc.ladder] = str(exc)
+            except TRANSIENT_ERRORS:
+                assert time.monotonic() < deadline, "the cluster did not recover from the failover"
+                await asyncio.sleep(0.1)
+
+
+async def test_a_master_killed_mid_stream_fails_over_and_nothing_differs_silently(
+        redis_cluster_with_replicas: LocalRuntime):
+    """Three ladders (one per master) stream through one processor; after a few batches the
+    master of the first ladder gets SIGKILL and the cluster fails over to its replica by
+    itself (node timeout 3 s) while batches keep coming. Every ladder then either equals an
+    in-memory replay of all its matches, or — only the failed-over master's ladder, and only if
+    its replica missed acknowledged writes — was stopped by `StoreLost`. Never a silent
+    difference."""
+    runtime = redis_cluster_with_replicas
+    url, nodes = runtime.redis_url, nodes_of(runtime)
+    admin = Cluster(url)
+    await admin.connect()
+    store = open_store(url)
+    try:
+        names = await ladders_on_every_master(admin)
+        victim = await admin.owner(await admin.slot(names[0]))
+        successor = replica_of(nodes, victim)
+        per_ladder = {name: football(name, skip=400 * i, limit=400) for i, name in enumerate(names)}
+        matches = [m for batch in zip(*per_ladder.values()) for m in batch]
+        ladders = trueskill(*names)
+        memory = MemoryStore()
+        await replay(matches, Processor(ladders, memory, clock=clock), batch_size=100)
+
+        def kill_mid_stream(start: int) -> None:
+            if start == 400:
+                os.kill(nodes[victim].pid, signal.SIGKILL)
+
+        lost: dict[str, str] = {}
+        await stream_like_a_worker(Processor(ladders, store, clock=clock), matches, lost,
+                                   before_batch=kill_mid_stream)
+        assert await is_master(successor), "the replica did not take over"
+        assert set(lost) <= {names[0]}, f"a ladder on a master that did not fail over was lost: {lost}"
+        for name in names:
+            if name in lost:
+                assert "matches applied" in lost[name]  # detected: the operator rebuilds it from the topic
+                continue
+            assert await everything(store, name) == await everything(memory, name), name
+            assert (await store.read(name, [], [], [])).watermark == len(per_ladder[name])
+        print(f"failover of {nodes[victim].address}: {'detected: ' + lost[names[0]] if lost else 'survived'}")
+    finally:
+        await store.close()
+        await admin.close()
+
+
+async def rated(store: StateStore, ladder: str) -> tuple:
+    """`everything` without the versions (they count commits, which a rebuild adds)."""
+    players, effects, board = await everything(store, ladder)
+    return ({p: s._replace(version=0) for p, s in players.items()},
+            {e: s._replace(version=0) for e, s in effects.items()}, board)
+
+
+async def test_writes_the_replica_missed_are_detected_after_the_failover(
+        redis_cluster_with_replicas: LocalRuntime):
+    """Forces the loss that asynchronous replication allows: the ladder's replica is stopped
+    (SIGSTOP) and its link cut (``CLIENT KILL TYPE replica``), the master acknowledges 200
+    more matches, dies (SIGKILL), and the replica takes over (``CLUSTER FAILOVER FORCE``)
+    without them. The next batch raises `StoreLost` naming both watermarks and writes nothing;
+    after the ladder is rebuilt from its history (what ``replay --from-topic`` does) the same
+    processor goes on and the states equal a replay of every match."""
+    runtime = redis_cluster_with_replicas
+    url, nodes = runtime.redis_url, nodes_of(runtime)
+    admin = Cluster(url)
+    await admin.connect()
+    store = open_store(url)
+    try:
+        (name,) = (await ladders_on_every_master(admin))[:1]
+        master = nodes[await admin.owner(await admin.slot(name))]
+        replica = replica_of(nodes, master.node_id)
+        matches = football(name, skip=0, limit=600)
+        ladders = trueskill(name)
+        processor = Processor(ladders, store, clock=clock)
+        await replay(matches[:300], processor, batch_size=100)
+        await wait_until(lambda: in_sync(master, replica), 10, "the replica in sync")
+
+        os.kill(replica.pid, signal.SIGSTOP)
+        try:
+            client = master.client()
+            try:
+                assert await client.execute_command("CLIENT KILL", "TYPE", "replica") == 1
+            finally:
+                await client.aclose()
+            await replay(matches[300:500], processor, batch_size=100)  # acknowledged by the master alone
+            os.kill(master.pid, signal.SIGKILL)
+        finally:
+            os.kill(replica.pid, signal.SIGCONT)
+        client = replica.client()
+        try:
+            await client.execute_command("CLUSTER FAILOVER", "FORCE")
+        finally:
+            await client.aclose()
+        await wait_until(lambda: is_master(replica), 20, "the replica promoted")
+
+        lost: dict[str, str] = {}
+        await stream_like_a_worker(processor, matches[500:], lost)
+        assert list(lost) == [name] and "the store shows 300 matches applied, 500 were" in lost[name]
+        assert (await store.read(name, [], [], [])).watermark == 300, "nothing may be applied on top of the loss"
+
+        await replay(matches[:500], Processor(ladders, store, clock=clock))  # the operator's rebuild
+        await stream_like_a_worker(processor, matches[500:], {})
+        memory = MemoryStore()
+        await replay(matches, Processor(ladders, memory, clock=clock))
+        assert await rated(store, name) == await rated(memory, name)
+    finally:
+        await store.close()
+        await admin.close()
