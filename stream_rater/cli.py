@@ -213,11 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
-    p.add_argument("what", choices=["engines", "e2e", "api", "soak", "rerate", "scale"],
+    p.add_argument("what", choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity"],
                    help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
                         "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
                         "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
-                        "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster")
+                        "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster; "
+                        "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected")
     p.add_argument("--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)")
     p.add_argument("--matches", type=int, default=None,
                    help="e2e: matches in the throughput burst (30000); scale: matches per run (60000)")
@@ -235,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
     p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of sustained load")
     p.add_argument("--plot", metavar="FILE.png", help="soak: draw latency and memory over time")
+    p.add_argument("--players", type=int, default=10_000_000, help="capacity: players to project for")
+    p.add_argument("--per-day", type=lambda v: [float(x) for x in v.split(",")], default=[1e6, 20e6],
+                   metavar="N[,N…]", help="capacity: matches per day to project for (1000000,20000000)")
     p.set_defaults(func=cmd_bench)
     for command in sub.choices.values():
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -702,6 +706,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         runs = scale.run(ladders=args.ladders, partitions=args.partitions, workers=args.workers,
                          matches=args.matches or 60_000, stores=stores, as_json=args.json)
         return 1 if any(r.differences for r in runs) else 0
+    elif args.what == "capacity":
+        from stream_rater.bench import capacity
+
+        capacity.run(players=args.players, per_day=args.per_day)
     else:
         from stream_rater.bench import e2e
 

@@ -17,7 +17,7 @@ import random
 import time
 from math import isfinite
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed
@@ -31,6 +31,9 @@ from stream_rater.store.base import (
 class MatchResult(NamedTuple):
     """One match's rating-changed events; ``duplicate`` = it had been applied before,
     ``voided`` = an operator voided it, so it was not applied (and has no events).
+
+    A duplicate carries the events its marker still holds — to re-emit, since they may never
+    have reached the broker — or none once they are known produced (its marker was shrunk).
 
     A named tuple (like `PlayerState`): one is made per match."""
 
@@ -49,7 +52,8 @@ class BatchResult:
 
     @property
     def events(self) -> list[dict]:
-        """Every rating-changed event of the batch, in order (duplicates re-emit theirs)."""
+        """Every rating-changed event of the batch, in order (duplicates re-emit those their
+        markers still hold)."""
         return [e for r in self.results for e in r.events]
 
 
@@ -113,6 +117,10 @@ def plan_batch(
     history entries, and `positions` (how far into the topic the matches go) for the
     `generation` read. Voided matches are skipped. `observe`, if given, sees every newly
     applied match's priors.
+
+    A staging generation's markers (`generation` not None: a re-rate) are written without
+    events, as shrunk ones: its events are never produced (the re-rate sends correction
+    events instead), so there is nothing a redelivery could re-emit.
     """
     model: RatingModel = ladder.rating_model
     ladder_name, model_name, display, rate_match = ladder.name, model.name, model.display, model.rate_match
@@ -200,7 +208,7 @@ def plan_batch(
                 for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
                     effects[name] = _after(before, new, at, stored_effects.get(name, new_effect))
         applied[match_id] = events
-        markers[match_id] = events
+        markers[match_id] = events if generation is None else []
         results.append(_new(MatchResult, (match, events, False, False)))
 
     writes = [
@@ -242,13 +250,22 @@ class Processor:
 
     Exact counts: a commit whose reply was lost (a connection error after Redis ran it) is
     retried by the caller; the retry finds the markers, and those matches are still reported
-    as newly applied (``duplicate=False``) rather than as duplicates.
+    as newly applied (``duplicate=False``) rather than as duplicates, with their stored events.
+
+    Marker shrinking: the caller reports each batch whose events reached the broker
+    (`produced`); the next commit of each of its ladders shrinks those matches' markers (see
+    `store.base`), at no extra round trip. Until then — a crash in between, or a ladder that
+    gets no more matches — they stay whole, which costs memory, never correctness.
 
     Generations: with `generation` None the processor applies to each ladder's live
     generation (the worker); with a number, to that staging generation (a re-rate). A
     generation's parameter overrides (set by a re-rate) replace the configured parameters.
     While a re-rate switches a ladder, its commits are refused for milliseconds; the
     processor waits (`freeze_poll` between tries, not counted as conflicts) and re-reads.
+    A staging generation's markers hold no events (see `plan_batch`). So a batch that a
+    worker committed to the old live generation and then died before producing, and that the
+    switch overtook, re-emits nothing when it is redelivered: its players learn of the new
+    states from the correction events alone (of those whose state the re-rate changed).
     """
 
     def __init__(
@@ -276,6 +293,15 @@ class Processor:
         self._watermarks: dict[str, tuple[int, int]] = {}
         #: Match ids (per ladder) of commits sent whose outcome is unknown (no reply).
         self._unconfirmed: dict[str, set[str]] = {}
+        #: Match ids (per ladder) whose events were produced and whose markers are still whole.
+        self._produced: dict[str, set[str]] = {}
+
+    def produced(self, result: BatchResult) -> None:
+        """Note that `result`'s events are with the broker: the next commit of each ladder
+        shrinks the markers of its matches that still hold events."""
+        for r in result.results:
+            if r.events:
+                self._produced.setdefault(r.match.ladder, set()).add(r.match.match_id)
 
     async def process(self, matches: Sequence[MatchFinished],
                       where: Sequence[tuple[int, int] | None] | None = None) -> BatchResult:
@@ -319,8 +345,10 @@ class Processor:
                 return results, attempt
             unconfirmed = self._unconfirmed.setdefault(name, set())
             unconfirmed.update(plan.commit.markers)
+            produced = self._produced.get(name, set())
+            shrink = list(produced)
             try:
-                await self.store.commit(plan.commit)
+                await self.store.commit(replace(plan.commit, produced=shrink) if shrink else plan.commit)
             except LadderFrozen:
                 unconfirmed.difference_update(plan.commit.markers)
                 await asyncio.sleep(self.freeze_poll)
@@ -331,6 +359,7 @@ class Processor:
                 attempt += 1
                 continue
             unconfirmed.difference_update(plan.commit.markers)
+            produced.difference_update(shrink)
             self._watermarks[name] = (snapshot.generation, snapshot.watermark + len(plan.commit.markers))
             return results, attempt
         raise TooManyConflicts(

@@ -84,6 +84,7 @@ async def replay(
     on_result: Callable[[MatchResult], None] | None = None,
 ) -> ReplaySummary:
     """Apply `matches` in order, `batch_size` at a time; `on_result` sees every result.
+    Once it has seen a batch's, their markers count as produced (`Processor.produced`).
 
     After each batch the objects alive so far are frozen out of the cyclic garbage
     collector: a long replay keeps every result in memory (store markers, histories), and
@@ -104,6 +105,7 @@ async def replay(
             summary.events += len(r.events)
             if on_result is not None:
                 on_result(r)
+        processor.produced(result)
         batch.clear()
 
     for match in matches:

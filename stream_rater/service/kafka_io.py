@@ -104,6 +104,12 @@ async def send_batched(producer: AIOKafkaProducer, records: Iterable[Record]) ->
     await asyncio.gather(*delivered)
 
 
+def match_record(topic: str, event: dict[str, Any]) -> Record:
+    """A match-finished event as `publish` sends it: compact JSON keyed by its ladder."""
+    ladder = str(event.get("ladder") or DEFAULT_LADDER)
+    return topic, match_key(ladder), json.dumps(event, separators=(",", ":")).encode(), []
+
+
 def update_record(topic: str, event: dict[str, Any]) -> Record:
     """A rating-changed event as a record of `topic`, keyed ``<ladder>:<player_id>`` so that
     one player's events stay in order."""
@@ -251,8 +257,7 @@ async def publish(
                 records.clear()
             if (ahead := ahead_of_pace()) > 0:
                 await asyncio.sleep(ahead)
-            value = json.dumps(event, separators=(",", ":")).encode()
-            records.append((settings.topic_matches, match_key(str(event.get("ladder") or DEFAULT_LADDER)), value, []))
+            records.append(match_record(settings.topic_matches, event))
             summary.sent += 1
         await send_batched(producer, records)
     finally:

@@ -146,11 +146,13 @@ class BatchHandler:
 
     async def emit(self, batch: CommittedBatch) -> BatchResult:
         """Phase 2: produce the dead letters and rating-changed events, wait until the broker
-        has them all; the caller acknowledges the batch after this returns."""
+        has them all (then their markers may shrink: `Processor.produced`); the caller
+        acknowledges the batch after this returns."""
         result, dead = batch.result, batch.dead
         outgoing = [dead_letter(self.topics.dlq, m, reason, extra) for m, reason, extra in dead]
         outgoing += [update_record(self.topics.updates, e) for e in result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
+        self.processor.produced(result)
 
         now = time.time()
         counts: Counter[tuple[bool, str]] = Counter()

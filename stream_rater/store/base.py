@@ -5,6 +5,13 @@ match in the batch), pure computation, one `commit`. `commit` is atomic: it veri
 every state is still at the version that was read and that no match of the batch has been
 applied meanwhile, then writes all states, markers, leaderboard scores and history entries —
 or writes nothing and raises `CommitConflict`, after which the caller re-reads and recomputes.
+
+A "match applied" marker holds the match's rating-changed events until they are known to be
+with the broker, so that a batch committed but never produced (the worker died in between)
+re-emits them when it is redelivered. Once they are produced, a later commit of the ladder
+*shrinks* the marker (`Commit.produced`): it keeps its key and expiry, so the match stays a
+duplicate for the whole idempotency window, but no longer its events (an empty list — nothing
+left to re-emit); README "Capacity" gives both sizes.
 """
 
 from __future__ import annotations
@@ -51,6 +58,9 @@ class Snapshot:
     watermark only grows within a generation; a store that shows less than was committed has
     lost data.
 
+    `applied` maps each applied match to the events a redelivery must re-emit: its stored
+    events while they may not have reached the broker, none once its marker was shrunk.
+
     `generation` is the generation read (see `Generations`), `voided` the match ids of the
     read that an operator voided (they are not applied), `params` the model parameters the
     generation overrides (set by a re-rate; None = the configured ones)."""
@@ -82,7 +92,12 @@ class Commit:
     `positions` (partition → offset after the batch's last record of the ladder) records how
     far into the matches topic the ladder's states go; a re-rate catches up to it.
     `generation` None writes the live generation (refused while a re-rate switches it);
-    a number writes that staging generation of a re-rate."""
+    a number writes that staging generation of a re-rate.
+
+    `produced` names applied matches (of earlier commits) whose events are now with the
+    broker: their markers are shrunk to an empty event list, keeping their expiry. It rides
+    on the next commit of the ladder rather than costing a round trip of its own; a marker
+    that no longer exists (expired, or of another generation) is left absent."""
 
     ladder: str
     writes: Sequence[StateWrite]
@@ -90,6 +105,7 @@ class Commit:
     history: Mapping[str, list[dict]] = field(default_factory=dict)
     positions: Mapping[int, int] = field(default_factory=dict)
     generation: int | None = None
+    produced: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,9 @@
 --       matches applied to the generation so far, the watermark that tells "lost" from
 --       "new"; 'p:<partition>': offset after the last record applied), all of the generation
 --       written, 5 the ladder's control hash, 6 its freeze key, then the marker key of each
---       marker id, then the history key of each history id, in order: every key the script
---       touches, all with the ladder's hash tag (one cluster slot).
+--       marker id, then the history key of each history id, then the marker key of each
+--       produced match (to shrink), in order: every key the script touches, all with the
+--       ladder's hash tag (one cluster slot).
 -- ARGV: 1 the batch as one msgpack array (packed with raw strings, which cmsgpack reads):
 --         1 ids            player/effect id per write
 --         2 is_effect      per write, true = effects hash
@@ -23,6 +24,8 @@
 --                          1-based indices into events
 --       2 marker ttl (s, 0 = keep), 3 history cap, 4 the generation the keys are of,
 --       5 'live' or 'staging' (which generation it must be), 6 msgpack [partition, offset, …].
+-- A produced match's marker is shrunk to an empty msgpack array (its events are with the
+-- broker: nothing to re-emit), keeping its expiry (KEEPTTL) and only if it still exists (XX).
 -- Returns {'ok'}, {'applied', m} (m = index of an already-applied marker),
 -- {'conflict', id} (a write whose stored version is not the expected one),
 -- {'generation', g} (not the expected generation; g as in read.lua) or {'frozen'} (a re-rate
@@ -63,6 +66,12 @@ for w = 1, #ids do
   end
 end
 
+-- Shrinks first, so that a marker this commit writes anew is never shrunk.
+local shrunk = array_header(0)
+for x = FIXED + #marker_ids + #history_ids + 1, #KEYS do
+  redis.call('SET', KEYS[x], shrunk, 'XX', 'KEEPTTL')
+end
+
 local e = 1
 for m = 1, #marker_ids do
   local value = array_header(marker_counts[m]) .. table.concat(events, '', e, e + marker_counts[m] - 1)
@@ -96,4 +105,5 @@ for h = 1, #history_ids do
   end
   redis.call('LTRIM', key, 0, cap - 1)
 end
+
 return {'ok'}

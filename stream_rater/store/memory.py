@@ -95,6 +95,9 @@ class MemoryStore(StateStore):
             (gen.effects if write.is_effect else gen.players)[write.player_id] = write.state
             if write.leaderboard_score is not None:
                 gen.scores[write.player_id] = write.leaderboard_score
+        for match_id in commit.produced:  # before the new markers, as the Redis script does
+            if match_id in gen.applied:
+                gen.applied[match_id] = []
         gen.applied.update(commit.markers)
         gen.watermark += len(commit.markers)
         for partition, offset in commit.positions.items():

@@ -8,8 +8,9 @@ shards. A ladder's ratings live in a *generation* (see `StateStore`); generation
 - ``players`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]``
 - ``effects`` hash  effect name → same state form (context effects, never ranked)
 - ``lb``      zset  player id scored by display rating (the leaderboard)
-- ``m:<match_id>``  msgpack list of the rating-changed events the match produced
-  (the "match applied" marker; optional TTL)
+- ``m:<match_id>``  the "match applied" marker (optional TTL, the idempotency window):
+  msgpack list of the rating-changed events the match produced until they are with the
+  broker, then an empty msgpack list (shrunk by a later commit; see `store.base`)
 - ``h:<player_id>`` list, newest first, of msgpack rating-changed events (capped)
 - ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
   it only grows, so a read that finds less than a worker committed means the store lost
@@ -184,7 +185,8 @@ class RedisStore(StateStore):
         reply = await self._commit(
             keys=[prefix + "players", prefix + "effects", prefix + "lb", prefix + "meta",
                   ladder_key(ladder, "control"), ladder_key(ladder, "frozen"),
-                  *(f"{prefix}m:{m}" for m in commit.markers), *(f"{prefix}h:{p}" for p in commit.history)],
+                  *(f"{prefix}m:{m}" for m in commit.markers), *(f"{prefix}h:{p}" for p in commit.history),
+                  *(f"{prefix}m:{m}" for m in commit.produced)],
             args=[_script_args(batch), self.marker_ttl, self.history_limit, gen,
                   "live" if commit.generation is None else "staging",
                   _script_args([x for position in commit.positions.items() for x in position])],

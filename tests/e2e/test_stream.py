@@ -148,34 +148,43 @@ def tamper(redis_url: str, ladder: str, player: str, state: PlayerState) -> None
 
 
 def test_duplicated_match_events_are_applied_once(stream_factory):
-    """The same match_id on several offsets and partitions is applied once and re-emitted unchanged."""
+    """The same match_id on several offsets and partitions is applied once and re-emitted
+    unchanged while its marker holds its events; once the ladder's next match is committed the
+    marker is shrunk (its events are with the broker), and a later copy re-emits nothing."""
     stream = stream_factory(partitions=2)
     stream.start_worker()
     match = stream.match("dup-1", "alice", "bob")
 
-    async def send_copies() -> None:
+    async def send_copies(partitions: tuple[int, ...]) -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(stream.settings.broker))
         await producer.start()
         try:
-            for partition in (0, 1, 0, 1):
+            for partition in partitions:
                 await producer.send_and_wait(stream.settings.topic_matches, json.dumps(match).encode(),
                                              key=b"dup-1", partition=partition)
         finally:
             await producer.stop()
 
-    asyncio.run(send_copies())
+    def by_event_id(expected: int) -> dict[str, list[dict]]:
+        by_id: dict[str, list[dict]] = {}
+        for r in stream.updates(expected=expected, key=lambda r: (r.partition, r.offset)):
+            event = json.loads(r.value)
+            by_id.setdefault(event["event_id"], []).append(event)
+        return by_id
+
+    asyncio.run(send_copies((0, 1, 0, 1)))
+    copies = by_event_id(8)
+    assert {i: len(c) for i, c in copies.items()} == {"dup-1:alice": 4, "dup-1:bob": 4}
+    assert all(all(c == same[0] for c in same) for same in copies.values())
     stream.publish([stream.match("after-dups", "alice", "carol")])
-    records = stream.updates(expected=10, key=lambda r: (r.partition, r.offset))
-    by_id: dict[str, list[dict]] = {}
-    for r in records:
-        event = json.loads(r.value)
-        by_id.setdefault(event["event_id"], []).append(event)
-    assert {i: len(copies) for i, copies in by_id.items()} == {
-        "dup-1:alice": 4, "dup-1:bob": 4, "after-dups:alice": 1, "after-dups:carol": 1
+    by_event_id(10)
+    asyncio.run(send_copies((home_partition(stream.ladder, 2),)))
+    stream.publish([stream.match("last", "bob", "carol")])
+    assert {i: len(c) for i, c in by_event_id(12).items()} == {
+        "dup-1:alice": 4, "dup-1:bob": 4, "after-dups:alice": 1, "after-dups:carol": 1, "last:bob": 1, "last:carol": 1
     }
-    assert all(all(c == copies[0] for c in copies) for copies in by_id.values())
     states = stream.states()
-    assert (states["alice"].games, states["bob"].games, states["carol"].games) == (2, 1, 1)
+    assert (states["alice"].games, states["bob"].games, states["carol"].games) == (2, 2, 2)
 
 
 def test_two_workers_over_several_ladders_equal_replay(stream_factory):

@@ -111,6 +111,41 @@ async def test_redis_marker_ttl_is_set(redis_url, ladder):
     await store.close()
 
 
+async def test_produced_markers_shrink_and_keep_the_match_applied(store, ladder):
+    """A commit's `produced` empties those markers (nothing left to re-emit) while the matches
+    stay applied; markers not named keep their events, and unknown ids create nothing."""
+    m1, m2 = [{"event_id": "m1:a"}], [{"event_id": "m2:a"}]
+    await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": m1}))
+    await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m2": m2}, produced=["m1", "gone"]))
+    snap = await store.read(ladder, [], [], ["m1", "m2", "gone"])
+    assert snap.applied == {"m1": [], "m2": m2}
+    assert snap.watermark == 2
+    with pytest.raises(CommitConflict, match="already applied"):
+        await store.commit(Commit(ladder, [write("a", 28.0, 3, 2)], {"m1": []}))
+
+
+async def test_a_refused_commit_shrinks_nothing(store, ladder):
+    """The shrink is part of the commit: a refused commit leaves the markers whole."""
+    m1 = [{"event_id": "m1:a"}]
+    await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": m1}))
+    with pytest.raises(CommitConflict):
+        await store.commit(Commit(ladder, [write("a", 27.0, 2, 0)], {"m2": []}, produced=["m1"]))
+    assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": m1}
+
+
+async def test_redis_shrunk_marker_keeps_its_ttl_and_is_tiny(redis_url, ladder):
+    """A shrunk marker is an empty msgpack list with the TTL it had: the match stays a
+    duplicate for the whole idempotency window."""
+    store = RedisStore.from_url(redis_url, marker_ttl=3600)
+    key = ladder_key(ladder, "m:m1")
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a", "pad": "x" * 200}]}))
+    await store.client.expire(key, 1800)  # time passed: the shrink must not renew it
+    await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, produced=["m1"]))
+    assert await store.client.get(key) == msgpack.packb([])
+    assert 1790 < await store.client.ttl(key) <= 1800
+    await store.close()
+
+
 async def test_large_batch_round_trips(store, ladder):
     """Batches beyond the scripts' per-command chunk (1000) are read and written whole."""
     n = 2500

@@ -291,6 +291,24 @@ async def test_a_commit_whose_reply_was_lost_counts_as_applied_not_duplicate():
     assert len(producer.sent) == 6
 
 
+async def test_a_batch_committed_but_not_produced_is_reemitted_then_its_markers_shrink():
+    """A worker dies between commit and produce: the redelivered batch produces the stored
+    events; after the ladder's next batch their markers are empty, and another redelivery is
+    counted as duplicates and produces nothing."""
+    store, producer = MemoryStore(), Producer()
+    batch = [Record(duel("m1", "a", "b"), offset=0), Record(duel("m2", "b", "c"), offset=1)]
+    await handler(store, Producer()).commit(batch)
+    restarted = handler(store, producer)
+    await restarted.handle(batch)
+    assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b", "m2:b", "m2:c"]
+    await restarted.handle([Record(duel("m3", "c", "d"), offset=2)])
+    assert (await store.read("default", [], [], ["m1", "m2"])).applied == {"m1": [], "m2": []}
+    producer.sent.clear()
+    duplicate = counted(metrics.MATCHES_DUPLICATE)
+    await restarted.handle(batch)
+    assert producer.sent == [] and counted(metrics.MATCHES_DUPLICATE) - duplicate == 2
+
+
 async def test_a_store_that_lost_a_ladder_stops_it_until_rebuilt():
     """After the store loses what was committed (a Redis restart without persistence), the
     batch is neither applied nor produced; the ladder is reported stopped and counted; once the

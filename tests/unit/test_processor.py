@@ -77,6 +77,36 @@ async def test_redelivered_match_changes_nothing_and_reemits(processor):
     assert await processor.store.players("default") == states
 
 
+async def test_markers_keep_their_events_until_produced_then_shrink_at_the_next_commit():
+    """A batch committed but never produced (the worker died) re-emits its events when it is
+    redelivered; once produced, the ladder's next commit — no extra round trip — empties those
+    markers, and a later redelivery is still a duplicate, with nothing to re-emit."""
+    store = MemoryStore()
+    batch = [match("m1", ["a"], ["b"]), match("m2", ["b"], ["c"])]
+    first = await Processor(LADDERS, store, clock=fixed_clock).process(batch)
+    restarted = Processor(LADDERS, store, clock=fixed_clock)
+    again = await restarted.process(batch)
+    assert [r.duplicate for r in again.results] == [True, True] and again.events == first.events
+    restarted.produced(again)
+    assert (await store.read("default", [], [], ["m1"])).applied == {"m1": first.results[0].events}
+    trips = store.round_trips
+    third = await restarted.process([match("m3", ["c"], ["d"])])
+    assert store.round_trips - trips == 2
+    applied = (await store.read("default", [], [], ["m1", "m2", "m3"])).applied
+    assert applied == {"m1": [], "m2": [], "m3": third.events}
+    late = await restarted.process(batch)
+    assert [(r.duplicate, r.events) for r in late.results] == [(True, []), (True, [])]
+
+
+async def test_a_staging_generation_stores_markers_without_events():
+    """A re-rate's events are never produced, so its markers are written shrunk."""
+    store = MemoryStore()
+    generation, _ = await store.begin_rerate("default", "me", 60.0, None)
+    result = await Processor(LADDERS, store, generation=generation).process([match("m1", ["a"], ["b"])])
+    assert len(result.events) == 2
+    assert (await store.read("default", [], [], ["m1"], generation)).applied == {"m1": []}
+
+
 async def test_duplicate_inside_one_batch_is_applied_once(processor):
     """The same match twice in one batch is applied once and re-emitted the second time."""
     result = await processor.process([match("m1", ["a"], ["b"]), match("m1", ["a"], ["b"])])

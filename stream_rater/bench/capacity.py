@@ -1,0 +1,202 @@
+"""``stream-rater bench capacity``: what one stored or produced item costs, measured — the
+inputs of README "Capacity".
+
+The bundled football results (the demo ladder: TrueSkill with the home effect) are replayed
+through the processor into a local Redis with the worker's default marker TTL and history cap,
+each batch's events noted as produced the way the worker notes them (so the next commit
+shrinks their markers). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
+
+- the ``players`` hash and the ``lb`` zset — per player state and per leaderboard entry
+  (usage / fields or members). A ladder of more than 512 players (Redis 7's
+  ``hash-max-listpack-entries``) keeps its players in a hash table, about twice the compact
+  listpack's bytes per field; the football ladder has 337 teams, so `run` has its Redis encode
+  hashes as a big ladder's are;
+- a sample of markers: shrunk ones (events produced) and whole ones (the last batch's, whose
+  shrink waits for the ladder's next commit — and what every marker cost before shrinking);
+- a sample of ``h:<pid>`` lists — per history entry (usage / entries);
+
+and the Kafka bytes (key + value as produced, uncompressed, without the record batch framing)
+of each match-finished record (`kafka_io.match_record`) and rating-changed record
+(`kafka_io.update_record`). `project` scales the figures to a deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import redis
+
+from stream_rater.config.ladders import Ladders, load_ladders
+from stream_rater.config.settings import Settings
+from stream_rater.contracts import parse_match
+from stream_rater.local.demo import (
+    DEMO_LADDER,
+    DEMO_LADDER_ENV,
+    default_data_file,
+    football_events,
+)
+from stream_rater.local.runtime import LocalRuntime
+from stream_rater.offline.replay import replay
+from stream_rater.processor import MatchResult, Processor
+from stream_rater.service.kafka_io import match_record, update_record
+from stream_rater.store.redis_store import RedisStore, ladder_key
+
+DAY = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """Measured bytes per item, and what they were measured on."""
+
+    matches: int
+    events: int
+    players: int
+    state: float
+    state_encoding: str
+    marker_shrunk: float
+    marker_whole: float
+    history_entry: float
+    history_encoding: str
+    leaderboard_entry: float
+    leaderboard_encoding: str
+    match_record: float
+    update_record: float
+    used_per_match: float  # growth of Redis's used_memory per match (every key, whole markers too)
+
+    @property
+    def events_per_match(self) -> float:
+        return self.events / self.matches
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """Redis memory and Kafka bytes of a deployment, from measured `Sizes`."""
+
+    states: float
+    leaderboard: float
+    markers: float
+    history: float
+    history_window: float  # the history of the window's matches alone (below the cap)
+    kafka_per_day: float
+
+    @property
+    def redis(self) -> float:
+        return self.states + self.leaderboard + self.markers + self.history
+
+
+def project(sizes: Sizes, players: int, matches_per_day: float, window_days: float, history_cap: int
+            ) -> Projection:
+    """Bytes for `players` rated players and `matches_per_day` with markers kept
+    `window_days` (all of them shrunk; the last batch of each ladder is whole, negligible) and
+    every player's history full at `history_cap` (the ceiling it reaches; `history_window`:
+    only the window's matches, a young deployment's)."""
+    entries = matches_per_day * window_days * sizes.events_per_match
+    return Projection(
+        states=players * sizes.state,
+        leaderboard=players * sizes.leaderboard_entry,
+        markers=matches_per_day * window_days * sizes.marker_shrunk,
+        history=players * history_cap * sizes.history_entry,
+        history_window=min(players * history_cap, entries) * sizes.history_entry,
+        kafka_per_day=matches_per_day * (sizes.match_record + sizes.events_per_match * sizes.update_record),
+    )
+
+
+async def measure(redis_url: str, ladders: Ladders, events: Sequence[dict[str, Any]], *,
+                  settings: Settings | None = None, batch_size: int = 1000, sample: int = 1000) -> Sizes:
+    """Replay `events` (all of one ladder, new to the Redis at `redis_url`) with the marker
+    TTL and history cap of `settings` (default: the worker's defaults) and measure."""
+    settings = settings or Settings()
+    matches = [parse_match(e, ladders) for e in events]
+    ladder = matches[0].ladder
+    store = RedisStore.from_url(redis_url, marker_ttl=settings.marker_ttl, history_limit=settings.history_limit)
+    produced: list[int] = []
+
+    def on_result(result: MatchResult) -> None:
+        produced.extend(len(k) + len(v) for _, k, v, _ in (update_record("u", e) for e in result.events))
+
+    client = store.client
+    try:
+        before = (await client.info("memory"))["used_memory"]
+        await replay(matches, Processor(ladders, store), batch_size=batch_size, on_result=on_result)
+        used = (await client.info("memory"))["used_memory"] - before
+        ids = [m.match_id for m in matches]
+        last = len(ids) % batch_size or batch_size
+        pick = random.Random(0)
+        shrunk = pick.sample(ids[:-last], min(sample, len(ids) - last))
+        whole = pick.sample(ids[-last:], min(sample, last))
+        player_ids = sorted({p.id for m in matches for t in m.teams for p in t.players})
+        histories = pick.sample(player_ids, min(sample, len(player_ids)))
+        prefix = ladder_key(ladder, "")
+        async with client.pipeline(transaction=False) as pipe:
+            for suffix in ("players", "lb"):
+                pipe.memory_usage(prefix + suffix, samples=0)
+                pipe.object("encoding", prefix + suffix)
+            pipe.hlen(prefix + "players")
+            pipe.zcard(prefix + "lb")
+            for match_id in shrunk + whole:
+                pipe.memory_usage(f"{prefix}m:{match_id}", samples=0)
+            for player_id in histories:
+                pipe.memory_usage(f"{prefix}h:{player_id}", samples=0)
+                pipe.llen(f"{prefix}h:{player_id}")
+            pipe.object("encoding", f"{prefix}h:{histories[0]}")
+            replies = await pipe.execute()
+    finally:
+        await store.close()
+    players_bytes, players_encoding, lb_bytes, lb_encoding, fields, members = replies[:6]
+    markers = replies[6:6 + len(shrunk) + len(whole)]
+    lists = replies[6 + len(markers):-1]
+    return Sizes(
+        matches=len(matches), events=len(produced), players=fields,
+        state=players_bytes / fields, state_encoding=_text(players_encoding),
+        marker_shrunk=_mean(markers[:len(shrunk)]), marker_whole=_mean(markers[len(shrunk):]),
+        history_entry=sum(lists[0::2]) / sum(lists[1::2]), history_encoding=_text(replies[-1]),
+        leaderboard_entry=lb_bytes / members, leaderboard_encoding=_text(lb_encoding),
+        match_record=_mean([len(r[1]) + len(r[2]) for r in (match_record("m", e) for e in events)]),
+        update_record=_mean(produced), used_per_match=used / len(matches),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: TextIO = sys.stdout) -> Sizes:
+    """Measure on the football data and print the figures and their projection."""
+    settings = Settings()
+    events = list(football_events(default_data_file(), DEMO_LADDER))
+    with LocalRuntime(broker=False) as runtime:
+        with redis.Redis.from_url(runtime.redis_url) as client:
+            client.config_set("hash-max-listpack-entries", 0)  # a big ladder's encoding (module docstring)
+        sizes = asyncio.run(measure(runtime.redis_url, load_ladders(None, DEMO_LADDER_ENV), events, settings=settings))
+    window = settings.marker_ttl / DAY
+    print(f"football: {sizes.matches:,} matches, {sizes.events:,} rating changes, {sizes.players} players; "
+          f"marker TTL {window:g} days, history cap {settings.history_limit}", file=out)
+    print("Redis MEMORY USAGE (sampled):", file=out)
+    for label, value, what in [
+        ("player state", sizes.state, f"per field of the players hash ({sizes.state_encoding})"),
+        ("leaderboard entry", sizes.leaderboard_entry, f"per member of the lb zset ({sizes.leaderboard_encoding})"),
+        ("marker, produced", sizes.marker_shrunk, "per key, shrunk (events with the broker)"),
+        ("marker, whole", sizes.marker_whole, "per key, holding its events (not yet shrunk; every marker before)"),
+        ("history entry", sizes.history_entry, f"per entry of the h:<pid> lists ({sizes.history_encoding})"),
+        ("used_memory", sizes.used_per_match, "growth per match, all keys (the last batch's markers whole)"),
+    ]:
+        print(f"  {label:<18} {value:8.1f} B  {what}", file=out)
+    print("Kafka key + value bytes (JSON, uncompressed, before record-batch framing):", file=out)
+    print(f"  {'match-finished':<18} {sizes.match_record:8.1f} B", file=out)
+    print(f"  {'rating-changed':<18} {sizes.update_record:8.1f} B  ({sizes.events_per_match:.2f} per match)", file=out)
+    for rate in per_day:
+        p = project(sizes, players, rate, window, settings.history_limit)
+        print(f"{players:,} players, {rate:,.0f} matches/day: Redis {p.redis / 1e9:.1f} GB = states "
+              f"{p.states / 1e9:.2f} + leaderboard {p.leaderboard / 1e9:.2f} + markers {p.markers / 1e9:.2f} + "
+              f"history {p.history / 1e9:.1f} (the window's {p.history_window / 1e9:.1f}); Kafka {p.kafka_per_day / 1e9:.2f} GB/day per replica "
+              f"({rate / DAY:,.0f} matches/s on average)", file=out)
+    return sizes
