@@ -21,7 +21,10 @@ with 4 partitions (faust does not declare non-internal source topics before subs
 Tansu quirks worth knowing (v0.6.0-510f3e2): ListOffsets(latest), i.e. aiokafka
 ``end_offsets``, answers the last record batch's base offset + 1, not the high watermark —
 use a fetch's ``highwater`` or committed offsets to count records; and a consumer group's join
-completes only after about ``session_timeout / 2`` (longer right after a member left).
+completes only after about ``session_timeout / 2`` (longer right after a member left); and a
+fetch from a position followed by tens of thousands of one-record batches takes super-linear
+time (20,000 of them: no fetch from the start completed in 120 s), so paced publishers should
+batch (`publish`'s ``linger``).
 """
 
 from __future__ import annotations

@@ -229,13 +229,15 @@ async def publish(
     settings: Settings,
     *,
     rate: float | None = None,
+    linger: float = 0.0,
     chunk: int = 5000,
 ) -> PublishSummary:
     """Send match-finished `events` (wire dicts) to the matches topic, keyed by ladder
     (`match_key`), in the given order; returns when the broker has all of them.
 
     Events go out as batches of up to `chunk` (`send_batched`). `rate` caps events per
-    second: what has accumulated is sent whenever the pace says to wait.
+    second: what has accumulated is sent whenever the pace says to wait at least `linger`
+    seconds (a producer's ``linger.ms``; 0 sends each event as soon as the pace allows).
     """
     producer = AIOKafkaProducer(**client_options(settings), max_batch_size=256 * 1024)
     try:
@@ -252,10 +254,10 @@ async def publish(
 
     try:
         for event in events:
-            if len(records) >= chunk or (records and ahead_of_pace() > 0):
+            if len(records) >= chunk or (records and ahead_of_pace() > linger):
                 await send_batched(producer, records)
                 records.clear()
-            if (ahead := ahead_of_pace()) > 0:
+            if (ahead := ahead_of_pace()) > linger:
                 await asyncio.sleep(ahead)
             records.append(match_record(settings.topic_matches, event))
             summary.sent += 1
