@@ -54,7 +54,8 @@ async def rerate_from_topic(settings: Settings, ladders: Ladders, ladder: str, s
                             **options: Any) -> RerateReport:
     """`rerate` of `ladder` from its history in the matches topic (after `files`), sending the
     correction events with `send` (default: a producer of its own to the updates topic);
-    `options` are `rerate`'s."""
+    `options` are `rerate`'s (`recent` defaults to twice the workers' batch size)."""
+    options.setdefault("recent", 2 * settings.batch_size)
     async with TopicHistory(settings, ladders, ladder, files) as history:
         if send is not None:
             return await rerate(store, ladders, ladder, history, send, **options)

@@ -18,7 +18,10 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
    retries), apply the last few matches up to its now fixed position, compare their players
    again, and in one atomic step make the staging generation live and store the correction
    events (one per player whose state changed). Send them, lift the freeze, release the
-   lock, drop the old generation. The live ladder is blocked only from the freeze to the
+   lock, drop the old generation. The staging generation's markers are written empty (its
+   events are never produced), except those of the live ladder's last matches whose live
+   markers still hold their events (a worker died between its commit and its produce):
+   those hold the staging generation's events, so that the redelivery re-emits them. The live ladder is blocked only from the freeze to the
    lift: a fetch from the topic, a few matches, a few reads and one produce — milliseconds,
    whatever the ladder's size.
 
@@ -35,6 +38,7 @@ import os
 import socket
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -124,6 +128,7 @@ async def rerate(
     batch_size: int = 1000,
     catch_up: int = 1000,
     close: int = 20,
+    recent: int = 1000,
     progress: Progress | None = None,
     owner: str | None = None,
 ) -> RerateReport:
@@ -134,7 +139,9 @@ async def rerate(
     `lease` (s): how long the lock and the freeze outlive a crashed re-rate. `catch_up`:
     compare the generations once a round of reading the topic found fewer new matches than
     this; `close`: freeze once a round found fewer than this (or after `FOLLOW_ROUNDS`), so
-    that few matches are left to apply inside the freeze.
+    that few matches are left to apply inside the freeze. `recent`: how many of the last
+    matches applied are checked for events the live worker has not produced (at least twice
+    the worker's batch size: a worker's last batch, and its predecessor's).
     Raises `RerateRunning` (another re-rate holds the lock), `UnknownMatches`.
     """
     started = time.perf_counter()
@@ -171,7 +178,7 @@ async def rerate(
         report.unvoided = [m for m in unvoid if m in current or pending]
 
         processor = Processor(ladders, store, generation=generation)
-        build = _Build(processor, entries, batch_size, progress)
+        build = _Build(processor, entries, batch_size, recent, progress)
         while True:
             live = await store.generations(ladder)
             await build.apply_upto(live.positions)
@@ -202,6 +209,10 @@ async def rerate(
         clock.step("apply")
         events = await compare.again(touched | players_of(last))
         clock.step("compare")
+        unproduced = await store.unproduced(ladder, live.live, list(build.recent))
+        if unproduced:
+            await store.hold_events(ladder, generation, {m: build.recent[m] for m in unproduced})
+        clock.step("unproduced")
         await store.switch(ladder, owner, generation, live, events)
         switched = True
         clock.step("switch")
@@ -252,11 +263,15 @@ def _covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
 class _Build:
     """The staging generation's progress through the history."""
 
-    def __init__(self, processor: Processor, entries: list[Entry], batch_size: int, progress: Progress | None) -> None:
+    def __init__(self, processor: Processor, entries: list[Entry], batch_size: int, recent: int,
+                 progress: Progress | None) -> None:
         self.processor, self.batch_size, self.progress = processor, batch_size, progress
         self.pending: list[Entry] = list(entries)
         self.applied = 0  # matches newly applied
         self.done = 0  # entries processed (applied, voided or duplicates)
+        #: The events of the last `keep` matches applied, by match id, oldest first.
+        self.recent: OrderedDict[str, list[dict]] = OrderedDict()
+        self.keep = recent
 
     def add(self, entries: list[Entry]) -> None:
         self.pending += entries
@@ -275,7 +290,11 @@ class _Build:
         for start in range(0, ready, self.batch_size):
             chunk = self.pending[start:min(start + self.batch_size, ready)]
             result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
-            self.applied += sum(not r.duplicate and not r.voided for r in result.results)
+            newly = [r for r in result.results if not r.duplicate and not r.voided]
+            self.applied += len(newly)
+            self.recent.update((r.match.match_id, r.events) for r in newly[-self.keep:])
+            while len(self.recent) > self.keep:
+                self.recent.popitem(last=False)
             self.done += len(chunk)
             if self.progress is not None:
                 self.progress(self.done, self.done + len(self.pending) - start - len(chunk))

@@ -75,6 +75,12 @@ class TimedStore(StateStore):
     async def outbox(self, ladder: str) -> list[dict]:
         return await self.inner.outbox(ladder)
 
+    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+        return await self.inner.unproduced(ladder, generation, match_ids)
+
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+        await self.inner.hold_events(ladder, generation, events)
+
     async def voids(self, ladder: str) -> dict[str, dict]:
         return await self.inner.voids(ladder)
 

@@ -192,6 +192,16 @@ class MemoryStore(StateStore):
     async def outbox(self, ladder: str) -> list[dict]:
         return list(self._ladders[ladder].outbox)
 
+    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+        applied = self._ladders[ladder].generations[generation].applied
+        return [m for m in match_ids if applied.get(m)]
+
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+        applied = self._generation(ladder, generation).applied
+        for match_id, held in events.items():
+            if match_id in applied:
+                applied[match_id] = list(held)
+
     async def voids(self, ladder: str) -> dict[str, dict]:
         return dict(self._ladders[ladder].voids)
 

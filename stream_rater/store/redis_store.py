@@ -86,6 +86,9 @@ _LADDER_OF_PLAYERS = re.compile(r"^sr:\{(.+)\}:(?:g\d+:)?players$")
 #: that runs no Python code, so sharing the packer is safe under the GIL.
 _PACKER = msgpack.Packer(use_bin_type=True)
 
+#: A marker whose events are with the broker: an empty msgpack array.
+EMPTY_MARKER = msgpack.packb([])
+
 
 def _script_args(obj: Any) -> bytes:
     """A script argument: raw strings, because Redis's cmsgpack cannot read the bin type."""
@@ -360,6 +363,20 @@ class RedisStore(StateStore):
     async def outbox(self, ladder: str) -> list[dict]:
         raw = await self.client.get(ladder_key(ladder, "outbox"))
         return msgpack.unpackb(raw, raw=False) if raw else []
+
+    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+        if not match_ids:
+            return []
+        prefix = generation_key(ladder, generation, "m:")
+        markers = await self.client.mget([prefix + m for m in match_ids])
+        return [m for m, marker in zip(match_ids, markers) if marker is not None and marker != EMPTY_MARKER]
+
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+        prefix = generation_key(ladder, generation, "m:")
+        async with self.client.pipeline(transaction=False) as pipe:
+            for match_id, held in events.items():
+                pipe.set(prefix + match_id, _PACKER.pack(held), xx=True, keepttl=True)
+            await pipe.execute()
 
     async def voids(self, ladder: str) -> dict[str, dict]:
         rows = await self.client.hgetall(ladder_key(ladder, "voids"))

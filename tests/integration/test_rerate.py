@@ -191,3 +191,31 @@ async def test_the_old_generation_is_dropped_and_reads_follow_the_switch(store):
         keys = {k.decode() async for k in store.client.scan_iter(match=f"sr:{{{NAME}}}*")}
         generation_zero = {k for k in keys if not k.startswith(f"sr:{{{NAME}}}:g1:")}
         assert generation_zero == {f"sr:{{{NAME}}}:{k}" for k in ("control", "voids")}
+
+
+async def test_a_batch_committed_but_never_produced_is_re_emitted_after_the_switch(store):
+    """The live worker committed its last batch and died before producing its events; a
+    re-rate switches before the redelivery. The redelivered matches must re-emit the new
+    generation's events (what a replay without the voided match emits for them), and a
+    match whose events were produced re-emits nothing."""
+    entries = matches(200)
+    worker = Processor(LADDERS, store)
+    first = await worker.process([m for m, _ in entries[:190]], [w for _, w in entries[:190]])
+    worker.produced(first)
+    await worker.process([m for m, _ in entries[190:]], [w for _, w in entries[190:]])  # then died
+    live = LiveLog(entries, worker, 200, step=0)
+    await rerate(store, LADDERS, NAME, live, lambda e: send_to([], e), void=["m3"])
+
+    taking_over = Processor(LADDERS, store)
+    redelivered = await taking_over.process([m for m, _ in entries[185:]], [w for _, w in entries[185:]])
+    oracle = Processor(LADDERS, MemoryStore())
+    kept = [e for e in entries if e[0].match_id != "m3"]
+    expected = (await oracle.process([m for m, _ in kept], [w for _, w in kept])).results[-15:]
+    assert all(r.duplicate for r in redelivered.results)
+    assert [r.events for r in redelivered.results[:5]] == [[]] * 5
+    for got, want in zip(redelivered.results[5:], expected[5:], strict=True):
+        assert got.match.match_id == want.match.match_id
+        assert [e["player_id"] for e in got.events] == [e["player_id"] for e in want.events]
+        for g, w in zip(got.events, want.events):
+            assert g["after"]["mu"] == pytest.approx(w["after"]["mu"], abs=1e-9)
+            assert g["before"]["mu"] == pytest.approx(w["before"]["mu"], abs=1e-9)
