@@ -198,6 +198,9 @@ async def rerate(
             if len(more) < close:
                 break
 
+        # Markers only ever go from holding events to empty, and every match committed from
+        # here on is applied inside the freeze: only these and those can hold events then.
+        maybe = set(await store.unproduced(ladder, live.live, list(build.recent)))
         clock = _Clock(report.blocked_steps)
         await store.freeze(ladder, owner, lease)
         live = await store.generations(ladder)
@@ -209,7 +212,8 @@ async def rerate(
         clock.step("apply")
         events = await compare.again(touched | players_of(last))
         clock.step("compare")
-        unproduced = await store.unproduced(ladder, live.live, list(build.recent))
+        maybe |= {match.match_id for match, _ in last}
+        unproduced = await store.unproduced(ladder, live.live, [m for m in build.recent if m in maybe])
         if unproduced:
             await store.hold_events(ladder, generation, {m: build.recent[m] for m in unproduced})
         clock.step("unproduced")

@@ -193,17 +193,27 @@ async def test_the_old_generation_is_dropped_and_reads_follow_the_switch(store):
         assert generation_zero == {f"sr:{{{NAME}}}:{k}" for k in ("control", "voids")}
 
 
-async def test_a_batch_committed_but_never_produced_is_re_emitted_after_the_switch(store):
-    """The live worker committed its last batch and died before producing its events; a
-    re-rate switches before the redelivery. The redelivered matches must re-emit the new
-    generation's events (what a replay without the voided match emits for them), and a
-    match whose events were produced re-emits nothing."""
+@pytest.mark.parametrize("died", ["before the re-rate", "just before the freeze"])
+async def test_a_batch_committed_but_never_produced_is_re_emitted_after_the_switch(store, died):
+    """The live worker committed its last batch and died before producing its events (before
+    the re-rate began, or while it followed the worker); the re-rate switches before the
+    redelivery. The redelivered matches must re-emit the new generation's events (what a
+    replay without the voided match emits for them); a match whose events were produced
+    re-emits nothing."""
     entries = matches(200)
     worker = Processor(LADDERS, store)
     first = await worker.process([m for m, _ in entries[:190]], [w for _, w in entries[:190]])
     worker.produced(first)
-    await worker.process([m for m, _ in entries[190:]], [w for _, w in entries[190:]])  # then died
-    live = LiveLog(entries, worker, 200, step=0)
+    live = LiveLog(entries, worker, 190, step=0)
+    if died == "before the re-rate":
+        await live.advance(10)
+    else:
+        freeze = store.freeze
+
+        async def commit_then_freeze(*args):
+            await live.advance(10)
+            await freeze(*args)
+        store.freeze = commit_then_freeze
     await rerate(store, LADDERS, NAME, live, lambda e: send_to([], e), void=["m3"])
 
     taking_over = Processor(LADDERS, store)
