@@ -273,6 +273,7 @@ def _failure(exc: Exception) -> tuple[int, str]:
     import redis.exceptions
     from aiokafka.errors import KafkaError
 
+    from stream_rater.processor import StoreLost
     from stream_rater.store.base import LockLost, RerateRunning
 
     if isinstance(exc, (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)):
@@ -281,7 +282,7 @@ def _failure(exc: Exception) -> tuple[int, str]:
         return EXIT_RUNTIME, f"Kafka broker: {exc}"
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return EXIT_RUNTIME, str(exc) or type(exc).__name__
-    if isinstance(exc, (RerateRunning, LockLost)):
+    if isinstance(exc, (RerateRunning, LockLost, StoreLost)):
         return EXIT_RUNTIME, str(exc)
     if isinstance(exc, KeyError):  # config.ladders.UnknownLadderError says which ladders exist
         return EXIT_BAD_INPUT, str(exc)

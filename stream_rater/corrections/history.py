@@ -10,7 +10,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import Limits, MatchFinished
 from stream_rater.corrections.rerate import Entry, RerateReport, Send, rerate
 from stream_rater.offline.verify import ladder_history
-from stream_rater.service.kafka_io import LogReader, update_sender
+from stream_rater.service.kafka_io import LogReader, committed_offsets, update_sender
 from stream_rater.store import StateStore
 
 
@@ -28,9 +28,17 @@ class TopicHistory:
         self._reader = LogReader(settings, settings.topic_matches)
         self._files: list[Entry] = [(match, None) for match in files]
         self._reached: dict[int, int] = {}
+        self._committed: dict[int, int] = {}
+        self._settings = settings
 
     async def __aenter__(self) -> TopicHistory:
         await self._reader.__aenter__()
+        try:
+            self._committed = await committed_offsets(self._settings, self._settings.topic_matches,
+                                                      self._reader.partitions())
+        except BaseException:
+            await self._reader.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -47,6 +55,10 @@ class TopicHistory:
     def reached(self) -> dict[int, int]:
         """Partition → offset up to which the topic was read."""
         return dict(self._reached)
+
+    def committed(self) -> dict[int, int]:
+        """Partition → offset the workers' consumer group had committed when this was opened."""
+        return dict(self._committed)
 
 
 async def rerate_from_topic(settings: Settings, ladders: Ladders, ladder: str, store: StateStore,

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, correction_changed, format_timestamp
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, StoreLost
 from stream_rater.rating.base import Rating
 from stream_rater.store.base import PlayerState, StateStore
 
@@ -62,6 +62,10 @@ class History(Protocol):
 
     def reached(self) -> dict[int, int]:
         """Partition → offset up to which the topic was read."""
+
+    def committed(self) -> dict[int, int]:
+        """Partition → offset the workers' consumer group had committed before the re-rate
+        began (read before it looks at the store; empty when unknown)."""
 
 
 class UnknownMatches(ValueError):
@@ -142,7 +146,8 @@ async def rerate(
     that few matches are left to apply inside the freeze. `recent`: how many of the last
     matches applied are checked for events the live worker has not produced (at least twice
     the worker's batch size: a worker's last batch, and its predecessor's).
-    Raises `RerateRunning` (another re-rate holds the lock), `UnknownMatches`.
+    Raises `RerateRunning` (another re-rate holds the lock), `UnknownMatches`, `StoreLost`
+    (the store lacks matches the workers committed).
     """
     started = time.perf_counter()
     owner = owner or new_owner()
@@ -169,6 +174,7 @@ async def rerate(
             await send(pending)
         entries = await history.read()
         _check_voids(ladder, entries, current, void, unvoid, live.voids_pending)
+        _check_not_lost(ladder, entries, live.positions, history.committed(), current)
         now = time.time()
         await store.set_voids(ladder, {m: {"reason": reason, "at": now} for m in void if m not in current},
                               [m for m in unvoid if m in current], generation)
@@ -257,6 +263,27 @@ def _check_voids(ladder: str, entries: list[Entry], current: Mapping[str, dict],
     not_voided = [m for m in unvoid if m not in current]
     if not_voided and not pending:
         raise UnknownMatches(f"ladder {ladder!r}: match {', '.join(map(repr, not_voided))} is not voided")
+
+
+def _check_not_lost(ladder: str, entries: list[Entry], positions: Mapping[int, int],
+                    committed: Mapping[int, int], voids: Mapping[str, dict]) -> None:
+    """Refuse to re-rate a ladder whose live generation lacks a match the workers committed
+    the offset of: the store lost data (a failover to a replica that missed writes). A new
+    generation built up to the store's positions would hide the loss from the workers'
+    watermark check, and the matches after them would never be rated. A worker commits its
+    offsets only after the store, so a healthy store is never behind them. Voided matches
+    and repeats of a match id are skipped by the worker, not applied: they prove nothing."""
+    seen: set[str] = set()
+    for match, where in entries:
+        repeat = match.match_id in seen
+        seen.add(match.match_id)
+        if where is None or repeat or match.match_id in voids or where[0] not in positions:
+            continue
+        partition, offset = where
+        if positions[partition] <= offset < committed.get(partition, 0):
+            raise StoreLost(ladder, f"the workers committed matches[{partition}]@{offset} (match "
+                                    f"{match.match_id!r}) but the store's ladder goes only up to offset "
+                                    f"{positions[partition]}: the store lost data")
 
 
 def _covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:

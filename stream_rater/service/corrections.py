@@ -29,6 +29,7 @@ from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
 from stream_rater.corrections.history import rerate_from_topic
 from stream_rater.corrections.rerate import RerateReport, UnknownMatches, new_owner
+from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
 from stream_rater.service.kafka_io import client_options, update_record
 from stream_rater.service.order_watch import Message
@@ -135,6 +136,8 @@ class CorrectionHandler:
                 return await self._rerate(request, owner)
             except UnknownMatches as exc:
                 raise Refused(f"match_ids: {exc}") from None
+            except StoreLost as exc:
+                raise Refused(f"store: {exc}") from None
             except RerateRunning as exc:
                 wait, why = max(0.1, exc.seconds_left), str(exc)
             except (LockLost, *TRANSIENT_ERRORS) as exc:

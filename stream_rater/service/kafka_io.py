@@ -401,6 +401,10 @@ class LogReader:
         out.sort(key=lambda r: (r.partition, r.offset))
         return out
 
+    def partitions(self) -> list[int]:
+        """The topic's partitions."""
+        return [tp.partition for tp in self._partitions]
+
     async def reached(self) -> dict[int, int]:
         """Partition → the offset the next read starts at."""
         return {tp.partition: await self._consumer.position(tp) for tp in self._partitions}

@@ -12,7 +12,7 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.corrections.rerate import Entry, UnknownMatches, rerate
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, StoreLost
 from stream_rater.store import open_store
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore
@@ -62,7 +62,7 @@ class LiveLog:
 
     def __init__(self, entries: list[Entry], live: Processor, applied: int, step: int) -> None:
         self.entries, self.live, self.done, self.step = entries, live, applied, step
-        self._read = 0
+        self._read = self._began = 0
 
     async def advance(self, n: int) -> None:
         chunk = self.entries[self.done:self.done + n]
@@ -71,12 +71,19 @@ class LiveLog:
         self.done += len(chunk)
 
     async def read(self) -> list[Entry]:
+        if not self._read:
+            self._began = self.done
         await self.advance(self.step)
         new, self._read = self.entries[self._read:], len(self.entries)
         return new
 
     def reached(self) -> dict[int, int]:
         return {0: self._read}
+
+    def committed(self) -> dict[int, int]:
+        """The worker commits its offsets after the store: up to what it had applied when
+        the re-rate began (its first read)."""
+        return {0: self._began}
 
     def again(self) -> LiveLog:
         """The same log and worker, read again from the start (as each re-rate does)."""
@@ -229,3 +236,17 @@ async def test_a_batch_committed_but_never_produced_is_re_emitted_after_the_swit
         for g, w in zip(got.events, want.events):
             assert g["after"]["mu"] == pytest.approx(w["after"]["mu"], abs=1e-9)
             assert g["before"]["mu"] == pytest.approx(w["before"]["mu"], abs=1e-9)
+
+
+async def test_a_store_that_lost_committed_matches_is_refused_and_left_as_it_was(store):
+    """The workers committed offsets past 100 matches, but the store shows 80 (a failover to
+    a replica that missed writes): a re-rate built to the store's positions would hide the
+    loss and never rate the 20, so it is refused, naming the first missing match."""
+    entries = matches(120)
+    live, sent = await started(store, entries, 80, step=0)
+    live.committed = lambda: {0: 100}
+    before = await store.players(NAME)
+    with pytest.raises(StoreLost, match=r"matches\[0\]@80 \(match 'm80'\).*store lost data.*replay --from-topic"):
+        await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m3"])
+    assert await store.players(NAME) == before and sent == []
+    assert (await store.generations(NAME)).lock_owner is None
