@@ -173,7 +173,7 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
                 yield {**match, "finished_at": time.time()}
 
         outputs.follow_matches = True
-        await publish(stamped(), settings, rate=rate)
+        await publish(stamped(), settings, rate=rate, linger=0.0)  # latency counts from each match's due time
         await outputs.wait(lambda: all(m["match_id"] in outputs.arrived for m in steady), "output of the steady phase",
                            300, lambda: None)
         latencies = sorted(outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady)

@@ -31,12 +31,6 @@ from stream_rater.service.kafka_io import publish
 from stream_rater.store import open_store
 
 
-#: Seconds of matches the publisher sends as one batch. The embedded broker (Tansu) reads a
-#: log of many one-record batches super-linearly: `verify` reading 19,520 of them from the
-#: start timed out after 300 s; 50 ms batches (25 matches at 500/s) read in well under a second.
-PUBLISH_LINGER = 0.05
-
-
 def run(before: int = 30_000, rate: float = 500.0, out: TextIO = sys.stdout) -> RerateReport:
     """Run the benchmark and print its report; returns the re-rate's report."""
     events = list(football_events(default_data_file(), DEMO_LADDER))
@@ -52,8 +46,7 @@ def run(before: int = 30_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
             asyncio.run(follow_until(settings, {e["match_id"] for e in events[:before]}, 600))
             print(f"{before} football matches rated; publishing {len(events) - before} more at {rate:.0f}/s "
                   f"while voiding {events[0]['match_id']!r}", file=out)
-            more = threading.Thread(
-                target=lambda: asyncio.run(publish(events[before:], settings, rate=rate, linger=PUBLISH_LINGER)))
+            more = threading.Thread(target=lambda: asyncio.run(publish(events[before:], settings, rate=rate)))
             more.start()
             report = asyncio.run(_void(settings, ladders, events[0]["match_id"]))
             live = more.is_alive()

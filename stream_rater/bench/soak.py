@@ -81,7 +81,8 @@ async def _soak(settings: Settings, pid: int, seconds: float, rate: float, inter
             yield {"match_id": f"soak-{n}", "finished_at": now,
                    "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}
 
-    publisher = threading.Thread(target=lambda: asyncio.run(publish(stamped(), settings, rate=rate)))
+    publisher = threading.Thread(  # linger 0: latency counts from each match's due time
+        target=lambda: asyncio.run(publish(stamped(), settings, rate=rate, linger=0.0)))
     publisher.start()
     print(f"soak: one worker, {rate:,.0f} matches/s for {seconds / 60:g} min, a row every {interval:g} s", file=out)
     print(f"{'minute':>7}{'rated':>9}{'p50 ms':>9}{'p99 ms':>9}{'RSS MB':>9}", file=out)

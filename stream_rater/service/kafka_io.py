@@ -224,12 +224,20 @@ class PublishSummary:
         return f"sent {self.sent} match events in {self.seconds:.2f} s ({rate:,.0f}/s)"
 
 
+#: Seconds of paced events `publish` sends as one record batch. One batch per event is what
+#: the embedded broker (Tansu) reads worst: a fetch from a position followed by thousands of
+#: one-record batches takes super-linear time, so a worker taking over a partition after a
+#: crash could not catch up (seen in the kill -9 test: a partition stuck 460 records behind
+#: for 300 s), and reading 20,000 of them from the start did not finish in 120 s.
+PUBLISH_LINGER = 0.02
+
+
 async def publish(
     events: Iterable[dict[str, Any]],
     settings: Settings,
     *,
     rate: float | None = None,
-    linger: float = 0.0,
+    linger: float = PUBLISH_LINGER,
     chunk: int = 5000,
 ) -> PublishSummary:
     """Send match-finished `events` (wire dicts) to the matches topic, keyed by ladder
@@ -237,7 +245,8 @@ async def publish(
 
     Events go out as batches of up to `chunk` (`send_batched`). `rate` caps events per
     second: what has accumulated is sent whenever the pace says to wait at least `linger`
-    seconds (a producer's ``linger.ms``; 0 sends each event as soon as the pace allows).
+    seconds (a producer's ``linger.ms``; 0 sends each event as soon as the pace allows, one
+    record batch each).
     """
     producer = AIOKafkaProducer(**client_options(settings), max_batch_size=256 * 1024)
     try:

@@ -72,7 +72,12 @@ class Stream:
         """Rating-changed records from the beginning until `expected` distinct keys (default:
         event ids) arrived."""
         key = key or (lambda record: json.loads(record.value)["event_id"])
-        return asyncio.run(read_topic(self.settings, self.settings.topic_updates, expected, timeout, key))
+        try:
+            return asyncio.run(read_topic(self.settings, self.settings.topic_updates, expected, timeout, key))
+        except pytest.fail.Exception as exc:  # say whether the store or the topic fell short
+            alive = sum(w.poll() is None for w in self.workers)
+            pytest.fail(f"{exc}; the store shows {self.applied()} matches applied; {alive} of "
+                        f"{len(self.workers)} workers alive; their logs: {self.tmp}/worker-*.log")
 
     def states(self, ladder: str | None = None) -> dict:
         async def read() -> dict:
