@@ -62,6 +62,10 @@ USED = [
      f"{FT}'s perform_seek reads the committed offsets faust sought to"),
     ("faust-streaming", faust_consumer.Consumer, "_add_gap", ("self", "tp", "offset_from", "offset_to"),
      f"{FT}'s fetch loop records offset gaps as faust's does (a buffered partition's only after a re-read)"),
+    ("faust-streaming", faust_aiokafka.Consumer, "position", ("self", "tp"),
+     f"{FT}'s fetch loop compares a buffered partition's position with the next record to deliver"),
+    ("faust-streaming", "consumer", "flow_active", lambda v, _: isinstance(v, bool),
+     f"{FT}'s fetch loop looks for undelivered records only while the flow is active"),
     ("faust-streaming", faust_consumer.Consumer, "getmany", ("self", "timeout"),
      f"{FT}'s fetch loop fetches with getmany(timeout=1.0)"),
     ("faust-streaming", "consumer", "_read_offset", lambda m, _: isinstance(m, MutableMapping)
