@@ -295,6 +295,8 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(broker_url: str
         asyncio.run(publish(matches[1500:], settings))
         aof_redis.start()
         wait_for(lambda: applied(aof_redis.url, ladder) == 3000, "all 3000 matches applied")
+        # A batch is counted after its events are produced, a moment after its commit.
+        wait_for(lambda: counted(port, ladder) >= 3000, "3000 matches counted")
         status, body = readiness(port)
         assert status == 200, body
         assert counted(port, ladder) == 3000 and counted(port, ladder, "stream_rater_store_losses_total") == 0
