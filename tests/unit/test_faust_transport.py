@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from faust.transport import consumer as faust_consumer
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage
 
@@ -106,3 +107,43 @@ async def test_taken_records_are_tracked_until_acknowledged(app):
     buffer.ack(taken)
     assert not app.consumer.unacked
     assert all(m.acked for m in taken) and not stale[0].acked
+
+
+async def test_records_fetched_but_never_delivered_are_read_again(app, monkeypatch):
+    """faust's getmany drops the rest of a fetched batch when the consumer generation changes;
+    with no later record to reveal the jump, the partition's position (710, the log's end) is
+    past the next record to deliver (14). The partition is read again from 14; the same
+    offsets found missing twice in a row are a real gap, counted as faust counts gaps."""
+    consumer = app.consumer
+    sought, gaps = [], []
+    position = {PART: 710}
+
+    async def seek(self, tp, offset):
+        sought.append((tp, offset))
+
+    async def add_gap(tp, start, end):
+        gaps.append((tp, start, end))
+
+    async def at(tp):
+        return position[tp]
+
+    monkeypatch.setattr(faust_consumer.Consumer, "seek", seek)
+    monkeypatch.setattr(consumer, "assignment", lambda: {PART})
+    monkeypatch.setattr(consumer, "position", at)
+    monkeypatch.setattr(consumer, "_add_gap", add_gap)
+    await consumer.seek(PART, 14)
+    sought.clear()
+
+    await consumer._find_dropped()
+    assert sought == [(PART, 14)] and gaps == []
+
+    consumer.flow_active = False  # a rebalance: it seeks to the committed offsets itself
+    await consumer._find_dropped()
+    assert sought == [(PART, 14)]
+
+    consumer.flow_active = True  # read again, and still nothing delivered up to 710: a gap
+    await consumer._find_dropped()
+    assert gaps == [(PART, 14, 709)] and sought == [(PART, 14)]
+    position[PART] = 710
+    await consumer._find_dropped()
+    assert sought == [(PART, 14)] and len(gaps) == 1
