@@ -8,6 +8,7 @@ either equals a replay or — writes the replica missed — is stopped by `Store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gzip
 import json
@@ -378,6 +379,20 @@ async def stream_like_a_worker(processor: Processor, matches: Sequence[MatchFini
                 await asyncio.sleep(0.1)
 
 
+@contextlib.asynccontextmanager
+async def on_the_cluster(runtime: LocalRuntime) -> AsyncIterator[tuple[str, dict[str, Node], Cluster, StateStore]]:
+    """The cluster's URL and nodes, an admin connection and a store on it (closed after)."""
+    url = runtime.redis_url
+    admin = Cluster(url)
+    await admin.connect()
+    store = open_store(url)
+    try:
+        yield url, nodes_of(runtime), admin, store
+    finally:
+        await store.close()
+        await admin.close()
+
+
 async def test_a_master_killed_mid_stream_fails_over_and_nothing_differs_silently(
         redis_cluster_with_replicas: LocalRuntime):
     """Three ladders (one per master) stream through one processor; after a few batches the
@@ -386,12 +401,7 @@ async def test_a_master_killed_mid_stream_fails_over_and_nothing_differs_silentl
     in-memory replay of all its matches, or — only the failed-over master's ladder, and only if
     its replica missed acknowledged writes — was stopped by `StoreLost`. Never a silent
     difference."""
-    runtime = redis_cluster_with_replicas
-    url, nodes = runtime.redis_url, nodes_of(runtime)
-    admin = Cluster(url)
-    await admin.connect()
-    store = open_store(url)
-    try:
+    async with on_the_cluster(redis_cluster_with_replicas) as (url, nodes, admin, store):
         names = await ladders_on_every_master(admin)
         victim = await admin.owner(await admin.slot(names[0]))
         successor = replica_of(nodes, victim)
@@ -417,9 +427,6 @@ async def test_a_master_killed_mid_stream_fails_over_and_nothing_differs_silentl
             assert await everything(store, name) == await everything(memory, name), name
             assert (await store.read(name, [], [], [])).watermark == len(per_ladder[name])
         print(f"failover of {nodes[victim].address}: {'detected: ' + lost[names[0]] if lost else 'survived'}")
-    finally:
-        await store.close()
-        await admin.close()
 
 
 async def rated(store: StateStore, ladder: str) -> tuple:
@@ -437,12 +444,7 @@ async def test_writes_the_replica_missed_are_detected_after_the_failover(
     without them. The next batch raises `StoreLost` naming both watermarks and writes nothing;
     after the ladder is rebuilt from its history (what ``replay --from-topic`` does) the same
     processor goes on and the states equal a replay of every match."""
-    runtime = redis_cluster_with_replicas
-    url, nodes = runtime.redis_url, nodes_of(runtime)
-    admin = Cluster(url)
-    await admin.connect()
-    store = open_store(url)
-    try:
+    async with on_the_cluster(redis_cluster_with_replicas) as (url, nodes, admin, store):
         (name,) = (await ladders_on_every_master(admin))[:1]
         master = nodes[await admin.owner(await admin.slot(name))]
         replica = replica_of(nodes, master.node_id)
@@ -480,6 +482,3 @@ async def test_writes_the_replica_missed_are_detected_after_the_failover(
         memory = MemoryStore()
         await replay(matches, Processor(ladders, memory, clock=clock))
         assert await rated(store, name) == await rated(memory, name)
-    finally:
-        await store.close()
-        await admin.close()
