@@ -18,12 +18,12 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
    retries), apply the last few matches up to its now fixed position, compare their players
    again, and in one atomic step make the staging generation live and store the correction
    events (one per player whose state changed). Send them, lift the freeze, release the
-   lock, drop the old generation. The staging generation's markers are written empty (its
+   lock, drop the old generation. The live ladder is blocked only from the freeze to the
+   lift: a fetch from the topic, a few matches, a few reads and one produce — milliseconds,
+   whatever the ladder's size. The staging generation's markers are written empty (its
    events are never produced), except those of the live ladder's last matches whose live
    markers still hold their events (a worker died between its commit and its produce):
-   those hold the staging generation's events, so that the redelivery re-emits them. The live ladder is blocked only from the freeze to the
-   lift: a fetch from the topic, a few matches, a few reads and one produce — milliseconds,
-   whatever the ladder's size.
+   those hold the staging generation's events, so that the redelivery re-emits them.
 
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
 abandoned staging one); a crash after it leaves the new generation live and its correction

@@ -140,7 +140,8 @@ async def send_request(settings: Settings, request: dict[str, Any]) -> None:
     producer = AIOKafkaProducer(**client_options(settings))
     await producer.start()
     try:
-        await send_batched(producer, [(settings.topic_corrections, request["ladder"].encode(), encode_event(request), [])])
+        record = (settings.topic_corrections, request["ladder"].encode(), encode_event(request), [])
+        await send_batched(producer, [record])
     finally:
         await producer.stop()
 
