@@ -20,13 +20,20 @@ from contextlib import ExitStack
 from dataclasses import fields
 from typing import Any, TextIO
 
-from stream_rater.offline.adapters import FORMATS, open_text, read_records
-from stream_rater.contracts.codecs import encode_event
-from stream_rater.contracts import Limits, MatchFinished
 from stream_rater.config.ladders import (
-    DEFAULT_LADDER, DEFAULT_MODEL, Ladder, Ladders, ParamError, check_params, load_ladders, parse_param,
+    DEFAULT_LADDER,
+    DEFAULT_MODEL,
+    Ladder,
+    Ladders,
+    ParamError,
+    check_params,
+    load_ladders,
+    parse_param,
 )
 from stream_rater.config.settings import Settings, env_name
+from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.contracts.codecs import encode_event
+from stream_rater.offline.adapters import FORMATS, open_text, read_records
 
 EXIT_BAD_INPUT = 2
 EXIT_RUNTIME = 1
@@ -40,7 +47,11 @@ def _settings_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> No
         f = by_name[name]
         flag = "--" + name.replace("_", "-")
         parser.add_argument(
-            flag, *aliases.get(name, []), dest=name, type=type(f.default), default=None,
+            flag,
+            *aliases.get(name, []),
+            dest=name,
+            type=type(f.default),
+            default=None,
             help=f"{f.metadata['help']} [env {env_name(name)}, default {f.default!r}]",
         )
 
@@ -48,24 +59,46 @@ def _settings_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> No
 def _input_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' or none: stdin)")
     parser.add_argument("--format", choices=FORMATS, default="jsonl", help="input format (default jsonl)")
-    parser.add_argument("--home-effect", action="store_true",
-                        help="football: mark the home team of non-neutral matches with the 'home' effect")
-    parser.add_argument("--ladder", help="rate every match on this ladder (overrides the events'); with "
-                        "--from-topic, the ladder whose matches are read")
+    parser.add_argument(
+        "--home-effect",
+        action="store_true",
+        help="football: mark the home team of non-neutral matches with the 'home' effect",
+    )
+    parser.add_argument(
+        "--ladder",
+        help="rate every match on this ladder (overrides the events'); with "
+        "--from-topic, the ladder whose matches are read",
+    )
     parser.add_argument("--model", help="model of that ladder (e.g. trueskill, sph-elo, elo)")
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="model parameter (constructor keyword), repeatable")
-    parser.add_argument("--strict", action="store_true", help="stop at the first bad line instead of skipping it")
-    parser.add_argument("--allow-bad-lines", action="store_true",
-                        help="exit 0 although some lines were rejected (each is still reported)")
-    parser.add_argument("--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="model parameter (constructor keyword), repeatable",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="stop at the first bad line instead of skipping it"
+    )
+    parser.add_argument(
+        "--allow-bad-lines",
+        action="store_true",
+        help="exit 0 although some lines were rejected (each is still reported)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)"
+    )
     _settings_flags(parser, ["ladders_file"])
 
 
 def _store_flag(parser: argparse.ArgumentParser, default: str | None, required: bool = True) -> None:
-    parser.add_argument("--store", default=default, required=required and default is None,
-                        help="'memory' or a Redis URL (redis://host:port/db, or "
-                             "redis+cluster://host:port[,host:port…] for a Redis Cluster)")
+    parser.add_argument(
+        "--store",
+        default=default,
+        required=required and default is None,
+        help="'memory' or a Redis URL (redis://host:port/db, or "
+        "redis+cluster://host:port[,host:port…] for a Redis Cluster)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,57 +107,116 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    kafka_security = ["kafka_security_protocol", "kafka_sasl_mechanism", "kafka_sasl_username",
-                      "kafka_sasl_password", "kafka_ssl_cafile"]
-    p = sub.add_parser("replay", help="apply match files (or a ladder's matches from the topic) offline; "
-                       "print rating-changed events")
+    kafka_security = [
+        "kafka_security_protocol",
+        "kafka_sasl_mechanism",
+        "kafka_sasl_username",
+        "kafka_sasl_password",
+        "kafka_ssl_cafile",
+    ]
+    p = sub.add_parser(
+        "replay",
+        help="apply match files (or a ladder's matches from the topic) offline; print rating-changed events",
+    )
     _input_flags(p)
     _store_flag(p, "memory")
     p.add_argument("--out", help="write events here instead of stdout")
-    p.add_argument("--from-topic", action="store_true",
-                   help="read --ladder's matches from the matches topic (earliest retained offset to its "
-                        "end, in log order) instead of files")
+    p.add_argument(
+        "--from-topic",
+        action="store_true",
+        help="read --ladder's matches from the matches topic (earliest retained offset to its "
+        "end, in log order) instead of files",
+    )
     _settings_flags(p, ["broker", "topic_matches", *kafka_security])
     p.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("verify", help="recompute a ladder from the matches topic and compare with the store; "
-                       "exit 1 if any player differs")
+    p = sub.add_parser(
+        "verify",
+        help="recompute a ladder from the matches topic and compare with the store; "
+        "exit 1 if any player differs",
+    )
     p.add_argument("--ladder", required=True, help="the ladder to verify")
-    p.add_argument("--tolerance", type=float, default=1e-9, help="largest |difference| of mu or sigma (default 1e-9)")
-    p.add_argument("--wait", type=float, default=30.0,
-                   help="seconds to wait for the workers to commit what was read (default 30)")
+    p.add_argument(
+        "--tolerance", type=float, default=1e-9, help="largest |difference| of mu or sigma (default 1e-9)"
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the workers to commit what was read (default 30)",
+    )
     _store_flag(p, None)
-    _settings_flags(p, ["broker", "topic_matches", "consumer_group", "max_event_bytes", "ladders_file",
-                        *kafka_security])
+    _settings_flags(
+        p, ["broker", "topic_matches", "consumer_group", "max_event_bytes", "ladders_file", *kafka_security]
+    )
     p.set_defaults(func=cmd_verify)
 
-    for name, what in (("void", "void matches of a ladder"), ("unvoid", "count voided matches again"),
-                       ("rerate", "recompute a ladder from its history (optionally with new parameters)")):
-        p = sub.add_parser(name, help=f"{what}: re-rate the ladder beside the live one and switch over "
-                                      "without stopping the stream; subscribers get correction events")
+    for name, what in (
+        ("void", "void matches of a ladder"),
+        ("unvoid", "count voided matches again"),
+        ("rerate", "recompute a ladder from its history (optionally with new parameters)"),
+    ):
+        p = sub.add_parser(
+            name,
+            help=f"{what}: re-rate the ladder beside the live one and switch over "
+            "without stopping the stream; subscribers get correction events",
+        )
         if name != "rerate":
             p.add_argument("match_ids", nargs="+", metavar="MATCH_ID")
         p.add_argument("--ladder", required=True)
-        p.add_argument("--reason", required=name == "void", default="", help="why (sent in the correction events)")
+        p.add_argument(
+            "--reason", required=name == "void", default="", help="why (sent in the correction events)"
+        )
         if name == "rerate":
-            p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                           help="new model parameter of the ladder from now on, repeatable")
-        p.add_argument("--history", action="append", default=[], metavar="FILE",
-                       help="matches older than the topic retains, applied first (repeatable; --format)")
+            p.add_argument(
+                "--param",
+                action="append",
+                default=[],
+                metavar="NAME=VALUE",
+                help="new model parameter of the ladder from now on, repeatable",
+            )
+        p.add_argument(
+            "--history",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="matches older than the topic retains, applied first (repeatable; --format)",
+        )
         p.add_argument("--format", choices=FORMATS, default="jsonl", help="format of --history files")
         p.add_argument("--home-effect", action="store_true", help="football --history: the 'home' effect")
-        p.add_argument("--lease", type=float, default=10.0,
-                       help="seconds the re-rate lock (and the freeze) outlive a crashed re-rate (default 10)")
-        p.add_argument("--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)")
+        p.add_argument(
+            "--lease",
+            type=float,
+            default=10.0,
+            help="seconds the re-rate lock (and the freeze) outlive a crashed re-rate (default 10)",
+        )
+        p.add_argument(
+            "--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)"
+        )
         p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-        p.add_argument("--via-topic", action="store_true",
-                       help="send the request to the corrections topic for a worker to carry out, and return")
+        p.add_argument(
+            "--via-topic",
+            action="store_true",
+            help="send the request to the corrections topic for a worker to carry out, and return",
+        )
         _store_flag(p, None, required=False)  # required unless --via-topic
-        _settings_flags(p, ["broker", "topic_matches", "topic_updates", "topic_corrections", "max_event_bytes",
-                            "ladders_file", *kafka_security])
+        _settings_flags(
+            p,
+            [
+                "broker",
+                "topic_matches",
+                "topic_updates",
+                "topic_corrections",
+                "max_event_bytes",
+                "ladders_file",
+                *kafka_security,
+            ],
+        )
         p.set_defaults(func=cmd_correct)
 
-    p = sub.add_parser("dlq", help="list the dead-letter topic, or redrive dead letters after a fix (exactly once)")
+    p = sub.add_parser(
+        "dlq", help="list the dead-letter topic, or redrive dead letters after a fix (exactly once)"
+    )
     p.add_argument("action", choices=["list", "redrive"])
     p.add_argument("--reason", help="only dead letters whose reason contains this text")
     p.add_argument("--json", action="store_true", help="list: one JSON object per dead letter")
@@ -133,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dlq)
 
     p = sub.add_parser("predict", help="win/draw probabilities and match quality of proposed teams")
-    p.add_argument("teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas")
+    p.add_argument(
+        "teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas"
+    )
     p.add_argument("--ladder", default="default")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _store_flag(p, None)
@@ -148,16 +242,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
     _input_flags(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    p.add_argument("--plot", metavar="FILE.png", help="save the calibration curve and wrong-order rate over time")
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="save the calibration curve and wrong-order rate over time"
+    )
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("tune", help="fit model parameters on the first part of the matches; report the rest")
     _input_flags(p)
-    p.add_argument("--fit-fraction", type=float, default=0.3, help="share of the matches to fit on (default 0.3)")
-    p.add_argument("--tune", metavar="NAME,NAME", help="parameters to fit (default: the model's usual ones "
-                   "not fixed by --param)")
-    p.add_argument("--objective", default="log_loss",
-                   help="metric minimised on the fit part: log_loss (default), brier or wrong_order")
+    p.add_argument(
+        "--fit-fraction", type=float, default=0.3, help="share of the matches to fit on (default 0.3)"
+    )
+    p.add_argument(
+        "--tune",
+        metavar="NAME,NAME",
+        help="parameters to fit (default: the model's usual ones not fixed by --param)",
+    )
+    p.add_argument(
+        "--objective",
+        default="log_loss",
+        help="metric minimised on the fit part: log_loss (default), brier or wrong_order",
+    )
     p.add_argument("--max-trials", type=int, default=60, help="objective evaluations at most (default 60)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune)
@@ -183,17 +287,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
     _settings_flags(p, [n for n in service if n not in ("broker", "redis_url")])
-    p.add_argument("--redis-cluster", action="store_true",
-                   help="a local Redis Cluster of 3 masters instead of one Redis (redis+cluster:// URL)")
-    p.add_argument("--cluster-replicas", type=int, default=0, metavar="N",
-                   help="with --redis-cluster: replicas per master (default 0)")
+    p.add_argument(
+        "--redis-cluster",
+        action="store_true",
+        help="a local Redis Cluster of 3 masters instead of one Redis (redis+cluster:// URL)",
+    )
+    p.add_argument(
+        "--cluster-replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --redis-cluster: replicas per master (default 0)",
+    )
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
     _input_flags(p)
     p.add_argument("--rate", type=float, help="at most this many events per second")
-    _settings_flags(p, ["broker", "topic_matches", "topic_updates", "topic_dlq", "partitions",
-                        "replication_factor", *kafka_security])
+    _settings_flags(
+        p,
+        [
+            "broker",
+            "topic_matches",
+            "topic_updates",
+            "topic_dlq",
+            "partitions",
+            "replication_factor",
+            *kafka_security,
+        ],
+    )
     p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("subscribe", help="print rating-changed events as JSON lines")
@@ -205,44 +327,77 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_flags(p, ["broker", "topic_updates", *kafka_security])
     p.set_defaults(func=cmd_subscribe)
 
-    p = sub.add_parser("demo", help="embedded runtime + worker; rate the football data; print the leaderboard")
-    p.add_argument("--data", help="football results CSV, may be .gz (default: the copy shipped in the package)")
+    p = sub.add_parser(
+        "demo", help="embedded runtime + worker; rate the football data; print the leaderboard"
+    )
+    p.add_argument(
+        "--data", help="football results CSV, may be .gz (default: the copy shipped in the package)"
+    )
     p.add_argument("--limit", type=int, help="only the first N matches")
     p.add_argument("--top", type=int, default=15, help="leaderboard rows to print")
     _settings_flags(p, ["partitions", "batch_size", "batch_seconds"])
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
-    p.add_argument("what", choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity"],
-                   help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
-                        "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
-                        "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
-                        "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster; "
-                        "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected")
-    p.add_argument("--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)")
-    p.add_argument("--matches", type=int, default=None,
-                   help="e2e: matches in the throughput burst (30000); scale: matches per run (60000)")
+    p.add_argument(
+        "what",
+        choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity"],
+        help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
+        "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
+        "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
+        "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster; "
+        "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)"
+    )
+    p.add_argument(
+        "--matches",
+        type=int,
+        default=None,
+        help="e2e: matches in the throughput burst (30000); scale: matches per run (60000)",
+    )
     p.add_argument("--ladders", type=int, default=16, help="scale: ladders the matches spread over")
     p.add_argument("--partitions", type=int, default=8, help="scale: partitions of the matches topic")
-    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], metavar="N",
-                   help="scale: worker counts to run (default 1 2 4)")
-    p.add_argument("--store", choices=["single", "cluster", "both"], default="both",
-                   help="scale: a single Redis, the local 3-master Redis Cluster, or both")
+    p.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1, 2, 4],
+        metavar="N",
+        help="scale: worker counts to run (default 1 2 4)",
+    )
+    p.add_argument(
+        "--store",
+        choices=["single", "cluster", "both"],
+        default="both",
+        help="scale: a single Redis, the local 3-master Redis Cluster, or both",
+    )
     p.add_argument("--json", action="store_true", help="scale: print the runs as JSON")
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
-    p.add_argument("--rate", type=float, default=None,
-                   help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000); "
-                        "soak: matches/s (2000); rerate: matches/s published during the re-rate (500)")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000); "
+        "soak: matches/s (2000); rerate: matches/s published during the re-rate (500)",
+    )
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
     p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of sustained load")
     p.add_argument("--plot", metavar="FILE.png", help="soak: draw latency and memory over time")
     p.add_argument("--players", type=int, default=10_000_000, help="capacity: players to project for")
-    p.add_argument("--per-day", type=lambda v: [float(x) for x in v.split(",")], default=[1e6, 20e6],
-                   metavar="N[,N…]", help="capacity: matches per day to project for (1000000,20000000)")
+    p.add_argument(
+        "--per-day",
+        type=lambda v: [float(x) for x in v.split(",")],
+        default=[1e6, 20e6],
+        metavar="N[,N…]",
+        help="capacity: matches per day to project for (1000000,20000000)",
+    )
     p.set_defaults(func=cmd_bench)
     for command in sub.choices.values():
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                             help="show the traceback of a failure")
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of a failure"
+        )
     return parser
 
 
@@ -338,20 +493,24 @@ def _progress(iterable: Any, total_hint: str) -> Any:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """``replay``: validate, apply in order, print rating-changed events as JSON lines."""
-    from stream_rater.processor import Processor
     from stream_rater.offline.replay import replay
+    from stream_rater.processor import Processor
     from stream_rater.store import open_store
 
     ladders = _ladders(args)
     with ExitStack() as stack:
         out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
-        matches, rejected = _topic_matches(args, ladders) if args.from_topic else _valid_matches(args, ladders, stack)
+        matches, rejected = (
+            _topic_matches(args, ladders) if args.from_topic else _valid_matches(args, ladders, stack)
+        )
 
         async def run() -> Any:
             store = open_store(args.store)
             try:
                 return await replay(
-                    _progress(matches, "replay"), Processor(ladders, store), batch_size=args.batch_size,
+                    _progress(matches, "replay"),
+                    Processor(ladders, store),
+                    batch_size=args.batch_size,
                     on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
                 )
             finally:
@@ -383,12 +542,14 @@ def _valid_matches(
         print(f"{where}: {reason}", file=sys.stderr)
 
     records = read_records(_open_inputs(args.files, stack), args.format, home_effect=args.home_effect)
-    return iter(validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)), rejected
+    return iter(
+        validated(records, ladders, ladder=args.ladder, on_error=report, strict=args.strict)
+    ), rejected
 
 
 def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator[MatchFinished], list[str]]:
     """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order."""
-    from stream_rater.service.kafka_io import read_log
+    from stream_rater.kafka import read_log
     from stream_rater.offline.verify import ladder_history
 
     if args.files:
@@ -398,18 +559,20 @@ def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator
     settings = _settings(args)
     _require(settings, "broker")
     records, _ = asyncio.run(read_log(settings, settings.topic_matches))
-    history = ladder_history(records, ladders, args.ladder,
-                             Limits(max_event_bytes=settings.max_event_bytes))
+    history = ladder_history(records, ladders, args.ladder, Limits(max_event_bytes=settings.max_event_bytes))
     if not history.ordered:
-        print(f"warning: ladder {args.ladder!r} has records on partitions {sorted(history.positions)}; "
-              "taken by broker timestamp", file=sys.stderr)
+        print(
+            f"warning: ladder {args.ladder!r} has records on partitions {sorted(history.positions)}; "
+            "taken by broker timestamp",
+            file=sys.stderr,
+        )
     return iter(history.matches), history.rejected
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``verify``: recompute a ladder from the topic, compare with the store; 1 if any differ."""
-    from stream_rater.store import open_store
     from stream_rater.offline.verify import verify
+    from stream_rater.store import open_store
 
     settings = _settings(args)
     _require(settings, "broker")
@@ -419,7 +582,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     async def run() -> Any:
         store = open_store(args.store)
         try:
-            return await verify(settings, ladders, args.ladder, store, tolerance=args.tolerance, wait=args.wait)
+            return await verify(
+                settings, ladders, args.ladder, store, tolerance=args.tolerance, wait=args.wait
+            )
         finally:
             await store.close()
 
@@ -454,10 +619,18 @@ def cmd_correct(args: argparse.Namespace) -> int:
             store = open_store(args.store)
             try:
                 return await rerate_from_topic(
-                    settings, ladders, args.ladder, store, files=files,
-                    params=params, void=args.match_ids if args.command == "void" else (),
-                    unvoid=args.match_ids if args.command == "unvoid" else (), reason=args.reason,
-                    lease=args.lease, batch_size=args.batch_size, progress=bar,
+                    settings,
+                    ladders,
+                    args.ladder,
+                    store,
+                    files=files,
+                    params=params,
+                    void=args.match_ids if args.command == "void" else (),
+                    unvoid=args.match_ids if args.command == "unvoid" else (),
+                    reason=args.reason,
+                    lease=args.lease,
+                    batch_size=args.batch_size,
+                    progress=bar,
                 )
             finally:
                 await store.close()
@@ -471,18 +644,30 @@ def _request_correction(settings: Settings, args: argparse.Namespace, params: di
     """``void|unvoid|rerate --via-topic``: publish the request for a worker (the flags a worker
     has no use for, --history, --lease, --batch-size, are refused)."""
     from stream_rater.contracts import CorrectionRequest
-    from stream_rater.service.kafka_io import send_request
+    from stream_rater.kafka import send_request
 
-    for flag, unused in (("--history", args.history), ("--lease", args.lease != 10.0),
-                         ("--batch-size", args.batch_size != 1000)):
+    for flag, unused in (
+        ("--history", args.history),
+        ("--lease", args.lease != 10.0),
+        ("--batch-size", args.batch_size != 1000),
+    ):
         if unused:
             raise ValueError(f"{flag}: not with --via-topic (the worker reads the matches topic itself)")
-    request = CorrectionRequest(args.command, args.ladder, tuple(getattr(args, "match_ids", ())), args.reason,
-                                params, f"cli-{uuid.uuid4().hex[:12]}")
+    request = CorrectionRequest(
+        args.command,
+        args.ladder,
+        tuple(getattr(args, "match_ids", ())),
+        args.reason,
+        params,
+        f"cli-{uuid.uuid4().hex[:12]}",
+    )
     asyncio.run(send_request(settings, request.to_dict()))
-    print(json.dumps(request.to_dict()) if args.json else
-          f"sent {args.command} request {request.request_id} for ladder {args.ladder!r} to "
-          f"{settings.topic_corrections!r}; a worker carries it out (its log and metrics say when)")
+    print(
+        json.dumps(request.to_dict())
+        if args.json
+        else f"sent {args.command} request {request.request_id} for ladder {args.ladder!r} to "
+        f"{settings.topic_corrections!r}; a worker carries it out (its log and metrics say when)"
+    )
     return 0
 
 
@@ -530,9 +715,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if rejected:
         print(f"{len(rejected)} bad lines skipped", file=sys.stderr)
     result = tune(
-        parsed, ladders, args.ladder or DEFAULT_LADDER, args.tune.split(",") if args.tune else None,
-        fixed=[parse_param(p)[0] for p in args.param], fit_fraction=args.fit_fraction,
-        objective=args.objective, max_trials=args.max_trials, batch_size=args.batch_size,
+        parsed,
+        ladders,
+        args.ladder or DEFAULT_LADDER,
+        args.tune.split(",") if args.tune else None,
+        fixed=[parse_param(p)[0] for p in args.param],
+        fit_fraction=args.fit_fraction,
+        objective=args.objective,
+        max_trials=args.max_trials,
+        batch_size=args.batch_size,
         on_trial=lambda trial: print(trial.line(), file=sys.stderr, flush=True),
     )
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
@@ -555,9 +746,13 @@ def cmd_ratings(args: argparse.Namespace) -> int:
 
         for player_id, s in sorted(states.items()):
             row = {
-                "player_id": player_id, "mu": s.mu, "sigma": s.sigma,
-                "rating": model.display(Rating(s.mu, s.sigma)), "games": s.games,
-                "last_played": s.last_played, "version": s.version,
+                "player_id": player_id,
+                "mu": s.mu,
+                "sigma": s.sigma,
+                "rating": model.display(Rating(s.mu, s.sigma)),
+                "games": s.games,
+                "last_played": s.last_played,
+                "version": s.version,
             }
             print(json.dumps(row))
 
@@ -596,9 +791,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _require(settings: Settings, *names: str) -> None:
     missing = [n for n in names if not getattr(settings, n)]
     if missing:
-        raise ValueError("not configured: " + ", ".join(
-            f"--{n.replace('_', '-')} / {env_name(n)}" for n in missing
-        ))
+        raise ValueError(
+            "not configured: " + ", ".join(f"--{n.replace('_', '-')} / {env_name(n)}" for n in missing)
+        )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -613,31 +808,42 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_dev(args: argparse.Namespace) -> int:
     """``dev``: the embedded local runtime and a worker, in the foreground until Ctrl-C."""
-    from stream_rater.service.app import run_worker
     from stream_rater.local.runtime import LocalRuntime
+    from stream_rater.service.app import run_worker
 
     settings = _settings(args)
     cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
     with LocalRuntime(topics=settings.topics(), **cluster) as runtime:
-        settings = settings.override(broker=runtime.broker_url, redis_url=runtime.redis_url, session_timeout=3.0)
-        print(f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
-              f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
-              f"web      http://{settings.web_host}:{settings.web_port}/\n"
-              f"publish: stream-rater publish --broker {runtime.broker_url} FILE", file=sys.stderr)
+        settings = settings.override(
+            broker=runtime.broker_url, redis_url=runtime.redis_url, session_timeout=3.0
+        )
+        print(
+            f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
+            f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
+            f"web      http://{settings.web_host}:{settings.web_port}/\n"
+            f"publish: stream-rater publish --broker {runtime.broker_url} FILE",
+            file=sys.stderr,
+        )
         run_worker(settings, _ladders(args))
     return 0
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
-    from stream_rater.service.kafka_io import TopicError, client_options, create_topics, publish
+    from stream_rater.kafka import TopicError, client_options, create_topics, publish
 
     settings = _settings(args)
     _require(settings, "broker")
     ladders = _ladders(args)
     try:  # as the worker would, so that a broker that auto-creates topics never picks the count
-        asyncio.run(create_topics(settings.broker, settings.topics(), settings.replication_factor,
-                                  options=client_options(settings)))
+        asyncio.run(
+            create_topics(
+                settings.broker,
+                settings.topics(),
+                settings.replication_factor,
+                options=client_options(settings),
+            )
+        )
     except TopicError as exc:
         print(f"stream-rater publish: warning: {exc}; publishing anyway", file=sys.stderr)
     with ExitStack() as stack:
@@ -649,7 +855,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     """``subscribe``: rating-changed events as JSON lines on stdout."""
-    from stream_rater.service.kafka_io import subscribe
+    from stream_rater.kafka import subscribe
 
     settings = _settings(args)
     _require(settings, "broker")
@@ -658,11 +864,18 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         seen = 0
+
         def bad(where: str, reason: str) -> None:
             print(f"stream-rater subscribe: skipped the record at {where}: {reason}", file=sys.stderr)
 
-        async for event in subscribe(settings, ladder=args.ladder, player=args.player, on_bad=bad,
-                                     from_beginning=args.from_beginning, idle_timeout=args.idle_timeout):
+        async for event in subscribe(
+            settings,
+            ladder=args.ladder,
+            player=args.player,
+            on_bad=bad,
+            from_beginning=args.from_beginning,
+            idle_timeout=args.idle_timeout,
+        ):
             print(json.dumps(event), flush=True)
             seen += 1
             if args.count is not None and seen >= args.count:
@@ -704,8 +917,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import scale
 
         stores = scale.STORES if args.store == "both" else (args.store,)
-        runs = scale.run(ladders=args.ladders, partitions=args.partitions, workers=args.workers,
-                         matches=args.matches or 60_000, stores=stores, as_json=args.json)
+        runs = scale.run(
+            ladders=args.ladders,
+            partitions=args.partitions,
+            workers=args.workers,
+            matches=args.matches or 60_000,
+            stores=stores,
+            as_json=args.json,
+        )
         return 1 if any(r.differences for r in runs) else 0
     elif args.what == "capacity":
         from stream_rater.bench import capacity
@@ -732,7 +951,9 @@ def cmd_dlq(args: argparse.Namespace) -> int:
         return 0
     sent, skipped = asyncio.run(redrive(settings, found, dry_run=args.dry_run))
     verb = "would redrive" if args.dry_run else "redrove"
-    print(f"{verb} {sent} dead letters to {settings.topic_matches}; {skipped} redriven before", file=sys.stderr)
+    print(
+        f"{verb} {sent} dead letters to {settings.topic_matches}; {skipped} redriven before", file=sys.stderr
+    )
     return 0
 
 
@@ -750,7 +971,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         store = open_store(args.store)
         try:
             return await Queries(store, ladders, settings.max_query_players).predict(
-                args.ladder, team_arguments(args.teams), time.time())
+                args.ladder, team_arguments(args.teams), time.time()
+            )
         finally:
             await store.close()
 

@@ -15,16 +15,22 @@ import asyncio
 import functools
 import random
 import time
-from math import isfinite
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from math import isfinite
 from typing import NamedTuple
 
-from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import (
-    Commit, CommitConflict, LadderFrozen, PlayerState, Snapshot, StateStore, StateWrite,
+    Commit,
+    CommitConflict,
+    LadderFrozen,
+    PlayerState,
+    Snapshot,
+    StateStore,
+    StateWrite,
 )
 
 
@@ -71,8 +77,10 @@ class StoreLost(RuntimeError):
     eviction). Applying more matches on top would silently rate them onto wrong states."""
 
     def __init__(self, ladder: str, reason: str) -> None:
-        super().__init__(f"ladder {ladder!r}: {reason}; rebuild it from the matches topic "
-                         f"(stream-rater replay --from-topic --ladder {ladder} --store URL)")
+        super().__init__(
+            f"ladder {ladder!r}: {reason}; rebuild it from the matches topic "
+            f"(stream-rater replay --from-topic --ladder {ladder} --store URL)"
+        )
         self.ladder = ladder
 
 
@@ -91,9 +99,7 @@ _timestamp = functools.lru_cache(maxsize=4096)(format_timestamp)
 
 
 def _per_player(match: MatchFinished, attr: str, default: object) -> list[list]:
-    return [
-        [default if (v := getattr(p, attr)) is None else v for p in team.players] for team in match.teams
-    ]
+    return [[default if (v := getattr(p, attr)) is None else v for p in team.players] for team in match.teams]
 
 
 #: Sees each match with its prior team ratings (effects last in their teams) just before
@@ -199,8 +205,19 @@ def plan_batch(
                 players[pid] = after = _after(before, new, at, stored_players.get(pid, new_player))
                 leaderboard[pid] = rating = display(new)
                 late = before.last_played is not None and at < before.last_played  # see `is_late`
-                event = rating_changed(match_id, ladder_name, pid, model_name, before[:2], new, rating,
-                                       after.games, finished_at, processed_at, late)
+                event = rating_changed(
+                    match_id,
+                    ladder_name,
+                    pid,
+                    model_name,
+                    before[:2],
+                    new,
+                    rating,
+                    after.games,
+                    finished_at,
+                    processed_at,
+                    late,
+                )
                 events.append(event)
                 history.setdefault(pid, []).append(event)
             if team.effects:
@@ -303,8 +320,9 @@ class Processor:
             if r.events:
                 self._produced.setdefault(r.match.ladder, set()).add(r.match.match_id)
 
-    async def process(self, matches: Sequence[MatchFinished],
-                      where: Sequence[tuple[int, int] | None] | None = None) -> BatchResult:
+    async def process(
+        self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int] | None] | None = None
+    ) -> BatchResult:
         """Apply `matches` in order; results come back in the same order. `where` gives
         each match's (partition, offset) in the matches topic (None: not from there)."""
         by_ladder: dict[str, list[int]] = {}
@@ -327,8 +345,9 @@ class Processor:
         batch.results = [r for r in ordered if r is not None]
         return batch
 
-    async def _process_ladder(self, configured: Ladder, matches: list[MatchFinished],
-                              positions: dict[int, int]) -> tuple[list[MatchResult], int]:
+    async def _process_ladder(
+        self, configured: Ladder, matches: list[MatchFinished], positions: dict[int, int]
+    ) -> tuple[list[MatchResult], int]:
         player_ids = list(dict.fromkeys(p.id for m in matches for t in m.teams for p in t.players))
         effect_ids = list(dict.fromkeys(e for m in matches for t in m.teams for e in t.effects))
         match_ids = list(dict.fromkeys(m.match_id for m in matches))
@@ -338,8 +357,15 @@ class Processor:
             snapshot = await self.store.read(name, player_ids, effect_ids, match_ids, self.generation)
             self._check_watermark(name, snapshot)
             ladder = self._with_params(configured, snapshot.params)
-            plan = plan_batch(ladder, matches, snapshot, format_timestamp(self.clock()), self.observe,
-                              positions, self.generation)
+            plan = plan_batch(
+                ladder,
+                matches,
+                snapshot,
+                format_timestamp(self.clock()),
+                self.observe,
+                positions,
+                self.generation,
+            )
             results = self._confirm(name, plan.results)
             if not plan.commit.markers:
                 return results, attempt
@@ -362,9 +388,7 @@ class Processor:
             produced.difference_update(shrink)
             self._watermarks[name] = (snapshot.generation, snapshot.watermark + len(plan.commit.markers))
             return results, attempt
-        raise TooManyConflicts(
-            f"ladder {name!r}: commit refused {self.max_attempts} times in a row"
-        )
+        raise TooManyConflicts(f"ladder {name!r}: commit refused {self.max_attempts} times in a row")
 
     def _with_params(self, ladder: Ladder, params: dict | None) -> Ladder:
         """`ladder` with a generation's parameter overrides (built once per distinct set)."""
@@ -382,8 +406,12 @@ class Processor:
         seen = self._watermarks.get(ladder)
         now = (snapshot.generation, snapshot.watermark)
         if seen is not None and now < seen:
-            raise StoreLost(ladder, f"the store shows {now[1]} matches applied, {seen[1]} were" if now[0] == seen[0]
-                            else f"the store shows generation {now[0]} live, generation {seen[0]} was")
+            raise StoreLost(
+                ladder,
+                f"the store shows {now[1]} matches applied, {seen[1]} were"
+                if now[0] == seen[0]
+                else f"the store shows generation {now[0]} live, generation {seen[0]} was",
+            )
         if seen is None and now == (0, 0) and self.suspect_empty:
             raise StoreLost(ladder, "the store is empty although the consumer group has committed offsets")
         self._watermarks[ladder] = now
@@ -399,4 +427,3 @@ class Processor:
             return results
         unconfirmed.difference_update(r.match.match_id for r, m in zip(results, mine) if m)
         return [r._replace(duplicate=False) if m else r for r, m in zip(results, mine)]
-

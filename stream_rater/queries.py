@@ -88,7 +88,9 @@ def teams_of(value: Any, limit: int) -> list[list[str]]:
 class Queries:
     """The read API over one store and the configured ladders."""
 
-    def __init__(self, store: StateStore, ladders: Ladders, max_players: int = Settings.max_query_players) -> None:
+    def __init__(
+        self, store: StateStore, ladders: Ladders, max_players: int = Settings.max_query_players
+    ) -> None:
         """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``)."""
         self.store = store
         self.ladders = ladders
@@ -100,8 +102,11 @@ class Queries:
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(ids, "players", self.max_players)
         found = await self.store.lookup(ladder.name, ids)
-        return {"ladder": ladder.name, "model": ladder.model,
-                "players": [self._player(ladder, found, p, now) for p in ids]}
+        return {
+            "ladder": ladder.name,
+            "model": ladder.model,
+            "players": [self._player(ladder, found, p, now) for p in ids],
+        }
 
     async def leaderboard(self, ladder_name: str, top: Any, now: float) -> dict[str, Any]:
         """The `top` players by display rating, best first (three store round trips).
@@ -122,15 +127,32 @@ class Queries:
             if state is None:
                 continue
             current = self._rating(ladder, state, now)
-            rows.append({"rank": rank, "player_id": player_id, "rating": score, "mu": state.mu,
-                         "sigma": state.sigma, "sigma_now": current.sigma, "rating_now": display(current),
-                         "games": state.games, "last_played": state.last_played})
+            rows.append(
+                {
+                    "rank": rank,
+                    "player_id": player_id,
+                    "rating": score,
+                    "mu": state.mu,
+                    "sigma": state.sigma,
+                    "sigma_now": current.sigma,
+                    "rating_now": display(current),
+                    "games": state.games,
+                    "last_played": state.last_played,
+                }
+            )
         generations = await self.store.generations(ladder.name)
-        return {"ladder": ladder.name, "model": ladder.model, "generation": generations.live,
-                "params": {k: str(v) for k, v in (generations.params or {}).items()},
-                "rerate": generations.lock_owner, "rows": rows}
+        return {
+            "ladder": ladder.name,
+            "model": ladder.model,
+            "generation": generations.live,
+            "params": {k: str(v) for k, v in (generations.params or {}).items()},
+            "rerate": generations.lock_owner,
+            "rows": rows,
+        }
 
-    async def predict(self, ladder_name: str, teams: Any, now: float, rankings: Any = False) -> dict[str, Any]:
+    async def predict(
+        self, ladder_name: str, teams: Any, now: float, rankings: Any = False
+    ) -> dict[str, Any]:
         """Each team's probability of finishing first, the draw probability (two teams) and
         the match quality, by the ladder's model (`rating.predict`); with `rankings`, the
         probability of each full ranking too (up to four teams)."""
@@ -146,12 +168,16 @@ class Queries:
             if len(teams) > MAX_RANKED_TEAMS:
                 raise QueryError(f"rankings: given for at most {MAX_RANKED_TEAMS} teams")
             ranked = ranking_probabilities(ladder.rating_model, ratings)
-            extra["rankings"] = [{"order": list(order), "probability": p}
-                                 for order, p in sorted(ranked.items(), key=lambda item: -item[1])]
+            extra["rankings"] = [
+                {"order": list(order), "probability": p}
+                for order, p in sorted(ranked.items(), key=lambda item: -item[1])
+            ]
         return extra | {
             "ladder": ladder.name,
-            "teams": [{"players": team, "win_probability": p, "new": [x for x in team if x not in found.players]}
-                      for team, p in zip(teams, answer.win_probabilities)],
+            "teams": [
+                {"players": team, "win_probability": p, "new": [x for x in team if x not in found.players]}
+                for team, p in zip(teams, answer.win_probabilities)
+            ],
             "draw_probability": answer.draw_probability,
             "quality": answer.quality,
         }
@@ -160,16 +186,25 @@ class Queries:
         """The split of `pool` into teams of `team_sizes` with the highest match quality."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(pool, "players", self.max_players)
-        if (not isinstance(team_sizes, list) or len(team_sizes) < 2
-                or not all(type(s) is int and s >= 1 for s in team_sizes)):
+        if (
+            not isinstance(team_sizes, list)
+            or len(team_sizes) < 2
+            or not all(type(s) is int and s >= 1 for s in team_sizes)
+        ):
             raise QueryError("team_sizes: must be an array of at least two positive integers")
         if sum(team_sizes) != len(ids):
             raise QueryError(f"team_sizes: add up to {sum(team_sizes)}, but {len(ids)} players were given")
         found = await self.store.lookup(ladder.name, ids)
-        best = balance(ladder.rating_model, [self._rating(ladder, found.players.get(p), now) for p in ids],
-                       team_sizes)
-        return {"ladder": ladder.name, "teams": [[ids[i] for i in team] for team in best.teams],
-                "quality": best.quality, "seconds": best.seconds, "exhaustive": best.exhaustive}
+        best = balance(
+            ladder.rating_model, [self._rating(ladder, found.players.get(p), now) for p in ids], team_sizes
+        )
+        return {
+            "ladder": ladder.name,
+            "teams": [[ids[i] for i in team] for team in best.teams],
+            "quality": best.quality,
+            "seconds": best.seconds,
+            "exhaustive": best.exhaustive,
+        }
 
     @staticmethod
     def _rating(ladder: Ladder, state: PlayerState | None, now: float) -> Rating:
@@ -184,7 +219,10 @@ class Queries:
         rating = self._rating(ladder, state, now)
         place = found.places.get(player_id)
         return {
-            "player_id": player_id, "new": state is None, "mu": rating.mu, "sigma": rating.sigma,
+            "player_id": player_id,
+            "new": state is None,
+            "mu": rating.mu,
+            "sigma": rating.sigma,
             "rating": ladder.rating_model.display(rating),
             "games": 0 if state is None else state.games,
             "last_played": None if state is None else state.last_played,

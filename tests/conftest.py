@@ -29,14 +29,12 @@ from urllib.parse import urlparse
 import pytest
 import redis
 
-from stream_rater.service.kafka_io import bootstrap_servers, create_topics
+from stream_rater.kafka import bootstrap_servers, create_topics
 from stream_rater.local.runtime import LocalExtraMissing, LocalRuntime
 
 BROKER_ENV = "STREAM_RATER_TEST_BROKER"
 REDIS_ENV = "STREAM_RATER_TEST_REDIS_URL"
-SERVICE_FIXTURES = frozenset(
-    {"broker_url", "kafka_bootstrap", "redis_url", "redis_client", "topic_factory"}
-)
+SERVICE_FIXTURES = frozenset({"broker_url", "kafka_bootstrap", "redis_url", "redis_client", "topic_factory"})
 
 
 def docker_reachable(timeout: float = 0.5) -> bool:
@@ -175,4 +173,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, which must run every test: {reason}"
-

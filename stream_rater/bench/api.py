@@ -36,26 +36,37 @@ PLAYERS = [f"p{i}" for i in range(1000)]
 
 def _shapes(rng: random.Random) -> dict[str, tuple[str, Any]]:
     """Query name → (route, a function making one request body)."""
+
     def teams(sizes: list[int]) -> dict:
         chosen = rng.sample(PLAYERS, sum(sizes))
         out, start = [], 0
         for size in sizes:
-            out.append(chosen[start:start + size])
+            out.append(chosen[start : start + size])
             start += size
         return {"teams": out}
+
     return {
         "predict 5v5": ("predict", lambda: teams([5, 5])),
         "predict 8-player FFA": ("predict", lambda: teams([1] * 8)),
-        "balance 10 into 5v5": ("balance", lambda: {"players": rng.sample(PLAYERS, 10), "team_sizes": [5, 5]}),
+        "balance 10 into 5v5": (
+            "balance",
+            lambda: {"players": rng.sample(PLAYERS, 10), "team_sizes": [5, 5]},
+        ),
     }
 
 
 async def _seed(redis_url: str) -> None:
     ladders = Ladders([Ladder(LADDER, "trueskill")])
     rng = random.Random(1)
-    events = [{"match_id": f"m{i}", "ladder": LADDER, "finished_at": 1_700_000_000 + i,
-               "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}
-              for i, (a, b) in enumerate(rng.sample(PLAYERS, 2) for _ in range(20_000))]
+    events = [
+        {
+            "match_id": f"m{i}",
+            "ladder": LADDER,
+            "finished_at": 1_700_000_000 + i,
+            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+        }
+        for i, (a, b) in enumerate(rng.sample(PLAYERS, 2) for _ in range(20_000))
+    ]
     store = open_store(redis_url)
     try:
         await replay([parse_match(e, ladders) for e in events], Processor(ladders, store))
@@ -68,6 +79,7 @@ async def _load(url: str, body: Any, rate: float, seconds: float) -> tuple[int, 
     latencies: list[float] = []
     errors = 0
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
+
         async def one() -> None:
             nonlocal errors
             started = time.perf_counter()
@@ -95,23 +107,45 @@ def run(rate: float = 1000.0, seconds: float = 10.0, out: TextIO = sys.stdout) -
         ladders.write_text(f'[ladders.{LADDER}]\nmodel = "trueskill"\n')
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "stream_rater", "serve", "--store", runtime.redis_url, "--web-port", str(port),
-             "--ladders-file", str(ladders)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "stream_rater",
+                "serve",
+                "--store",
+                runtime.redis_url,
+                "--web-port",
+                str(port),
+                "--ladders-file",
+                str(ladders),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
-            print(f"read API, `stream-rater serve` on local Redis (1,000 players), open loop at {rate:,.0f} "
-                  f"requests/s for {seconds:g} s per query ({os.cpu_count()} cores shared with the load "
-                  "generator and Redis)", file=out)
-            print(f"{'query':<24}{'answered/s':>12}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'server CPU':>12}",
-                  file=out)
+            print(
+                f"read API, `stream-rater serve` on local Redis (1,000 players), open loop at {rate:,.0f} "
+                f"requests/s for {seconds:g} s per query ({os.cpu_count()} cores shared with the load "
+                "generator and Redis)",
+                file=out,
+            )
+            print(
+                f"{'query':<24}{'answered/s':>12}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'server CPU':>12}",
+                file=out,
+            )
             for name, (route, body) in _shapes(random.Random(2)).items():
                 cpu = _cpu_seconds(server.pid)
                 started = time.perf_counter()
                 answered, latencies, errors = asyncio.run(
-                    _load(f"http://127.0.0.1:{port}/api/ladders/{LADDER}/{route}", body, rate, seconds))
+                    _load(f"http://127.0.0.1:{port}/api/ladders/{LADDER}/{route}", body, rate, seconds)
+                )
                 wall = time.perf_counter() - started
                 cores = (_cpu_seconds(server.pid) - cpu) / wall
-                print(f"{name:<24}{answered / wall:>12,.0f}{1000 * latencies[len(latencies) // 2]:>9.2f}"
-                      f"{1000 * latencies[int(len(latencies) * 0.99)]:>9.2f}{errors:>8}{cores:>11.2f}c", file=out)
+                print(
+                    f"{name:<24}{answered / wall:>12,.0f}{1000 * latencies[len(latencies) // 2]:>9.2f}"
+                    f"{1000 * latencies[int(len(latencies) * 0.99)]:>9.2f}{errors:>8}{cores:>11.2f}c",
+                    file=out,
+                )
         finally:
             stop_process(server)

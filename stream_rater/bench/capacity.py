@@ -16,8 +16,8 @@ shrinks their markers). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
 - a sample of ``h:<pid>`` lists — per history entry (usage / entries);
 
 and the Kafka bytes (key + value as produced, uncompressed, without the record batch framing)
-of each match-finished record (`kafka_io.match_record`) and rating-changed record
-(`kafka_io.update_record`). `project` scales the figures to a deployment.
+of each match-finished record (`kafka.match_record`) and rating-changed record
+(`kafka.update_record`). `project` scales the figures to a deployment.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import redis
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
+from stream_rater.kafka import match_record, update_record
 from stream_rater.local.demo import (
     DEMO_LADDER,
     DEMO_LADDER_ENV,
@@ -43,7 +44,6 @@ from stream_rater.local.demo import (
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.replay import replay
 from stream_rater.processor import MatchResult, Processor
-from stream_rater.service.kafka_io import match_record, update_record
 from stream_rater.store.redis_store import RedisStore, ladder_key
 
 DAY = 86_400.0
@@ -89,8 +89,9 @@ class Projection:
         return self.states + self.leaderboard + self.markers + self.history
 
 
-def project(sizes: Sizes, players: int, matches_per_day: float, window_days: float, history_cap: int
-            ) -> Projection:
+def project(
+    sizes: Sizes, players: int, matches_per_day: float, window_days: float, history_cap: int
+) -> Projection:
     """Bytes for `players` rated players and `matches_per_day` with markers kept
     `window_days` (all of them shrunk; the last batch of each ladder is whole, negligible) and
     every player's history full at `history_cap` (the ceiling it reaches; `history_window`:
@@ -106,14 +107,23 @@ def project(sizes: Sizes, players: int, matches_per_day: float, window_days: flo
     )
 
 
-async def measure(redis_url: str, ladders: Ladders, events: Sequence[dict[str, Any]], *,
-                  settings: Settings | None = None, batch_size: int = 1000, sample: int = 1000) -> Sizes:
+async def measure(
+    redis_url: str,
+    ladders: Ladders,
+    events: Sequence[dict[str, Any]],
+    *,
+    settings: Settings | None = None,
+    batch_size: int = 1000,
+    sample: int = 1000,
+) -> Sizes:
     """Replay `events` (all of one ladder, new to the Redis at `redis_url`) with the marker
     TTL and history cap of `settings` (default: the worker's defaults) and measure."""
     settings = settings or Settings()
     matches = [parse_match(e, ladders) for e in events]
     ladder = matches[0].ladder
-    store = RedisStore.from_url(redis_url, marker_ttl=settings.marker_ttl, history_limit=settings.history_limit)
+    store = RedisStore.from_url(
+        redis_url, marker_ttl=settings.marker_ttl, history_limit=settings.history_limit
+    )
     produced: list[int] = []
 
     def on_result(result: MatchResult) -> None:
@@ -148,16 +158,23 @@ async def measure(redis_url: str, ladders: Ladders, events: Sequence[dict[str, A
     finally:
         await store.close()
     players_bytes, players_encoding, lb_bytes, lb_encoding, fields, members = replies[:6]
-    markers = replies[6:6 + len(shrunk) + len(whole)]
-    lists = replies[6 + len(markers):-1]
+    markers = replies[6 : 6 + len(shrunk) + len(whole)]
+    lists = replies[6 + len(markers) : -1]
     return Sizes(
-        matches=len(matches), events=len(produced), players=fields,
-        state=players_bytes / fields, state_encoding=_text(players_encoding),
-        marker_shrunk=_mean(markers[:len(shrunk)]), marker_whole=_mean(markers[len(shrunk):]),
-        history_entry=sum(lists[0::2]) / sum(lists[1::2]), history_encoding=_text(replies[-1]),
-        leaderboard_entry=lb_bytes / members, leaderboard_encoding=_text(lb_encoding),
+        matches=len(matches),
+        events=len(produced),
+        players=fields,
+        state=players_bytes / fields,
+        state_encoding=_text(players_encoding),
+        marker_shrunk=_mean(markers[: len(shrunk)]),
+        marker_whole=_mean(markers[len(shrunk) :]),
+        history_entry=sum(lists[0::2]) / sum(lists[1::2]),
+        history_encoding=_text(replies[-1]),
+        leaderboard_entry=lb_bytes / members,
+        leaderboard_encoding=_text(lb_encoding),
         match_record=_mean([len(r[1]) + len(r[2]) for r in (match_record("m", e) for e in events)]),
-        update_record=_mean(produced), used_per_match=used / len(matches),
+        update_record=_mean(produced),
+        used_per_match=used / len(matches),
     )
 
 
@@ -176,27 +193,46 @@ def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: 
     with LocalRuntime(broker=False) as runtime:
         with redis.Redis.from_url(runtime.redis_url) as client:
             client.config_set("hash-max-listpack-entries", 0)  # a big ladder's encoding (module docstring)
-        sizes = asyncio.run(measure(runtime.redis_url, load_ladders(None, DEMO_LADDER_ENV), events, settings=settings))
+        sizes = asyncio.run(
+            measure(runtime.redis_url, load_ladders(None, DEMO_LADDER_ENV), events, settings=settings)
+        )
     window = settings.marker_ttl / DAY
-    print(f"football: {sizes.matches:,} matches, {sizes.events:,} rating changes, {sizes.players} players; "
-          f"marker TTL {window:g} days, history cap {settings.history_limit}", file=out)
+    print(
+        f"football: {sizes.matches:,} matches, {sizes.events:,} rating changes, {sizes.players} players; "
+        f"marker TTL {window:g} days, history cap {settings.history_limit}",
+        file=out,
+    )
     print("Redis MEMORY USAGE (sampled):", file=out)
     for label, value, what in [
         ("player state", sizes.state, f"per field of the players hash ({sizes.state_encoding})"),
-        ("leaderboard entry", sizes.leaderboard_entry, f"per member of the lb zset ({sizes.leaderboard_encoding})"),
+        (
+            "leaderboard entry",
+            sizes.leaderboard_entry,
+            f"per member of the lb zset ({sizes.leaderboard_encoding})",
+        ),
         ("marker, produced", sizes.marker_shrunk, "per key, shrunk (events with the broker)"),
-        ("marker, whole", sizes.marker_whole, "per key, holding its events (not yet shrunk; every marker before)"),
+        (
+            "marker, whole",
+            sizes.marker_whole,
+            "per key, holding its events (not yet shrunk; every marker before)",
+        ),
         ("history entry", sizes.history_entry, f"per entry of the h:<pid> lists ({sizes.history_encoding})"),
         ("used_memory", sizes.used_per_match, "growth per match, all keys (the last batch's markers whole)"),
     ]:
         print(f"  {label:<18} {value:8.1f} B  {what}", file=out)
     print("Kafka key + value bytes (JSON, uncompressed, before record-batch framing):", file=out)
     print(f"  {'match-finished':<18} {sizes.match_record:8.1f} B", file=out)
-    print(f"  {'rating-changed':<18} {sizes.update_record:8.1f} B  ({sizes.events_per_match:.2f} per match)", file=out)
+    print(
+        f"  {'rating-changed':<18} {sizes.update_record:8.1f} B  ({sizes.events_per_match:.2f} per match)",
+        file=out,
+    )
     for rate in per_day:
         p = project(sizes, players, rate, window, settings.history_limit)
-        print(f"{players:,} players, {rate:,.0f} matches/day: Redis {p.redis / 1e9:.1f} GB = states "
-              f"{p.states / 1e9:.2f} + leaderboard {p.leaderboard / 1e9:.2f} + markers {p.markers / 1e9:.2f} + "
-              f"history {p.history / 1e9:.1f} (the window's {p.history_window / 1e9:.1f}); Kafka {p.kafka_per_day / 1e9:.2f} GB/day per replica "
-              f"({rate / DAY:,.0f} matches/s on average)", file=out)
+        print(
+            f"{players:,} players, {rate:,.0f} matches/day: Redis {p.redis / 1e9:.1f} GB = states "
+            f"{p.states / 1e9:.2f} + leaderboard {p.leaderboard / 1e9:.2f} + markers {p.markers / 1e9:.2f} + "
+            f"history {p.history / 1e9:.1f} (the window's {p.history_window / 1e9:.1f}); Kafka {p.kafka_per_day / 1e9:.2f} GB/day per replica "
+            f"({rate / DAY:,.0f} matches/s on average)",
+            file=out,
+        )
     return sizes

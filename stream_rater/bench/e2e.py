@@ -30,10 +30,10 @@ from typing import TextIO
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream_rater.local.demo import start_worker, stop_process, worker_env
-from stream_rater.contracts import parse_timestamp
-from stream_rater.service.kafka_io import bootstrap_servers, publish
 from stream_rater.config.settings import Settings, env_name
+from stream_rater.contracts import parse_timestamp
+from stream_rater.kafka import bootstrap_servers, publish
+from stream_rater.local.demo import start_worker, stop_process, worker_env
 
 
 @dataclass
@@ -57,12 +57,20 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _rss_mb(pid: int) -> tuple[float, float]:
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-def _matches(prefix: str, n: int, players: int, rng: random.Random, at: Callable[[], float],
-             ladders: Sequence[str] = ()) -> list[dict]:
+def _matches(
+    prefix: str,
+    n: int,
+    players: int,
+    rng: random.Random,
+    at: Callable[[], float],
+    ladders: Sequence[str] = (),
+) -> list[dict]:
     """`n` 1-vs-1 matches between random players of `players`; with `ladders`, the i-th match
     is on ``ladders[i % len(ladders)]`` (each ladder its own pool of players), else on the
     default ladder."""
@@ -70,8 +78,11 @@ def _matches(prefix: str, n: int, players: int, rng: random.Random, at: Callable
     out = []
     for i in range(n):
         a, b = rng.sample(ids, 2)
-        match = {"match_id": f"{prefix}{i}", "finished_at": at(),
-                 "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}
+        match = {
+            "match_id": f"{prefix}{i}",
+            "finished_at": at(),
+            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+        }
         if ladders:
             match["ladder"] = ladders[i % len(ladders)]
         out.append(match)
@@ -90,8 +101,11 @@ class _Outputs:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self.consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(self.settings.broker),
-                                         enable_auto_commit=False, fetch_max_wait_ms=10)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers(self.settings.broker),
+            enable_auto_commit=False,
+            fetch_max_wait_ms=10,
+        )
         await self.consumer.start()
         partitions = [TopicPartition(self.settings.topic_updates, p) for p in range(self.settings.partitions)]
         self.consumer.assign(partitions)
@@ -110,7 +124,9 @@ class _Outputs:
                     if event["match_id"] not in self.arrived:
                         self.arrived[event["match_id"]] = (now, parse_timestamp(event["finished_at"]))
 
-    async def wait(self, done: Callable[[], bool], what: str, timeout: float, tick: Callable[[], None]) -> None:
+    async def wait(
+        self, done: Callable[[], bool], what: str, timeout: float, tick: Callable[[], None]
+    ) -> None:
         """Until `done()`, calling `tick()` every 50 ms."""
         deadline = time.monotonic() + timeout
         while not done():
@@ -133,8 +149,16 @@ def _interpolate(samples: list[tuple[float, float]], at: float) -> float:
     return v0 if t1 == t0 else v0 + (v1 - v0) * (at - t0) / (t1 - t0)
 
 
-async def _measure(name: str, settings: Settings, process: Callable[[], int], n: int, per_match: int,
-                   latency_n: int, rate: float, services: list[int]) -> PipelineResult:
+async def _measure(
+    name: str,
+    settings: Settings,
+    process: Callable[[], int],
+    n: int,
+    per_match: int,
+    latency_n: int,
+    rate: float,
+    services: list[int],
+) -> PipelineResult:
     """Throughput over a backlog of `n` matches published before the pipeline starts, then
     latency at a steady `rate`. `process` starts the pipeline and returns its PID; the CPU
     time of the `services` (broker, Redis) is sampled beside the pipeline's."""
@@ -152,19 +176,25 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
             cpu.append((now, _cpu_seconds(pid)))
             services_cpu.append((now, sum(map(_cpu_seconds, services))))
 
-        await outputs.wait(lambda: len(outputs.timestamps) >= n * per_match, "output of the backlog", 600, sample)
+        await outputs.wait(
+            lambda: len(outputs.timestamps) >= n * per_match, "output of the backlog", 600, sample
+        )
         sample()
         # The middle 90 % of the outputs, by the time the pipeline produced them: no start-up
         # (group join, first fetch) and no tail.
         stamps = sorted(outputs.timestamps)[: n * per_match]
         first, last = stamps[len(stamps) // 20] / 1000, stamps[len(stamps) * 19 // 20] / 1000
         if last - first < 0.05:
-            raise ValueError(f"the backlog of {n:,} matches was rated in {last - first:.3f} s, too short to "
-                             "measure: give a larger --matches")
+            raise ValueError(
+                f"the backlog of {n:,} matches was rated in {last - first:.3f} s, too short to "
+                "measure: give a larger --matches"
+            )
         matches = 0.9 * n
         throughput = matches / (last - first)
         per_cpu_second = matches / (_interpolate(cpu, last) - _interpolate(cpu, first))
-        services_cores = (_interpolate(services_cpu, last) - _interpolate(services_cpu, first)) / (last - first)
+        services_cores = (_interpolate(services_cpu, last) - _interpolate(services_cpu, first)) / (
+            last - first
+        )
 
         steady = _matches("steady-", latency_n, 1000, rng, lambda: 0.0)
 
@@ -174,18 +204,37 @@ async def _measure(name: str, settings: Settings, process: Callable[[], int], n:
 
         outputs.follow_matches = True
         await publish(stamped(), settings, rate=rate, linger=0.0)  # latency counts from each match's due time
-        await outputs.wait(lambda: all(m["match_id"] in outputs.arrived for m in steady), "output of the steady phase",
-                           300, lambda: None)
-        latencies = sorted(outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady)
+        await outputs.wait(
+            lambda: all(m["match_id"] in outputs.arrived for m in steady),
+            "output of the steady phase",
+            300,
+            lambda: None,
+        )
+        latencies = sorted(
+            outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady
+        )
     finally:
         await outputs.stop()
     rss, peak = _rss_mb(pid)
-    return PipelineResult(name, throughput, per_cpu_second, 1000 * latencies[len(latencies) // 2],
-                          1000 * latencies[int(len(latencies) * 0.99)], rss, peak, services_cores)
+    return PipelineResult(
+        name,
+        throughput,
+        per_cpu_second,
+        1000 * latencies[len(latencies) // 2],
+        1000 * latencies[int(len(latencies) * 0.99)],
+        rss,
+        peak,
+        services_cores,
+    )
 
 
-def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0,
-        partitions: int = 8, out: TextIO = sys.stdout) -> list[PipelineResult]:
+def run(
+    matches: int = 30_000,
+    latency_matches: int = 3_000,
+    rate: float = 500.0,
+    partitions: int = 8,
+    out: TextIO = sys.stdout,
+) -> list[PipelineResult]:
     """Measure the worker and the pass-through in one run and print them side by side."""
     from stream_rater.local.runtime import LocalRuntime, free_port
 
@@ -198,27 +247,53 @@ def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0
         for label, kind in pipelines.items():
             tag = names[kind]
             settings = Settings(
-                broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port(),
-                partitions=partitions, topic_matches=f"matches-{tag}", topic_updates=f"updates-{tag}",
-                topic_dlq=f"dlq-{tag}", topic_corrections=f"corrections-{tag}", consumer_group=f"bench-{tag}", session_timeout=3.0,
+                broker=runtime.broker_url,
+                redis_url=runtime.redis_url,
+                web_port=free_port(),
+                partitions=partitions,
+                topic_matches=f"matches-{tag}",
+                topic_updates=f"updates-{tag}",
+                topic_dlq=f"dlq-{tag}",
+                topic_corrections=f"corrections-{tag}",
+                consumer_group=f"bench-{tag}",
+                session_timeout=3.0,
             )
-            extra = {env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")}
+            extra = {
+                env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")
+            }
             started: list[subprocess.Popen] = []
 
             def start(kind: str = kind, settings: Settings = settings, extra: dict = extra) -> int:
                 log = (Path(runtime.log_dir or ".") / f"{kind}.log").open("w")
                 if kind == "worker":
-                    started.append(start_worker(settings, extra, log))
+                    started.append(start_worker(settings, extra, log))  # noqa: B023
                 else:
-                    started.append(subprocess.Popen([sys.executable, "-m", "stream_rater.bench.passthrough"],
-                                                    env=worker_env(settings, extra), stdout=log,
-                                                    stderr=subprocess.STDOUT))
+                    started.append(  # noqa: B023
+                        subprocess.Popen(
+                            [sys.executable, "-m", "stream_rater.bench.passthrough"],
+                            env=worker_env(settings, extra),
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                        )
+                    )
                 log.close()
-                return started[-1].pid
+                return started[-1].pid  # noqa: B023
 
             try:
-                results.append(asyncio.run(_measure(label, settings, start, matches, outputs_per_match[kind],
-                                                    latency_matches, rate, list(runtime.pids.values()))))
+                results.append(
+                    asyncio.run(
+                        _measure(
+                            label,
+                            settings,
+                            start,
+                            matches,
+                            outputs_per_match[kind],
+                            latency_matches,
+                            rate,
+                            list(runtime.pids.values()),
+                        )
+                    )
+                )
             finally:
                 for process in started:
                     stop_process(process)
@@ -227,16 +302,31 @@ def run(matches: int = 30_000, latency_matches: int = 3_000, rate: float = 500.0
 
 
 def _print(results: list[PipelineResult], n: int, latency_n: int, rate: float, out: TextIO) -> None:
-    print(f"end to end, embedded runtime, 1v1 TrueSkill on one ladder (one partition); throughput over a backlog of {n:,} matches "
-          f"(middle 90 % of the outputs), latency over {latency_n:,} at {rate:,.0f}/s", file=out)
-    print(f"(the broker and Redis share the machine's {os.cpu_count()} cores with the pipeline: 'svc cores' is "
-          "what they used meanwhile; matches per CPU-second of the pipeline process is what one dedicated "
-          "core would do)", file=out)
-    print(f"{'pipeline':<28}{'matches/s':>11}{'per CPU-s':>11}{'svc cores':>11}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'RSS MB':>9}{'peak MB':>9}", file=out)
+    print(
+        f"end to end, embedded runtime, 1v1 TrueSkill on one ladder (one partition); throughput over a backlog of {n:,} matches "
+        f"(middle 90 % of the outputs), latency over {latency_n:,} at {rate:,.0f}/s",
+        file=out,
+    )
+    print(
+        f"(the broker and Redis share the machine's {os.cpu_count()} cores with the pipeline: 'svc cores' is "
+        "what they used meanwhile; matches per CPU-second of the pipeline process is what one dedicated "
+        "core would do)",
+        file=out,
+    )
+    print(
+        f"{'pipeline':<28}{'matches/s':>11}{'per CPU-s':>11}{'svc cores':>11}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'RSS MB':>9}{'peak MB':>9}",
+        file=out,
+    )
     for r in results:
-        print(f"{r.name:<28}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}{r.services_cores:>11.2f}"
-              f"{r.p50_ms:>9.1f}{r.p99_ms:>9.1f}{r.rss_mb:>9.0f}{r.peak_rss_mb:>9.0f}", file=out)
+        print(
+            f"{r.name:<28}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}{r.services_cores:>11.2f}"
+            f"{r.p50_ms:>9.1f}{r.p99_ms:>9.1f}{r.rss_mb:>9.0f}{r.peak_rss_mb:>9.0f}",
+            file=out,
+        )
     worker, passthrough = results
-    print(f"worker / pass-through: throughput {worker.matches_per_s / passthrough.matches_per_s:.2f}x, "
-          f"per CPU-second {worker.matches_per_cpu_s / passthrough.matches_per_cpu_s:.2f}x", file=out)
+    print(
+        f"worker / pass-through: throughput {worker.matches_per_s / passthrough.matches_per_s:.2f}x, "
+        f"per CPU-second {worker.matches_per_cpu_s / passthrough.matches_per_cpu_s:.2f}x",
+        file=out,
+    )

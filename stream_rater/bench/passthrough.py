@@ -42,4 +42,6 @@ def create_passthrough(settings: Settings) -> faust.App:
 
 
 if __name__ == "__main__":
-    faust.Worker(create_passthrough(Settings.from_env()), loglevel="WARNING", quiet=True).execute_from_commandline()
+    faust.Worker(
+        create_passthrough(Settings.from_env()), loglevel="WARNING", quiet=True
+    ).execute_from_commandline()

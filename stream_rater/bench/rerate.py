@@ -21,13 +21,19 @@ from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
 from stream_rater.corrections.history import rerate_from_topic
 from stream_rater.corrections.rerate import RerateReport
+from stream_rater.kafka import publish
 from stream_rater.local.demo import (
-    DEMO_LADDER, DEMO_LADDER_ENV, default_data_file, follow_until, football_events, start_worker, stop_process,
+    DEMO_LADDER,
+    DEMO_LADDER_ENV,
+    default_data_file,
+    follow_until,
+    football_events,
+    start_worker,
+    stop_process,
     wait_ready,
 )
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.offline.verify import verify
-from stream_rater.service.kafka_io import publish
 from stream_rater.store import open_store
 
 
@@ -37,15 +43,20 @@ def run(before: int = 30_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
     settings = Settings(partitions=1)
     ladders = load_ladders(None, DEMO_LADDER_ENV)
     with LocalRuntime(topics=settings.topics()) as runtime:
-        settings = replace(settings, broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port())
+        settings = replace(
+            settings, broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port()
+        )
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
         worker = start_worker(settings, DEMO_LADDER_ENV, log)
         try:
             wait_ready(worker, f"http://{settings.web_host}:{settings.web_port}/readyz")
             asyncio.run(publish(events[:before], settings))
             asyncio.run(follow_until(settings, {e["match_id"] for e in events[:before]}, 600))
-            print(f"{before} football matches rated; publishing {len(events) - before} more at {rate:.0f}/s "
-                  f"while voiding {events[0]['match_id']!r}", file=out)
+            print(
+                f"{before} football matches rated; publishing {len(events) - before} more at {rate:.0f}/s "
+                f"while voiding {events[0]['match_id']!r}",
+                file=out,
+            )
             more = threading.Thread(target=lambda: asyncio.run(publish(events[before:], settings, rate=rate)))
             more.start()
             report = asyncio.run(_void(settings, ladders, events[0]["match_id"]))
@@ -57,13 +68,18 @@ def run(before: int = 30_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
             stop_process(worker)
             log.close()
     rate_rerate = report.applied / report.seconds if report.seconds else 0.0
-    print(f"re-rate: {report.applied} matches in {report.seconds:.2f} s = {rate_rerate:,.0f} matches/s "
-          f"(reading the topic included); live ladder blocked {report.blocked_seconds * 1000:.1f} ms at the "
-          f"switch ({_steps(report)}); {report.corrections} correction events; matches still arriving at the "
-          f"switch: {'yes' if live else 'no'} (switched at offset {sum(report.positions.values()):,} of "
-          f"{len(events):,})", file=out)
-    print(f"verify after the stream ended: {checked} players differ from a replay without the voided match",
-          file=out)
+    print(
+        f"re-rate: {report.applied} matches in {report.seconds:.2f} s = {rate_rerate:,.0f} matches/s "
+        f"(reading the topic included); live ladder blocked {report.blocked_seconds * 1000:.1f} ms at the "
+        f"switch ({_steps(report)}); {report.corrections} correction events; matches still arriving at the "
+        f"switch: {'yes' if live else 'no'} (switched at offset {sum(report.positions.values()):,} of "
+        f"{len(events):,})",
+        file=out,
+    )
+    print(
+        f"verify after the stream ended: {checked} players differ from a replay without the voided match",
+        file=out,
+    )
     return report
 
 

@@ -43,10 +43,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from stream_rater.bench.e2e import _cpu_seconds, _matches
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings, env_name
+from stream_rater.kafka import home_partition, publish, read_log
 from stream_rater.local.demo import start_worker, stop_process, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.offline.verify import compare, ladder_history
-from stream_rater.service.kafka_io import home_partition, publish, read_log
 from stream_rater.store import StateStore, open_store
 
 STORES = ("single", "cluster")
@@ -102,7 +102,11 @@ class ScaleRun:
         return cpu_seconds / self.seconds
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "matches_per_s": self.matches_per_s, "matches_per_cpu_s": self.matches_per_cpu_s}
+        return {
+            **asdict(self),
+            "matches_per_s": self.matches_per_s,
+            "matches_per_cpu_s": self.matches_per_cpu_s,
+        }
 
 
 def balanced_ladders(count: int, partitions: int, prefix: str = "scale") -> list[str]:
@@ -122,13 +126,22 @@ def balanced_ladders(count: int, partitions: int, prefix: str = "scale") -> list
     raise AssertionError("unreachable")
 
 
-def run(ladders: int = 16, partitions: int = 8, workers: Sequence[int] = (1, 2, 4), matches: int = 60_000,
-        stores: Sequence[str] = STORES, as_json: bool = False, out: TextIO = sys.stdout) -> list[ScaleRun]:
+def run(
+    ladders: int = 16,
+    partitions: int = 8,
+    workers: Sequence[int] = (1, 2, 4),
+    matches: int = 60_000,
+    stores: Sequence[str] = STORES,
+    as_json: bool = False,
+    out: TextIO = sys.stdout,
+) -> list[ScaleRun]:
     """Measure every (store, worker count) on a fresh embedded runtime; print the table (or
     JSON) and return the runs. A run whose states differ from a replay is reported FAILED."""
     if max(workers) > partitions:
-        raise ValueError(f"--workers {max(workers)} is more than --partitions {partitions}: "
-                         "a worker without a partition would sit idle")
+        raise ValueError(
+            f"--workers {max(workers)} is more than --partitions {partitions}: "
+            "a worker without a partition would sit idle"
+        )
     names = balanced_ladders(ladders, partitions)
     events = _matches("scale-", matches, PLAYERS, random.Random(1), time.time, names)
     runs = []
@@ -150,11 +163,20 @@ def _one_run(store: str, count: int, partitions: int, names: list[str], events: 
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": partitions for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, redis_cluster=3 if store == "cluster" else 0) as runtime:
-        settings = Settings(broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=partitions,
-                            topic_matches=f"matches-{tag}", topic_updates=f"updates-{tag}", topic_dlq=f"dlq-{tag}",
-                            consumer_group=f"scale-{tag}", session_timeout=3.0)
-        env = {**{env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")},
-               **{"STREAM_RATER_LADDER_" + name.upper().replace("-", "_"): "trueskill" for name in names}}
+        settings = Settings(
+            broker=runtime.broker_url,
+            redis_url=runtime.redis_url,
+            partitions=partitions,
+            topic_matches=f"matches-{tag}",
+            topic_updates=f"updates-{tag}",
+            topic_dlq=f"dlq-{tag}",
+            consumer_group=f"scale-{tag}",
+            session_timeout=3.0,
+        )
+        env = {
+            **{env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")},
+            **{"STREAM_RATER_LADDER_" + name.upper().replace("-", "_"): "trueskill" for name in names},
+        }
         ports = [free_port() for _ in range(count)]
         started = []
         try:
@@ -163,8 +185,18 @@ def _one_run(store: str, count: int, partitions: int, names: list[str], events: 
                     started.append(start_worker(replace(settings, web_port=port), env, log))
             for process, port in zip(started, ports):
                 wait_ready(process, f"http://127.0.0.1:{port}/readyz")
-            result = asyncio.run(_measure(store, settings, [p.pid for p in started], ports, runtime.pids, names,
-                                          events, load_ladders(None, env)))
+            result = asyncio.run(
+                _measure(
+                    store,
+                    settings,
+                    [p.pid for p in started],
+                    ports,
+                    runtime.pids,
+                    names,
+                    events,
+                    load_ladders(None, env),
+                )
+            )
         finally:
             for process in started:
                 stop_process(process)
@@ -186,9 +218,16 @@ def _batches(port: int) -> tuple[int, int, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         families = text_string_to_metric_families(response.read().decode())
     samples = {(s.name, s.labels.get("operation")): s.value for family in families for s in family.samples}
-    trips = [samples.get((f"stream_rater_store_round_trip_seconds_{kind}", op), 0.0)
-             for kind in ("count", "sum") for op in ("read", "commit")]
-    return int(samples.get(("stream_rater_batch_size_count", None), 0)), int(trips[0] + trips[1]), trips[2] + trips[3]
+    trips = [
+        samples.get((f"stream_rater_store_round_trip_seconds_{kind}", op), 0.0)
+        for kind in ("count", "sum")
+        for op in ("read", "commit")
+    ]
+    return (
+        int(samples.get(("stream_rater_batch_size_count", None), 0)),
+        int(trips[0] + trips[1]),
+        trips[2] + trips[3],
+    )
 
 
 async def _settled(ports: list[int], partitions: int, timeout: float = 120.0) -> list[list[int]]:
@@ -210,8 +249,16 @@ async def _applied(store: StateStore, names: list[str]) -> int:
     return sum([(await store.read(name, [], [], [])).watermark for name in names])
 
 
-async def _measure(store_kind: str, settings: Settings, pids: list[int], ports: list[int],
-                   services: dict[str, int], names: list[str], events: list[dict], ladders: Ladders) -> ScaleRun:
+async def _measure(
+    store_kind: str,
+    settings: Settings,
+    pids: list[int],
+    ports: list[int],
+    services: dict[str, int],
+    names: list[str],
+    events: list[dict],
+    ladders: Ladders,
+) -> ScaleRun:
     """Publish the backlog to the settled group and follow it until every match is applied;
     then check every ladder against a replay."""
     await _settled(ports, settings.partitions)
@@ -226,7 +273,9 @@ async def _measure(store_kind: str, settings: Settings, pids: list[int], ports: 
             if publisher.done() and publisher.exception():
                 raise publisher.exception()
             if time.perf_counter() - started > 600:
-                raise TimeoutError(f"{await _applied(store, names)} of {len(events)} matches applied after 600 s")
+                raise TimeoutError(
+                    f"{await _applied(store, names)} of {len(events)} matches applied after 600 s"
+                )
             await progress.sample(time.perf_counter() - started)
             await asyncio.sleep(0.05)
         seconds = time.perf_counter() - started
@@ -235,15 +284,29 @@ async def _measure(store_kind: str, settings: Settings, pids: list[int], ports: 
         await publisher
         while sum(progress.applied()) < len(events):  # the workers' counters follow their commits
             if time.perf_counter() - started > seconds + 30:
-                raise TimeoutError(f"the workers count {sum(progress.applied())} matches applied, not {len(events)}")
+                raise TimeoutError(
+                    f"the workers count {sum(progress.applied())} matches applied, not {len(events)}"
+                )
             await asyncio.sleep(0.05)
             await progress.sample(time.perf_counter() - started)
-        shares = [WorkerShare(partitions, applied, busy, used[pid], *await asyncio.to_thread(_batches, port))
-                  for partitions, applied, busy, pid, port
-                  in zip(progress.partitions, progress.applied(), progress.busy(), pids, ports)]
+        shares = [
+            WorkerShare(partitions, applied, busy, used[pid], *await asyncio.to_thread(_batches, port))
+            for partitions, applied, busy, pid, port in zip(
+                progress.partitions, progress.applied(), progress.busy(), pids, ports
+            )
+        ]
         redis = sum(used[pid] for name, pid in services.items() if name.startswith("redis"))
-        result = ScaleRun(store_kind, len(pids), len(events), seconds, sum(used[pid] for pid in pids), redis,
-                          used[services["tansu"]], own, shares)
+        result = ScaleRun(
+            store_kind,
+            len(pids),
+            len(events),
+            seconds,
+            sum(used[pid] for pid in pids),
+            redis,
+            used[services["tansu"]],
+            own,
+            shares,
+        )
         result.differences = await _verify(settings, store, ladders, names)
     finally:
         await store.close()
@@ -292,25 +355,41 @@ async def _verify(settings: Settings, store: StateStore, ladders: Ladders, names
 
 
 def _print_header(ladders: int, partitions: int, matches: int, out: TextIO) -> None:
-    print(f"scale: {matches:,} 1v1 TrueSkill matches over {ladders} ladders on {partitions} partitions, published "
-          "once the consumer group has settled; a fresh embedded runtime (Tansu, Redis) per row", file=out)
-    print(f"(all on this machine's {os.cpu_count()} cores: 'cores' is CPU-seconds used during the run per second "
-          "of it; per CPU-s is matches per CPU-second of the workers)", file=out)
-    print(f"{'store':<9}{'workers':>8}{'seconds':>9}{'matches/s':>11}{'per CPU-s':>11}{'workers':>9}{'Redis':>7}"
-          f"{'broker':>8}{'bench':>7}{'total':>7}  verify", file=out)
+    print(
+        f"scale: {matches:,} 1v1 TrueSkill matches over {ladders} ladders on {partitions} partitions, published "
+        "once the consumer group has settled; a fresh embedded runtime (Tansu, Redis) per row",
+        file=out,
+    )
+    print(
+        f"(all on this machine's {os.cpu_count()} cores: 'cores' is CPU-seconds used during the run per second "
+        "of it; per CPU-s is matches per CPU-second of the workers)",
+        file=out,
+    )
+    print(
+        f"{'store':<9}{'workers':>8}{'seconds':>9}{'matches/s':>11}{'per CPU-s':>11}{'workers':>9}{'Redis':>7}"
+        f"{'broker':>8}{'bench':>7}{'total':>7}  verify",
+        file=out,
+    )
     print(f"{'':<48}{'cores':>9}{'cores':>7}{'cores':>8}{'cores':>7}{'cores':>7}", file=out)
 
 
 def _print_row(r: ScaleRun, out: TextIO) -> None:
     total = r.worker_cpu_seconds + r.redis_cpu_seconds + r.broker_cpu_seconds + r.bench_cpu_seconds
     verdict = "ok" if not r.differences else f"FAILED: {r.differences} players differ from a replay"
-    print(f"{r.store:<9}{r.workers:>8}{r.seconds:>9.2f}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}"
-          f"{r.cores(r.worker_cpu_seconds):>9.2f}{r.cores(r.redis_cpu_seconds):>7.2f}"
-          f"{r.cores(r.broker_cpu_seconds):>8.2f}{r.cores(r.bench_cpu_seconds):>7.2f}{r.cores(total):>7.2f}"
-          f"  {verdict}", file=out)
+    print(
+        f"{r.store:<9}{r.workers:>8}{r.seconds:>9.2f}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}"
+        f"{r.cores(r.worker_cpu_seconds):>9.2f}{r.cores(r.redis_cpu_seconds):>7.2f}"
+        f"{r.cores(r.broker_cpu_seconds):>8.2f}{r.cores(r.bench_cpu_seconds):>7.2f}{r.cores(total):>7.2f}"
+        f"  {verdict}",
+        file=out,
+    )
     for n, share in enumerate(r.shares):
-        print(f"{'':<9}worker {n}: partitions {','.join(map(str, share.partitions))}: {share.applied:,} matches "
-              f"in {share.busy_seconds:.2f} s ({share.matches_per_s:,.0f}/s), {r.cores(share.cpu_seconds):.2f} cores; "
-              f"{share.batches:,} batches of {share.applied / max(share.batches, 1):,.0f} matches, "
-              f"{share.round_trips / max(share.batches, 1):.1f} store round trips each "
-              f"({share.store_seconds:.1f} s in all)", file=out, flush=True)
+        print(
+            f"{'':<9}worker {n}: partitions {','.join(map(str, share.partitions))}: {share.applied:,} matches "
+            f"in {share.busy_seconds:.2f} s ({share.matches_per_s:,.0f}/s), {r.cores(share.cpu_seconds):.2f} cores; "
+            f"{share.batches:,} batches of {share.applied / max(share.batches, 1):,.0f} matches, "
+            f"{share.round_trips / max(share.batches, 1):.1f} store round trips each "
+            f"({share.store_seconds:.1f} s in all)",
+            file=out,
+            flush=True,
+        )

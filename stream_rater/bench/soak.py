@@ -23,9 +23,9 @@ from typing import TextIO
 
 from stream_rater.bench.e2e import _Outputs, _rss_mb
 from stream_rater.config.settings import Settings, env_name
+from stream_rater.kafka import publish
 from stream_rater.local.demo import start_worker, stop_process, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
-from stream_rater.service.kafka_io import publish
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +39,25 @@ class Window:
     rss_mb: float
 
 
-def run(minutes: float, rate: float, interval: float = 10.0, plot: str | None = None,
-        out: TextIO = sys.stdout) -> list[Window]:
+def run(
+    minutes: float, rate: float, interval: float = 10.0, plot: str | None = None, out: TextIO = sys.stdout
+) -> list[Window]:
     """Publish at `rate` for `minutes`, sampling every `interval` seconds; print the table."""
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": 1 for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics) as runtime:
-        settings = Settings(broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port(),
-                            partitions=1, topic_matches=f"matches-{tag}", topic_updates=f"updates-{tag}",
-                            topic_dlq=f"dlq-{tag}", topic_corrections=f"corrections-{tag}", consumer_group=f"soak-{tag}", session_timeout=3.0)
+        settings = Settings(
+            broker=runtime.broker_url,
+            redis_url=runtime.redis_url,
+            web_port=free_port(),
+            partitions=1,
+            topic_matches=f"matches-{tag}",
+            topic_updates=f"updates-{tag}",
+            topic_dlq=f"dlq-{tag}",
+            topic_corrections=f"corrections-{tag}",
+            consumer_group=f"soak-{tag}",
+            session_timeout=3.0,
+        )
         extra = {env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")}
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
         worker = start_worker(settings, extra, log)
@@ -62,8 +72,9 @@ def run(minutes: float, rate: float, interval: float = 10.0, plot: str | None = 
     return windows
 
 
-async def _soak(settings: Settings, pid: int, seconds: float, rate: float, interval: float,
-                out: TextIO) -> list[Window]:
+async def _soak(
+    settings: Settings, pid: int, seconds: float, rate: float, interval: float, out: TextIO
+) -> list[Window]:
     outputs = _Outputs(settings)
     outputs.follow_matches = True
     await outputs.start()
@@ -78,13 +89,20 @@ async def _soak(settings: Settings, pid: int, seconds: float, rate: float, inter
             if now >= deadline:
                 return
             a, b = rng.sample(players, 2)
-            yield {"match_id": f"soak-{n}", "finished_at": now,
-                   "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}
+            yield {
+                "match_id": f"soak-{n}",
+                "finished_at": now,
+                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+            }
 
     publisher = threading.Thread(  # linger 0: latency counts from each match's due time
-        target=lambda: asyncio.run(publish(stamped(), settings, rate=rate, linger=0.0)))
+        target=lambda: asyncio.run(publish(stamped(), settings, rate=rate, linger=0.0))
+    )
     publisher.start()
-    print(f"soak: one worker, {rate:,.0f} matches/s for {seconds / 60:g} min, a row every {interval:g} s", file=out)
+    print(
+        f"soak: one worker, {rate:,.0f} matches/s for {seconds / 60:g} min, a row every {interval:g} s",
+        file=out,
+    )
     print(f"{'minute':>7}{'rated':>9}{'p50 ms':>9}{'p99 ms':>9}{'RSS MB':>9}", file=out)
     windows: list[Window] = []
     started, seen = time.time(), 0
@@ -94,11 +112,20 @@ async def _soak(settings: Settings, pid: int, seconds: float, rate: float, inter
             arrived = list(outputs.arrived.values())
             fresh, seen = arrived[seen:], len(arrived)
             latencies = sorted(at - finished for at, finished in fresh) or [float("nan")]
-            window = Window(time.time() - started, len(fresh), 1000 * latencies[len(latencies) // 2],
-                            1000 * latencies[int(len(latencies) * 0.99)], _rss_mb(pid)[0])
+            window = Window(
+                time.time() - started,
+                len(fresh),
+                1000 * latencies[len(latencies) // 2],
+                1000 * latencies[int(len(latencies) * 0.99)],
+                _rss_mb(pid)[0],
+            )
             windows.append(window)
-            print(f"{window.elapsed / 60:>7.1f}{window.rated:>9,}{window.p50_ms:>9.1f}{window.p99_ms:>9.1f}"
-                  f"{window.rss_mb:>9.0f}", file=out, flush=True)
+            print(
+                f"{window.elapsed / 60:>7.1f}{window.rated:>9,}{window.p50_ms:>9.1f}{window.p99_ms:>9.1f}"
+                f"{window.rss_mb:>9.0f}",
+                file=out,
+                flush=True,
+            )
     finally:
         publisher.join()
         await outputs.stop()

@@ -52,9 +52,9 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from stream_rater.config.settings import ENV_PREFIX
 from stream_rater.contracts.match import DEFAULT_LADDER
 from stream_rater.rating import registry
-from stream_rater.config.settings import ENV_PREFIX
 from stream_rater.rating.base import RatingModel
 
 __all__ = [
@@ -179,9 +179,7 @@ class Ladders(Mapping[str, Ladder]):
         return load_ladders(None, environ, prefix)
 
 
-def load_ladders(
-    path: str | None, environ: Mapping[str, str], prefix: str = ENV_PREFIX
-) -> Ladders:
+def load_ladders(path: str | None, environ: Mapping[str, str], prefix: str = ENV_PREFIX) -> Ladders:
     """Ladders of the TOML file at `path` (if any) overridden by the environment, every
     model built once to check its parameters; raises `LadderConfigError`."""
     sources = _read_toml(path) if path else {}
@@ -255,10 +253,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 def _name_problem(name: str) -> str | None:
     if isinstance(name, str) and _NAME.match(name):
         return None
-    return (
-        f"ladder name {name!r}: use lower-case letters, digits and '-' "
-        "(starting with a letter or digit)"
-    )
+    return f"ladder name {name!r}: use lower-case letters, digits and '-' (starting with a letter or digit)"
 
 
 @dataclass(slots=True)
@@ -297,7 +292,7 @@ def _build(name: str, source: _Source) -> Ladder:
         params[actual] = param.value
     ladder = Ladder(name, source.model, params)
     try:
-        ladder.rating_model
+        ladder.rating_model  # noqa: B018 -- builds the model: unknown parameters raise here
     except (ValueError, TypeError) as e:
         raise LadderConfigError(f"{source.where}: {e}") from e
     return ladder
@@ -388,7 +383,7 @@ def _read_env(environ: Mapping[str, str], prefix: str) -> dict[str, _Source]:
     for var in sorted(environ):
         if not var.startswith(head):
             continue
-        part, separator, param = var[len(head):].partition("__")
+        part, separator, param = var[len(head) :].partition("__")
         name = part.lower().replace("_", "-")
         problem = _name_problem(name)
         if problem:

@@ -25,27 +25,37 @@ class Settings:
     embedded local runtime.
     """
 
-    broker: str = _field("", "Kafka bootstrap URL, e.g. kafka://host:9092 (empty: embedded runtime for dev/demo)")
-    redis_url: str = _field("", "Redis URL, e.g. redis://host:6379/0, rediss:// for TLS, "
-                               "redis+cluster://host:port[,host:port…] for a Redis Cluster (empty: embedded)")
+    broker: str = _field(
+        "", "Kafka bootstrap URL, e.g. kafka://host:9092 (empty: embedded runtime for dev/demo)"
+    )
+    redis_url: str = _field(
+        "",
+        "Redis URL, e.g. redis://host:6379/0, rediss:// for TLS, "
+        "redis+cluster://host:port[,host:port…] for a Redis Cluster (empty: embedded)",
+    )
     web_port: int = _field(6066, "port of the worker's web server (metrics, health, dashboard)")
     web_host: str = _field("127.0.0.1", "address the web server binds to")
     ladders_file: str = _field("", "TOML file of ladders (model and parameters per ladder)")
     topic_matches: str = _field("matches", "topic of match-finished events (in)")
     topic_updates: str = _field("rating-updates", "topic of rating-changed events (out)")
     topic_dlq: str = _field("matches-dlq", "dead-letter topic for invalid events")
-    topic_corrections: str = _field("rating-corrections", "topic of correction requests (void, unvoid, rerate) "
-                                                          "the workers carry out")
+    topic_corrections: str = _field(
+        "rating-corrections", "topic of correction requests (void, unvoid, rerate) the workers carry out"
+    )
     partitions: int = _field(8, "partition count used when the worker creates missing topics")
     replication_factor: int = _field(1, "replication factor used when the worker creates missing topics")
     batch_size: int = _field(500, "largest batch of matches processed together")
     batch_seconds: float = _field(0.05, "longest wait to fill a batch, in seconds")
     consumer_group: str = _field("stream-rater", "Kafka consumer group of the workers")
     session_timeout: float = _field(10.0, "Kafka consumer-group session timeout, in seconds")
-    fetch_max_wait: float = _field(0.05, "longest time the broker may hold a fetch that found no new records, in seconds")
+    fetch_max_wait: float = _field(
+        0.05, "longest time the broker may hold a fetch that found no new records, in seconds"
+    )
     marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
     history_limit: int = _field(100, "rating changes kept per player for the dashboard")
-    max_query_players: int = _field(100, "most players one read-API query (players, predict, balance) may name")
+    max_query_players: int = _field(
+        100, "most players one read-API query (players, predict, balance) may name"
+    )
     max_event_bytes: int = _field(64 * 1024, "largest accepted match-finished event, in bytes")
     kafka_security_protocol: str = _field("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     kafka_sasl_mechanism: str = _field("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
@@ -68,8 +78,12 @@ class Settings:
     def topics(self) -> dict[str, int]:
         """The service's topics and their partition counts, as the worker creates them; the
         corrections topic has one partition: its requests are carried out one at a time."""
-        return {self.topic_matches: self.partitions, self.topic_updates: self.partitions,
-                self.topic_dlq: self.partitions, self.topic_corrections: 1}
+        return {
+            self.topic_matches: self.partitions,
+            self.topic_updates: self.partitions,
+            self.topic_dlq: self.partitions,
+            self.topic_corrections: 1,
+        }
 
     def override(self, **flags: Any) -> Settings:
         """A copy with the CLI flags that were given (None = not given)."""

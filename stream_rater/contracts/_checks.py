@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+
 class ValidationError(ValueError):
     """An event that breaks the contract; `path` names the field, `reason` says why."""
 
@@ -112,4 +113,3 @@ def _optional_finite(obj: dict[str, Any], key: str) -> float | None:
     """``obj[key]`` as a finite number, None when absent or null; error paths relative to `obj`."""
     value = obj.get(key)
     return None if value is None else _finite(value, "", key)
-

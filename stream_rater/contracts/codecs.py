@@ -17,8 +17,8 @@ from typing import Any
 import msgpack
 import orjson
 
-from stream_rater.contracts import DEFAULT_LIMITS, Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.config.ladders import Ladders
+from stream_rater.contracts import DEFAULT_LIMITS, Limits, MatchFinished, ValidationError, parse_match
 
 __all__ = ["FORMATS", "DecodeError", "decode", "decode_match", "encode", "encode_event"]
 
@@ -41,8 +41,7 @@ def decode(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
     if raw.lstrip(b" \t\r\n")[:1] == b"{":
         return _decode_json(raw)
     raise DecodeError(
-        f"not JSON or msgpack: starts with byte {first:#04x}, "
-        "expected '{' (a JSON object) or a msgpack map"
+        f"not JSON or msgpack: starts with byte {first:#04x}, expected '{{' (a JSON object) or a msgpack map"
     )
 
 

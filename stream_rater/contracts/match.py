@@ -30,7 +30,18 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, NoReturn, Protocol
 
-from stream_rater.contracts._checks import ValidationError, _EXACT_INT, _fail, _kind, _no_unknown, _optional_finite, _required, _show, _string, _within
+from stream_rater.contracts._checks import (
+    _EXACT_INT,
+    ValidationError,
+    _fail,
+    _kind,
+    _no_unknown,
+    _optional_finite,
+    _required,
+    _show,
+    _string,
+    _within,
+)
 from stream_rater.contracts.timestamps import _timestamp, format_timestamp
 
 #: The ladder of an event that names none.
@@ -400,8 +411,7 @@ def _fail_duplicate(teams: list[Team]) -> NoReturn:
             if first is not None:
                 _fail(
                     f"teams[{i}].players[{j}].id",
-                    f"player {_show(player.id)} is already listed at "
-                    f"teams[{first[0]}].players[{first[1]}]",
+                    f"player {_show(player.id)} is already listed at teams[{first[0]}].players[{first[1]}]",
                 )
             seen[player.id] = (i, j)
     raise AssertionError("no player is listed twice")
@@ -457,4 +467,3 @@ def _player_dict(player: Player) -> dict[str, Any]:
     if not player.rated:
         d["rated"] = False
     return d
-

@@ -10,9 +10,19 @@ from stream_rater.contracts._checks import _fail, _finite, _kind, _no_unknown, _
 from stream_rater.contracts.timestamps import _parse_rfc3339
 
 
-def rating_changed(match_id: str, ladder: str, player_id: str, model: str,
-                   before: tuple[float, float | None], after: tuple[float, float | None], rating: float,
-                   games: int, finished_at: str, processed_at: str, late: bool = False) -> dict[str, Any]:
+def rating_changed(
+    match_id: str,
+    ladder: str,
+    player_id: str,
+    model: str,
+    before: tuple[float, float | None],
+    after: tuple[float, float | None],
+    rating: float,
+    games: int,
+    finished_at: str,
+    processed_at: str,
+    late: bool = False,
+) -> dict[str, Any]:
     """A rating-changed event in its wire form (field order as in design.md): `before` and
     `after` are ``(mu, sigma)``; ``event_id`` is ``<match_id>:<player_id>``, stable across
     redeliveries; ``late`` appears only when true."""
@@ -35,16 +45,26 @@ def rating_changed(match_id: str, ladder: str, player_id: str, model: str,
     return event
 
 
-def correction_changed(correction_id: str, ladder: str, player_id: str, model: str,
-                       before: tuple[float, float | None], after: tuple[float, float | None], rating: float,
-                       games: int, corrected_at: str, cause: dict[str, Any]) -> dict[str, Any]:
+def correction_changed(
+    correction_id: str,
+    ladder: str,
+    player_id: str,
+    model: str,
+    before: tuple[float, float | None],
+    after: tuple[float, float | None],
+    rating: float,
+    games: int,
+    corrected_at: str,
+    cause: dict[str, Any],
+) -> dict[str, Any]:
     """A rating-changed event of the correction kind: a re-rate (voids, un-voids, new
     parameters) changed the player's state from `before` (what subscribers last saw) to
     `after`. ``match_id`` is the correction's id (``rerate:<generation>``), so ``event_id``
     is stable; `cause` is ``{"id", "reason", "voided", "unvoided", "params"}``; ``games``
     may be 0 (the player's only matches were voided)."""
-    event = rating_changed(correction_id, ladder, player_id, model, before, after, rating, games,
-                           corrected_at, corrected_at)
+    event = rating_changed(
+        correction_id, ladder, player_id, model, before, after, rating, games, corrected_at, corrected_at
+    )
     event["kind"] = "correction"
     event["correction"] = cause
     return event
@@ -73,9 +93,19 @@ class RatingChanged:
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form (`rating_changed` or `correction_changed`)."""
-        wire = rating_changed(self.match_id, self.ladder, self.player_id, self.model,
-                              (self.before["mu"], self.before["sigma"]), (self.after["mu"], self.after["sigma"]),
-                              self.rating, self.games, self.finished_at, self.processed_at, self.late)
+        wire = rating_changed(
+            self.match_id,
+            self.ladder,
+            self.player_id,
+            self.model,
+            (self.before["mu"], self.before["sigma"]),
+            (self.after["mu"], self.after["sigma"]),
+            self.rating,
+            self.games,
+            self.finished_at,
+            self.processed_at,
+            self.late,
+        )
         wire["event_id"], wire["delta"] = self.event_id, self.delta
         if self.kind == "correction":
             wire["kind"], wire["correction"] = self.kind, self.correction
@@ -140,8 +170,19 @@ _CHANGED_STRINGS = ("event_id", "match_id", "ladder", "player_id", "model")
 
 
 _CHANGED_FIELDS = frozenset(
-    _CHANGED_STRINGS
-    + ("before", "after", "rating", "delta", "games", "finished_at", "processed_at", "late", "kind", "correction")
+    (
+        *_CHANGED_STRINGS,
+        "before",
+        "after",
+        "rating",
+        "delta",
+        "games",
+        "finished_at",
+        "processed_at",
+        "late",
+        "kind",
+        "correction",
+    )
 )
 
 _CORRECTION_FIELDS = frozenset({"id", "reason", "voided", "unvoided", "params"})
@@ -177,4 +218,3 @@ def _state(value: Any, path: str) -> dict[str, float | None]:
         if sigma < 0.0:
             _fail(f"{path}.sigma", "must be >= 0")
     return {"mu": mu, "sigma": sigma}
-

@@ -15,6 +15,7 @@ from typing import Any
 
 from stream_rater.contracts._checks import _fail, _finite, _kind, _show
 
+
 def format_timestamp(epoch: float) -> str:
     """Epoch seconds as an RFC 3339 UTC string, to the microsecond, trailing zeros dropped
     (``2004-08-06T18:13:50Z``, ``2004-08-06T18:13:50.25Z``)."""
@@ -26,7 +27,7 @@ def format_timestamp(epoch: float) -> str:
     minute, second = divmod(seconds, 60)
     text = _minute_text(minute) + _TWO_DIGITS[second]
     if micros:
-        text += (".%06d" % micros).rstrip("0")
+        text += f".{micros:06d}".rstrip("0")
     return text + "Z"
 
 
@@ -100,4 +101,3 @@ def _parse_rfc3339(text: str, path: str) -> float:
     if not _MIN_EPOCH <= epoch <= _MAX_EPOCH:
         _fail(path, "is out of range (years 0001-9999)")
     return epoch
-

@@ -9,8 +9,8 @@ from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import Limits, MatchFinished
 from stream_rater.corrections.rerate import Entry, RerateReport, Send, rerate
+from stream_rater.kafka import LogReader, committed_offsets, update_sender
 from stream_rater.offline.verify import ladder_history
-from stream_rater.service.kafka_io import LogReader, committed_offsets, update_sender
 from stream_rater.store import StateStore
 
 
@@ -21,8 +21,9 @@ class TopicHistory:
     since the previous one. Use as ``async with``: one consumer stays open, so a read during
     a re-rate's switch costs a fetch, not a new connection."""
 
-    def __init__(self, settings: Settings, ladders: Ladders, ladder: str,
-                 files: Iterable[MatchFinished] = ()) -> None:
+    def __init__(
+        self, settings: Settings, ladders: Ladders, ladder: str, files: Iterable[MatchFinished] = ()
+    ) -> None:
         self.ladders, self.ladder = ladders, ladder
         self.limits = Limits(max_event_bytes=settings.max_event_bytes)
         self._reader = LogReader(settings, settings.topic_matches)
@@ -34,8 +35,9 @@ class TopicHistory:
     async def __aenter__(self) -> TopicHistory:
         await self._reader.__aenter__()
         try:
-            self._committed = await committed_offsets(self._settings, self._settings.topic_matches,
-                                                      self._reader.partitions())
+            self._committed = await committed_offsets(
+                self._settings, self._settings.topic_matches, self._reader.partitions()
+            )
         except BaseException:
             await self._reader.__aexit__(None, None, None)
             raise
@@ -61,9 +63,15 @@ class TopicHistory:
         return dict(self._committed)
 
 
-async def rerate_from_topic(settings: Settings, ladders: Ladders, ladder: str, store: StateStore,
-                            send: Send | None = None, files: Iterable[MatchFinished] = (),
-                            **options: Any) -> RerateReport:
+async def rerate_from_topic(
+    settings: Settings,
+    ladders: Ladders,
+    ladder: str,
+    store: StateStore,
+    send: Send | None = None,
+    files: Iterable[MatchFinished] = (),
+    **options: Any,
+) -> RerateReport:
     """`rerate` of `ladder` from its history in the matches topic (after `files`), sending the
     correction events with `send` (default: a producer of its own to the updates topic);
     `options` are `rerate`'s (`recent` defaults to twice the workers' batch size)."""

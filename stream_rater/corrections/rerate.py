@@ -98,9 +98,11 @@ class RerateReport:
         if self.nothing_to_do:
             return f"ladder {self.ladder!r}: nothing to do (the voids are already as asked)"
         rate = self.applied / self.seconds if self.seconds > 0 else 0.0
-        return (f"ladder {self.ladder!r}: re-rated {self.applied} matches into generation {self.generation} "
-                f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
-                f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch")
+        return (
+            f"ladder {self.ladder!r}: re-rated {self.applied} matches into generation {self.generation} "
+            f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
+            f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch"
+        )
 
 
 #: Rounds of following the live generation after the comparison before freezing anyway (when
@@ -157,7 +159,13 @@ async def rerate(
     live = await store.generations(ladder)
     current = await store.voids(ladder)
     already = all(m in current for m in void) and not any(m in current for m in unvoid)
-    if (void or unvoid) and already and not params and not live.voids_pending and not await store.outbox(ladder):
+    if (
+        (void or unvoid)
+        and already
+        and not params
+        and not live.voids_pending
+        and not await store.outbox(ladder)
+    ):
         report.nothing_to_do = True
         return report
     overrides = {**(live.params or {}), **(params or {})}
@@ -176,8 +184,12 @@ async def rerate(
         _check_voids(ladder, entries, current, void, unvoid, live.voids_pending)
         _check_not_lost(ladder, entries, live.positions, history.committed(), current)
         now = time.time()
-        await store.set_voids(ladder, {m: {"reason": reason, "at": now} for m in void if m not in current},
-                              [m for m in unvoid if m in current], generation)
+        await store.set_voids(
+            ladder,
+            {m: {"reason": reason, "at": now} for m in void if m not in current},
+            [m for m in unvoid if m in current],
+            generation,
+        )
         # After an interrupted re-rate, the voids it recorded take effect now: report them.
         pending = live.voids_pending
         report.voided = [m for m in void if m not in current or pending]
@@ -251,22 +263,35 @@ async def _keep_lock(store: StateStore, ladder: str, owner: str, lease: float) -
         await store.renew(ladder, owner, lease)
 
 
-def _check_voids(ladder: str, entries: list[Entry], current: Mapping[str, dict],
-                 void: list[str], unvoid: list[str], pending: bool) -> None:
+def _check_voids(
+    ladder: str,
+    entries: list[Entry],
+    current: Mapping[str, dict],
+    void: list[str],
+    unvoid: list[str],
+    pending: bool,
+) -> None:
     """Refuse to void a match the history lacks, or to un-void one that is not voided
     (unless an interrupted re-rate already lifted it: then this one completes it)."""
     known = {match.match_id for match, _ in entries}
     unknown = [m for m in void if m not in known]
     if unknown:
-        raise UnknownMatches(f"ladder {ladder!r} has no match {', '.join(map(repr, unknown))} in its history "
-                             f"({len(known)} matches read)")
+        raise UnknownMatches(
+            f"ladder {ladder!r} has no match {', '.join(map(repr, unknown))} in its history "
+            f"({len(known)} matches read)"
+        )
     not_voided = [m for m in unvoid if m not in current]
     if not_voided and not pending:
         raise UnknownMatches(f"ladder {ladder!r}: match {', '.join(map(repr, not_voided))} is not voided")
 
 
-def _check_not_lost(ladder: str, entries: list[Entry], positions: Mapping[int, int],
-                    committed: Mapping[int, int], voids: Mapping[str, dict]) -> None:
+def _check_not_lost(
+    ladder: str,
+    entries: list[Entry],
+    positions: Mapping[int, int],
+    committed: Mapping[int, int],
+    voids: Mapping[str, dict],
+) -> None:
     """Refuse to re-rate a ladder whose live generation lacks a match the workers committed
     the offset of: the store lost data (a failover to a replica that missed writes). A new
     generation built up to the store's positions would hide the loss from the workers'
@@ -281,9 +306,12 @@ def _check_not_lost(ladder: str, entries: list[Entry], positions: Mapping[int, i
             continue
         partition, offset = where
         if positions[partition] <= offset < committed.get(partition, 0):
-            raise StoreLost(ladder, f"the workers committed matches[{partition}]@{offset} (match "
-                                    f"{match.match_id!r}) but the store's ladder goes only up to offset "
-                                    f"{positions[partition]}: the store lost data")
+            raise StoreLost(
+                ladder,
+                f"the workers committed matches[{partition}]@{offset} (match "
+                f"{match.match_id!r}) but the store's ladder goes only up to offset "
+                f"{positions[partition]}: the store lost data",
+            )
 
 
 def _covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
@@ -294,8 +322,14 @@ def _covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
 class _Build:
     """The staging generation's progress through the history."""
 
-    def __init__(self, processor: Processor, entries: list[Entry], batch_size: int, recent: int,
-                 progress: Progress | None) -> None:
+    def __init__(
+        self,
+        processor: Processor,
+        entries: list[Entry],
+        batch_size: int,
+        recent: int,
+        progress: Progress | None,
+    ) -> None:
         self.processor, self.batch_size, self.progress = processor, batch_size, progress
         self.pending: list[Entry] = list(entries)
         self.applied = 0  # matches newly applied
@@ -311,6 +345,7 @@ class _Build:
         """Apply the pending entries the live generation has applied (files' entries, and
         topic records before its positions; all of them when it has no position); returns
         them."""
+
         def live_has(entry: Entry) -> bool:
             where = entry[1]
             return where is None or not positions or where[1] < positions.get(where[0], 0)
@@ -319,11 +354,11 @@ class _Build:
         while ready < len(self.pending) and live_has(self.pending[ready]):
             ready += 1
         for start in range(0, ready, self.batch_size):
-            chunk = self.pending[start:min(start + self.batch_size, ready)]
+            chunk = self.pending[start : min(start + self.batch_size, ready)]
             result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
             newly = [r for r in result.results if not r.duplicate and not r.voided]
             self.applied += len(newly)
-            self.recent.update((r.match.match_id, r.events) for r in newly[-self.keep:])
+            self.recent.update((r.match.match_id, r.events) for r in newly[-self.keep :])
             while len(self.recent) > self.keep:
                 self.recent.popitem(last=False)
             self.done += len(chunk)
@@ -355,13 +390,19 @@ class _Compare:
     and the staging one (a player the staging one lacks is back at the prior). `all` compares
     every player; `again` re-compares the given ones, whose states may have moved since."""
 
-    def __init__(self, store: StateStore, ladder: str, model: Any, generation: int, report: RerateReport,
-                 at: float) -> None:
+    def __init__(
+        self, store: StateStore, ladder: str, model: Any, generation: int, report: RerateReport, at: float
+    ) -> None:
         self.store, self.ladder, self.model, self.generation = store, ladder, model, generation
         prior = model.initial()
         self.empty = PlayerState(prior.mu, prior.sigma)
-        self.cause = {"id": f"rerate:{generation}", "reason": report.reason, "voided": report.voided,
-                      "unvoided": report.unvoided, "params": report.params}
+        self.cause = {
+            "id": f"rerate:{generation}",
+            "reason": report.reason,
+            "voided": report.voided,
+            "unvoided": report.unvoided,
+            "params": report.params,
+        }
         self.stamp = format_timestamp(at)
         self.changed: dict[str, tuple[PlayerState, PlayerState]] = {}
 
@@ -387,6 +428,14 @@ class _Compare:
 
     def _event(self, player_id: str, old: PlayerState, new: PlayerState) -> dict:
         return correction_changed(
-            self.cause["id"], self.ladder, player_id, self.model.name, old[:2], new[:2],
-            self.model.display(Rating(new.mu, new.sigma)), new.games, self.stamp, self.cause,
+            self.cause["id"],
+            self.ladder,
+            player_id,
+            self.model.name,
+            old[:2],
+            new[:2],
+            self.model.display(Rating(new.mu, new.sigma)),
+            new.games,
+            self.stamp,
+            self.cause,
         )

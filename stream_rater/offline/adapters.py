@@ -82,8 +82,17 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-_FOOTBALL_COLUMNS = ["date", "home_team", "away_team", "home_score", "away_score",
-                     "tournament", "city", "country", "neutral"]
+_FOOTBALL_COLUMNS = [
+    "date",
+    "home_team",
+    "away_team",
+    "home_score",
+    "away_score",
+    "tournament",
+    "city",
+    "country",
+    "neutral",
+]
 
 
 def _football(name: str, stream: TextIO, *, home_effect: bool) -> Iterator[InputRecord]:
@@ -95,13 +104,17 @@ def _football(name: str, stream: TextIO, *, home_effect: bool) -> Iterator[Input
     seen: dict[str, int] = {}
     for number, row in enumerate(rows, start=2):
         if len(row) != len(_FOOTBALL_COLUMNS):
-            yield InputRecord(name, number, None, f"expected {len(_FOOTBALL_COLUMNS)} columns, got {len(row)}")
+            yield InputRecord(
+                name, number, None, f"expected {len(_FOOTBALL_COLUMNS)} columns, got {len(row)}"
+            )
             continue
         date, home, away, home_score, away_score, *_, neutral = row
         try:
             goals = (int(home_score), int(away_score))
         except ValueError:
-            yield InputRecord(name, number, None, f"scores must be integers, got {home_score!r}, {away_score!r}")
+            yield InputRecord(
+                name, number, None, f"scores must be integers, got {home_score!r}, {away_score!r}"
+            )
             continue
         key = f"{date}:{home}:{away}"
         seen[key] = seen.get(key, 0) + 1

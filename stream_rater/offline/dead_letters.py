@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import DEFAULT_LADDER, match_key
-from stream_rater.service.kafka_io import LogRecord, Record, read_log, send_batched
+from stream_rater.kafka import LogRecord, Record, read_log, send_batched
 
 REDRIVEN_FROM = "sr-redriven-from"
 
@@ -48,8 +48,12 @@ class DeadLetter:
         return f"{self.where} from {origin}: {self.reason} | key {self.record.key!r} | {preview}"
 
     def to_dict(self) -> dict[str, object]:
-        return {"where": self.where, "headers": self.headers, "key": (self.record.key or b"").decode(errors="replace"),
-                "value": self.record.value.decode(errors="replace")}
+        return {
+            "where": self.where,
+            "headers": self.headers,
+            "key": (self.record.key or b"").decode(errors="replace"),
+            "value": self.record.value.decode(errors="replace"),
+        }
 
     def redrive_record(self, matches_topic: str) -> Record:
         """The original bytes, keyed by the event's ladder when it names one (else its old key)."""
@@ -78,12 +82,14 @@ async def redriven(settings: Settings) -> set[str]:
     return {value.decode() for r in records for name, value in r.headers if name == REDRIVEN_FROM}
 
 
-async def redrive(settings: Settings, selected: Iterable[DeadLetter], dry_run: bool = False) -> tuple[int, int]:
+async def redrive(
+    settings: Settings, selected: Iterable[DeadLetter], dry_run: bool = False
+) -> tuple[int, int]:
     """Re-publish the `selected` dead letters not redriven before; (sent — or, with
     `dry_run`, that would be sent — and skipped as redriven already)."""
     from aiokafka import AIOKafkaProducer
 
-    from stream_rater.service.kafka_io import client_options
+    from stream_rater.kafka import client_options
 
     done = await redriven(settings)
     selected = list(selected)

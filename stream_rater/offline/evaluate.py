@@ -41,12 +41,12 @@ from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.config.ladders import Ladders
-from stream_rater.processor import Processor, PriorObserver
+from stream_rater.contracts import MatchFinished, format_timestamp
+from stream_rater.offline.replay import ReplaySummary, replay
+from stream_rater.processor import PriorObserver, Processor
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.rating.predict import predict
-from stream_rater.offline.replay import ReplaySummary, replay
 from stream_rater.store.memory import MemoryStore
 
 PROBABILITY_FLOOR = 1e-15
@@ -142,7 +142,9 @@ class Summary:
             f"  {'bin':<11} {'pairs':>7} {'predicted':>10} {'observed':>9}",
         ]
         for b in self.calibration:
-            lines.append(f"  {b.low:.2f}-{b.high:.2f}  {b.count:>7} {num(b.mean_predicted):>10} {num(b.observed):>9}")
+            lines.append(
+                f"  {b.low:.2f}-{b.high:.2f}  {b.count:>7} {num(b.mean_predicted):>10} {num(b.observed):>9}"
+            )
         lines += ["", "wrong order over time", f"  {'from':<10}   {'to':<10} {'pairs':>7} {'wrong':>8}"]
         for p in self.over_time:
             lines.append(
@@ -182,7 +184,10 @@ class Scorer:
         if known is None:
             model = self._ladders.get(ladder).rating_model
             newcomer = [model.initial()]
-            known = self._models[ladder] = (model, bool(predict(model, [newcomer, newcomer]).draw_probability))
+            known = self._models[ladder] = (
+                model,
+                bool(predict(model, [newcomer, newcomer]).draw_probability),
+            )
         return known
 
     def observe(self, match: MatchFinished, teams: Sequence[Sequence[Rating]], outcome: Outcome) -> None:
@@ -190,8 +195,10 @@ class Scorer:
         as of the match's time (`RatingModel.as_of` with ``outcome.elapsed``)."""
         model, predicts_draws = self._model(match.ladder)
         if outcome.elapsed is not None:
-            teams = [[r if gap is None else model.as_of(r, gap) for r, gap in zip(team, gaps)]
-                     for team, gaps in zip(teams, outcome.elapsed)]
+            teams = [
+                [r if gap is None else model.as_of(r, gap) for r, gap in zip(team, gaps)]
+                for team, gaps in zip(teams, outcome.elapsed)
+            ]
         ranks = outcome.ranks
         bins = len(self._bin_count)
         self.matches += 1
@@ -223,7 +230,9 @@ class Scorer:
         bins = len(self._bin_count)
         calibration = [
             CalibrationBin(
-                k / bins, (k + 1) / bins, n,
+                k / bins,
+                (k + 1) / bins,
+                n,
                 self._bin_predicted[k] / n if n else None,
                 self._bin_observed[k] / n if n else None,
             )
@@ -233,9 +242,11 @@ class Scorer:
         over_time = []
         for w in range(windows):
             lo, hi = w * pairs // windows, (w + 1) * pairs // windows
-            over_time.append(Period(
-                self._times[lo], self._times[hi - 1], hi - lo, math.fsum(self._wrong[lo:hi]) / (hi - lo)
-            ))
+            over_time.append(
+                Period(
+                    self._times[lo], self._times[hi - 1], hi - lo, math.fsum(self._wrong[lo:hi]) / (hi - lo)
+                )
+            )
         two = self._two_team
         return Summary(
             matches=self.matches,
@@ -291,22 +302,39 @@ def plot(summary: Summary, path: str, title: str = "") -> None:
     left.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect")
     left.plot([b.mean_predicted for b in filled], [b.observed for b in filled], marker="o", label="model")
     for b in filled:
-        left.annotate(str(b.count), (b.mean_predicted, b.observed), textcoords="offset points",
-                      xytext=(4, -10), fontsize=7)
-    left.set(xlim=(0, 1), ylim=(0, 1), xlabel="predicted P(first-listed team wins)",
-             ylabel="observed frequency", title="calibration (labels: pairs per bin)")
+        left.annotate(
+            str(b.count),
+            (b.mean_predicted, b.observed),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=7,
+        )
+    left.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="predicted P(first-listed team wins)",
+        ylabel="observed frequency",
+        title="calibration (labels: pairs per bin)",
+    )
     left.legend(loc="upper left")
     mids = [epoch + timedelta(seconds=(p.start + p.end) / 2) for p in summary.over_time]
     right.plot(mids, [100 * p.wrong_order for p in summary.over_time], marker="o")
     if summary.wrong_order is not None:
-        right.axhline(100 * summary.wrong_order, color="grey", linestyle="--", linewidth=1,
-                      label=f"overall {100 * summary.wrong_order:.2f} %")
+        right.axhline(
+            100 * summary.wrong_order,
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label=f"overall {100 * summary.wrong_order:.2f} %",
+        )
         right.legend(loc="upper right")
-    right.set(xlabel="time (window midpoints, equal pairs per window)", ylabel="wrong order (%)",
-              title="decisive pairs predicted in the wrong order")
+    right.set(
+        xlabel="time (window midpoints, equal pairs per window)",
+        ylabel="wrong order (%)",
+        title="decisive pairs predicted in the wrong order",
+    )
     if title:
         fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from stream_rater.offline.adapters import InputRecord
-from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.config.ladders import Ladders
+from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
+from stream_rater.offline.adapters import InputRecord
 from stream_rater.processor import MatchResult, Processor
 
 

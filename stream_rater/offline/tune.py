@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from stream_rater.offline.evaluate import Summary, score
-from stream_rater.contracts import MatchFinished
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished
+from stream_rater.offline.evaluate import Summary, score
 from stream_rater.rating import registry
 
 #: Per model: the parameters fitted by default and the transform each is searched in.
@@ -117,13 +117,21 @@ class TuneResult:
         """A JSON-ready dict (metrics only, no calibration tables)."""
 
         def scores(s: Scores) -> dict[str, Any]:
-            return {"params": s.params, **{part: _metrics(getattr(s, part)) for part in ("fit", "rest", "all")}}
+            return {
+                "params": s.params,
+                **{part: _metrics(getattr(s, part)) for part in ("fit", "rest", "all")},
+            }
 
         return {
-            "ladder": self.ladder, "model": self.model, "objective": self.objective,
-            "fit_matches": self.fit_matches, "matches": self.matches, "trials": len(self.trials),
+            "ladder": self.ladder,
+            "model": self.model,
+            "objective": self.objective,
+            "fit_matches": self.fit_matches,
+            "matches": self.matches,
+            "trials": len(self.trials),
             "seconds": round(self.seconds, 1),
-            "baseline": scores(self.baseline), "tuned": scores(self.tuned),
+            "baseline": scores(self.baseline),
+            "tuned": scores(self.tuned),
         }
 
     def report(self) -> str:
@@ -133,8 +141,12 @@ class TuneResult:
             f"minimising {self.objective} on the first {self.fit_matches} of {self.matches} matches"
         )
         parts = [("fit", self.fit_matches), ("rest", self.matches - self.fit_matches), ("all", self.matches)]
-        lines = [head, "", f"{'':<16}" + "".join(f"{f'{p} ({n})':>22}" for p, n in parts),
-                 f"{'':<16}" + f"{'baseline':>11}{'tuned':>11}" * 3]
+        lines = [
+            head,
+            "",
+            f"{'':<16}" + "".join(f"{f'{p} ({n})':>22}" for p, n in parts),
+            f"{'':<16}" + f"{'baseline':>11}{'tuned':>11}" * 3,
+        ]
         for name, fmt in (("wrong_order", "{:.3%}"), ("log_loss", "{:.5f}"), ("brier", "{:.5f}")):
             cells = []
             for part, _ in parts:
@@ -147,8 +159,13 @@ class TuneResult:
 
 
 def _metrics(s: Summary) -> dict[str, Any]:
-    return {"matches": s.matches, "pairs": s.pairs, "wrong_order": s.wrong_order,
-            "log_loss": s.log_loss, "brier": s.brier}
+    return {
+        "matches": s.matches,
+        "pairs": s.pairs,
+        "wrong_order": s.wrong_order,
+        "log_loss": s.log_loss,
+        "brier": s.brier,
+    }
 
 
 def _flags(params: Mapping[str, Any]) -> str:
@@ -218,7 +235,7 @@ def tune(
         params = decode(x)
         try:
             trial_ladders = with_params(params)
-            trial_ladders.get(ladder).rating_model
+            trial_ladders.get(ladder).rating_model  # noqa: B018 -- builds the model: invalid values raise here
         except ValueError:
             value = math.inf
         else:
@@ -237,20 +254,31 @@ def tune(
     for name in zero:
         x0 = min((encode({**decode(x0), name: value}) for value in ZERO_SCAN[space[name]]), key=evaluate)
     simplex = np.vstack([x0] + [x0 + _STEP * row for row in np.eye(len(names))])
-    minimize(evaluate, x0, method="Nelder-Mead",
-             options={"maxfev": max(max_trials - len(trials), len(names) + 1), "initial_simplex": simplex,
-                      "xatol": 0.01, "fatol": 1e-5})
+    minimize(
+        evaluate,
+        x0,
+        method="Nelder-Mead",
+        options={
+            "maxfev": max(max_trials - len(trials), len(names) + 1),
+            "initial_simplex": simplex,
+            "xatol": 0.01,
+            "fatol": 1e-5,
+        },
+    )
     best = min(trials, key=lambda t: t.value)
     tuned_params = {n: _round(v) for n, v in best.params.items()}
 
     def scores(params: dict[str, Any]) -> Scores:
         trial_ladders = with_params(params)
-        (fit_part, rest), whole, _ = score([matches[:fit], matches[fit:]], trial_ladders, batch_size=batch_size)
+        (fit_part, rest), whole, _ = score(
+            [matches[:fit], matches[fit:]], trial_ladders, batch_size=batch_size
+        )
         return Scores(dict(trial_ladders.get(ladder).params), fit_part, rest, whole)
 
     baseline = scores({})
     tuned = scores(tuned_params)
     if tuned.fit.metric(objective) > baseline.fit.metric(objective):
         tuned = baseline  # the search found nothing better than the configured values
-    return TuneResult(ladder, base.model, objective, fit, len(matches), trials,
-                      time.perf_counter() - start, baseline, tuned)
+    return TuneResult(
+        ladder, base.model, objective, fit, len(matches), trials, time.perf_counter() - start, baseline, tuned
+    )

@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from stream_rater.contracts.codecs import DecodeError, decode_match
-from stream_rater.contracts import Limits, MatchFinished, ValidationError
-from stream_rater.service.kafka_io import LogRecord, committed_offsets, read_log
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.processor import Processor
-from stream_rater.offline.replay import replay
 from stream_rater.config.settings import Settings
+from stream_rater.contracts import Limits, MatchFinished, ValidationError
+from stream_rater.contracts.codecs import DecodeError, decode_match
+from stream_rater.kafka import LogRecord, committed_offsets, read_log
+from stream_rater.offline.replay import replay
+from stream_rater.processor import Processor
 from stream_rater.store import PlayerState, StateStore
 from stream_rater.store.memory import MemoryStore
 
@@ -45,8 +45,9 @@ class LadderHistory:
         return len(self.positions) <= 1
 
 
-def ladder_history(records: Iterable[LogRecord], ladders: Ladders, ladder: str,
-                   limits: Limits = Limits()) -> LadderHistory:
+def ladder_history(
+    records: Iterable[LogRecord], ladders: Ladders, ladder: str, limits: Limits = Limits()
+) -> LadderHistory:
     """The matches of `ladder` among `records` (in (partition, offset) order), decoded and
     validated as a worker does. If the ladder's records are spread over several partitions
     (a foreign producer keyed them otherwise), the stream's order among them was not
@@ -69,8 +70,9 @@ def ladder_history(records: Iterable[LogRecord], ladders: Ladders, ladder: str,
     return history
 
 
-async def recompute(matches: Iterable[MatchFinished], ladders: Ladders, ladder: str
-                    ) -> tuple[dict[str, PlayerState], dict[str, PlayerState]]:
+async def recompute(
+    matches: Iterable[MatchFinished], ladders: Ladders, ladder: str
+) -> tuple[dict[str, PlayerState], dict[str, PlayerState]]:
     """Players' and effects' states after applying `matches` in order to an empty store."""
     processor = Processor(ladders, MemoryStore())
     await replay(matches, processor)
@@ -104,19 +106,31 @@ class Difference:
                 return "absent"
             sigma = "" if s.sigma is None else f" sigma={s.sigma!r}"
             return f"mu={s.mu!r}{sigma} games={s.games}"
+
         kind = "effect" if self.is_effect else "player"
         return f"{kind} {self.player_id}: live {show(self.live)}; recomputed {show(self.recomputed)}"
 
 
-def differences(live: dict[str, PlayerState], recomputed: dict[str, PlayerState], tolerance: float,
-                is_effect: bool = False) -> list[Difference]:
+def differences(
+    live: dict[str, PlayerState],
+    recomputed: dict[str, PlayerState],
+    tolerance: float,
+    is_effect: bool = False,
+) -> list[Difference]:
     """Players whose μ, σ (absolute `tolerance`), games or last match differ, or who are
     only on one side; sorted by id."""
+
     def same(a: PlayerState, b: PlayerState) -> bool:
         sigmas = (a.sigma is None) == (b.sigma is None) and (
-            a.sigma is None or math.isclose(a.sigma, b.sigma, rel_tol=0, abs_tol=tolerance))  # type: ignore[arg-type]
-        return (math.isclose(a.mu, b.mu, rel_tol=0, abs_tol=tolerance) and sigmas
-                and a.games == b.games and a.last_played == b.last_played)
+            a.sigma is None or math.isclose(a.sigma, b.sigma, rel_tol=0, abs_tol=tolerance)
+        )  # type: ignore[arg-type]
+        return (
+            math.isclose(a.mu, b.mu, rel_tol=0, abs_tol=tolerance)
+            and sigmas
+            and a.games == b.games
+            and a.last_played == b.last_played
+        )
+
     return [
         Difference(pid, is_effect, live.get(pid), recomputed.get(pid))
         for pid in sorted(set(live) | set(recomputed))
@@ -139,14 +153,20 @@ class VerifyReport:
     def lines(self) -> list[str]:
         out = [d.line() for d in self.differences]
         if not self.ordered:
-            out.append(f"warning: ladder {self.ladder!r} has match records on several partitions; the order "
-                       "between them was not defined, so differences may come from that")
+            out.append(
+                f"warning: ladder {self.ladder!r} has match records on several partitions; the order "
+                "between them was not defined, so differences may come from that"
+            )
         if not self.caught_up:
-            out.append("warning: the worker group had not committed every record read (lagging or stopped); "
-                       "differences may be matches it has not applied yet")
+            out.append(
+                "warning: the worker group had not committed every record read (lagging or stopped); "
+                "differences may be matches it has not applied yet"
+            )
         verdict = "differ" if self.differences else "match"
-        out.append(f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
-                   f"records skipped); {self.players} players; {len(self.differences)} {verdict}")
+        out.append(
+            f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
+            f"records skipped); {self.players} players; {len(self.differences)} {verdict}"
+        )
         return out
 
 
@@ -162,8 +182,15 @@ async def _caught_up(settings: Settings, positions: dict[int, int], wait: float)
         await asyncio.sleep(0.2)
 
 
-async def verify(settings: Settings, ladders: Ladders, ladder: str, store: StateStore,
-                 tolerance: float = 1e-9, wait: float = 30.0, rounds: int = 5) -> VerifyReport:
+async def verify(
+    settings: Settings,
+    ladders: Ladders,
+    ladder: str,
+    store: StateStore,
+    tolerance: float = 1e-9,
+    wait: float = 30.0,
+    rounds: int = 5,
+) -> VerifyReport:
     """Recompute `ladder` from the matches topic and compare with `store`.
 
     Reads the topic up to its end, waits (up to `wait` s) until the worker group has committed
@@ -184,15 +211,25 @@ async def verify(settings: Settings, ladders: Ladders, ladder: str, store: State
     return await compare(store, ladders, history, live, tolerance, caught_up)
 
 
-async def compare(store: StateStore, ladders: Ladders, history: LadderHistory,
-                  live: tuple[dict[str, PlayerState], dict[str, PlayerState]], tolerance: float = 1e-9,
-                  caught_up: bool = True) -> VerifyReport:
+async def compare(
+    store: StateStore,
+    ladders: Ladders,
+    history: LadderHistory,
+    live: tuple[dict[str, PlayerState], dict[str, PlayerState]],
+    tolerance: float = 1e-9,
+    caught_up: bool = True,
+) -> VerifyReport:
     """Compare the `live` states (players, effects) of `history`'s ladder with a recomputation
     of `history` with the store's live parameter overrides and voids: `verify` once the
     history is read and the worker group has caught up with it."""
     ladder = history.ladder
     ladders, voided = await corrected(store, ladders, ladder)
-    players, effects = await recompute([m for m in history.matches if m.match_id not in voided], ladders, ladder)
-    found = differences(live[0], players, tolerance) + differences(live[1], effects, tolerance, is_effect=True)
-    return VerifyReport(ladder, len(history.matches), len(players), found, history.ordered,
-                        len(history.rejected), caught_up)
+    players, effects = await recompute(
+        [m for m in history.matches if m.match_id not in voided], ladders, ladder
+    )
+    found = differences(live[0], players, tolerance) + differences(
+        live[1], effects, tolerance, is_effect=True
+    )
+    return VerifyReport(
+        ladder, len(history.matches), len(players), found, history.ordered, len(history.rejected), caught_up
+    )

@@ -140,8 +140,7 @@ def _tail_window(p: float, q: float, t_eps: float) -> tuple[float, float]:
     inside = 1.0 - rho
     beyond_q = q - p + k1q  # mean of the tail beyond q, measured from p
     offset = (k1p - rho * beyond_q) / inside
-    var = (k1p * (k2p - k1p) - rho * k1q * (k2q - k1q)
-           - inside * rho * (offset - beyond_q) ** 2) / inside
+    var = (k1p * (k2p - k1p) - rho * k1q * (k2q - k1q) - inside * rho * (offset - beyond_q) ** 2) / inside
     return offset, var
 
 

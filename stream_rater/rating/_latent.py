@@ -106,9 +106,7 @@ _FAMILIES = {
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(16)
 
 
-def first_place_probabilities(
-    locs: Sequence[float], scales: Sequence[float], family: str
-) -> list[float]:
+def first_place_probabilities(locs: Sequence[float], scales: Sequence[float], family: str) -> list[float]:
     """P(team a's performance is the largest) for independent location-scale performances.
 
     ``family="normal"``: performance ~ N(loc, scale²) (Thurstone; TrueSkill's team
@@ -182,7 +180,9 @@ def gaussian_order_loglik_gradient(
     narrowest = min(float(np.min(sd)), min(group_sd))
     x, h = _grid(float(np.min(loc - 10.0 * sd)), float(np.max(loc + 10.0 * sd)), 0.05 * narrowest)
     points = len(x)
-    log_f = -0.5 * (x[None, :] - loc[:, None]) ** 2 / var[:, None] - _LOG_SQRT_2PI - 0.5 * np.log(var)[:, None]
+    log_f = (
+        -0.5 * (x[None, :] - loc[:, None]) ** 2 / var[:, None] - _LOG_SQRT_2PI - 0.5 * np.log(var)[:, None]
+    )
     log_group = [log_f[list(g)].sum(axis=0) for g in groups]
 
     # forward: below[g] = log ∫_{−∞}^{x} (groups 0..g−1 in order, all below x)

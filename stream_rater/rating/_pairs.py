@@ -85,9 +85,7 @@ def team_sums(teams: Teams) -> list[float]:
 
 def apply_team_deltas(teams: Teams, deltas: Sequence[float]) -> list[list[Rating]]:
     """Posterior Elo-family states: every member of team t moves by ``deltas[t]``."""
-    return [
-        [Rating(p.mu + float(d), None) for p in team] for team, d in zip(teams, deltas)
-    ]
+    return [[Rating(p.mu + float(d), None) for p in team] for team, d in zip(teams, deltas)]
 
 
 def unchanged(teams: Teams) -> list[list[Rating]]:

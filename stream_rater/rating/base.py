@@ -100,10 +100,7 @@ class RatingModel(ABC):
         """
         if outcome.rated is None or all(all(team) for team in outcome.rated):
             return self._rate(teams, outcome)
-        kept = [
-            (t, [p for p, ok in enumerate(outcome.rated[t]) if ok])
-            for t in range(len(teams))
-        ]
+        kept = [(t, [p for p, ok in enumerate(outcome.rated[t]) if ok]) for t in range(len(teams))]
         kept = [(t, players) for t, players in kept if players]
         result = [list(team) for team in teams]
         if len(kept) < 2:

@@ -134,7 +134,9 @@ class Elo(PointRatingModel):
         parts: list[list[float]] = [[] for _ in range(n)]
         for a in range(n):
             for b in range(a + 1, n):
-                d = self.pair_delta(sums[a], sums[b], pair_score(ranks[a], ranks[b]), len(teams[a]), len(teams[b]))
+                d = self.pair_delta(
+                    sums[a], sums[b], pair_score(ranks[a], ranks[b]), len(teams[a]), len(teams[b])
+                )
                 parts[a].append(d)
                 parts[b].append(-d)
         divisor = float(n - 1) if self.combine == "mean" else 1.0

@@ -98,7 +98,7 @@ class PlackettLuce(PointRatingModel):
         eta: float = 32.0,
         scale: float = CHESS_SCALE,
         initial: float = 1500.0,
-        reversed: bool = False,  # noqa: A002 - the ladder configuration key
+        reversed: bool = False,
     ) -> None:
         self.eta = check_positive("eta", eta)
         self.scale = check_positive("scale", scale)

@@ -52,7 +52,7 @@ def predict(model: RatingModel, teams: Teams) -> Prediction:
     quality = getattr(model, "quality", None)
     draw_margin = getattr(model, "draw_margin", None)
     if draw_margin is not None and len(teams) == 2:
-        extra = model.tau ** 2 + model.beta ** 2  # type: ignore[attr-defined]
+        extra = model.tau**2 + model.beta**2  # type: ignore[attr-defined]
         delta = math.fsum(r.mu for r in teams[0]) - math.fsum(r.mu for r in teams[1])
         c = math.sqrt(math.fsum(r.sigma * r.sigma + extra for team in teams for r in team))  # type: ignore[operator]
         eps = draw_margin(len(teams[0]) + len(teams[1]))
@@ -85,7 +85,7 @@ def ranking_probabilities(model: RatingModel, teams: Teams, seed: int = 0) -> di
     if getattr(model, "draw_margin", None) is not None:
         import numpy as np
 
-        extra = model.tau ** 2 + model.beta ** 2  # type: ignore[attr-defined]
+        extra = model.tau**2 + model.beta**2  # type: ignore[attr-defined]
         means = [math.fsum(r.mu for r in team) for team in teams]
         stds = [math.sqrt(math.fsum(r.sigma * r.sigma + extra for r in team)) for team in teams]  # type: ignore[operator]
         draws = np.random.default_rng(seed).normal(means, stds, size=(RANKING_SAMPLES, len(teams)))
@@ -121,8 +121,9 @@ class Balance:
     exhaustive: bool
 
 
-def balance(model: RatingModel, pool: Sequence[Rating], team_sizes: Sequence[int],
-            budget: float = 0.5) -> Balance:
+def balance(
+    model: RatingModel, pool: Sequence[Rating], team_sizes: Sequence[int], budget: float = 0.5
+) -> Balance:
     """The split of `pool` into teams of `team_sizes` with the highest `predict` quality.
 
     Exhaustive when there are at most `EXHAUSTIVE_SPLITS` labelled splits (10 players into

@@ -121,7 +121,7 @@ class SphElo(PointRatingModel):
 
     def __init__(
         self,
-        T: float = 120.0,  # noqa: N803 - the seed's name, used as the configuration key
+        T: float = 120.0,
         game_mult: float = 2.0,
         max_game_length: float = 20.0,
         initial: float = 500.0,
@@ -149,9 +149,7 @@ class SphElo(PointRatingModel):
         Convenience over `rate_match` (ranks are not needed by this model); players with
         ``rated`` False keep their rating and are compared with nobody.
         """
-        outcome = Outcome(
-            ranks=[0.0] * len(teams), scores=scores, seconds_played=seconds_played, rated=rated
-        )
+        outcome = Outcome(ranks=[0.0] * len(teams), scores=scores, seconds_played=seconds_played, rated=rated)
         return self.rate_match(teams, outcome)
 
     def offsets(self, teams: Teams, outcome: Outcome) -> list[float]:

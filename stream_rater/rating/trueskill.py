@@ -175,9 +175,7 @@ class TrueSkill(RatingModel):
             return self._rate_two(teams, ranks[0], ranks[1], variances, weights)
         return self._rate_many(teams, ranks, variances, weights)
 
-    def _variances(
-        self, teams: Teams, elapsed: Sequence[Sequence[float | None]] | None
-    ) -> list[list[float]]:
+    def _variances(self, teams: Teams, elapsed: Sequence[Sequence[float | None]] | None) -> list[list[float]]:
         """Each player's prior variance after the dynamics: time term (capped), then tau**2."""
         tau2 = self._tau2
         if elapsed is None or self._time_rate == 0.0:
@@ -195,9 +193,7 @@ class TrueSkill(RatingModel):
         return result
 
     @staticmethod
-    def _weights(
-        teams: Teams, weights: Sequence[Sequence[float]] | None
-    ) -> list[list[float]] | None:
+    def _weights(teams: Teams, weights: Sequence[Sequence[float]] | None) -> list[list[float]] | None:
         """Validated partial-play weights floored at `_MIN_WEIGHT`; None when all are 1."""
         if weights is None:
             return None
@@ -235,15 +231,12 @@ class TrueSkill(RatingModel):
             total = sum(var0) + sum(var1) + (len(var0) + len(var1)) * beta2
         else:
             w0, w1 = weights
-            diff = sum(w * r.mu for w, r in zip(w0, team0)) - sum(
-                w * r.mu for w, r in zip(w1, team1)
-            )
+            diff = sum(w * r.mu for w, r in zip(w0, team0)) - sum(w * r.mu for w, r in zip(w1, team1))
             total = sum(w * w * (v + beta2) for w, v in zip(w0, var0)) + sum(
                 w * w * (v + beta2) for w, v in zip(w1, var1)
             )
         shift, omw = self._compare(diff, total, len(team0) + len(team1), rank0, rank1)
-        return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)],
-                           [total, total])
+        return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)], [total, total])
 
     def _rate_duel(
         self,
@@ -262,8 +255,7 @@ class TrueSkill(RatingModel):
             (var_a,), (var_b,) = self._variances(teams, elapsed)
         total = var_a + var_b + 2.0 * self._beta2
         shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1)
-        return [[_posterior(a, var_a, shift, omw, total)],
-                [_posterior(b, var_b, -shift, omw, total)]]
+        return [[_posterior(a, var_a, shift, omw, total)], [_posterior(b, var_b, -shift, omw, total)]]
 
     def _compare(
         self, diff: float, total: float, players: int, rank0: float, rank1: float
@@ -296,12 +288,12 @@ class TrueSkill(RatingModel):
             means = [fsum([r.mu for r in team]) for team in teams]
             spreads = [fsum(row) + len(row) * beta2 for row in variances]
         else:
-            means = [fsum([w * r.mu for w, r in zip(row, team)]) for row, team in
-                     zip(weights, teams)]
-            spreads = [fsum([w * w * (v + beta2) for w, v in zip(row, var)]) for row, var in
-                       zip(weights, variances)]
+            means = [fsum([w * r.mu for w, r in zip(row, team)]) for row, team in zip(weights, teams)]
+            spreads = [
+                fsum([w * w * (v + beta2) for w, v in zip(row, var)]) for row, var in zip(weights, variances)
+            ]
         order = sorted(range(len(teams)), key=ranks.__getitem__)
-        draws = [ranks[i] == ranks[j] for i, j in zip(order, order[1:])]
+        draws = [ranks[i] == ranks[j] for i, j in itertools.pairwise(order)]
         chain = _Chain(self._margin, means, spreads, teams)
         # A message to a team's performance (precision pi, precision-adjusted mean tau)
         # moves the team prior N(mean, spread) by spread * (tau - pi * mean) / den and keeps
@@ -325,9 +317,7 @@ class TrueSkill(RatingModel):
         return _posteriors(teams, variances, weights, moves, spreads)
 
     @staticmethod
-    def _tied_messages(
-        chain: _Chain, order: list[int], draws: list[bool]
-    ) -> list[list[TeamMessage]]:
+    def _tied_messages(chain: _Chain, order: list[int], draws: list[bool]) -> list[list[TeamMessage]]:
         """Each team's messages from every order of the tied blocks (module docs).
 
         The chain sees a team only as its performance prior and size, so teams are sorted
@@ -389,9 +379,7 @@ class TrueSkill(RatingModel):
         """The draw margin eps of a match with `players` players in all (section 4.1)."""
         return self._margin * math.sqrt(players)
 
-    def quality(
-        self, teams: Teams, weights: Sequence[Sequence[float]] | None = None
-    ) -> float:
+    def quality(self, teams: Teams, weights: Sequence[Sequence[float]] | None = None) -> float:
         """Match quality: eq. (7) generalised to teams, as in the ``trueskill`` package.
 
         The draw probability relative to its limit for ``eps -> 0``: with ``d`` the vector of
@@ -456,11 +444,9 @@ class _Chain:
     `run` then does one EP pass for an order of the teams.
     """
 
-    __slots__ = ("means", "spreads", "sizes", "pis", "taus", "margins2")
+    __slots__ = ("margins2", "means", "pis", "sizes", "spreads", "taus")
 
-    def __init__(
-        self, margin: float, means: list[float], spreads: list[float], teams: Teams
-    ) -> None:
+    def __init__(self, margin: float, means: list[float], spreads: list[float], teams: Teams) -> None:
         self.means = means
         self.spreads = spreads
         self.sizes = [len(team) for team in teams]
@@ -578,11 +564,11 @@ def _posteriors(
         ]
     sqrt = math.sqrt
     return [
-        [Rating(r.mu + w * v * shift,
-                sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
-         for r, v, w in zip(team, row, team_weights)]
-        for team, row, team_weights, (shift, remain), spread
-        in zip(teams, variances, weights, moves, spreads)
+        [
+            Rating(r.mu + w * v * shift, sqrt(v * ((spread - w * w * v) + w * w * v * remain) / spread))
+            for r, v, w in zip(team, row, team_weights)
+        ]
+        for team, row, team_weights, (shift, remain), spread in zip(teams, variances, weights, moves, spreads)
     ]
 
 

@@ -20,24 +20,24 @@ from typing import Any
 
 import faust
 
-from stream_rater.contracts import Limits
-from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
-from stream_rater.service.kafka_io import Record, client_options, committed_offsets, create_topics, send_batched
 from stream_rater.config.ladders import Ladders
-from stream_rater.processor import Processor
 from stream_rater.config.settings import ENV_PREFIX, Settings
-from stream_rater.store import StateStore, open_store
-from stream_rater.service.web import register_web
+from stream_rater.contracts import Limits
+from stream_rater.kafka import Record, client_options, committed_offsets, create_topics, send_batched
+from stream_rater.processor import Processor
 from stream_rater.service.corrections import CorrectionHandler
+from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics
 from stream_rater.service.timed_store import TimedStore
+from stream_rater.service.web import register_web
+from stream_rater.store import StateStore, open_store
 
 log = logging.getLogger(__name__)
 
 
 def broker_credentials(settings: Settings) -> Any:
     """faust credentials for the configured Kafka security settings (None = plaintext): the
-    same mapping as the plain clients' `kafka_io.client_options`, in faust's types."""
+    same mapping as the plain clients' `kafka.client_options`, in faust's types."""
     options = client_options(settings)
     context = options.get("ssl_context")
     if options["security_protocol"].startswith("SASL"):
@@ -50,8 +50,9 @@ def broker_credentials(settings: Settings) -> Any:
     return None if context is None else faust.SSLCredentials(context)
 
 
-def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = None,
-               suspect_empty: bool = False) -> faust.App:
+def create_app(
+    settings: Settings, ladders: Ladders, store: StateStore | None = None, suspect_empty: bool = False
+) -> faust.App:
     """A configured worker app. `store` defaults to the Redis at ``settings.redis_url``;
     `suspect_empty` see `Processor` and `store_looks_lost`."""
     app = App(
@@ -81,11 +82,16 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
     )
     app.fetch_max_wait = settings.fetch_max_wait
     matches = app.topic(settings.topic_matches, partitions=settings.partitions)
-    batches = app.batch_buffers[settings.topic_matches] = BatchBuffer(app, maxsize=max(4096, settings.batch_size * 4))
+    batches = app.batch_buffers[settings.topic_matches] = BatchBuffer(
+        app, maxsize=max(4096, settings.batch_size * 4)
+    )
 
-    store = TimedStore(store or open_store(
-        settings.redis_url, history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
-    ))
+    store = TimedStore(
+        store
+        or open_store(
+            settings.redis_url, history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
+        )
+    )
     stopping = asyncio.Event()
 
     async def send(records: list[Record]) -> None:
@@ -128,8 +134,12 @@ def create_app(settings: Settings, ladders: Ladders, store: StateStore | None = 
             raise
 
     corrections = CorrectionHandler(
-        settings, ladders, send, lambda: open_store(settings.redis_url, history_limit=settings.history_limit,
-                                                    marker_ttl=settings.marker_ttl),
+        settings,
+        ladders,
+        send,
+        lambda: open_store(
+            settings.redis_url, history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
+        ),
     )
 
     @app.task
@@ -174,10 +184,15 @@ async def store_looks_lost(settings: Settings) -> bool:
         await store.close()
     committed = await committed_offsets(settings, settings.topic_matches, range(settings.partitions))
     if any(committed.values()):
-        log.error("the store at %s holds no ladder, but consumer group %r has committed offsets %s of %r: "
-                  "its data was lost; no ladder is applied until rebuilt with "
-                  "`stream-rater replay --from-topic --ladder L --store URL`",
-                  settings.redis_url, settings.consumer_group, committed, settings.topic_matches)
+        log.error(
+            "the store at %s holds no ladder, but consumer group %r has committed offsets %s of %r: "
+            "its data was lost; no ladder is applied until rebuilt with "
+            "`stream-rater replay --from-topic --ladder L --store URL`",
+            settings.redis_url,
+            settings.consumer_group,
+            committed,
+            settings.topic_matches,
+        )
         return True
     return False
 
@@ -186,8 +201,11 @@ def run_worker(settings: Settings, ladders: Ladders) -> None:
     """Create missing topics, then run a worker in the foreground until SIGTERM/SIGINT
     (faust handles the signals). faust itself only creates its internal topics, and a broker
     that auto-creates the input topic would pick its own partition count."""
-    asyncio.run(create_topics(settings.broker, settings.topics(), settings.replication_factor,
-                              options=client_options(settings)))
+    asyncio.run(
+        create_topics(
+            settings.broker, settings.topics(), settings.replication_factor, options=client_options(settings)
+        )
+    )
     suspect_empty = asyncio.run(store_looks_lost(settings))
     app = create_app(settings, ladders, suspect_empty=suspect_empty)
     settle_gc()

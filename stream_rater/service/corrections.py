@@ -29,9 +29,9 @@ from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
 from stream_rater.corrections.history import rerate_from_topic
 from stream_rater.corrections.rerate import RerateReport, UnknownMatches, new_owner
+from stream_rater.kafka import client_options, update_record
 from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
-from stream_rater.service.kafka_io import client_options, update_record
 from stream_rater.service.order_watch import Message
 from stream_rater.service.pipeline import TRANSIENT_ERRORS, Send, dead_letter
 from stream_rater.store import StateStore
@@ -51,8 +51,16 @@ class Refused(ValueError):
 class CorrectionHandler:
     """Carries out one correction request at a time; see the module docstring."""
 
-    def __init__(self, settings: Settings, ladders: Ladders, send: Send, open_store: Callable[[], StateStore],
-                 *, max_backoff: float = 5.0, lease: float = 10.0) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        ladders: Ladders,
+        send: Send,
+        open_store: Callable[[], StateStore],
+        *,
+        max_backoff: float = 5.0,
+        lease: float = 10.0,
+    ) -> None:
         """`send(records)` produces records and returns when the broker has them;
         `open_store()` a store for one re-rate (closed after it)."""
         self.settings, self.ladders, self.send, self.open_store = settings, ladders, send, open_store
@@ -63,9 +71,12 @@ class CorrectionHandler:
         """Carry out the requests of the corrections topic one at a time, committing each
         one's offset after it, until cancelled (the worker stops)."""
         consumer = AIOKafkaConsumer(
-            self.settings.topic_corrections, **client_options(self.settings),
-            group_id=f"{self.settings.consumer_group}-corrections", enable_auto_commit=False,
-            auto_offset_reset="earliest", max_poll_interval_ms=MAX_REQUEST_SECONDS * 1000,
+            self.settings.topic_corrections,
+            **client_options(self.settings),
+            group_id=f"{self.settings.consumer_group}-corrections",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_interval_ms=MAX_REQUEST_SECONDS * 1000,
             fetch_max_wait_ms=int(1000 * self.settings.fetch_max_wait),
         )
         await consumer.start()
@@ -96,13 +107,22 @@ class CorrectionHandler:
             kind = request.kind
             report = await self._carry_out(request)
         except Refused as exc:
-            log.warning("correction request %s[%d]@%d refused: %s", message.topic, message.partition,
-                        message.offset, exc)
+            log.warning(
+                "correction request %s[%d]@%d refused: %s",
+                message.topic,
+                message.partition,
+                message.offset,
+                exc,
+            )
             await self._dead_letter(message, kind, "rejected", str(exc))
             return None
         except Exception as exc:  # a bug, not the request: dead-lettered, as a match would be
-            log.exception("correction request %s[%d]@%d failed", message.topic, message.partition, message.offset)
-            await self._dead_letter(message, kind, "failed", f"correction failed: {type(exc).__name__}: {exc}")
+            log.exception(
+                "correction request %s[%d]@%d failed", message.topic, message.partition, message.offset
+            )
+            await self._dead_letter(
+                message, kind, "failed", f"correction failed: {type(exc).__name__}: {exc}"
+            )
             return None
         self._count(request, report)
         return report
@@ -115,8 +135,9 @@ class CorrectionHandler:
     def _request(self, message: Message) -> CorrectionRequest:
         """The decoded, checked request; `Refused` says why not."""
         try:
-            request = CorrectionRequest.from_dict(decode(message.value or b"", self.limits),
-                                                  self.limits.max_id_length)
+            request = CorrectionRequest.from_dict(
+                decode(message.value or b"", self.limits), self.limits.max_id_length
+            )
             ladder = self.ladders.get(request.ladder)
             check_params(ladder.model, {**ladder.params, **request.params})
         except (DecodeError, ValidationError) as exc:
@@ -151,10 +172,17 @@ class CorrectionHandler:
         metrics.RERATE_RUNNING.labels(request.ladder).set(1)
         try:
             return await rerate_from_topic(
-                self.settings, self.ladders, request.ladder, store, send=self._send_events,
-                params=request.params, void=request.match_ids if request.kind == "void" else (),
-                unvoid=request.match_ids if request.kind == "unvoid" else (), reason=request.reason,
-                lease=self.lease, owner=owner,
+                self.settings,
+                self.ladders,
+                request.ladder,
+                store,
+                send=self._send_events,
+                params=request.params,
+                void=request.match_ids if request.kind == "void" else (),
+                unvoid=request.match_ids if request.kind == "unvoid" else (),
+                reason=request.reason,
+                lease=self.lease,
+                owner=owner,
             )
         finally:
             metrics.RERATE_RUNNING.labels(request.ladder).set(0)
@@ -169,7 +197,13 @@ class CorrectionHandler:
         ladder = request.ladder
         if report.nothing_to_do:
             metrics.CORRECTIONS.labels(request.kind, "nothing_to_do").inc()
-            log.info("correction %s of %r (request %s): %s", request.kind, ladder, request.request_id, report.line())
+            log.info(
+                "correction %s of %r (request %s): %s",
+                request.kind,
+                ladder,
+                request.request_id,
+                report.line(),
+            )
             return
         metrics.CORRECTIONS.labels(request.kind, "switched").inc()
         metrics.MATCHES_VOIDED.labels(ladder, "void").inc(len(report.voided))
@@ -178,4 +212,6 @@ class CorrectionHandler:
         metrics.RERATE_CORRECTION_EVENTS.labels(ladder).inc(report.corrections)
         metrics.RERATE_LAST_SWITCH.labels(ladder).set(time.time())
         metrics.RERATE_LAST_BLOCKED.labels(ladder).set(report.blocked_seconds)
-        log.info("correction %s of %r (request %s): %s", request.kind, ladder, request.request_id, report.line())
+        log.info(
+            "correction %s of %r (request %s): %s", request.kind, ladder, request.request_id, report.line()
+        )

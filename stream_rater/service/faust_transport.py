@@ -116,7 +116,9 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             self._next_offset[tp] = offset + 1
             return DELIVER
         self._jumped[tp] = offset
-        self.log.warning("offsets of %s jumped from %d to %d; re-reading from %d", tp, expected, offset, expected)
+        self.log.warning(
+            "offsets of %s jumped from %d to %d; re-reading from %d", tp, expected, offset, expected
+        )
         await self.seek(tp, expected)
         return REWOUND
 
@@ -145,8 +147,13 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 self._next_offset[tp] = position
                 continue
             self._jumped[tp] = position
-            self.log.warning("%s: offsets %d to %d were fetched but never delivered; re-reading from %d",
-                             tp, expected, position - 1, expected)
+            self.log.warning(
+                "%s: offsets %d to %d were fetched but never delivered; re-reading from %d",
+                tp,
+                expected,
+                position - 1,
+                expected,
+            )
             await self.seek(tp, expected)
 
     async def seek(self, partition: TP, offset: int) -> None:
@@ -158,7 +165,9 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         """faust's seek to the committed offsets (a rebalance); each partition with a committed
         offset must go on from there, one without from whatever it reads first."""
         await super().perform_seek()
-        self._next_offset = {tp: offset for tp, offset in self._committed_offset.items() if offset is not None}
+        self._next_offset = {
+            tp: offset for tp, offset in self._committed_offset.items() if offset is not None
+        }
         self._jumped.clear()
 
     def _new_consumer_thread(self) -> _ConsumerThread:
@@ -208,7 +217,7 @@ def aiokafka_producer(app: faust.App) -> AIOKafkaProducer:
     """The aiokafka producer inside faust's (started, flushed and stopped with the app).
 
     faust's Producer only offers per-record sends and no metadata request; the worker sends
-    whole batches (`kafka_io.send_batched`) and readiness asks the broker for metadata."""
+    whole batches (`kafka.send_batched`) and readiness asks the broker for metadata."""
     return app.producer._ensure_producer()
 
 
@@ -267,7 +276,7 @@ class BatchBuffer:
                 self._added.clear()
                 try:
                     await asyncio.wait_for(self._added.wait(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             if records:  # unless a rebalance cleared the buffer meanwhile
                 break

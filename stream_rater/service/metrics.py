@@ -9,7 +9,9 @@ from prometheus_client.metrics import MetricWrapperBase
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 MATCHES_CONSUMED = Counter("stream_rater_matches_consumed", "Match-finished events read from Kafka")
-MATCHES_APPLIED = Counter("stream_rater_matches_applied", "Matches applied (committed to the store)", ["ladder"])
+MATCHES_APPLIED = Counter(
+    "stream_rater_matches_applied", "Matches applied (committed to the store)", ["ladder"]
+)
 MATCHES_DUPLICATE = Counter(
     "stream_rater_matches_duplicate", "Matches skipped because they had been applied already", ["ladder"]
 )
@@ -28,7 +30,8 @@ CORRECTIONS = Counter(
     ["kind", "outcome"],
 )
 MATCHES_VOIDED = Counter(
-    "stream_rater_matches_voided", "Matches voided (or, kind=unvoid, un-voided) by correction requests",
+    "stream_rater_matches_voided",
+    "Matches voided (or, kind=unvoid, un-voided) by correction requests",
     ["ladder", "kind"],
 )
 RERATE_MATCHES = Counter(
@@ -38,15 +41,19 @@ RERATE_CORRECTION_EVENTS = Counter(
     "stream_rater_rerate_correction_events", "Correction events sent by re-rates the worker ran", ["ladder"]
 )
 RERATE_RUNNING = Gauge(
-    "stream_rater_rerate_running", "1 while this worker re-rates the ladder for a correction request", ["ladder"]
+    "stream_rater_rerate_running",
+    "1 while this worker re-rates the ladder for a correction request",
+    ["ladder"],
 )
 RERATE_LAST_SWITCH = Gauge(
     "stream_rater_rerate_last_switch_timestamp_seconds",
-    "When this worker last switched the ladder to a re-rated generation (Unix time)", ["ladder"],
+    "When this worker last switched the ladder to a re-rated generation (Unix time)",
+    ["ladder"],
 )
 RERATE_LAST_BLOCKED = Gauge(
     "stream_rater_rerate_last_blocked_seconds",
-    "How long live commits of the ladder were refused at its last switch (freeze to lift)", ["ladder"],
+    "How long live commits of the ladder were refused at its last switch (freeze to lift)",
+    ["ladder"],
 )
 MATCHES_LATE = Counter(
     "stream_rater_matches_late",
@@ -73,19 +80,24 @@ BATCH_RETRIES = Counter(
     "stream_rater_batch_retries", "Batches retried after a Redis or broker error", ["error"]
 )
 BATCH_SIZE = Histogram(
-    "stream_rater_batch_size", "Events per processed batch",
+    "stream_rater_batch_size",
+    "Events per processed batch",
     buckets=(1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500),
 )
 EVENT_LATENCY = Histogram(
-    "stream_rater_event_latency_seconds", "Match finished_at → rating change emitted",
-    buckets=_LATENCY_BUCKETS + (60.0, 300.0, 3600.0),
+    "stream_rater_event_latency_seconds",
+    "Match finished_at → rating change emitted",
+    buckets=(*_LATENCY_BUCKETS, 60.0, 300.0, 3600.0),
 )
 PROCESSING_LATENCY = Histogram(
-    "stream_rater_processing_latency_seconds", "Batch consumed → committed and produced",
+    "stream_rater_processing_latency_seconds",
+    "Batch consumed → committed and produced",
     buckets=_LATENCY_BUCKETS,
 )
 STORE_ROUND_TRIP = Histogram(
-    "stream_rater_store_round_trip_seconds", "Duration of one store operation", ["operation"],
+    "stream_rater_store_round_trip_seconds",
+    "Duration of one store operation",
+    ["operation"],
     buckets=_LATENCY_BUCKETS,
 )
 CONSUMER_LAG = Gauge("stream_rater_consumer_lag", "Messages behind the partition end", ["topic", "partition"])

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from stream_rater.contracts import match_key
+from stream_rater.kafka import home_partition
 from stream_rater.service import metrics
-from stream_rater.service.kafka_io import home_partition
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,12 @@ class OrderWatch:
     the ladder and partition is logged at most once per `warn_every` seconds per pair.
     """
 
-    def __init__(self, partition_count: Callable[[str], int | None], warn_every: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        partition_count: Callable[[str], int | None],
+        warn_every: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.partition_count = partition_count
         self.warn_every = warn_every
         self.clock = clock
@@ -66,6 +70,9 @@ class OrderWatch:
                 "ladder %r: a match record on %s[%d] (key %r) is not keyed by its ladder or not on "
                 "the ladder's partition; it is applied exactly once, but its order relative to the "
                 "ladder's other matches is not guaranteed (stream_rater_matches_miskeyed_total)",
-                ladder, message.topic, message.partition, message.key,
+                ladder,
+                message.topic,
+                message.partition,
+                message.key,
             )
         return False

@@ -21,14 +21,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stream_rater.service import metrics
-from stream_rater.contracts.codecs import DecodeError, decode_match
-from stream_rater.contracts import Limits, MatchFinished, ValidationError
-from stream_rater.service.kafka_io import Record, update_record
-from stream_rater.service.order_watch import Message, OrderWatch
 from stream_rater.config.ladders import Ladders
+from stream_rater.contracts import Limits, MatchFinished, ValidationError
+from stream_rater.contracts.codecs import DecodeError, decode_match
+from stream_rater.kafka import Record, update_record
 from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
-
+from stream_rater.service import metrics
+from stream_rater.service.order_watch import Message, OrderWatch
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +67,13 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
     from aiokafka.errors import KafkaError
 
     errors: list[type[BaseException]] = [
-        redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError,
-        KafkaError, ConnectionError, TimeoutError, TooManyConflicts,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+        redis.exceptions.BusyLoadingError,
+        KafkaError,
+        ConnectionError,
+        TimeoutError,
+        TooManyConflicts,
     ]
     try:
         from faust.exceptions import ProducerSendError
@@ -193,16 +197,28 @@ class BatchHandler:
         for message, match in valid:
             try:
                 one = await self._retry(
-                    "store", lambda: self.processor.process([match], [(message.partition, message.offset)]))
+                    "store",
+                    lambda: self.processor.process([match], [(message.partition, message.offset)]),  # noqa: B023
+                )
             except (WorkerStopping, asyncio.CancelledError):
                 raise
             except Exception as exc:
-                log.exception("match %r (%s[%d]@%d) failed in processing; dead-lettered",
-                              match.match_id, message.topic, message.partition, message.offset)
+                log.exception(
+                    "match %r (%s[%d]@%d) failed in processing; dead-lettered",
+                    match.match_id,
+                    message.topic,
+                    message.partition,
+                    message.offset,
+                )
                 metrics.MATCHES_REJECTED.labels("processing").inc()
                 short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
-                dead.append((message, f"processing failed: {type(exc).__name__}: {exc}",
-                             [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]))
+                dead.append(
+                    (
+                        message,
+                        f"processing failed: {type(exc).__name__}: {exc}",
+                        [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())],
+                    )
+                )
                 continue
             result.results += one.results
             result.conflicts += one.conflicts
@@ -258,7 +274,9 @@ class BatchPipeline:
     or acknowledged, and the failure is raised by `submit` or `drain`.
     """
 
-    def __init__(self, handler: BatchHandler, ack: Callable[[Sequence[Message]], None], depth: int = 3) -> None:
+    def __init__(
+        self, handler: BatchHandler, ack: Callable[[Sequence[Message]], None], depth: int = 3
+    ) -> None:
         """`ack(messages)` acknowledges a finished batch; at most `depth` batches are in hand."""
         self.handler = handler
         self.ack = ack

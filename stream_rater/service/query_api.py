@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from stream_rater.queries import LEADERBOARD_TOP, QueryError, Queries
+from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError
 from stream_rater.store import StateStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -46,6 +46,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
                 return web.json_response(await ask(request.match_info["ladder"], body))
             except QueryError as exc:
                 return web.json_response({"error": str(exc)}, status=exc.status)
+
         return handle
 
     async def leaderboard(request: web.Request) -> web.Response:
@@ -57,12 +58,22 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
 
     return [
         web.get("/api/ladders/{ladder}/leaderboard", leaderboard),
-        web.post("/api/ladders/{ladder}/players",
-                 answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock()))),
-        web.post("/api/ladders/{ladder}/predict",
-                 answering(lambda ladder, b: queries.predict(ladder, b.get("teams"), clock(), b.get("rankings", False)))),
-        web.post("/api/ladders/{ladder}/balance",
-                 answering(lambda ladder, b: queries.balance(ladder, b.get("players"), b.get("team_sizes"), clock()))),
+        web.post(
+            "/api/ladders/{ladder}/players",
+            answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock())),
+        ),
+        web.post(
+            "/api/ladders/{ladder}/predict",
+            answering(
+                lambda ladder, b: queries.predict(ladder, b.get("teams"), clock(), b.get("rankings", False))
+            ),
+        ),
+        web.post(
+            "/api/ladders/{ladder}/balance",
+            answering(
+                lambda ladder, b: queries.balance(ladder, b.get("players"), b.get("team_sizes"), clock())
+            ),
+        ),
         web.get("/api/openapi.yaml", _openapi),
     ]
 

@@ -20,8 +20,14 @@ class TimedStore(StateStore):
     def round_trips(self) -> int:  # type: ignore[override]
         return self.inner.round_trips
 
-    async def read(self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str],
-                   match_ids: Iterable[str], generation: int | None = None) -> Snapshot:
+    async def read(
+        self,
+        ladder: str,
+        player_ids: Iterable[str],
+        effect_ids: Iterable[str],
+        match_ids: Iterable[str],
+        generation: int | None = None,
+    ) -> Snapshot:
         with metrics.STORE_ROUND_TRIP.labels("read").time():
             return await self.inner.read(ladder, player_ids, effect_ids, match_ids, generation)
 
@@ -33,8 +39,13 @@ class TimedStore(StateStore):
         with metrics.STORE_ROUND_TRIP.labels("lookup").time():
             return await self.inner.lookup(ladder, player_ids)
 
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
-                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
+    async def players(
+        self,
+        ladder: str,
+        effects: bool = False,
+        generation: int | None = None,
+        only: Collection[str] | None = None,
+    ) -> dict[str, PlayerState]:
         return await self.inner.players(ladder, effects, generation, only)
 
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
@@ -49,8 +60,9 @@ class TimedStore(StateStore):
     async def generations(self, ladder: str) -> Generations:
         return await self.inner.generations(ladder)
 
-    async def begin_rerate(self, ladder: str, owner: str, lease: float,
-                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
+    async def begin_rerate(
+        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+    ) -> tuple[int, int | None]:
         return await self.inner.begin_rerate(ladder, owner, lease, params)
 
     async def renew(self, ladder: str, owner: str, lease: float) -> None:
@@ -59,8 +71,9 @@ class TimedStore(StateStore):
     async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
         await self.inner.freeze(ladder, owner, ttl)
 
-    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
-                     outbox: Sequence[dict]) -> None:
+    async def switch(
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+    ) -> None:
         await self.inner.switch(ladder, owner, staging, live, outbox)
 
     async def finish_rerate(self, ladder: str, owner: str) -> None:
@@ -84,7 +97,9 @@ class TimedStore(StateStore):
     async def voids(self, ladder: str) -> dict[str, dict]:
         return await self.inner.voids(ladder)
 
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+    async def set_voids(
+        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+    ) -> None:
         await self.inner.set_voids(ladder, add, remove, generation)
 
     async def ping(self) -> bool:

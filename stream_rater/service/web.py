@@ -49,16 +49,16 @@ from aiokafka.errors import KafkaError
 from faust.types import TP
 from mode import Service
 
-from stream_rater.service import metrics
 from stream_rater.config.ladders import Ladder, Ladders, UnknownLadderError
-from stream_rater.processor import BatchResult
-from stream_rater.rating.base import Rating
 from stream_rater.config.settings import Settings
-from stream_rater.store import PlayerState, StateStore
+from stream_rater.processor import BatchResult
 from stream_rater.queries import Queries
+from stream_rater.rating.base import Rating
+from stream_rater.service import metrics
 from stream_rater.service.faust_transport import broker_answers
-from stream_rater.service.query_api import query_routes
 from stream_rater.service.pipeline import Message
+from stream_rater.service.query_api import query_routes
+from stream_rater.store import PlayerState, StateStore
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,9 @@ def assigned_partitions(app: faust.App, topic: str) -> list[int]:
     return sorted(tp.partition for tp in assignment if tp.topic == topic)
 
 
-async def update_consumer_lag(app: faust.App, topic: str, next_offsets: Mapping[tuple[str, int], int]) -> None:
+async def update_consumer_lag(
+    app: faust.App, topic: str, next_offsets: Mapping[tuple[str, int], int]
+) -> None:
     """Set ``stream_rater_consumer_lag`` per assigned partition of `topic`: end offset minus
     the next offset to process, clamped at 0; partitions assigned elsewhere since lose their
     series.
@@ -182,8 +184,15 @@ async def update_consumer_lag(app: faust.App, topic: str, next_offsets: Mapping[
 class Dashboard:
     """The request handlers; reads the store, the ladders, the metrics and `Recent`."""
 
-    def __init__(self, app: faust.App, store: StateStore, ladders: Ladders, settings: Settings,
-                 recent: Recent, stopped: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        app: faust.App,
+        store: StateStore,
+        ladders: Ladders,
+        settings: Settings,
+        recent: Recent,
+        stopped: Mapping[str, str],
+    ) -> None:
         self.app = app
         self.store = store
         self.ladders = ladders
@@ -195,19 +204,21 @@ class Dashboard:
     def routes(self) -> web.Application:
         """An aiohttp application with every endpoint of the module docstring."""
         application = web.Application(middlewares=[_json_errors])
-        application.add_routes([
-            web.get("/", self.index),
-            web.get("/metrics", self.metrics),
-            web.get("/healthz", self.healthz),
-            web.get("/readyz", self.readyz),
-            web.get("/api/overview", self.overview),
-            web.get("/api/feed", self.feed),
-            web.get("/api/ladders", self.ladder_list),
-            web.get("/api/ladders/{ladder}/distribution", self.distribution),
-            web.get("/api/ladders/{ladder}/players/{player}", self.player),
-            *query_routes(Queries(self.store, self.ladders, self.settings.max_query_players)),
-            web.static("/static", STATIC_DIR),
-        ])
+        application.add_routes(
+            [
+                web.get("/", self.index),
+                web.get("/metrics", self.metrics),
+                web.get("/healthz", self.healthz),
+                web.get("/readyz", self.readyz),
+                web.get("/api/overview", self.overview),
+                web.get("/api/feed", self.feed),
+                web.get("/api/ladders", self.ladder_list),
+                web.get("/api/ladders/{ladder}/distribution", self.distribution),
+                web.get("/api/ladders/{ladder}/players/{player}", self.player),
+                *query_routes(Queries(self.store, self.ladders, self.settings.max_query_players)),
+                web.static("/static", STATIC_DIR),
+            ]
+        )
         return application
 
     async def index(self, request: web.Request) -> web.StreamResponse:
@@ -231,7 +242,7 @@ class Dashboard:
         reasons = [] if partitions else [f"no partition of topic {topic!r} is assigned to this worker"]
         try:
             redis_ok = await asyncio.wait_for(self.store.ping(), PING_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             redis_ok = False
         if not redis_ok:
             reasons.append(f"the store does not answer PING within {PING_TIMEOUT:g} s")
@@ -246,20 +257,23 @@ class Dashboard:
         """What an operator looks at first: this worker, totals, lag, recent rates."""
         lag = [
             {"partition": int(s.labels["partition"]), "lag": s.value}
-            for family in metrics.CONSUMER_LAG.collect() for s in family.samples
+            for family in metrics.CONSUMER_LAG.collect()
+            for s in family.samples
             if s.labels["topic"] == self.settings.topic_matches
         ]
-        return web.json_response({
-            "worker": {
-                "consumer_group": self.settings.consumer_group,
-                "topic": self.settings.topic_matches,
-                "partitions": assigned_partitions(self.app, self.settings.topic_matches),
-                "uptime": time.time() - self.started,
-            },
-            "totals": {name: metrics.total(metric) for name, metric in _TOTALS.items()},
-            "lag": sorted(lag, key=lambda row: row["partition"]),
-            "series": self.recent.series(),
-        })
+        return web.json_response(
+            {
+                "worker": {
+                    "consumer_group": self.settings.consumer_group,
+                    "topic": self.settings.topic_matches,
+                    "partitions": assigned_partitions(self.app, self.settings.topic_matches),
+                    "uptime": time.time() - self.started,
+                },
+                "totals": {name: metrics.total(metric) for name, metric in _TOTALS.items()},
+                "lag": sorted(lag, key=lambda row: row["partition"]),
+                "series": self.recent.series(),
+            }
+        )
 
     async def feed(self, request: web.Request) -> web.Response:
         """The latest rating changes seen by this worker, newest first."""
@@ -270,10 +284,18 @@ class Dashboard:
 
     async def ladder_list(self, request: web.Request) -> web.Response:
         """The configured ladders (the ones this worker rates)."""
-        return web.json_response({"ladders": [
-            {"name": lad.name, "model": lad.model, "params": {k: str(v) for k, v in lad.params.items()}}
-            for lad in self.ladders.values()
-        ]})
+        return web.json_response(
+            {
+                "ladders": [
+                    {
+                        "name": lad.name,
+                        "model": lad.model,
+                        "params": {k: str(v) for k, v in lad.params.items()},
+                    }
+                    for lad in self.ladders.values()
+                ]
+            }
+        )
 
     async def distribution(self, request: web.Request) -> web.Response:
         """A histogram of the ladder's display ratings (of its top `DISTRIBUTION_LIMIT`);
@@ -283,10 +305,15 @@ class Dashboard:
         default_bins = min(40, max(5, round(math.sqrt(len(scores)))))
         bins = _int_query(request, "bins", default_bins, maximum=200)
         counts, edges = np.histogram(scores, bins=bins) if scores else ([], [])
-        return web.json_response({
-            "ladder": ladder.name, "players": len(scores), "truncated": len(scores) >= DISTRIBUTION_LIMIT,
-            "edges": [float(e) for e in edges], "counts": [int(c) for c in counts],
-        })
+        return web.json_response(
+            {
+                "ladder": ladder.name,
+                "players": len(scores),
+                "truncated": len(scores) >= DISTRIBUTION_LIMIT,
+                "edges": [float(e) for e in edges],
+                "counts": [int(c) for c in counts],
+            }
+        )
 
     async def player(self, request: web.Request) -> web.Response:
         """One player's current state and rating history (newest first)."""
@@ -298,11 +325,15 @@ class Dashboard:
         state = snapshot.players.get(player_id)
         if state is None and not history:
             raise web.HTTPNotFound(reason=f"no player {player_id!r} on ladder {ladder.name!r}")
-        return web.json_response({
-            "ladder": ladder.name, "model": ladder.model, "player_id": player_id,
-            "state": None if state is None else _state_json(ladder, state),
-            "history": history,
-        })
+        return web.json_response(
+            {
+                "ladder": ladder.name,
+                "model": ladder.model,
+                "player_id": player_id,
+                "state": None if state is None else _state_json(ladder, state),
+                "history": history,
+            }
+        )
 
     def _ladder(self, request: web.Request) -> Ladder:
         try:
@@ -313,8 +344,13 @@ class Dashboard:
 
 def _state_json(ladder: Ladder, state: PlayerState) -> dict[str, Any]:
     rating = ladder.rating_model.display(Rating(state.mu, state.sigma))
-    return {"rating": rating, "mu": state.mu, "sigma": state.sigma, "games": state.games,
-            "last_played": state.last_played}
+    return {
+        "rating": rating,
+        "mu": state.mu,
+        "sigma": state.sigma,
+        "games": state.games,
+        "last_played": state.last_played,
+    }
 
 
 def _int_query(request: web.Request, name: str, default: int, *, maximum: int) -> int:
@@ -332,8 +368,9 @@ def _int_query(request: web.Request, name: str, default: int, *, maximum: int) -
 
 
 @web.middleware
-async def _json_errors(request: web.Request,
-                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def _json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     """API errors as ``{"error": reason}`` JSON with the HTTP status."""
     try:
         return await handler(request)
@@ -368,8 +405,9 @@ class WebServer(Service):
             await self._runner.cleanup()
 
 
-def register_web(app: faust.App, store: StateStore, ladders: Ladders, settings: Settings,
-                 stopped: Mapping[str, str]) -> Recent:
+def register_web(
+    app: faust.App, store: StateStore, ladders: Ladders, settings: Settings, stopped: Mapping[str, str]
+) -> Recent:
     """Make `app` serve this module's endpoints and measure consumer lag; returns the `Recent`
     buffers whose ``record`` is `BatchHandler`'s ``on_batch`` hook. `stopped` is the handler's
     ladder → reason map of ladders not being applied (readiness reports them)."""

@@ -136,8 +136,10 @@ class RerateRunning(RuntimeError):
     """Another re-rate holds the ladder's lock."""
 
     def __init__(self, ladder: str, owner: str, seconds_left: float) -> None:
-        super().__init__(f"ladder {ladder!r}: a re-rate is already running ({owner}); its lock "
-                         f"expires in {seconds_left:.1f} s unless it is renewed")
+        super().__init__(
+            f"ladder {ladder!r}: a re-rate is already running ({owner}); its lock "
+            f"expires in {seconds_left:.1f} s unless it is renewed"
+        )
         self.ladder, self.owner, self.seconds_left = ladder, owner, seconds_left
 
 
@@ -173,7 +175,11 @@ class StateStore(ABC):
 
     @abstractmethod
     async def read(
-        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str],
+        self,
+        ladder: str,
+        player_ids: Iterable[str],
+        effect_ids: Iterable[str],
+        match_ids: Iterable[str],
         generation: int | None = None,
     ) -> Snapshot:
         """States of the given players/effects and the stored events of applied matches, of
@@ -186,8 +192,13 @@ class StateStore(ABC):
         generation)."""
 
     @abstractmethod
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
-                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
+    async def players(
+        self,
+        ladder: str,
+        effects: bool = False,
+        generation: int | None = None,
+        only: Collection[str] | None = None,
+    ) -> dict[str, PlayerState]:
         """Every stored player (or effect) state of `ladder` (live, or the given generation);
         with `only`, just those of these ids that are stored."""
 
@@ -212,8 +223,9 @@ class StateStore(ABC):
         """The ladder's live and staging generations, live position and lock holder."""
 
     @abstractmethod
-    async def begin_rerate(self, ladder: str, owner: str, lease: float,
-                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
+    async def begin_rerate(
+        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+    ) -> tuple[int, int | None]:
         """Take the ladder's re-rate lock for `lease` seconds and open a new, empty staging
         generation with parameter overrides `params`. Returns it and the staging generation
         of an abandoned re-rate (None if none) for the caller to drop. `RerateRunning` if
@@ -229,8 +241,9 @@ class StateStore(ABC):
         """Refuse live commits of the ladder (`LadderFrozen`) for `ttl` seconds at most."""
 
     @abstractmethod
-    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
-                     outbox: Sequence[dict]) -> None:
+    async def switch(
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+    ) -> None:
         """Atomically make `staging` the live generation and store `outbox` (the correction
         events still to send), if `owner` holds the lock and the freeze, and the live
         generation is still `live` at the same positions; else `LockLost` or
@@ -270,7 +283,9 @@ class StateStore(ABC):
         """Voided match ids of the ladder and why (``{"reason", "at"}``)."""
 
     @abstractmethod
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+    async def set_voids(
+        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+    ) -> None:
         """Record voids (match id → why), lift others, and note that the staging `generation`
         is built with the voids as they now are."""
 
@@ -278,7 +293,7 @@ class StateStore(ABC):
         """True when the store answers."""
         return True
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 -- optional: stores without connections need nothing
         """Release connections."""
 
 
@@ -293,5 +308,7 @@ def open_store(url: str, *, history_limit: int = 100, marker_ttl: float = 0.0) -
         from stream_rater.store.redis_store import RedisStore
 
         return RedisStore.from_url(url, history_limit=history_limit, marker_ttl=marker_ttl)
-    raise ValueError(f"unknown store URL {url!r}: use 'memory', 'redis://host:port/db' or "
-                     "'redis+cluster://host:port[,host:port…]'")
+    raise ValueError(
+        f"unknown store URL {url!r}: use 'memory', 'redis://host:port/db' or "
+        "'redis+cluster://host:port[,host:port…]'"
+    )

@@ -147,5 +147,11 @@ def cluster_client(url: str, max_connections: int, **kwargs: Any) -> ClusterClie
     return ClusterClient.from_url(plain, startup_nodes=startup, max_connections=max_connections, **kwargs)
 
 
-__all__ = ["CLUSTER_SCHEMES", "ClusterClient", "SETTLE_TIMEOUT", "cluster_client", "is_cluster_url",
-           "parse_cluster_url"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "SETTLE_TIMEOUT",
+    "ClusterClient",
+    "cluster_client",
+    "is_cluster_url",
+    "parse_cluster_url",
+]

@@ -9,8 +9,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stream_rater.store.base import (
-    Commit, CommitConflict, GenerationGone, Generations, LadderFrozen, LockLost, Lookup, PlayerState,
-    RerateRunning, Snapshot, StateStore,
+    Commit,
+    CommitConflict,
+    GenerationGone,
+    Generations,
+    LadderFrozen,
+    LockLost,
+    Lookup,
+    PlayerState,
+    RerateRunning,
+    Snapshot,
+    StateStore,
 )
 
 
@@ -61,7 +70,11 @@ class MemoryStore(StateStore):
         return state.generations[generation]
 
     async def read(
-        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str],
+        self,
+        ladder: str,
+        player_ids: Iterable[str],
+        effect_ids: Iterable[str],
+        match_ids: Iterable[str],
         generation: int | None = None,
     ) -> Snapshot:
         self.round_trips += 1
@@ -106,8 +119,13 @@ class MemoryStore(StateStore):
             log = gen.history.setdefault(player_id, deque(maxlen=self.history_limit))
             log.extendleft(entries)
 
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
-                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
+    async def players(
+        self,
+        ladder: str,
+        effects: bool = False,
+        generation: int | None = None,
+        only: Collection[str] | None = None,
+    ) -> dict[str, PlayerState]:
         gen = self._generation(ladder, generation)
         stored = gen.effects if effects else gen.players
         return dict(stored) if only is None else {i: stored[i] for i in only if i in stored}
@@ -124,8 +142,11 @@ class MemoryStore(StateStore):
         players = self._generation(ladder, None).players
         board = [p for p, _ in await self.leaderboard(ladder, len(self._generation(ladder, None).scores))]
         place = {p: i for i, p in enumerate(board)}
-        return Lookup({p: players[p] for p in player_ids if p in players},
-                      {p: place[p] for p in player_ids if p in place}, len(board))
+        return Lookup(
+            {p: players[p] for p in player_ids if p in players},
+            {p: place[p] for p in player_ids if p in place},
+            len(board),
+        )
 
     async def ladders(self) -> list[str]:
         return sorted(name for name in self._ladders if self._generation(name, None).players)
@@ -133,11 +154,18 @@ class MemoryStore(StateStore):
     async def generations(self, ladder: str) -> Generations:
         state = self._ladders[ladder]
         live = state.generations[state.live]
-        return Generations(state.live, state.staging, dict(live.positions), live.params, _holder(state.lock),
-                           live.voids_version != state.voids_version)
+        return Generations(
+            state.live,
+            state.staging,
+            dict(live.positions),
+            live.params,
+            _holder(state.lock),
+            live.voids_version != state.voids_version,
+        )
 
-    async def begin_rerate(self, ladder: str, owner: str, lease: float,
-                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
+    async def begin_rerate(
+        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+    ) -> tuple[int, int | None]:
         state = self._ladders[ladder]
         holder = _holder(state.lock)
         if holder is not None and holder != owner:
@@ -164,8 +192,9 @@ class MemoryStore(StateStore):
     async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
         self._owned(ladder, owner).frozen = (owner, time.monotonic() + ttl)
 
-    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
-                     outbox: Sequence[dict]) -> None:
+    async def switch(
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+    ) -> None:
         state = self._owned(ladder, owner)
         if _holder(state.frozen) != owner or state.staging != staging:
             raise LockLost(f"ladder {ladder!r}: the freeze expired before the switch")
@@ -205,7 +234,9 @@ class MemoryStore(StateStore):
     async def voids(self, ladder: str) -> dict[str, dict]:
         return dict(self._ladders[ladder].voids)
 
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+    async def set_voids(
+        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+    ) -> None:
         state = self._ladders[ladder]
         remove = list(remove)
         if add or remove:

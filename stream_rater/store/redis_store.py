@@ -46,8 +46,17 @@ import msgpack
 import redis.asyncio as aioredis
 
 from stream_rater.store.base import (
-    Commit, CommitConflict, GenerationGone, Generations, LadderFrozen, LockLost, Lookup, PlayerState,
-    RerateRunning, Snapshot, StateStore,
+    Commit,
+    CommitConflict,
+    GenerationGone,
+    Generations,
+    LadderFrozen,
+    LockLost,
+    Lookup,
+    PlayerState,
+    RerateRunning,
+    Snapshot,
+    StateStore,
 )
 from stream_rater.store.cluster import cluster_client, is_cluster_url
 
@@ -128,7 +137,11 @@ class RedisStore(StateStore):
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
     async def read(
-        self, ladder: str, player_ids: Iterable[str], effect_ids: Iterable[str], match_ids: Iterable[str],
+        self,
+        ladder: str,
+        player_ids: Iterable[str],
+        effect_ids: Iterable[str],
+        match_ids: Iterable[str],
         generation: int | None = None,
     ) -> Snapshot:
         player_ids, effect_ids, match_ids = list(player_ids), list(effect_ids), list(match_ids)
@@ -137,8 +150,14 @@ class RedisStore(StateStore):
             gen = self._live.get(ladder, 0) if generation is None else generation
             prefix = generation_key(ladder, gen, "")
             reply = await self._read(
-                keys=[prefix + "players", prefix + "effects", prefix + "meta", ladder_key(ladder, "control"),
-                      ladder_key(ladder, "voids"), *(f"{prefix}m:{m}" for m in match_ids)],
+                keys=[
+                    prefix + "players",
+                    prefix + "effects",
+                    prefix + "meta",
+                    ladder_key(ladder, "control"),
+                    ladder_key(ladder, "voids"),
+                    *(f"{prefix}m:{m}" for m in match_ids),
+                ],
                 args=[args, gen, "live" if generation is None else "staging"],
             )
             self.round_trips += 1
@@ -179,20 +198,40 @@ class RedisStore(StateStore):
                     events.append(pack(e))
                     entries[n] = len(events)
         batch = [
-            ids, list(map(bool, is_effect)), expected, list(map(PlayerState.pack, states)), scores,
-            events, list(commit.markers), [len(v) for v in commit.markers.values()],
-            list(commit.history), [len(v) for v in commit.history.values()], entries,
+            ids,
+            list(map(bool, is_effect)),
+            expected,
+            list(map(PlayerState.pack, states)),
+            scores,
+            events,
+            list(commit.markers),
+            [len(v) for v in commit.markers.values()],
+            list(commit.history),
+            [len(v) for v in commit.history.values()],
+            entries,
         ]
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
         prefix = generation_key(ladder, gen, "")
         reply = await self._commit(
-            keys=[prefix + "players", prefix + "effects", prefix + "lb", prefix + "meta",
-                  ladder_key(ladder, "control"), ladder_key(ladder, "frozen"),
-                  *(f"{prefix}m:{m}" for m in commit.markers), *(f"{prefix}h:{p}" for p in commit.history),
-                  *(f"{prefix}m:{m}" for m in commit.produced)],
-            args=[_script_args(batch), self.marker_ttl, self.history_limit, gen,
-                  "live" if commit.generation is None else "staging",
-                  _script_args([x for position in commit.positions.items() for x in position])],
+            keys=[
+                prefix + "players",
+                prefix + "effects",
+                prefix + "lb",
+                prefix + "meta",
+                ladder_key(ladder, "control"),
+                ladder_key(ladder, "frozen"),
+                *(f"{prefix}m:{m}" for m in commit.markers),
+                *(f"{prefix}h:{p}" for p in commit.history),
+                *(f"{prefix}m:{m}" for m in commit.produced),
+            ],
+            args=[
+                _script_args(batch),
+                self.marker_ttl,
+                self.history_limit,
+                gen,
+                "live" if commit.generation is None else "staging",
+                _script_args([x for position in commit.positions.items() for x in position]),
+            ],
         )
         self.round_trips += 1
         status = _text(reply[0])
@@ -227,8 +266,13 @@ class RedisStore(StateStore):
                 return replies[1:]
             self._live[ladder] = int(replies[0] or 0)
 
-    async def players(self, ladder: str, effects: bool = False, generation: int | None = None,
-                      only: Collection[str] | None = None) -> dict[str, PlayerState]:
+    async def players(
+        self,
+        ladder: str,
+        effects: bool = False,
+        generation: int | None = None,
+        only: Collection[str] | None = None,
+    ) -> dict[str, PlayerState]:
         gen = await self._live_generation(ladder) if generation is None else generation
         key = generation_key(ladder, gen, "effects" if effects else "players")
         if only is not None:
@@ -241,13 +285,16 @@ class RedisStore(StateStore):
         }
 
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
-        [rows] = await self._on_live(ladder, lambda pipe, gen: pipe.zrevrange(
-            generation_key(ladder, gen, "lb"), 0, top - 1, withscores=True))
+        [rows] = await self._on_live(
+            ladder,
+            lambda pipe, gen: pipe.zrevrange(generation_key(ladder, gen, "lb"), 0, top - 1, withscores=True),
+        )
         return [(member.decode(), float(score)) for member, score in rows]
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
-        [rows] = await self._on_live(ladder, lambda pipe, gen: pipe.lrange(
-            generation_key(ladder, gen, f"h:{player_id}"), 0, limit - 1))
+        [rows] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.lrange(generation_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
+        )
         return [msgpack.unpackb(raw, raw=False) for raw in rows]
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
@@ -255,7 +302,9 @@ class RedisStore(StateStore):
 
         def build(pipe: Any, gen: int) -> None:
             board = generation_key(ladder, gen, "lb")
-            pipe.hmget(generation_key(ladder, gen, "players"), ids) if ids else pipe.zcard(board)  # keyed: cluster-safe
+            pipe.hmget(generation_key(ladder, gen, "players"), ids) if ids else pipe.zcard(
+                board
+            )  # keyed: cluster-safe
             for player_id in ids:
                 pipe.zrevrank(board, player_id)
             pipe.zcard(board)
@@ -276,8 +325,9 @@ class RedisStore(StateStore):
                 names.add(found.group(1))
         return sorted(names)
 
-    async def _control(self, ladder: str, step: str, owner: str, seconds: float, *args: Any,
-                       live: int = 0) -> list[Any]:
+    async def _control(
+        self, ladder: str, step: str, owner: str, seconds: float, *args: Any, live: int = 0
+    ) -> list[Any]:
         reply = await self._control_script(
             keys=[ladder_key(ladder, k) for k in ("control", "lock", "frozen", "outbox")]
             + [generation_key(ladder, live, "meta")],
@@ -308,9 +358,12 @@ class RedisStore(StateStore):
             voids_pending=control.get(f"voids:{live}", b"0") != control.get("voids", b"0"),
         )
 
-    async def begin_rerate(self, ladder: str, owner: str, lease: float,
-                           params: Mapping[str, Any] | None) -> tuple[int, int | None]:
-        reply = await self._control(ladder, "begin", owner, lease, _script_args(dict(params)) if params else "")
+    async def begin_rerate(
+        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+    ) -> tuple[int, int | None]:
+        reply = await self._control(
+            ladder, "begin", owner, lease, _script_args(dict(params)) if params else ""
+        )
         if _text(reply[0]) == "running":
             raise RerateRunning(ladder, _text(reply[1]), int(reply[2]) / 1000)
         abandoned = int(reply[2])
@@ -322,11 +375,21 @@ class RedisStore(StateStore):
     async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
         await self._control(ladder, "freeze", owner, ttl)
 
-    async def switch(self, ladder: str, owner: str, staging: int, live: Generations,
-                     outbox: Sequence[dict]) -> None:
+    async def switch(
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+    ) -> None:
         positions = [x for position in sorted(live.positions.items()) for x in position]
-        await self._control(ladder, "switch", owner, 0, staging, live.live, _script_args(positions),
-                            msgpack.packb(list(outbox), use_bin_type=True), live=live.live)
+        await self._control(
+            ladder,
+            "switch",
+            owner,
+            0,
+            staging,
+            live.live,
+            _script_args(positions),
+            msgpack.packb(list(outbox), use_bin_type=True),
+            live=live.live,
+        )
         self._live[ladder] = staging
 
     async def finish_rerate(self, ladder: str, owner: str) -> None:
@@ -382,7 +445,9 @@ class RedisStore(StateStore):
         rows = await self.client.hgetall(ladder_key(ladder, "voids"))
         return {_text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
 
-    async def set_voids(self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int) -> None:
+    async def set_voids(
+        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+    ) -> None:
         key, control, remove = ladder_key(ladder, "voids"), ladder_key(ladder, "control"), list(remove)
         async with self.client.pipeline(transaction=True) as pipe:
             if add:

@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
-from stream_rater.service.kafka_io import create_topics, publish
-from stream_rater.local.runtime import free_port
-from stream_rater.config.settings import Settings
-
 from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
+from prometheus_client.parser import text_string_to_metric_families
 from streams import Stream, spread_ladders
+
+from stream_rater.config.settings import Settings
+from stream_rater.kafka import create_topics, publish
+from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.runtime import free_port
 
 PARTITIONS = 2
 STARTUP_TIMEOUT = 90.0
@@ -69,11 +68,13 @@ class RunningWorker:
         """A /metrics scrape."""
         status, body = self.get("/metrics")
         assert status == 200, status
-        return Scrape({
-            (sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(body.decode())
-            for sample in family.samples
-        })
+        return Scrape(
+            {
+                (sample.name, frozenset(sample.labels.items())): sample.value
+                for family in text_string_to_metric_families(body.decode())
+                for sample in family.samples
+            }
+        )
 
     def duel(self, match_id: str, winner: str, loser: str, at: float = DEFAULT_FINISHED_AT) -> dict:
         """A valid 1-vs-1 match-finished event on this worker's ladder."""
@@ -88,7 +89,9 @@ class RunningWorker:
         deadline = time.monotonic() + timeout
         while not condition():
             if self.process.poll() is not None:
-                pytest.fail(f"worker exited ({self.process.returncode}) waiting for {what}:\n{self.log_tail()}")
+                pytest.fail(
+                    f"worker exited ({self.process.returncode}) waiting for {what}:\n{self.log_tail()}"
+                )
             if time.monotonic() > deadline:
                 pytest.fail(f"no {what} after {timeout:.0f} s; worker log:\n{self.log_tail()}")
             time.sleep(0.1)
@@ -99,17 +102,24 @@ class RunningWorker:
 
 
 @pytest.fixture
-def web_worker(broker_url: str, redis_url: str, topic_factory: Callable[..., str], unique_name: str,
-               tmp_path: Path) -> Iterator[RunningWorker]:
+def web_worker(
+    broker_url: str, redis_url: str, topic_factory: Callable[..., str], unique_name: str, tmp_path: Path
+) -> Iterator[RunningWorker]:
     """A ready worker (partitions assigned, Redis answering) rating one TrueSkill ladder of its
     own with its own topics and consumer group; stopped by PID (SIGTERM) afterwards, which must
     end it cleanly."""
     ladder = f"web-{uuid.uuid4().hex[:12]}"
     settings = Settings(
-        broker=broker_url, redis_url=redis_url, web_port=free_port(), partitions=PARTITIONS,
-        topic_matches=topic_factory(PARTITIONS, "matches"), topic_updates=topic_factory(PARTITIONS, "updates"),
+        broker=broker_url,
+        redis_url=redis_url,
+        web_port=free_port(),
+        partitions=PARTITIONS,
+        topic_matches=topic_factory(PARTITIONS, "matches"),
+        topic_updates=topic_factory(PARTITIONS, "updates"),
         topic_dlq=topic_factory(PARTITIONS, "dlq"),
-        topic_corrections=topic_factory(1, "corrections"), consumer_group=unique_name, session_timeout=3.0,
+        topic_corrections=topic_factory(1, "corrections"),
+        consumer_group=unique_name,
+        session_timeout=3.0,
     )
     env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
     log_path = tmp_path / "worker.log"
@@ -134,10 +144,16 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
     def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
         name = uuid.uuid4().hex[:10]
         settings = Settings(
-            broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size,
-            topic_matches=f"matches-{name}", topic_updates=f"updates-{name}", topic_dlq=f"dlq-{name}",
+            broker=broker_url,
+            redis_url=redis_url,
+            partitions=partitions,
+            batch_size=batch_size,
+            topic_matches=f"matches-{name}",
+            topic_updates=f"updates-{name}",
+            topic_dlq=f"dlq-{name}",
             topic_corrections=f"corrections-{name}",
-            consumer_group=f"group-{name}", session_timeout=3.0,
+            consumer_group=f"group-{name}",
+            session_timeout=3.0,
         )
         if create:
             asyncio.run(create_topics(broker_url, settings.topics()))

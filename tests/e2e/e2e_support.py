@@ -25,8 +25,22 @@ def worker_test_env(settings: Settings, ladders: Sequence[str], datadir: Path) -
     }
 
 
-def duel(ladder: str, match_id: str, first: str, second: str, *, second_rank: int = 1,
-         at: float = DEFAULT_FINISHED_AT) -> dict:
+def duel(
+    ladder: str,
+    match_id: str,
+    first: str,
+    second: str,
+    *,
+    second_rank: int = 1,
+    at: float = DEFAULT_FINISHED_AT,
+) -> dict:
     """A valid match-finished event: `first` beats `second` (a draw with ``second_rank=0``)."""
-    return {"match_id": match_id, "ladder": ladder, "finished_at": at,
-            "teams": [{"rank": 0, "players": [{"id": first}]}, {"rank": second_rank, "players": [{"id": second}]}]}
+    return {
+        "match_id": match_id,
+        "ladder": ladder,
+        "finished_at": at,
+        "teams": [
+            {"rank": 0, "players": [{"id": first}]},
+            {"rank": second_rank, "players": [{"id": second}]},
+        ],
+    }

@@ -14,19 +14,18 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
+from stream_rater.kafka import bootstrap_servers, home_partition, publish
 from stream_rater.local.demo import start_worker, wait_ready
 from stream_rater.local.runtime import free_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
-from stream_rater.service.kafka_io import bootstrap_servers, home_partition, publish
 from stream_rater.store import open_store
 from stream_rater.store.memory import MemoryStore
-
-from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
 
 STARTUP_TIMEOUT = 90.0
 
@@ -55,14 +54,23 @@ class Stream:
         """A new ready worker of this test's consumer group."""
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
-        process = start_worker(settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log)
+        process = start_worker(
+            settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log
+        )
         self.workers.append(process)
         self.web_ports.append(settings.web_port)
         wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
         return process
 
-    def match(self, match_id: str, a: str, b: str, rank_b: int = 1, at: float = DEFAULT_FINISHED_AT,
-              ladder: str | None = None) -> dict:
+    def match(
+        self,
+        match_id: str,
+        a: str,
+        b: str,
+        rank_b: int = 1,
+        at: float = DEFAULT_FINISHED_AT,
+        ladder: str | None = None,
+    ) -> dict:
         return duel(ladder or self.ladder, match_id, a, b, second_rank=rank_b, at=at)
 
     def publish(self, events: list[dict], rate: float | None = None) -> None:
@@ -76,8 +84,10 @@ class Stream:
             return asyncio.run(read_topic(self.settings, self.settings.topic_updates, expected, timeout, key))
         except pytest.fail.Exception as exc:  # say whether the store or the topic fell short
             alive = sum(w.poll() is None for w in self.workers)
-            pytest.fail(f"{exc}; the store shows {self.applied()} matches applied; {alive} of "
-                        f"{len(self.workers)} workers alive; their logs: {self.tmp}/worker-*.log")
+            pytest.fail(
+                f"{exc}; the store shows {self.applied()} matches applied; {alive} of "
+                f"{len(self.workers)} workers alive; their logs: {self.tmp}/worker-*.log"
+            )
 
     def states(self, ladder: str | None = None) -> dict:
         async def read() -> dict:
@@ -86,6 +96,7 @@ class Stream:
                 return await store.players(ladder or self.ladder)
             finally:
                 await store.close()
+
         return asyncio.run(read())
 
     def all_states(self) -> dict[str, dict]:
@@ -99,7 +110,9 @@ class Stream:
 
 async def read_topic(settings: Settings, topic: str, expected: int, timeout: float, key: Callable) -> list:
     """Records of `topic` from the beginning until `expected` distinct `key(record)` arrived."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(settings.broker), enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers(settings.broker), enable_auto_commit=False
+    )
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
@@ -134,8 +147,9 @@ def spread_ladders(prefix: str, n: int, partitions: int) -> tuple[str, ...]:
     raise AssertionError("unreachable")
 
 
-def replay_events(stream: Stream, events: list[dict], ladders: Ladders | None = None
-                  ) -> tuple[list[dict], dict[str, dict]]:
+def replay_events(
+    stream: Stream, events: list[dict], ladders: Ladders | None = None
+) -> tuple[list[dict], dict[str, dict]]:
     """What `replay` of the same input in the same order computes (with the stream's ladders
     or `ladders`): its events and every ladder's final states."""
     ladders = ladders or stream.ladders
@@ -143,12 +157,17 @@ def replay_events(stream: Stream, events: list[dict], ladders: Ladders | None = 
     async def run() -> tuple[list[dict], dict[str, dict]]:
         out: list[dict] = []
         processor = Processor(ladders, MemoryStore())
-        await replay([parse_match(e, ladders) for e in events], processor, on_result=lambda r: out.extend(r.events))
+        await replay(
+            [parse_match(e, ladders) for e in events], processor, on_result=lambda r: out.extend(r.events)
+        )
         return out, {name: await processor.store.players(name) for name in stream.names}
+
     return asyncio.run(run())
 
 
 def exact(states: dict[str, dict]) -> dict[str, dict]:
     """Per ladder, each player's stored state as compared with replay: bit for bit."""
-    return {name: {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in players.items()}
-            for name, players in states.items()}
+    return {
+        name: {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in players.items()}
+        for name, players in states.items()
+    }

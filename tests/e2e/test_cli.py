@@ -22,29 +22,50 @@ FOOTBALL_HEAD = [
 
 def cli(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     """Run ``python -m stream_rater ARGS`` and capture its output."""
-    result = subprocess.run([sys.executable, "-m", "stream_rater", *args], input=stdin, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if check and result.returncode != 0:
         pytest.fail(f"exit {result.returncode}: {result.stderr}")
     return result
 
 
 def duel(match_id: str, a: str, b: str, ladder: str = "default") -> str:
-    return json.dumps({"match_id": match_id, "ladder": ladder, "finished_at": "2024-01-01T00:00:00Z",
-                       "teams": [{"rank": 1, "players": [{"id": a}]}, {"rank": 2, "players": [{"id": b}]}]})
+    return json.dumps(
+        {
+            "match_id": match_id,
+            "ladder": ladder,
+            "finished_at": "2024-01-01T00:00:00Z",
+            "teams": [{"rank": 1, "players": [{"id": a}]}, {"rank": 2, "players": [{"id": b}]}],
+        }
+    )
 
 
 def test_replay_reports_bad_lines_by_number_and_keeps_going(tmp_path: Path):
     """A bad line is reported with file:line and reason, skipped, and counted in the summary;
     the exit is 2 (0 with --allow-bad-lines)."""
     path = tmp_path / "matches.jsonl"
-    path.write_text("\n".join([duel("m1", "a", "b"), "{not json", duel("m2", "a", "a"), duel("m3", "b", "c")]) + "\n")
+    path.write_text(
+        "\n".join([duel("m1", "a", "b"), "{not json", duel("m2", "a", "a"), duel("m3", "b", "c")]) + "\n"
+    )
     result = cli("replay", str(path), check=False)
     assert result.returncode == 2
     assert cli("replay", "--allow-bad-lines", str(path)).returncode == 0
-    assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == ["m1:a", "m1:b", "m3:b", "m3:c"]
+    assert [json.loads(line)["event_id"] for line in result.stdout.splitlines()] == [
+        "m1:a",
+        "m1:b",
+        "m3:b",
+        "m3:c",
+    ]
     assert f"{path}:2: not valid JSON" in result.stderr
-    assert f"{path}:3: teams[1].players[0].id: player 'a' is already listed at teams[0].players[0]" in result.stderr
+    assert (
+        f"{path}:3: teams[1].players[0].id: player 'a' is already listed at teams[0].players[0]"
+        in result.stderr
+    )
     assert "4 read, 2 applied, 0 already applied, 2 rejected" in result.stderr
 
 
@@ -62,11 +83,17 @@ def test_replay_football_with_params_and_home_effect(tmp_path: Path):
     path = tmp_path / "football.csv"
     path.write_text("\n".join(FOOTBALL_HEAD) + "\n")
     plain = cli("replay", "--format", "football", "--param", "draw_probability=0.227", str(path)).stdout
-    home = cli("replay", "--format", "football", "--home-effect", "--param", "draw_probability=0.227", str(path)).stdout
+    home = cli(
+        "replay", "--format", "football", "--home-effect", "--param", "draw_probability=0.227", str(path)
+    ).stdout
     assert len(plain.splitlines()) == len(home.splitlines()) == 8
     assert plain != home
     first = json.loads(plain.splitlines()[0])
-    assert (first["match_id"], first["model"], first["before"]["mu"]) == ("1872-11-30:Scotland:England", "trueskill", 25.0)
+    assert (first["match_id"], first["model"], first["before"]["mu"]) == (
+        "1872-11-30:Scotland:England",
+        "trueskill",
+        25.0,
+    )
 
 
 def test_bad_model_parameter_is_reported_before_any_input_is_read(tmp_path: Path):
@@ -75,7 +102,9 @@ def test_bad_model_parameter_is_reported_before_any_input_is_read(tmp_path: Path
     assert result.returncode == 2 and "no parameter 'gamma'" in result.stderr
 
 
-def test_replay_into_redis_twice_then_ratings_and_leaderboard(redis_url: str, tmp_path: Path, unique_name: str):
+def test_replay_into_redis_twice_then_ratings_and_leaderboard(
+    redis_url: str, tmp_path: Path, unique_name: str
+):
     """Replaying into Redis twice applies nothing the second time; ratings and leaderboard read it back."""
     ladder = "l" + unique_name.replace("_", "-").replace("--", "-")[-20:].lower().strip("-")
     path = tmp_path / "matches.jsonl"
@@ -86,9 +115,18 @@ def test_replay_into_redis_twice_then_ratings_and_leaderboard(redis_url: str, tm
     assert "0 applied, 3 already applied" in second.stderr
     assert second.stdout == first.stdout
     env_ladder = ["--ladders-file", str(_ladders_file(tmp_path, ladder))]
-    rows = [json.loads(line) for line in cli("ratings", "--ladder", ladder, "--store", redis_url, *env_ladder).stdout.splitlines()]
-    assert [(r["player_id"], r["games"], r["sigma"]) for r in rows] == [("a", 2, None), ("b", 2, None), ("c", 2, None)]
-    board = cli("leaderboard", "--ladder", ladder, "--top", "2", "--store", redis_url, *env_ladder).stdout.splitlines()
+    rows = [
+        json.loads(line)
+        for line in cli("ratings", "--ladder", ladder, "--store", redis_url, *env_ladder).stdout.splitlines()
+    ]
+    assert [(r["player_id"], r["games"], r["sigma"]) for r in rows] == [
+        ("a", 2, None),
+        ("b", 2, None),
+        ("c", 2, None),
+    ]
+    board = cli(
+        "leaderboard", "--ladder", ladder, "--top", "2", "--store", redis_url, *env_ladder
+    ).stdout.splitlines()
     assert board[1].split()[:2] == ["1", "a"] and len(board) == 3
 
 
@@ -102,15 +140,43 @@ def test_publish_then_subscribe_through_a_worker(web_worker):
     """`publish` sends valid lines keyed by ladder (bad ones reported, exit 2), `subscribe`
     prints the updates."""
     settings = web_worker.settings
-    lines = "\n".join([duel("c1", "x", "y", web_worker.ladder), "oops", duel("c2", "y", "z", web_worker.ladder)]) + "\n"
-    sent = cli("publish", "--broker", settings.broker, "--topic-matches", settings.topic_matches,
-               "--topic-updates", settings.topic_updates, "--topic-dlq", settings.topic_dlq,
-               "--partitions", str(settings.partitions),
-               "--ladders-file", str(_trueskill_file(web_worker)), stdin=lines, check=False)
+    lines = (
+        "\n".join([duel("c1", "x", "y", web_worker.ladder), "oops", duel("c2", "y", "z", web_worker.ladder)])
+        + "\n"
+    )
+    sent = cli(
+        "publish",
+        "--broker",
+        settings.broker,
+        "--topic-matches",
+        settings.topic_matches,
+        "--topic-updates",
+        settings.topic_updates,
+        "--topic-dlq",
+        settings.topic_dlq,
+        "--partitions",
+        str(settings.partitions),
+        "--ladders-file",
+        str(_trueskill_file(web_worker)),
+        stdin=lines,
+        check=False,
+    )
     assert sent.returncode == 2 and "warning" not in sent.stderr
     assert "sent 2 match events" in sent.stderr and "<stdin>:2: not valid JSON" in sent.stderr
-    got = cli("subscribe", "--broker", settings.broker, "--topic-updates", settings.topic_updates,
-              "--ladder", web_worker.ladder, "--player", "y", "--from-beginning", "--count", "2")
+    got = cli(
+        "subscribe",
+        "--broker",
+        settings.broker,
+        "--topic-updates",
+        settings.topic_updates,
+        "--ladder",
+        web_worker.ladder,
+        "--player",
+        "y",
+        "--from-beginning",
+        "--count",
+        "2",
+    )
     assert [json.loads(line)["event_id"] for line in got.stdout.splitlines()] == ["c1:y", "c2:y"]
 
 
@@ -124,7 +190,11 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     """`bench e2e` starts its own embedded runtime, measures both pipelines and prints them
     side by side (a smoke run on a small backlog: the figures themselves are not judged)."""
     out = cli("bench", "e2e", "--matches", "3000", "--latency-matches", "40", "--rate", "100").stdout
-    rows = {line.split("  ")[0]: line.split()[-7:] for line in out.splitlines() if line.startswith(("stream-rater", "naive"))}
+    rows = {
+        line.split("  ")[0]: line.split()[-7:]
+        for line in out.splitlines()
+        if line.startswith(("stream-rater", "naive"))
+    }
     assert set(rows) == {"stream-rater worker", "naive faust pass-through"}
     assert all(float(value.replace(",", "")) > 0 for row in rows.values() for value in row)
     assert "worker / pass-through: throughput" in out
@@ -134,8 +204,20 @@ def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
     """`bench scale` in a tiny configuration (one worker, 300 matches over 4 ladders on 2
     partitions, single Redis): one row for the run with its worker's share, and the replay
     check passed (the figures themselves are not judged)."""
-    out = cli("bench", "scale", "--store", "single", "--workers", "1", "--matches", "300", "--ladders", "4",
-              "--partitions", "2").stdout
+    out = cli(
+        "bench",
+        "scale",
+        "--store",
+        "single",
+        "--workers",
+        "1",
+        "--matches",
+        "300",
+        "--ladders",
+        "4",
+        "--partitions",
+        "2",
+    ).stdout
     [row] = [line.split() for line in out.splitlines() if line.startswith("single")]
     assert row[:2] == ["single", "1"] and row[-1] == "ok", out
     assert all(float(value.replace(",", "")) > 0 for value in row[2:5]), out

@@ -13,17 +13,24 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from stream_rater.kafka import bootstrap_servers, create_topics
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
-from stream_rater.service.kafka_io import bootstrap_servers, create_topics
 
 pytestmark = pytest.mark.e2e
 
-GOOD = json.dumps({"match_id": "m1", "finished_at": 0,
-                   "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}]})
+GOOD = json.dumps(
+    {
+        "match_id": "m1",
+        "finished_at": 0,
+        "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
+    }
+)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture
@@ -33,18 +40,54 @@ def one_match(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("args", "code", "says"), [
-    (["replay", "--param", "beta=abc"], 2, ["--param beta=abc", "must be real number"]),
-    (["ratings", "--store", "redis://127.0.0.1:1/0"], 1, ["Redis", "127.0.0.1:1"]),
-    (["leaderboard", "--ladder", "nosuch", "--store", "memory"], 2, ["unknown ladder 'nosuch' (configured: default)"]),
-    (["publish", "--broker", "kafka://127.0.0.1:1"], 1, ["Kafka broker", "127.0.0.1"]),
-    (["replay", "no-such-file.jsonl"], 2, ["no-such-file.jsonl"]),
-    (["void", "m1", "--ladder", "default", "--reason", "r", "--via-topic", "--lease", "5",
-      "--broker", "kafka://127.0.0.1:1"], 2, ["--lease: not with --via-topic"]),
-    (["rerate", "--ladder", "default", "--param", "beta=-1", "--via-topic", "--broker", "kafka://127.0.0.1:1"], 2,
-     ["--param beta=-1"]),
-])
-def test_a_failure_is_one_line_with_its_exit_code(one_match: Path, args: list[str], code: int, says: list[str]):
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["replay", "--param", "beta=abc"], 2, ["--param beta=abc", "must be real number"]),
+        (["ratings", "--store", "redis://127.0.0.1:1/0"], 1, ["Redis", "127.0.0.1:1"]),
+        (
+            ["leaderboard", "--ladder", "nosuch", "--store", "memory"],
+            2,
+            ["unknown ladder 'nosuch' (configured: default)"],
+        ),
+        (["publish", "--broker", "kafka://127.0.0.1:1"], 1, ["Kafka broker", "127.0.0.1"]),
+        (["replay", "no-such-file.jsonl"], 2, ["no-such-file.jsonl"]),
+        (
+            [
+                "void",
+                "m1",
+                "--ladder",
+                "default",
+                "--reason",
+                "r",
+                "--via-topic",
+                "--lease",
+                "5",
+                "--broker",
+                "kafka://127.0.0.1:1",
+            ],
+            2,
+            ["--lease: not with --via-topic"],
+        ),
+        (
+            [
+                "rerate",
+                "--ladder",
+                "default",
+                "--param",
+                "beta=-1",
+                "--via-topic",
+                "--broker",
+                "kafka://127.0.0.1:1",
+            ],
+            2,
+            ["--param beta=-1"],
+        ),
+    ],
+)
+def test_a_failure_is_one_line_with_its_exit_code(
+    one_match: Path, args: list[str], code: int, says: list[str]
+):
     """Each failure: exit 2 for bad usage or input, 1 for an unreachable service; one stderr
     line, `stream-rater <command>: …`, naming what failed; no traceback."""
     extra = [str(one_match)] if args[0] in ("replay", "publish") and len(args) < 3 else []
@@ -67,8 +110,19 @@ def test_publish_creates_the_topics_and_exits_2_when_lines_were_rejected(broker_
     name = uuid.uuid4().hex[:8]
     path = tmp_path / "mixed.jsonl"
     path.write_text(GOOD + "\n{oops\n" + GOOD.replace("m1", "m2") + "\n")
-    flags = ["--broker", broker_url, "--partitions", "3", "--topic-matches", f"matches-{name}",
-             "--topic-updates", f"updates-{name}", "--topic-dlq", f"dlq-{name}", str(path)]
+    flags = [
+        "--broker",
+        broker_url,
+        "--partitions",
+        "3",
+        "--topic-matches",
+        f"matches-{name}",
+        "--topic-updates",
+        f"updates-{name}",
+        "--topic-dlq",
+        f"dlq-{name}",
+        str(path),
+    ]
     strict = cli("publish", *flags)
     assert strict.returncode == 2 and f"{path}:2:" in strict.stderr and "sent 2 match events" in strict.stderr
     assert cli("publish", "--allow-bad-lines", *flags).returncode == 0
@@ -78,7 +132,10 @@ def test_publish_creates_the_topics_and_exits_2_when_lines_were_rejected(broker_
         await consumer.start()
         try:
             await consumer.topics()
-            return {t: len(consumer.partitions_for_topic(f"{t}-{name}") or ()) for t in ("matches", "updates", "dlq")}
+            return {
+                t: len(consumer.partitions_for_topic(f"{t}-{name}") or ())
+                for t in ("matches", "updates", "dlq")
+            }
         finally:
             await consumer.stop()
 
@@ -102,8 +159,16 @@ def test_subscribe_reports_a_bad_record_and_prints_the_ones_after_it(broker_url:
             await producer.stop()
 
     asyncio.run(produce())
-    result = cli("subscribe", "--broker", broker_url, "--topic-updates", topic, "--from-beginning",
-                 "--idle-timeout", "3")
+    result = cli(
+        "subscribe",
+        "--broker",
+        broker_url,
+        "--topic-updates",
+        topic,
+        "--from-beginning",
+        "--idle-timeout",
+        "3",
+    )
     assert result.returncode == 0, result.stderr
     assert [json.loads(line) for line in result.stdout.splitlines()] == events
     assert f"skipped the record at {topic}[0]@1" in result.stderr
@@ -116,22 +181,42 @@ def test_dead_letters_are_listed_and_redriven_exactly_once(broker_url: str):
     dlq, matches = f"dlq-{name}", f"matches-{name}"
     asyncio.run(create_topics(broker_url, {dlq: 1, matches: 1}))
     fixed = json.dumps({**json.loads(GOOD), "ladder": "eu"}).encode()
-    letters = [(fixed, "processing failed: ZeroDivisionError: boom"), (b"{oops", "not JSON or msgpack: ..."),
-               (fixed.replace(b"m1", b"m2"), "processing failed: ZeroDivisionError: boom")]
+    letters = [
+        (fixed, "processing failed: ZeroDivisionError: boom"),
+        (b"{oops", "not JSON or msgpack: ..."),
+        (fixed.replace(b"m1", b"m2"), "processing failed: ZeroDivisionError: boom"),
+    ]
 
     async def produce() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(broker_url))
         await producer.start()
         try:
             for i, (value, reason) in enumerate(letters):
-                await producer.send_and_wait(dlq, value, key=b"old-key", headers=[
-                    ("sr-reason", reason.encode()), ("sr-origin-topic", matches.encode()),
-                    ("sr-origin-partition", b"0"), ("sr-origin-offset", str(10 + i).encode())])
+                await producer.send_and_wait(
+                    dlq,
+                    value,
+                    key=b"old-key",
+                    headers=[
+                        ("sr-reason", reason.encode()),
+                        ("sr-origin-topic", matches.encode()),
+                        ("sr-origin-partition", b"0"),
+                        ("sr-origin-offset", str(10 + i).encode()),
+                    ],
+                )
         finally:
             await producer.stop()
 
     asyncio.run(produce())
-    flags = ["--broker", broker_url, "--topic-dlq", dlq, "--topic-matches", matches, "--reason", "processing failed"]
+    flags = [
+        "--broker",
+        broker_url,
+        "--topic-dlq",
+        dlq,
+        "--topic-matches",
+        matches,
+        "--reason",
+        "processing failed",
+    ]
     listed = cli("dlq", "list", *flags)
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2
     assert f"{dlq}[0]@0 from {matches}[0]@10: processing failed: ZeroDivisionError: boom" in listed.stdout
@@ -140,7 +225,9 @@ def test_dead_letters_are_listed_and_redriven_exactly_once(broker_url: str):
     assert "2 redriven before" in second.stderr
 
     async def sent_back() -> list:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(broker_url), auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers(broker_url), auto_offset_reset="earliest"
+        )
         await consumer.start()
         try:
             consumer.subscribe([matches])
@@ -154,25 +241,47 @@ def test_dead_letters_are_listed_and_redriven_exactly_once(broker_url: str):
 
     records = asyncio.run(sent_back())
     assert [(r.key, r.value) for r in records] == [(b"eu", letters[0][0]), (b"eu", letters[2][0])]
-    assert [dict(r.headers)["sr-redriven-from"] for r in records] == [f"{dlq}[0]@0".encode(), f"{dlq}[0]@2".encode()]
+    assert [dict(r.headers)["sr-redriven-from"] for r in records] == [
+        f"{dlq}[0]@0".encode(),
+        f"{dlq}[0]@2".encode(),
+    ]
 
 
-def test_a_password_protected_redis_is_used_with_its_url_and_a_wrong_password_is_one_line(tmp_path: Path,
-                                                                                           one_match: Path):
+def test_a_password_protected_redis_is_used_with_its_url_and_a_wrong_password_is_one_line(
+    tmp_path: Path, one_match: Path
+):
     """Against redis-server --requirepass: the password in the URL works; a wrong one is a
     one-line error naming Redis, exit 1. (The bundled redis-server has no TLS; TLS is the
     same URL with rediss://, which redis-py handles.)"""
     port = free_port()
-    server = subprocess.Popen([redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--requirepass", "s3cret", "--dir", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            redis_server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            "s3cret",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port("127.0.0.1", port, 30)
         ok = cli("replay", "--store", f"redis://:s3cret@127.0.0.1:{port}/0", str(one_match))
         assert ok.returncode == 0 and "1 applied" in ok.stderr
         wrong = cli("ratings", "--store", f"redis://:nope@127.0.0.1:{port}/0")
         lines = wrong.stderr.strip().splitlines()
-        assert wrong.returncode == 1 and len(lines) == 1 and lines[0].startswith("stream-rater ratings: Redis: ")
+        assert (
+            wrong.returncode == 1 and len(lines) == 1 and lines[0].startswith("stream-rater ratings: Redis: ")
+        )
         assert "password" in lines[0].lower() and "Traceback" not in wrong.stderr
     finally:
         server.kill()
@@ -183,20 +292,76 @@ def test_redis_over_tls_with_a_password_is_reached_by_a_rediss_url(tmp_path: Pat
     """A redis-server with TLS only (a throwaway CA made here with openssl) and requirepass: a
     `rediss://` URL with the CA works; without the CA it is a one-line error naming Redis."""
     if not supports_tls(redis_server_binary()):
-        pytest.skip(f"{redis_server_binary()} is built without TLS: apt-get install redis-server (.ci/run does)")
-    ca_key, ca, key, csr, cert = (tmp_path / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+        pytest.skip(
+            f"{redis_server_binary()} is built without TLS: apt-get install redis-server (.ci/run does)"
+        )
+    ca_key, ca, key, csr, cert = (
+        tmp_path / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem")
+    )
     for args in (
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "1", "-subj", "/CN=test-ca"],
+        [
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            ca_key,
+            "-out",
+            ca,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test-ca",
+        ],
         ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
-        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert, "-days", "1"],
+        [
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            ca,
+            "-CAkey",
+            ca_key,
+            "-CAcreateserial",
+            "-out",
+            cert,
+            "-days",
+            "1",
+        ],
     ):
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
     port = free_port()
-    server = subprocess.Popen([redis_server_binary(), "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
-                               "--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
-                               "--tls-auth-clients", "no", "--requirepass", "s3cret", "--save", "",
-                               "--appendonly", "no", "--dir", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            redis_server_binary(),
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--tls-cert-file",
+            str(cert),
+            "--tls-key-file",
+            str(key),
+            "--tls-ca-cert-file",
+            str(ca),
+            "--tls-auth-clients",
+            "no",
+            "--requirepass",
+            "s3cret",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port("127.0.0.1", port, 30)
         url = f"rediss://:s3cret@127.0.0.1:{port}/0"
@@ -204,7 +369,11 @@ def test_redis_over_tls_with_a_password_is_reached_by_a_rediss_url(tmp_path: Pat
         assert ok.returncode == 0 and "1 applied" in ok.stderr, ok.stderr
         untrusted = cli("ratings", "--store", url)
         lines = untrusted.stderr.strip().splitlines()
-        assert untrusted.returncode == 1 and len(lines) == 1 and lines[0].startswith("stream-rater ratings: Redis: ")
+        assert (
+            untrusted.returncode == 1
+            and len(lines) == 1
+            and lines[0].startswith("stream-rater ratings: Redis: ")
+        )
     finally:
         server.kill()
         server.wait()
@@ -213,8 +382,12 @@ def test_redis_over_tls_with_a_password_is_reached_by_a_rediss_url(tmp_path: Pat
 def supports_tls(binary: str) -> bool:
     """Whether `binary` accepts TLS directives: one built without TLS exits at once with "Bad
     directive"; one with TLS keeps running (no listener: both ports 0) and is stopped here."""
-    probe = subprocess.Popen([binary, "--port", "0", "--tls-port", "0", "--save", "", "--appendonly", "no"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    probe = subprocess.Popen(
+        [binary, "--port", "0", "--tls-port", "0", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         output, _ = probe.communicate(timeout=2)
     except subprocess.TimeoutExpired:
@@ -222,4 +395,3 @@ def supports_tls(binary: str) -> bool:
         probe.wait()
         return True
     return "Bad directive" not in output
-

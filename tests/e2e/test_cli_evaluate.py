@@ -30,8 +30,9 @@ def football(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     """Run ``python -m stream_rater ARGS``; fail the test on a non-zero exit."""
-    result = subprocess.run([sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120
+    )
     if result.returncode != 0:
         pytest.fail(f"exit {result.returncode}: {result.stderr}")
     return result
@@ -62,8 +63,20 @@ def test_evaluate_prints_a_report_and_saves_a_plot(football: Path, tmp_path: Pat
 
 def test_tune_is_no_worse_than_baseline_on_the_fit_part(football: Path) -> None:
     """``tune --json`` reports baseline and tuned metrics per part, the tuned objective on the fit part at most the baseline's."""
-    result = cli("tune", "--format", "football", "--home-effect", "--param", "time_unit=years",
-                 "--tune", "beta,time_tau", "--max-trials", "12", "--json", str(football))
+    result = cli(
+        "tune",
+        "--format",
+        "football",
+        "--home-effect",
+        "--param",
+        "time_unit=years",
+        "--tune",
+        "beta,time_tau",
+        "--max-trials",
+        "12",
+        "--json",
+        str(football),
+    )
     out = json.loads(result.stdout)
     assert out["objective"] == "log_loss" and out["matches"] == ROWS
     assert out["fit_matches"] == round(0.3 * ROWS)

@@ -18,12 +18,11 @@ from collections.abc import Callable
 import pytest
 import redis
 from aiokafka import AIOKafkaProducer
+from streams import Stream, read_topic, replay_events
 
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.demo import default_data_file, football_events, stop_process
-from stream_rater.service.kafka_io import bootstrap_servers
-
-from streams import Stream, read_topic, replay_events
 
 pytestmark = pytest.mark.e2e
 
@@ -43,11 +42,32 @@ def football(stream: Stream, n: int = MATCHES) -> list[dict]:
 def correct(stream: Stream, command: str, *args: str, lease: float = 10.0) -> subprocess.CompletedProcess:
     """Run ``stream-rater <command>`` on the stream's ladder, topics and store."""
     return subprocess.run(
-        [sys.executable, "-m", "stream_rater", command, *args, "--ladder", stream.ladder, "--json",
-         "--store", stream.settings.redis_url, "--broker", stream.settings.broker, "--lease", str(lease),
-         "--topic-matches", stream.settings.topic_matches, "--topic-updates", stream.settings.topic_updates,
-         "--topic-corrections", stream.settings.topic_corrections],
-        capture_output=True, text=True, timeout=300, env={**os.environ, **ladder_env(stream)},
+        [
+            sys.executable,
+            "-m",
+            "stream_rater",
+            command,
+            *args,
+            "--ladder",
+            stream.ladder,
+            "--json",
+            "--store",
+            stream.settings.redis_url,
+            "--broker",
+            stream.settings.broker,
+            "--lease",
+            str(lease),
+            "--topic-matches",
+            stream.settings.topic_matches,
+            "--topic-updates",
+            stream.settings.topic_updates,
+            "--topic-corrections",
+            stream.settings.topic_corrections,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **ladder_env(stream)},
     )
 
 
@@ -85,9 +105,15 @@ def close(states: dict, expected: dict) -> None:
 
 def corrections(stream: Stream, expected: int) -> list[dict]:
     """The correction events of the updates topic (waiting for `expected` of them)."""
-    records = asyncio.run(read_topic(stream.settings, stream.settings.topic_updates, expected, 60,
-                                     key=lambda r: json.loads(r.value)["event_id"] if b'"correction"' in r.value
-                                     else None))
+    records = asyncio.run(
+        read_topic(
+            stream.settings,
+            stream.settings.topic_updates,
+            expected,
+            60,
+            key=lambda r: json.loads(r.value)["event_id"] if b'"correction"' in r.value else None,
+        )
+    )
     return [json.loads(r.value) for r in records if json.loads(r.value).get("kind") == "correction"]
 
 
@@ -110,13 +136,32 @@ def test_void_while_the_stream_runs_equals_a_replay_without_the_match(stream_fac
 
     kept = [e for e in events if e["match_id"] != voided]
     _, final = replay_events(stream, kept)
-    wait_for(lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied")
+    wait_for(
+        lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied"
+    )
     close(stream.states(), final[stream.ladder])
     verified = subprocess.run(
-        [sys.executable, "-m", "stream_rater", "verify", "--ladder", stream.ladder, "--store", stream.settings.redis_url,
-         "--broker", stream.settings.broker, "--topic-matches", stream.settings.topic_matches,
-         "--consumer-group", stream.settings.consumer_group],
-        capture_output=True, text=True, timeout=300, env={**os.environ, **ladder_env(stream)})
+        [
+            sys.executable,
+            "-m",
+            "stream_rater",
+            "verify",
+            "--ladder",
+            stream.ladder,
+            "--store",
+            stream.settings.redis_url,
+            "--broker",
+            stream.settings.broker,
+            "--topic-matches",
+            stream.settings.topic_matches,
+            "--consumer-group",
+            stream.settings.consumer_group,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **ladder_env(stream)},
+    )
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
     switch = report["positions"]["0"]
@@ -128,9 +173,16 @@ def test_void_while_the_stream_runs_equals_a_replay_without_the_match(stream_fac
     assert sorted(e["player_id"] for e in sent) == sorted(changed)
     for event in sent:
         want = after[event["player_id"]]
-        assert abs(event["after"]["mu"] - want.mu) <= 1e-9 and abs(event["after"]["sigma"] - want.sigma) <= 1e-9
-        assert event["correction"] == {"id": f"rerate:{report['generation']}", "reason": "fixed match",
-                                       "voided": [voided], "unvoided": [], "params": {}}
+        assert (
+            abs(event["after"]["mu"] - want.mu) <= 1e-9 and abs(event["after"]["sigma"] - want.sigma) <= 1e-9
+        )
+        assert event["correction"] == {
+            "id": f"rerate:{report['generation']}",
+            "reason": "fixed match",
+            "voided": [voided],
+            "unvoided": [],
+            "params": {},
+        }
 
     again = correct(stream, "void", voided, "--reason", "fixed match")
     assert again.returncode == 0 and json.loads(again.stdout)["nothing_to_do"]
@@ -151,7 +203,9 @@ def test_rerate_with_a_new_beta_while_publishing_equals_a_replay_with_that_beta(
     rest.join()
     assert done.returncode == 0, done.stderr
     _, final = replay_events(stream, events, Ladders([Ladder(stream.ladder, "trueskill", {"beta": 2.5})]))
-    wait_for(lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied")
+    wait_for(
+        lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied"
+    )
     close(stream.states(), final[stream.ladder])
 
 
@@ -164,15 +218,36 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
     events = football(stream)
     stream.publish(events)
     _, final = replay_events(stream, events)
-    wait_for(lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied")
+    wait_for(
+        lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied"
+    )
     live = stream.states()
     client = redis.Redis.from_url(stream.settings.redis_url)
     lock = f"sr:{{{stream.ladder}}}:lock"
     voided = events[10]["match_id"]
-    command = [sys.executable, "-m", "stream_rater", "void", voided, "--reason", "r", "--ladder", stream.ladder,
-               "--store", stream.settings.redis_url, "--broker", stream.settings.broker, "--lease", "2",
-               "--batch-size", "50", "--topic-matches", stream.settings.topic_matches,
-               "--topic-updates", stream.settings.topic_updates]
+    command = [
+        sys.executable,
+        "-m",
+        "stream_rater",
+        "void",
+        voided,
+        "--reason",
+        "r",
+        "--ladder",
+        stream.ladder,
+        "--store",
+        stream.settings.redis_url,
+        "--broker",
+        stream.settings.broker,
+        "--lease",
+        "2",
+        "--batch-size",
+        "50",
+        "--topic-matches",
+        stream.settings.topic_matches,
+        "--topic-updates",
+        stream.settings.topic_updates,
+    ]
     env = {**os.environ, **ladder_env(stream)}
     for attempt, point in enumerate(["locked", "building"], start=1):
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -180,8 +255,14 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
             if point == "locked":
                 wait_for(lambda: client.exists(lock), "the lock taken", 60)
             else:
-                wait_for(lambda: client.hlen(f"sr:{{{stream.ladder}}}:g{attempt}:players") > 50 or process.poll() is not None,
-                         "the staging generation half built", 60)
+                wait_for(
+                    lambda: (
+                        client.hlen(f"sr:{{{stream.ladder}}}:g{attempt}:players") > 50  # noqa: B023
+                        or process.poll() is not None  # noqa: B023
+                    ),
+                    "the staging generation half built",
+                    60,
+                )
             assert process.poll() is None, "the re-rate finished before it could be killed"
             os.kill(process.pid, signal.SIGKILL)
             process.wait(10)
@@ -228,9 +309,24 @@ def test_sigkill_inside_the_freeze_and_after_the_switch_loses_nothing(stream_fac
     stream.publish(events[:1000])
     wait_for(lambda: games(stream) == 2000, "the first matches applied")
     voided = events[10]["match_id"]
-    args = ["void", voided, "--reason", "r", "--ladder", stream.ladder, "--store", stream.settings.redis_url,
-            "--broker", stream.settings.broker, "--lease", "2", "--topic-matches", stream.settings.topic_matches,
-            "--topic-updates", stream.settings.topic_updates]
+    args = [
+        "void",
+        voided,
+        "--reason",
+        "r",
+        "--ladder",
+        stream.ladder,
+        "--store",
+        stream.settings.redis_url,
+        "--broker",
+        stream.settings.broker,
+        "--lease",
+        "2",
+        "--topic-matches",
+        stream.settings.topic_matches,
+        "--topic-updates",
+        stream.settings.topic_updates,
+    ]
     env = {**os.environ, **ladder_env(stream)}
     client = redis.Redis.from_url(stream.settings.redis_url)
 
@@ -247,8 +343,11 @@ def test_sigkill_inside_the_freeze_and_after_the_switch_loses_nothing(stream_fac
     close(stream.states(), without[stream.ladder])
     stream.publish(events[1200:])
     _, final = replay_events(stream, [e for e in events if e["match_id"] != voided])
-    wait_for(lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()),
-             "the worker rating on the new generation", 60)
+    wait_for(
+        lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()),
+        "the worker rating on the new generation",
+        60,
+    )
     close(stream.states(), final[stream.ladder])
 
     _, with_it = replay_events(stream, events[:1200])
@@ -272,8 +371,11 @@ def test_requests_on_the_corrections_topic_are_carried_out_by_the_worker(stream_
     stream.publish(events[:1500])
     wait_for(lambda: games(stream) >= 1200 * 2, "most of the first matches applied")
     ladder = stream.ladder
-    bad = [b"not json", json.dumps({"kind": "void", "ladder": ladder, "match_ids": ["no-such-match"]}).encode(),
-           json.dumps({"kind": "rerate", "ladder": ladder, "params": {"beta": "wide"}}).encode()]
+    bad = [
+        b"not json",
+        json.dumps({"kind": "void", "ladder": ladder, "match_ids": ["no-such-match"]}).encode(),
+        json.dumps({"kind": "rerate", "ladder": ladder, "params": {"beta": "wide"}}).encode(),
+    ]
     asyncio.run(send_raw(stream, bad))
     rest = publishing(stream, events[1500:], rate=400)
     voided = events[100]["match_id"]
@@ -293,11 +395,16 @@ def test_requests_on_the_corrections_topic_are_carried_out_by_the_worker(stream_
     assert reasons[0].startswith("correction request: not JSON or msgpack"), reasons
     assert reasons[1].startswith("match_ids: ") and "no-such-match" in reasons[1], reasons
     assert reasons[2].startswith("params: beta=wide"), reasons
-    metrics = urllib.request.urlopen(f"http://127.0.0.1:{stream.web_ports[0]}/metrics", timeout=10).read().decode()
+    metrics = (
+        urllib.request.urlopen(f"http://127.0.0.1:{stream.web_ports[0]}/metrics", timeout=10).read().decode()
+    )
     assert 'stream_rater_corrections_total{kind="void",outcome="switched"} 1.0' in metrics
     assert f'stream_rater_matches_voided_total{{kind="void",ladder="{ladder}"}} 1.0' in metrics
-    rejected = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                   if line.startswith("stream_rater_corrections_total{") and 'outcome="rejected"' in line)
+    rejected = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("stream_rater_corrections_total{") and 'outcome="rejected"' in line
+    )
     assert rejected == 3
     assert stream.workers[0].poll() is None
 

@@ -20,20 +20,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from e2e_support import duel, worker_test_env
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
+from stream_rater.kafka import committed_offsets, create_topics, publish, read_log
 from stream_rater.local.demo import start_worker, stop_process, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port, redis_server_binary, wait_for_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
-from stream_rater.service.kafka_io import committed_offsets, create_topics, publish, read_log
 from stream_rater.service.app import store_looks_lost
 from stream_rater.store import open_store
 from stream_rater.store.memory import MemoryStore
-
-from e2e_support import duel, worker_test_env
 
 pytestmark = pytest.mark.e2e
 
@@ -51,9 +50,21 @@ class VolatileRedis:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes" if self.aof else "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                redis_server_binary(),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "yes" if self.aof else "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_for_port("127.0.0.1", self.port, 30)
 
@@ -94,12 +105,14 @@ def readiness(port: int) -> tuple[int, dict]:
 
 def stored_states(redis_url: str, ladder: str) -> dict:
     """The ladder's player states in the Redis at `redis_url`."""
+
     async def read() -> dict:
         store = open_store(redis_url)
         try:
             return await store.players(ladder)
         finally:
             await store.close()
+
     return asyncio.run(read())
 
 
@@ -110,6 +123,7 @@ def applied(redis_url: str, ladder: str) -> int:
 
 def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
     """The oracle: the stored states are bit for bit what a replay of `matches` computes."""
+
     async def replayed() -> dict:
         ladders = Ladders([Ladder(ladder, "trueskill")])
         processor = Processor(ladders, MemoryStore())
@@ -118,6 +132,7 @@ def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
 
     def exact(states: dict) -> dict:
         return {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in states.items()}
+
     return exact(stored_states(redis_url, ladder)) == exact(asyncio.run(replayed()))
 
 
@@ -133,10 +148,18 @@ def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_
 def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings]:
     """A fresh ladder name and settings with its own one-partition topics (created) and group."""
     name = uuid.uuid4().hex[:10]
-    settings = Settings(broker=broker_url, redis_url=redis_url, partitions=1, batch_size=200,
-                        topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
-                        topic_dlq=f"dlq-{name}", topic_corrections=f"corrections-{name}",
-                        consumer_group=f"group-{name}", session_timeout=3.0)
+    settings = Settings(
+        broker=broker_url,
+        redis_url=redis_url,
+        partitions=1,
+        batch_size=200,
+        topic_matches=f"matches-{name}",
+        topic_updates=f"updates-{name}",
+        topic_dlq=f"dlq-{name}",
+        topic_corrections=f"corrections-{name}",
+        consumer_group=f"group-{name}",
+        session_timeout=3.0,
+    )
     asyncio.run(create_topics(broker_url, settings.topics()))
     return f"l-{name}", settings
 
@@ -149,7 +172,9 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -
 
 
 def test_redis_restarted_without_persistence_is_detected_never_silent_and_recovered(
-    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path,
+    broker_url: str,
+    volatile_redis: VolatileRedis,
+    tmp_path: Path,
 ):
     """Redis loses everything mid-stream (kill -9, restarted empty, no persistence): the running
     worker applies nothing on top, says why in /readyz and counts it; a worker restarted on
@@ -167,7 +192,9 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
 
     def start() -> tuple[subprocess.Popen, int]:
         port = free_port()
-        process = start_worker(replace(settings, web_port=port), env, (tmp_path / f"worker-{port}.log").open("w"))
+        process = start_worker(
+            replace(settings, web_port=port), env, (tmp_path / f"worker-{port}.log").open("w")
+        )
         return process, port
 
     worker, port = start()
@@ -175,15 +202,20 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
         wait_ready(worker, f"http://127.0.0.1:{port}/readyz")
         asyncio.run(publish(matches[:2000], settings))
         wait_for(lambda: applied_now() == 2000, "2000 matches applied")
-        wait_for(lambda: asyncio.run(committed_offsets(settings, settings.topic_matches, [0])) == {0: 2000},
-                 "the group's offsets committed")
+        wait_for(
+            lambda: asyncio.run(committed_offsets(settings, settings.topic_matches, [0])) == {0: 2000},
+            "the group's offsets committed",
+        )
 
         volatile_redis.kill()
         volatile_redis.start()
         asyncio.run(publish(matches[2000:], settings))
         wait_for(lambda: "not applying" in readiness(port)[1].get("reason", ""), "loss reported by /readyz")
         status, body = readiness(port)
-        assert status == 503 and f"ladder {ladder!r}: the store shows 0 matches applied, 2000 were" in body["reason"]
+        assert (
+            status == 503
+            and f"ladder {ladder!r}: the store shows 0 matches applied, 2000 were" in body["reason"]
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert f'stream_rater_store_losses_total{{ladder="{ladder}"}} 1.0' in response.read().decode()
         assert applied_now() == 0, "nothing may be rated onto the emptied store"
@@ -192,15 +224,34 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
         worker.wait()
         assert asyncio.run(store_looks_lost(settings))
         worker, port = start()
-        wait_for(lambda: "store is empty although the consumer group" in readiness(port)[1].get("reason", ""),
-                 "the restarted worker refusing the empty store")
+        wait_for(
+            lambda: "store is empty although the consumer group" in readiness(port)[1].get("reason", ""),
+            "the restarted worker refusing the empty store",
+        )
         assert applied_now() == 0
 
         rebuilt = subprocess.run(
-            [sys.executable, "-m", "stream_rater", "replay", "--from-topic", "--ladder", ladder,
-             "--store", volatile_redis.url, "--broker", broker_url, "--topic-matches", settings.topic_matches,
-             "--out", str(tmp_path / "rebuilt.jsonl")],
-            env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "stream_rater",
+                "replay",
+                "--from-topic",
+                "--ladder",
+                ladder,
+                "--store",
+                volatile_redis.url,
+                "--broker",
+                broker_url,
+                "--topic-matches",
+                settings.topic_matches,
+                "--out",
+                str(tmp_path / "rebuilt.jsonl"),
+            ],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert rebuilt.returncode == 0, rebuilt.stderr
         wait_for(lambda: readiness(port)[0] == 200, "the worker ready again")
@@ -220,23 +271,38 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
     ladder = f"g-{name}"
     topics = {f"{t}-{name}": 2 for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, workdir=tmp_path / "runtime") as runtime:
-        settings = Settings(broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=2, batch_size=100,
-                            topic_matches=f"matches-{name}", topic_updates=f"updates-{name}",
-                            topic_dlq=f"dlq-{name}", topic_corrections=f"corrections-{name}",
-                            consumer_group=f"group-{name}", session_timeout=3.0)
+        settings = Settings(
+            broker=runtime.broker_url,
+            redis_url=runtime.redis_url,
+            partitions=2,
+            batch_size=100,
+            topic_matches=f"matches-{name}",
+            topic_updates=f"updates-{name}",
+            topic_dlq=f"dlq-{name}",
+            topic_corrections=f"corrections-{name}",
+            consumer_group=f"group-{name}",
+            session_timeout=3.0,
+        )
         env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
         rng = random.Random(11)
         players = [f"p{i}" for i in range(60)]
-        matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(4000)]
-        poison = [{"match_id": f"bad-{i}", "ladder": ladder, "finished_at": "not a time", "teams": []}
-                  for i in range(200)]
-        stream = [event for i, m in enumerate(matches) for event in ([m, poison[i // 20]] if i % 20 == 0 else [m])]
+        matches = [
+            duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(4000)
+        ]
+        poison = [
+            {"match_id": f"bad-{i}", "ladder": ladder, "finished_at": "not a time", "teams": []}
+            for i in range(200)
+        ]
+        stream = [
+            event for i, m in enumerate(matches) for event in ([m, poison[i // 20]] if i % 20 == 0 else [m])
+        ]
         workers: list[tuple[subprocess.Popen, int]] = []
 
         def start() -> int:
             port = free_port()
-            process = start_worker(replace(settings, web_port=port), env,
-                                   (tmp_path / f"worker-{port}.log").open("w"))
+            process = start_worker(
+                replace(settings, web_port=port), env, (tmp_path / f"worker-{port}.log").open("w")
+            )
             workers.append((process, port))
             wait_ready(process, f"http://127.0.0.1:{port}/readyz")
             return port
@@ -247,7 +313,10 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
         def frozen(service: str, port: int, says: str) -> None:
             os.kill(runtime.pids[service], signal.SIGSTOP)
             try:
-                wait_for(lambda: says in readiness(port)[1].get("reason", ""), f"/readyz naming the frozen {service}")
+                wait_for(
+                    lambda: says in readiness(port)[1].get("reason", ""),
+                    f"/readyz naming the frozen {service}",
+                )
             finally:
                 os.kill(runtime.pids[service], signal.SIGCONT)
             wait_for(lambda: readiness(port)[0] == 200, f"/readyz 200 after {service} thawed")
@@ -275,8 +344,9 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
     assert sorted(json.loads(v)["match_id"] for v in dead) == sorted(p["match_id"] for p in poison)
 
 
-def test_redis_restarted_with_its_append_only_file_loses_nothing(broker_url: str, aof_redis: VolatileRedis,
-                                                                  tmp_path: Path):
+def test_redis_restarted_with_its_append_only_file_loses_nothing(
+    broker_url: str, aof_redis: VolatileRedis, tmp_path: Path
+):
     """Redis stopped (SIGTERM) and restarted from its append-only file mid-stream: the worker
     waits, goes on, reports no loss, counts exactly 3,000 applied matches (a commit whose reply
     the restart cut off included), and every state equals a replay."""
@@ -285,8 +355,11 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(broker_url: str
     players = [f"p{i}" for i in range(40)]
     matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
     port = free_port()
-    worker = start_worker(replace(settings, web_port=port), worker_test_env(settings, [ladder], tmp_path / "fd"),
-                          (tmp_path / "worker.log").open("w"))
+    worker = start_worker(
+        replace(settings, web_port=port),
+        worker_test_env(settings, [ladder], tmp_path / "fd"),
+        (tmp_path / "worker.log").open("w"),
+    )
     try:
         wait_ready(worker, f"http://127.0.0.1:{port}/readyz")
         asyncio.run(publish(matches[:1500], settings))
@@ -303,4 +376,3 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(broker_url: str
     finally:
         stop_process(worker)
     assert equals_replay(aof_redis.url, ladder, matches)
-

@@ -18,7 +18,9 @@ def test_processed_matches_move_the_counters_by_exactly_their_number(web_worker)
     """N valid and M invalid matches move the consumed, applied, emitted and dead-letter counters by exactly N+M, N, 2N and M."""
     n, invalid = 40, 3
     players = [f"player-{i}" for i in range(8)]
-    events = [web_worker.duel(f"m-{i}", players[i % 8], players[(i + 3) % 8], 1_700_000_000 + i) for i in range(n)]
+    events = [
+        web_worker.duel(f"m-{i}", players[i % 8], players[(i + 3) % 8], 1_700_000_000 + i) for i in range(n)
+    ]
     bad = [{"match_id": f"bad-{i}", "ladder": web_worker.ladder, "teams": []} for i in range(invalid)]
     before = web_worker.metrics()
 
@@ -26,7 +28,10 @@ def test_processed_matches_move_the_counters_by_exactly_their_number(web_worker)
 
     def done() -> bool:  # a batch's counters all move in one step of the event loop
         now = web_worker.metrics()
-        return now.total(APPLIED) >= before.total(APPLIED) + n and now.total(DEAD) >= before.total(DEAD) + invalid
+        return (
+            now.total(APPLIED) >= before.total(APPLIED) + n
+            and now.total(DEAD) >= before.total(DEAD) + invalid
+        )
 
     web_worker.wait_until(done, "every match applied or dead-lettered")
     after = web_worker.metrics()
@@ -42,7 +47,9 @@ def test_processed_matches_move_the_counters_by_exactly_their_number(web_worker)
     assert moved(DEAD) == invalid
     assert moved("stream_rater_event_latency_seconds_count") == n
     assert moved("stream_rater_batch_size_sum") == n + invalid
-    assert moved("stream_rater_processing_latency_seconds_count") == moved("stream_rater_batch_size_count") >= 1
+    assert (
+        moved("stream_rater_processing_latency_seconds_count") == moved("stream_rater_batch_size_count") >= 1
+    )
     assert after.total("stream_rater_worker_up") == 1
     assert not after.label_values() & set(players), "player ids must never be metric labels"
 

@@ -27,8 +27,12 @@ pytestmark = pytest.mark.e2e
 
 
 def cli(*args: str, ladders: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "stream_rater", *args, "--ladders-file", str(ladders)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args, "--ladders-file", str(ladders)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_path: Path):
@@ -39,14 +43,34 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
     ladders = tmp_path / "ladders.toml"
     ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\n')
     rng = random.Random(3)
-    lines = [json.dumps({"match_id": f"m{i}", "ladder": ladder, "finished_at": 1_700_000_000 + i,
-                         "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]})
-             for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3", "p4"], 2) for _ in range(200))]
+    lines = [
+        json.dumps(
+            {
+                "match_id": f"m{i}",
+                "ladder": ladder,
+                "finished_at": 1_700_000_000 + i,
+                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+            }
+        )
+        for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3", "p4"], 2) for _ in range(200))
+    ]
     (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
-    assert cli("replay", "--store", redis_url, "--out", str(tmp_path / "out.jsonl"), str(tmp_path / "m.jsonl"),
-               ladders=ladders).returncode == 0
+    assert (
+        cli(
+            "replay",
+            "--store",
+            redis_url,
+            "--out",
+            str(tmp_path / "out.jsonl"),
+            str(tmp_path / "m.jsonl"),
+            ladders=ladders,
+        ).returncode
+        == 0
+    )
 
-    answer = cli("predict", "--ladder", ladder, "--store", redis_url, "--json", "p0,p1", "p2,p3", ladders=ladders)
+    answer = cli(
+        "predict", "--ladder", ladder, "--store", redis_url, "--json", "p0,p1", "p2,p3", ladders=ladders
+    )
     assert answer.returncode == 0, answer.stderr
     body = json.loads(answer.stdout)
     assert set(body) == {"ladder", "teams", "draw_probability", "quality"}
@@ -55,20 +79,35 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
 
     states = stored_players(redis_url, ladder)
     ts = TrueSkill()
-    c = math.sqrt(sum(states[p].sigma ** 2 + ts.tau ** 2 + ts.beta ** 2 for p in ("p0", "p1", "p2", "p3")))
+    c = math.sqrt(sum(states[p].sigma ** 2 + ts.tau**2 + ts.beta**2 for p in ("p0", "p1", "p2", "p3")))
     eps = norm.ppf((ts.draw_probability + 1) / 2) * ts.beta * 2
     delta = states["p0"].mu + states["p1"].mu - states["p2"].mu - states["p3"].mu
     assert wins == pytest.approx([norm.cdf((delta - eps) / c), norm.cdf((-delta - eps) / c)], abs=1e-12)
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "stream_rater", "serve", "--store", redis_url,
-                               "--web-port", str(port), "--ladders-file", str(ladders)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stream_rater",
+            "serve",
+            "--store",
+            redis_url,
+            "--web-port",
+            str(port),
+            "--ladders-file",
+            str(ladders),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/ladders/{ladder}/predict",
-                                         data=json.dumps({"teams": [["p0", "p1"], ["p2", "p3"]]}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/ladders/{ladder}/predict",
+            data=json.dumps({"teams": [["p0", "p1"], ["p2", "p3"]]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             served = json.loads(response.read())
     finally:
@@ -82,6 +121,7 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
 
 def stored_players(redis_url: str, ladder: str) -> dict:
     """The ladder's players as stored in Redis."""
+
     async def read() -> dict:
         store = open_store(redis_url)
         try:
@@ -99,23 +139,55 @@ def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: st
     ladders = tmp_path / "ladders.toml"
     ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\ntime_tau = 0.01\ntime_unit = "days"\n')
     rng = random.Random(5)
-    lines = [json.dumps({"match_id": f"m{i}", "ladder": ladder, "finished_at": 1_700_000_000 + 3600 * i,
-                         "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]})
-             for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3"], 2) for _ in range(60))]
+    lines = [
+        json.dumps(
+            {
+                "match_id": f"m{i}",
+                "ladder": ladder,
+                "finished_at": 1_700_000_000 + 3600 * i,
+                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+            }
+        )
+        for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3"], 2) for _ in range(60))
+    ]
     (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
-    assert cli("replay", "--store", redis_url, "--out", str(tmp_path / "out.jsonl"), str(tmp_path / "m.jsonl"),
-               ladders=ladders).returncode == 0
+    assert (
+        cli(
+            "replay",
+            "--store",
+            redis_url,
+            "--out",
+            str(tmp_path / "out.jsonl"),
+            str(tmp_path / "m.jsonl"),
+            ladders=ladders,
+        ).returncode
+        == 0
+    )
 
     states = stored_players(redis_url, ladder)
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "stream_rater", "serve", "--store", redis_url,
-                               "--web-port", str(port), "--ladders-file", str(ladders)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stream_rater",
+            "serve",
+            "--store",
+            redis_url,
+            "--web-port",
+            str(port),
+            "--ladders-file",
+            str(ladders),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
         before = time.time()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/ladders/{ladder}/leaderboard?top=3",
-                                    timeout=10) as response:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/api/ladders/{ladder}/leaderboard?top=3", timeout=10
+        ) as response:
             board = json.loads(response.read())
         after = time.time()
     finally:
@@ -123,11 +195,15 @@ def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: st
     assert [r["rank"] for r in board["rows"]] == [1, 2, 3]
     display = {p: s.mu - 3 * s.sigma for p, s in states.items()}
     assert [r["player_id"] for r in board["rows"]] == sorted(display, key=display.get, reverse=True)[:3]
-    gamma2 = 0.01 ** 2 / 86400.0  # per second
+    gamma2 = 0.01**2 / 86400.0  # per second
     for row in board["rows"]:
         state = states[row["player_id"]]
         assert (row["mu"], row["sigma"], row["games"], row["last_played"]) == (
-            state.mu, state.sigma, state.games, state.last_played)
-        low, high = (math.sqrt(state.sigma ** 2 + gamma2 * (t - state.last_played)) for t in (before, after))
+            state.mu,
+            state.sigma,
+            state.games,
+            state.last_played,
+        )
+        low, high = (math.sqrt(state.sigma**2 + gamma2 * (t - state.last_played)) for t in (before, after))
         assert state.sigma < low <= row["sigma_now"] <= high
         assert row["rating_now"] == pytest.approx(state.mu - 3 * row["sigma_now"], abs=1e-12)

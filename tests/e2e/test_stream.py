@@ -5,6 +5,7 @@ graceful stop mid-stream, DLQ."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -17,23 +18,30 @@ import time
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
-from stream_rater.local.demo import stop_process
-from stream_rater.service.kafka_io import bootstrap_servers, home_partition
-from stream_rater.store import PlayerState
-
 from streams import Stream, exact, read_topic, replay_events
 
+from stream_rater.kafka import bootstrap_servers, home_partition
+from stream_rater.local.demo import stop_process
+from stream_rater.store import PlayerState
+
 pytestmark = pytest.mark.e2e
+
 
 def random_matches(stream: Stream, n: int, players: int, seed: int) -> list[dict]:
     """`n` duels among `players` ids, each on a random one of the stream's ladders, in
     increasing finished_at."""
     rng = random.Random(seed)
     ids = [f"p{i}" for i in range(players)]
-    return [stream.match(f"m{i}", *rng.sample(ids, 2), rank_b=rng.choice([0, 1, 1]), at=1_700_000_000.0 + i,
-                         ladder=rng.choice(stream.names))
-            for i in range(n)]
+    return [
+        stream.match(
+            f"m{i}",
+            *rng.sample(ids, 2),
+            rank_b=rng.choice([0, 1, 1]),
+            at=1_700_000_000.0 + i,
+            ladder=rng.choice(stream.names),
+        )
+        for i in range(n)
+    ]
 
 
 def by_event_id(events: list[dict]) -> dict[str, dict]:
@@ -64,7 +72,7 @@ def assert_unbroken_chains(events: list[dict], states: dict) -> None:
     assert set(chains) == set(states)
     for player, chain in chains.items():
         assert [e["games"] for e in chain] == list(range(1, len(chain) + 1)), player
-        for prev, nxt in zip(chain, chain[1:]):
+        for prev, nxt in itertools.pairwise(chain):
             assert nxt["before"] == prev["after"], player
         assert chain[-1]["after"] == {"mu": states[player].mu, "sigma": states[player].sigma}
         assert states[player].games == len(chain)
@@ -111,8 +119,17 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
     env = {"STREAM_RATER_LADDER_" + n.upper().replace("-", "_"): "trueskill" for n in stream.names}
     topic_flags = ["--broker", s.broker, "--topic-matches", s.topic_matches]
     for name in stream.names:
-        ok = cli("verify", "--ladder", name, "--store", s.redis_url, "--consumer-group", s.consumer_group,
-                 *topic_flags, env=env)
+        ok = cli(
+            "verify",
+            "--ladder",
+            name,
+            "--store",
+            s.redis_url,
+            "--consumer-group",
+            s.consumer_group,
+            *topic_flags,
+            env=env,
+        )
         assert ok.returncode == 0, ok.stdout + ok.stderr
         assert ok.stdout.strip().endswith("0 match")
     first = stream.ladder
@@ -125,8 +142,17 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
 
     player, state = sorted(stream.states(first).items())[0]
     tamper(s.redis_url, first, player, state._replace(mu=state.mu + 1e-6))
-    bad = cli("verify", "--ladder", first, "--store", s.redis_url, "--consumer-group", s.consumer_group,
-              *topic_flags, env=env)
+    bad = cli(
+        "verify",
+        "--ladder",
+        first,
+        "--store",
+        s.redis_url,
+        "--consumer-group",
+        s.consumer_group,
+        *topic_flags,
+        env=env,
+    )
     assert bad.returncode == 1
     assert f"player {player}: live mu={state.mu + 1e-6!r}" in bad.stdout
     assert bad.stdout.strip().endswith("1 differ")
@@ -134,8 +160,13 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     """``stream-rater ARGS`` with extra environment `env`; never raises on a non-zero exit."""
-    return subprocess.run([sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
 
 
 def tamper(redis_url: str, ladder: str, player: str, state: PlayerState) -> None:
@@ -160,8 +191,12 @@ def test_duplicated_match_events_are_applied_once(stream_factory):
         await producer.start()
         try:
             for partition in partitions:
-                await producer.send_and_wait(stream.settings.topic_matches, json.dumps(match).encode(),
-                                             key=b"dup-1", partition=partition)
+                await producer.send_and_wait(
+                    stream.settings.topic_matches,
+                    json.dumps(match).encode(),
+                    key=b"dup-1",
+                    partition=partition,
+                )
         finally:
             await producer.stop()
 
@@ -181,7 +216,12 @@ def test_duplicated_match_events_are_applied_once(stream_factory):
     asyncio.run(send_copies((home_partition(stream.ladder, 2),)))
     stream.publish([stream.match("last", "bob", "carol")])
     assert {i: len(c) for i, c in by_event_id(12).items()} == {
-        "dup-1:alice": 4, "dup-1:bob": 4, "after-dups:alice": 1, "after-dups:carol": 1, "last:bob": 1, "last:carol": 1
+        "dup-1:alice": 4,
+        "dup-1:bob": 4,
+        "after-dups:alice": 1,
+        "after-dups:carol": 1,
+        "last:bob": 1,
+        "last:carol": 1,
     }
     states = stream.states()
     assert (states["alice"].games, states["bob"].games, states["carol"].games) == (2, 2, 2)
@@ -247,14 +287,19 @@ def test_sigterm_mid_stream_finishes_the_batches_in_hand_and_commits_them(stream
 
 def committed_offset(stream: Stream) -> int:
     """The consumer group's committed offset of the matches topic's partition 0."""
+
     async def read() -> int:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(stream.settings.broker),
-                                    group_id=stream.settings.consumer_group, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap_servers(stream.settings.broker),
+            group_id=stream.settings.consumer_group,
+            enable_auto_commit=False,
+        )
         await consumer.start()
         try:
             return await consumer.committed(TopicPartition(stream.settings.topic_matches, 0)) or 0
         finally:
             await consumer.stop()
+
     return asyncio.run(read())
 
 
@@ -282,8 +327,11 @@ def test_invalid_events_go_to_the_dead_letter_topic_and_the_worker_keeps_going(s
     """Invalid events reach the DLQ with reason and origin headers; valid ones are still rated."""
     stream = stream_factory(partitions=1)
     stream.start_worker()
-    bad = [b"not json at all", json.dumps({"match_id": "x", "finished_at": 0, "teams": []}).encode(),
-           json.dumps(stream.match("nan", "a", "b") | {"finished_at": "yesterday"}).encode()]
+    bad = [
+        b"not json at all",
+        json.dumps({"match_id": "x", "finished_at": 0, "teams": []}).encode(),
+        json.dumps(stream.match("nan", "a", "b") | {"finished_at": "yesterday"}).encode(),
+    ]
 
     async def send_bad() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(stream.settings.broker))
@@ -297,7 +345,9 @@ def test_invalid_events_go_to_the_dead_letter_topic_and_the_worker_keeps_going(s
     asyncio.run(send_bad())
     stream.publish([stream.match("good", "a", "b")])
     assert {json.loads(r.value)["match_id"] for r in stream.updates(expected=2)} == {"good"}
-    dead = asyncio.run(read_topic(stream.settings, stream.settings.topic_dlq, len(bad), 60, key=lambda r: r.offset))
+    dead = asyncio.run(
+        read_topic(stream.settings, stream.settings.topic_dlq, len(bad), 60, key=lambda r: r.offset)
+    )
     assert [r.value for r in sorted(dead, key=lambda r: r.offset)] == bad
     headers = [dict(r.headers) for r in sorted(dead, key=lambda r: r.offset)]
     assert headers[0]["sr-reason"].startswith(b"not JSON or msgpack")

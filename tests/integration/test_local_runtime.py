@@ -18,8 +18,8 @@ import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from stream_rater.kafka import TopicError, create_topics, send_batched
 from stream_rater.local import runtime as local_runtime
-from stream_rater.service.kafka_io import TopicError, create_topics, send_batched
 from stream_rater.local.runtime import (
     LocalExtraMissing,
     LocalRuntime,
@@ -179,7 +179,9 @@ async def test_send_batched_matches_per_record_sends(runtime: LocalRuntime) -> N
     and the headers across batches that fill up (1 KB here), and spreads unkeyed records."""
     batched, single = fresh_topic(), fresh_topic()
     await create_topics(runtime.broker_url, {batched: 8, single: 8})
-    records = [(batched, f"k{i % 7}".encode(), f"v{i}".encode() * 20, [("h", str(i).encode())]) for i in range(300)]
+    records = [
+        (batched, f"k{i % 7}".encode(), f"v{i}".encode() * 20, [("h", str(i).encode())]) for i in range(300)
+    ]
     records += [(batched, None, f"loose{i}".encode(), []) for i in range(40)]
     producer = AIOKafkaProducer(bootstrap_servers=runtime.bootstrap_servers, max_batch_size=1024)
     await producer.start()
@@ -196,11 +198,15 @@ async def test_send_batched_matches_per_record_sends(runtime: LocalRuntime) -> N
     for key in partition_of:
         mine = sorted((r for r in keyed if r.key == key), key=lambda r: r.offset)
         assert [(r.value, r.headers) for r in mine] == [(v, tuple(h)) for _, k, v, h in records if k == key]
-    assert sorted(r.value for r in received[batched] if r.key is None) == sorted(v for _, k, v, _ in records if k is None)
+    assert sorted(r.value for r in received[batched] if r.key is None) == sorted(
+        v for _, k, v, _ in records if k is None
+    )
     assert len({r.partition for r in received[batched] if r.key is None}) > 1
 
 
-async def read_all(runtime: LocalRuntime, expected: dict[str, int], timeout: float = 15.0) -> dict[str, list[ConsumerRecord]]:
+async def read_all(
+    runtime: LocalRuntime, expected: dict[str, int], timeout: float = 15.0
+) -> dict[str, list[ConsumerRecord]]:
     """Every record of the given topics, read until each has its expected count."""
     consumer = AIOKafkaConsumer(bootstrap_servers=runtime.bootstrap_servers, auto_offset_reset="earliest")
     await consumer.start()
@@ -305,9 +311,7 @@ def test_children_die_when_the_parent_is_killed() -> None:
 
 
 @integration
-def test_startup_failure_raises_with_the_log_tail(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_startup_failure_raises_with_the_log_tail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A child that keeps exiting at startup is retried on a new port, then start() raises quoting its log."""
     fake = tmp_path / "redis-server"
     fake.write_text("#!/bin/sh\necho 'fatal: cannot bind' >&2\nexit 3\n")

@@ -11,13 +11,13 @@ import uuid
 
 import pytest
 
-from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.bench import capacity
-from stream_rater.local.demo import default_data_file, football_events
-from stream_rater.contracts import parse_match
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.processor import Processor
+from stream_rater.contracts import parse_match
+from stream_rater.local.demo import default_data_file, football_events
+from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
+from stream_rater.processor import Processor
 from stream_rater.store import Commit, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis_store import RedisStore
@@ -53,12 +53,20 @@ async def test_redis_and_memory_replays_are_identical_and_idempotent(redis_url, 
     name = ladder_of(ladders)
     matches = [m.__class__(m.match_id, name, m.finished_at, m.teams) for m in football_matches(ladders, 8000)]
     out_memory: list = []
-    await replay(matches, Processor(ladders, MemoryStore(), clock=clock), batch_size=500,
-                 on_result=lambda r: out_memory.extend(r.events))
+    await replay(
+        matches,
+        Processor(ladders, MemoryStore(), clock=clock),
+        batch_size=500,
+        on_result=lambda r: out_memory.extend(r.events),
+    )
     store = open_store(redis_url)
     out_redis: list = []
-    first = await replay(matches, Processor(ladders, store, clock=clock), batch_size=500,
-                         on_result=lambda r: out_redis.extend(r.events))
+    first = await replay(
+        matches,
+        Processor(ladders, store, clock=clock),
+        batch_size=500,
+        on_result=lambda r: out_redis.extend(r.events),
+    )
     assert out_redis == out_memory
     assert first.round_trips == 2 * len(range(0, len(matches), 500))
     second = await replay(matches, Processor(ladders, store, clock=clock), batch_size=500)
@@ -101,16 +109,25 @@ async def test_two_concurrent_processors_lose_no_update(redis_url, ladders):
     matches = []
     for i in range(600):
         a, b = rng.sample(players, 2)
-        event = {"match_id": f"m{i}", "ladder": name, "finished_at": i,
-                 "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": rng.choice([0, 1]), "players": [{"id": b}]}]}
+        event = {
+            "match_id": f"m{i}",
+            "ladder": name,
+            "finished_at": i,
+            "teams": [
+                {"rank": 0, "players": [{"id": a}]},
+                {"rank": rng.choice([0, 1]), "players": [{"id": b}]},
+            ],
+        }
         matches.append(parse_match(event, ladders))
     halves = [matches[0::2], matches[1::2]]
-    processors = [Processor(ladders, RacingStore.from_url(redis_url), clock=clock, max_attempts=1000) for _ in range(2)]
+    processors = [
+        Processor(ladders, RacingStore.from_url(redis_url), clock=clock, max_attempts=1000) for _ in range(2)
+    ]
 
     async def run(processor: Processor, part: list) -> tuple[list, int]:
         events, conflicts = [], 0
         for start in range(0, len(part), 5):
-            result = await processor.process(part[start:start + 5])
+            result = await processor.process(part[start : start + 5])
             events += result.events
             conflicts += result.conflicts
         return events, conflicts
@@ -130,7 +147,7 @@ async def test_two_concurrent_processors_lose_no_update(redis_url, ladders):
     order = graphlib.TopologicalSorter()
     for player, chain in chains.items():
         assert [e["games"] for e in chain] == list(range(1, len(chain) + 1))
-        for prev, nxt in zip(chain, chain[1:]):
+        for prev, nxt in itertools.pairwise(chain):
             assert nxt["before"] == prev["after"], f"broken chain for {player}"
             order.add(nxt["match_id"], prev["match_id"])
         assert chain[-1]["after"] == {"mu": stored[player].mu, "sigma": stored[player].sigma}

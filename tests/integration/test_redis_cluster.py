@@ -77,7 +77,11 @@ class Cluster:
 
     async def slot(self, ladder: str) -> int:
         """The ladder's hash slot, as the cluster computes it (``CLUSTER KEYSLOT``)."""
-        return int(await next(iter(self.nodes.values())).execute_command("CLUSTER KEYSLOT", ladder_key(ladder, "players")))
+        return int(
+            await next(iter(self.nodes.values())).execute_command(
+                "CLUSTER KEYSLOT", ladder_key(ladder, "players")
+            )
+        )
 
     async def owner(self, slot: int) -> str:
         """Id of the master that serves `slot`."""
@@ -125,7 +129,9 @@ def _football() -> tuple[MatchFinished, ...]:
 
 def football(ladder: str, skip: int, limit: int) -> list[MatchFinished]:
     """`limit` football matches (home effect on) after the first `skip`, on `ladder`."""
-    return [MatchFinished(m.match_id, ladder, m.finished_at, m.teams) for m in _football()[skip:skip + limit]]
+    return [
+        MatchFinished(m.match_id, ladder, m.finished_at, m.teams) for m in _football()[skip : skip + limit]
+    ]
 
 
 def trueskill(*names: str) -> Ladders:
@@ -134,8 +140,11 @@ def trueskill(*names: str) -> Ladders:
 
 async def everything(store: StateStore, ladder: str) -> tuple:
     """Every state, effect and the whole leaderboard of `ladder`."""
-    return (await store.players(ladder), await store.players(ladder, effects=True),
-            await store.leaderboard(ladder, 100_000))
+    return (
+        await store.players(ladder),
+        await store.players(ladder, effects=True),
+        await store.leaderboard(ladder, 100_000),
+    )
 
 
 async def test_ladders_on_different_masters_rate_as_in_memory(redis_cluster_url: str, cluster: Cluster):
@@ -149,10 +158,18 @@ async def test_ladders_on_different_masters_rate_as_in_memory(redis_cluster_url:
     try:
         out_memory: list = []
         out_cluster: list = []
-        await replay(matches, Processor(ladders, memory, clock=clock), batch_size=200,
-                     on_result=lambda r: out_memory.extend(r.events))
-        summary = await replay(matches, Processor(ladders, store, clock=clock), batch_size=200,
-                               on_result=lambda r: out_cluster.extend(r.events))
+        await replay(
+            matches,
+            Processor(ladders, memory, clock=clock),
+            batch_size=200,
+            on_result=lambda r: out_memory.extend(r.events),
+        )
+        summary = await replay(
+            matches,
+            Processor(ladders, store, clock=clock),
+            batch_size=200,
+            on_result=lambda r: out_cluster.extend(r.events),
+        )
         assert summary.applied == len(matches) and out_cluster == out_memory
         for name in names:
             assert await everything(store, name) == await everything(memory, name)
@@ -169,8 +186,9 @@ async def test_ladders_on_different_masters_rate_as_in_memory(redis_cluster_url:
 
 
 def stream_rater(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     return result
 
@@ -184,8 +202,17 @@ def test_cli_replay_into_the_cluster_matches_memory(redis_cluster_url: str, tmp_
     ladder = f"t-cli-{uuid.uuid4().hex[:8]}"
     config = tmp_path / "ladders.toml"
     config.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\n')
-    common = ["replay", "--format", "football", "--home-effect", "--ladder", ladder, "--ladders-file", str(config),
-              str(csv)]
+    common = [
+        "replay",
+        "--format",
+        "football",
+        "--home-effect",
+        "--ladder",
+        ladder,
+        "--ladders-file",
+        str(config),
+        str(csv),
+    ]
 
     def events(out: Path) -> list[dict]:
         rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -194,8 +221,12 @@ def test_cli_replay_into_the_cluster_matches_memory(redis_cluster_url: str, tmp_
     stream_rater(*common, "--store", "memory", "--out", str(tmp_path / "memory.jsonl"))
     stream_rater(*common, "--store", redis_cluster_url, "--out", str(tmp_path / "cluster.jsonl"))
     assert events(tmp_path / "cluster.jsonl") == events(tmp_path / "memory.jsonl") != []
-    rows = [json.loads(line) for line in stream_rater("ratings", "--ladder", ladder, "--ladders-file", str(config),
-                                                      "--store", redis_cluster_url).stdout.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in stream_rater(
+            "ratings", "--ladder", ladder, "--ladders-file", str(config), "--store", redis_cluster_url
+        ).stdout.splitlines()
+    ]
     last = {e["player_id"]: e["after"]["mu"] for e in events(tmp_path / "memory.jsonl")}
     assert {row["player_id"]: row["mu"] for row in rows} == last
 
@@ -213,7 +244,8 @@ async def migrate(cluster: Cluster, slot: int, source: str, target: str, keys: S
     if keys:
         client = cluster.nodes[target].connection_pool.connection_kwargs
         await cluster.nodes[source].execute_command(
-            "MIGRATE", client["host"], client["port"], "", 0, 5000, "KEYS", *keys)
+            "MIGRATE", client["host"], client["port"], "", 0, 5000, "KEYS", *keys
+        )
 
 
 async def test_a_slot_migrated_mid_stream_loses_nothing(redis_cluster_url: str, cluster: Cluster):
@@ -244,7 +276,9 @@ async def test_a_slot_migrated_mid_stream_loses_nothing(redis_cluster_url: str, 
         middle = asyncio.create_task(replay(matches[600:1000], processor, batch_size=100))
         # More TRYAGAIN answers than redis-py's own retries of one command: the store retried.
         beyond = tryagain + 2 * RedisCluster.RedisClusterRequestTTL
-        await wait_until(lambda: _more(cluster, beyond), 20, "the store retrying a script refused with TRYAGAIN")
+        await wait_until(
+            lambda: _more(cluster, beyond), 20, "the store retrying a script refused with TRYAGAIN"
+        )
         assert not middle.done()
         rest = await cluster.nodes[source].execute_command("CLUSTER GETKEYSINSLOT", slot, 100_000)
         await migrate(cluster, slot, source, target, rest)
@@ -294,8 +328,21 @@ async def _ping_and_close(store: StateStore) -> bool:
 def test_a_cluster_url_at_a_plain_redis_is_one_line_naming_redis(redis_url: str):
     """``--store redis+cluster://`` pointed at a Redis without cluster mode: exit 1, one line."""
     plain = redis_url.split("://", 1)[1].split("/", 1)[0]
-    result = subprocess.run([sys.executable, "-m", "stream_rater", "ratings", "--ladder", "default",
-                             "--store", f"redis+cluster://{plain}"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stream_rater",
+            "ratings",
+            "--ladder",
+            "default",
+            "--store",
+            f"redis+cluster://{plain}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith("stream-rater ratings: Redis: ") and "Cluster mode is not enabled" in line
@@ -327,9 +374,15 @@ def nodes_of(runtime: LocalRuntime) -> dict[str, Node]:
     host, port = runtime.cluster_nodes[0].rsplit(":", 1)
     with redis.Redis(host=host, port=int(port), decode_responses=True) as client:
         listed = client.execute_command("CLUSTER NODES")
-    return {info["node_id"]: Node(address.split("@")[0], pids[address.split("@")[0]], info["node_id"],
-                                  None if info["master_id"] == "-" else info["master_id"])
-            for address, info in listed.items()}
+    return {
+        info["node_id"]: Node(
+            address.split("@")[0],
+            pids[address.split("@")[0]],
+            info["node_id"],
+            None if info["master_id"] == "-" else info["master_id"],
+        )
+        for address, info in listed.items()
+    }
 
 
 def replica_of(nodes: dict[str, Node], master: str) -> Node:
@@ -358,9 +411,15 @@ async def in_sync(master: Node, replica: Node) -> bool:
             await client.aclose()
 
 
-async def stream_like_a_worker(processor: Processor, matches: Sequence[MatchFinished], lost: dict[str, str], *,
-                               batch_size: int = 100, before_batch: Callable[[int], None] = lambda start: None,
-                               timeout: float = 45.0) -> None:
+async def stream_like_a_worker(
+    processor: Processor,
+    matches: Sequence[MatchFinished],
+    lost: dict[str, str],
+    *,
+    batch_size: int = 100,
+    before_batch: Callable[[int], None] = lambda start: None,
+    timeout: float = 45.0,
+) -> None:
     """Apply `matches` in batches as a worker's pipeline does: a transient error (the dead
     master's connection, CLUSTERDOWN while the replica takes over) retries the batch; a
     `StoreLost` stops that ladder (recorded in `lost`) and the others go on."""
@@ -368,7 +427,7 @@ async def stream_like_a_worker(processor: Processor, matches: Sequence[MatchFini
     for start in range(0, len(matches), batch_size):
         before_batch(start)
         while True:
-            batch = [m for m in matches[start:start + batch_size] if m.ladder not in lost]
+            batch = [m for m in matches[start : start + batch_size] if m.ladder not in lost]
             try:
                 await processor.process(batch)
                 break
@@ -380,7 +439,9 @@ async def stream_like_a_worker(processor: Processor, matches: Sequence[MatchFini
 
 
 @contextlib.asynccontextmanager
-async def on_the_cluster(runtime: LocalRuntime) -> AsyncIterator[tuple[str, dict[str, Node], Cluster, StateStore]]:
+async def on_the_cluster(
+    runtime: LocalRuntime,
+) -> AsyncIterator[tuple[str, dict[str, Node], Cluster, StateStore]]:
     """The cluster's URL and nodes, an admin connection and a store on it (closed after)."""
     url = runtime.redis_url
     admin = Cluster(url)
@@ -394,14 +455,15 @@ async def on_the_cluster(runtime: LocalRuntime) -> AsyncIterator[tuple[str, dict
 
 
 async def test_a_master_killed_mid_stream_fails_over_and_nothing_differs_silently(
-        redis_cluster_with_replicas: LocalRuntime):
+    redis_cluster_with_replicas: LocalRuntime,
+):
     """Three ladders (one per master) stream through one processor; after a few batches the
     master of the first ladder gets SIGKILL and the cluster fails over to its replica by
     itself (node timeout 3 s) while batches keep coming. Every ladder then either equals an
     in-memory replay of all its matches, or — only the failed-over master's ladder, and only if
     its replica missed acknowledged writes — was stopped by `StoreLost`. Never a silent
     difference."""
-    async with on_the_cluster(redis_cluster_with_replicas) as (url, nodes, admin, store):
+    async with on_the_cluster(redis_cluster_with_replicas) as (_url, nodes, admin, store):
         names = await ladders_on_every_master(admin)
         victim = await admin.owner(await admin.slot(names[0]))
         successor = replica_of(nodes, victim)
@@ -416,8 +478,9 @@ async def test_a_master_killed_mid_stream_fails_over_and_nothing_differs_silentl
                 os.kill(nodes[victim].pid, signal.SIGKILL)
 
         lost: dict[str, str] = {}
-        await stream_like_a_worker(Processor(ladders, store, clock=clock), matches, lost,
-                                   before_batch=kill_mid_stream)
+        await stream_like_a_worker(
+            Processor(ladders, store, clock=clock), matches, lost, before_batch=kill_mid_stream
+        )
         assert await is_master(successor), "the replica did not take over"
         assert set(lost) <= {names[0]}, f"a ladder on a master that did not fail over was lost: {lost}"
         for name in names:
@@ -432,19 +495,23 @@ async def test_a_master_killed_mid_stream_fails_over_and_nothing_differs_silentl
 async def rated(store: StateStore, ladder: str) -> tuple:
     """`everything` without the versions (they count commits, which a rebuild adds)."""
     players, effects, board = await everything(store, ladder)
-    return ({p: s._replace(version=0) for p, s in players.items()},
-            {e: s._replace(version=0) for e, s in effects.items()}, board)
+    return (
+        {p: s._replace(version=0) for p, s in players.items()},
+        {e: s._replace(version=0) for e, s in effects.items()},
+        board,
+    )
 
 
 async def test_writes_the_replica_missed_are_detected_after_the_failover(
-        redis_cluster_with_replicas: LocalRuntime):
+    redis_cluster_with_replicas: LocalRuntime,
+):
     """Forces the loss that asynchronous replication allows: the ladder's replica is stopped
     (SIGSTOP) and its link cut (``CLIENT KILL TYPE replica``), the master acknowledges 200
     more matches, dies (SIGKILL), and the replica takes over (``CLUSTER FAILOVER FORCE``)
     without them. The next batch raises `StoreLost` naming both watermarks and writes nothing;
     after the ladder is rebuilt from its history (what ``replay --from-topic`` does) the same
     processor goes on and the states equal a replay of every match."""
-    async with on_the_cluster(redis_cluster_with_replicas) as (url, nodes, admin, store):
+    async with on_the_cluster(redis_cluster_with_replicas) as (_url, nodes, admin, store):
         (name,) = (await ladders_on_every_master(admin))[:1]
         master = nodes[await admin.owner(await admin.slot(name))]
         replica = replica_of(nodes, master.node_id)
@@ -475,7 +542,9 @@ async def test_writes_the_replica_missed_are_detected_after_the_failover(
         lost: dict[str, str] = {}
         await stream_like_a_worker(processor, matches[500:], lost)
         assert list(lost) == [name] and "the store shows 300 matches applied, 500 were" in lost[name]
-        assert (await store.read(name, [], [], [])).watermark == 300, "nothing may be applied on top of the loss"
+        assert (await store.read(name, [], [], [])).watermark == 300, (
+            "nothing may be applied on top of the loss"
+        )
 
         await replay(matches[:500], Processor(ladders, store, clock=clock))  # the operator's rebuild
         await stream_like_a_worker(processor, matches[500:], {})

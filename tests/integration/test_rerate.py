@@ -43,8 +43,12 @@ def matches(n: int, seed: int = 7, players: int = 12) -> list[Entry]:
     out = []
     for i in range(n):
         a, b = rng.sample(range(players), 2)
-        event = {"match_id": f"m{i}", "ladder": NAME, "finished_at": 1_700_000_000 + 3600 * i,
-                 "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}]}
+        event = {
+            "match_id": f"m{i}",
+            "ladder": NAME,
+            "finished_at": 1_700_000_000 + 3600 * i,
+            "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}],
+        }
         out.append((parse_match(event, LADDERS), (0, i)))
     return out
 
@@ -65,7 +69,7 @@ class LiveLog:
         self._read = self._began = 0
 
     async def advance(self, n: int) -> None:
-        chunk = self.entries[self.done:self.done + n]
+        chunk = self.entries[self.done : self.done + n]
         if chunk:
             await self.live.process([m for m, _ in chunk], [w for _, w in chunk])
         self.done += len(chunk)
@@ -74,7 +78,7 @@ class LiveLog:
         if not self._read:
             self._began = self.done
         await self.advance(self.step)
-        new, self._read = self.entries[self._read:], len(self.entries)
+        new, self._read = self.entries[self._read :], len(self.entries)
         return new
 
     def reached(self) -> dict[int, int]:
@@ -112,8 +116,9 @@ async def send_to(sink: list[dict], events) -> None:
 async def test_void_while_the_live_worker_goes_on_equals_a_replay_without_the_match(store):
     entries = matches(400)
     live, sent = await started(store, entries, 250, step=30)
-    report = await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e),
-                          void=["m40"], reason="cheater", catch_up=50)
+    report = await rerate(
+        store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m40"], reason="cheater", catch_up=50
+    )
     await live.advance(len(entries))
     expected = await replayed([e for e in entries if e[0].match_id != "m40"])
     same(await store.players(NAME), expected)
@@ -121,7 +126,7 @@ async def test_void_while_the_live_worker_goes_on_equals_a_replay_without_the_ma
     assert len(sent) == report.corrections > 0
     assert len({e["player_id"] for e in sent}) == len(sent)
     # Each correction's `after` is the replay without the match, as of the switch position.
-    at_switch = await replayed([e for e in entries[:report.positions[0]] if e[0].match_id != "m40"])
+    at_switch = await replayed([e for e in entries[: report.positions[0]] if e[0].match_id != "m40"])
     for event in sent:
         checked = RatingChanged.from_dict(event)
         assert checked.kind == "correction" and checked.correction["voided"] == ["m40"]
@@ -135,7 +140,9 @@ async def test_players_the_live_worker_moves_after_the_comparison_are_compared_a
     The correction events are exactly the players whose state differs at the switch."""
     entries = matches(900, seed=3, players=400)
     live, sent = await started(store, entries, 300, step=15)
-    report = await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m5"], catch_up=40, close=10)
+    report = await rerate(
+        store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m5"], catch_up=40, close=10
+    )
     switch = report.positions[0]
     with_it = await replayed(entries[:switch])
     without = await replayed([e for e in entries[:switch] if e[0].match_id != "m5"])
@@ -220,6 +227,7 @@ async def test_a_batch_committed_but_never_produced_is_re_emitted_after_the_swit
         async def commit_then_freeze(*args):
             await live.advance(10)
             await freeze(*args)
+
         store.freeze = commit_then_freeze
     await rerate(store, LADDERS, NAME, live, lambda e: send_to([], e), void=["m3"])
 
@@ -246,7 +254,9 @@ async def test_a_store_that_lost_committed_matches_is_refused_and_left_as_it_was
     live, sent = await started(store, entries, 80, step=0)
     live.committed = lambda: {0: 100}
     before = await store.players(NAME)
-    with pytest.raises(StoreLost, match=r"matches\[0\]@80 \(match 'm80'\).*store lost data.*replay --from-topic"):
+    with pytest.raises(
+        StoreLost, match=r"matches\[0\]@80 \(match 'm80'\).*store lost data.*replay --from-topic"
+    ):
         await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m3"])
     assert await store.players(NAME) == before and sent == []
     assert (await store.generations(NAME)).lock_owner is None

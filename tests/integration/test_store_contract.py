@@ -30,7 +30,9 @@ def ladder() -> str:
 
 
 def write(pid: str, mu: float, version: int, expected: int, score: float | None = None, **kw) -> StateWrite:
-    return StateWrite(pid, PlayerState(mu, 1.0, version, 100.0, version), expected, leaderboard_score=score, **kw)
+    return StateWrite(
+        pid, PlayerState(mu, 1.0, version, 100.0, version), expected, leaderboard_score=score, **kw
+    )
 
 
 async def test_read_of_unknown_players_is_empty(store, ladder):
@@ -42,12 +44,18 @@ async def test_read_of_unknown_players_is_empty(store, ladder):
 async def test_commit_writes_states_markers_leaderboard_history(store, ladder):
     """A commit stores states, effects, the applied marker, leaderboard scores and history."""
     events = [{"event_id": "m1:a"}, {"event_id": "m1:b"}]
-    await store.commit(Commit(
-        ladder,
-        [write("a", 27.0, 1, 0, score=5.0), write("b", 23.0, 1, 0, score=1.0), write("home", 0.5, 1, 0, is_effect=True)],
-        {"m1": events},
-        {"a": [events[0]], "b": [events[1]]},
-    ))
+    await store.commit(
+        Commit(
+            ladder,
+            [
+                write("a", 27.0, 1, 0, score=5.0),
+                write("b", 23.0, 1, 0, score=1.0),
+                write("home", 0.5, 1, 0, is_effect=True),
+            ],
+            {"m1": events},
+            {"a": [events[0]], "b": [events[1]]},
+        )
+    )
     snap = await store.read(ladder, ["a", "b", "c"], ["home"], ["m1", "m2"])
     assert snap.players["a"] == PlayerState(27.0, 1.0, 1, 100.0, 1)
     assert set(snap.players) == {"a", "b"}
@@ -138,7 +146,9 @@ async def test_redis_shrunk_marker_keeps_its_ttl_and_is_tiny(redis_url, ladder):
     duplicate for the whole idempotency window."""
     store = RedisStore.from_url(redis_url, marker_ttl=3600)
     key = ladder_key(ladder, "m:m1")
-    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a", "pad": "x" * 200}]}))
+    await store.commit(
+        Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a", "pad": "x" * 200}]})
+    )
     await store.client.expire(key, 1800)  # time passed: the shrink must not renew it
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, produced=["m1"]))
     assert await store.client.get(key) == msgpack.packb([])
@@ -162,10 +172,14 @@ async def test_large_batch_round_trips(store, ladder):
 async def test_effect_conflict_and_mixed_history(store, ladder):
     """Effects are versioned apart from players; history may hold entries of no marker."""
     shared, extra = {"event_id": "m1:Zoë 🎮"}, {"note": "not in a marker"}
-    await store.commit(Commit(
-        ladder, [write("Zoë 🎮", 1.0, 1, 0, score=0.1 + 0.2), write("home", 0.5, 1, 0, is_effect=True)],
-        {"m1": [shared]}, {"Zoë 🎮": [shared, extra]},
-    ))
+    await store.commit(
+        Commit(
+            ladder,
+            [write("Zoë 🎮", 1.0, 1, 0, score=0.1 + 0.2), write("home", 0.5, 1, 0, is_effect=True)],
+            {"m1": [shared]},
+            {"Zoë 🎮": [shared, extra]},
+        )
+    )
     assert await store.history(ladder, "Zoë 🎮", 10) == [extra, shared]
     assert await store.leaderboard(ladder, 1) == [("Zoë 🎮", 0.1 + 0.2)]
     with pytest.raises(CommitConflict, match="home"):
@@ -179,12 +193,19 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     """Other readers see the documented encodings: msgpack states, marker = msgpack list of
     the events, history = one msgpack event per entry (newest first), exact scores."""
     store = RedisStore.from_url(redis_url)
-    events = [{"event_id": "m1:a", "rating": 1.5, "before": {"mu": 25.0, "sigma": None}}, {"event_id": "m1:b"}]
+    events = [
+        {"event_id": "m1:a", "rating": 1.5, "before": {"mu": 25.0, "sigma": None}},
+        {"event_id": "m1:b"},
+    ]
     state = PlayerState(27.25, None, 1, 100.0, 1)
-    await store.commit(Commit(
-        ladder, [StateWrite("a", state, 0, leaderboard_score=1 / 3), StateWrite("home", state, 0, True)],
-        {"m1": events}, {"a": [events[0]], "b": [events[1], events[0]]},
-    ))
+    await store.commit(
+        Commit(
+            ladder,
+            [StateWrite("a", state, 0, leaderboard_score=1 / 3), StateWrite("home", state, 0, True)],
+            {"m1": events},
+            {"a": [events[0]], "b": [events[1], events[0]]},
+        )
+    )
     packb = lambda obj: msgpack.packb(obj, use_bin_type=True)  # noqa: E731
     client = store.client
     assert await client.hget(ladder_key(ladder, "players"), "a") == packb([27.25, None, 1, 100.0, 1])
@@ -206,8 +227,17 @@ async def test_the_watermark_counts_applied_matches_and_survives_only_with_the_d
 
 async def test_lookup_returns_states_and_leaderboard_places_in_one_round_trip(store, ladder):
     """Known players come back with their state and 0-based place; unknown ones are absent."""
-    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0), write("b", 3.0, 1, 0, score=3.0),
-                                       write("c", 2.0, 1, 0, score=2.0)], {"m1": []}))
+    await store.commit(
+        Commit(
+            ladder,
+            [
+                write("a", 1.0, 1, 0, score=1.0),
+                write("b", 3.0, 1, 0, score=3.0),
+                write("c", 2.0, 1, 0, score=2.0),
+            ],
+            {"m1": []},
+        )
+    )
     before = store.round_trips
     found = await store.lookup(ladder, ["c", "nobody", "b"])
     assert store.round_trips - before == 1

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 from faust.types import TP
 
-from stream_rater.service.app import GC_YOUNG_THRESHOLD, create_app, settle_gc
-from stream_rater.service.faust_transport import YIELD_EVERY, BatchGuardConsumer
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
+from stream_rater.service.app import GC_YOUNG_THRESHOLD, create_app, settle_gc
+from stream_rater.service.faust_transport import YIELD_EVERY, BatchGuardConsumer
 from stream_rater.store.memory import MemoryStore
 
 TOPIC = "matches-transport"
@@ -22,9 +22,13 @@ OTHER = TP("another-topic", 0)
 
 
 def consumer(**settings: float) -> BatchGuardConsumer:
-    app = create_app(Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="transport-test",
-                              **settings),
-                     Ladders([Ladder("default", "trueskill")]), store=MemoryStore())
+    app = create_app(
+        Settings(
+            broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="transport-test", **settings
+        ),
+        Ladders([Ladder("default", "trueskill")]),
+        store=MemoryStore(),
+    )
     return app.consumer
 
 
@@ -123,15 +127,25 @@ def test_faust_credentials_follow_the_plain_clients_security_mapping():
     """The worker's faust credentials and the plain clients' options come from one mapping."""
     import faust
 
+    from stream_rater.kafka import client_options
     from stream_rater.service.app import broker_credentials
-    from stream_rater.service.kafka_io import client_options
 
     assert broker_credentials(Settings(broker="kafka://h:1")) is None
-    assert isinstance(broker_credentials(Settings(broker="kafka://h:1", kafka_security_protocol="SSL")),
-                      faust.SSLCredentials)
-    sasl = Settings(broker="kafka://h:1", kafka_security_protocol="sasl_ssl", kafka_sasl_mechanism="SCRAM-SHA-256",
-                    kafka_sasl_username="u", kafka_sasl_password="p")
+    assert isinstance(
+        broker_credentials(Settings(broker="kafka://h:1", kafka_security_protocol="SSL")),
+        faust.SSLCredentials,
+    )
+    sasl = Settings(
+        broker="kafka://h:1",
+        kafka_security_protocol="sasl_ssl",
+        kafka_sasl_mechanism="SCRAM-SHA-256",
+        kafka_sasl_username="u",
+        kafka_sasl_password="p",
+    )
     credentials, options = broker_credentials(sasl), client_options(sasl)
     assert (credentials.mechanism.value, credentials.username, credentials.password) == (
-        options["sasl_mechanism"], options["sasl_plain_username"], options["sasl_plain_password"])
+        options["sasl_mechanism"],
+        options["sasl_plain_username"],
+        options["sasl_plain_password"],
+    )
     assert credentials.ssl_context is not None

@@ -13,18 +13,23 @@ from stream_rater.store.redis_store import RedisStore
 
 
 def test_a_cluster_url_names_every_startup_node_and_keeps_credentials_and_options():
-    plain, nodes = parse_cluster_url("rediss+cluster://u:p%40ss@10.0.0.1:7000,[::1]:7001,redis-2:7002/0?ssl_ca_certs=/ca.pem")
+    plain, nodes = parse_cluster_url(
+        "rediss+cluster://u:p%40ss@10.0.0.1:7000,[::1]:7001,redis-2:7002/0?ssl_ca_certs=/ca.pem"
+    )
     assert plain == "rediss://u:p%40ss@10.0.0.1:7000?ssl_ca_certs=/ca.pem"
     assert nodes == [("10.0.0.1", 7000), ("::1", 7001), ("redis-2", 7002)]
     assert is_cluster_url("redis+cluster://h:1") and not is_cluster_url("redis://h:1/0")
 
 
-@pytest.mark.parametrize(("url", "says"), [
-    ("redis+cluster://", "names no node"),
-    ("redis+cluster://host", "is not host:port"),
-    ("redis+cluster://h:1/2", "database 0 only"),
-    ("redis://h:1", "not a Redis Cluster URL"),
-])
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis+cluster://", "names no node"),
+        ("redis+cluster://host", "is not host:port"),
+        ("redis+cluster://h:1/2", "database 0 only"),
+        ("redis://h:1", "not a Redis Cluster URL"),
+    ],
+)
 def test_a_bad_cluster_url_says_what_is_wrong(url: str, says: str):
     with pytest.raises(ValueError, match=says):
         parse_cluster_url(url)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_rater.contracts.codecs import FORMATS, DecodeError, decode, decode_match, encode
-from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.config.ladders import Ladders
+from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
+from stream_rater.contracts.codecs import FORMATS, DecodeError, decode, decode_match, encode
 
 EVENT: dict[str, Any] = {
     "match_id": "m-ü",
@@ -60,8 +60,11 @@ def test_json_may_start_with_whitespace() -> None:
 def test_msgpack_maps_of_every_header_are_detected(size: int) -> None:
     """msgpack maps with fixmap, map16 and map32 headers are all detected as msgpack."""
     obj = {f"k{i}": i for i in range(size)}
-    raw = msgpack.packb(obj) if size < 65536 else b"\xdf\x00\x01\x00\x00" + b"".join(
-        msgpack.packb(f"k{i}") + msgpack.packb(i) for i in range(size)
+    raw = (
+        msgpack.packb(obj)
+        if size < 65536
+        else b"\xdf\x00\x01\x00\x00"
+        + b"".join(msgpack.packb(f"k{i}") + msgpack.packb(i) for i in range(size))
     )
     assert decode(raw, Limits(max_event_bytes=len(raw))) == obj
 
@@ -70,9 +73,18 @@ def test_msgpack_maps_of_every_header_are_detected(size: int) -> None:
     ("raw", "message"),
     [
         (b"", "not JSON or msgpack: empty"),
-        (b"[1, 2]", "not JSON or msgpack: starts with byte 0x5b, expected '{' (a JSON object) or a msgpack map"),
-        (msgpack.packb([1, 2]), "not JSON or msgpack: starts with byte 0x92, expected '{' (a JSON object) or a msgpack map"),
-        (b"\xef\xbb\xbf{}", "not JSON or msgpack: starts with byte 0xef, expected '{' (a JSON object) or a msgpack map"),
+        (
+            b"[1, 2]",
+            "not JSON or msgpack: starts with byte 0x5b, expected '{' (a JSON object) or a msgpack map",
+        ),
+        (
+            msgpack.packb([1, 2]),
+            "not JSON or msgpack: starts with byte 0x92, expected '{' (a JSON object) or a msgpack map",
+        ),
+        (
+            b"\xef\xbb\xbf{}",
+            "not JSON or msgpack: starts with byte 0xef, expected '{' (a JSON object) or a msgpack map",
+        ),
         (b'{"a": NaN}', "invalid JSON: NaN is not a JSON number"),
         (b'{"a": -Infinity}', "invalid JSON: -Infinity is not a JSON number"),
         (b'{"a": 1', "invalid JSON: Expecting ',' delimiter: line 1 column 8 (char 7)"),
@@ -83,8 +95,21 @@ def test_msgpack_maps_of_every_header_are_detected(size: int) -> None:
         (b"\x81\x01\x02", "invalid msgpack: "),
         (b"\x81\xa1a\xa2\xff\xfe", "invalid msgpack: "),
     ],
-    ids=["empty", "json array", "msgpack array", "bom", "nan", "infinity", "truncated json", "trailing json",
-         "bad utf-8 json", "truncated msgpack", "trailing msgpack", "integer key", "bad utf-8 msgpack"],
+    ids=[
+        "empty",
+        "json array",
+        "msgpack array",
+        "bom",
+        "nan",
+        "infinity",
+        "truncated json",
+        "trailing json",
+        "bad utf-8 json",
+        "truncated msgpack",
+        "trailing msgpack",
+        "integer key",
+        "bad utf-8 msgpack",
+    ],
 )
 def test_undecodable_bytes_are_rejected_with_a_reason(raw: bytes, message: str) -> None:
     """Bytes that are not one JSON object or msgpack map raise DecodeError saying why."""
@@ -109,14 +134,14 @@ def test_huge_json_number_decodes_to_infinity_and_fails_validation() -> None:
     """A JSON number beyond float range is rejected by validation as non-finite."""
     event = json.loads(json.dumps(EVENT))
     raw = encode(event).replace(b'"rank":1', b'"rank":1e400')
-    with pytest.raises(ValidationError, match="^teams\\[0\\].rank: must be a finite number$"):
+    with pytest.raises(ValidationError, match=r"^teams\[0\].rank: must be a finite number$"):
         decode_match(raw, Ladders())
 
 
 def test_msgpack_binary_is_not_a_string() -> None:
     """A msgpack bin value where a string belongs is a validation error naming the field."""
     raw = msgpack.packb({**EVENT, "match_id": b"m1"}, use_bin_type=True)
-    with pytest.raises(ValidationError, match="^match_id: must be a string, got binary$"):
+    with pytest.raises(ValidationError, match=r"^match_id: must be a string, got binary$"):
         decode_match(raw, Ladders())
 
 
@@ -128,7 +153,7 @@ def test_decode_match_is_format_independent() -> None:
 
 def test_decode_match_validates() -> None:
     """decode_match applies the same validation as parse_match."""
-    with pytest.raises(ValidationError, match="^teams: needs at least 2 teams, got 1$"):
+    with pytest.raises(ValidationError, match=r"^teams: needs at least 2 teams, got 1$"):
         decode_match(encode({**EVENT, "teams": EVENT["teams"][:1]}, "msgpack"), Ladders())
 
 
@@ -166,8 +191,18 @@ def _reference_decode_match(raw: bytes, ladders: Ladders) -> MatchFinished:
 
 
 EDGE_VALUES = [
-    b"-9223372036854775809", b"18446744073709551616", b"1" + b"0" * 30, b"1e400", b"NaN", b'"\\ud800"',
-    b"[" * 990 + b"]" * 990, b"[" * 2000 + b"]" * 2000, b"12345678901234567890.5", b"1.5", b"true", b'"p1"',
+    b"-9223372036854775809",
+    b"18446744073709551616",
+    b"1" + b"0" * 30,
+    b"1e400",
+    b"NaN",
+    b'"\\ud800"',
+    b"[" * 990 + b"]" * 990,
+    b"[" * 2000 + b"]" * 2000,
+    b"12345678901234567890.5",
+    b"1.5",
+    b"true",
+    b'"p1"',
 ]
 EDGE_PLACES = [
     (b'"match_id":"m1"', b'"match_id":%s'),
@@ -180,7 +215,9 @@ EDGE_PLACES = [
 
 @pytest.mark.parametrize("value", EDGE_VALUES)
 @pytest.mark.parametrize("place", EDGE_PLACES)
-def test_decode_match_equals_the_standard_parser_on_edge_values(value: bytes, place: tuple[bytes, bytes]) -> None:
+def test_decode_match_equals_the_standard_parser_on_edge_values(
+    value: bytes, place: tuple[bytes, bytes]
+) -> None:
     """Where orjson reads differently (integers beyond 64 bits, deep nesting) or refuses (lone surrogates,
     NaN, 1e400), decode_match still gives the standard parser's match or error."""
     raw = encode({**EVENT, "match_id": "m1"}).replace(place[0], place[1] % value)
@@ -193,9 +230,26 @@ def test_decode_match_equals_the_standard_parser(data: st.DataObject) -> None:
     standard parser."""
     plain = [{"rank": 1, "players": [{"id": "p1"}]}, {"rank": 2, "players": [{"id": "p2"}]}]
     raw = bytearray(encode({**EVENT, "teams": plain}))
-    tokens = [b"1", b"-", b"9" * 20, b"e400", b"0", b'"', b"[", b"]", b"{", b"}", b",", b"null", b"\\ud800", b" "]
+    tokens = [
+        b"1",
+        b"-",
+        b"9" * 20,
+        b"e400",
+        b"0",
+        b'"',
+        b"[",
+        b"]",
+        b"{",
+        b"}",
+        b",",
+        b"null",
+        b"\\ud800",
+        b" ",
+    ]
     for _ in range(data.draw(st.integers(1, 3))):
         position = data.draw(st.integers(0, len(raw)))
         token = data.draw(st.sampled_from(tokens))
-        raw[position:position + data.draw(st.integers(0, 2))] = token
-    assert _outcome(decode_match, bytes(raw), Ladders()) == _outcome(_reference_decode_match, bytes(raw), Ladders())
+        raw[position : position + data.draw(st.integers(0, 2))] = token
+    assert _outcome(decode_match, bytes(raw), Ladders()) == _outcome(
+        _reference_decode_match, bytes(raw), Ladders()
+    )

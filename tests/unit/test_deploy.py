@@ -17,10 +17,10 @@ import yaml
 from compose_spec import PyCompose
 from prometheus_client import REGISTRY
 
-import stream_rater.service.metrics  # noqa: F401  (registers the service's metrics)
+import stream_rater.service.metrics
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
-from stream_rater.service.kafka_io import bootstrap_servers
+from stream_rater.kafka import bootstrap_servers
 from stream_rater.store.cluster import parse_cluster_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,8 +28,15 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 WEB_PORT = Settings().web_port
 SETTINGS_ENV = {env_name(f.name) for f in fields(Settings)}
-CURRENT_API_VERSIONS = {"v1", "apps/v1", "autoscaling/v2", "policy/v1", "batch/v1", "keda.sh/v1alpha1",
-                        "kustomize.config.k8s.io/v1beta1"}
+CURRENT_API_VERSIONS = {
+    "v1",
+    "apps/v1",
+    "autoscaling/v2",
+    "policy/v1",
+    "batch/v1",
+    "keda.sh/v1alpha1",
+    "kustomize.config.k8s.io/v1beta1",
+}
 #: Kinds of custom resources: no Kubernetes schema, checked structurally (`SCALED_OBJECT_SCHEMA`).
 CUSTOM_KINDS = {"ScaledObject"}
 
@@ -39,7 +46,12 @@ def load_yaml(path: Path) -> list[dict]:
 
 
 def k8s_objects() -> list[dict]:
-    return [doc for path in sorted(K8S.rglob("*.yaml")) for doc in load_yaml(path) if doc.get("kind") != "Kustomization"]
+    return [
+        doc
+        for path in sorted(K8S.rglob("*.yaml"))
+        for doc in load_yaml(path)
+        if doc.get("kind") != "Kustomization"
+    ]
 
 
 def k8s_object(kind: str, name: str) -> dict:
@@ -210,8 +222,19 @@ def test_grafana_is_provisioned_with_the_datasource_and_dashboard_it_uses():
     assert f"./grafana/dashboards:{folder}:ro" in compose()["services"]["grafana"]["volumes"]
 
 
-_PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
-                    "unless", "offset"}
+_PROMQL_KEYWORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+}
 
 
 def promql_metric_names(expr: str) -> set[str]:
@@ -225,8 +248,10 @@ def promql_metric_names(expr: str) -> set[str]:
 
 def test_promql_metric_names_are_found():
     """The PromQL name extraction finds metrics and skips functions, labels, ranges and numbers."""
-    expr = ('histogram_quantile(0.95, sum by (le, operation) (rate(a_seconds_bucket{x="y"}[$__rate_interval])))'
-            " / sum without (p) (b_total) + c")
+    expr = (
+        'histogram_quantile(0.95, sum by (le, operation) (rate(a_seconds_bucket{x="y"}[$__rate_interval])))'
+        " / sum without (p) (b_total) + c"
+    )
     assert promql_metric_names(expr) == {"a_seconds_bucket", "b_total", "c"}
 
 
@@ -235,7 +260,8 @@ def exported_series() -> dict[str, str]:
     suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
     return {
         family.name + suffix: family.name
-        for family in REGISTRY.collect() if family.name.startswith("stream_rater_")
+        for family in REGISTRY.collect()
+        if family.name.startswith("stream_rater_")
         for suffix in suffixes[family.type]
     }
 
@@ -291,18 +317,32 @@ SCALED_OBJECT_SCHEMA = {
             "required": ["scaleTargetRef", "triggers"],
             "properties": {
                 "scaleTargetRef": {
-                    "type": "object", "additionalProperties": False, "required": ["name"],
-                    "properties": {k: _STRING for k in ("apiVersion", "kind", "name", "envSourceContainerName")},
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name"],
+                    "properties": dict.fromkeys(
+                        ("apiVersion", "kind", "name", "envSourceContainerName"), _STRING
+                    ),
                 },
-                **{k: {"type": "integer", "minimum": 0} for k in (
-                    "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
-                    "minReplicaCount", "maxReplicaCount")},
+                **{
+                    k: {"type": "integer", "minimum": 0}
+                    for k in (
+                        "pollingInterval",
+                        "cooldownPeriod",
+                        "initialCooldownPeriod",
+                        "idleReplicaCount",
+                        "minReplicaCount",
+                        "maxReplicaCount",
+                    )
+                },
                 "advanced": {
-                    "type": "object", "additionalProperties": False,
+                    "type": "object",
+                    "additionalProperties": False,
                     "properties": {
                         "restoreToOriginalReplicaCount": {"type": "boolean"},
                         "horizontalPodAutoscalerConfig": {
-                            "type": "object", "additionalProperties": False,
+                            "type": "object",
+                            "additionalProperties": False,
                             "properties": {"name": _STRING, "behavior": {"type": "object"}},
                         },
                         "scalingModifiers": {"type": "object"},
@@ -310,11 +350,17 @@ SCALED_OBJECT_SCHEMA = {
                 },
                 "fallback": {"type": "object"},
                 "triggers": {
-                    "type": "array", "minItems": 1,
+                    "type": "array",
+                    "minItems": 1,
                     "items": {
-                        "type": "object", "additionalProperties": False, "required": ["type", "metadata"],
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["type", "metadata"],
                         "properties": {
-                            "type": _STRING, "name": _STRING, "metricType": _STRING, "useCachedMetrics": {"type": "boolean"},
+                            "type": _STRING,
+                            "name": _STRING,
+                            "metricType": _STRING,
+                            "useCachedMetrics": {"type": "boolean"},
                             "authenticationRef": {"type": "object"},
                             "metadata": {"type": "object", "additionalProperties": _STRING},
                         },
@@ -325,9 +371,21 @@ SCALED_OBJECT_SCHEMA = {
     },
 }
 KAFKA_SCALER_KEYS = {
-    "bootstrapServers", "consumerGroup", "topic", "lagThreshold", "activationLagThreshold", "offsetResetPolicy",
-    "allowIdleConsumers", "scaleToZeroOnInvalidOffset", "excludePersistentLag", "limitToPartitionsWithLag",
-    "ensureEvenDistributionOfPartitions", "partitionLimitation", "version", "sasl", "tls",
+    "bootstrapServers",
+    "consumerGroup",
+    "topic",
+    "lagThreshold",
+    "activationLagThreshold",
+    "offsetResetPolicy",
+    "allowIdleConsumers",
+    "scaleToZeroOnInvalidOffset",
+    "excludePersistentLag",
+    "limitToPartitionsWithLag",
+    "ensureEvenDistributionOfPartitions",
+    "partitionLimitation",
+    "version",
+    "sasl",
+    "tls",
 }
 
 
@@ -338,7 +396,10 @@ def test_keda_scales_the_worker_on_kafka_lag_up_to_the_partition_count():
     scaled = k8s_object("ScaledObject", "stream-rater-worker")
     jsonschema.validate(scaled, SCALED_OBJECT_SCHEMA)
     spec, config = scaled["spec"], k8s_object("ConfigMap", "stream-rater-config")["data"]
-    assert (spec["scaleTargetRef"]["kind"], spec["scaleTargetRef"]["name"]) == ("Deployment", "stream-rater-worker")
+    assert (spec["scaleTargetRef"]["kind"], spec["scaleTargetRef"]["name"]) == (
+        "Deployment",
+        "stream-rater-worker",
+    )
     assert spec["maxReplicaCount"] == int(config[env_name("partitions")])
     assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
     [trigger] = spec["triggers"]
@@ -383,7 +444,9 @@ def test_compose_cluster_override_points_the_workers_at_a_joined_cluster():
     url = cluster["worker"]["environment"][env_name("redis_url")]
     _, nodes = parse_cluster_url(url)
     assert {host for host, _ in nodes} <= {name for name in cluster if name.startswith("redis-node-")}
-    assert cluster["worker"]["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
+    assert (
+        cluster["worker"]["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
+    )
     nodes_total = sum(name.startswith("redis-node-") for name in cluster)
     script = cluster["redis-cluster-init"]["command"][-1]
     assert "--cluster-replicas 1" in script and nodes_total == 6
@@ -394,9 +457,15 @@ def test_kubernetes_redis_cluster_overlay_replaces_the_single_redis():
     """The redis-cluster overlay deletes the single Redis, runs 6 cluster nodes behind a
     headless Service, and points the workers' Secret at three of them by stable DNS name."""
     [kustomization] = load_yaml(K8S / "overlays" / "redis-cluster" / "kustomization.yaml")
-    deleted = {(p["target"]["kind"], p["target"]["name"]) for p in kustomization["patches"] if "$patch: delete" in p["patch"]}
+    deleted = {
+        (p["target"]["kind"], p["target"]["name"])
+        for p in kustomization["patches"]
+        if "$patch: delete" in p["patch"]
+    }
     assert deleted == {("StatefulSet", "redis"), ("Service", "redis")}
-    [secret_patch] = [yaml.safe_load(p["patch"]) for p in kustomization["patches"] if p["target"]["kind"] == "Secret"]
+    [secret_patch] = [
+        yaml.safe_load(p["patch"]) for p in kustomization["patches"] if p["target"]["kind"] == "Secret"
+    ]
     [op] = secret_patch
     assert op["path"] == f"/stringData/{env_name('redis_url')}"
     statefulset = k8s_object("StatefulSet", "redis-cluster")
@@ -405,5 +474,7 @@ def test_kubernetes_redis_cluster_overlay_replaces_the_single_redis():
     _, nodes = parse_cluster_url(op["value"])
     pods = {f"redis-cluster-{i}.{statefulset['spec']['serviceName']}" for i in range(6)}
     assert {host for host, _ in nodes} <= pods and len(nodes) == 3
-    script = k8s_object("Job", "redis-cluster-init")["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    script = k8s_object("Job", "redis-cluster-init")["spec"]["template"]["spec"]["containers"][0]["command"][
+        -1
+    ]
     assert "--cluster-replicas 1" in script

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from stream_rater.offline.evaluate import PROBABILITY_FLOOR, Scorer, score
-from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.offline.evaluate import PROBABILITY_FLOOR, Scorer, score
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
 from stream_rater.rating.base import Outcome, Rating
@@ -25,8 +25,14 @@ def duel(at: float = 0.0, winner_first: bool = True, draw: bool = False, mid: st
     """A 1-vs-1 match between players a (listed first) and b."""
     ranks = (1, 1) if draw else ((1, 2) if winner_first else (2, 1))
     return parse_match(
-        {"match_id": mid, "finished_at": at,
-         "teams": [{"rank": ranks[0], "players": [{"id": "a"}]}, {"rank": ranks[1], "players": [{"id": "b"}]}]},
+        {
+            "match_id": mid,
+            "finished_at": at,
+            "teams": [
+                {"rank": ranks[0], "players": [{"id": "a"}]},
+                {"rank": ranks[1], "players": [{"id": "b"}]},
+            ],
+        },
         LADDERS,
     )
 
@@ -34,8 +40,11 @@ def duel(at: float = 0.0, winner_first: bool = True, draw: bool = False, mid: st
 def observe(scorer: Scorer, ratings: list[float], ranks: list[float], at: float = 0.0) -> None:
     """Feed one match of single-player teams with the given prior ratings and ranks."""
     match = parse_match(
-        {"match_id": "x", "finished_at": at,
-         "teams": [{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate(ranks)]},
+        {
+            "match_id": "x",
+            "finished_at": at,
+            "teams": [{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate(ranks)],
+        },
         LADDERS,
     )
     scorer.observe(match, [[Rating(r)] for r in ratings], Outcome(ranks=ranks))
@@ -95,7 +104,12 @@ def test_calibration_bins_count_first_listed_team() -> None:
     observe(scorer, [STRONG, 0.0], [2, 1])  # p = .75, first lost
     observe(scorer, [0.0, STRONG], [2, 1])  # p = .25, first lost
     bins = scorer.summary().calibration
-    assert [(b.low, b.high, b.count) for b in bins] == [(0.0, 0.25, 0), (0.25, 0.5, 1), (0.5, 0.75, 0), (0.75, 1.0, 2)]
+    assert [(b.low, b.high, b.count) for b in bins] == [
+        (0.0, 0.25, 0),
+        (0.25, 0.5, 1),
+        (0.5, 0.75, 0),
+        (0.75, 1.0, 2),
+    ]
     assert bins[3].mean_predicted == pytest.approx(0.75) and bins[3].observed == 0.5
     assert bins[1].observed == 0.0 and bins[0].mean_predicted is None
     # ECE = (2·|0.75 − 0.5| + 1·|0.25 − 0|) / 3, computed by hand from the bins above
@@ -127,7 +141,10 @@ def test_over_time_splits_pairs_into_equal_windows() -> None:
     for at, ranks in [(0.0, [1, 2]), (1.0, [1, 2]), (2.0, [2, 1]), (3.0, [2, 1])]:
         observe(scorer, [STRONG, 0.0], ranks, at)
     periods = scorer.summary().over_time
-    assert [(p.start, p.end, p.pairs, p.wrong_order) for p in periods] == [(0.0, 1.0, 2, 0.0), (2.0, 3.0, 2, 1.0)]
+    assert [(p.start, p.end, p.pairs, p.wrong_order) for p in periods] == [
+        (0.0, 1.0, 2, 0.0),
+        (2.0, 3.0, 2, 1.0),
+    ]
 
 
 def test_score_predicts_from_the_ratings_before_each_match() -> None:
@@ -142,14 +159,20 @@ def test_score_predicts_from_the_ratings_before_each_match() -> None:
 
 DAY = 86400.0
 #: TrueSkill with draws and time-scaled dynamics, so both the draw margin and `as_of` matter.
-TIMED = Ladders([Ladder("timed", "trueskill", {"draw_probability": 0.25, "time_tau": 1.0, "time_unit": "days"})])
+TIMED = Ladders(
+    [Ladder("timed", "trueskill", {"draw_probability": 0.25, "time_tau": 1.0, "time_unit": "days"})]
+)
 
 
 def timed_duel(mid: str, a: str, b: str, at: float, ranks: tuple[int, int] = (1, 2)) -> MatchFinished:
     """A 1-vs-1 match on the `TIMED` ladder between `a` (listed first) and `b`."""
     return parse_match(
-        {"match_id": mid, "ladder": "timed", "finished_at": at,
-         "teams": [{"rank": ranks[0], "players": [{"id": a}]}, {"rank": ranks[1], "players": [{"id": b}]}]},
+        {
+            "match_id": mid,
+            "ladder": "timed",
+            "finished_at": at,
+            "teams": [{"rank": ranks[0], "players": [{"id": a}]}, {"rank": ranks[1], "players": [{"id": b}]}],
+        },
         TIMED,
     )
 
@@ -159,10 +182,13 @@ async def test_scored_probabilities_are_the_read_apis(ranks: tuple[int, int], ou
     """Log-loss, Brier and calibration of a match score exactly what `Queries.predict` answers
     for the same players at the match's time: win, loss or draw, σ grown by the idle time."""
     store = MemoryStore()
-    await Processor(TIMED, store).process([
-        timed_duel("h1", "ann", "bob", 0.0), timed_duel("h2", "ann", "cat", DAY),
-        timed_duel("h3", "cat", "bob", 2 * DAY, (1, 1)),
-    ])
+    await Processor(TIMED, store).process(
+        [
+            timed_duel("h1", "ann", "bob", 0.0),
+            timed_duel("h2", "ann", "cat", DAY),
+            timed_duel("h3", "cat", "bob", 2 * DAY, (1, 1)),
+        ]
+    )
     at = 40 * DAY  # ann idle 39 days, bob 38: the read adds γ²·Δt to each σ
     answer = await Queries(store, TIMED).predict("timed", [["ann"], ["bob"]], now=at)
     wins = [team["win_probability"] for team in answer["teams"]]
@@ -198,8 +224,15 @@ def test_many_trueskill_teams_are_scored_with_each_pairs_prediction() -> None:
     """In a three-team match each pair (draws included) is scored with `predict` of the pair alone."""
     model = TIMED.get("timed").rating_model
     teams = [[Rating(30.0, 3.0)], [Rating(25.0, 3.0)], [Rating(20.0, 3.0)]]
-    match = parse_match({"match_id": "ffa", "ladder": "timed", "finished_at": 0.0, "teams": [
-        {"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate([1, 2, 2])]}, TIMED)
+    match = parse_match(
+        {
+            "match_id": "ffa",
+            "ladder": "timed",
+            "finished_at": 0.0,
+            "teams": [{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate([1, 2, 2])],
+        },
+        TIMED,
+    )
     scorer = Scorer(TIMED, bins=1)
     scorer.observe(match, teams, Outcome(ranks=[1, 2, 2]))
     s = scorer.summary()

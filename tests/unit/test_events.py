@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_rater.contracts import match as events
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import (
     Limits,
     MatchFinished,
@@ -27,7 +27,7 @@ from stream_rater.contracts import (
     parse_match,
     parse_timestamp,
 )
-from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import match as events
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 
@@ -103,7 +103,9 @@ def test_numbers_are_stored_as_floats() -> None:
     """Integer ranks, weights, scores and times come out as floats, so equal values compare equal whatever their wire type."""
     match = parse_match(with_player(weight=1, score=3, seconds_played=60), LADDERS)
     player = match.teams[1].players[0]
-    assert [type(x) for x in (match.teams[0].rank, player.weight, player.score, player.seconds_played)] == [float] * 4
+    assert [type(x) for x in (match.teams[0].rank, player.weight, player.score, player.seconds_played)] == [
+        float
+    ] * 4
 
 
 def test_model_equal_to_the_ladders_is_accepted() -> None:
@@ -120,7 +122,9 @@ def test_effects_are_kept_on_a_ladder_that_supports_them() -> None:
 
 def test_unrated_player_needs_no_score_on_a_scores_ladder() -> None:
     """On a ladder whose model needs scores, an unrated player may omit score and seconds_played."""
-    match = parse_match(sph({"id": "a", "score": 3, "seconds_played": 60}, {"id": "b", "rated": False}), LADDERS)
+    match = parse_match(
+        sph({"id": "a", "score": 3, "seconds_played": 60}, {"id": "b", "rated": False}), LADDERS
+    )
     assert match.teams[1].players[0] == Player("b", rated=False)
 
 
@@ -143,43 +147,140 @@ REJECTIONS: list[tuple[str, Any, str]] = [
     ("long match_id", one_v_one(match_id="x" * 129), "match_id: is 129 characters, limit 128"),
     ("lone surrogate", one_v_one(match_id="m\ud800"), "match_id: is not valid Unicode (lone surrogate)"),
     ("ladder not a string", one_v_one(ladder=True), "ladder: must be a string, got boolean"),
-    ("unknown ladder", one_v_one(ladder="nope"), "ladder: unknown ladder 'nope' (configured: default, halo2-ffa, mw4)"),
+    (
+        "unknown ladder",
+        one_v_one(ladder="nope"),
+        "ladder: unknown ladder 'nope' (configured: default, halo2-ffa, mw4)",
+    ),
     (
         "model switch",
         one_v_one(model="sph-elo"),
-        "model: ladder 'default' uses model 'trueskill', the event says 'sph-elo'; "
-        "an event may not switch a ladder's model",
+        (
+            "model: ladder 'default' uses model 'trueskill', the event says 'sph-elo'; "
+            "an event may not switch a ladder's model"
+        ),
     ),
     ("model not a string", one_v_one(model=3), "model: must be a string, got integer"),
-    ("missing finished_at", {k: v for k, v in one_v_one().items() if k != "finished_at"}, "finished_at: is required"),
-    ("boolean finished_at", one_v_one(finished_at=True), "finished_at: must be an RFC 3339 date-time string or epoch seconds, got boolean"),
-    ("no offset", one_v_one(finished_at="2004-08-06T18:13:50"), "finished_at: '2004-08-06T18:13:50' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
-    ("date only", one_v_one(finished_at="2004-08-06"), "finished_at: '2004-08-06' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
-    ("offset hours 24", one_v_one(finished_at="2004-08-06T18:13:50+24:00"), "finished_at: '2004-08-06T18:13:50+24:00' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
-    ("February 30", one_v_one(finished_at="2004-02-30T00:00:00Z"), "finished_at: '2004-02-30T00:00:00Z' is not a valid date-time: day is out of range for month"),
-    ("leap second", one_v_one(finished_at="2016-12-31T23:59:60Z"), "finished_at: '2016-12-31T23:59:60Z' is not a valid date-time: second must be in 0..59"),
-    ("before year 1", one_v_one(finished_at="0001-01-01T00:00:00+01:00"), "finished_at: is out of range (years 0001-9999)"),
+    (
+        "missing finished_at",
+        {k: v for k, v in one_v_one().items() if k != "finished_at"},
+        "finished_at: is required",
+    ),
+    (
+        "boolean finished_at",
+        one_v_one(finished_at=True),
+        "finished_at: must be an RFC 3339 date-time string or epoch seconds, got boolean",
+    ),
+    (
+        "no offset",
+        one_v_one(finished_at="2004-08-06T18:13:50"),
+        "finished_at: '2004-08-06T18:13:50' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)",
+    ),
+    (
+        "date only",
+        one_v_one(finished_at="2004-08-06"),
+        "finished_at: '2004-08-06' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)",
+    ),
+    (
+        "offset hours 24",
+        one_v_one(finished_at="2004-08-06T18:13:50+24:00"),
+        "finished_at: '2004-08-06T18:13:50+24:00' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)",
+    ),
+    (
+        "February 30",
+        one_v_one(finished_at="2004-02-30T00:00:00Z"),
+        "finished_at: '2004-02-30T00:00:00Z' is not a valid date-time: day is out of range for month",
+    ),
+    (
+        "leap second",
+        one_v_one(finished_at="2016-12-31T23:59:60Z"),
+        "finished_at: '2016-12-31T23:59:60Z' is not a valid date-time: second must be in 0..59",
+    ),
+    (
+        "before year 1",
+        one_v_one(finished_at="0001-01-01T00:00:00+01:00"),
+        "finished_at: is out of range (years 0001-9999)",
+    ),
     ("epoch too large", one_v_one(finished_at=1e12), "finished_at: is out of range (years 0001-9999)"),
     ("NaN epoch", one_v_one(finished_at=float("nan")), "finished_at: must be a finite number"),
     ("teams not an array", one_v_one(teams={"a": 1}), "teams: must be an array, got object"),
     ("one team", one_v_one(teams=_teams(1)), "teams: needs at least 2 teams, got 1"),
     ("too many teams", one_v_one(teams=_teams(65)), "teams: has 65 teams, limit 64"),
     ("team not an object", one_v_one(teams=[_teams(1)[0], "b"]), "teams[1]: must be an object, got string"),
-    ("unknown team field", one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}], "colour": "red"}, _teams(2)[1]]), "teams[0].colour: unknown field"),
+    (
+        "unknown team field",
+        one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}], "colour": "red"}, _teams(2)[1]]),
+        "teams[0].colour: unknown field",
+    ),
     ("missing players", one_v_one(teams=[{"rank": 1}, _teams(2)[1]]), "teams[0].players: is required"),
-    ("empty team", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": []}]), "teams[1].players: needs at least 1 player"),
-    ("player not an object", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": ["p2"]}]), "teams[1].players[0]: must be an object, got string"),
+    (
+        "empty team",
+        one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": []}]),
+        "teams[1].players: needs at least 1 player",
+    ),
+    (
+        "player not an object",
+        one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": ["p2"]}]),
+        "teams[1].players[0]: must be an object, got string",
+    ),
     ("unknown player field", with_player(nick="x"), "teams[1].players[0].nick: unknown field"),
-    ("missing id", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": [{"score": 1}]}]), "teams[1].players[0].id: is required"),
-    ("player twice", one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": [{"id": "p9"}, {"id": "p0"}]}]), "teams[1].players[1].id: player 'p0' is already listed at teams[0].players[0]"),
-    ("player twice in a team", one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}, {"id": "a"}]}, _teams(2)[1]]), "teams[0].players[1].id: player 'a' is already listed at teams[0].players[0]"),
-    ("boolean rank", one_v_one(teams=[{"rank": True, "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].rank: must be a number, got boolean"),
-    ("string rank", one_v_one(teams=[{"rank": "1", "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].rank: must be a number, got string"),
-    ("infinite rank", one_v_one(teams=[{"rank": float("inf"), "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].rank: must be a finite number"),
-    ("huge integer score", one_v_one(teams=[{"score": 10**400, "players": [{"id": "a"}]}, {"score": 1, "players": [{"id": "b"}]}]), "teams[0].score: must be a finite number"),
-    ("rank and score mixed", one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}]}, {"score": 3, "players": [{"id": "b"}]}]), "teams[1].rank: is missing but teams[0] has one (all teams give a rank, or none does)"),
-    ("score then rank", one_v_one(teams=[{"score": 1, "players": [{"id": "a"}]}, {"rank": 3, "players": [{"id": "b"}]}]), "teams[0].rank: is missing but teams[1] has one (all teams give a rank, or none does)"),
-    ("neither rank nor score", one_v_one(teams=[{"score": 1, "players": [{"id": "a"}]}, {"players": [{"id": "b", "score": 1}, {"id": "c"}]}]), "teams[1]: needs a rank or a score (or a score for every player)"),
+    (
+        "missing id",
+        one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": [{"score": 1}]}]),
+        "teams[1].players[0].id: is required",
+    ),
+    (
+        "player twice",
+        one_v_one(teams=[_teams(1)[0], {"rank": 2, "players": [{"id": "p9"}, {"id": "p0"}]}]),
+        "teams[1].players[1].id: player 'p0' is already listed at teams[0].players[0]",
+    ),
+    (
+        "player twice in a team",
+        one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}, {"id": "a"}]}, _teams(2)[1]]),
+        "teams[0].players[1].id: player 'a' is already listed at teams[0].players[0]",
+    ),
+    (
+        "boolean rank",
+        one_v_one(teams=[{"rank": True, "players": [{"id": "a"}]}, _teams(2)[1]]),
+        "teams[0].rank: must be a number, got boolean",
+    ),
+    (
+        "string rank",
+        one_v_one(teams=[{"rank": "1", "players": [{"id": "a"}]}, _teams(2)[1]]),
+        "teams[0].rank: must be a number, got string",
+    ),
+    (
+        "infinite rank",
+        one_v_one(teams=[{"rank": float("inf"), "players": [{"id": "a"}]}, _teams(2)[1]]),
+        "teams[0].rank: must be a finite number",
+    ),
+    (
+        "huge integer score",
+        one_v_one(
+            teams=[{"score": 10**400, "players": [{"id": "a"}]}, {"score": 1, "players": [{"id": "b"}]}]
+        ),
+        "teams[0].score: must be a finite number",
+    ),
+    (
+        "rank and score mixed",
+        one_v_one(teams=[{"rank": 1, "players": [{"id": "a"}]}, {"score": 3, "players": [{"id": "b"}]}]),
+        "teams[1].rank: is missing but teams[0] has one (all teams give a rank, or none does)",
+    ),
+    (
+        "score then rank",
+        one_v_one(teams=[{"score": 1, "players": [{"id": "a"}]}, {"rank": 3, "players": [{"id": "b"}]}]),
+        "teams[0].rank: is missing but teams[1] has one (all teams give a rank, or none does)",
+    ),
+    (
+        "neither rank nor score",
+        one_v_one(
+            teams=[
+                {"score": 1, "players": [{"id": "a"}]},
+                {"players": [{"id": "b", "score": 1}, {"id": "c"}]},
+            ]
+        ),
+        "teams[1]: needs a rank or a score (or a score for every player)",
+    ),
     ("zero weight", with_player(weight=0), "teams[1].players[0].weight: must be > 0 and <= 1"),
     ("negative weight", with_player(weight=-0.5), "teams[1].players[0].weight: must be > 0 and <= 1"),
     ("weight above 1", with_player(weight=1.5), "teams[1].players[0].weight: must be > 0 and <= 1"),
@@ -189,16 +290,74 @@ REJECTIONS: list[tuple[str, Any, str]] = [
     ("negative time", with_player(seconds_played=-1.5), "teams[1].players[0].seconds_played: must be > 0"),
     ("rated as integer", with_player(rated=1), "teams[1].players[0].rated: must be a boolean, got integer"),
     ("rated as string", with_player(rated="yes"), "teams[1].players[0].rated: must be a boolean, got string"),
-    ("effects not an array", one_v_one(teams=[{"rank": 1, "effects": "home", "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects: must be an array, got string"),
-    ("effect not a string", one_v_one(teams=[{"rank": 1, "effects": ["home", 2], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects[1]: must be a string, got integer"),
-    ("empty effect", one_v_one(teams=[{"rank": 1, "effects": [""], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects[0]: must not be empty"),
-    ("effect twice", one_v_one(teams=[{"rank": 1, "effects": ["home", "side", "home"], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects[2]: effect 'home' is listed twice"),
-    ("too many effects", one_v_one(teams=[{"rank": 1, "effects": [f"e{i}" for i in range(9)], "players": [{"id": "a"}]}, _teams(2)[1]]), "teams[0].effects: has 9 effects, limit 8"),
-    ("effects where unsupported", one_v_one(ladder="mw4", teams=[{"rank": 1, "effects": ["home"], "players": [{"id": "a", "score": 1, "seconds_played": 9}]}, {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]}]), "teams[0].effects: ladder 'mw4' (model 'sph-elo') does not support effects"),
-    ("score missing on SPH ladder", sph({"id": "a", "score": 1, "seconds_played": 9}, {"id": "b", "seconds_played": 9}), "teams[1].players[0].score: is required by ladder 'mw4' (model 'sph-elo')"),
-    ("time missing on SPH ladder", sph({"id": "a", "score": 1}, {"id": "b", "score": 1, "seconds_played": 9}), "teams[0].players[0].seconds_played: is required by ladder 'mw4' (model 'sph-elo')"),
-    ("too many players", one_v_one(teams=[{"rank": 1, "players": [{"id": f"a{i}"} for i in range(200)]}, {"rank": 2, "players": [{"id": f"b{i}"} for i in range(57)]}]), "teams: have more than 256 players in all"),
-    ("team too large", one_v_one(teams=[{"rank": 1, "players": [{"id": f"a{i}"} for i in range(300)]}, _teams(2)[1]]), "teams[0].players: has 300 players, limit 256"),
+    (
+        "effects not an array",
+        one_v_one(teams=[{"rank": 1, "effects": "home", "players": [{"id": "a"}]}, _teams(2)[1]]),
+        "teams[0].effects: must be an array, got string",
+    ),
+    (
+        "effect not a string",
+        one_v_one(teams=[{"rank": 1, "effects": ["home", 2], "players": [{"id": "a"}]}, _teams(2)[1]]),
+        "teams[0].effects[1]: must be a string, got integer",
+    ),
+    (
+        "empty effect",
+        one_v_one(teams=[{"rank": 1, "effects": [""], "players": [{"id": "a"}]}, _teams(2)[1]]),
+        "teams[0].effects[0]: must not be empty",
+    ),
+    (
+        "effect twice",
+        one_v_one(
+            teams=[{"rank": 1, "effects": ["home", "side", "home"], "players": [{"id": "a"}]}, _teams(2)[1]]
+        ),
+        "teams[0].effects[2]: effect 'home' is listed twice",
+    ),
+    (
+        "too many effects",
+        one_v_one(
+            teams=[
+                {"rank": 1, "effects": [f"e{i}" for i in range(9)], "players": [{"id": "a"}]},
+                _teams(2)[1],
+            ]
+        ),
+        "teams[0].effects: has 9 effects, limit 8",
+    ),
+    (
+        "effects where unsupported",
+        one_v_one(
+            ladder="mw4",
+            teams=[
+                {"rank": 1, "effects": ["home"], "players": [{"id": "a", "score": 1, "seconds_played": 9}]},
+                {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]},
+            ],
+        ),
+        "teams[0].effects: ladder 'mw4' (model 'sph-elo') does not support effects",
+    ),
+    (
+        "score missing on SPH ladder",
+        sph({"id": "a", "score": 1, "seconds_played": 9}, {"id": "b", "seconds_played": 9}),
+        "teams[1].players[0].score: is required by ladder 'mw4' (model 'sph-elo')",
+    ),
+    (
+        "time missing on SPH ladder",
+        sph({"id": "a", "score": 1}, {"id": "b", "score": 1, "seconds_played": 9}),
+        "teams[0].players[0].seconds_played: is required by ladder 'mw4' (model 'sph-elo')",
+    ),
+    (
+        "too many players",
+        one_v_one(
+            teams=[
+                {"rank": 1, "players": [{"id": f"a{i}"} for i in range(200)]},
+                {"rank": 2, "players": [{"id": f"b{i}"} for i in range(57)]},
+            ]
+        ),
+        "teams: have more than 256 players in all",
+    ),
+    (
+        "team too large",
+        one_v_one(teams=[{"rank": 1, "players": [{"id": f"a{i}"} for i in range(300)]}, _teams(2)[1]]),
+        "teams[0].players: has 300 players, limit 256",
+    ),
 ]
 
 
@@ -249,7 +408,9 @@ def _scored(*team_scores: Any) -> MatchFinished:
 
 def test_ranks_are_the_given_ranks() -> None:
     """ranks() returns the teams' own ranks when they give them, draws included."""
-    event = one_v_one(teams=[{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate([2, 1, 2, -1.5])])
+    event = one_v_one(
+        teams=[{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate([2, 1, 2, -1.5])]
+    )
     assert parse_match(event, LADDERS).ranks() == [2.0, 1.0, 2.0, -1.5]
 
 
@@ -265,7 +426,12 @@ def test_team_score_defaults_to_sum_of_player_scores() -> None:
 
 def test_ranked_team_may_carry_a_score_that_does_not_decide_the_order() -> None:
     """When teams give ranks, a team score is kept but the ranks decide."""
-    event = one_v_one(teams=[{"rank": 2, "score": 3, "players": [{"id": "a"}]}, {"rank": 1, "score": 0, "players": [{"id": "b"}]}])
+    event = one_v_one(
+        teams=[
+            {"rank": 2, "score": 3, "players": [{"id": "a"}]},
+            {"rank": 1, "score": 0, "players": [{"id": "b"}]},
+        ]
+    )
     match = parse_match(event, LADDERS)
     assert (match.ranks(), match.teams[0].score) == ([2.0, 1.0], 3.0)
 
@@ -277,8 +443,16 @@ def test_to_dict_is_the_canonical_wire_form() -> None:
         "ladder": "halo2-ffa",
         "finished_at": "2004-08-06T20:13:50.5+02:00",
         "teams": [
-            {"rank": 1.0, "effects": ["home"], "players": [{"id": "a", "weight": 1.0, "rated": True}, {"id": "b", "weight": 0.25}]},
-            {"rank": 2, "score": 7.5, "players": [{"id": "c", "score": 3.0, "seconds_played": 60.5, "rated": False}]},
+            {
+                "rank": 1.0,
+                "effects": ["home"],
+                "players": [{"id": "a", "weight": 1.0, "rated": True}, {"id": "b", "weight": 0.25}],
+            },
+            {
+                "rank": 2,
+                "score": 7.5,
+                "players": [{"id": "c", "score": 3.0, "seconds_played": 60.5, "rated": False}],
+            },
         ],
     }
     assert parse_match(event, LADDERS).to_dict() == {
@@ -287,7 +461,11 @@ def test_to_dict_is_the_canonical_wire_form() -> None:
         "finished_at": "2004-08-06T18:13:50.5Z",
         "teams": [
             {"rank": 1, "effects": ["home"], "players": [{"id": "a"}, {"id": "b", "weight": 0.25}]},
-            {"rank": 2, "score": 7.5, "players": [{"id": "c", "score": 3, "seconds_played": 60.5, "rated": False}]},
+            {
+                "rank": 2,
+                "score": 7.5,
+                "players": [{"id": "c", "score": 3, "seconds_played": 60.5, "rated": False}],
+            },
         ],
     }
 
@@ -295,7 +473,8 @@ def test_to_dict_is_the_canonical_wire_form() -> None:
 def test_to_dict_parses_back_to_the_same_match() -> None:
     """parse_match(m.to_dict()) == m for a match that uses every field."""
     match = parse_match(
-        sph({"id": "a", "score": 2.5, "seconds_played": 61.25, "weight": 0.5}, {"id": "b", "rated": False}), LADDERS
+        sph({"id": "a", "score": 2.5, "seconds_played": 61.25, "weight": 0.5}, {"id": "b", "rated": False}),
+        LADDERS,
     )
     assert parse_match(match.to_dict(), LADDERS) == match
 
@@ -347,7 +526,9 @@ def _reference_format(epoch: float) -> str:
     return text + "Z"
 
 
-HALF_MICROSECONDS = st.builds(lambda us: (us + 0.5) / 1e6, st.integers(-62135596800 * 10**6, 253402300799 * 10**6))
+HALF_MICROSECONDS = st.builds(
+    lambda us: (us + 0.5) / 1e6, st.integers(-62135596800 * 10**6, 253402300799 * 10**6)
+)
 
 
 @given(st.floats(min_value=-62135596800, max_value=253402300799.99) | HALF_MICROSECONDS)
@@ -399,7 +580,9 @@ def test_rating_changed_round_trips() -> None:
 
 def test_rating_changed_accepts_integral_numbers() -> None:
     """Integers for mu, rating and delta and an integral float for games are accepted (JSON does not tell them apart)."""
-    changed = RatingChanged.from_dict({**CHANGED, "before": {"mu": 25, "sigma": 8}, "rating": 6, "games": 3.0})
+    changed = RatingChanged.from_dict(
+        {**CHANGED, "before": {"mu": 25, "sigma": 8}, "rating": 6, "games": 3.0}
+    )
     assert (changed.before, changed.rating, changed.games) == ({"mu": 25.0, "sigma": 8.0}, 6.0, 3)
 
 
@@ -412,11 +595,17 @@ def test_rating_changed_accepts_integral_numbers() -> None:
         ({"after": {"mu": 1.0, "sigma": 1.0, "x": 0}}, "after.x: unknown field"),
         ({"after": {"mu": float("nan"), "sigma": 1.0}}, "after.mu: must be a finite number"),
         ({"after": {"mu": 1.0, "sigma": -1.0}}, "after.sigma: must be >= 0"),
-        ({"after": {"mu": 1.0, "sigma": None}}, "after.sigma: must be null exactly when before.sigma is null"),
+        (
+            {"after": {"mu": 1.0, "sigma": None}},
+            "after.sigma: must be null exactly when before.sigma is null",
+        ),
         ({"games": 0}, "games: must be >= 1"),
         ({"games": True}, "games: must be an integer, got boolean"),
         ({"rating": "6"}, "rating: must be a number, got string"),
-        ({"processed_at": "yesterday"}, "processed_at: 'yesterday' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)"),
+        (
+            {"processed_at": "yesterday"},
+            "processed_at: 'yesterday' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)",
+        ),
     ],
 )
 def test_invalid_rating_changed_is_rejected(changes: dict[str, Any], message: str) -> None:
@@ -428,7 +617,7 @@ def test_invalid_rating_changed_is_rejected(changes: dict[str, Any], message: st
 
 def test_missing_rating_changed_field_is_named() -> None:
     """A missing rating-changed field is reported as required."""
-    with pytest.raises(ValidationError, match="^delta: is required$"):
+    with pytest.raises(ValidationError, match=r"^delta: is required$"):
         RatingChanged.from_dict({k: v for k, v in CHANGED.items() if k != "delta"})
 
 
@@ -487,6 +676,7 @@ def test_common_events_take_the_fast_path() -> None:
 
 def test_fast_builders_set_every_field() -> None:
     """The fast path's slot-by-slot builders make the same objects as the dataclass constructors, every field set."""
+
     def values(obj: Any) -> list[Any]:
         return [getattr(obj, f.name) for f in fields(obj)]  # AttributeError for a field left unset
 
@@ -496,7 +686,9 @@ def test_fast_builders_set_every_field() -> None:
     assert values(team) == values(Team((Player("p"),), 2.0))
     assert values(match) == values(MatchFinished("m", "default", 1.0, (team, team)))
     assert hash(match) == hash(MatchFinished("m", "default", 1.0, (team, team)))
-    assert not any(hasattr(cls, "__post_init__") for cls in (Player, Team, MatchFinished))  # they skip __init__
+    assert not any(
+        hasattr(cls, "__post_init__") for cls in (Player, Team, MatchFinished)
+    )  # they skip __init__
 
 
 PLAIN_VALUES = st.one_of(
@@ -509,11 +701,13 @@ PLAIN_VALUES = st.one_of(
     st.just({"id": "p1"}),
     st.just({}),
 )
-PLAIN_PATHS = PATHS + [("teams", 0, "players", 1), ("teams", 2), ("extra",)]
+PLAIN_PATHS = [*PATHS, ("teams", 0, "players", 1), ("teams", 2), ("extra",)]
 
 
 @given(st.sampled_from(PLAIN_PATHS), PLAIN_VALUES, st.sampled_from(["default", "mw4", "halo2-ffa", None]))
-def test_fast_path_accepts_only_what_the_full_validation_accepts_equally(path: tuple[Any, ...], value: Any, ladder: str | None) -> None:
+def test_fast_path_accepts_only_what_the_full_validation_accepts_equally(
+    path: tuple[Any, ...], value: Any, ladder: str | None
+) -> None:
     """Whatever replaces a part of a plain event, the fast path either declines or builds exactly what the full validation builds."""
     event: Any = one_v_one(ladder=ladder)
     target = event

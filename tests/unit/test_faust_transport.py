@@ -11,10 +11,10 @@ from faust.transport import consumer as faust_consumer
 from faust.types import TP
 from faust.types.tuples import ConsumerMessage
 
-from stream_rater.service.app import create_app
-from stream_rater.service.faust_transport import BatchBuffer
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
+from stream_rater.service.app import create_app
+from stream_rater.service.faust_transport import BatchBuffer
 from stream_rater.store.memory import MemoryStore
 
 TOPIC = "matches-buffer"
@@ -23,16 +23,21 @@ PART = TP(TOPIC, 0)
 
 @pytest.fixture
 async def app():
-    app = create_app(Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="buffer-test"),
-                     Ladders([Ladder("default", "trueskill")]), store=MemoryStore())
+    app = create_app(
+        Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="buffer-test"),
+        Ladders([Ladder("default", "trueskill")]),
+        store=MemoryStore(),
+    )
     app.flow_control.resume()
     return app
 
 
 def messages(app, offsets, generation: int | None = None) -> list[ConsumerMessage]:
     generation = app.consumer_generation_id if generation is None else generation
-    return [ConsumerMessage(TOPIC, 0, o, 0.0, 0, [], None, b"{}", None, tp=PART, generation_id=generation)
-            for o in offsets]
+    return [
+        ConsumerMessage(TOPIC, 0, o, 0.0, 0, [], None, b"{}", None, tp=PART, generation_id=generation)
+        for o in offsets
+    ]
 
 
 async def settle() -> None:

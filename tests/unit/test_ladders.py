@@ -82,7 +82,10 @@ def test_get_with_a_default_returns_it() -> None:
 
 def test_ladder_twice_is_an_error() -> None:
     """Two ladders with one name are a configuration error."""
-    assert config_error(Ladders, [Ladder("a", "trueskill"), Ladder("a", "sph-elo")]) == "ladder 'a' is configured twice"
+    assert (
+        config_error(Ladders, [Ladder("a", "trueskill"), Ladder("a", "sph-elo")])
+        == "ladder 'a' is configured twice"
+    )
 
 
 @pytest.mark.parametrize("name", ["", "Halo2", "halo_2", "-x", "a{b}", "é"])
@@ -133,17 +136,42 @@ def test_toml_without_default_gets_the_built_in_default(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('ladder = 1\n[ladders.a]\nmodel = "trueskill"\n', ":1: unknown key 'ladder' (the file holds [ladders.<name>] tables)"),
-        ('\n[ladders.mw4]\nmodel = "sph-elo"\n\nk = 3\n', ":5: [ladders.mw4] k: model 'sph-elo' has no parameter 'k' (allowed: T, "),
-        ('[ladders.a]\nmodel = "trueskill"\ndraw_probabilty = 0.1\n', ":3: [ladders.a] draw_probabilty: model 'trueskill' has no parameter 'draw_probabilty'"),
+        (
+            'ladder = 1\n[ladders.a]\nmodel = "trueskill"\n',
+            ":1: unknown key 'ladder' (the file holds [ladders.<name>] tables)",
+        ),
+        (
+            '\n[ladders.mw4]\nmodel = "sph-elo"\n\nk = 3\n',
+            ":5: [ladders.mw4] k: model 'sph-elo' has no parameter 'k' (allowed: T, ",
+        ),
+        (
+            '[ladders.a]\nmodel = "trueskill"\ndraw_probabilty = 0.1\n',
+            ":3: [ladders.a] draw_probabilty: model 'trueskill' has no parameter 'draw_probabilty'",
+        ),
         ('[ladders.a]\nmodel = "glicko"\n', ":2: [ladders.a] model: unknown model 'glicko' (known: "),
-        ('[ladders.a]\nk = 3\n', ":1: [ladders.a]: 'model' must be given as a string"),
-        ('[ladders.Big]\nmodel = "trueskill"\n', ":1: [ladders.Big]: ladder name 'Big': use lower-case letters"),
+        ("[ladders.a]\nk = 3\n", ":1: [ladders.a]: 'model' must be given as a string"),
+        (
+            '[ladders.Big]\nmodel = "trueskill"\n',
+            ":1: [ladders.Big]: ladder name 'Big': use lower-case letters",
+        ),
         ('[ladders.a]\nmodel = "trueskill"\ndraw_probability = 1.5\n', ":1: [ladders.a]: "),
         ("ladders = 3\n", ":1: 'ladders' must be a table"),
-        ('[ladders.a]\nmodel = "trueskill"\n[ladders.a]\n', "Cannot declare ('ladders', 'a') twice (at line 3"),
+        (
+            '[ladders.a]\nmodel = "trueskill"\n[ladders.a]\n',
+            "Cannot declare ('ladders', 'a') twice (at line 3",
+        ),
     ],
-    ids=["unknown top key", "k on sph-elo", "misspelt param", "unknown model", "no model", "bad name", "bad value", "not a table", "toml syntax"],
+    ids=[
+        "unknown top key",
+        "k on sph-elo",
+        "misspelt param",
+        "unknown model",
+        "no model",
+        "bad name",
+        "bad value",
+        "not a table",
+        "toml syntax",
+    ],
 )
 def test_bad_toml_is_reported_with_file_and_line(tmp_path: Path, text: str, message: str) -> None:
     """Unknown keys, unknown models and parameters, bad values and TOML syntax errors name the file, the line and the problem."""
@@ -194,14 +222,26 @@ def test_env_params_apply_to_the_built_in_default() -> None:
 @pytest.mark.parametrize(
     ("environ", "message"),
     [
-        ({"STREAM_RATER_LADDER_X__K": "2"}, "STREAM_RATER_LADDER_X__K: ladder 'x' has parameters but no model"),
-        ({"STREAM_RATER_LADDER_X": "sph-elo", "STREAM_RATER_LADDER_X__K": "2"}, "STREAM_RATER_LADDER_X__K: model 'sph-elo' has no parameter 'K'"),
+        (
+            {"STREAM_RATER_LADDER_X__K": "2"},
+            "STREAM_RATER_LADDER_X__K: ladder 'x' has parameters but no model",
+        ),
+        (
+            {"STREAM_RATER_LADDER_X": "sph-elo", "STREAM_RATER_LADDER_X__K": "2"},
+            "STREAM_RATER_LADDER_X__K: model 'sph-elo' has no parameter 'K'",
+        ),
         ({"STREAM_RATER_LADDER_X": "glicko"}, "STREAM_RATER_LADDER_X: unknown model 'glicko'"),
         ({"STREAM_RATER_LADDER_X": " "}, "STREAM_RATER_LADDER_X: empty model name"),
         ({"STREAM_RATER_LADDER_X__": "1"}, "STREAM_RATER_LADDER_X__: no parameter name after '__'"),
         ({"STREAM_RATER_LADDER_": "trueskill"}, "STREAM_RATER_LADDER_: ladder name ''"),
-        ({"STREAM_RATER_LADDER_X": "trueskill", "STREAM_RATER_LADDER_X__TAU": "nan"}, "STREAM_RATER_LADDER_X__TAU: 'nan': NaN is not a parameter value"),
-        ({"STREAM_RATER_LADDER_X": "trueskill", "STREAM_RATER_LADDER_X__SIGMA": "-1"}, "STREAM_RATER_LADDER_X*: "),
+        (
+            {"STREAM_RATER_LADDER_X": "trueskill", "STREAM_RATER_LADDER_X__TAU": "nan"},
+            "STREAM_RATER_LADDER_X__TAU: 'nan': NaN is not a parameter value",
+        ),
+        (
+            {"STREAM_RATER_LADDER_X": "trueskill", "STREAM_RATER_LADDER_X__SIGMA": "-1"},
+            "STREAM_RATER_LADDER_X*: ",
+        ),
     ],
 )
 def test_bad_env_is_reported_with_the_variable(environ: dict[str, str], message: str) -> None:
@@ -216,7 +256,9 @@ def test_env_overrides_file_parameters_for_the_same_model(tmp_path: Path) -> Non
         {"STREAM_RATER_LADDER_HALO2_FFA": "trueskill", "STREAM_RATER_LADDER_HALO2_FFA__K": "1"},
     )
     assert ladders["halo2-ffa"].params == {"draw_probability": 0.0, "k": 1}
-    assert load_ladders(write(tmp_path, EXAMPLE), {"STREAM_RATER_LADDER_MW4__T": "60"})["mw4"].params == {"T": 60}
+    assert load_ladders(write(tmp_path, EXAMPLE), {"STREAM_RATER_LADDER_MW4__T": "60"})["mw4"].params == {
+        "T": 60
+    }
 
 
 def test_env_model_switch_drops_file_parameters(tmp_path: Path) -> None:

@@ -13,13 +13,13 @@ import redis.exceptions
 from aiokafka.errors import KafkaConnectionError
 
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.kafka import home_partition
 from stream_rater.processor import Processor
-from stream_rater.store import Commit, StateWrite
-from stream_rater.store.memory import MemoryStore
 from stream_rater.service import metrics
-from stream_rater.service.kafka_io import home_partition
 from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
+from stream_rater.store import Commit, StateWrite
+from stream_rater.store.memory import MemoryStore
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 
@@ -36,8 +36,13 @@ class Record:
 
 
 def duel(match_id: str, a: str, b: str) -> bytes:
-    return json.dumps({"match_id": match_id, "finished_at": 0,
-                       "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}).encode()
+    return json.dumps(
+        {
+            "match_id": match_id,
+            "finished_at": 0,
+            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+        }
+    ).encode()
 
 
 class Producer:
@@ -65,17 +70,27 @@ class FlakyStore(MemoryStore):
 
 
 def handler(store: MemoryStore, producer: Producer, **kwargs) -> BatchHandler:
-    return BatchHandler(Processor(LADDERS, store), LADDERS, producer.send,
-                        topics=Topics(updates="updates", dlq="dlq"), max_backoff=0.01, **kwargs)
+    return BatchHandler(
+        Processor(LADDERS, store),
+        LADDERS,
+        producer.send,
+        topics=Topics(updates="updates", dlq="dlq"),
+        max_backoff=0.01,
+        **kwargs,
+    )
 
 
 async def test_valid_events_are_produced_keyed_by_ladder_and_player():
     """Each rating change goes to the updates topic keyed `<ladder>:<player_id>`, in match order."""
     producer = Producer()
-    await handler(MemoryStore(), producer).handle([Record(duel("m1", "a", "b"), offset=0),
-                                                   Record(duel("m2", "b", "c"), offset=1)])
+    await handler(MemoryStore(), producer).handle(
+        [Record(duel("m1", "a", "b"), offset=0), Record(duel("m2", "b", "c"), offset=1)]
+    )
     assert [(t, k) for t, k, _, _ in producer.sent] == [
-        ("updates", b"default:a"), ("updates", b"default:b"), ("updates", b"default:b"), ("updates", b"default:c")
+        ("updates", b"default:a"),
+        ("updates", b"default:b"),
+        ("updates", b"default:b"),
+        ("updates", b"default:c"),
     ]
     assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b", "m2:b", "m2:c"]
 
@@ -108,10 +123,20 @@ async def test_late_matches_are_counted_once_per_applied_match():
     """The late counter moves by the number of newly applied late matches, not redeliveries."""
     late = lambda: metrics.MATCHES_LATE.labels("default")._value.get()  # noqa: E731
     store, producer = MemoryStore(), Producer()
-    first = json.dumps({"match_id": "new", "finished_at": 100,
-                        "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}]})
-    old = json.dumps({"match_id": "old", "finished_at": 50,
-                      "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}]})
+    first = json.dumps(
+        {
+            "match_id": "new",
+            "finished_at": 100,
+            "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
+        }
+    )
+    old = json.dumps(
+        {
+            "match_id": "old",
+            "finished_at": 50,
+            "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
+        }
+    )
     start = late()
     await handler(store, producer).handle([Record(first.encode()), Record(old.encode(), offset=1)])
     await handler(store, producer).handle([Record(old.encode(), offset=1)])
@@ -127,8 +152,10 @@ async def test_invalid_events_are_dead_lettered_with_reason_and_origin():
     [(topic, key, value, headers)] = [s for s in producer.sent if s[0] == "dlq"]
     assert (topic, key, value) == ("dlq", b"x", bad.value)
     assert dict(headers) == {
-        "sr-reason": b"finished_at: is required", "sr-origin-topic": b"matches",
-        "sr-origin-partition": b"3", "sr-origin-offset": b"41",
+        "sr-reason": b"finished_at: is required",
+        "sr-origin-topic": b"matches",
+        "sr-origin-partition": b"3",
+        "sr-origin-offset": b"41",
     }
     assert sum(1 for s in producer.sent if s[0] == "updates") == 2
 
@@ -168,7 +195,9 @@ async def test_failing_batch_at_shutdown_is_left_unacknowledged():
     """When the worker stops while Redis still fails, the batch raises and nothing is produced."""
     producer = Producer()
     with pytest.raises(WorkerStopping):
-        await handler(FlakyStore(failures=10**6), producer, stopping=lambda: True).handle([Record(duel("m1", "a", "b"))])
+        await handler(FlakyStore(failures=10**6), producer, stopping=lambda: True).handle(
+            [Record(duel("m1", "a", "b"))]
+        )
     assert producer.sent == []
 
 
@@ -188,8 +217,9 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
     await store.commit(Commit("default", [StateWrite("z", players["z"]._replace(mu=99.0, version=2), 1)], {}))
     monkeypatch.setattr(model, "rate_match", fail_on_z)
     producer = Producer()
-    await handler(store, producer).handle([Record(duel("m1", "a", "b")),
-                                           Record(duel("m2", "z", "c"), key=b"m2-key", partition=3, offset=7)])
+    await handler(store, producer).handle(
+        [Record(duel("m1", "a", "b")), Record(duel("m2", "z", "c"), key=b"m2-key", partition=3, offset=7)]
+    )
     dead = [s for s in producer.sent if s[0] == "dlq"]
     assert len(dead) == 1
     _, key, value, headers = dead[0]
@@ -197,7 +227,10 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
     assert (key, value) == (b"m2-key", duel("m2", "z", "c"))
     assert headers["sr-reason"] == b"processing failed: ZeroDivisionError: boom"
     assert (headers["sr-origin-topic"], headers["sr-origin-partition"], headers["sr-origin-offset"]) == (
-        b"matches", b"3", b"7")
+        b"matches",
+        b"3",
+        b"7",
+    )
     assert headers["sr-error-type"] == b"ZeroDivisionError"
     assert b"fail_on_z" in headers["sr-traceback"]
     assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "updates"} == {"m1"}
@@ -225,7 +258,9 @@ async def test_the_pipeline_commits_the_next_batch_while_the_previous_one_is_pro
     """Batch 2 is committed (it reads batch 1's states) while batch 1's events still wait for
     the broker; events and acks then follow batch order."""
     store, producer, acked = MemoryStore(), GatedProducer(), []
-    pipeline = BatchPipeline(handler(store, producer), ack=lambda messages: acked.append([m.offset for m in messages]))
+    pipeline = BatchPipeline(
+        handler(store, producer), ack=lambda messages: acked.append([m.offset for m in messages])
+    )
     await pipeline.submit([Record(duel("m1", "a", "b"), offset=1)])
     await pipeline.submit([Record(duel("m2", "a", "c"), offset=2)])
     await settle()
@@ -286,8 +321,13 @@ async def test_a_commit_whose_reply_was_lost_counts_as_applied_not_duplicate():
     not at all, and each event is produced once."""
     applied, duplicate = counted(metrics.MATCHES_APPLIED), counted(metrics.MATCHES_DUPLICATE)
     producer = Producer()
-    await handler(LostReplyStore(), producer).handle([Record(duel(f"r{i}", "a", "b"), offset=i) for i in range(3)])
-    assert (counted(metrics.MATCHES_APPLIED) - applied, counted(metrics.MATCHES_DUPLICATE) - duplicate) == (3, 0)
+    await handler(LostReplyStore(), producer).handle(
+        [Record(duel(f"r{i}", "a", "b"), offset=i) for i in range(3)]
+    )
+    assert (counted(metrics.MATCHES_APPLIED) - applied, counted(metrics.MATCHES_DUPLICATE) - duplicate) == (
+        3,
+        0,
+    )
     assert len(producer.sent) == 6
 
 
@@ -317,7 +357,9 @@ async def test_a_store_that_lost_a_ladder_stops_it_until_rebuilt():
     kept = MemoryStore()
     processor = Processor(LADDERS, kept)
     producer = Producer()
-    work = BatchHandler(processor, LADDERS, producer.send, topics=Topics(updates="updates", dlq="dlq"), max_backoff=0.01)
+    work = BatchHandler(
+        processor, LADDERS, producer.send, topics=Topics(updates="updates", dlq="dlq"), max_backoff=0.01
+    )
     await work.handle([Record(duel("m1", "a", "b"))])
     processor.store = MemoryStore()  # what a restarted Redis without persistence holds
     sent = len(producer.sent)

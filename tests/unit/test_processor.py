@@ -9,19 +9,21 @@ from importlib.resources import files
 import jsonschema
 import pytest
 
-from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.processor import NonFiniteRating, Processor, StoreLost, is_late
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit
 from stream_rater.store.memory import MemoryStore
 
-LADDERS = Ladders([
-    Ladder("default", "trueskill"),
-    Ladder("timed", "trueskill", {"time_tau": 1.0, "time_unit": "days"}),
-    Ladder("sph", "sph-elo"),
-])
+LADDERS = Ladders(
+    [
+        Ladder("default", "trueskill"),
+        Ladder("timed", "trueskill", {"time_tau": 1.0, "time_unit": "days"}),
+        Ladder("sph", "sph-elo"),
+    ]
+)
 
 
 def match(mid: str, *teams: list[str], ladder: str = "default", at: float = 1_000_000.0, **team_extra):
@@ -117,14 +119,17 @@ async def test_duplicate_inside_one_batch_is_applied_once(processor):
 async def test_unrated_player_takes_no_part(processor):
     """An unrated player gets no event, keeps no state, and does not affect the others."""
     event = {
-        "match_id": "m1", "finished_at": 1_000_000.0,
+        "match_id": "m1",
+        "finished_at": 1_000_000.0,
         "teams": [
             {"rank": 0, "players": [{"id": "a"}, {"id": "x", "rated": False}]},
             {"rank": 1, "players": [{"id": "b"}]},
         ],
     }
     events = (await processor.process([parse_match(event, LADDERS)])).events
-    plain = (await Processor(LADDERS, MemoryStore(), clock=fixed_clock).process([match("m1", ["a"], ["b"])])).events
+    plain = (
+        await Processor(LADDERS, MemoryStore(), clock=fixed_clock).process([match("m1", ["a"], ["b"])])
+    ).events
     assert [e["player_id"] for e in events] == ["a", "b"]
     assert events == plain
     assert "x" not in await processor.store.players("default")
@@ -134,8 +139,12 @@ async def test_effects_are_learned_stored_apart_and_never_ranked(processor):
     """A team's 'home' effect is rated like an extra member starting at 0, stored as an
     effect, never ranked."""
     event = {
-        "match_id": "m1", "finished_at": 1_000_000.0,
-        "teams": [{"rank": 0, "players": [{"id": "a"}], "effects": ["home"]}, {"rank": 1, "players": [{"id": "b"}]}],
+        "match_id": "m1",
+        "finished_at": 1_000_000.0,
+        "teams": [
+            {"rank": 0, "players": [{"id": "a"}], "effects": ["home"]},
+            {"rank": 1, "players": [{"id": "b"}]},
+        ],
     }
     events = (await processor.process([parse_match(event, LADDERS)])).events
     effects = await processor.store.players("default", effects=True)
@@ -151,15 +160,23 @@ async def test_states_changed_twice_are_written_once_one_version_up(processor):
     """A player in two matches of a batch, and an effect on both teams of one match, are each
     written once, one version past the stored one."""
     both = {
-        "match_id": "m2", "finished_at": 2_000_000.0,
-        "teams": [{"rank": 0, "players": [{"id": "a"}], "effects": ["map"]},
-                  {"rank": 1, "players": [{"id": "c"}], "effects": ["map"]}],
+        "match_id": "m2",
+        "finished_at": 2_000_000.0,
+        "teams": [
+            {"rank": 0, "players": [{"id": "a"}], "effects": ["map"]},
+            {"rank": 1, "players": [{"id": "c"}], "effects": ["map"]},
+        ],
     }
     await processor.process([match("m0", ["a"], ["b"])])
     await processor.process([match("m1", ["a"], ["b"]), parse_match(both, LADDERS)])
     players = await processor.store.players("default")
     effects = await processor.store.players("default", effects=True)
-    assert (players["a"].version, players["a"].games, players["b"].version, players["c"].version) == (2, 3, 2, 1)
+    assert (players["a"].version, players["a"].games, players["b"].version, players["c"].version) == (
+        2,
+        3,
+        2,
+        1,
+    )
     assert effects["map"].version == 1
 
 
@@ -167,11 +184,15 @@ async def test_time_since_last_match_feeds_time_scaled_dynamics(processor):
     """With time-scaled dynamics, a longer gap since the last match means a larger sigma before."""
     day = 86400.0
     await processor.process([match("m1", ["a"], ["b"], ladder="timed", at=0.0)])
-    events = (await processor.process([
-        match("m2", ["a"], ["c"], ladder="timed", at=1 * day),
-        match("m3", ["b"], ["d"], ladder="timed", at=30 * day),
-    ])).events
-    after_m1 = (await processor.store.players("timed"))
+    events = (
+        await processor.process(
+            [
+                match("m2", ["a"], ["c"], ladder="timed", at=1 * day),
+                match("m3", ["b"], ["d"], ladder="timed", at=30 * day),
+            ]
+        )
+    ).events
+    after_m1 = await processor.store.players("timed")
     assert after_m1["a"].last_played == day and after_m1["b"].last_played == 30 * day
     sigma_change = {e["player_id"]: e["after"]["sigma"] for e in events}
     assert sigma_change["b"] > sigma_change["a"]
@@ -190,7 +211,9 @@ async def test_a_late_match_is_applied_in_log_order_and_marked_for_the_late_play
     after = (await processor.store.players("timed"))["a"]
     assert (after.games, after.last_played) == (2, 10 * day)
     no_gap = TrueSkill(time_tau=1.0, time_unit="days").rate_match(
-        [[Rating(before.mu, before.sigma)], [Rating(25.0, 25 / 3)]], Outcome(ranks=[0, 1], elapsed=[[0.0], [None]]))
+        [[Rating(before.mu, before.sigma)], [Rating(25.0, 25 / 3)]],
+        Outcome(ranks=[0, 1], elapsed=[[0.0], [None]]),
+    )
     assert result.events[0]["after"] == {"mu": no_gap[0][0].mu, "sigma": no_gap[0][0].sigma}
     in_order = (await processor.process([match("m2", ["a"], ["b"], ladder="timed", at=11 * day)])).results[0]
     assert not is_late(in_order)
@@ -237,7 +260,9 @@ async def test_conflict_is_retried_without_losing_updates():
 async def test_sph_ladder_uses_scores_and_time(processor):
     """An SPH Elo ladder rates by score per hour, starting players at 500 with no sigma."""
     event = {
-        "match_id": "s1", "ladder": "sph", "finished_at": 0,
+        "match_id": "s1",
+        "ladder": "sph",
+        "finished_at": 0,
         "teams": [
             {"score": 12, "players": [{"id": "a", "score": 12, "seconds_played": 900}]},
             {"score": 9, "players": [{"id": "b", "score": 9, "seconds_played": 1200}]},
@@ -248,15 +273,20 @@ async def test_sph_ladder_uses_scores_and_time(processor):
     assert ea["delta"] == pytest.approx(-eb["delta"]) and ea["delta"] > 0
 
 
-
 async def test_emitted_events_satisfy_the_published_contract(processor):
     """Every emitted event passes the rating-changed JSON Schema and `RatingChanged.from_dict`."""
-    schema = json.loads(files("stream_rater").joinpath("contracts/schemas/rating_changed.schema.json").read_text())
+    schema = json.loads(
+        files("stream_rater").joinpath("contracts/schemas/rating_changed.schema.json").read_text()
+    )
     validator = jsonschema.Draft202012Validator(schema)
     event = {
-        "match_id": "m1", "finished_at": "2004-08-06T18:13:50Z",
-        "teams": [{"rank": 0, "players": [{"id": "a"}, {"id": "b", "weight": 0.5}]},
-                  {"rank": 1, "players": [{"id": "c"}]}, {"rank": 1, "players": [{"id": "d"}]}],
+        "match_id": "m1",
+        "finished_at": "2004-08-06T18:13:50Z",
+        "teams": [
+            {"rank": 0, "players": [{"id": "a"}, {"id": "b", "weight": 0.5}]},
+            {"rank": 1, "players": [{"id": "c"}]},
+            {"rank": 1, "players": [{"id": "d"}]},
+        ],
     }
     events = (await processor.process([parse_match(event, LADDERS)])).events
     assert len(events) == 4
@@ -268,7 +298,9 @@ async def test_emitted_events_satisfy_the_published_contract(processor):
 async def test_non_finite_posterior_is_refused_and_nothing_is_stored(processor, monkeypatch):
     """A model returning NaN makes the match fail loudly instead of storing a NaN rating."""
     model = LADDERS.get("default").rating_model
-    monkeypatch.setattr(model, "rate_match", lambda teams, outcome: [[Rating(float("nan"), 1.0)], [Rating(1.0, 1.0)]])
+    monkeypatch.setattr(
+        model, "rate_match", lambda teams, outcome: [[Rating(float("nan"), 1.0)], [Rating(1.0, 1.0)]]
+    )
     with pytest.raises(NonFiniteRating):
         await processor.process([match("m1", ["a"], ["b"])])
     assert await processor.store.players("default") == {}

@@ -20,23 +20,35 @@ from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
 
 DAY = 86400.0
-LADDERS = Ladders([Ladder("default", "trueskill"), Ladder("timed", "trueskill", {"time_tau": 1.0}),
-                   Ladder("elo", "elo")])
+LADDERS = Ladders(
+    [Ladder("default", "trueskill"), Ladder("timed", "trueskill", {"time_tau": 1.0}), Ladder("elo", "elo")]
+)
 NOW = 1_700_000_000.0 + 10 * DAY
 
 
 def duel(match_id: str, a: str, b: str, ladder: str = "default", at: float = 1_700_000_000.0):
-    return parse_match({"match_id": match_id, "ladder": ladder, "finished_at": at,
-                        "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}]}, LADDERS)
+    return parse_match(
+        {
+            "match_id": match_id,
+            "ladder": ladder,
+            "finished_at": at,
+            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+        },
+        LADDERS,
+    )
 
 
 @pytest.fixture
 async def client() -> TestClient:
     store = MemoryStore()
-    await Processor(LADDERS, store).process([
-        duel("m1", "ann", "bob"), duel("m2", "ann", "cat"), duel("t1", "ann", "bob", ladder="timed"),
-        duel("e1", "ann", "bob", ladder="elo"),
-    ])
+    await Processor(LADDERS, store).process(
+        [
+            duel("m1", "ann", "bob"),
+            duel("m2", "ann", "cat"),
+            duel("t1", "ann", "bob", ladder="timed"),
+            duel("e1", "ann", "bob", ladder="elo"),
+        ]
+    )
     queries = Queries(store, LADDERS, max_players=6)
     application = serve_app(queries, store)
     client = TestClient(TestServer(application))
@@ -69,7 +81,9 @@ async def test_a_time_scaled_ladder_reads_sigma_as_of_now_without_writing_it():
     queries = Queries(store, LADDERS)
     later = (await queries.players("timed", ["ann"], stored.last_played + 3 * DAY))["players"][0]
     assert later["sigma"] == pytest.approx(math.sqrt(stored.sigma**2 + 3.0))
-    assert (await queries.players("timed", ["ann"], stored.last_played))["players"][0]["sigma"] == stored.sigma
+    assert (await queries.players("timed", ["ann"], stored.last_played))["players"][0][
+        "sigma"
+    ] == stored.sigma
     assert (await store.players("timed"))["ann"] == stored
 
 
@@ -82,7 +96,7 @@ async def test_predict_two_players_equals_the_closed_form_and_sums_to_one(client
     _, looked = await post(client, "/api/ladders/default/players", {"players": ["ann", "zed"]})
     ann, zed = looked["players"]
     model = LADDERS.get("default").rating_model
-    c = math.sqrt(ann["sigma"] ** 2 + zed["sigma"] ** 2 + 2 * (model.tau ** 2 + model.beta ** 2))
+    c = math.sqrt(ann["sigma"] ** 2 + zed["sigma"] ** 2 + 2 * (model.tau**2 + model.beta**2))
     eps = norm.ppf((model.draw_probability + 1) / 2) * model.beta * math.sqrt(2)
     delta = ann["mu"] - zed["mu"]
     wins = [t["win_probability"] for t in body["teams"]]
@@ -93,22 +107,48 @@ async def test_predict_two_players_equals_the_closed_form_and_sums_to_one(client
 
 async def test_balance_splits_the_pool_into_the_sizes_asked(client):
     """Four players into 2 v 2: every player once, the quality and the search reported."""
-    status, body = await post(client, "/api/ladders/default/balance",
-                              {"players": ["ann", "bob", "cat", "zed"], "team_sizes": [2, 2]})
+    status, body = await post(
+        client,
+        "/api/ladders/default/balance",
+        {"players": ["ann", "bob", "cat", "zed"], "team_sizes": [2, 2]},
+    )
     assert status == 200 and body["exhaustive"] is True
     assert sorted(p for team in body["teams"] for p in team) == ["ann", "bob", "cat", "zed"]
     assert {"ann", "zed"} not in [set(team) for team in body["teams"]] or body["quality"] > 0
 
 
-@pytest.mark.parametrize(("path", "body", "status", "says"), [
-    ("/api/ladders/nosuch/predict", {"teams": [["a"], ["b"]]}, 404, "unknown ladder 'nosuch'"),
-    ("/api/ladders/default/predict", {"teams": [["a"]]}, 400, "teams: must be an array of at least two teams"),
-    ("/api/ladders/default/predict", {"teams": [["a"], [7]]}, 400, "teams[1][0]: must be a non-empty string"),
-    ("/api/ladders/default/predict", {"teams": [["a", "b", "c"], ["d", "e", "f", "g"]]}, 413, "at most 6"),
-    ("/api/ladders/default/predict", {"teams": [["a"], ["a"]]}, 400, "a player is on two teams"),
-    ("/api/ladders/default/players", [1, 2], 400, "body: must be a JSON object"),
-    ("/api/ladders/default/balance", {"players": ["a", "b", "c"], "team_sizes": [2, 2]}, 400, "team_sizes: add up to 4"),
-])
+@pytest.mark.parametrize(
+    ("path", "body", "status", "says"),
+    [
+        ("/api/ladders/nosuch/predict", {"teams": [["a"], ["b"]]}, 404, "unknown ladder 'nosuch'"),
+        (
+            "/api/ladders/default/predict",
+            {"teams": [["a"]]},
+            400,
+            "teams: must be an array of at least two teams",
+        ),
+        (
+            "/api/ladders/default/predict",
+            {"teams": [["a"], [7]]},
+            400,
+            "teams[1][0]: must be a non-empty string",
+        ),
+        (
+            "/api/ladders/default/predict",
+            {"teams": [["a", "b", "c"], ["d", "e", "f", "g"]]},
+            413,
+            "at most 6",
+        ),
+        ("/api/ladders/default/predict", {"teams": [["a"], ["a"]]}, 400, "a player is on two teams"),
+        ("/api/ladders/default/players", [1, 2], 400, "body: must be a JSON object"),
+        (
+            "/api/ladders/default/balance",
+            {"players": ["a", "b", "c"], "team_sizes": [2, 2]},
+            400,
+            "team_sizes: add up to 4",
+        ),
+    ],
+)
 async def test_bad_requests_get_their_status_and_the_field(client, path, body, status, says):
     """Unknown ladder 404, malformed body 400 naming the field, too many players 413."""
     got, answer = await post(client, path, body)
@@ -118,20 +158,24 @@ async def test_bad_requests_get_their_status_and_the_field(client, path, body, s
 async def test_the_openapi_file_documents_every_query_route(client):
     """The shipped OpenAPI document names each route and is served at /api/openapi.yaml."""
     spec = yaml.safe_load(OPENAPI.read_text())
-    assert set(spec["paths"]) == {f"/api/ladders/{{ladder}}/{name}"
-                                  for name in ("players", "leaderboard", "predict", "balance")}
+    assert set(spec["paths"]) == {
+        f"/api/ladders/{{ladder}}/{name}" for name in ("players", "leaderboard", "predict", "balance")
+    }
     response = await client.get("/api/openapi.yaml")
     assert response.status == 200 and yaml.safe_load(await response.text()) == spec
 
 
 async def test_predict_gives_ranking_probabilities_when_asked(client):
     """With "rankings": true, every order of three teams with its probability, summing to 1."""
-    status, body = await post(client, "/api/ladders/default/predict",
-                              {"teams": [["ann"], ["bob"], ["cat"]], "rankings": True})
+    status, body = await post(
+        client, "/api/ladders/default/predict", {"teams": [["ann"], ["bob"], ["cat"]], "rankings": True}
+    )
     assert status == 200 and len(body["rankings"]) == 6
     assert sum(r["probability"] for r in body["rankings"]) == pytest.approx(1.0)
     assert body["rankings"][0]["order"][0] == 0  # ann, who beat both, most likely leads
-    status, body = await post(client, "/api/ladders/default/predict", {"teams": [["ann"], ["bob"]], "rankings": "yes"})
+    status, body = await post(
+        client, "/api/ladders/default/predict", {"teams": [["ann"], ["bob"]], "rankings": "yes"}
+    )
     assert status == 400 and body["error"] == "rankings: must be true or false"
 
 
@@ -139,8 +183,12 @@ async def test_leaderboard_rows_give_the_stored_state_and_sigma_as_of_now():
     """Each row has the stored state and display rating beside σ and rating as of the read's
     clock (σ² + γ²·Δt, γ = 1 per day), the same σ a players lookup gives; nothing is written."""
     store = MemoryStore()
-    await Processor(LADDERS, store).process([duel("t1", "ann", "bob", ladder="timed"),
-                                             duel("t2", "ann", "cat", ladder="timed", at=1_700_000_000.0 + DAY)])
+    await Processor(LADDERS, store).process(
+        [
+            duel("t1", "ann", "bob", ladder="timed"),
+            duel("t2", "ann", "cat", ladder="timed", at=1_700_000_000.0 + DAY),
+        ]
+    )
     stored = await store.players("timed")
     queries = Queries(store, LADDERS)
     application = web.Application()
@@ -150,13 +198,19 @@ async def test_leaderboard_rows_give_the_stored_state_and_sigma_as_of_now():
         assert response.status == 200
         body = await response.json()
     assert (body["ladder"], body["model"]) == ("timed", "trueskill")
-    assert [(r["rank"], r["player_id"]) for r in body["rows"]][0] == (1, "ann")
-    looked = {p["player_id"]: p for p in (await queries.players("timed", ["ann", "bob", "cat"], NOW))["players"]}
+    assert next((r["rank"], r["player_id"]) for r in body["rows"]) == (1, "ann")
+    looked = {
+        p["player_id"]: p for p in (await queries.players("timed", ["ann", "bob", "cat"], NOW))["players"]
+    }
     for row in body["rows"]:
         state = stored[row["player_id"]]
         idle_days = (NOW - state.last_played) / DAY
         assert (row["mu"], row["sigma"], row["games"], row["last_played"]) == (
-            state.mu, state.sigma, state.games, state.last_played)
+            state.mu,
+            state.sigma,
+            state.games,
+            state.last_played,
+        )
         assert row["rating"] == pytest.approx(state.mu - 3 * state.sigma, abs=1e-12)
         assert row["sigma_now"] == pytest.approx(math.sqrt(state.sigma**2 + idle_days), rel=1e-12)
         assert row["sigma_now"] == looked[row["player_id"]]["sigma"]
@@ -180,5 +234,7 @@ async def test_leaderboard_takes_top_and_answers_bad_requests_with_the_field(cli
 async def test_leaderboard_of_an_elo_ladder_has_no_sigma(client):
     """An Elo ladder's rows have no σ, stored or now, and the rating now is the stored one."""
     body = await (await client.get("/api/ladders/elo/leaderboard")).json()
-    assert [(r["player_id"], r["sigma"], r["sigma_now"], r["rating_now"] == r["rating"] == r["mu"])
-            for r in body["rows"]] == [("ann", None, None, True), ("bob", None, None, True)]
+    assert [
+        (r["player_id"], r["sigma"], r["sigma_now"], r["rating_now"] == r["rating"] == r["mu"])
+        for r in body["rows"]
+    ] == [("ann", None, None, True), ("bob", None, None, True)]

@@ -14,8 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from stream_rater.contracts.codecs import FORMATS, decode, encode
-from stream_rater.contracts.correction_request import CorrectionRequest
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import (
     Limits,
     MatchFinished,
@@ -26,13 +25,16 @@ from stream_rater.contracts import (
     parse_match,
     parse_timestamp,
 )
-from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts.codecs import FORMATS, decode, encode
+from stream_rater.contracts.correction_request import CorrectionRequest
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 
 
 def load(name: str) -> dict[str, Any]:
-    text = (resources.files("stream_rater") / "contracts" / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8")
+    text = (resources.files("stream_rater") / "contracts" / "schemas" / f"{name}.schema.json").read_text(
+        encoding="utf-8"
+    )
     return json.loads(text)  # type: ignore[no-any-return]
 
 
@@ -72,7 +74,11 @@ def test_schema_fields_are_the_dataclass_fields() -> None:
     assert set(defs["team"]["properties"]) == {f.name for f in fields(Team)}
     assert set(defs["player"]["properties"]) == {f.name for f in fields(Player)}
     assert set(CHANGED_SCHEMA["properties"]) == {f.name for f in fields(RatingChanged)}
-    assert set(CHANGED_SCHEMA["properties"]) - set(CHANGED_SCHEMA["required"]) == {"late", "kind", "correction"}
+    assert set(CHANGED_SCHEMA["properties"]) - set(CHANGED_SCHEMA["required"]) == {
+        "late",
+        "kind",
+        "correction",
+    }
 
 
 def test_schema_limits_are_the_default_limits() -> None:
@@ -133,11 +139,20 @@ VALID = {
     "ranked team with score": teams(team(rank=1, score=0), team(rank=2)),
     "draw": teams(team(rank=1, players=[{"id": "a"}]), team(rank=1, players=[{"id": "b"}])),
     "effects": teams(team(rank=1, effects=["home", "side-a"]), team(rank=2, effects=[])),
-    "full player": teams(team(rank=1, players=[{"id": "a", "weight": 1, "score": -3, "seconds_played": 0.5, "rated": False}]), team(rank=2)),
-    "sph ladder": event(ladder="mw4", teams=[
-        {"rank": 1, "players": [{"id": "a", "score": 10, "seconds_played": 600}]},
-        {"rank": 2, "players": [{"id": "b", "score": 4, "seconds_played": 900}, {"id": "c", "rated": False}]},
-    ]),
+    "full player": teams(
+        team(rank=1, players=[{"id": "a", "weight": 1, "score": -3, "seconds_played": 0.5, "rated": False}]),
+        team(rank=2),
+    ),
+    "sph ladder": event(
+        ladder="mw4",
+        teams=[
+            {"rank": 1, "players": [{"id": "a", "score": 10, "seconds_played": 600}]},
+            {
+                "rank": 2,
+                "players": [{"id": "b", "score": 4, "seconds_played": 900}, {"id": "c", "rated": False}],
+            },
+        ],
+    ),
     "64 teams": event(teams=[team(rank=i) for i in range(64)]),
     "256 players": teams(team(rank=1, players=[{"id": f"a{i}"} for i in range(255)]), team(rank=2)),
     "128-character id": event(match_id="m" * 128),
@@ -202,21 +217,29 @@ def test_invalid_examples_fail_schema_and_validator(name: str) -> None:
 
 BEYOND_SCHEMA = {
     "player twice": teams(team(rank=1, players=[{"id": "a"}]), team(rank=2, players=[{"id": "a"}])),
-    "257 players in all": teams(team(rank=1, players=[{"id": f"a{i}"} for i in range(200)]),
-                                team(rank=2, players=[{"id": f"b{i}"} for i in range(57)])),
+    "257 players in all": teams(
+        team(rank=1, players=[{"id": f"a{i}"} for i in range(200)]),
+        team(rank=2, players=[{"id": f"b{i}"} for i in range(57)]),
+    ),
     "infinite score": teams(team(score=float("inf")), team(score=1)),
     "February 30": event(finished_at="2004-02-30T00:00:00Z"),
     "lone surrogate": event(match_id="m\ud800"),
     "unconfigured ladder": event(ladder="nope"),
     "model switch": event(model="sph-elo"),
-    "effects on SPH ladder": event(ladder="mw4", teams=[
-        {"rank": 1, "effects": ["home"], "players": [{"id": "a", "score": 1, "seconds_played": 9}]},
-        {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]},
-    ]),
-    "SPH player without score": event(ladder="mw4", teams=[
-        {"rank": 1, "players": [{"id": "a", "seconds_played": 9}]},
-        {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]},
-    ]),
+    "effects on SPH ladder": event(
+        ladder="mw4",
+        teams=[
+            {"rank": 1, "effects": ["home"], "players": [{"id": "a", "score": 1, "seconds_played": 9}]},
+            {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]},
+        ],
+    ),
+    "SPH player without score": event(
+        ladder="mw4",
+        teams=[
+            {"rank": 1, "players": [{"id": "a", "seconds_played": 9}]},
+            {"rank": 2, "players": [{"id": "b", "score": 1, "seconds_played": 9}]},
+        ],
+    ),
 }
 
 
@@ -272,7 +295,7 @@ def valid_events(draw: st.DrawFn) -> dict[str, Any]:
         t: dict[str, Any] = {"players": players}
         if mode == "rank":
             t["rank"] = draw(FINITE)
-        if mode == "team score" or draw(st.booleans()) and mode == "rank":
+        if mode == "team score" or (draw(st.booleans()) and mode == "rank"):
             t["score"] = draw(FINITE)
         if not sph and draw(st.booleans()):
             t["effects"] = draw(st.lists(IDS, max_size=3, unique=True))
@@ -337,12 +360,23 @@ def _break(event: dict[str, Any], how: str, where: int) -> dict[str, Any]:
     return broken
 
 
-BREAKAGES = ["drop required", "unknown field", "boolean number", "bad weight", "bad time", "one team",
-             "empty team", "mixed ranking", "bad timestamp"]
+BREAKAGES = [
+    "drop required",
+    "unknown field",
+    "boolean number",
+    "bad weight",
+    "bad time",
+    "one team",
+    "empty team",
+    "mixed ranking",
+    "bad timestamp",
+]
 
 
 @given(valid_events(), st.sampled_from(BREAKAGES), st.integers(0, 11))
-def test_generated_broken_events_fail_schema_and_validator(event: dict[str, Any], how: str, where: int) -> None:
+def test_generated_broken_events_fail_schema_and_validator(
+    event: dict[str, Any], how: str, where: int
+) -> None:
     """A valid event broken in any schema-expressible way is rejected by both the schema and parse_match."""
     broken = _break(event, how, where)
     assert (MATCH.is_valid(broken), we_accept(broken)) == (False, False)
@@ -351,10 +385,18 @@ def test_generated_broken_events_fail_schema_and_validator(event: dict[str, Any]
 # --- rating-changed ----------------------------------------------------------------------
 
 CHANGED_EXAMPLE = {
-    "event_id": "h2-281884:p1", "match_id": "h2-281884", "ladder": "halo2-ffa", "player_id": "p1",
-    "model": "trueskill", "before": {"mu": 25.0, "sigma": 8.333}, "after": {"mu": 27.6, "sigma": 7.2},
-    "rating": 6.0, "delta": 2.6, "games": 1,
-    "finished_at": "2004-08-06T18:13:50Z", "processed_at": "2004-08-06T18:13:51.25Z",
+    "event_id": "h2-281884:p1",
+    "match_id": "h2-281884",
+    "ladder": "halo2-ffa",
+    "player_id": "p1",
+    "model": "trueskill",
+    "before": {"mu": 25.0, "sigma": 8.333},
+    "after": {"mu": 27.6, "sigma": 7.2},
+    "rating": 6.0,
+    "delta": 2.6,
+    "games": 1,
+    "finished_at": "2004-08-06T18:13:50Z",
+    "processed_at": "2004-08-06T18:13:51.25Z",
 }
 CHANGED_INVALID = {
     "missing games": {k: v for k, v in CHANGED_EXAMPLE.items() if k != "games"},
@@ -370,17 +412,30 @@ CHANGED_INVALID = {
     "naive processed_at": {**CHANGED_EXAMPLE, "processed_at": "2004-08-06T18:13:51"},
     "epoch finished_at": {**CHANGED_EXAMPLE, "finished_at": 1091816030},
     "correction without cause": {**CHANGED_EXAMPLE, "kind": "correction"},
-    "cause without correction": {**CHANGED_EXAMPLE, "correction": {
-        "id": "rerate:1", "reason": "", "voided": [], "unvoided": [], "params": {}}},
+    "cause without correction": {
+        **CHANGED_EXAMPLE,
+        "correction": {"id": "rerate:1", "reason": "", "voided": [], "unvoided": [], "params": {}},
+    },
     "unknown kind": {**CHANGED_EXAMPLE, "kind": "refund"},
 }
 CORRECTION_EXAMPLE = {
-    **CHANGED_EXAMPLE, "event_id": "rerate:3:p1", "match_id": "rerate:3", "games": 0, "kind": "correction",
-    "correction": {"id": "rerate:3", "reason": "win-trading", "voided": ["h2-281884"], "unvoided": [],
-                   "params": {}},
+    **CHANGED_EXAMPLE,
+    "event_id": "rerate:3:p1",
+    "match_id": "rerate:3",
+    "games": 0,
+    "kind": "correction",
+    "correction": {
+        "id": "rerate:3",
+        "reason": "win-trading",
+        "voided": ["h2-281884"],
+        "unvoided": [],
+        "params": {},
+    },
 }
 CHANGED_INVALID["correction voided not ids"] = {
-    **CORRECTION_EXAMPLE, "correction": {**CORRECTION_EXAMPLE["correction"], "voided": [1]}}
+    **CORRECTION_EXAMPLE,
+    "correction": {**CORRECTION_EXAMPLE["correction"], "voided": [1]},
+}
 
 
 def test_rating_changed_example_passes_schema_and_validator() -> None:
@@ -394,7 +449,10 @@ def test_rating_changed_example_passes_schema_and_validator() -> None:
 @pytest.mark.parametrize("name", CHANGED_INVALID)
 def test_invalid_rating_changed_fails_schema_and_validator(name: str) -> None:
     """Every invalid rating-changed example is rejected by the schema and by from_dict alike."""
-    assert (CHANGED.is_valid(CHANGED_INVALID[name]), we_accept_changed(CHANGED_INVALID[name])) == (False, False)
+    assert (CHANGED.is_valid(CHANGED_INVALID[name]), we_accept_changed(CHANGED_INVALID[name])) == (
+        False,
+        False,
+    )
 
 
 @st.composite
@@ -406,11 +464,25 @@ def rating_changes(draw: st.DrawFn) -> dict[str, Any]:
         lambda t: t.isoformat() + "Z"
     )
     text = st.text(min_size=1, max_size=20)
-    return draw(st.fixed_dictionaries({
-        "event_id": text, "match_id": text, "ladder": text, "player_id": text, "model": text,
-        "before": state, "after": state, "rating": FINITE, "delta": FINITE, "games": st.integers(1, 10**9),
-        "finished_at": when, "processed_at": when,
-    }, optional={"late": st.just(True)}))
+    return draw(
+        st.fixed_dictionaries(
+            {
+                "event_id": text,
+                "match_id": text,
+                "ladder": text,
+                "player_id": text,
+                "model": text,
+                "before": state,
+                "after": state,
+                "rating": FINITE,
+                "delta": FINITE,
+                "games": st.integers(1, 10**9),
+                "finished_at": when,
+                "processed_at": when,
+            },
+            optional={"late": st.just(True)},
+        )
+    )
 
 
 @given(rating_changes())
@@ -467,12 +539,18 @@ def test_correction_request_examples_agree_with_the_schema(name: str) -> None:
         assert CorrectionRequest.from_dict(request).to_dict() == request
 
 
-@given(st.fixed_dictionaries(
-    {"kind": st.sampled_from(["void", "unvoid", "rerate", "other"]), "ladder": st.text(max_size=3)},
-    optional={"match_ids": st.lists(st.text(max_size=3), max_size=2),
-              "params": st.dictionaries(st.text(max_size=3), st.integers() | st.text(max_size=2) | st.none(), max_size=2),
-              "reason": st.text(max_size=3) | st.integers()},
-))
+@given(
+    st.fixed_dictionaries(
+        {"kind": st.sampled_from(["void", "unvoid", "rerate", "other"]), "ladder": st.text(max_size=3)},
+        optional={
+            "match_ids": st.lists(st.text(max_size=3), max_size=2),
+            "params": st.dictionaries(
+                st.text(max_size=3), st.integers() | st.text(max_size=2) | st.none(), max_size=2
+            ),
+            "reason": st.text(max_size=3) | st.integers(),
+        },
+    )
+)
 def test_generated_correction_requests_get_the_same_verdict(request: dict[str, Any]) -> None:
     """On generated requests the schema and the validator agree."""
     assert REQUEST.is_valid(request) is we_accept_request(request)

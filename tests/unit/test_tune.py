@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.offline.tune import ZERO_SCAN, tune
 
 ELO = Ladders([Ladder("default", "elo", {"k": 4.0})])
@@ -22,10 +22,19 @@ def history(ladders: Ladders, n: int = 300, seed: int = 7) -> list[MatchFinished
         a, b = rng.sample(range(12), 2)
         favourite_won = rng.random() < 0.8
         winner, loser = (max(a, b), min(a, b)) if favourite_won else (min(a, b), max(a, b))
-        matches.append(parse_match({
-            "match_id": f"m{i}", "finished_at": 86400.0 * i,
-            "teams": [{"rank": 1, "players": [{"id": f"p{winner}"}]}, {"rank": 2, "players": [{"id": f"p{loser}"}]}],
-        }, ladders))
+        matches.append(
+            parse_match(
+                {
+                    "match_id": f"m{i}",
+                    "finished_at": 86400.0 * i,
+                    "teams": [
+                        {"rank": 1, "players": [{"id": f"p{winner}"}]},
+                        {"rank": 2, "players": [{"id": f"p{loser}"}]},
+                    ],
+                },
+                ladders,
+            )
+        )
     return matches
 
 
@@ -43,18 +52,26 @@ def test_tuned_fit_objective_is_no_worse_than_the_configured_values() -> None:
 
 def test_a_parameter_configured_as_zero_is_scanned_first() -> None:
     """A parameter at 0 is first tried at each `ZERO_SCAN` value; fixed parameters are not tuned by default."""
-    result = tune(history(TIMED, n=60), TIMED, "default", fixed={"beta", "tau", "draw_probability"},
-                  max_trials=len(ZERO_SCAN["log"]) + 2)
+    result = tune(
+        history(TIMED, n=60),
+        TIMED,
+        "default",
+        fixed={"beta", "tau", "draw_probability"},
+        max_trials=len(ZERO_SCAN["log"]) + 2,
+    )
     assert [t.params["time_tau"] for t in result.trials[:5]] == pytest.approx(ZERO_SCAN["log"])
     assert all(set(t.params) == {"time_tau"} for t in result.trials)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"names": ["scale"]}, "cannot tune scale of 'elo'"),
-    ({"fixed": {"k"}}, "no parameters to tune"),
-    ({"fit_fraction": 1.0}, "leaves a part empty"),
-    ({"objective": "accuracy"}, "objective must be one of"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"names": ["scale"]}, "cannot tune scale of 'elo'"),
+        ({"fixed": {"k"}}, "no parameters to tune"),
+        ({"fit_fraction": 1.0}, "leaves a part empty"),
+        ({"objective": "accuracy"}, "objective must be one of"),
+    ],
+)
 def test_bad_arguments_are_refused(kwargs: dict, message: str) -> None:
     """Untunable names, nothing to tune, an empty part or an unknown objective raise ValueError."""
     with pytest.raises(ValueError, match=message):

@@ -6,36 +6,45 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from aiokafka.errors import KafkaConnectionError
 from aiohttp.test_utils import TestClient, TestServer
+from aiokafka.errors import KafkaConnectionError
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 from prometheus_client import REGISTRY
 
-from stream_rater.service import metrics
-from stream_rater.contracts import parse_match
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.config.settings import Settings
-from stream_rater.store.memory import MemoryStore
+from stream_rater.contracts import parse_match
+from stream_rater.processor import BatchResult, MatchResult, Processor
+from stream_rater.service import metrics
 from stream_rater.service.web import Dashboard, Recent, update_consumer_lag
+from stream_rater.store.memory import MemoryStore
 
 LADDERS = Ladders([Ladder("default", "trueskill"), Ladder("chess", "elo")])
 TOPIC = "matches-web"
 
 
 def duel(mid: str, winner: str, loser: str, ladder: str = "default", at: float = 1_700_000_000.0):
-    return parse_match({
-        "match_id": mid, "ladder": ladder, "finished_at": at,
-        "teams": [{"rank": 1, "players": [{"id": winner}]}, {"rank": 2, "players": [{"id": loser}]}],
-    }, LADDERS)
+    return parse_match(
+        {
+            "match_id": mid,
+            "ladder": ladder,
+            "finished_at": at,
+            "teams": [{"rank": 1, "players": [{"id": winner}]}, {"rank": 2, "players": [{"id": loser}]}],
+        },
+        LADDERS,
+    )
 
 
 class FakeConsumer:
     """The slice of faust's consumer that the web layer uses."""
 
-    def __init__(self, positions: dict[TP, int], listed: dict[TP, int] | None = None,
-                 fetched: dict[TP, int] | None = None) -> None:
+    def __init__(
+        self,
+        positions: dict[TP, int],
+        listed: dict[TP, int] | None = None,
+        fetched: dict[TP, int] | None = None,
+    ) -> None:
         self.positions = positions
         self.listed = listed or {}
         self.fetched = fetched or {}
@@ -78,10 +87,22 @@ class Broker:
             raise KafkaConnectionError("broker frozen")
 
 
-async def serve(consumer: object, store: MemoryStore, recent: Recent | None = None, *,
-                broker: Broker | None = None, stopped: dict[str, str] | None = None) -> TestClient:
-    dashboard = Dashboard(SimpleNamespace(consumer=consumer, producer=broker or Broker()), store, LADDERS,
-                          Settings(topic_matches=TOPIC, history_limit=50), recent or Recent(), stopped or {})
+async def serve(
+    consumer: object,
+    store: MemoryStore,
+    recent: Recent | None = None,
+    *,
+    broker: Broker | None = None,
+    stopped: dict[str, str] | None = None,
+) -> TestClient:
+    dashboard = Dashboard(
+        SimpleNamespace(consumer=consumer, producer=broker or Broker()),
+        store,
+        LADDERS,
+        Settings(topic_matches=TOPIC, history_limit=50),
+        recent or Recent(),
+        stopped or {},
+    )
     client = TestClient(TestServer(dashboard.routes()))
     await client.start_server()
     return client
@@ -91,10 +112,14 @@ async def serve(consumer: object, store: MemoryStore, recent: Recent | None = No
 async def rated() -> MemoryStore:
     """A store where ann beat bob twice and cat once (default ladder) and one chess game."""
     store = MemoryStore()
-    await Processor(LADDERS, store).process([
-        duel("m1", "ann", "bob", at=1_700_000_000.0), duel("m2", "ann", "cat", at=1_700_000_100.0),
-        duel("m3", "ann", "bob", at=1_700_000_200.0), duel("c1", "kim", "lee", ladder="chess"),
-    ])
+    await Processor(LADDERS, store).process(
+        [
+            duel("m1", "ann", "bob", at=1_700_000_000.0),
+            duel("m2", "ann", "cat", at=1_700_000_100.0),
+            duel("m3", "ann", "bob", at=1_700_000_200.0),
+            duel("c1", "kim", "lee", ladder="chess"),
+        ]
+    )
     return store
 
 
@@ -118,7 +143,9 @@ async def test_elo_ladder_rows_have_no_sigma(client):
     """An Elo ladder's rows show the rating as μ and no σ."""
     body = await (await client.get("/api/ladders/chess/leaderboard")).json()
     assert [(r["player_id"], r["sigma"], r["rating"] == r["mu"]) for r in body["rows"]] == [
-        ("kim", None, True), ("lee", None, True)]
+        ("kim", None, True),
+        ("lee", None, True),
+    ]
 
 
 async def test_distribution_counts_every_player_once(client):
@@ -137,12 +164,15 @@ async def test_player_has_state_and_history_newest_first(client):
     assert body["history"][0]["after"]["mu"] == body["state"]["mu"]
 
 
-@pytest.mark.parametrize(("path", "status", "error"), [
-    ("/api/ladders/nope/leaderboard", 404, "unknown ladder 'nope'"),
-    ("/api/ladders/default/players/zed", 404, "no player 'zed'"),
-    ("/api/ladders/default/leaderboard?top=0", 400, "top: must be an integer from 1 to 500"),
-    ("/api/feed?limit=many", 400, "limit must be an integer"),
-])
+@pytest.mark.parametrize(
+    ("path", "status", "error"),
+    [
+        ("/api/ladders/nope/leaderboard", 404, "unknown ladder 'nope'"),
+        ("/api/ladders/default/players/zed", 404, "no player 'zed'"),
+        ("/api/ladders/default/leaderboard?top=0", 400, "top: must be an integer from 1 to 500"),
+        ("/api/feed?limit=many", 400, "limit must be an integer"),
+    ],
+)
 async def test_api_errors_are_json(client, path, status, error):
     """Unknown ladders or players and bad query parameters answer with a JSON error and status."""
     response = await client.get(path)
@@ -155,7 +185,12 @@ async def test_root_serves_the_dashboard_and_its_vendored_assets(client):
     response = await client.get("/")
     html = await response.text()
     assert response.content_type == "text/html" and "<title>stream_rater</title>" in html
-    for asset in ("/static/uPlot.iife.min.js", "/static/uPlot.min.css", "/static/app.js", "/static/style.css"):
+    for asset in (
+        "/static/uPlot.iife.min.js",
+        "/static/uPlot.min.css",
+        "/static/app.js",
+        "/static/style.css",
+    ):
         assert asset in html
         assert (await client.get(asset)).status == 200, asset
     assert "http" not in html.replace("http-equiv", ""), "no CDN or other remote URL"
@@ -183,15 +218,29 @@ async def test_ready_lists_only_the_matches_topic_partitions(client):
 ASSIGNED = FakeConsumer({TP(TOPIC, 0): 0})
 
 
-@pytest.mark.parametrize(("consumer", "store", "broker", "stopped", "reasons"), [
-    (NotStarted(), MemoryStore(), Broker(), {}, ["no partition of topic 'matches-web'"]),
-    (FakeConsumer({TP("other", 0): 0}), MemoryStore(), Broker(), {}, ["no partition of topic 'matches-web'"]),
-    (ASSIGNED, DownStore(), Broker(), {}, ["the store does not answer PING"]),
-    (NotStarted(), DownStore(), Broker(), {}, ["no partition", "the store does not answer"]),
-    (ASSIGNED, MemoryStore(), Broker(down=True), {}, ["the broker does not answer a metadata request"]),
-    (ASSIGNED, MemoryStore(), Broker(), {"eu": "ladder 'eu': the store shows 0 matches applied, 9 were"},
-     ["not applying: ladder 'eu': the store shows 0"]),
-])
+@pytest.mark.parametrize(
+    ("consumer", "store", "broker", "stopped", "reasons"),
+    [
+        (NotStarted(), MemoryStore(), Broker(), {}, ["no partition of topic 'matches-web'"]),
+        (
+            FakeConsumer({TP("other", 0): 0}),
+            MemoryStore(),
+            Broker(),
+            {},
+            ["no partition of topic 'matches-web'"],
+        ),
+        (ASSIGNED, DownStore(), Broker(), {}, ["the store does not answer PING"]),
+        (NotStarted(), DownStore(), Broker(), {}, ["no partition", "the store does not answer"]),
+        (ASSIGNED, MemoryStore(), Broker(down=True), {}, ["the broker does not answer a metadata request"]),
+        (
+            ASSIGNED,
+            MemoryStore(),
+            Broker(),
+            {"eu": "ladder 'eu': the store shows 0 matches applied, 9 were"},
+            ["not applying: ladder 'eu': the store shows 0"],
+        ),
+    ],
+)
 async def test_not_ready_is_503_with_the_reason(consumer, store, broker, stopped, reasons):
     """/readyz is 503 with a JSON reason without assigned partitions, when the store or the
     broker does not answer, or while a ladder is stopped by a lost store."""
@@ -209,19 +258,32 @@ async def test_feed_keeps_new_changes_newest_first_and_skips_duplicates(rated):
     """The feed holds the rating changes of newly applied matches (not re-emitted duplicates), newest first, filterable by ladder."""
     recent = Recent(feed_size=3)
     [first, second] = [duel("f1", "ann", "bob"), duel("f2", "cat", "dan", ladder="chess")]
-    events = [{"ladder": m.ladder, "player_id": p, "match_id": m.match_id} for m in (first, second) for p in "xy"]
-    recent.record([], BatchResult([
-        MatchResult(first, events[:2], duplicate=False),
-        MatchResult(duel("old", "a", "b"), [{"ladder": "default", "match_id": "old"}], duplicate=True),
-        MatchResult(second, events[2:], duplicate=False),
-    ]))
+    events = [
+        {"ladder": m.ladder, "player_id": p, "match_id": m.match_id} for m in (first, second) for p in "xy"
+    ]
+    recent.record(
+        [],
+        BatchResult(
+            [
+                MatchResult(first, events[:2], duplicate=False),
+                MatchResult(
+                    duel("old", "a", "b"), [{"ladder": "default", "match_id": "old"}], duplicate=True
+                ),
+                MatchResult(second, events[2:], duplicate=False),
+            ]
+        ),
+    )
     client = await serve(NotStarted(), rated, recent)
     try:
         everything = await (await client.get("/api/feed")).json()
         chess = await (await client.get("/api/feed?ladder=chess&limit=1")).json()
     finally:
         await client.close()
-    assert [(e["match_id"], e["player_id"]) for e in everything["events"]] == [("f2", "y"), ("f2", "x"), ("f1", "y")]
+    assert [(e["match_id"], e["player_id"]) for e in everything["events"]] == [
+        ("f2", "y"),
+        ("f2", "x"),
+        ("f1", "y"),
+    ]
     assert [(e["match_id"], e["player_id"]) for e in chess["events"]] == [("f2", "y")]
 
 
@@ -244,11 +306,13 @@ def test_samples_are_per_second_rates_of_the_counters():
 async def test_consumer_lag_takes_the_larger_end_offset_clamps_and_drops_revoked_partitions():
     """Lag is max(listed end, fetch highwater) − position per assigned partition, never negative, and revoked partitions lose their series."""
     p0, p1, p2 = TP(TOPIC, 0), TP(TOPIC, 1), TP(TOPIC, 2)
-    app = SimpleNamespace(consumer=FakeConsumer(
-        positions={p0: 10, p1: 50, p2: 7, TP("other", 0): 0},
-        listed={p0: 1, p1: 40, TP("other", 0): 99},  # a broker answering too low (Tansu) on p0
-        fetched={p0: 25},
-    ))
+    app = SimpleNamespace(
+        consumer=FakeConsumer(
+            positions={p0: 10, p1: 50, p2: 7, TP("other", 0): 0},
+            listed={p0: 1, p1: 40, TP("other", 0): 99},  # a broker answering too low (Tansu) on p0
+            fetched={p0: 25},
+        )
+    )
     await update_consumer_lag(app, TOPIC, {})
     assert lag_series() == {"0": 15.0, "1": 0.0}  # p2 has no known end offset yet
     app.consumer = FakeConsumer(positions={p1: 50}, listed={p1: 53})
@@ -273,7 +337,9 @@ async def test_consumer_lag_counts_fetched_but_unprocessed_events():
 def lag_series() -> dict[str, float]:
     return {
         s.labels["partition"]: s.value
-        for family in metrics.CONSUMER_LAG.collect() for s in family.samples if s.labels["topic"] == TOPIC
+        for family in metrics.CONSUMER_LAG.collect()
+        for s in family.samples
+        if s.labels["topic"] == TOPIC
     }
 
 

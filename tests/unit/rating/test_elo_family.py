@@ -98,7 +98,7 @@ def test_logistic_ml_equals_bounded():
 def test_chess_scale_default():
     """The default scale is the chess convention: a 400-point underdog wins with P = 1/11 and gains k·10/11."""
     elo = Elo()
-    (a,), (b,) = mus(rate(elo, solo(1500.0, 1900.0), [1, 2]))
+    (a,), (_b,) = mus(rate(elo, solo(1500.0, 1900.0), [1, 2]))
     assert a - 1500.0 == pytest.approx(32.0 * 10.0 / 11.0)
     assert elo.win_probabilities(solo(1500.0, 1900.0))[0] == pytest.approx(1.0 / 11.0)
 
@@ -346,7 +346,7 @@ def test_tied_equal_teams_move_alike(model, match):
     """Two identical teams that tie with each other receive identical updates."""
     teams, ranks = match
     teams = [list(teams[0])] + [list(t) for t in teams]
-    ranks = [ranks[0]] + list(ranks)
+    ranks = [ranks[0], *list(ranks)]
     result = mus(rate(model, teams, ranks))
     assert result[0] == pytest.approx(result[1], abs=1e-7)
 
@@ -358,8 +358,8 @@ def test_winning_never_worse_than_losing(model, match):
     """A team that finishes first ends no lower than it would have finishing last, others' ranks unchanged."""
     teams, ranks = match
     best, worst = min(ranks) - 1, max(ranks) + 1
-    won = rate(model, teams, [best] + list(ranks[1:]))
-    lost = rate(model, teams, [worst] + list(ranks[1:]))
+    won = rate(model, teams, [best, *list(ranks[1:])])
+    lost = rate(model, teams, [worst, *list(ranks[1:])])
     assert won[0][0].mu >= lost[0][0].mu - 1e-9
 
 

@@ -139,7 +139,11 @@ def _cdf(x: float) -> float:
 def _log_p_three(loc: list[float]) -> float:
     """log P(X_0 < X_1 < X_2) for unit-variance Gaussians: ∫ f_1(x) P(X_0 < x) P(X_2 > x) dx by quadrature."""
     value = integrate.quad(
-        lambda x: _pdf(x - loc[1]) * _cdf(x - loc[0]) * _cdf(loc[2] - x), -np.inf, np.inf, epsabs=0, epsrel=1e-12
+        lambda x: _pdf(x - loc[1]) * _cdf(x - loc[0]) * _cdf(loc[2] - x),
+        -np.inf,
+        np.inf,
+        epsabs=0,
+        epsrel=1e-12,
     )[0]
     return math.log(value)
 
@@ -172,7 +176,9 @@ def test_thurstonian_two_players_is_gaussian_ml_elo():
     teams = solo(1620.0, 1500.0)
     elo = Elo(k=32.0, kind="gaussian", update="ml")
     for ranks in ([1, 2], [2, 1]):
-        assert deltas(Thurstonian(eta=32.0), teams, ranks) == pytest.approx(deltas(elo, teams, ranks), abs=1e-12)
+        assert deltas(Thurstonian(eta=32.0), teams, ranks) == pytest.approx(
+            deltas(elo, teams, ranks), abs=1e-12
+        )
 
 
 def test_thurstonian_grid_agrees_with_two_team_closed_form():
@@ -209,8 +215,11 @@ def test_thurstonian_win_probabilities_against_quadrature():
     got = first_place_probabilities(loc, sd, "normal")
     for a in range(3):
         expected = integrate.quad(
-            lambda x: _pdf((x - loc[a]) / sd[a]) / sd[a]
-            * math.prod(_cdf((x - loc[b]) / sd[b]) for b in range(3) if b != a),
+            lambda x: (
+                _pdf((x - loc[a]) / sd[a])  # noqa: B023
+                / sd[a]  # noqa: B023
+                * math.prod(_cdf((x - loc[b]) / sd[b]) for b in range(3) if b != a)  # noqa: B023
+            ),
             -np.inf,
             np.inf,
         )[0]

@@ -31,8 +31,12 @@ def test_two_trueskill_teams_match_the_closed_form_and_sum_to_one():
     c = math.sqrt(sum(r.sigma**2 + TS.tau**2 + TS.beta**2 for r in a + b))
     eps = norm.ppf((TS.draw_probability + 1) / 2) * TS.beta * math.sqrt(3)
     delta = 50.0 - 25.0
-    assert p.win_probabilities == pytest.approx([norm.cdf((delta - eps) / c), norm.cdf((-delta - eps) / c)], abs=1e-12)
-    assert p.draw_probability == pytest.approx(norm.cdf((eps - delta) / c) - norm.cdf((-eps - delta) / c), abs=1e-12)
+    assert p.win_probabilities == pytest.approx(
+        [norm.cdf((delta - eps) / c), norm.cdf((-delta - eps) / c)], abs=1e-12
+    )
+    assert p.draw_probability == pytest.approx(
+        norm.cdf((eps - delta) / c) - norm.cdf((-eps - delta) / c), abs=1e-12
+    )
     assert sum(p.win_probabilities) + p.draw_probability == pytest.approx(1.0, abs=1e-12)
 
 
@@ -57,7 +61,9 @@ def test_three_trueskill_teams_first_place_agrees_with_monte_carlo():
     p = predict(TS, teams)
     rng = np.random.default_rng(4)
     n = 200_000
-    perf = np.stack([rng.normal(t[0].mu, math.sqrt(t[0].sigma**2 + TS.tau**2 + TS.beta**2), n) for t in teams])
+    perf = np.stack(
+        [rng.normal(t[0].mu, math.sqrt(t[0].sigma ** 2 + TS.tau**2 + TS.beta**2), n) for t in teams]
+    )
     observed = np.bincount(perf.argmax(axis=0), minlength=3) / n
     assert p.draw_probability is None
     for q, o in zip(p.win_probabilities, observed):
@@ -100,8 +106,10 @@ def test_balance_of_ten_is_exhaustive_and_equals_a_brute_force():
     rng = np.random.default_rng(5)
     pool = [Rating(float(m), float(s)) for m, s in zip(rng.normal(25, 6, 10), rng.uniform(1, 5, 10))]
     found = balance(TS, pool, [5, 5])
-    best = max(TS.quality([[pool[i] for i in team], [pool[i] for i in range(10) if i not in team]])
-               for team in itertools.combinations(range(10), 5))
+    best = max(
+        TS.quality([[pool[i] for i in team], [pool[i] for i in range(10) if i not in team]])
+        for team in itertools.combinations(range(10), 5)
+    )
     assert found.exhaustive and found.quality == pytest.approx(best, rel=1e-12)
     assert sorted(i for team in found.teams for i in team) == list(range(10))
 
@@ -127,7 +135,7 @@ def best_of_random_deals(pool: list[Rating], sizes: list[int], tries: int, seed:
         order = rng.permutation(len(pool))
         teams, start = [], 0
         for size in sizes:
-            teams.append([pool[i] for i in order[start:start + size]])
+            teams.append([pool[i] for i in order[start : start + size]])
             start += size
         best = max(best, TS.quality(teams))
     return best

@@ -35,7 +35,12 @@ def predicted(me: float, opp: float) -> float:
 
 def test_defaults_and_initial_rating():
     """Defaults are the seed's T = 120, GAME_MULT = 2, MAX_GAME_LENGTH = 20 and new players start at 500."""
-    assert model_parameters("sph-elo") == {"T": 120.0, "game_mult": 2.0, "max_game_length": 20.0, "initial": 500.0}
+    assert model_parameters("sph-elo") == {
+        "T": 120.0,
+        "game_mult": 2.0,
+        "max_game_length": 20.0,
+        "initial": 500.0,
+    }
     assert SPH.initial() == Rating(500.0, None)
     assert isinstance(create_model("sph-elo", {"T": 200}), SphElo)
     assert SphElo.needs_scores and not SphElo.supports_effects
@@ -43,10 +48,15 @@ def test_defaults_and_initial_rating():
 
 def test_issue_example_by_hand():
     """500 (12 in 15 min, SPH 48) beats 530 (9 in 20 min, SPH 27): ±(1 − P)·2·15 with P = 1/(1 + e^(30/120))."""
-    result = SPH.rate([[Rating(500)], [Rating(530)]], scores=[[12.0], [9.0]], seconds_played=[[900.0], [1200.0]])
+    result = SPH.rate(
+        [[Rating(500)], [Rating(530)]], scores=[[12.0], [9.0]], seconds_played=[[900.0], [1200.0]]
+    )
     gain = (1.0 - predicted(500.0, 530.0)) * 2.0 * 15.0
     assert gain == pytest.approx(16.8653, abs=1e-4)
-    assert result == [[Rating(pytest.approx(500.0 + gain), None)], [Rating(pytest.approx(530.0 - gain), None)]]
+    assert result == [
+        [Rating(pytest.approx(500.0 + gain), None)],
+        [Rating(pytest.approx(530.0 - gain), None)],
+    ]
 
 
 def test_equal_players_equal_sph_do_not_change():
@@ -102,7 +112,9 @@ def test_free_for_all_compares_everybody():
 
 def test_cap_scales_everybody_by_the_largest_offset_player():
     """Eqs. 5–6: 10-minute A beats four equal 20-minute players: offset 40 > 2 × 10, so everybody is halved."""
-    result = play([[500.0]] * 5, [[10.0], [1.0], [1.0], [1.0], [1.0]], [[10.0], [20.0], [20.0], [20.0], [20.0]])
+    result = play(
+        [[500.0]] * 5, [[10.0], [1.0], [1.0], [1.0], [1.0]], [[10.0], [20.0], [20.0], [20.0], [20.0]]
+    )
     assert result == [[20.0], [-5.0], [-5.0], [-5.0], [-5.0]]
 
 
@@ -142,7 +154,11 @@ def test_zero_time_player_neither_gains_nor_gives():
 
 def test_all_offsets_zero_changes_nothing():
     """All offsets zero (equal players with equal SPH, or a single team) leaves every rating unchanged."""
-    assert play([[500.0], [500.0], [500.0]], [[4.0], [8.0], [2.0]], [[10.0], [20.0], [5.0]]) == [[0.0], [0.0], [0.0]]
+    assert play([[500.0], [500.0], [500.0]], [[4.0], [8.0], [2.0]], [[10.0], [20.0], [5.0]]) == [
+        [0.0],
+        [0.0],
+        [0.0],
+    ]
     assert play([[500.0, 900.0]], [[4.0, 1.0]], [[10.0, 10.0]]) == [[0.0, 0.0]]
 
 
@@ -156,7 +172,7 @@ def test_sph_equality_is_exact_up_to_input_rounding():
 def test_ranks_are_ignored():
     """Ranks play no part: only the SPH comparison decides each pair."""
     teams = [[Rating(500.0)], [Rating(510.0)]]
-    kwargs = dict(scores=[[5.0], [9.0]], seconds_played=[[600.0], [600.0]])
+    kwargs = {"scores": [[5.0], [9.0]], "seconds_played": [[600.0], [600.0]]}
     a = SPH.rate_match(teams, Outcome(ranks=[1, 2], **kwargs))
     b = SPH.rate_match(teams, Outcome(ranks=[2, 1], **kwargs))
     assert a == b and a[1][0].mu > 510.0
@@ -176,7 +192,9 @@ def test_ranks_are_ignored():
 def test_invalid_inputs_rejected(scores, seconds):
     """Missing, negative, non-finite or mis-shaped scores/seconds are a ValueError."""
     with pytest.raises(ValueError):
-        SPH.rate_match([[Rating(500.0)], [Rating(500.0)]], Outcome(ranks=[1, 2], scores=scores, seconds_played=seconds))
+        SPH.rate_match(
+            [[Rating(500.0)], [Rating(500.0)]], Outcome(ranks=[1, 2], scores=scores, seconds_played=seconds)
+        )
 
 
 def test_unrated_players_untouched():
@@ -226,7 +244,9 @@ def test_cap_bounds_every_change_by_capping_players_minutes(game):
     ratings, scores, mins = game
     changes = [x for t in play(ratings, scores, mins) for x in t]
     teams = [[Rating(r) for r in t] for t in ratings]
-    outcome = Outcome(ranks=[0] * len(teams), scores=scores, seconds_played=[[m * 60 for m in t] for t in mins])
+    outcome = Outcome(
+        ranks=[0] * len(teams), scores=scores, seconds_played=[[m * 60 for m in t] for t in mins]
+    )
     offsets = SPH.offsets(teams, outcome)
     largest = max(abs(o) for o in offsets)
     if largest == 0.0:
@@ -259,7 +279,12 @@ def test_relabelling_changes_nothing(game, seed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(2, 8), rating=st.floats(0.0, 1000.0), score=st.integers(0, 50), minutes=st.sampled_from([1.0, 10.0, 20.0, 40.0]))
+@given(
+    n=st.integers(2, 8),
+    rating=st.floats(0.0, 1000.0),
+    score=st.integers(0, 50),
+    minutes=st.sampled_from([1.0, 10.0, 20.0, 40.0]),
+)
 def test_symmetric_ties_change_nothing(n, rating, score, minutes):
     """Equal players with equal score and time all tie and keep their ratings."""
     changes = play([[rating]] * n, [[float(score)]] * n, [[minutes]] * n)
@@ -293,7 +318,9 @@ def test_large_free_for_all_finite():
     rng = random.Random(3)
     n = 120
     ratings = [[rng.choice([-1e6, 0.0, 500.0, 1e6]) + rng.uniform(-50, 50)] for _ in range(n)]
-    changes = play(ratings, [[float(rng.randint(0, 40))] for _ in range(n)], [[rng.uniform(0, 60)] for _ in range(n)])
+    changes = play(
+        ratings, [[float(rng.randint(0, 40))] for _ in range(n)], [[rng.uniform(0, 60)] for _ in range(n)]
+    )
     flat = [x for (x,) in changes]
     assert all(math.isfinite(x) for x in flat)
     assert math.fsum(flat) == pytest.approx(0.0, abs=1e-6)

@@ -52,25 +52,64 @@ KNOWN = [
     (fresh(1, 7), [0, 1], [(40.582, 7.917)] + [(9.418, 7.917)] * 7),
     (fresh(1, 1, 1), [0, 1, 2], [(31.675, 6.656), (25.000, 6.208), (18.325, 6.656)]),
     (fresh(1, 1, 1), [2, 1, 0], [(18.325, 6.656), (25.000, 6.208), (31.675, 6.656)]),
-    (fresh(1, 1, 1, 1), [0, 1, 2, 3],
-     [(33.207, 6.348), (27.401, 5.787), (22.599, 5.787), (16.793, 6.348)]),
-    (fresh(1, 1, 1, 1, 1), [0, 1, 2, 3, 4],
-     [(34.363, 6.136), (29.058, 5.536), (25.000, 5.420), (20.942, 5.536), (15.637, 6.136)]),
-    (fresh(*[1] * 16), list(range(16)),
-     [(40.539, 5.276), (36.810, 4.711), (34.347, 4.524), (32.336, 4.433), (30.550, 4.380),
-      (28.893, 4.349), (27.310, 4.330), (25.766, 4.322), (24.234, 4.322), (22.690, 4.330),
-      (21.107, 4.349), (19.450, 4.380), (17.664, 4.433), (15.653, 4.524), (13.190, 4.711),
-      (9.461, 5.276)]),
+    (fresh(1, 1, 1, 1), [0, 1, 2, 3], [(33.207, 6.348), (27.401, 5.787), (22.599, 5.787), (16.793, 6.348)]),
+    (
+        fresh(1, 1, 1, 1, 1),
+        [0, 1, 2, 3, 4],
+        [(34.363, 6.136), (29.058, 5.536), (25.000, 5.420), (20.942, 5.536), (15.637, 6.136)],
+    ),
+    (
+        fresh(*[1] * 16),
+        list(range(16)),
+        [
+            (40.539, 5.276),
+            (36.810, 4.711),
+            (34.347, 4.524),
+            (32.336, 4.433),
+            (30.550, 4.380),
+            (28.893, 4.349),
+            (27.310, 4.330),
+            (25.766, 4.322),
+            (24.234, 4.322),
+            (22.690, 4.330),
+            (21.107, 4.349),
+            (19.450, 4.380),
+            (17.664, 4.433),
+            (15.653, 4.524),
+            (13.190, 4.711),
+            (9.461, 5.276),
+        ],
+    ),
     ([[NEW], [Rating(50, 12.5)]], [0, 0], [(31.662, 7.137), (35.010, 7.910)]),
-    ([[Rating(20, 8), Rating(25, 6)], [Rating(35, 7), Rating(40, 5)]], [0, 1],
-     [(29.698, 7.008), (30.455, 5.594), (27.575, 6.346), (36.211, 4.768)]),
-    ([[Rating(28, 7), Rating(27, 6), Rating(26, 5)], [Rating(30, 4), Rating(31, 3)]], [0, 1],
-     [(28.658, 6.770), (27.484, 5.856), (26.336, 4.917), (29.785, 3.958), (30.879, 2.983)]),
-    ([[Rating(28, 7), Rating(27, 6), Rating(26, 5)], [Rating(30, 4), Rating(31, 3)]], [1, 0],
-     [(21.840, 6.314), (22.474, 5.575), (22.857, 4.757), (32.012, 3.877), (32.132, 2.949)]),
-    ([[Rating(10 + 5 * i, 8 - i)] for i in range(8)], list(range(8)),
-     [(35.135, 4.506), (32.585, 4.037), (31.329, 3.756), (30.984, 3.453), (31.751, 3.064),
-      (34.051, 2.541), (38.263, 1.849), (44.118, 0.983)]),
+    (
+        [[Rating(20, 8), Rating(25, 6)], [Rating(35, 7), Rating(40, 5)]],
+        [0, 1],
+        [(29.698, 7.008), (30.455, 5.594), (27.575, 6.346), (36.211, 4.768)],
+    ),
+    (
+        [[Rating(28, 7), Rating(27, 6), Rating(26, 5)], [Rating(30, 4), Rating(31, 3)]],
+        [0, 1],
+        [(28.658, 6.770), (27.484, 5.856), (26.336, 4.917), (29.785, 3.958), (30.879, 2.983)],
+    ),
+    (
+        [[Rating(28, 7), Rating(27, 6), Rating(26, 5)], [Rating(30, 4), Rating(31, 3)]],
+        [1, 0],
+        [(21.840, 6.314), (22.474, 5.575), (22.857, 4.757), (32.012, 3.877), (32.132, 2.949)],
+    ),
+    (
+        [[Rating(10 + 5 * i, 8 - i)] for i in range(8)],
+        list(range(8)),
+        [
+            (35.135, 4.506),
+            (32.585, 4.037),
+            (31.329, 3.756),
+            (30.984, 3.453),
+            (31.751, 3.064),
+            (34.051, 2.541),
+            (38.263, 1.849),
+            (44.118, 0.983),
+        ],
+    ),
 ]
 
 
@@ -89,13 +128,24 @@ def test_custom_draw_probability_known_answer() -> None:
 @pytest.mark.parametrize(
     ("teams", "expected"),
     [
-        (fresh(1, 1), 0.447), (fresh(2, 2), 0.447), (fresh(1, 2), 0.135), (fresh(1, 3), 0.012),
-        (fresh(1, 1, 1), 0.200), (fresh(1, 1, 1, 1), 0.089), (fresh(*[1] * 5), 0.040),
-        (fresh(*[1] * 8), 0.004), ([[NEW], [Rating(50, 12.5)]], 0.110),
+        (fresh(1, 1), 0.447),
+        (fresh(2, 2), 0.447),
+        (fresh(1, 2), 0.135),
+        (fresh(1, 3), 0.012),
+        (fresh(1, 1, 1), 0.200),
+        (fresh(1, 1, 1, 1), 0.089),
+        (fresh(*[1] * 5), 0.040),
+        (fresh(*[1] * 8), 0.004),
+        ([[NEW], [Rating(50, 12.5)]], 0.110),
         ([[Rating(20, 8), Rating(25, 6)], [Rating(35, 7), Rating(40, 5)]], 0.084),
-        ([[Rating(40, 4), Rating(45, 3)],
-          [Rating(20, 7), Rating(19, 6), Rating(30, 9), Rating(10, 4)],
-          [Rating(50, 5), Rating(30, 2)]], 0.367),
+        (
+            [
+                [Rating(40, 4), Rating(45, 3)],
+                [Rating(20, 7), Rating(19, 6), Rating(30, 9), Rating(10, 4)],
+                [Rating(50, 5), Rating(30, 2)],
+            ],
+            0.367,
+        ),
     ],
 )
 def test_published_match_qualities(teams, expected) -> None:
@@ -171,8 +221,7 @@ def matches(draw, max_teams: int = 5, max_size: int = 3, weighted: bool = True):
     ranks = draw(st.lists(st.integers(0, n_teams - 1), min_size=n_teams, max_size=n_teams))
     weights = None
     if weighted and draw(st.booleans()):
-        weights = [draw(st.lists(st.floats(0.01, 1.0), min_size=len(t), max_size=len(t)))
-                   for t in teams]
+        weights = [draw(st.lists(st.floats(0.01, 1.0), min_size=len(t), max_size=len(t))) for t in teams]
     return teams, ranks, weights
 
 
@@ -196,6 +245,7 @@ def test_relabelling_players_and_teams_changes_nothing(match, rnd: random.Random
     team_order = list(range(len(teams)))
     rnd.shuffle(team_order)
     player_orders = [rnd.sample(range(len(t)), len(t)) for t in teams]
+
     def relabel(rows):
         return [[rows[j][i] for i in player_orders[j]] for j in team_order]
 
@@ -287,9 +337,7 @@ def test_win_probabilities_match_monte_carlo() -> None:
     rng = np.random.default_rng(7)
     n = 400_000
     extra = DEFAULT.beta**2 + DEFAULT.tau**2
-    perf = np.stack([
-        sum(rng.normal(r.mu, math.sqrt(r.sigma**2 + extra), n) for r in team) for team in teams
-    ])
+    perf = np.stack([sum(rng.normal(r.mu, math.sqrt(r.sigma**2 + extra), n) for r in team) for team in teams])
     freq = np.bincount(perf.argmax(axis=0), minlength=len(teams)) / n
     for p, f in zip(probs, freq):
         assert abs(p - f) < 5 * math.sqrt(p * (1 - p) / n) + 1e-9
@@ -358,9 +406,10 @@ def test_time_term_never_lowers_a_sigma_above_the_cap() -> None:
     """A sigma already above sigma0 is left as it is by the time term."""
     model = TrueSkill(tau=0.0, time_tau=1.0)
     wide = [[Rating(25, 20)], [Rating(25, 2)]]
-    assert model.rate(wide, [0, 1], elapsed=[[5 * DAY], [5 * DAY]])[0] == model.rate(
-        [[Rating(25, 20)], [Rating(25, math.sqrt(9))]], [0, 1]
-    )[0]
+    assert (
+        model.rate(wide, [0, 1], elapsed=[[5 * DAY], [5 * DAY]])[0]
+        == model.rate([[Rating(25, 20)], [Rating(25, math.sqrt(9))]], [0, 1])[0]
+    )
 
 
 def test_first_match_has_no_time_term() -> None:
@@ -381,8 +430,12 @@ def test_extreme_inputs_give_finite_ratings(gap, sigma, sizes, outcome) -> None:
     """Gaps up to 1e6, sigma down to 1e-6, 100-player teams, tiny weights: always finite."""
     n = len(sizes)
     teams = [[Rating(25 + gap * j / (n - 1), sigma)] * size for j, size in enumerate(sizes)]
-    ranks = {"ordered": list(range(n)), "reversed": list(range(n))[::-1], "drawn": [0] * n,
-             "pairs": [j // 2 for j in range(n)]}[outcome]
+    ranks = {
+        "ordered": list(range(n)),
+        "reversed": list(range(n))[::-1],
+        "drawn": [0] * n,
+        "pairs": [j // 2 for j in range(n)],
+    }[outcome]
     weights = [[1e-9 if i % 3 else 0.7 for i in range(size)] for size in sizes]
     for w in (None, weights):
         result = DEFAULT.rate(teams, ranks, w)
@@ -406,11 +459,17 @@ def test_huge_upset_moves_like_the_asymptote() -> None:
 
 
 @given(
-    st.floats(-100, 100), st.floats(0.01, 50), st.floats(-100, 100), st.floats(0.01, 50),
-    st.sampled_from([(0, 1), (1, 0), (0, 0)]), st.sampled_from([None, 0.0, 3600.0, 1e9]),
+    st.floats(-100, 100),
+    st.floats(0.01, 50),
+    st.floats(-100, 100),
+    st.floats(0.01, 50),
+    st.sampled_from([(0, 1), (1, 0), (0, 0)]),
+    st.sampled_from([None, 0.0, 3600.0, 1e9]),
     st.sampled_from([DEFAULT, TrueSkill(time_tau=1.0), TrueSkill(draw_probability=0.0, tau=0.0)]),
 )
-def test_duel_shortcut_is_bit_identical_to_the_two_team_form(mu0, sigma0, mu1, sigma1, ranks, gap, model) -> None:
+def test_duel_shortcut_is_bit_identical_to_the_two_team_form(
+    mu0, sigma0, mu1, sigma1, ranks, gap, model
+) -> None:
     """The one-against-one shortcut computes exactly (to the bit) what the general two-team form does."""
     teams = [[Rating(mu0, sigma0)], [Rating(mu1, sigma1)]]
     elapsed = [[gap], [None]]
@@ -443,8 +502,14 @@ def test_output_has_the_input_shape() -> None:
 def test_defaults_are_the_papers_xbox_values() -> None:
     """mu0 = 25, sigma0 = 25/3, beta = sigma0/2, tau = sigma0/100, draw 10 %, k = 3."""
     assert model_parameters("trueskill") == {
-        "mu": 25.0, "sigma": 25.0 / 3.0, "beta": 25.0 / 6.0, "tau": 25.0 / 300.0,
-        "draw_probability": 0.10, "time_tau": 0.0, "time_unit": "days", "k": 3.0,
+        "mu": 25.0,
+        "sigma": 25.0 / 3.0,
+        "beta": 25.0 / 6.0,
+        "tau": 25.0 / 300.0,
+        "draw_probability": 0.10,
+        "time_tau": 0.0,
+        "time_unit": "days",
+        "k": 3.0,
     }
     assert DEFAULT.initial() == Rating(25.0, 25.0 / 3.0)
     assert TrueSkill.name == "trueskill" and TrueSkill.has_sigma
@@ -458,9 +523,17 @@ def test_display_is_conservative_skill() -> None:
 
 @pytest.mark.parametrize(
     "params",
-    [{"sigma": 0}, {"beta": -1}, {"tau": -0.1}, {"draw_probability": 1.0},
-     {"draw_probability": -0.1}, {"time_tau": math.nan}, {"time_unit": "fortnights"},
-     {"time_unit": 0}, {"mu": math.inf}],
+    [
+        {"sigma": 0},
+        {"beta": -1},
+        {"tau": -0.1},
+        {"draw_probability": 1.0},
+        {"draw_probability": -0.1},
+        {"time_tau": math.nan},
+        {"time_unit": "fortnights"},
+        {"time_unit": 0},
+        {"mu": math.inf},
+    ],
 )
 def test_invalid_parameters_are_rejected(params) -> None:
     """Parameters outside their domain raise ValueError naming the problem."""
@@ -470,9 +543,14 @@ def test_invalid_parameters_are_rejected(params) -> None:
 
 @pytest.mark.parametrize(
     ("teams", "ranks", "weights"),
-    [([[NEW]], None, None), ([[NEW], []], None, None), ([[NEW], [NEW]], [0], None),
-     ([[NEW], [NEW]], None, [[1.0], [-0.5]]), ([[NEW], [NEW]], None, [[1.0], [math.nan]]),
-     ([[NEW], [NEW]], None, [[1.0], [1.0, 1.0]])],
+    [
+        ([[NEW]], None, None),
+        ([[NEW], []], None, None),
+        ([[NEW], [NEW]], [0], None),
+        ([[NEW], [NEW]], None, [[1.0], [-0.5]]),
+        ([[NEW], [NEW]], None, [[1.0], [math.nan]]),
+        ([[NEW], [NEW]], None, [[1.0], [1.0, 1.0]]),
+    ],
 )
 def test_malformed_matches_are_rejected(teams, ranks, weights) -> None:
     """Fewer than two teams, empty teams, wrong rank counts or bad weights raise ValueError."""

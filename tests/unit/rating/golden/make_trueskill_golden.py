@@ -105,8 +105,12 @@ def _case(rng: random.Random, n_teams: int, params: dict, ties: bool) -> dict | 
 def main() -> None:
     rng = random.Random(20240806)
     cases: dict[str, list[dict]] = {"two_teams": [], "many_teams": [], "many_teams_tied": []}
-    plan = [("two_teams", 2, False), ("two_teams", 2, True), ("many_teams", 0, False),
-            ("many_teams_tied", 0, True)]
+    plan = [
+        ("two_teams", 2, False),
+        ("two_teams", 2, True),
+        ("many_teams", 0, False),
+        ("many_teams_tied", 0, True),
+    ]
     for name, n_teams, ties in plan:
         for params in PARAMS:
             if ties and params.get("draw_probability") == 0.0:

@@ -1,0 +1,47 @@
+"""Kafka plumbing shared by the service, the offline tools, the local runtime and the benches:
+plain aiokafka clients, no faust.
+
+- `security` — bootstrap addresses and TLS/SASL client options from the settings;
+- `admin` — create topics, list partitions, a consumer group's committed offsets;
+- `produce` — keyed, batched producing; `publish` match events; rating-changed records;
+- `log` — read a topic back in log order (`LogReader`, `read_log`); `subscribe` to updates.
+"""
+
+from stream_rater.kafka.admin import TopicError, committed_offsets, create_topics, topic_partitions
+from stream_rater.kafka.log import LogReader, LogRecord, read_log, subscribe
+from stream_rater.kafka.produce import (
+    PUBLISH_LINGER,
+    PublishSummary,
+    Record,
+    home_partition,
+    match_record,
+    publish,
+    send_batched,
+    send_request,
+    update_record,
+    update_sender,
+)
+from stream_rater.kafka.security import bootstrap_servers, client_options
+
+__all__ = [
+    "LogReader",
+    "LogRecord",
+    "PUBLISH_LINGER",
+    "PublishSummary",
+    "Record",
+    "TopicError",
+    "bootstrap_servers",
+    "client_options",
+    "committed_offsets",
+    "create_topics",
+    "home_partition",
+    "match_record",
+    "publish",
+    "read_log",
+    "send_batched",
+    "send_request",
+    "subscribe",
+    "topic_partitions",
+    "update_record",
+    "update_sender",
+]

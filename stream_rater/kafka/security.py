@@ -1,0 +1,40 @@
+"""Where the brokers are and how to reach them: bootstrap addresses and the aiokafka security
+options (TLS, SASL) built from the ``STREAM_RATER_KAFKA_*`` settings."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from stream_rater.config.settings import Settings
+
+
+def bootstrap_servers(url: str) -> str:
+    """A faust broker URL (``kafka://h:p``, ``;``/``,``-separated) as ``h:p,h2:p2``."""
+    hosts = []
+    for part in url.replace(";", ",").split(","):
+        part = part.strip()
+        if "://" in part:
+            part = part.split("://", 1)[1]
+        if part:
+            hosts.append(part.rstrip("/"))
+    if not hosts:
+        raise ValueError(f"no broker address in {url!r}")
+    return ",".join(hosts)
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """aiokafka keyword arguments for the configured broker and security settings."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": bootstrap_servers(settings.broker),
+        "security_protocol": settings.kafka_security_protocol.upper(),
+    }
+    if options["security_protocol"] in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = ssl.create_default_context(cafile=settings.kafka_ssl_cafile or None)
+    if options["security_protocol"].startswith("SASL"):
+        options.update(
+            sasl_mechanism=settings.kafka_sasl_mechanism or "PLAIN",
+            sasl_plain_username=settings.kafka_sasl_username,
+            sasl_plain_password=settings.kafka_sasl_password,
+        )
+    return options
