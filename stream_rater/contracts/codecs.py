@@ -17,8 +17,8 @@ from typing import Any
 import msgpack
 import orjson
 
-from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import DEFAULT_LIMITS, Limits, MatchFinished, ValidationError, parse_match
+from stream_rater.contracts.match import LadderTable
 
 __all__ = ["FORMATS", "DecodeError", "decode", "decode_match", "encode", "encode_event"]
 
@@ -45,9 +45,9 @@ def decode(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
     )
 
 
-def decode_match(raw: bytes, ladders: Ladders, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
+def decode_match(raw: bytes, ladders: LadderTable, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
     """A validated match-finished event from bytes; raises `DecodeError` or
-    `events.ValidationError` (both ValueErrors).
+    `contracts.ValidationError` (both ValueErrors).
 
     A JSON object is first parsed with orjson, about twice as fast as `decode`. Where both
     parse, they give the same values (both round floats correctly), except that orjson

@@ -28,7 +28,7 @@ Choices where design.md leaves room:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, overload
 
 from stream_rater.contracts._checks import (
     _EXACT_INT,
@@ -51,8 +51,13 @@ DEFAULT_LADDER = "default"
 class LadderRules(Protocol):
     """What validation needs of a configured ladder (`config.ladders.Ladder` is one)."""
 
-    name: str
-    model: str
+    @property
+    def name(self) -> str:
+        """The ladder's name."""
+
+    @property
+    def model(self) -> str:
+        """Its model's name."""
 
     @property
     def model_class(self) -> Any:
@@ -60,11 +65,14 @@ class LadderRules(Protocol):
 
 
 class LadderTable(Protocol):
-    """The configured ladders (`config.ladders.Ladders` is one); `get` raises a `KeyError`
-    whose text says which ladders exist, or returns `default`."""
+    """The configured ladders (`config.ladders.Ladders` is one): `get` raises a `KeyError`
+    whose text says which ladders exist, or returns `default` (only None is passed)."""
 
-    def get(self, name: str, default: Any = ...) -> Any:
-        """The ladder `name`."""
+    @overload
+    def get(self, name: str) -> LadderRules: ...
+
+    @overload
+    def get(self, name: str, default: None) -> LadderRules | None: ...
 
 
 @dataclass(frozen=True)

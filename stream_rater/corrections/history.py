@@ -9,8 +9,7 @@ from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import Limits, MatchFinished
 from stream_rater.corrections.rerate import Entry, RerateReport, Send, rerate
-from stream_rater.kafka import LogReader, committed_offsets, update_sender
-from stream_rater.offline.verify import ladder_history
+from stream_rater.kafka import LogReader, committed_offsets, ladder_history, update_sender
 from stream_rater.store import StateStore
 
 

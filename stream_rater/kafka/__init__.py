@@ -1,13 +1,17 @@
-"""Kafka plumbing shared by the service, the offline tools, the local runtime and the benches:
-plain aiokafka clients, no faust.
+"""Kafka plumbing shared by the service, the corrections, the offline tools, the local runtime
+and the benches: plain aiokafka clients, no faust.
 
 - `security` — bootstrap addresses and TLS/SASL client options from the settings;
 - `admin` — create topics, list partitions, a consumer group's committed offsets;
-- `produce` — keyed, batched producing; `publish` match events; rating-changed records;
-- `log` — read a topic back in log order (`LogReader`, `read_log`); `subscribe` to updates.
+- `produce` — keyed, batched producing (`send_batched`, `send_records`); `publish` match
+  events; rating-changed records; correction requests;
+- `log` — read a topic back in log order (`LogReader`, `read_log`); `subscribe` to updates;
+- `history` — one ladder's matches among records read back from the matches topic, decoded
+  and validated as a worker does (`ladder_history`): the history `verify` and re-rates use.
 """
 
 from stream_rater.kafka.admin import TopicError, committed_offsets, create_topics, topic_partitions
+from stream_rater.kafka.history import LadderHistory, ladder_history
 from stream_rater.kafka.log import LogReader, LogRecord, read_log, subscribe
 from stream_rater.kafka.produce import (
     PUBLISH_LINGER,
@@ -17,6 +21,7 @@ from stream_rater.kafka.produce import (
     match_record,
     publish,
     send_batched,
+    send_records,
     send_request,
     update_record,
     update_sender,
@@ -24,6 +29,7 @@ from stream_rater.kafka.produce import (
 from stream_rater.kafka.security import bootstrap_servers, client_options
 
 __all__ = [
+    "LadderHistory",
     "LogReader",
     "LogRecord",
     "PUBLISH_LINGER",
@@ -35,10 +41,12 @@ __all__ = [
     "committed_offsets",
     "create_topics",
     "home_partition",
+    "ladder_history",
     "match_record",
     "publish",
     "read_log",
     "send_batched",
+    "send_records",
     "send_request",
     "subscribe",
     "topic_partitions",

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import DefaultPartitioner
+from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka.partitioner import DefaultPartitioner  # type: ignore[import-untyped]
 
 from stream_rater.config.ladders import DEFAULT_LADDER
 from stream_rater.config.settings import Settings
@@ -34,7 +34,8 @@ _partitioner = DefaultPartitioner()
 def _keyed_partition(key: bytes, partitions: tuple[int, ...]) -> int:
     """The partition Kafka's default partitioner (murmur2) gives `key`; keys repeat (one per
     player), so each is hashed once."""
-    return _partitioner(key, list(partitions), list(partitions))
+    partition: int = _partitioner(key, list(partitions), list(partitions))
+    return partition
 
 
 def home_partition(ladder: str, partitions: int) -> int:
@@ -112,11 +113,16 @@ async def send_request(settings: Settings, request: dict[str, Any]) -> None:
         settings.replication_factor,
         options=client_options(settings),
     )
+    record: Record = (settings.topic_corrections, request["ladder"].encode(), encode_event(request), [])
+    await send_records(settings, [record])
+
+
+async def send_records(settings: Settings, records: Iterable[Record]) -> None:
+    """`send_batched` with a producer of its own, stopped when the broker has them all."""
     producer = AIOKafkaProducer(**client_options(settings))
-    await producer.start()
     try:
-        record = (settings.topic_corrections, request["ladder"].encode(), encode_event(request), [])
-        await send_batched(producer, [record])
+        await producer.start()
+        await send_batched(producer, records)
     finally:
         await producer.stop()
 

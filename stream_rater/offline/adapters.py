@@ -12,7 +12,7 @@ Formats (``--format``):
   (optional header). A match's rows must be contiguous; a team's score is the sum of its
   players' scores and decides the ranking.
 
-Adapters only reshape; validation is `events.parse_match`'s job, so a bad row surfaces there
+Adapters only reshape; validation is `contracts.parse_match`'s job, so a bad row surfaces there
 with its line number like any other bad event.
 """
 

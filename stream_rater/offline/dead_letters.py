@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import DEFAULT_LADDER, match_key
-from stream_rater.kafka import LogRecord, Record, read_log, send_batched
+from stream_rater.kafka import LogRecord, Record, read_log, send_records
 
 REDRIVEN_FROM = "sr-redriven-from"
 
@@ -87,19 +87,10 @@ async def redrive(
 ) -> tuple[int, int]:
     """Re-publish the `selected` dead letters not redriven before; (sent — or, with
     `dry_run`, that would be sent — and skipped as redriven already)."""
-    from aiokafka import AIOKafkaProducer
-
-    from stream_rater.kafka import client_options
-
     done = await redriven(settings)
     selected = list(selected)
     todo = [d for d in selected if d.where not in done]
     if dry_run or not todo:
         return len(todo), len(selected) - len(todo)
-    producer = AIOKafkaProducer(**client_options(settings))
-    try:
-        await producer.start()
-        await send_batched(producer, [d.redrive_record(settings.topic_matches) for d in todo])
-    finally:
-        await producer.stop()
+    await send_records(settings, [d.redrive_record(settings.topic_matches) for d in todo])
     return len(todo), len(selected) - len(todo)

@@ -104,7 +104,7 @@ class Summary:
     def metric(self, name: str) -> float:
         """The named metric (``wrong_order``, ``log_loss`` or ``brier``); raises ValueError
         when no match could be scored for it."""
-        value = getattr(self, name)
+        value: float | None = getattr(self, name)
         if value is None:
             raise ValueError(f"no matches to compute {name} on")
         return value

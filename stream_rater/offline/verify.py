@@ -1,9 +1,8 @@
 """Recompute a ladder from the matches topic and compare it with the live store.
 
-The matches topic is the ladder's history in the order the stream applied it (records are
-keyed by ladder, so a ladder's matches share one partition). `ladder_history` reads that
-history back, `recompute` runs it through the same `Processor` a worker uses (in memory), and
-`verify` compares the result with the states in the store: ``stream-rater verify``.
+`kafka.history.ladder_history` reads the ladder's history back from the matches topic,
+`recompute` runs it through the same `Processor` a worker uses (in memory), and `verify`
+compares the result with the states in the store: ``stream-rater verify``.
 """
 
 from __future__ import annotations
@@ -12,62 +11,16 @@ import asyncio
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import Limits, MatchFinished, ValidationError
-from stream_rater.contracts.codecs import DecodeError, decode_match
-from stream_rater.kafka import LogRecord, committed_offsets, read_log
+from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.kafka import LadderHistory, committed_offsets, ladder_history, read_log
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.store import PlayerState, StateStore
 from stream_rater.store.memory import MemoryStore
-
-
-@dataclass(slots=True)
-class LadderHistory:
-    """A ladder's valid matches as read from the topic, in the order the stream applies them."""
-
-    ladder: str
-    matches: list[MatchFinished] = field(default_factory=list)
-    #: (partition, offset) of each match's record.
-    where: list[tuple[int, int]] = field(default_factory=list)
-    #: Partition → offset after the last of the ladder's records that was read.
-    positions: dict[int, int] = field(default_factory=dict)
-    #: Where the records that failed validation were, as ``partition@offset`` (the stream
-    #: dead-letters them; their ladder is unknown, so these are all ladders').
-    rejected: list[str] = field(default_factory=list)
-
-    @property
-    def ordered(self) -> bool:
-        """True when all the ladder's records are on one partition: its order is the log's."""
-        return len(self.positions) <= 1
-
-
-def ladder_history(
-    records: Iterable[LogRecord], ladders: Ladders, ladder: str, limits: Limits = Limits()
-) -> LadderHistory:
-    """The matches of `ladder` among `records` (in (partition, offset) order), decoded and
-    validated as a worker does. If the ladder's records are spread over several partitions
-    (a foreign producer keyed them otherwise), the stream's order among them was not
-    defined; they are then taken by broker timestamp, partition, offset."""
-    history = LadderHistory(ladder)
-    found: list[tuple[LogRecord, MatchFinished]] = []
-    for record in records:
-        try:
-            match = decode_match(record.value, ladders, limits)
-        except (DecodeError, ValidationError):
-            history.rejected.append(f"{record.partition}@{record.offset}")
-            continue
-        if match.ladder == ladder:
-            found.append((record, match))
-            history.positions[record.partition] = record.offset + 1
-    if not history.ordered:
-        found.sort(key=lambda pair: (pair[0].timestamp, pair[0].partition, pair[0].offset))
-    history.matches = [match for _, match in found]
-    history.where = [(record.partition, record.offset) for record, _ in found]
-    return history
 
 
 async def recompute(
@@ -121,9 +74,10 @@ def differences(
     only on one side; sorted by id."""
 
     def same(a: PlayerState, b: PlayerState) -> bool:
-        sigmas = (a.sigma is None) == (b.sigma is None) and (
-            a.sigma is None or math.isclose(a.sigma, b.sigma, rel_tol=0, abs_tol=tolerance)
-        )  # type: ignore[arg-type]
+        if a.sigma is None or b.sigma is None:
+            sigmas = a.sigma is b.sigma
+        else:
+            sigmas = math.isclose(a.sigma, b.sigma, rel_tol=0, abs_tol=tolerance)
         return (
             math.isclose(a.mu, b.mu, rel_tol=0, abs_tol=tolerance)
             and sigmas
@@ -199,13 +153,14 @@ async def verify(
     ladder that pauses for a moment is compared at one consistent position.
     """
     topic = settings.topic_matches
+    limits = Limits(max_event_bytes=settings.max_event_bytes)
     records, end = await read_log(settings, topic)
     for _ in range(rounds):
-        history = ladder_history(records, ladders, ladder, Limits(max_event_bytes=settings.max_event_bytes))
+        history = ladder_history(records, ladders, ladder, limits)
         caught_up = await _caught_up(settings, history.positions, wait)
         live = await store.players(ladder), await store.players(ladder, effects=True)
         newer, end = await read_log(settings, topic, start=end)
-        if not ladder_history(newer, ladders, ladder).matches:
+        if not ladder_history(newer, ladders, ladder, limits).matches:
             break
         records += newer
     return await compare(store, ladders, history, live, tolerance, caught_up)

@@ -2,6 +2,8 @@
 
 - `memory.MemoryStore` — in-process, for replay and unit tests.
 - `redis_store.RedisStore` — the real one: one Lua read + one atomic Lua commit per batch.
+
+`open_store` picks one by URL; it lives here, above both, so that `base` imports neither.
 """
 
 from stream_rater.store.base import (
@@ -12,7 +14,6 @@ from stream_rater.store.base import (
     Snapshot,
     StateStore,
     StateWrite,
-    open_store,
 )
 
 __all__ = [
@@ -25,3 +26,20 @@ __all__ = [
     "StateWrite",
     "open_store",
 ]
+
+
+def open_store(url: str, *, history_limit: int = 100, marker_ttl: float = 0.0) -> StateStore:
+    """A store for `url`: ``memory``, ``redis://…``/``rediss://…``/``unix://…``, or a Redis
+    Cluster's ``redis+cluster://host:port[,host:port…]``/``rediss+cluster://…``."""
+    if url in ("memory", "memory://"):
+        from stream_rater.store.memory import MemoryStore
+
+        return MemoryStore(history_limit=history_limit)
+    if url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")):
+        from stream_rater.store.redis_store import RedisStore
+
+        return RedisStore.from_url(url, history_limit=history_limit, marker_ttl=marker_ttl)
+    raise ValueError(
+        f"unknown store URL {url!r}: use 'memory', 'redis://host:port/db' or "
+        "'redis+cluster://host:port[,host:port…]'"
+    )

@@ -295,20 +295,3 @@ class StateStore(ABC):
 
     async def close(self) -> None:  # noqa: B027 -- optional: stores without connections need nothing
         """Release connections."""
-
-
-def open_store(url: str, *, history_limit: int = 100, marker_ttl: float = 0.0) -> StateStore:
-    """A store for `url`: ``memory``, ``redis://…``/``rediss://…``/``unix://…``, or a Redis
-    Cluster's ``redis+cluster://host:port[,host:port…]``/``rediss+cluster://…``."""
-    if url in ("memory", "memory://"):
-        from stream_rater.store.memory import MemoryStore
-
-        return MemoryStore(history_limit=history_limit)
-    if url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")):
-        from stream_rater.store.redis_store import RedisStore
-
-        return RedisStore.from_url(url, history_limit=history_limit, marker_ttl=marker_ttl)
-    raise ValueError(
-        f"unknown store URL {url!r}: use 'memory', 'redis://host:port/db' or "
-        "'redis+cluster://host:port[,host:port…]'"
-    )
