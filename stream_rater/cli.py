@@ -549,8 +549,7 @@ def _valid_matches(
 
 def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator[MatchFinished], list[str]]:
     """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order."""
-    from stream_rater.kafka import read_log
-    from stream_rater.offline.verify import ladder_history
+    from stream_rater.kafka import ladder_history, read_log
 
     if args.files:
         raise ValueError("--from-topic reads the topic: give no FILE")

@@ -43,10 +43,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from stream_rater.bench.e2e import _cpu_seconds, _matches
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings, env_name
-from stream_rater.kafka import home_partition, publish, read_log
+from stream_rater.kafka import home_partition, ladder_history, publish, read_log
 from stream_rater.local.demo import start_worker, stop_process, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
-from stream_rater.offline.verify import compare, ladder_history
+from stream_rater.offline.verify import compare
 from stream_rater.store import StateStore, open_store
 
 STORES = ("single", "cluster")
