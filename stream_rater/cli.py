@@ -31,7 +31,7 @@ from stream_rater.config.ladders import (
     parse_param,
 )
 from stream_rater.config.settings import Settings, env_name
-from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.contracts import CorrectionRequest, Limits, MatchFinished
 from stream_rater.contracts.codecs import encode_event
 from stream_rater.offline.adapters import FORMATS, open_text, read_records
 
@@ -594,17 +594,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_correct(args: argparse.Namespace) -> int:
     """``void`` / ``unvoid`` / ``rerate``: re-rate a ladder into a new generation and switch."""
-    from stream_rater.corrections.history import rerate_from_topic
+    from stream_rater.corrections.history import apply_correction
+    from stream_rater.corrections.rerate import Correction
     from stream_rater.store import open_store
 
     settings = _settings(args)
     _require(settings, "broker")
-    params = dict(parse_param(p) for p in getattr(args, "param", []))
+    correction = Correction(
+        args.command,
+        args.ladder,
+        tuple(getattr(args, "match_ids", ())),
+        args.reason,
+        dict(parse_param(p) for p in getattr(args, "param", [])),
+    )
     _ladders(args)  # checks --param against the ladder's model: one line naming the flag
     ladders = _configured_ladders(args)
     ladders.get(args.ladder)
     if args.via_topic:
-        return _request_correction(settings, args, params)
+        return _request_correction(settings, args, correction.request(f"cli-{uuid.uuid4().hex[:12]}"))
     if not args.store:
         raise ValueError("--store is required (unless --via-topic)")
     with ExitStack() as stack:
@@ -617,16 +624,12 @@ def cmd_correct(args: argparse.Namespace) -> int:
         async def run() -> Any:
             store = open_store(args.store)
             try:
-                return await rerate_from_topic(
+                return await apply_correction(
+                    correction,
                     settings,
                     ladders,
-                    args.ladder,
                     store,
                     files=files,
-                    params=params,
-                    void=args.match_ids if args.command == "void" else (),
-                    unvoid=args.match_ids if args.command == "unvoid" else (),
-                    reason=args.reason,
                     lease=args.lease,
                     batch_size=args.batch_size,
                     progress=bar,
@@ -639,10 +642,9 @@ def cmd_correct(args: argparse.Namespace) -> int:
     return 0
 
 
-def _request_correction(settings: Settings, args: argparse.Namespace, params: dict[str, Any]) -> int:
+def _request_correction(settings: Settings, args: argparse.Namespace, request: CorrectionRequest) -> int:
     """``void|unvoid|rerate --via-topic``: publish the request for a worker (the flags a worker
     has no use for, --history, --lease, --batch-size, are refused)."""
-    from stream_rater.contracts import CorrectionRequest
     from stream_rater.kafka import send_request
 
     for flag, unused in (
@@ -652,14 +654,6 @@ def _request_correction(settings: Settings, args: argparse.Namespace, params: di
     ):
         if unused:
             raise ValueError(f"{flag}: not with --via-topic (the worker reads the matches topic itself)")
-    request = CorrectionRequest(
-        args.command,
-        args.ladder,
-        tuple(getattr(args, "match_ids", ())),
-        args.reason,
-        params,
-        f"cli-{uuid.uuid4().hex[:12]}",
-    )
     asyncio.run(send_request(settings, request.to_dict()))
     print(
         json.dumps(request.to_dict())

@@ -19,8 +19,8 @@ from typing import TextIO
 
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
-from stream_rater.corrections.history import rerate_from_topic
-from stream_rater.corrections.rerate import RerateReport
+from stream_rater.corrections.history import apply_correction
+from stream_rater.corrections.rerate import Correction, RerateReport
 from stream_rater.kafka import publish
 from stream_rater.local.demo import (
     DEMO_LADDER,
@@ -91,7 +91,8 @@ def _steps(report: RerateReport) -> str:
 async def _void(settings: Settings, ladders: Ladders, match_id: str) -> RerateReport:
     store = open_store(settings.redis_url)
     try:
-        return await rerate_from_topic(settings, ladders, DEMO_LADDER, store, void=[match_id], reason="bench")
+        correction = Correction("void", DEMO_LADDER, (match_id,), "bench")
+        return await apply_correction(correction, settings, ladders, store)
     finally:
         await store.close()
 

@@ -1,14 +1,23 @@
-"""A ladder's history for a re-rate: files first, then the matches topic in log order."""
+"""A ladder's history for a re-rate (files first, then the matches topic in log order), and
+`apply_correction`: a correction carried out from it."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
-from typing import Any
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import Limits, MatchFinished
-from stream_rater.corrections.rerate import Entry, RerateReport, Send, rerate
+from stream_rater.corrections.rerate import (
+    Correction,
+    Entry,
+    Progress,
+    Rerate,
+    RerateReport,
+    Send,
+    Tuning,
+)
 from stream_rater.kafka import LogReader, committed_offsets, ladder_history, update_sender
 from stream_rater.store import StateStore
 
@@ -62,21 +71,28 @@ class TopicHistory:
         return dict(self._committed)
 
 
-async def rerate_from_topic(
+async def apply_correction(
+    correction: Correction,
     settings: Settings,
     ladders: Ladders,
-    ladder: str,
     store: StateStore,
+    *,
     send: Send | None = None,
     files: Iterable[MatchFinished] = (),
-    **options: Any,
+    lease: float = Tuning.lease,
+    batch_size: int = Tuning.batch_size,
+    progress: Progress | None = None,
+    owner: str | None = None,
 ) -> RerateReport:
-    """`rerate` of `ladder` from its history in the matches topic (after `files`), sending the
-    correction events with `send` (default: a producer of its own to the updates topic);
-    `options` are `rerate`'s (`recent` defaults to twice the workers' batch size)."""
-    options.setdefault("recent", 2 * settings.batch_size)
-    async with TopicHistory(settings, ladders, ladder, files) as history:
-        if send is not None:
-            return await rerate(store, ladders, ladder, history, send, **options)
-        async with update_sender(settings) as own:
-            return await rerate(store, ladders, ladder, history, own, **options)
+    """Carry out `correction` (the CLI's and the workers' one way to): a `Rerate` of its ladder
+    from the history in the matches topic (after `files`), sending the correction events with
+    `send` (default: a producer of its own to the updates topic). `lease` and `batch_size` are
+    the `Tuning`'s; it checks the last twice the workers' batch size of matches for events
+    they have not produced."""
+    tuning = Tuning(lease=lease, batch_size=batch_size, recent=2 * settings.batch_size)
+    async with contextlib.AsyncExitStack() as stack:
+        history = await stack.enter_async_context(TopicHistory(settings, ladders, correction.ladder, files))
+        if send is None:
+            send = await stack.enter_async_context(update_sender(settings))
+        rerate = Rerate(store, ladders, correction, history, send, tuning, progress=progress, owner=owner)
+        return await rerate.run()

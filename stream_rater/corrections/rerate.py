@@ -39,15 +39,16 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import MatchFinished, correction_changed, format_timestamp
+from stream_rater.contracts import CorrectionRequest, MatchFinished, correction_changed, format_timestamp
+from stream_rater.contracts.correction_request import KINDS
 from stream_rater.processor import Processor, StoreLost
-from stream_rater.rating.base import Rating
-from stream_rater.store.base import PlayerState, StateStore
+from stream_rater.rating.base import Rating, RatingModel
+from stream_rater.store.base import Generations, PlayerState, StateStore
 
 #: One entry of a ladder's history: the match and where its record is in the matches topic
 #: (None for a match read from a file).
@@ -111,7 +112,7 @@ FOLLOW_ROUNDS = 20
 
 #: ``progress(done, known)``: entries of the history processed so far, and known so far.
 Progress = Callable[[int, int], None]
-Send = Callable[[Sequence[dict]], Awaitable[None]]
+Send = Callable[[Sequence[dict[str, Any]]], Awaitable[None]]
 
 
 def new_owner() -> str:
@@ -119,154 +120,256 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-async def rerate(
-    store: StateStore,
-    ladders: Ladders,
-    ladder: str,
-    history: History,
-    send: Send,
-    *,
-    params: Mapping[str, Any] | None = None,
-    void: Iterable[str] = (),
-    unvoid: Iterable[str] = (),
-    reason: str = "",
-    lease: float = 10.0,
-    batch_size: int = 1000,
-    catch_up: int = 1000,
-    close: int = 20,
-    recent: int = 1000,
-    progress: Progress | None = None,
-    owner: str | None = None,
-) -> RerateReport:
-    """Recompute `ladder` from `history` into a new generation (with `void` voided, `unvoid`
-    un-voided and `params` overriding the model's parameters) and switch to it while the
-    worker keeps rating; `send` produces the correction events. See the module docstring.
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """One correction of one ladder, whoever asked for it (the CLI's flags, a worker's
+    `CorrectionRequest`): void or un-void `match_ids`, or re-rate with `params` overriding the
+    model's parameters from now on. `reason` goes with the correction events."""
 
-    `lease` (s): how long the lock and the freeze outlive a crashed re-rate. `catch_up`:
-    compare the generations once a round of reading the topic found fewer new matches than
-    this; `close`: freeze once a round found fewer than this (or after `FOLLOW_ROUNDS`), so
-    that few matches are left to apply inside the freeze. `recent`: how many of the last
-    matches applied are checked for events the live worker has not produced (at least twice
-    the worker's batch size: a worker's last batch, and its predecessor's).
-    Raises `RerateRunning` (another re-rate holds the lock), `UnknownMatches`, `StoreLost`
-    (the store lacks matches the workers committed).
-    """
-    started = time.perf_counter()
-    owner = owner or new_owner()
-    void, unvoid = list(dict.fromkeys(void)), list(dict.fromkeys(unvoid))
-    configured = ladders.get(ladder)
-    report = RerateReport(ladder, params=dict(params or {}), reason=reason)
-    live = await store.generations(ladder)
-    current = await store.voids(ladder)
-    already = all(m in current for m in void) and not any(m in current for m in unvoid)
-    if (
-        (void or unvoid)
-        and already
-        and not params
-        and not live.voids_pending
-        and not await store.outbox(ladder)
-    ):
-        report.nothing_to_do = True
-        return report
-    overrides = {**(live.params or {}), **(params or {})}
-    model = Ladder(ladder, configured.model, {**configured.params, **overrides}).rating_model  # checks params
-    generation, abandoned = await store.begin_rerate(ladder, owner, lease, overrides or None)
-    report.generation = generation
-    keeper = asyncio.create_task(_keep_lock(store, ladder, owner, lease))
-    switched = False
-    try:
-        if abandoned is not None:
-            await store.drop_generation(ladder, abandoned)
-        pending = await store.outbox(ladder)
-        if pending:
-            await send(pending)
-        entries = await history.read()
-        _check_voids(ladder, entries, current, void, unvoid, live.voids_pending)
-        _check_not_lost(ladder, entries, live.positions, history.committed(), current)
-        now = time.time()
-        await store.set_voids(
-            ladder,
-            {m: {"reason": reason, "at": now} for m in void if m not in current},
-            [m for m in unvoid if m in current],
-            generation,
+    kind: str
+    ladder: str
+    match_ids: tuple[str, ...] = ()
+    reason: str = ""
+    params: Mapping[str, bool | int | float | str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(
+                f"correction kind must be one of {', '.join(map(repr, KINDS))}, got {self.kind!r}"
+            )
+
+    @classmethod
+    def from_request(cls, request: CorrectionRequest) -> Correction:
+        """The correction a (validated) request from the corrections topic asks for."""
+        return cls(request.kind, request.ladder, request.match_ids, request.reason, dict(request.params))
+
+    def request(self, request_id: str | None = None) -> CorrectionRequest:
+        """The request that asks a worker for this correction."""
+        return CorrectionRequest(
+            self.kind, self.ladder, self.match_ids, self.reason, dict(self.params), request_id
+        )
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How a re-rate paces itself. `lease` (s): how long the lock and the freeze outlive a
+    crashed re-rate. `batch_size`: matches per processor batch. `catch_up`: compare the
+    generations once a round of reading the topic found fewer new matches than this; `close`:
+    freeze once a round found fewer than this (or after `FOLLOW_ROUNDS`), so that few matches
+    are left to apply inside the freeze. `recent`: how many of the last matches applied are
+    checked for events the live worker has not produced (at least twice the worker's batch
+    size: a worker's last batch, and its predecessor's)."""
+
+    lease: float = 10.0
+    batch_size: int = 1000
+    catch_up: int = 1000
+    close: int = 20
+    recent: int = 1000
+
+
+class Rerate:
+    """Recompute a ladder from its history into a new generation with a `Correction` applied
+    and switch to it while the worker keeps rating: one method per phase of the protocol in
+    the module docstring, `run` calls them in order. `send` produces the correction events;
+    `progress` follows the build; `owner` names the lock's holder (default: `new_owner()`)."""
+
+    # What the phases find out, for the phases after them.
+    #: The ladder's generations as last read, and its voids before this re-rate.
+    live: Generations
+    current: dict[str, dict[str, Any]]
+    #: The rating model with the new parameters (lock).
+    model: RatingModel
+    #: The history's first read, and when the voids were recorded (record_voids).
+    entries: list[Entry]
+    now: float
+    #: The staging generation's progress through the history (build), the comparison of the
+    #: players and the players of the matches applied after it (compare).
+    staging: _Build
+    comparison: _Compare
+    touched: set[str]
+
+    def __init__(
+        self,
+        store: StateStore,
+        ladders: Ladders,
+        correction: Correction,
+        history: History,
+        send: Send,
+        tuning: Tuning = Tuning(),
+        *,
+        progress: Progress | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.store, self.ladders, self.ladder = store, ladders, correction.ladder
+        self.history, self.send, self.tuning, self.progress = history, send, tuning, progress
+        self.owner = owner or new_owner()
+        ids = list(dict.fromkeys(correction.match_ids))
+        self.void = ids if correction.kind == "void" else []
+        self.unvoid = ids if correction.kind == "unvoid" else []
+        self.params, self.reason = dict(correction.params), correction.reason
+        self.configured = ladders.get(self.ladder)
+        self.report = RerateReport(self.ladder, params=dict(self.params), reason=self.reason)
+        self.generation = 0
+        #: Whether the staging generation is live: from then on a failure no longer aborts.
+        self.switched = False
+
+    async def run(self) -> RerateReport:
+        """The whole re-rate. Raises `RerateRunning` (another re-rate holds the lock),
+        `UnknownMatches`, `StoreLost` (the store lacks matches the workers committed)."""
+        started = time.perf_counter()
+        if await self._nothing_to_do():
+            self.report.nothing_to_do = True
+            return self.report
+        async with self.lock():
+            await self.record_voids()
+            await self.build()
+            await self.compare()
+            await self.switch()
+        await self.store.drop_generation(self.ladder, self.live.live)
+        self.report.seconds = time.perf_counter() - started
+        return self.report
+
+    async def _nothing_to_do(self) -> bool:
+        """True when the voids are already as asked and nothing else is to be done (no new
+        parameters, no interrupted re-rate to complete, no correction events to send)."""
+        self.live = await self.store.generations(self.ladder)
+        self.current = await self.store.voids(self.ladder)
+        already = all(m in self.current for m in self.void) and not any(
+            m in self.current for m in self.unvoid
+        )
+        return bool(
+            (self.void or self.unvoid)
+            and already
+            and not self.params
+            and not self.live.voids_pending
+            and not await self.store.outbox(self.ladder)
+        )
+
+    @contextlib.asynccontextmanager
+    async def lock(self) -> AsyncIterator[None]:
+        """1. Lock: take the ladder's re-rate lock, open the staging generation, drop the one a
+        crashed re-rate left, send the correction events a crashed switch stored. The lock is
+        renewed until the block ends; one that ends before the switch drops the staging
+        generation and releases the lock."""
+        overrides = {**(self.live.params or {}), **self.params}
+        params = {**self.configured.params, **overrides}
+        self.model = Ladder(self.ladder, self.configured.model, params).rating_model  # checks params
+        self.generation, abandoned = await self.store.begin_rerate(
+            self.ladder, self.owner, self.tuning.lease, overrides or None
+        )
+        self.report.generation = self.generation
+        keeper = asyncio.create_task(self._keep_lock())
+        try:
+            if abandoned is not None:
+                await self.store.drop_generation(self.ladder, abandoned)
+            pending = await self.store.outbox(self.ladder)
+            if pending:
+                await self.send(pending)
+            yield
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+            if not self.switched:
+                dropped = await self.store.abort_rerate(self.ladder, self.owner)
+                if dropped is not None:
+                    await self.store.drop_generation(self.ladder, dropped)
+
+    async def _keep_lock(self) -> None:
+        """Renew the lock (and a freeze) every third of the lease until cancelled."""
+        while True:
+            await asyncio.sleep(self.tuning.lease / 3)
+            await self.store.renew(self.ladder, self.owner, self.tuning.lease)
+
+    async def record_voids(self) -> None:
+        """2. Voids: check the matches to (un-)void against the history, record the voids."""
+        self.entries = await self.history.read()
+        interrupted = self.live.voids_pending
+        _check_voids(self.ladder, self.entries, self.current, self.void, self.unvoid, interrupted)
+        _check_not_lost(
+            self.ladder, self.entries, self.live.positions, self.history.committed(), self.current
+        )
+        self.now = time.time()
+        await self.store.set_voids(
+            self.ladder,
+            {m: {"reason": self.reason, "at": self.now} for m in self.void if m not in self.current},
+            [m for m in self.unvoid if m in self.current],
+            self.generation,
         )
         # After an interrupted re-rate, the voids it recorded take effect now: report them.
-        pending = live.voids_pending
-        report.voided = [m for m in void if m not in current or pending]
-        report.unvoided = [m for m in unvoid if m in current or pending]
+        self.report.voided = [m for m in self.void if m not in self.current or interrupted]
+        self.report.unvoided = [m for m in self.unvoid if m in self.current or interrupted]
 
-        processor = Processor(ladders, store, generation=generation)
-        build = _Build(processor, entries, batch_size, recent, progress)
+    async def build(self) -> None:
+        """3. Build: apply the history to the staging generation up to the live one's
+        position, reading on while the live worker moves, until a round finds few matches."""
+        processor = Processor(self.ladders, self.store, generation=self.generation)
+        self.staging = _Build(
+            processor, self.entries, self.tuning.batch_size, self.tuning.recent, self.progress
+        )
         while True:
-            live = await store.generations(ladder)
-            await build.apply_upto(live.positions)
-            more = await history.read()
-            build.add(more)
-            if len(more) < catch_up:
+            self.live = await self.store.generations(self.ladder)
+            await self.staging.apply_upto(self.live.positions)
+            more = await self.history.read()
+            self.staging.add(more)
+            if len(more) < self.tuning.catch_up:
                 break
 
-        compare = _Compare(store, ladder, model, generation, report, now)
-        await compare.all()
-        touched: set[str] = set()  # players of the matches applied since: compared again
+    async def compare(self) -> None:
+        """4. Compare: every player of both generations, then follow the live one, noting the
+        players of the matches applied since (compared again in the switch)."""
+        self.comparison = _Compare(
+            self.store, self.ladder, self.model, self.generation, self.report, self.now
+        )
+        await self.comparison.all()
+        self.touched = set()
         for _ in range(FOLLOW_ROUNDS):
-            live = await store.generations(ladder)
-            touched |= players_of(await build.apply_upto(live.positions))
-            more = await history.read()
-            build.add(more)
-            if len(more) < close:
+            self.live = await self.store.generations(self.ladder)
+            self.touched |= players_of(await self.staging.apply_upto(self.live.positions))
+            more = await self.history.read()
+            self.staging.add(more)
+            if len(more) < self.tuning.close:
                 break
 
+    async def switch(self) -> None:
+        """5. Switch: freeze the live generation, apply its last matches, compare their players
+        again, switch atomically storing the correction events, send them, lift the freeze
+        and release the lock; each step's time goes to the report's `blocked_steps`."""
+        store, ladder, build = self.store, self.ladder, self.staging
         # Markers only ever go from holding events to empty, and every match committed from
         # here on is applied inside the freeze: only these and those can hold events then.
-        maybe = set(await store.unproduced(ladder, live.live, list(build.recent)))
-        clock = _Clock(report.blocked_steps)
-        await store.freeze(ladder, owner, lease)
-        live = await store.generations(ladder)
+        maybe = set(await store.unproduced(ladder, self.live.live, list(build.recent)))
+        clock = _Clock(self.report.blocked_steps)
+        await store.freeze(ladder, self.owner, self.tuning.lease)
+        self.live = live = await store.generations(ladder)
         clock.step("freeze")
-        while not _covers(history.reached(), live.positions):
-            build.add(await history.read())
+        while not _covers(self.history.reached(), live.positions):
+            build.add(await self.history.read())
         clock.step("read")
         last = await build.apply_upto(live.positions)
         clock.step("apply")
-        events = await compare.again(touched | players_of(last))
+        events = await self.comparison.again(self.touched | players_of(last))
         clock.step("compare")
         maybe |= {match.match_id for match, _ in last}
         unproduced = await store.unproduced(ladder, live.live, [m for m in build.recent if m in maybe])
         if unproduced:
-            await store.hold_events(ladder, generation, {m: build.recent[m] for m in unproduced})
+            await store.hold_events(ladder, self.generation, {m: build.recent[m] for m in unproduced})
         clock.step("unproduced")
-        await store.switch(ladder, owner, generation, live, events)
-        switched = True
+        await store.switch(ladder, self.owner, self.generation, live, events)
+        self.switched = True
         clock.step("switch")
-        await send(events)
-        await store.finish_rerate(ladder, owner)
+        await self.send(events)
+        await store.finish_rerate(ladder, self.owner)
         clock.step("send")
-        report.blocked_seconds = sum(report.blocked_steps.values())
-        report.applied, report.corrections, report.positions = build.applied, len(events), live.positions
-    finally:
-        keeper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keeper
-        if not switched:
-            dropped = await store.abort_rerate(ladder, owner)
-            if dropped is not None:
-                await store.drop_generation(ladder, dropped)
-    await store.drop_generation(ladder, live.live)
-    report.seconds = time.perf_counter() - started
-    return report
-
-
-async def _keep_lock(store: StateStore, ladder: str, owner: str, lease: float) -> None:
-    """Renew the lock (and a freeze) every third of the lease until cancelled."""
-    while True:
-        await asyncio.sleep(lease / 3)
-        await store.renew(ladder, owner, lease)
+        self.report.blocked_seconds = sum(self.report.blocked_steps.values())
+        self.report.applied, self.report.corrections = build.applied, len(events)
+        self.report.positions = live.positions
 
 
 def _check_voids(
     ladder: str,
     entries: list[Entry],
-    current: Mapping[str, dict],
+    current: Mapping[str, dict[str, Any]],
     void: list[str],
     unvoid: list[str],
     pending: bool,
@@ -290,7 +393,7 @@ def _check_not_lost(
     entries: list[Entry],
     positions: Mapping[int, int],
     committed: Mapping[int, int],
-    voids: Mapping[str, dict],
+    voids: Mapping[str, dict[str, Any]],
 ) -> None:
     """Refuse to re-rate a ladder whose live generation lacks a match the workers committed
     the offset of: the store lost data (a failover to a replica that missed writes). A new
@@ -335,7 +438,7 @@ class _Build:
         self.applied = 0  # matches newly applied
         self.done = 0  # entries processed (applied, voided or duplicates)
         #: The events of the last `keep` matches applied, by match id, oldest first.
-        self.recent: OrderedDict[str, list[dict]] = OrderedDict()
+        self.recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self.keep = recent
 
     def add(self, entries: list[Entry]) -> None:
@@ -391,13 +494,20 @@ class _Compare:
     every player; `again` re-compares the given ones, whose states may have moved since."""
 
     def __init__(
-        self, store: StateStore, ladder: str, model: Any, generation: int, report: RerateReport, at: float
+        self,
+        store: StateStore,
+        ladder: str,
+        model: RatingModel,
+        generation: int,
+        report: RerateReport,
+        at: float,
     ) -> None:
         self.store, self.ladder, self.model, self.generation = store, ladder, model, generation
         prior = model.initial()
         self.empty = PlayerState(prior.mu, prior.sigma)
-        self.cause = {
-            "id": f"rerate:{generation}",
+        self.id = f"rerate:{generation}"
+        self.cause: dict[str, Any] = {
+            "id": self.id,
             "reason": report.reason,
             "voided": report.voided,
             "unvoided": report.unvoided,
@@ -410,7 +520,7 @@ class _Compare:
         """Compare every player of both generations."""
         await self._compare(None)
 
-    async def again(self, players: set[str]) -> list[dict]:
+    async def again(self, players: set[str]) -> list[dict[str, Any]]:
         """Compare `players` again; the events, by player id."""
         if players:
             await self._compare(players)
@@ -426,9 +536,9 @@ class _Compare:
             else:
                 self.changed[player_id] = (old, new)
 
-    def _event(self, player_id: str, old: PlayerState, new: PlayerState) -> dict:
+    def _event(self, player_id: str, old: PlayerState, new: PlayerState) -> dict[str, Any]:
         return correction_changed(
-            self.cause["id"],
+            self.id,
             self.ladder,
             player_id,
             self.model.name,

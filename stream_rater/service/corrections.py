@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -27,8 +28,8 @@ from stream_rater.config.ladders import Ladders, UnknownLadderError, check_param
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
-from stream_rater.corrections.history import rerate_from_topic
-from stream_rater.corrections.rerate import RerateReport, UnknownMatches, new_owner
+from stream_rater.corrections.history import apply_correction
+from stream_rater.corrections.rerate import Correction, RerateReport, UnknownMatches, new_owner
 from stream_rater.kafka import client_options, update_record
 from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
@@ -38,6 +39,9 @@ from stream_rater.store import StateStore
 from stream_rater.store.base import LockLost, RerateRunning
 
 log = logging.getLogger(__name__)
+
+#: What makes a request wait and try again: the re-rate lost its lock, or a service failed.
+RETRIED: tuple[type[BaseException], ...] = (LockLost, *TRANSIENT_ERRORS)
 
 #: The longest a request may take before the group gives it to another worker as well (that
 #: one waits for the lock, then finds the work done or does it again): Kafka's poll interval.
@@ -161,7 +165,7 @@ class CorrectionHandler:
                 raise Refused(f"store: {exc}") from None
             except RerateRunning as exc:
                 wait, why = max(0.1, exc.seconds_left), str(exc)
-            except (LockLost, *TRANSIENT_ERRORS) as exc:
+            except RETRIED as exc:
                 wait, why = delay, repr(exc)
                 delay = min(self.max_backoff, delay * 2)
             log.info("correction %s of %r waits %.1f s: %s", request.kind, request.ladder, wait, why)
@@ -171,16 +175,12 @@ class CorrectionHandler:
         store = self.open_store()
         metrics.RERATE_RUNNING.labels(request.ladder).set(1)
         try:
-            return await rerate_from_topic(
+            return await apply_correction(
+                Correction.from_request(request),
                 self.settings,
                 self.ladders,
-                request.ladder,
                 store,
                 send=self._send_events,
-                params=request.params,
-                void=request.match_ids if request.kind == "void" else (),
-                unvoid=request.match_ids if request.kind == "unvoid" else (),
-                reason=request.reason,
                 lease=self.lease,
                 owner=owner,
             )
@@ -188,7 +188,7 @@ class CorrectionHandler:
             metrics.RERATE_RUNNING.labels(request.ladder).set(0)
             await store.close()
 
-    async def _send_events(self, events: Sequence[dict]) -> None:
+    async def _send_events(self, events: Sequence[dict[str, Any]]) -> None:
         await self.send([update_record(self.settings.topic_updates, e) for e in events])
 
     @staticmethod

@@ -11,7 +11,7 @@ import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
-from stream_rater.corrections.rerate import Entry, UnknownMatches, rerate
+from stream_rater.corrections.rerate import Correction, Entry, Rerate, Tuning, UnknownMatches
 from stream_rater.processor import Processor, StoreLost
 from stream_rater.store import open_store
 from stream_rater.store.base import RerateRunning
@@ -113,12 +113,19 @@ async def send_to(sink: list[dict], events) -> None:
     sink.extend(events)
 
 
+async def rerate(
+    store, live: LiveLog, sent: list[dict], kind: str, *match_ids: str, reason="", params=None, **tuning
+):
+    """A `Rerate` of the tests' ladder from `live` (the correction `kind` of `match_ids`, with
+    `params`; `tuning` is `Tuning`'s), its correction events appended to `sent`."""
+    correction = Correction(kind, NAME, match_ids, reason, params or {})
+    return await Rerate(store, LADDERS, correction, live, lambda e: send_to(sent, e), Tuning(**tuning)).run()
+
+
 async def test_void_while_the_live_worker_goes_on_equals_a_replay_without_the_match(store):
     entries = matches(400)
     live, sent = await started(store, entries, 250, step=30)
-    report = await rerate(
-        store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m40"], reason="cheater", catch_up=50
-    )
+    report = await rerate(store, live, sent, "void", "m40", reason="cheater", catch_up=50)
     await live.advance(len(entries))
     expected = await replayed([e for e in entries if e[0].match_id != "m40"])
     same(await store.players(NAME), expected)
@@ -140,9 +147,7 @@ async def test_players_the_live_worker_moves_after_the_comparison_are_compared_a
     The correction events are exactly the players whose state differs at the switch."""
     entries = matches(900, seed=3, players=400)
     live, sent = await started(store, entries, 300, step=15)
-    report = await rerate(
-        store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m5"], catch_up=40, close=10
-    )
+    report = await rerate(store, live, sent, "void", "m5", catch_up=40, close=10)
     switch = report.positions[0]
     with_it = await replayed(entries[:switch])
     without = await replayed([e for e in entries[:switch] if e[0].match_id != "m5"])
@@ -156,10 +161,10 @@ async def test_players_the_live_worker_moves_after_the_comparison_are_compared_a
 async def test_unvoid_brings_the_match_back_and_voiding_twice_changes_nothing(store):
     entries = matches(120)
     live, sent = await started(store, entries, 120, step=0)
-    await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m3"])
-    again = await rerate(store, LADDERS, NAME, live.again(), lambda e: send_to(sent, e), void=["m3"])
+    await rerate(store, live, sent, "void", "m3")
+    again = await rerate(store, live.again(), sent, "void", "m3")
     assert again.nothing_to_do
-    await rerate(store, LADDERS, NAME, live.again(), lambda e: send_to(sent, e), unvoid=["m3"])
+    await rerate(store, live.again(), sent, "unvoid", "m3")
     same(await store.players(NAME), await replayed(entries))
     assert await store.voids(NAME) == {}
 
@@ -169,7 +174,7 @@ async def test_voiding_an_unknown_match_is_an_error_and_changes_nothing(store):
     live, sent = await started(store, entries, 50, step=0)
     before = await store.players(NAME)
     with pytest.raises(UnknownMatches, match="'nope'"):
-        await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["nope"])
+        await rerate(store, live, sent, "void", "nope")
     assert await store.players(NAME) == before
     assert (await store.generations(NAME)).lock_owner is None
     assert sent == []
@@ -178,7 +183,7 @@ async def test_voiding_an_unknown_match_is_an_error_and_changes_nothing(store):
 async def test_new_parameters_apply_to_history_and_to_the_live_worker_after_the_switch(store):
     entries = matches(300)
     live, sent = await started(store, entries, 100, step=40)
-    await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), params={"beta": 2.0}, catch_up=50)
+    await rerate(store, live, sent, "rerate", params={"beta": 2.0}, catch_up=50)
     await live.advance(len(entries))
     wide = Ladders([Ladder(NAME, "trueskill", {"beta": 2.0})])
     same(await store.players(NAME), await replayed(entries, wide))
@@ -189,13 +194,13 @@ async def test_a_second_rerate_is_refused_while_one_holds_the_lock(store):
     live, sent = await started(store, entries, 20, step=0)
     await store.begin_rerate(NAME, "someone-else", 60.0, None)
     with pytest.raises(RerateRunning, match="someone-else"):
-        await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m1"])
+        await rerate(store, live, sent, "void", "m1")
 
 
 async def test_the_old_generation_is_dropped_and_reads_follow_the_switch(store):
     entries = matches(60)
     live, sent = await started(store, entries, 60, step=0)
-    await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m0"])
+    await rerate(store, live, sent, "void", "m0")
     expected = await replayed(entries[1:])
     best = max(expected, key=lambda p: expected[p].mu - 3 * expected[p].sigma)
     assert (await store.leaderboard(NAME, 1))[0][0] == best
@@ -229,7 +234,7 @@ async def test_a_batch_committed_but_never_produced_is_re_emitted_after_the_swit
             await freeze(*args)
 
         store.freeze = commit_then_freeze
-    await rerate(store, LADDERS, NAME, live, lambda e: send_to([], e), void=["m3"])
+    await rerate(store, live, [], "void", "m3")
 
     taking_over = Processor(LADDERS, store)
     redelivered = await taking_over.process([m for m, _ in entries[185:]], [w for _, w in entries[185:]])
@@ -257,6 +262,6 @@ async def test_a_store_that_lost_committed_matches_is_refused_and_left_as_it_was
     with pytest.raises(
         StoreLost, match=r"matches\[0\]@80 \(match 'm80'\).*store lost data.*replay --from-topic"
     ):
-        await rerate(store, LADDERS, NAME, live, lambda e: send_to(sent, e), void=["m3"])
+        await rerate(store, live, sent, "void", "m3")
     assert await store.players(NAME) == before and sent == []
     assert (await store.generations(NAME)).lock_owner is None
