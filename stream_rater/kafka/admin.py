@@ -8,9 +8,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # type: ignore[import-untyped]
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.security import bootstrap_servers, client_options

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.admin import topic_partitions

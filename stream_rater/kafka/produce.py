@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
-from aiokafka.partitioner import DefaultPartitioner  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
 
 from stream_rater.config.ladders import DEFAULT_LADDER
 from stream_rater.config.settings import Settings
