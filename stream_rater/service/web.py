@@ -56,7 +56,7 @@ from stream_rater.queries import Queries
 from stream_rater.rating.base import Rating
 from stream_rater.service import metrics
 from stream_rater.service.faust_transport import broker_answers
-from stream_rater.service.pipeline import Message
+from stream_rater.service.order_watch import Message
 from stream_rater.service.query_api import query_routes
 from stream_rater.store import PlayerState, StateStore
 
@@ -97,7 +97,7 @@ class Recent:
 
     def __init__(self, feed_size: int = 200, window: int = 600) -> None:
         """Keep the last `feed_size` rating changes and `window` samples (seconds)."""
-        self.feed: deque[dict] = deque(maxlen=feed_size)
+        self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
         self.samples: deque[dict[str, float | None]] = deque(maxlen=window)
         self.next_offsets: dict[tuple[str, int], int] = {}
         self._previous: tuple[float, dict[str, float]] | None = None
@@ -304,7 +304,7 @@ class Dashboard:
         scores = [score for _, score in await self.store.leaderboard(ladder.name, DISTRIBUTION_LIMIT)]
         default_bins = min(40, max(5, round(math.sqrt(len(scores)))))
         bins = _int_query(request, "bins", default_bins, maximum=200)
-        counts, edges = np.histogram(scores, bins=bins) if scores else ([], [])
+        counts, edges = np.histogram(scores, bins=bins) if scores else (np.zeros(0), np.zeros(0))
         return web.json_response(
             {
                 "ladder": ladder.name,
@@ -415,19 +415,23 @@ def register_web(
     dashboard = Dashboard(app, store, ladders, settings, recent, stopped)
     app.web_server(WebServer(dashboard.routes(), settings.web_host, settings.web_port))
 
-    @app.timer(interval=1.0)
     async def sample_throughput() -> None:
         recent.sample()
 
-    @app.timer(interval=LAG_INTERVAL)
     async def measure_consumer_lag() -> None:
         try:
             await update_consumer_lag(app, settings.topic_matches, recent.next_offsets)
         except (KafkaError, faust.exceptions.ConsumerNotStarted) as exc:  # rebalancing; next tick
             log.debug("consumer lag not measured: %r", exc)
 
+    # Called rather than used as decorators: faust's are untyped, and would untype the functions.
+    app.timer(interval=1.0)(sample_throughput)
+    app.timer(interval=LAG_INTERVAL)(measure_consumer_lag)
+
     @app.on_partitions_assigned.connect
-    async def forget_offsets(app: faust.App, assigned: set[TP], **kwargs: Any) -> None:
-        recent.forget(assigned)
+    async def forget_offsets(app: faust.App, /, *assigned: set[TP], **kwargs: Any) -> None:
+        # A mode signal handler: faust sends the newly assigned partitions as the one argument.
+        for partitions in assigned:
+            recent.forget(partitions)
 
     return recent

@@ -165,6 +165,23 @@ async def test_the_openapi_file_documents_every_query_route(client):
     assert response.status == 200 and yaml.safe_load(await response.text()) == spec
 
 
+@pytest.mark.parametrize(
+    ("operation", "example", "body"),
+    [
+        ("predict", "two_teams", {"teams": [["a"], ["b", "a"]]}),
+        ("balance", "sizes", {"players": ["a", "b", "c"], "team_sizes": [2, 2]}),
+    ],
+)
+async def test_the_openapi_file_documents_the_refusals_json_schema_cannot_state(
+    client, operation, example, body
+):
+    """A rule JSON Schema cannot state is documented by its 400 answer, word for word."""
+    spec = yaml.safe_load(OPENAPI.read_text())
+    refusal = spec["paths"][f"/api/ladders/{{ladder}}/{operation}"]["post"]["responses"]["400"]
+    documented = refusal["content"]["application/json"]["examples"][example]["value"]
+    assert await post(client, f"/api/ladders/default/{operation}", body) == (400, documented)
+
+
 async def test_predict_gives_ranking_probabilities_when_asked(client):
     """With "rankings": true, every order of three teams with its probability, summing to 1."""
     status, body = await post(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import faust
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from aiokafka.errors import KafkaConnectionError
@@ -17,7 +18,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.service import metrics
-from stream_rater.service.web import Dashboard, Recent, update_consumer_lag
+from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
 from stream_rater.store.memory import MemoryStore
 
 LADDERS = Ladders([Ladder("default", "trueskill"), Ladder("chess", "elo")])
@@ -301,6 +302,16 @@ def test_samples_are_per_second_rates_of_the_counters():
     assert series["t"] == [102.0, 103.0]
     assert series["consumed"] == [15.0, 0.0] and series["applied"] == [10.0, 0.0]
     assert series["latency"][0] == pytest.approx(0.2) and series["latency"][1] is None
+
+
+async def test_assigned_partitions_lose_their_offsets_when_faust_signals_them():
+    """register_web's handler of faust's on_partitions_assigned signal forgets exactly the
+    partitions it is sent (their progress may be stale)."""
+    app = faust.App("t-web-signal", broker="memory://")
+    recent = register_web(app, MemoryStore(), LADDERS, Settings(), {})
+    recent.next_offsets.update({(TOPIC, 0): 5, (TOPIC, 1): 7})
+    await app.on_partitions_assigned.send({TP(TOPIC, 0)})
+    assert recent.next_offsets == {(TOPIC, 1): 7}
 
 
 async def test_consumer_lag_takes_the_larger_end_offset_clamps_and_drops_revoked_partitions():

@@ -1,0 +1,155 @@
+"""``openapi.yaml`` is the read API's contract: schemathesis, with every check, sends requests
+generated from it to a real ``stream-rater serve`` over ladders with rated players, and every
+answer must be one the contract allows (never a server error, schema-valid requests accepted,
+invalid ones refused, bodies as described).
+
+Reproduce by hand: ``schemathesis --config-file FILE run http://HOST:PORT/api/openapi.yaml
+--checks all --seed SEED`` with ``SCHEMATHESIS_HOOKS=tests/e2e/openapi_hooks.py`` and the
+configuration this test writes; a failure's output gives the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+
+from stream_rater.local.demo import stop_process, wait_ready
+from stream_rater.local.runtime import free_port
+from stream_rater.service.query_api import OPENAPI
+
+pytestmark = pytest.mark.e2e
+
+HOOKS = Path(__file__).with_name("openapi_hooks.py")
+#: Test cases per operation and phase: a few hundred requests in all, some seconds.
+MAX_EXAMPLES = 100
+
+
+def example_players(spec: dict[str, Any]) -> list[str]:
+    """Every player id in the contract's request examples, so the examples phase asks about
+    rated players rather than new ones."""
+
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+        elif isinstance(value, dict):
+            for key in ("players", "teams"):
+                yield from strings(value.get(key))
+
+    examples = (
+        operation["requestBody"]["content"]["application/json"].get("example")
+        for path in spec["paths"].values()
+        for operation in path.values()
+        if "requestBody" in operation
+    )
+    return sorted({player for example in examples for player in strings(example)})
+
+
+def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
+    """Two ladders replayed into the store, a time-scaled TrueSkill one (σ grows while idle)
+    and an Elo one (no σ), each with 60 duels among the example players."""
+    ladders = [f"{prefix}-trueskill", f"{prefix}-elo"]
+    (tmp_path / "ladders.toml").write_text(
+        f'[ladders.{ladders[0]}]\nmodel = "trueskill"\ntime_tau = 0.01\ntime_unit = "days"\n\n'
+        f'[ladders.{ladders[1]}]\nmodel = "elo"\n'
+    )
+    players = example_players(yaml.safe_load(OPENAPI.read_text()))
+    rng = random.Random(7)
+    events = [
+        {
+            "match_id": f"m{i}",
+            "ladder": ladder,
+            "finished_at": 1_700_000_000 + 3600 * i,
+            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+        }
+        for ladder in ladders
+        for i, (a, b) in enumerate(rng.sample(players, 2) for _ in range(60))
+    ]
+    (tmp_path / "matches.jsonl").write_text("".join(json.dumps(event) + "\n" for event in events))
+    replay = subprocess.run(
+        [
+            *(sys.executable, "-m", "stream_rater", "replay", str(tmp_path / "matches.jsonl")),
+            *("--store", redis_url),
+            *("--out", str(tmp_path / "out.jsonl"), "--ladders-file", str(tmp_path / "ladders.toml")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert replay.returncode == 0, replay.stderr
+    return ladders
+
+
+def schemathesis_config(ladders: list[str]) -> str:
+    """The run's configuration: the ladder path parameter is one of `ladders`; a schema-valid
+    request must get 200, or 413 over the server's player limit (a setting the schema cannot
+    know); predict and balance may also answer 400 for the rule JSON Schema cannot state, which
+    `openapi_hooks` checks the request really breaks; any warning (such as every request
+    answered 404) fails the run."""
+    return f"""
+[dictionaries]
+ladders = {{values = {json.dumps(ladders)}}}
+
+[parameters]
+"path.ladder" = {{dictionary = "ladders"}}
+
+[warnings]
+fail-on = true
+
+[checks.positive_data_acceptance]
+expected-statuses = ["200", "413"]
+
+[[operations]]
+include-path-regex = "/(predict|balance)$"
+checks.positive_data_acceptance.expected-statuses = ["200", "400", "413"]
+"""
+
+
+def test_serve_answers_as_its_openapi_contract_says(
+    redis_url: str, redis_client: redis.Redis, unique_name: str, tmp_path: Path
+):
+    """Every check of schemathesis passes on every operation of the served contract
+    (`redis_client` deletes the ladders' keys afterwards)."""
+    ladders = rated_ladders(tmp_path, redis_url, unique_name)
+    (tmp_path / "schemathesis.toml").write_text(schemathesis_config(ladders))
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "stream_rater", "serve", "--store", redis_url),
+            *("--web-port", str(port)),
+            *("--ladders-file", str(tmp_path / "ladders.toml")),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
+        run = subprocess.run(
+            [
+                *(sys.executable, "-m", "schemathesis.cli", "--no-color"),
+                *("--config-file", str(tmp_path / "schemathesis.toml"), "run"),
+                f"http://127.0.0.1:{port}/api/openapi.yaml",
+                *("--checks", "all", "--max-examples", str(MAX_EXAMPLES)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": str(HOOKS)},
+        )
+    finally:
+        assert stop_process(server) in (0, -15)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "No issues found" in run.stdout, run.stdout
