@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,14 +21,17 @@ FOOTBALL_HEAD = [
 ]
 
 
-def cli(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``python -m stream_rater ARGS`` and capture its output."""
+def cli(
+    *args: str, stdin: str | None = None, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python -m stream_rater ARGS`` (with `env` added to the environment) and capture its output."""
     result = subprocess.run(
         [sys.executable, "-m", "stream_rater", *args],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, **env} if env else None,
     )
     if check and result.returncode != 0:
         pytest.fail(f"exit {result.returncode}: {result.stderr}")
@@ -130,6 +134,26 @@ def test_replay_into_redis_twice_then_ratings_and_leaderboard(
     assert board[1].split()[:2] == ["1", "a"] and len(board) == 3
 
 
+def test_the_store_defaults_to_STREAM_RATER_REDIS_URL(redis_url: str, tmp_path: Path, unique_name: str):
+    """`ratings` and `leaderboard` without --store read the store of STREAM_RATER_REDIS_URL;
+    --store wins over the variable; `replay` stays offline (memory) unless given --store."""
+    ladder = "l" + unique_name.replace("_", "-").replace("--", "-")[-20:].lower().strip("-")
+    path = tmp_path / "matches.jsonl"
+    path.write_text("\n".join([duel("m1", "a", "b"), duel("m2", "a", "c")]) + "\n")
+    env = {
+        "STREAM_RATER_REDIS_URL": redis_url,
+        "STREAM_RATER_LADDERS_FILE": str(_ladders_file(tmp_path, ladder)),
+    }
+    assert "2 applied" in cli("replay", "--ladder", ladder, str(path), env=env).stderr
+    assert cli("ratings", "--ladder", ladder, env=env).stdout == ""
+    cli("replay", "--ladder", ladder, "--store", redis_url, str(path), env=env)
+    rows = [json.loads(line) for line in cli("ratings", "--ladder", ladder, env=env).stdout.splitlines()]
+    assert [(r["player_id"], r["games"]) for r in rows] == [("a", 2), ("b", 1), ("c", 1)]
+    board = cli("leaderboard", "--ladder", ladder, "--top", "1", env=env).stdout.splitlines()
+    assert board[1].split()[:2] == ["1", "a"] and len(board) == 2
+    assert cli("ratings", "--ladder", ladder, "--store", "memory", env=env).stdout == ""
+
+
 def _ladders_file(tmp_path: Path, ladder: str) -> Path:
     path = tmp_path / "ladders.toml"
     path.write_text(f'[ladders.{ladder}]\nmodel = "elo"\n')
@@ -207,7 +231,7 @@ def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
     out = cli(
         "bench",
         "scale",
-        "--store",
+        "--redis",
         "single",
         "--workers",
         "1",

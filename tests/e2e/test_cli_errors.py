@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -96,6 +97,31 @@ def test_a_failure_is_one_line_with_its_exit_code(
     assert result.returncode == code, result.stderr
     assert len(lines) == 1 and lines[0].startswith(f"stream-rater {args[0]}: "), result.stderr
     assert all(s in lines[0] for s in says) and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ratings"],
+        ["leaderboard"],
+        ["predict", "a", "b"],
+        ["serve"],
+        ["verify", "--ladder", "default", "--broker", "kafka://127.0.0.1:1"],
+        ["void", "m1", "--ladder", "default", "--reason", "r", "--broker", "kafka://127.0.0.1:1"],
+        ["rerate", "--ladder", "default", "--broker", "kafka://127.0.0.1:1"],
+    ],
+)
+def test_a_command_without_a_store_names_the_flag_and_the_variable(args: list[str]):
+    """Neither --store nor STREAM_RATER_REDIS_URL: exit 2, one line naming both, before any
+    service is contacted."""
+    env = {k: v for k, v in os.environ.items() if k != "STREAM_RATER_REDIS_URL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"stream-rater {args[0]}: no store: give --store URL or set STREAM_RATER_REDIS_URL"
+    ]
 
 
 def test_debug_shows_the_traceback():

@@ -1,0 +1,55 @@
+"""The ``stream-rater`` command line: one entry point, one subcommand per job.
+
+Each command group is a module that registers its subcommands (``register(sub)``) and holds
+their ``cmd_*`` functions: `offline` (replay, verify, evaluate, tune), `corrections` (void,
+unvoid, rerate), `ratings` (ratings, leaderboard, predict, serve), `stream` (worker, dev, demo,
+publish, subscribe, dlq) and `bench`. `common` holds what they share: service flags mirror
+`Settings` fields and default to their ``STREAM_RATER_*`` variables, ``--store`` defaults to
+``STREAM_RATER_REDIS_URL``, and every failure is one line with its exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from stream_rater.cli import bench, corrections, offline, ratings, stream
+from stream_rater.cli.common import debug_flag, failure
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``stream-rater`` argument parser."""
+    parser = argparse.ArgumentParser(prog="stream-rater", description=__doc__.splitlines()[0])
+    debug_flag(parser)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (offline, corrections, ratings, stream, bench):
+        group.register(sub)
+    for command in sub.choices.values():
+        debug_flag(command, on_command=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``stream-rater`` console script.
+
+    Every failure is one line on stderr, ``stream-rater <command>: <what>``, and an exit code:
+    2 for bad usage or input (a flag, a parameter, a file line, an unknown ladder), 1 when a
+    service cannot be reached or something else fails. ``--debug`` shows the traceback.
+    """
+    args = build_parser().parse_args(argv)
+    if not args.debug and args.command not in ("worker", "dev", "demo"):
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connect errors reach us as exceptions
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        code, message = failure(exc)
+        print(f"stream-rater {args.command}: {message}", file=sys.stderr)
+        return code

@@ -1,0 +1,110 @@
+"""``bench``: the benchmarks (speed and memory, never timed tests)."""
+
+from __future__ import annotations
+
+import argparse
+
+from stream_rater.cli.common import Subcommands
+
+
+def register(sub: Subcommands) -> None:
+    """Add ``bench`` to the subcommands `sub`."""
+    p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
+    p.add_argument(
+        "what",
+        choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity"],
+        help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
+        "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
+        "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
+        "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster; "
+        "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)"
+    )
+    p.add_argument(
+        "--matches",
+        type=int,
+        default=None,
+        help="e2e: matches in the throughput burst (30000); scale: matches per run (60000)",
+    )
+    p.add_argument("--ladders", type=int, default=16, help="scale: ladders the matches spread over")
+    p.add_argument("--partitions", type=int, default=8, help="scale: partitions of the matches topic")
+    p.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1, 2, 4],
+        metavar="N",
+        help="scale: worker counts to run (default 1 2 4)",
+    )
+    p.add_argument(
+        "--redis",
+        choices=["single", "cluster", "both"],
+        default="both",
+        help="scale: the Redis topology of the embedded runtime: a single Redis, the local "
+        "3-master Redis Cluster, or both one after the other (default both)",
+    )
+    p.add_argument("--json", action="store_true", help="scale: print the runs as JSON")
+    p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000); "
+        "soak: matches/s (2000); rerate: matches/s published during the re-rate (500)",
+    )
+    p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
+    p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of sustained load")
+    p.add_argument("--plot", metavar="FILE.png", help="soak: draw latency and memory over time")
+    p.add_argument("--players", type=int, default=10_000_000, help="capacity: players to project for")
+    p.add_argument(
+        "--per-day",
+        type=lambda v: [float(x) for x in v.split(",")],
+        default=[1e6, 20e6],
+        metavar="N[,N…]",
+        help="capacity: matches per day to project for (1000000,20000000)",
+    )
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``bench``: run a benchmark and print its table."""
+    if args.what == "engines":
+        from stream_rater.bench import engines
+
+        engines.run(repeat=args.repeat)
+    elif args.what == "soak":
+        from stream_rater.bench import soak
+
+        soak.run(minutes=args.minutes, rate=args.rate or 2000.0, plot=args.plot)
+    elif args.what == "rerate":
+        from stream_rater.bench import rerate
+
+        rerate.run(rate=args.rate or 500.0)
+    elif args.what == "api":
+        from stream_rater.bench import api
+
+        api.run(rate=args.rate or 1000.0, seconds=args.seconds)
+    elif args.what == "scale":
+        from stream_rater.bench import scale
+
+        stores = scale.STORES if args.redis == "both" else (args.redis,)
+        runs = scale.run(
+            ladders=args.ladders,
+            partitions=args.partitions,
+            workers=args.workers,
+            matches=args.matches or 60_000,
+            stores=stores,
+            as_json=args.json,
+        )
+        return 1 if any(r.differences for r in runs) else 0
+    elif args.what == "capacity":
+        from stream_rater.bench import capacity
+
+        capacity.run(players=args.players, per_day=args.per_day)
+    else:
+        from stream_rater.bench import e2e
+
+        e2e.run(matches=args.matches or 30_000, latency_matches=args.latency_matches, rate=args.rate or 500.0)
+    return 0

@@ -1,0 +1,184 @@
+"""What every command shares: exit codes and the one-line failure, ``--debug``, flags that
+mirror `Settings` fields, the settings and ladders a command runs with, and the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import fields
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
+
+from stream_rater.config.ladders import (
+    DEFAULT_LADDER,
+    DEFAULT_MODEL,
+    Ladder,
+    Ladders,
+    ParamError,
+    check_params,
+    load_ladders,
+    parse_param,
+)
+from stream_rater.config.settings import Settings, env_name
+
+if TYPE_CHECKING:
+    from stream_rater.store import StateStore
+
+T = TypeVar("T")
+
+#: What ``add_subparsers`` returns; each command module's ``register`` adds its commands to it.
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+EXIT_BAD_INPUT = 2
+EXIT_RUNTIME = 1
+
+#: The `Settings` fields of a TLS/SASL Kafka connection, for every command that talks to Kafka.
+KAFKA_SECURITY = [
+    "kafka_security_protocol",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_username",
+    "kafka_sasl_password",
+    "kafka_ssl_cafile",
+]
+
+
+def debug_flag(parser: argparse.ArgumentParser, *, on_command: bool = False) -> None:
+    """``--debug``: before the command, or after it (``on_command``: not given there leaves the
+    value given before it)."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS if on_command else False,
+        help="show the traceback of a failure",
+    )
+
+
+def failure(exc: Exception) -> tuple[int, str]:
+    """The exit code and the one-line message of a command's failure: 2 for bad usage or input
+    (a flag, a parameter, a file line, an unknown ladder), 1 when a service cannot be reached or
+    something else fails."""
+    import redis.exceptions
+    from aiokafka.errors import KafkaError
+
+    from stream_rater.processor import StoreLost
+    from stream_rater.store.base import LockLost, RerateRunning
+
+    if isinstance(exc, (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)):
+        return EXIT_RUNTIME, f"Redis: {exc}"
+    if isinstance(exc, KafkaError):
+        return EXIT_RUNTIME, f"Kafka broker: {exc}"
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return EXIT_RUNTIME, str(exc) or type(exc).__name__
+    if isinstance(exc, (RerateRunning, LockLost, StoreLost)):
+        return EXIT_RUNTIME, str(exc)
+    if isinstance(exc, KeyError):  # config.ladders.UnknownLadderError says which ladders exist
+        return EXIT_BAD_INPUT, str(exc)
+    if isinstance(exc, (ValueError, OSError)):
+        return EXIT_BAD_INPUT, str(exc)
+    return EXIT_RUNTIME, f"{type(exc).__name__}: {exc} (run with --debug for the traceback)"
+
+
+def settings_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """Flags for the named `Settings` fields, e.g. ``--redis-url`` (alias ``--redis``); not
+    given, they leave the field to its ``STREAM_RATER_*`` variable."""
+    by_name = {f.name: f for f in fields(Settings)}
+    aliases = {"redis_url": ["--redis"], "broker": ["--kafka"]}
+    for name in names:
+        f = by_name[name]
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            *aliases.get(name, []),
+            dest=name,
+            type=type(f.default),
+            default=None,
+            help=f"{f.metadata['help']} [env {env_name(name)}, default {f.default!r}]",
+        )
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The settings from the environment, overridden by the settings flags given."""
+    flags = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    return Settings.from_env().override(**flags)
+
+
+def require(settings: Settings, *names: str) -> None:
+    """A usage error naming the flag and the variable of each named setting left empty."""
+    missing = [n for n in names if not getattr(settings, n)]
+    if missing:
+        raise ValueError(
+            "not configured: " + ", ".join(f"--{n.replace('_', '-')} / {env_name(n)}" for n in missing)
+        )
+
+
+def store_flag(parser: argparse.ArgumentParser, *, default: str | None = None) -> None:
+    """``--store``: the state store, by default `Settings.redis_url` (``STREAM_RATER_REDIS_URL``)
+    unless the command has a `default` of its own."""
+    where = f"default {default}" if default else f"default {env_name('redis_url')}"
+    parser.add_argument(
+        "--store",
+        default=default,
+        help="'memory' or a Redis URL (redis://host:port/db, or "
+        f"redis+cluster://host:port[,host:port…] for a Redis Cluster) [{where}]",
+    )
+
+
+def store_url(args: argparse.Namespace) -> str:
+    """``--store``, else the settings' Redis URL; neither is a usage error naming both."""
+    url = args.store or settings_of(args).redis_url
+    if not url:
+        raise ValueError(f"no store: give --store URL or set {env_name('redis_url')}")
+    return url
+
+
+@asynccontextmanager
+async def store_for(args: argparse.Namespace) -> AsyncIterator[StateStore]:
+    """The store of `store_url`, closed on the way out."""
+    from stream_rater.store import open_store
+
+    store = open_store(store_url(args))
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def with_store(args: argparse.Namespace, job: Callable[[StateStore], Awaitable[T]]) -> T:
+    """Run ``job(store)`` on the command's store (`store_for`) and return what it returns."""
+
+    async def run() -> T:
+        async with store_for(args) as store:
+            return await job(store)
+
+    return asyncio.run(run())
+
+
+def configured_ladders(args: argparse.Namespace) -> Ladders:
+    """The ladders of the ladders file (``--ladders-file``) and the environment."""
+    settings = Settings.from_env().override(ladders_file=getattr(args, "ladders_file", None))
+    return load_ladders(settings.ladders_file or None, os.environ)
+
+
+def ladders_of(args: argparse.Namespace) -> Ladders:
+    """The configured ladders, with ``--ladder``'s model and parameters replaced by
+    ``--model`` / ``--param`` when given (each checked: a bad one is one line naming it)."""
+    ladders = configured_ladders(args)
+    model = getattr(args, "model", None)
+    params = dict(parse_param(p) for p in getattr(args, "param", []))
+    if not (model or params):
+        return ladders
+    name = getattr(args, "ladder", None) or DEFAULT_LADDER
+    base = ladders.get(name, None)
+    keep = base is not None and model in (None, base.model)
+    ladder = Ladder(
+        name,
+        model or (base.model if base else DEFAULT_MODEL),
+        {**(base.params if keep and base else {}), **params},
+    )
+    try:
+        check_params(ladder.model, ladder.params)  # a bad parameter fails before any input is read
+    except ParamError as exc:
+        raise ValueError(f"--param {exc}" if exc.name else f"--model {ladder.model}: {exc}") from None
+    return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder])

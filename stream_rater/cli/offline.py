@@ -1,0 +1,200 @@
+"""Offline commands: ``replay`` matches through the core, ``verify`` a ladder against the
+topic, ``evaluate`` predictions, ``tune`` model parameters."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+from stream_rater.cli.common import (
+    KAFKA_SECURITY,
+    Subcommands,
+    ladders_of,
+    require,
+    settings_flags,
+    settings_of,
+    store_flag,
+    with_store,
+)
+from stream_rater.cli.inputs import bad_lines_code, input_flags, progress, valid_matches
+from stream_rater.config.ladders import DEFAULT_LADDER, Ladders, parse_param
+from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.contracts.codecs import encode_event
+
+
+def register(sub: Subcommands) -> None:
+    """Add ``replay``, ``verify``, ``evaluate`` and ``tune`` to the subcommands `sub`."""
+    p = sub.add_parser(
+        "replay",
+        help="apply match files (or a ladder's matches from the topic) offline; print rating-changed events",
+    )
+    input_flags(p)
+    store_flag(p, default="memory")
+    p.add_argument("--out", help="write events here instead of stdout")
+    p.add_argument(
+        "--from-topic",
+        action="store_true",
+        help="read --ladder's matches from the matches topic (earliest retained offset to its "
+        "end, in log order) instead of files",
+    )
+    settings_flags(p, ["broker", "topic_matches", *KAFKA_SECURITY])
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser(
+        "verify",
+        help="recompute a ladder from the matches topic and compare with the store; "
+        "exit 1 if any player differs",
+    )
+    p.add_argument("--ladder", required=True, help="the ladder to verify")
+    p.add_argument(
+        "--tolerance", type=float, default=1e-9, help="largest |difference| of mu or sigma (default 1e-9)"
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the workers to commit what was read (default 30)",
+    )
+    store_flag(p)
+    settings_flags(
+        p, ["broker", "topic_matches", "consumer_group", "max_event_bytes", "ladders_file", *KAFKA_SECURITY]
+    )
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
+    input_flags(p)
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="save the calibration curve and wrong-order rate over time"
+    )
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("tune", help="fit model parameters on the first part of the matches; report the rest")
+    input_flags(p)
+    p.add_argument(
+        "--fit-fraction", type=float, default=0.3, help="share of the matches to fit on (default 0.3)"
+    )
+    p.add_argument(
+        "--tune",
+        metavar="NAME,NAME",
+        help="parameters to fit (default: the model's usual ones not fixed by --param)",
+    )
+    p.add_argument(
+        "--objective",
+        default="log_loss",
+        help="metric minimised on the fit part: log_loss (default), brier or wrong_order",
+    )
+    p.add_argument("--max-trials", type=int, default=60, help="objective evaluations at most (default 60)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_tune)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``replay``: validate, apply in order, print rating-changed events as JSON lines."""
+    from stream_rater.offline.replay import replay
+    from stream_rater.processor import Processor
+
+    ladders = ladders_of(args)
+    with ExitStack() as stack:
+        out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
+        matches, rejected = (
+            _topic_matches(args, ladders) if args.from_topic else valid_matches(args, ladders, stack)
+        )
+        summary = with_store(
+            args,
+            lambda store: replay(
+                progress(matches, "replay"),
+                Processor(ladders, store),
+                batch_size=args.batch_size,
+                on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
+            ),
+        )
+    summary.rejected = len(rejected)
+    summary.read += len(rejected)
+    print(summary.line(), file=sys.stderr)
+    return bad_lines_code(args, rejected)
+
+
+def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator[MatchFinished], list[str]]:
+    """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order."""
+    from stream_rater.kafka import ladder_history, read_log
+
+    if args.files:
+        raise ValueError("--from-topic reads the topic: give no FILE")
+    if not args.ladder:
+        raise ValueError("--from-topic needs --ladder")
+    settings = settings_of(args)
+    require(settings, "broker")
+    records, _ = asyncio.run(read_log(settings, settings.topic_matches))
+    history = ladder_history(records, ladders, args.ladder, Limits(max_event_bytes=settings.max_event_bytes))
+    if not history.ordered:
+        print(
+            f"warning: ladder {args.ladder!r} has records on partitions {sorted(history.positions)}; "
+            "taken by broker timestamp",
+            file=sys.stderr,
+        )
+    return iter(history.matches), history.rejected
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``verify``: recompute a ladder from the topic, compare with the store; 1 if any differ."""
+    from stream_rater.offline.verify import verify
+
+    settings = settings_of(args)
+    require(settings, "broker")
+    ladders = ladders_of(args)
+    ladders.get(args.ladder)
+    report = with_store(
+        args,
+        lambda store: verify(settings, ladders, args.ladder, store, tolerance=args.tolerance, wait=args.wait),
+    )
+    print("\n".join(report.lines()))
+    return 1 if report.differences else 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate``: score each match's prediction from the ratings just before it."""
+    from stream_rater.offline.evaluate import plot, score
+
+    ladders = ladders_of(args)
+    with ExitStack() as stack:
+        matches, rejected = valid_matches(args, ladders, stack)
+        _, summary, counts = score([progress(matches, "evaluate")], ladders, batch_size=args.batch_size)
+    print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.report())
+    if args.plot:
+        ladder = ladders.get(args.ladder or DEFAULT_LADDER)
+        plot(summary, args.plot, " ".join([ladder.model, *(f"{k}={v}" for k, v in ladder.params.items())]))
+    counts.rejected = len(rejected)
+    counts.read += len(rejected)
+    print(counts.line(), file=sys.stderr)
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``tune``: fit a ladder's parameters on the first part of the matches, report all parts."""
+    from stream_rater.offline.tune import tune
+
+    ladders = ladders_of(args)
+    with ExitStack() as stack:
+        matches, rejected = valid_matches(args, ladders, stack)
+        parsed = list(progress(matches, "validate"))
+    if rejected:
+        print(f"{len(rejected)} bad lines skipped", file=sys.stderr)
+    result = tune(
+        parsed,
+        ladders,
+        args.ladder or DEFAULT_LADDER,
+        args.tune.split(",") if args.tune else None,
+        fixed=[parse_param(p)[0] for p in args.param],
+        fit_fraction=args.fit_fraction,
+        objective=args.objective,
+        max_trials=args.max_trials,
+        batch_size=args.batch_size,
+        on_trial=lambda trial: print(trial.line(), file=sys.stderr, flush=True),
+    )
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
+    return 0

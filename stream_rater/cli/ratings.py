@@ -1,0 +1,142 @@
+"""Reading the live ratings from the store: ``ratings``, ``leaderboard``, ``predict``, and the
+read API ``serve``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from stream_rater.cli.common import (
+    Subcommands,
+    ladders_of,
+    settings_flags,
+    settings_of,
+    store_flag,
+    store_for,
+    with_store,
+)
+
+
+def register(sub: Subcommands) -> None:
+    """Add ``ratings``, ``leaderboard``, ``predict`` and ``serve`` to the subcommands `sub`."""
+    p = sub.add_parser("ratings", help="every player's state as JSON lines")
+    p.add_argument("--ladder", default="default")
+    p.add_argument("--effects", action="store_true", help="list the ladder's context effects instead")
+    store_flag(p)
+    settings_flags(p, ["ladders_file"])
+    p.set_defaults(func=cmd_ratings)
+
+    p = sub.add_parser("leaderboard", help="the top of a ladder by display rating")
+    p.add_argument("--ladder", default="default")
+    p.add_argument("--top", type=int, default=20)
+    store_flag(p)
+    settings_flags(p, ["ladders_file"])
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("predict", help="win/draw probabilities and match quality of proposed teams")
+    p.add_argument(
+        "teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas"
+    )
+    p.add_argument("--ladder", default="default")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    store_flag(p)
+    settings_flags(p, ["ladders_file", "max_query_players"])
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
+    store_flag(p)
+    settings_flags(p, ["web_host", "web_port", "ladders_file", "max_query_players"])
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_ratings(args: argparse.Namespace) -> int:
+    """``ratings``: every stored player (or effect) of a ladder as JSON lines."""
+    from stream_rater.rating.base import Rating
+
+    model = ladders_of(args).get(args.ladder).rating_model
+    states = with_store(args, lambda store: store.players(args.ladder, effects=args.effects))
+    for player_id, s in sorted(states.items()):
+        row = {
+            "player_id": player_id,
+            "mu": s.mu,
+            "sigma": s.sigma,
+            "rating": model.display(Rating(s.mu, s.sigma)),
+            "games": s.games,
+            "last_played": s.last_played,
+            "version": s.version,
+        }
+        print(json.dumps(row))
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """``leaderboard``: the top N players of a ladder, best first."""
+    from stream_rater.store import Snapshot, StateStore
+
+    ladders_of(args).get(args.ladder)
+
+    async def top(store: StateStore) -> tuple[list[tuple[str, float]], Snapshot]:
+        rows = await store.leaderboard(args.ladder, args.top)
+        return rows, await store.read(args.ladder, [p for p, _ in rows], [], [])
+
+    rows, states = with_store(args, top)
+    print(f"{'#':>4}  {'player':<32} {'rating':>9} {'mu':>9} {'sigma':>8} {'games':>6}")
+    for rank, (player_id, rating) in enumerate(rows, start=1):
+        s = states.players[player_id]
+        sigma = "" if s.sigma is None else f"{s.sigma:8.3f}"
+        print(f"{rank:>4}  {player_id:<32} {rating:9.3f} {s.mu:9.3f} {sigma:>8} {s.games:>6}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """``predict``: each team's chance to finish first, the draw chance and the quality."""
+    import time
+
+    from stream_rater.queries import Queries, team_arguments
+
+    settings = settings_of(args)
+    ladders = ladders_of(args)
+    answer: dict[str, Any] = with_store(
+        args,
+        lambda store: Queries(store, ladders, settings.max_query_players).predict(
+            args.ladder, team_arguments(args.teams), time.time()
+        ),
+    )
+    if args.json:
+        print(json.dumps({k: answer[k] for k in ("ladder", "teams", "draw_probability", "quality")}))
+        return 0
+    for team in answer["teams"]:
+        new = f"  (new: {', '.join(team['new'])})" if team["new"] else ""
+        print(f"{','.join(team['players']):<40} wins {100 * team['win_probability']:6.2f} %{new}")
+    if answer["draw_probability"] is not None:
+        print(f"{'draw':<40}      {100 * answer['draw_probability']:6.2f} %")
+    print(f"match quality {answer['quality']:.4f}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``serve``: the read API over the store, without consuming anything."""
+    from contextlib import AsyncExitStack
+
+    from aiohttp import web
+
+    from stream_rater.queries import Queries
+    from stream_rater.service.query_api import serve_app
+
+    settings = settings_of(args)
+    ladders = ladders_of(args)
+
+    async def application() -> web.Application:
+        stores = AsyncExitStack()
+        store = await stores.enter_async_context(store_for(args))
+        served = serve_app(Queries(store, ladders, settings.max_query_players), store)
+
+        async def close_store(_: web.Application) -> None:
+            await stores.aclose()
+
+        served.on_cleanup.append(close_store)
+        return served
+
+    web.run_app(application(), host=settings.web_host, port=settings.web_port, print=None)
+    return 0

@@ -1,0 +1,212 @@
+"""The stream: run a ``worker`` (or ``dev`` / ``demo`` on the embedded runtime), ``publish``
+matches, ``subscribe`` to rating changes, list and redrive the ``dlq``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from contextlib import ExitStack
+from dataclasses import fields
+
+from stream_rater.cli.common import (
+    KAFKA_SECURITY,
+    Subcommands,
+    ladders_of,
+    require,
+    settings_flags,
+    settings_of,
+)
+from stream_rater.cli.inputs import bad_lines_code, input_flags, valid_matches
+from stream_rater.config.settings import Settings, env_name
+
+
+def register(sub: Subcommands) -> None:
+    """Add ``worker``, ``dev``, ``demo``, ``publish``, ``subscribe`` and ``dlq`` to `sub`."""
+    service = [f.name for f in fields(Settings)]
+    p = sub.add_parser("worker", help="run a worker against the configured Kafka and Redis")
+    settings_flags(p, service)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
+    settings_flags(p, [n for n in service if n not in ("broker", "redis_url")])
+    p.add_argument(
+        "--redis-cluster",
+        action="store_true",
+        help="a local Redis Cluster of 3 masters instead of one Redis (redis+cluster:// URL)",
+    )
+    p.add_argument(
+        "--cluster-replicas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --redis-cluster: replicas per master (default 0)",
+    )
+    p.set_defaults(func=cmd_dev)
+
+    p = sub.add_parser(
+        "demo", help="embedded runtime + worker; rate the football data; print the leaderboard"
+    )
+    p.add_argument(
+        "--data", help="football results CSV, may be .gz (default: the copy shipped in the package)"
+    )
+    p.add_argument("--limit", type=int, help="only the first N matches")
+    p.add_argument("--top", type=int, default=15, help="leaderboard rows to print")
+    settings_flags(p, ["partitions", "batch_size", "batch_seconds"])
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
+    input_flags(p)
+    p.add_argument("--rate", type=float, help="at most this many events per second")
+    settings_flags(
+        p,
+        [
+            "broker",
+            "topic_matches",
+            "topic_updates",
+            "topic_dlq",
+            "partitions",
+            "replication_factor",
+            *KAFKA_SECURITY,
+        ],
+    )
+    p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("subscribe", help="print rating-changed events as JSON lines")
+    p.add_argument("--ladder", help="only this ladder's events")
+    p.add_argument("--player", help="only this player's events (needs --ladder)")
+    p.add_argument("--from-beginning", action="store_true", help="start at the oldest retained event")
+    p.add_argument("--count", type=int, help="stop after this many events")
+    p.add_argument("--idle-timeout", type=float, help="stop after this many seconds without events")
+    settings_flags(p, ["broker", "topic_updates", *KAFKA_SECURITY])
+    p.set_defaults(func=cmd_subscribe)
+
+    p = sub.add_parser(
+        "dlq", help="list the dead-letter topic, or redrive dead letters after a fix (exactly once)"
+    )
+    p.add_argument("action", choices=["list", "redrive"])
+    p.add_argument("--reason", help="only dead letters whose reason contains this text")
+    p.add_argument("--json", action="store_true", help="list: one JSON object per dead letter")
+    p.add_argument("--dry-run", action="store_true", help="redrive: say what would be sent, send nothing")
+    settings_flags(p, ["broker", "topic_matches", "topic_dlq", *KAFKA_SECURITY])
+    p.set_defaults(func=cmd_dlq)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """``worker``: consume matches, rate, commit to Redis, emit rating updates."""
+    from stream_rater.service.app import run_worker
+
+    settings = settings_of(args)
+    require(settings, "broker", "redis_url")
+    run_worker(settings, ladders_of(args))
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    """``dev``: the embedded local runtime and a worker, in the foreground until Ctrl-C."""
+    from stream_rater.local.runtime import LocalRuntime
+    from stream_rater.service.app import run_worker
+
+    settings = settings_of(args)
+    cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
+    with LocalRuntime(topics=settings.topics(), **cluster) as runtime:
+        settings = settings.override(
+            broker=runtime.broker_url, redis_url=runtime.redis_url, session_timeout=3.0
+        )
+        print(
+            f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
+            f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
+            f"web      http://{settings.web_host}:{settings.web_port}/\n"
+            f"publish: stream-rater publish --broker {runtime.broker_url} FILE",
+            file=sys.stderr,
+        )
+        run_worker(settings, ladders_of(args))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``demo``: the README's run command."""
+    from pathlib import Path
+
+    from stream_rater.local.demo import default_data_file, run_demo
+
+    data = Path(args.data) if args.data else default_data_file()
+    return run_demo(settings_of(args), data, limit=args.limit, top=args.top)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
+    from stream_rater.kafka import TopicError, client_options, create_topics, publish
+
+    settings = settings_of(args)
+    require(settings, "broker")
+    ladders = ladders_of(args)
+    try:  # as the worker would, so that a broker that auto-creates topics never picks the count
+        asyncio.run(
+            create_topics(
+                settings.broker,
+                settings.topics(),
+                settings.replication_factor,
+                options=client_options(settings),
+            )
+        )
+    except TopicError as exc:
+        print(f"stream-rater publish: warning: {exc}; publishing anyway", file=sys.stderr)
+    with ExitStack() as stack:
+        matches, rejected = valid_matches(args, ladders, stack)
+        summary = asyncio.run(publish((m.to_dict() for m in matches), settings, rate=args.rate))
+    print(f"{summary.line()}; {len(rejected)} bad lines not sent", file=sys.stderr)
+    return bad_lines_code(args, rejected)
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    """``subscribe``: rating-changed events as JSON lines on stdout."""
+    from stream_rater.kafka import subscribe
+
+    settings = settings_of(args)
+    require(settings, "broker")
+    if args.player and not args.ladder:
+        raise ValueError("--player needs --ladder")
+
+    async def run() -> None:
+        seen = 0
+
+        def bad(where: str, reason: str) -> None:
+            print(f"stream-rater subscribe: skipped the record at {where}: {reason}", file=sys.stderr)
+
+        async for event in subscribe(
+            settings,
+            ladder=args.ladder,
+            player=args.player,
+            on_bad=bad,
+            from_beginning=args.from_beginning,
+            idle_timeout=args.idle_timeout,
+        ):
+            print(json.dumps(event), flush=True)
+            seen += 1
+            if args.count is not None and seen >= args.count:
+                return
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_dlq(args: argparse.Namespace) -> int:
+    """``dlq list|redrive``: read the dead letters; re-publish the selected ones once."""
+    from stream_rater.offline.dead_letters import dead_letters, redrive
+
+    settings = settings_of(args)
+    require(settings, "broker")
+    found = asyncio.run(dead_letters(settings, args.reason))
+    if args.action == "list":
+        for letter in found:
+            print(json.dumps(letter.to_dict()) if args.json else letter.line())
+        print(f"{len(found)} dead letters", file=sys.stderr)
+        return 0
+    sent, skipped = asyncio.run(redrive(settings, found, dry_run=args.dry_run))
+    verb = "would redrive" if args.dry_run else "redrove"
+    print(
+        f"{verb} {sent} dead letters to {settings.topic_matches}; {skipped} redriven before", file=sys.stderr
+    )
+    return 0

@@ -1,0 +1,32 @@
+"""The command line's parsing and store resolution, in process (the e2e tests run it as users do)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stream_rater.cli import build_parser
+from stream_rater.cli.common import store_url
+
+
+def test_store_is_the_flag_else_STREAM_RATER_REDIS_URL(monkeypatch: pytest.MonkeyPatch):
+    """--store wins; without it the settings' Redis URL (its variable) is the store."""
+    parser = build_parser()
+    monkeypatch.setenv("STREAM_RATER_REDIS_URL", "redis://env:6379/0")
+    assert store_url(parser.parse_args(["ratings"])) == "redis://env:6379/0"
+    assert store_url(parser.parse_args(["ratings", "--store", "memory"])) == "memory"
+    assert store_url(parser.parse_args(["replay"])) == "memory"  # replay is offline unless told
+
+
+def test_no_store_is_a_usage_error_naming_the_flag_and_the_variable(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("STREAM_RATER_REDIS_URL", raising=False)
+    with pytest.raises(ValueError, match="--store URL or set STREAM_RATER_REDIS_URL"):
+        store_url(build_parser().parse_args(["leaderboard"]))
+
+
+def test_bench_chooses_the_redis_topology_with_redis():
+    """``bench scale --redis single|cluster|both``; --store means a store URL elsewhere."""
+    parser = build_parser()
+    assert parser.parse_args(["bench", "scale"]).redis == "both"
+    assert parser.parse_args(["bench", "scale", "--redis", "cluster"]).redis == "cluster"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "scale", "--store", "single"])
