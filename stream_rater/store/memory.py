@@ -8,19 +8,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_rater.store.base import (
-    Commit,
-    CommitConflict,
-    GenerationGone,
-    Generations,
-    LadderFrozen,
-    LockLost,
-    Lookup,
-    PlayerState,
-    RerateRunning,
-    Snapshot,
-    StateStore,
-)
+from stream_rater.store.base import Commit, Generations, Lookup, PlayerState, Snapshot, StateStore
+from stream_rater.store.status import refusal
 
 
 @dataclass
@@ -66,7 +55,7 @@ class MemoryStore(StateStore):
         if generation is None:
             return state.generations[state.live]
         if generation != state.staging:
-            raise GenerationGone(f"ladder {ladder!r}: generation {generation} is not being built")
+            raise refusal("gone", ladder, generation)
         return state.generations[generation]
 
     async def read(
@@ -95,15 +84,15 @@ class MemoryStore(StateStore):
         self.round_trips += 1
         ladder = commit.ladder
         if commit.generation is None and _holder(self._ladders[ladder].frozen):
-            raise LadderFrozen(f"ladder {ladder!r} is being switched to a re-rated generation")
+            raise refusal("frozen", ladder)
         gen = self._generation(ladder, commit.generation)
         for match_id in commit.markers:
             if match_id in gen.applied:
-                raise CommitConflict(f"match {match_id!r} already applied")
+                raise refusal("applied", ladder, match_id)
         for write in commit.writes:
             current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:
-                raise CommitConflict(f"state of {write.player_id!r} changed since it was read")
+                raise refusal("conflict", ladder, write.player_id)
         for write in commit.writes:
             (gen.effects if write.is_effect else gen.players)[write.player_id] = write.state
             if write.leaderboard_score is not None:
@@ -167,9 +156,8 @@ class MemoryStore(StateStore):
         self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
     ) -> tuple[int, int | None]:
         state = self._ladders[ladder]
-        holder = _holder(state.lock)
-        if holder is not None and holder != owner:
-            raise RerateRunning(ladder, holder, state.lock[1] - time.monotonic())  # type: ignore[index]
+        if state.lock is not None and (holder := _holder(state.lock)) not in (None, owner):
+            raise refusal("running", ladder, holder, (state.lock[1] - time.monotonic()) * 1000)
         abandoned = state.staging
         state.last = max(state.last, state.live) + 1
         state.staging = state.last
@@ -180,7 +168,7 @@ class MemoryStore(StateStore):
     def _owned(self, ladder: str, owner: str) -> _Ladder:
         state = self._ladders[ladder]
         if _holder(state.lock) != owner:
-            raise LockLost(f"ladder {ladder!r}: the re-rate lock expired or was taken over")
+            raise refusal("lost", ladder)
         return state
 
     async def renew(self, ladder: str, owner: str, lease: float) -> None:
@@ -197,9 +185,9 @@ class MemoryStore(StateStore):
     ) -> None:
         state = self._owned(ladder, owner)
         if _holder(state.frozen) != owner or state.staging != staging:
-            raise LockLost(f"ladder {ladder!r}: the freeze expired before the switch")
+            raise refusal("lost", ladder)
         if state.live != live.live or state.generations[state.live].positions != live.positions:
-            raise CommitConflict(f"ladder {ladder!r}: the live generation moved on")
+            raise refusal("moved", ladder)
         state.live, state.staging, state.outbox = staging, None, list(outbox)
 
     async def finish_rerate(self, ladder: str, owner: str) -> None:
