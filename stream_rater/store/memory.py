@@ -8,7 +8,16 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stream_rater.store.base import Commit, Generations, Lookup, PlayerState, Snapshot, StateStore
+from stream_rater.store.base import (
+    Commit,
+    Event,
+    Generations,
+    Lookup,
+    PlayerState,
+    Snapshot,
+    StateStore,
+    Void,
+)
 from stream_rater.store.status import refusal
 
 
@@ -16,9 +25,9 @@ from stream_rater.store.status import refusal
 class _Generation:
     players: dict[str, PlayerState] = field(default_factory=dict)
     effects: dict[str, PlayerState] = field(default_factory=dict)
-    applied: dict[str, list[dict]] = field(default_factory=dict)
+    applied: dict[str, list[Event]] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
-    history: dict[str, deque[dict]] = field(default_factory=dict)
+    history: dict[str, deque[Event]] = field(default_factory=dict)
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     params: dict[str, Any] | None = None
@@ -33,8 +42,8 @@ class _Ladder:
     last: int = 0
     lock: tuple[str, float] | None = None  # owner, expiry (monotonic)
     frozen: tuple[str, float] | None = None
-    outbox: list[dict] = field(default_factory=list)
-    voids: dict[str, dict] = field(default_factory=dict)
+    outbox: list[Event] = field(default_factory=list)
+    voids: dict[str, Void] = field(default_factory=dict)
     voids_version: int = 0  # counts changes of the voids
 
 
@@ -123,7 +132,7 @@ class MemoryStore(StateStore):
         scores = self._generation(ladder, None).scores
         return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:top]
 
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
@@ -181,7 +190,7 @@ class MemoryStore(StateStore):
         self._owned(ladder, owner).frozen = (owner, time.monotonic() + ttl)
 
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
     ) -> None:
         state = self._owned(ladder, owner)
         if _holder(state.frozen) != owner or state.staging != staging:
@@ -206,24 +215,24 @@ class MemoryStore(StateStore):
         if generation not in (state.live, state.staging):
             state.generations.pop(generation, None)
 
-    async def outbox(self, ladder: str) -> list[dict]:
+    async def outbox(self, ladder: str) -> list[Event]:
         return list(self._ladders[ladder].outbox)
 
     async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
         applied = self._ladders[ladder].generations[generation].applied
         return [m for m in match_ids if applied.get(m)]
 
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
         applied = self._generation(ladder, generation).applied
         for match_id, held in events.items():
             if match_id in applied:
                 applied[match_id] = list(held)
 
-    async def voids(self, ladder: str) -> dict[str, dict]:
+    async def voids(self, ladder: str) -> dict[str, Void]:
         return dict(self._ladders[ladder].voids)
 
     async def set_voids(
-        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
     ) -> None:
         state = self._ladders[ladder]
         remove = list(remove)

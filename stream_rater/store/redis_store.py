@@ -45,8 +45,19 @@ from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
-from stream_rater.store.base import Commit, Generations, LockLost, Lookup, PlayerState, Snapshot, StateStore
+from stream_rater.store.base import (
+    Commit,
+    Event,
+    Generations,
+    LockLost,
+    Lookup,
+    PlayerState,
+    Snapshot,
+    StateStore,
+    Void,
+)
 from stream_rater.store.cluster import cluster_client, is_cluster_url
 from stream_rater.store.status import check_reply, text
 
@@ -136,10 +147,18 @@ def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: i
     )
 
 
+def _stored_states(ids: Iterable[str], values: Iterable[bytes | str | None]) -> dict[str, PlayerState]:
+    """The states of `ids` from their HMGET `values`, leaving out the absent ones (None).
+    Stored states are msgpack, which this store's clients answer as bytes."""
+    return {i: PlayerState.unpack(raw) for i, raw in zip(ids, values) if isinstance(raw, bytes)}
+
+
 class RedisStore(StateStore):
     """`StateStore` on Redis or Redis Cluster (any client exposing the asyncio Redis API)."""
 
-    def __init__(self, client: aioredis.Redis, history_limit: int = 100, marker_ttl: float = 0.0) -> None:
+    def __init__(
+        self, client: aioredis.Redis | RedisCluster, history_limit: int = 100, marker_ttl: float = 0.0
+    ) -> None:
         self.client = client
         self.history_limit = history_limit
         self.marker_ttl = int(marker_ttl)
@@ -268,7 +287,7 @@ class RedisStore(StateStore):
         if only is not None:
             ids = list(only)
             found = await self.client.hmget(key, ids) if ids else []
-            return {i: PlayerState.unpack(raw) for i, raw in zip(ids, found) if raw is not None}
+            return _stored_states(ids, found)
         return {
             field.decode(): PlayerState.unpack(raw)
             async for field, raw in self.client.hscan_iter(key, count=1000)
@@ -281,7 +300,7 @@ class RedisStore(StateStore):
         )
         return [(member.decode(), float(score)) for member, score in rows]
 
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         [rows] = await self._on_live(
             ladder, lambda pipe, gen: pipe.lrange(generation_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
         )
@@ -302,7 +321,7 @@ class RedisStore(StateStore):
         replies = await self._on_live(ladder, build)
         states = replies[0] if ids else []
         return Lookup(
-            {i: PlayerState.unpack(s) for i, s in zip(ids, states) if s is not None},
+            _stored_states(ids, states),
             {i: place for i, place in zip(ids, replies[1:-1]) if place is not None},
             replies[-1],
         )
@@ -362,7 +381,7 @@ class RedisStore(StateStore):
         await self._control(ladder, "freeze", owner, ttl)
 
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
     ) -> None:
         await self._control(
             ladder,
@@ -407,7 +426,7 @@ class RedisStore(StateStore):
             await self.client.unlink(*keys)
         await self.client.hdel(ladder_key(ladder, "control"), f"params:{generation}", f"voids:{generation}")
 
-    async def outbox(self, ladder: str) -> list[dict]:
+    async def outbox(self, ladder: str) -> list[Event]:
         raw = await self.client.get(ladder_key(ladder, "outbox"))
         return msgpack.unpackb(raw, raw=False) if raw else []
 
@@ -418,19 +437,19 @@ class RedisStore(StateStore):
         markers = await self.client.mget([prefix + m for m in match_ids])
         return [m for m, marker in zip(match_ids, markers) if marker is not None and marker != EMPTY_MARKER]
 
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
         prefix = generation_key(ladder, generation, "m:")
         async with self.client.pipeline(transaction=False) as pipe:
             for match_id, held in events.items():
                 pipe.set(prefix + match_id, _PACKER.pack(held), xx=True, keepttl=True)
             await pipe.execute()
 
-    async def voids(self, ladder: str) -> dict[str, dict]:
+    async def voids(self, ladder: str) -> dict[str, Void]:
         rows = await self.client.hgetall(ladder_key(ladder, "voids"))
         return {text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
 
     async def set_voids(
-        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
     ) -> None:
         key, control, remove = ladder_key(ladder, "voids"), ladder_key(ladder, "control"), list(remove)
         async with self.client.pipeline(transaction=True) as pipe:
