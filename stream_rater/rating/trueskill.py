@@ -213,18 +213,17 @@ class TrueSkill(RatingModel):
         tau2 = self._tau2
         if elapsed is None or self._time_rate == 0.0:
             return [[r.sigma * r.sigma + tau2 for r in team] for team in teams]
-        aged = self._aged
-        return [
-            [aged(r.sigma * r.sigma, gap) + tau2 for r, gap in zip(team, gaps, strict=True)]
-            for team, gaps in zip(teams, elapsed, strict=True)
-        ]
-
-    def _aged(self, var: float, gap: float | None) -> float:
-        """Variance `var` after the time term of `gap` seconds idle (none for None, 0 or
-        NaN), which raises it to at most the prior variance and never lowers it."""
-        if gap is not None and gap > 0:  # False for NaN too
-            return max(var, min(var + self._time_rate * gap, self._sigma2))
-        return var
+        rate, cap = self._time_rate, self._sigma2
+        result = []
+        for team, gaps in zip(teams, elapsed, strict=True):
+            row = []
+            for r, gap in zip(team, gaps, strict=True):
+                var = r.sigma * r.sigma
+                if gap is not None and gap > 0:  # False for NaN too
+                    var = max(var, min(var + rate * gap, cap))
+                row.append(var + tau2)
+            result.append(row)
+        return result
 
     @staticmethod
     def _weights(
@@ -284,15 +283,16 @@ class TrueSkill(RatingModel):
         """`_rate_two` for one player against one with weight 1, the common match: the same
         arithmetic (so the same bits) without the per-team lists."""
         (a,), (b,) = teams
-        sigma_a, sigma_b = a.sigma, b.sigma
-        if sigma_a is None or sigma_b is None:
+        if elapsed is None or self._time_rate == 0.0:  # `_variances` without the lists
+            sigma_a, sigma_b = a.sigma, b.sigma
+            if sigma_a is None or sigma_b is None:
+                raise ValueError(_NO_SIGMA)
+            var_a = sigma_a * sigma_a + self._tau2
+            var_b = sigma_b * sigma_b + self._tau2
+        elif _has_sigmas(teams):
+            (var_a,), (var_b,) = self._variances(teams, elapsed)
+        else:
             raise ValueError(_NO_SIGMA)
-        var_a, var_b = sigma_a * sigma_a, sigma_b * sigma_b
-        if elapsed is not None and self._time_rate != 0.0:  # `_variances` without the lists
-            (gap_a,), (gap_b,) = elapsed
-            var_a, var_b = self._aged(var_a, gap_a), self._aged(var_b, gap_b)
-        var_a += self._tau2
-        var_b += self._tau2
         total = var_a + var_b + 2.0 * self._beta2
         shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1)
         return [[_posterior(a.mu, var_a, shift, omw, total)], [_posterior(b.mu, var_b, -shift, omw, total)]]
@@ -415,7 +415,8 @@ class TrueSkill(RatingModel):
         sigma = rating.sigma
         if sigma is None:
             raise ValueError(_NO_SIGMA)
-        return Rating(rating.mu, math.sqrt(self._aged(sigma * sigma, idle_seconds)))
+        var = sigma * sigma
+        return Rating(rating.mu, math.sqrt(max(var, min(var + self._time_rate * idle_seconds, self._sigma2))))
 
     def draw_margin(self, players: int) -> float:
         """The draw margin eps of a match with `players` players in all (section 4.1)."""
