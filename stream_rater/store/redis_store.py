@@ -218,8 +218,8 @@ class RedisStore(StateStore):
             if not isinstance(reply, list):
                 break
             if text(reply[0]) != "generation":
-                check_reply(ladder, reply)
-            self._live[ladder] = int(reply[1])
+                check_reply(ladder, reply)  # raises: a refusal other than the live one moving on
+            self._live[ladder] = int(reply[1])  # and read again, from the live generation
         states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
         make = PlayerState._make
         return Snapshot(
@@ -252,7 +252,7 @@ class RedisStore(StateStore):
         )
         self.round_trips += 1
         if text(reply[0]) == "generation":
-            self._live[ladder] = int(reply[1])
+            self._live[ladder] = int(reply[1])  # for the re-read after the conflict
         check_reply(ladder, reply)
 
     async def _live_generation(self, ladder: str) -> int:
