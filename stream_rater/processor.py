@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import isfinite
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed
@@ -26,6 +26,7 @@ from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import (
     Commit,
     CommitConflict,
+    Event,
     LadderFrozen,
     PlayerState,
     Snapshot,
@@ -44,7 +45,7 @@ class MatchResult(NamedTuple):
     A named tuple (like `PlayerState`): one is made per match."""
 
     match: MatchFinished
-    events: list[dict]
+    events: list[Event]
     duplicate: bool
     voided: bool = False
 
@@ -57,7 +58,7 @@ class BatchResult:
     conflicts: int = 0
 
     @property
-    def events(self) -> list[dict]:
+    def events(self) -> list[Event]:
         """Every rating-changed event of the batch, in order (duplicates re-emit those their
         markers still hold)."""
         return [e for r in self.results for e in r.events]
@@ -98,7 +99,7 @@ _new = tuple.__new__
 _timestamp = functools.lru_cache(maxsize=4096)(format_timestamp)
 
 
-def _per_player(match: MatchFinished, attr: str, default: object) -> list[list]:
+def _per_player(match: MatchFinished, attr: str, default: Any) -> list[list[Any]]:
     return [[default if (v := getattr(p, attr)) is None else v for p in team.players] for team in match.teams]
 
 
@@ -139,8 +140,8 @@ def plan_batch(
     players: dict[str, PlayerState] = {}
     effects: dict[str, PlayerState] = {}
     applied = dict(snapshot.applied)
-    markers: dict[str, list[dict]] = {}
-    history: dict[str, list[dict]] = {}
+    markers: dict[str, list[Event]] = {}
+    history: dict[str, list[Event]] = {}
     leaderboard: dict[str, float] = {}
     results: list[MatchResult] = []
 
@@ -195,7 +196,7 @@ def plan_batch(
                         f"match {match_id!r}: model {model_name!r} produced a non-finite rating"
                     )
 
-        events: list[dict] = []
+        events: list[Event] = []
         finished_at = _timestamp(at)
         for team, prior, team_post in zip(match.teams, priors, posterior):
             for player, before, new in zip(team.players, prior, team_post):
@@ -335,8 +336,9 @@ class Processor:
             positions: dict[int, int] = {}
             if where is not None:
                 for i in indices:
-                    if where[i] is not None:
-                        partition, offset = where[i]
+                    record = where[i]
+                    if record is not None:
+                        partition, offset = record
                         positions[partition] = max(positions.get(partition, 0), offset + 1)
             results, conflicts = await self._process_ladder(self.ladders.get(name), part, positions)
             batch.conflicts += conflicts
@@ -390,7 +392,7 @@ class Processor:
             return results, attempt
         raise TooManyConflicts(f"ladder {name!r}: commit refused {self.max_attempts} times in a row")
 
-    def _with_params(self, ladder: Ladder, params: dict | None) -> Ladder:
+    def _with_params(self, ladder: Ladder, params: dict[str, Any] | None) -> Ladder:
         """`ladder` with a generation's parameter overrides (built once per distinct set)."""
         if not params:
             return ladder

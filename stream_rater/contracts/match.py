@@ -28,7 +28,7 @@ Choices where design.md leaves room:
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, NoReturn, Protocol, overload
+from typing import Any, NoReturn, Protocol, TypeGuard, overload
 
 from stream_rater.contracts._checks import (
     _EXACT_INT,
@@ -199,10 +199,9 @@ def _parse_plain(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinishe
         if type(raw) is not dict or len(raw) != 2:
             return None
         rank = raw.get("rank")
-        kind = type(rank)
-        if kind is int and -_EXACT_INT <= rank <= _EXACT_INT:
+        if type(rank) is int and -_EXACT_INT <= rank <= _EXACT_INT:
             rank = float(rank)
-        elif kind is not float or rank - rank != 0.0:  # not a finite number
+        elif type(rank) is not float or rank - rank != 0.0:  # not a finite number
             return None
         raw_players = raw.get("players")
         if type(raw_players) is not list or not raw_players:
@@ -265,7 +264,7 @@ def _new_match(match_id: str, ladder: str, finished_at: float, teams: tuple[Team
     return match
 
 
-def _is_plain_id(value: Any, limit: int) -> bool:
+def _is_plain_id(value: Any, limit: int) -> TypeGuard[str]:
     """An ASCII string that `_string` accepts."""
     return type(value) is str and 0 < len(value) <= limit and value.isascii()
 

@@ -4,7 +4,7 @@ processor, and its validation, used by consumers and tests."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from stream_rater.contracts._checks import _fail, _finite, _kind, _no_unknown, _required, _string
 from stream_rater.contracts.timestamps import _parse_rfc3339
@@ -70,6 +70,13 @@ def correction_changed(
     return event
 
 
+class RatingState(TypedDict):
+    """A state as a rating-changed event carries it (sigma None for Elo-family models)."""
+
+    mu: float
+    sigma: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class RatingChanged:
     """One rated player's change from one match; `before`/`after` are
@@ -80,8 +87,8 @@ class RatingChanged:
     ladder: str
     player_id: str
     model: str
-    before: dict[str, float | None]
-    after: dict[str, float | None]
+    before: RatingState
+    after: RatingState
     rating: float
     delta: float
     games: int
@@ -207,7 +214,7 @@ def _correction(value: Any) -> None:
 _STATE_FIELDS = frozenset({"mu", "sigma"})
 
 
-def _state(value: Any, path: str) -> dict[str, float | None]:
+def _state(value: Any, path: str) -> RatingState:
     if not isinstance(value, dict):
         _fail(path, f"must be an object, got {_kind(value)}")
     _no_unknown(value, _STATE_FIELDS, path)

@@ -28,17 +28,20 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import log_ndtr, logsumexp
 
 from stream_rater.rating._gaussian import cdf
 from stream_rater.rating._pairs import expit
+
+Floats = NDArray[np.float64]
 
 #: Grid points at most (per integral); past that the spacing grows with the rating spread.
 MAX_GRID = 6001
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def _interval_log_mass(logf: np.ndarray, h: float) -> np.ndarray:
+def _interval_log_mass(logf: Floats, h: float) -> Floats:
     """log ∫ over each grid interval of exp(the linear interpolant of `logf`).
 
     Exact for exponential pieces: h·(e^b − e^a)/(b − a) = h·e^max·(1 − e^−d)/d, d = |b − a|.
@@ -52,27 +55,27 @@ def _interval_log_mass(logf: np.ndarray, h: float) -> np.ndarray:
     return top + math.log(h) + shape
 
 
-def _left_tail(logf: np.ndarray, h: float) -> float:
+def _left_tail(logf: Floats, h: float) -> float:
     """log ∫_{−∞}^{x_0}: the first interval's log-slope extended as an exponential tail."""
     slope = (logf[1] - logf[0]) / h
     return float(logf[0] - math.log(slope)) if slope > 0.0 else float(logf[0] + math.log(h))
 
 
-def _right_tail(logf: np.ndarray, h: float) -> float:
+def _right_tail(logf: Floats, h: float) -> float:
     """log ∫_{x_last}^{∞}, mirror image of `_left_tail`."""
     slope = (logf[-2] - logf[-1]) / h
     return float(logf[-1] - math.log(slope)) if slope > 0.0 else float(logf[-1] + math.log(h))
 
 
-def _grid(lo: float, hi: float, step: float) -> tuple[np.ndarray, float]:
+def _grid(lo: float, hi: float, step: float) -> tuple[Floats, float]:
     """A uniform grid on [lo, hi] with spacing ≈ `step`, at most MAX_GRID points."""
     span = max(hi - lo, step)
     points = min(MAX_GRID, max(3, math.ceil(span / step) + 1))
     h = span / (points - 1)
-    return lo + h * np.arange(points), h
+    return lo + h * np.arange(points, dtype=np.float64), h
 
 
-def _log_trapezoid_weights(points: int, h: float) -> np.ndarray:
+def _log_trapezoid_weights(points: int, h: float) -> Floats:
     weights = np.full(points, math.log(h))
     weights[0] = weights[-1] = math.log(h / 2.0)
     return weights
@@ -81,16 +84,16 @@ def _log_trapezoid_weights(points: int, h: float) -> np.ndarray:
 # --- first place: P(team a's performance is the largest) ---------------------------------
 
 
-def _normal_kernel(u: np.ndarray) -> np.ndarray:
+def _normal_kernel(u: Floats) -> Floats:
     return -0.5 * u * u
 
 
-def _logexp_kernel(u: np.ndarray) -> np.ndarray:
+def _logexp_kernel(u: Floats) -> Floats:
     # T = log X with X ~ Exp(mean 1): density e^(u − e^u), a Gumbel (minimum) shape.
     return u - np.exp(np.minimum(u, 700.0))
 
 
-def _logexp_logcdf(u: np.ndarray) -> np.ndarray:
+def _logexp_logcdf(u: Floats) -> Floats:
     # log(1 − exp(−e^u)); for u ≪ 0 its series u − e^u/2 avoids log(0).
     low = u < -30.0
     e = np.exp(np.minimum(u, 700.0))
@@ -133,7 +136,7 @@ def first_place_probabilities(locs: Sequence[float], scales: Sequence[float], fa
     return [p / total for p in probs]
 
 
-def _first_place(a: int, locs: np.ndarray, scales: np.ndarray, family: str) -> float:
+def _first_place(a: int, locs: Floats, scales: Floats, family: str) -> float:
     """``∫ f(u) Π_{b≠a} F((loc_a + s_a u − loc_b) / s_b) du`` over the family's window.
 
     Composite 16-point Gauss-Legendre on unit panels, with extra break points around each

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, TypeVar
 
 Teams = Sequence[Sequence["Rating"]]
 PerPlayer = Sequence[Sequence[float]]
+_T = TypeVar("_T")
 
 
 class Rating(NamedTuple):
@@ -106,7 +107,7 @@ class RatingModel(ABC):
         if len(kept) < 2:
             return result
 
-        def pick(per_player: Sequence[Sequence] | None) -> list[list] | None:
+        def pick(per_player: Sequence[Sequence[_T]] | None) -> list[list[_T]] | None:
             if per_player is None:
                 return None
             return [[per_player[t][p] for p in players] for t, players in kept]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from stream_rater.rating._gaussian import cdf
 from stream_rater.rating.base import Rating, RatingModel, Teams
+from stream_rater.rating.trueskill import TrueSkill
 
 #: Most teams `ranking_probabilities` answers for (24 orders of 4 teams).
 MAX_RANKED_TEAMS = 4
@@ -49,24 +50,16 @@ def predict(model: RatingModel, teams: Teams) -> Prediction:
     """Win probabilities, the draw probability (two teams) and the match quality of `teams`."""
     if len(teams) < 2 or not all(teams):
         raise ValueError("a match needs at least two teams, each with a player")
-    quality = getattr(model, "quality", None)
-    draw_margin = getattr(model, "draw_margin", None)
-    if draw_margin is not None and len(teams) == 2:
-        extra = model.tau**2 + model.beta**2  # type: ignore[attr-defined]
-        delta = math.fsum(r.mu for r in teams[0]) - math.fsum(r.mu for r in teams[1])
-        c = math.sqrt(math.fsum(r.sigma * r.sigma + extra for team in teams for r in team))  # type: ignore[operator]
-        eps = draw_margin(len(teams[0]) + len(teams[1]))
-        wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
-        draw = max(0.0, 1.0 - wins[0] - wins[1])
-    else:
+    if not isinstance(model, TrueSkill):
         wins = list(model.win_probabilities(teams))
-        draw = 0.0 if len(teams) == 2 else None
-    if quality is not None:
-        q = quality(teams)
-    else:
-        firsts = model.win_probabilities(teams) if draw_margin is not None else wins
-        q = evenness(firsts)
-    return Prediction(wins, draw, q)
+        return Prediction(wins, 0.0 if len(teams) == 2 else None, evenness(wins))
+    if len(teams) != 2:
+        return Prediction(model.win_probabilities(teams), None, model.quality(teams))
+    delta = math.fsum(r.mu for r in teams[0]) - math.fsum(r.mu for r in teams[1])
+    c = math.sqrt(math.fsum(v for row in model.performance_variances(teams) for v in row))
+    eps = model.draw_margin(len(teams[0]) + len(teams[1]))
+    wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
+    return Prediction(wins, max(0.0, 1.0 - wins[0] - wins[1]), model.quality(teams))
 
 
 def ranking_probabilities(model: RatingModel, teams: Teams, seed: int = 0) -> dict[tuple[int, ...], float]:
@@ -82,19 +75,18 @@ def ranking_probabilities(model: RatingModel, teams: Teams, seed: int = 0) -> di
     if not 2 <= len(teams) <= MAX_RANKED_TEAMS:
         raise ValueError(f"ranking probabilities are given for 2 to {MAX_RANKED_TEAMS} teams")
     orders = list(itertools.permutations(range(len(teams))))
-    if getattr(model, "draw_margin", None) is not None:
+    if isinstance(model, TrueSkill):
         import numpy as np
 
-        extra = model.tau**2 + model.beta**2  # type: ignore[attr-defined]
         means = [math.fsum(r.mu for r in team) for team in teams]
-        stds = [math.sqrt(math.fsum(r.sigma * r.sigma + extra for r in team)) for team in teams]  # type: ignore[operator]
+        stds = [math.sqrt(math.fsum(row)) for row in model.performance_variances(teams)]
         draws = np.random.default_rng(seed).normal(means, stds, size=(RANKING_SAMPLES, len(teams)))
         ranked = np.argsort(-draws, axis=1)
         codes = ranked @ (len(teams) ** np.arange(len(teams)))
         counts = np.bincount(codes, minlength=len(teams) ** len(teams))
         base = [len(teams) ** k for k in range(len(teams))]
         return {order: counts[sum(t * b for t, b in zip(order, base))] / RANKING_SAMPLES for order in orders}
-    result = {}
+    result: dict[tuple[int, ...], float] = {}
     for order in orders:
         p = 1.0
         for k in range(len(order) - 1):
@@ -170,7 +162,7 @@ def labelled_splits(team_sizes: Sequence[int]) -> int:
 def _splits(players: list[int], sizes: list[int]) -> Iterator[list[list[int]]]:
     """Every split of `players` into teams of `sizes`, each once: teams of equal size are
     interchangeable, so a split is skipped when a permutation of them was seen."""
-    seen: set[frozenset] = set()
+    seen: set[frozenset[tuple[int, frozenset[int]]]] = set()
     for split in _labelled_splits(players, sizes):
         key = frozenset((len(team), frozenset(team)) for team in split)
         if key not in seen:

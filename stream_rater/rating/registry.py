@@ -33,7 +33,8 @@ def model_class(name: str) -> type[RatingModel]:
     except KeyError:
         known = ", ".join(sorted(MODEL_CLASSES))
         raise UnknownModelError(f"unknown model {name!r} (known: {known})") from None
-    return getattr(importlib.import_module(module_name), attr)
+    cls: type[RatingModel] = getattr(importlib.import_module(module_name), attr)
+    return cls
 
 
 def model_parameters(name: str) -> dict[str, Any]:

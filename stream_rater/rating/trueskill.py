@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
+from typing import Protocol, TypeGuard
 
 from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
 from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
@@ -69,6 +70,31 @@ _MAX_TIE_ORDERS = 120
 _new = tuple.__new__
 
 TeamMessage = tuple[float, float]  # (precision, precision-adjusted mean) of a message to t_j
+
+_NO_SIGMA = "a TrueSkill rating needs a sigma"
+
+
+class Gaussian(Protocol):
+    """A rating as TrueSkill reads it: a skill ``N(mu, sigma**2)``, i.e. a `Rating` whose
+    ``sigma`` is not None (`_has_sigmas` tells, once per call of a public method)."""
+
+    @property
+    def mu(self) -> float: ...
+
+    @property
+    def sigma(self) -> float: ...
+
+
+GaussianTeams = Sequence[Sequence[Gaussian]]
+
+
+def _has_sigmas(teams: Teams) -> TypeGuard[GaussianTeams]:
+    """Whether every rating of `teams` has a sigma (Elo-family states have none)."""
+    for team in teams:
+        for r in team:
+            if r.sigma is None:
+                return False
+    return True
 
 
 class TrueSkill(RatingModel):
@@ -139,7 +165,10 @@ class TrueSkill(RatingModel):
 
     def display(self, rating: Rating) -> float:
         """The conservative skill ``mu - k * sigma`` shown on leaderboards (section 4.2)."""
-        return rating.mu - self.k * rating.sigma
+        sigma = rating.sigma
+        if sigma is None:
+            raise ValueError(_NO_SIGMA)
+        return rating.mu - self.k * sigma
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """`rate` with the outcome's ranks, weights and elapsed times."""
@@ -169,13 +198,17 @@ class TrueSkill(RatingModel):
             raise ValueError(f"{len(ranks)} ranks for {n_teams} teams")
         if n_teams == 2 and weights is None and len(teams[0]) == 1 == len(teams[1]):
             return self._rate_duel(teams, ranks[0], ranks[1], elapsed)
+        if not _has_sigmas(teams):
+            raise ValueError(_NO_SIGMA)
         variances = self._variances(teams, elapsed)
         weights = self._weights(teams, weights)
         if n_teams == 2:
             return self._rate_two(teams, ranks[0], ranks[1], variances, weights)
         return self._rate_many(teams, ranks, variances, weights)
 
-    def _variances(self, teams: Teams, elapsed: Sequence[Sequence[float | None]] | None) -> list[list[float]]:
+    def _variances(
+        self, teams: GaussianTeams, elapsed: Sequence[Sequence[float | None]] | None
+    ) -> list[list[float]]:
         """Each player's prior variance after the dynamics: time term (capped), then tau**2."""
         tau2 = self._tau2
         if elapsed is None or self._time_rate == 0.0:
@@ -193,7 +226,9 @@ class TrueSkill(RatingModel):
         return result
 
     @staticmethod
-    def _weights(teams: Teams, weights: Sequence[Sequence[float]] | None) -> list[list[float]] | None:
+    def _weights(
+        teams: Sequence[Sized], weights: Sequence[Sequence[float]] | None
+    ) -> list[list[float]] | None:
         """Validated partial-play weights floored at `_MIN_WEIGHT`; None when all are 1."""
         if weights is None:
             return None
@@ -209,7 +244,7 @@ class TrueSkill(RatingModel):
 
     def _rate_two(
         self,
-        teams: Teams,
+        teams: GaussianTeams,
         rank0: float,
         rank1: float,
         variances: list[list[float]],
@@ -249,13 +284,18 @@ class TrueSkill(RatingModel):
         arithmetic (so the same bits) without the per-team lists."""
         (a,), (b,) = teams
         if elapsed is None or self._time_rate == 0.0:  # `_variances` without the lists
-            var_a = a.sigma * a.sigma + self._tau2
-            var_b = b.sigma * b.sigma + self._tau2
-        else:
+            sigma_a, sigma_b = a.sigma, b.sigma
+            if sigma_a is None or sigma_b is None:
+                raise ValueError(_NO_SIGMA)
+            var_a = sigma_a * sigma_a + self._tau2
+            var_b = sigma_b * sigma_b + self._tau2
+        elif _has_sigmas(teams):
             (var_a,), (var_b,) = self._variances(teams, elapsed)
+        else:
+            raise ValueError(_NO_SIGMA)
         total = var_a + var_b + 2.0 * self._beta2
         shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1)
-        return [[_posterior(a, var_a, shift, omw, total)], [_posterior(b, var_b, -shift, omw, total)]]
+        return [[_posterior(a.mu, var_a, shift, omw, total)], [_posterior(b.mu, var_b, -shift, omw, total)]]
 
     def _compare(
         self, diff: float, total: float, players: int, rank0: float, rank1: float
@@ -276,7 +316,7 @@ class TrueSkill(RatingModel):
 
     def _rate_many(
         self,
-        teams: Teams,
+        teams: GaussianTeams,
         ranks: Sequence[float],
         variances: list[list[float]],
         weights: list[list[float]] | None,
@@ -351,7 +391,7 @@ class TrueSkill(RatingModel):
                     for j in group:
                         received[j] = pooled
             return received
-        done: dict[tuple, list[TeamMessage]] = {}
+        done: dict[tuple[tuple[float, float, int], ...], list[TeamMessage]] = {}
         for blocks_in_order in itertools.product(*map(itertools.permutations, blocks)):
             arrangement = list(itertools.chain.from_iterable(blocks_in_order))
             if repeats:
@@ -372,7 +412,10 @@ class TrueSkill(RatingModel):
         ``sigma**2 + time_tau**2 * dt`` (capped at the prior's, as in an update), for reads."""
         if self._time_rate == 0.0 or not idle_seconds > 0:
             return rating
-        var = rating.sigma * rating.sigma
+        sigma = rating.sigma
+        if sigma is None:
+            raise ValueError(_NO_SIGMA)
+        var = sigma * sigma
         return Rating(rating.mu, math.sqrt(max(var, min(var + self._time_rate * idle_seconds, self._sigma2))))
 
     def draw_margin(self, players: int) -> float:
@@ -390,6 +433,8 @@ class TrueSkill(RatingModel):
         """
         if len(teams) < 2 or not all(teams):
             raise ValueError("a match needs at least two teams, each with a player")
+        if not _has_sigmas(teams):
+            raise ValueError(_NO_SIGMA)
         rows = self._weights(teams, weights) or [[1.0] * len(team) for team in teams]
         beta2 = self._beta2
         means = [math.fsum(w * r.mu for w, r in zip(row, t)) for row, t in zip(rows, teams)]
@@ -431,10 +476,18 @@ class TrueSkill(RatingModel):
         # only here: _latent needs numpy and scipy, importing the model stays light
         from stream_rater.rating._latent import first_place_probabilities
 
-        extra = self._tau2 + self._beta2
         means = [math.fsum(r.mu for r in team) for team in teams]
-        stds = [math.sqrt(math.fsum(r.sigma * r.sigma + extra for r in team)) for team in teams]
+        stds = [math.sqrt(math.fsum(row)) for row in self.performance_variances(teams)]
         return first_place_probabilities(means, stds, "normal")
+
+    def performance_variances(self, teams: Teams) -> list[list[float]]:
+        """Each player's part of its team's performance variance in a match rated now,
+        ``sigma**2 + tau**2 + beta**2`` (the prior this match's update would use, without
+        the time term), same shape as `teams`."""
+        if not _has_sigmas(teams):
+            raise ValueError(_NO_SIGMA)
+        extra = self._tau2 + self._beta2
+        return [[r.sigma * r.sigma + extra for r in team] for team in teams]
 
 
 class _Chain:
@@ -446,7 +499,9 @@ class _Chain:
 
     __slots__ = ("margins2", "means", "pis", "sizes", "spreads", "taus")
 
-    def __init__(self, margin: float, means: list[float], spreads: list[float], teams: Teams) -> None:
+    def __init__(
+        self, margin: float, means: list[float], spreads: list[float], teams: Sequence[Sized]
+    ) -> None:
         self.means = means
         self.spreads = spreads
         self.sizes = [len(team) for team in teams]
@@ -543,7 +598,7 @@ class _Chain:
 
 
 def _posteriors(
-    teams: Teams,
+    teams: GaussianTeams,
     variances: list[list[float]],
     weights: list[list[float]] | None,
     moves: list[tuple[float, float]],
@@ -559,7 +614,7 @@ def _posteriors(
     """
     if weights is None:
         return [
-            [_posterior(r, v, shift, remain, spread) for r, v in zip(team, row)]
+            [_posterior(r.mu, v, shift, remain, spread) for r, v in zip(team, row)]
             for team, row, (shift, remain), spread in zip(teams, variances, moves, spreads)
         ]
     sqrt = math.sqrt
@@ -572,6 +627,6 @@ def _posteriors(
     ]
 
 
-def _posterior(rating: Rating, var: float, shift: float, remain: float, spread: float) -> Rating:
-    """`_posteriors` for one player of weight 1 and prior variance `var`."""
-    return _new(Rating, (rating.mu + var * shift, math.sqrt(var * ((spread - var) + var * remain) / spread)))
+def _posterior(mu: float, var: float, shift: float, remain: float, spread: float) -> Rating:
+    """`_posteriors` for one player of weight 1, prior mean `mu` and variance `var`."""
+    return _new(Rating, (mu + var * shift, math.sqrt(var * ((spread - var) + var * remain) / spread)))

@@ -23,6 +23,11 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+#: A rating-changed event in its wire form (`stream_rater.contracts.rating_changed`).
+Event = dict[str, Any]
+#: Why a match was voided: ``{"reason", "at"}``.
+Void = dict[str, Any]
+
 
 class PlayerState(NamedTuple):
     """A stored rating state. ``version`` counts commits that changed it (0 = never stored).
@@ -38,7 +43,8 @@ class PlayerState(NamedTuple):
 
     def pack(self) -> bytes:
         """Compact msgpack form: ``[mu, sigma, games, last_played, version]``."""
-        return _PACKER.pack(self)  # a tuple packs as a msgpack array
+        packed: bytes = _PACKER.pack(self)  # a tuple packs as a msgpack array
+        return packed
 
     @classmethod
     def unpack(cls, raw: bytes) -> PlayerState:
@@ -67,7 +73,7 @@ class Snapshot:
 
     players: dict[str, PlayerState]
     effects: dict[str, PlayerState]
-    applied: dict[str, list[dict]]
+    applied: dict[str, list[Event]]
     watermark: int = 0
     generation: int = 0
     voided: frozenset[str] = frozenset()
@@ -101,8 +107,8 @@ class Commit:
 
     ladder: str
     writes: Sequence[StateWrite]
-    markers: Mapping[str, list[dict]]
-    history: Mapping[str, list[dict]] = field(default_factory=dict)
+    markers: Mapping[str, list[Event]]
+    history: Mapping[str, list[Event]] = field(default_factory=dict)
     positions: Mapping[int, int] = field(default_factory=dict)
     generation: int | None = None
     produced: Sequence[str] = ()
@@ -207,7 +213,7 @@ class StateStore(ABC):
         """The `top` players of `ladder` by display rating, best first."""
 
     @abstractmethod
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         """The player's most recent rating-changed events, newest first."""
 
     @abstractmethod
@@ -242,7 +248,7 @@ class StateStore(ABC):
 
     @abstractmethod
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
     ) -> None:
         """Atomically make `staging` the live generation and store `outbox` (the correction
         events still to send), if `owner` holds the lock and the freeze, and the live
@@ -263,7 +269,7 @@ class StateStore(ABC):
         """Delete every key of a generation that is not live."""
 
     @abstractmethod
-    async def outbox(self, ladder: str) -> list[dict]:
+    async def outbox(self, ladder: str) -> list[Event]:
         """Correction events a switch stored and nobody has sent yet."""
 
     @abstractmethod
@@ -273,18 +279,18 @@ class StateStore(ABC):
         is producing them now)."""
 
     @abstractmethod
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
         """Make the existing markers of the staging `generation` of the given matches hold
         `events` (keeping their expiry), so that a redelivery after the switch re-emits them
         (a re-rate writes its markers empty; see `unproduced`)."""
 
     @abstractmethod
-    async def voids(self, ladder: str) -> dict[str, dict]:
+    async def voids(self, ladder: str) -> dict[str, Void]:
         """Voided match ids of the ladder and why (``{"reason", "at"}``)."""
 
     @abstractmethod
     async def set_voids(
-        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
     ) -> None:
         """Record voids (match id → why), lift others, and note that the staging `generation`
         is built with the voids as they now are."""

@@ -133,6 +133,13 @@ class ClusterClient(RedisCluster):
 class _BoundedPipeline(ClusterPipeline):
     """`ClusterPipeline` whose execution waits for its client's connection limit."""
 
+    cluster_client: ClusterClient
+
+    def __init__(self, client: ClusterClient, transaction: bool | None = None) -> None:
+        super().__init__(client, transaction)
+        # redis-py declares this on every command class and leaves it unset on a cluster pipeline
+        self._event_dispatcher = client._event_dispatcher
+
     async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
         """Send the queued commands (grouped by node, redirections followed)."""
         async with self.cluster_client.turn():
@@ -144,7 +151,9 @@ def cluster_client(url: str, max_connections: int, **kwargs: Any) -> ClusterClie
     `max_connections` connections per node."""
     plain, nodes = parse_cluster_url(url)
     startup = [ClusterNode(host, port) for host, port in nodes]
-    return ClusterClient.from_url(plain, startup_nodes=startup, max_connections=max_connections, **kwargs)
+    client = ClusterClient.from_url(plain, startup_nodes=startup, max_connections=max_connections, **kwargs)
+    assert isinstance(client, ClusterClient)  # redis-py annotates `from_url` as making a RedisCluster
+    return client
 
 
 __all__ = [

@@ -9,12 +9,17 @@ local function array_header(n)
 end
 
 
--- The generation a script may use: the live one (mode 'live'; 0 before any re-rate) or the
--- staging one a re-rate builds (mode 'staging'; -1 when there is none). `control` is the
--- ladder's control hash.
-local function current_generation(control, mode)
-  if mode == 'live' then
-    return tonumber(redis.call('HGET', control, 'live') or '0')
+-- The refusal of a script whose keys are of another generation than it may use, or nil:
+-- `args.generation` must be the live generation (`args.mode` 'live'; 0 before any re-rate)
+-- or the staging one a re-rate builds (`args.mode` 'staging'). {'generation', live} when
+-- the live one is another; {'gone', args.generation} when that is no longer the staging one.
+-- `control` is the ladder's control hash.
+local function wrong_generation(control, args)
+  if args.mode == 'live' then
+    local live = tonumber(redis.call('HGET', control, 'live') or '0')
+    if live ~= args.generation then return {'generation', live} end
+  elseif tonumber(redis.call('HGET', control, 'staging') or '-1') ~= args.generation then
+    return {'gone', args.generation}
   end
-  return tonumber(redis.call('HGET', control, 'staging') or '-1')
+  return nil
 end

@@ -6,19 +6,22 @@
 --       number handed out, 'params:<g>' parameter overrides of generation g), 2 lock (string:
 --       owner, expires), 3 freeze (string: owner, expires; live commits are refused while it
 --       exists), 4 outbox (correction events still to send), 5 the live generation's meta hash.
--- ARGV: 1 step, 2 owner, 3 milliseconds (lease or freeze), then per step:
---   begin   4 parameter overrides of the new generation (msgpack, '' for none)
+-- ARGV: 1 one msgpack map (raw strings): step, owner, ms (milliseconds of the lease or
+--       freeze), and per step:
+--   begin   params: parameter overrides of the new generation (msgpack; absent for none)
 --           → {'ok', new staging generation, abandoned staging generation or -1}
 --             or {'running', holder, lock milliseconds left}
 --   renew   → {'ok'} or {'lost'}
 --   freeze  → {'ok'} or {'lost'}
---   switch  4 staging generation, 5 expected live generation, 6 msgpack [partition, offset,
---           …] expected live positions, 7 outbox (msgpack events)
+--   switch  staging: the staging generation, live: the expected live generation, positions:
+--           its expected positions (map partition → offset), outbox: msgpack events
 --           → {'ok'}, {'lost'} (lock, freeze or staging generation not ours) or {'moved'}
 --             (the live generation is not the expected one or went further)
 --   finish  → {'ok'} or {'lost'}
 --   abort   → {'ok', staging generation or -1} or {'lost'}
-local step, owner, ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- Refusals are decoded by stream_rater/store/status.py.
+local args = cmsgpack.unpack(ARGV[1])
+local step, owner, ms = args.step, args.owner, args.ms
 local control, lock, frozen, outbox, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder = redis.call('GET', lock)
 
@@ -31,7 +34,7 @@ if step == 'begin' then
   local live = tonumber(redis.call('HGET', control, 'live') or '0')
   local gen = math.max(tonumber(redis.call('HGET', control, 'last') or '0'), live) + 1
   redis.call('HSET', control, 'last', gen, 'staging', gen)
-  if ARGV[4] ~= '' then redis.call('HSET', control, 'params:' .. gen, ARGV[4]) end
+  if args.params then redis.call('HSET', control, 'params:' .. gen, args.params) end
   return {'ok', gen, abandoned}
 end
 
@@ -45,25 +48,26 @@ elseif step == 'freeze' then
   redis.call('SET', frozen, owner, 'PX', ms)
   return {'ok'}
 elseif step == 'switch' then
-  if redis.call('GET', frozen) ~= owner or redis.call('HGET', control, 'staging') ~= ARGV[4] then
+  if redis.call('GET', frozen) ~= owner
+      or tonumber(redis.call('HGET', control, 'staging') or '-1') ~= args.staging then
     return {'lost'}
   end
-  if tonumber(redis.call('HGET', control, 'live') or '0') ~= tonumber(ARGV[5]) then return {'moved'} end
-  local expected = cmsgpack.unpack(ARGV[6])
+  if tonumber(redis.call('HGET', control, 'live') or '0') ~= args.live then return {'moved'} end
   local fields = redis.call('HGETALL', meta)
   local found = 0
   for f = 1, #fields, 2 do
     if string.sub(fields[f], 1, 2) == 'p:' then found = found + 1 end
   end
-  if found * 2 ~= #expected then return {'moved'} end
-  for p = 1, #expected, 2 do
-    if tonumber(redis.call('HGET', meta, 'p:' .. expected[p]) or '-1') ~= expected[p + 1] then
+  for partition, offset in pairs(args.positions) do
+    if tonumber(redis.call('HGET', meta, 'p:' .. partition) or '-1') ~= offset then
       return {'moved'}
     end
+    found = found - 1
   end
-  redis.call('HSET', control, 'live', ARGV[4])
+  if found ~= 0 then return {'moved'} end
+  redis.call('HSET', control, 'live', args.staging)
   redis.call('HDEL', control, 'staging')
-  redis.call('SET', outbox, ARGV[7])
+  redis.call('SET', outbox, args.outbox)
   return {'ok'}
 elseif step == 'finish' then
   redis.call('DEL', outbox, frozen, lock)

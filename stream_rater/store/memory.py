@@ -10,26 +10,24 @@ from typing import Any
 
 from stream_rater.store.base import (
     Commit,
-    CommitConflict,
-    GenerationGone,
+    Event,
     Generations,
-    LadderFrozen,
-    LockLost,
     Lookup,
     PlayerState,
-    RerateRunning,
     Snapshot,
     StateStore,
+    Void,
 )
+from stream_rater.store.status import refusal
 
 
 @dataclass
 class _Generation:
     players: dict[str, PlayerState] = field(default_factory=dict)
     effects: dict[str, PlayerState] = field(default_factory=dict)
-    applied: dict[str, list[dict]] = field(default_factory=dict)
+    applied: dict[str, list[Event]] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
-    history: dict[str, deque[dict]] = field(default_factory=dict)
+    history: dict[str, deque[Event]] = field(default_factory=dict)
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     params: dict[str, Any] | None = None
@@ -44,8 +42,8 @@ class _Ladder:
     last: int = 0
     lock: tuple[str, float] | None = None  # owner, expiry (monotonic)
     frozen: tuple[str, float] | None = None
-    outbox: list[dict] = field(default_factory=list)
-    voids: dict[str, dict] = field(default_factory=dict)
+    outbox: list[Event] = field(default_factory=list)
+    voids: dict[str, Void] = field(default_factory=dict)
     voids_version: int = 0  # counts changes of the voids
 
 
@@ -66,7 +64,7 @@ class MemoryStore(StateStore):
         if generation is None:
             return state.generations[state.live]
         if generation != state.staging:
-            raise GenerationGone(f"ladder {ladder!r}: generation {generation} is not being built")
+            raise refusal("gone", ladder, generation)
         return state.generations[generation]
 
     async def read(
@@ -95,15 +93,15 @@ class MemoryStore(StateStore):
         self.round_trips += 1
         ladder = commit.ladder
         if commit.generation is None and _holder(self._ladders[ladder].frozen):
-            raise LadderFrozen(f"ladder {ladder!r} is being switched to a re-rated generation")
+            raise refusal("frozen", ladder)
         gen = self._generation(ladder, commit.generation)
         for match_id in commit.markers:
             if match_id in gen.applied:
-                raise CommitConflict(f"match {match_id!r} already applied")
+                raise refusal("applied", ladder, match_id)
         for write in commit.writes:
             current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:
-                raise CommitConflict(f"state of {write.player_id!r} changed since it was read")
+                raise refusal("conflict", ladder, write.player_id)
         for write in commit.writes:
             (gen.effects if write.is_effect else gen.players)[write.player_id] = write.state
             if write.leaderboard_score is not None:
@@ -134,7 +132,7 @@ class MemoryStore(StateStore):
         scores = self._generation(ladder, None).scores
         return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:top]
 
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
@@ -167,9 +165,8 @@ class MemoryStore(StateStore):
         self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
     ) -> tuple[int, int | None]:
         state = self._ladders[ladder]
-        holder = _holder(state.lock)
-        if holder is not None and holder != owner:
-            raise RerateRunning(ladder, holder, state.lock[1] - time.monotonic())  # type: ignore[index]
+        if state.lock is not None and (holder := _holder(state.lock)) not in (None, owner):
+            raise refusal("running", ladder, holder, (state.lock[1] - time.monotonic()) * 1000)
         abandoned = state.staging
         state.last = max(state.last, state.live) + 1
         state.staging = state.last
@@ -180,7 +177,7 @@ class MemoryStore(StateStore):
     def _owned(self, ladder: str, owner: str) -> _Ladder:
         state = self._ladders[ladder]
         if _holder(state.lock) != owner:
-            raise LockLost(f"ladder {ladder!r}: the re-rate lock expired or was taken over")
+            raise refusal("lost", ladder)
         return state
 
     async def renew(self, ladder: str, owner: str, lease: float) -> None:
@@ -193,13 +190,13 @@ class MemoryStore(StateStore):
         self._owned(ladder, owner).frozen = (owner, time.monotonic() + ttl)
 
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
     ) -> None:
         state = self._owned(ladder, owner)
         if _holder(state.frozen) != owner or state.staging != staging:
-            raise LockLost(f"ladder {ladder!r}: the freeze expired before the switch")
+            raise refusal("lost", ladder)
         if state.live != live.live or state.generations[state.live].positions != live.positions:
-            raise CommitConflict(f"ladder {ladder!r}: the live generation moved on")
+            raise refusal("moved", ladder)
         state.live, state.staging, state.outbox = staging, None, list(outbox)
 
     async def finish_rerate(self, ladder: str, owner: str) -> None:
@@ -218,24 +215,24 @@ class MemoryStore(StateStore):
         if generation not in (state.live, state.staging):
             state.generations.pop(generation, None)
 
-    async def outbox(self, ladder: str) -> list[dict]:
+    async def outbox(self, ladder: str) -> list[Event]:
         return list(self._ladders[ladder].outbox)
 
     async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
         applied = self._ladders[ladder].generations[generation].applied
         return [m for m in match_ids if applied.get(m)]
 
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
         applied = self._generation(ladder, generation).applied
         for match_id, held in events.items():
             if match_id in applied:
                 applied[match_id] = list(held)
 
-    async def voids(self, ladder: str) -> dict[str, dict]:
+    async def voids(self, ladder: str) -> dict[str, Void]:
         return dict(self._ladders[ladder].voids)
 
     async def set_voids(
-        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
     ) -> None:
         state = self._ladders[ladder]
         remove = list(remove)

@@ -4,21 +4,22 @@
 --       the generation read, 4 the ladder's control hash ('params:<g>': generation g's
 --       parameter overrides), 5 its voids hash, 6.. the marker key of each match id, in order
 --       (every key the script touches).
--- ARGV: 1 msgpack [player ids, effect ids, match ids], 2 the generation the keys are of,
---       3 'live' (it must be the live generation) or 'staging' (the staging one).
--- Returns {'generation', g} (g: the live generation, or -1 when 'staging' is not) when the
--- generation is not the expected one; else one msgpack array [states, effect states,
--- markers, watermark, voids, params]: the first three arrays of the stored values in request
--- order, nil where absent (stored values are msgpack already, so they are concatenated as
--- they are); the watermark an integer, nil if absent; voids the stored void per match id or
--- nil; params the stored overrides or nil.
+-- ARGV: 1 one msgpack map (raw strings): players, effects, matches (the ids read), generation
+--       (the one the keys are of), mode ('live' or 'staging': which generation it must be).
+-- Returns {'generation', g} or {'gone', g} (see wrong_generation) when the generation is not
+-- the expected one; else one msgpack array [states, effect states, markers, watermark, voids,
+-- params]: the first three arrays of the stored values in request order, nil where absent
+-- (stored values are msgpack already, so they are concatenated as they are); the watermark
+-- an integer, nil if absent; voids the stored void per match id or nil; params the stored
+-- overrides or nil.
 local CHUNK = 1000  -- arguments per HMGET/MGET: unpack() is limited by the Lua stack
 local NIL = string.char(0xc0)
 
-local current = current_generation(KEYS[4], ARGV[3])
-if current ~= tonumber(ARGV[2]) then return {'generation', current} end
+local args = cmsgpack.unpack(ARGV[1])
+local refused = wrong_generation(KEYS[4], args)
+if refused then return refused end
 
-local ids = cmsgpack.unpack(ARGV[1])
+local ids = {args.players, args.effects, args.matches}
 local out = {array_header(6)}
 for part = 1, 4 do
   local list = ids[math.min(part, 3)]
@@ -40,5 +41,5 @@ for part = 1, 4 do
     out[#out + 1] = watermark and cmsgpack.pack(tonumber(watermark)) or NIL
   end
 end
-out[#out + 1] = redis.call('HGET', KEYS[4], 'params:' .. ARGV[2]) or NIL
+out[#out + 1] = redis.call('HGET', KEYS[4], 'params:' .. args.generation) or NIL
 return table.concat(out)

@@ -27,9 +27,10 @@ and per ladder, whatever the generation:
 - ``sr:{L}:voids`` hash match id → msgpack ``{"reason", "at"}``
 
 The scripts receive every key they touch in KEYS (so they are valid on Redis Cluster and under
-any proxy that routes by declared keys), and take the rest of the batch as one msgpack
-argument rather than thousands of arguments, to keep the worker's CPU per batch low (redis-py
-encodes every argument and parses every reply item in Python). The read script answers with
+any proxy that routes by declared keys), and take everything else as one msgpack map of named
+fields rather than thousands of arguments, to keep the worker's CPU per batch low (redis-py
+encodes every argument and parses every reply item in Python). A script refuses with a status
+that `stream_rater.store.status` turns into an exception. The read script answers with
 one msgpack document that splices the stored values in unchanged, so one `msgpack.unpackb`
 decodes the whole snapshot. The client caches each ladder's live generation; a script that
 finds another one says so and the client retries with it.
@@ -44,21 +45,21 @@ from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from stream_rater.store.base import (
     Commit,
-    CommitConflict,
-    GenerationGone,
+    Event,
     Generations,
-    LadderFrozen,
     LockLost,
     Lookup,
     PlayerState,
-    RerateRunning,
     Snapshot,
     StateStore,
+    Void,
 )
 from stream_rater.store.cluster import cluster_client, is_cluster_url
+from stream_rater.store.status import check_reply, text
 
 
 def _script(name: str) -> str:
@@ -99,19 +100,65 @@ _PACKER = msgpack.Packer(use_bin_type=True)
 EMPTY_MARKER = msgpack.packb([])
 
 
-def _script_args(obj: Any) -> bytes:
-    """A script argument: raw strings, because Redis's cmsgpack cannot read the bin type."""
-    return msgpack.packb(obj, use_bin_type=False)
+def _script_args(**fields: Any) -> bytes:
+    """A script's argument: its named fields as one msgpack map, with raw strings because
+    Redis's cmsgpack cannot read the bin type."""
+    packed: bytes = msgpack.packb(fields, use_bin_type=False)
+    return packed
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def _mode(generation: int | None) -> str:
+    """A script's ``mode``: which generation its keys must be of (see ``common.lua``)."""
+    return "live" if generation is None else "staging"
+
+
+def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: int) -> bytes:
+    """The commit script's argument (its fields are described in ``commit.lua``)."""
+    pack = _PACKER.pack
+    ids, states, expected, is_effect, scores = zip(*commit.writes) if commit.writes else ((),) * 5
+    # Each event is packed once, for its marker and its history entry alike.
+    marked = [e for events in commit.markers.values() for e in events]
+    events = list(map(pack, marked))
+    position = {id(e): i for i, e in enumerate(marked, 1)}
+    entries = [position.get(id(e)) for history in commit.history.values() for e in history]
+    if None in entries:  # history entries that are in no marker
+        unmarked = (e for history in commit.history.values() for e in history)
+        for n, e in enumerate(unmarked):
+            if entries[n] is None:
+                events.append(pack(e))
+                entries[n] = len(events)
+    return _script_args(
+        generation=generation,
+        mode=_mode(commit.generation),
+        marker_ttl=marker_ttl,
+        history_cap=history_cap,
+        ids=ids,
+        is_effect=list(map(bool, is_effect)),
+        expected=expected,
+        states=list(map(PlayerState.pack, states)),
+        scores=scores,
+        events=events,
+        marker_ids=list(commit.markers),
+        marker_sizes=[len(v) for v in commit.markers.values()],
+        history_ids=list(commit.history),
+        history_sizes=[len(v) for v in commit.history.values()],
+        history_entries=entries,
+        positions=dict(commit.positions),
+    )
+
+
+def _stored_states(ids: Iterable[str], values: Iterable[bytes | str | None]) -> dict[str, PlayerState]:
+    """The states of `ids` from their HMGET `values`, leaving out the absent ones (None).
+    Stored states are msgpack, which this store's clients answer as bytes."""
+    return {i: PlayerState.unpack(raw) for i, raw in zip(ids, values) if isinstance(raw, bytes)}
 
 
 class RedisStore(StateStore):
     """`StateStore` on Redis or Redis Cluster (any client exposing the asyncio Redis API)."""
 
-    def __init__(self, client: aioredis.Redis, history_limit: int = 100, marker_ttl: float = 0.0) -> None:
+    def __init__(
+        self, client: aioredis.Redis | RedisCluster, history_limit: int = 100, marker_ttl: float = 0.0
+    ) -> None:
         self.client = client
         self.history_limit = history_limit
         self.marker_ttl = int(marker_ttl)
@@ -145,7 +192,6 @@ class RedisStore(StateStore):
         generation: int | None = None,
     ) -> Snapshot:
         player_ids, effect_ids, match_ids = list(player_ids), list(effect_ids), list(match_ids)
-        args = _script_args([player_ids, effect_ids, match_ids])
         while True:
             gen = self._live.get(ladder, 0) if generation is None else generation
             prefix = generation_key(ladder, gen, "")
@@ -158,12 +204,22 @@ class RedisStore(StateStore):
                     ladder_key(ladder, "voids"),
                     *(f"{prefix}m:{m}" for m in match_ids),
                 ],
-                args=[args, gen, "live" if generation is None else "staging"],
+                args=[
+                    _script_args(
+                        players=player_ids,
+                        effects=effect_ids,
+                        matches=match_ids,
+                        generation=gen,
+                        mode=_mode(generation),
+                    )
+                ],
             )
             self.round_trips += 1
             if not isinstance(reply, list):
                 break
-            self._moved(ladder, generation, int(reply[1]))
+            if text(reply[0]) != "generation":
+                check_reply(ladder, reply)  # raises: a refusal other than the live one moving on
+            self._live[ladder] = int(reply[1])  # and read again, from the live generation
         states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
         make = PlayerState._make
         return Snapshot(
@@ -176,40 +232,8 @@ class RedisStore(StateStore):
             params=params,
         )
 
-    def _moved(self, ladder: str, generation: int | None, current: int) -> None:
-        """A script found another generation than it was given: remember the live one, or
-        report a staging one gone."""
-        if generation is not None:
-            raise GenerationGone(f"ladder {ladder!r}: generation {generation} is no longer being built")
-        self._live[ladder] = current
-
     async def commit(self, commit: Commit) -> None:
-        ladder, pack = commit.ladder, _PACKER.pack
-        ids, states, expected, is_effect, scores = zip(*commit.writes) if commit.writes else ((),) * 5
-        # Each event is packed once, for its marker and its history entry alike.
-        marked = [e for events in commit.markers.values() for e in events]
-        events = list(map(pack, marked))
-        position = {id(e): i for i, e in enumerate(marked, 1)}
-        entries = [position.get(id(e)) for history in commit.history.values() for e in history]
-        if None in entries:  # history entries that are in no marker
-            unmarked = (e for history in commit.history.values() for e in history)
-            for n, e in enumerate(unmarked):
-                if entries[n] is None:
-                    events.append(pack(e))
-                    entries[n] = len(events)
-        batch = [
-            ids,
-            list(map(bool, is_effect)),
-            expected,
-            list(map(PlayerState.pack, states)),
-            scores,
-            events,
-            list(commit.markers),
-            [len(v) for v in commit.markers.values()],
-            list(commit.history),
-            [len(v) for v in commit.history.values()],
-            entries,
-        ]
+        ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
         prefix = generation_key(ladder, gen, "")
         reply = await self._commit(
@@ -224,27 +248,12 @@ class RedisStore(StateStore):
                 *(f"{prefix}h:{p}" for p in commit.history),
                 *(f"{prefix}m:{m}" for m in commit.produced),
             ],
-            args=[
-                _script_args(batch),
-                self.marker_ttl,
-                self.history_limit,
-                gen,
-                "live" if commit.generation is None else "staging",
-                _script_args([x for position in commit.positions.items() for x in position]),
-            ],
+            args=[commit_args(commit, gen, self.marker_ttl, self.history_limit)],
         )
         self.round_trips += 1
-        status = _text(reply[0])
-        if status == "applied":
-            match_id = list(commit.markers)[int(reply[1]) - 1]
-            raise CommitConflict(f"match {match_id!r} already applied")
-        if status == "conflict":
-            raise CommitConflict(f"state of {_text(reply[1])!r} changed since it was read")
-        if status == "frozen":
-            raise LadderFrozen(f"ladder {ladder!r} is being switched to a re-rated generation")
-        if status == "generation":
-            self._moved(ladder, commit.generation, int(reply[1]))
-            raise CommitConflict(f"ladder {ladder!r}: a re-rate switched it to generation {reply[1]}")
+        if text(reply[0]) == "generation":
+            self._live[ladder] = int(reply[1])  # for the re-read after the conflict
+        check_reply(ladder, reply)
 
     async def _live_generation(self, ladder: str) -> int:
         """The ladder's live generation, asked of Redis (and cached)."""
@@ -278,7 +287,7 @@ class RedisStore(StateStore):
         if only is not None:
             ids = list(only)
             found = await self.client.hmget(key, ids) if ids else []
-            return {i: PlayerState.unpack(raw) for i, raw in zip(ids, found) if raw is not None}
+            return _stored_states(ids, found)
         return {
             field.decode(): PlayerState.unpack(raw)
             async for field, raw in self.client.hscan_iter(key, count=1000)
@@ -291,7 +300,7 @@ class RedisStore(StateStore):
         )
         return [(member.decode(), float(score)) for member, score in rows]
 
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         [rows] = await self._on_live(
             ladder, lambda pipe, gen: pipe.lrange(generation_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
         )
@@ -312,7 +321,7 @@ class RedisStore(StateStore):
         replies = await self._on_live(ladder, build)
         states = replies[0] if ids else []
         return Lookup(
-            {i: PlayerState.unpack(s) for i, s in zip(ids, states) if s is not None},
+            _stored_states(ids, states),
             {i: place for i, place in zip(ids, replies[1:-1]) if place is not None},
             replies[-1],
         )
@@ -326,18 +335,17 @@ class RedisStore(StateStore):
         return sorted(names)
 
     async def _control(
-        self, ladder: str, step: str, owner: str, seconds: float, *args: Any, live: int = 0
+        self, ladder: str, step: str, owner: str, seconds: float, live: int = 0, **fields: Any
     ) -> list[Any]:
-        reply = await self._control_script(
+        """Run one re-rate `step` of the control script on `ladder` whose live generation is
+        `live` (its other `fields` are described in ``control.lua``); raise what a refusal
+        means."""
+        reply: list[Any] = await self._control_script(
             keys=[ladder_key(ladder, k) for k in ("control", "lock", "frozen", "outbox")]
             + [generation_key(ladder, live, "meta")],
-            args=[step, owner, max(1, int(seconds * 1000)), *args],
+            args=[_script_args(step=step, owner=owner, ms=max(1, int(seconds * 1000)), live=live, **fields)],
         )
-        status = _text(reply[0])
-        if status == "lost":
-            raise LockLost(f"ladder {ladder!r}: the re-rate lock or freeze expired or was taken over")
-        if status == "moved":
-            raise CommitConflict(f"ladder {ladder!r}: the live generation moved on during the switch")
+        check_reply(ladder, reply)
         return reply
 
     async def generations(self, ladder: str) -> Generations:
@@ -345,27 +353,24 @@ class RedisStore(StateStore):
             pipe.hgetall(ladder_key(ladder, "control"))
             pipe.get(ladder_key(ladder, "lock"))
             control, lock = await pipe.execute()
-        control = {_text(k): v for k, v in control.items()}
+        control = {text(k): v for k, v in control.items()}
         live = int(control.get("live", 0))
         meta = await self.client.hgetall(generation_key(ladder, live, "meta"))
         params = control.get(f"params:{live}")
         return Generations(
             live=live,
             staging=int(control["staging"]) if "staging" in control else None,
-            positions={int(_text(k)[2:]): int(v) for k, v in meta.items() if _text(k).startswith("p:")},
+            positions={int(text(k)[2:]): int(v) for k, v in meta.items() if text(k).startswith("p:")},
             params=msgpack.unpackb(params, raw=False) if params else None,
-            lock_owner=_text(lock) if lock else None,
+            lock_owner=text(lock) if lock else None,
             voids_pending=control.get(f"voids:{live}", b"0") != control.get("voids", b"0"),
         )
 
     async def begin_rerate(
         self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
     ) -> tuple[int, int | None]:
-        reply = await self._control(
-            ladder, "begin", owner, lease, _script_args(dict(params)) if params else ""
-        )
-        if _text(reply[0]) == "running":
-            raise RerateRunning(ladder, _text(reply[1]), int(reply[2]) / 1000)
+        overrides = msgpack.packb(dict(params), use_bin_type=False) if params else None
+        reply = await self._control(ladder, "begin", owner, lease, params=overrides)
         abandoned = int(reply[2])
         return int(reply[1]), abandoned if abandoned >= 0 else None
 
@@ -376,19 +381,17 @@ class RedisStore(StateStore):
         await self._control(ladder, "freeze", owner, ttl)
 
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
     ) -> None:
-        positions = [x for position in sorted(live.positions.items()) for x in position]
         await self._control(
             ladder,
             "switch",
             owner,
             0,
-            staging,
-            live.live,
-            _script_args(positions),
-            msgpack.packb(list(outbox), use_bin_type=True),
             live=live.live,
+            staging=staging,
+            positions=dict(live.positions),
+            outbox=msgpack.packb(list(outbox), use_bin_type=True),
         )
         self._live[ladder] = staging
 
@@ -423,7 +426,7 @@ class RedisStore(StateStore):
             await self.client.unlink(*keys)
         await self.client.hdel(ladder_key(ladder, "control"), f"params:{generation}", f"voids:{generation}")
 
-    async def outbox(self, ladder: str) -> list[dict]:
+    async def outbox(self, ladder: str) -> list[Event]:
         raw = await self.client.get(ladder_key(ladder, "outbox"))
         return msgpack.unpackb(raw, raw=False) if raw else []
 
@@ -434,19 +437,19 @@ class RedisStore(StateStore):
         markers = await self.client.mget([prefix + m for m in match_ids])
         return [m for m, marker in zip(match_ids, markers) if marker is not None and marker != EMPTY_MARKER]
 
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
         prefix = generation_key(ladder, generation, "m:")
         async with self.client.pipeline(transaction=False) as pipe:
             for match_id, held in events.items():
                 pipe.set(prefix + match_id, _PACKER.pack(held), xx=True, keepttl=True)
             await pipe.execute()
 
-    async def voids(self, ladder: str) -> dict[str, dict]:
+    async def voids(self, ladder: str) -> dict[str, Void]:
         rows = await self.client.hgetall(ladder_key(ladder, "voids"))
-        return {_text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
+        return {text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
 
     async def set_voids(
-        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
     ) -> None:
         key, control, remove = ladder_key(ladder, "voids"), ladder_key(ladder, "control"), list(remove)
         async with self.client.pipeline(transaction=True) as pipe:
