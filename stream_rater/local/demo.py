@@ -10,6 +10,7 @@ and the throughput, and stops everything it started (by PID).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ from stream_rater.kafka import publish, subscribe
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.verify import VerifyReport, verify
 from stream_rater.store import open_store
+from stream_rater.waiting import wait_until
 
 #: The ladder the demo rates on, with the project's best football settings (README).
 DEMO_LADDER = "football"
@@ -85,19 +87,17 @@ def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
 
 def wait_ready(process: subprocess.Popen, url: str, timeout: float = 120.0) -> None:
     """Poll the worker's ``/readyz`` until it answers 200 (partitions assigned, Redis up)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def ready() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"worker exited with code {process.returncode} before it was ready")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
+                return response.status == 200
         except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"worker not ready at {url} after {timeout:.0f} s")
-        time.sleep(0.1)
+            return False
+
+    wait_until(ready, f"the worker to be ready at {url}", timeout, interval=0.1)
 
 
 def football_events(path: Path, ladder: str) -> Iterator[dict]:
@@ -112,13 +112,12 @@ async def follow_until(settings: Settings, match_ids: set[str], timeout: float) 
     """Read rating updates from the beginning until every match in `match_ids` has been
     rated; returns when the last one arrived (monotonic clock)."""
     remaining = set(match_ids)
-    deadline = time.monotonic() + timeout
-    async for event in subscribe(settings, from_beginning=True, idle_timeout=timeout):
-        remaining.discard(event["match_id"])
-        if not remaining:
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            break
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            async for event in subscribe(settings, from_beginning=True, idle_timeout=timeout):
+                remaining.discard(event["match_id"])
+                if not remaining:
+                    return time.monotonic()
     raise TimeoutError(f"{len(remaining)} matches not rated after {timeout:.0f} s")
 
 

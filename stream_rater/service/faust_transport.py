@@ -31,6 +31,7 @@ latency at 500/s to about 0.5 s; `App.fetch_max_wait` sets it (0.05 s: p50 about
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -266,18 +267,16 @@ class BatchBuffer:
         """Up to `max_records` records: waits for the first, then up to `within` seconds
         for more. Records of an earlier consumer generation are dropped unacknowledged; the
         others are tracked until `ack`, like the records of faust's stream events."""
-        records, loop = self._records, asyncio.get_running_loop()
+        records = self._records
         while True:
             while not records:
                 self._added.clear()
                 await self._added.wait()
-            deadline = loop.time() + within
-            while len(records) < max_records and (remaining := deadline - loop.time()) > 0:
-                self._added.clear()
-                try:
-                    await asyncio.wait_for(self._added.wait(), remaining)
-                except TimeoutError:
-                    break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(within):
+                    while len(records) < max_records:
+                        self._added.clear()
+                        await self._added.wait()
             if records:  # unless a rebalance cleared the buffer meanwhile
                 break
         taken = [records.popleft() for _ in range(min(max_records, len(records)))]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import traceback
 from collections import Counter, deque
@@ -28,6 +27,7 @@ from stream_rater.kafka import Record, update_record
 from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message, OrderWatch
+from stream_rater.waiting import backoff
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,8 @@ class BatchHandler:
         A lost store (`StoreLost`) is waited out the same way — nothing of the batch is
         applied or acknowledged until an operator rebuilds the ladder — and, meanwhile, the
         ladder is in `stopped` (readiness says so), counted, and logged once as an error."""
-        delay = 0.05
+        retry_delays = backoff(0.05, self.max_backoff)
+        lost_delays = backoff(self.max_backoff, self.max_backoff)
         while True:
             try:
                 outcome = await action()
@@ -246,15 +247,15 @@ class BatchHandler:
                 metrics.LADDERS_STOPPED.set(len(self.stopped))
                 if self.stopping():
                     raise WorkerStopping(f"{what}: {exc}") from exc
-                await asyncio.sleep(random.uniform(self.max_backoff / 2, self.max_backoff))
+                await asyncio.sleep(next(lost_delays))
                 continue
             except TRANSIENT_ERRORS as exc:
                 metrics.BATCH_RETRIES.labels(what).inc()
                 if self.stopping():
                     raise WorkerStopping(f"{what} still failing at shutdown: {exc!r}") from exc
+                delay = next(retry_delays)
                 log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
-                await asyncio.sleep(random.uniform(delay / 2, delay))
-                delay = min(self.max_backoff, delay * 2)
+                await asyncio.sleep(delay)
                 continue
             if self.stopped and what == "store":
                 log.warning("ladders %s are applied again", ", ".join(sorted(self.stopped)))
