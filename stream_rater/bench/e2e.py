@@ -34,6 +34,7 @@ from stream_rater.config.settings import Settings, env_name
 from stream_rater.contracts import parse_timestamp
 from stream_rater.kafka import bootstrap_servers, publish
 from stream_rater.local.demo import start_worker, stop_process, worker_env
+from stream_rater.waiting import wait_until_async
 
 
 @dataclass
@@ -124,17 +125,6 @@ class _Outputs:
                     if event["match_id"] not in self.arrived:
                         self.arrived[event["match_id"]] = (now, parse_timestamp(event["finished_at"]))
 
-    async def wait(
-        self, done: Callable[[], bool], what: str, timeout: float, tick: Callable[[], None]
-    ) -> None:
-        """Until `done()`, calling `tick()` every 50 ms."""
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {what} after {timeout:.0f} s")
-            tick()
-            await asyncio.sleep(0.05)
-
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -176,9 +166,13 @@ async def _measure(
             cpu.append((now, _cpu_seconds(pid)))
             services_cpu.append((now, sum(map(_cpu_seconds, services))))
 
-        await outputs.wait(
-            lambda: len(outputs.timestamps) >= n * per_match, "output of the backlog", 600, sample
-        )
+        async def backlog_rated() -> bool:
+            if len(outputs.timestamps) >= n * per_match:
+                return True
+            sample()
+            return False
+
+        await wait_until_async(backlog_rated, "the output of the backlog", 600)
         sample()
         # The middle 90 % of the outputs, by the time the pipeline produced them: no start-up
         # (group join, first fetch) and no tail.
@@ -204,12 +198,11 @@ async def _measure(
 
         outputs.follow_matches = True
         await publish(stamped(), settings, rate=rate, linger=0.0)  # latency counts from each match's due time
-        await outputs.wait(
-            lambda: all(m["match_id"] in outputs.arrived for m in steady),
-            "output of the steady phase",
-            300,
-            lambda: None,
-        )
+
+        async def steady_rated() -> bool:
+            return all(m["match_id"] in outputs.arrived for m in steady)
+
+        await wait_until_async(steady_rated, "the output of the steady phase", 300)
         latencies = sorted(
             outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady
         )

@@ -48,6 +48,7 @@ from stream_rater.local.demo import start_worker, stop_process, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.offline.verify import compare, ladder_history
 from stream_rater.store import StateStore, open_store
+from stream_rater.waiting import wait_until_async
 
 STORES = ("single", "cluster")
 #: Players per ladder in the synthetic matches.
@@ -232,16 +233,21 @@ def _batches(port: int) -> tuple[int, int, float]:
 
 async def _settled(ports: list[int], partitions: int, timeout: float = 120.0) -> list[list[int]]:
     """Each worker's partitions once every partition belongs to exactly one ready worker."""
-    deadline = time.monotonic() + timeout
-    while True:
+    owned: list[list[int]] = []
+
+    async def settled() -> list[list[int]] | None:
         ready = [await asyncio.to_thread(_get, port, "/readyz") for port in ports]
-        owned = [answer.get("partitions", []) for answer in ready]
+        owned[:] = [answer.get("partitions", []) for answer in ready]
         every = sorted(p for mine in owned for p in mine)
-        if all(answer.get("ready") for answer in ready) and every == list(range(partitions)):
-            return owned
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the consumer group did not settle in {timeout:.0f} s: partitions {owned}")
-        await asyncio.sleep(0.1)
+        return (
+            owned
+            if all(answer.get("ready") for answer in ready) and every == list(range(partitions))
+            else None
+        )
+
+    return await wait_until_async(
+        settled, lambda: f"the consumer group to settle: partitions {owned}", timeout, interval=0.1
+    )
 
 
 async def _applied(store: StateStore, names: list[str]) -> int:
@@ -269,26 +275,32 @@ async def _measure(
         progress = _Progress(ports)
         started = time.perf_counter()
         publisher = asyncio.ensure_future(publish(events, settings))
-        while await _applied(store, names) < len(events):
-            if publisher.done() and publisher.exception():
-                raise publisher.exception()
-            if time.perf_counter() - started > 600:
-                raise TimeoutError(
-                    f"{await _applied(store, names)} of {len(events)} matches applied after 600 s"
-                )
+        applied = 0
+
+        async def all_applied() -> bool:
+            nonlocal applied
+            if publisher.done() and (failed := publisher.exception()):
+                raise failed
+            applied = await _applied(store, names)
+            if applied >= len(events):
+                return True
             await progress.sample(time.perf_counter() - started)
-            await asyncio.sleep(0.05)
+            return False
+
+        async def all_counted() -> bool:  # the workers' counters follow their commits
+            await progress.sample(time.perf_counter() - started)
+            return sum(progress.applied()) >= len(events)
+
+        await wait_until_async(all_applied, lambda: f"all {len(events)} matches applied, {applied} are", 600)
         seconds = time.perf_counter() - started
         used = {pid: _cpu_seconds(pid) - before for pid, before in cpu.items()}
         own = time.process_time() - own_cpu
         await publisher
-        while sum(progress.applied()) < len(events):  # the workers' counters follow their commits
-            if time.perf_counter() - started > seconds + 30:
-                raise TimeoutError(
-                    f"the workers count {sum(progress.applied())} matches applied, not {len(events)}"
-                )
-            await asyncio.sleep(0.05)
-            await progress.sample(time.perf_counter() - started)
+        await wait_until_async(
+            all_counted,
+            lambda: f"the workers to count {len(events)} matches applied, not {sum(progress.applied())}",
+            30,
+        )
         shares = [
             WorkerShare(partitions, applied, busy, used[pid], *await asyncio.to_thread(_batches, port))
             for partitions, applied, busy, pid, port in zip(
