@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -72,6 +72,45 @@ def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) 
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running ``stream-rater serve`` child process and its base URL."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+
+
+@contextlib.contextmanager
+def serving(store_url: str, ladders_file: Path, timeout: float = 60.0) -> Iterator[Server]:
+    """A ``stream-rater serve`` child answering the read API of the store at `store_url` on a
+    free loopback port, once ready (`wait_ready`); stopped by PID (`stop_process`) after."""
+    from stream_rater.local.runtime import HOST, free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stream_rater",
+            "serve",
+            "--store",
+            store_url,
+            "--web-port",
+            str(port),
+            "--ladders-file",
+            str(ladders_file),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server = Server(process, f"http://{HOST}:{port}")
+    try:
+        wait_ready(process, f"{server.url}/readyz", timeout)
+        yield server
+    finally:
+        stop_process(process)
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -14,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
+from e2e_support import worker_test_env
+from helpers import FINISHED_AT, duel, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from streams import Stream, spread_ladders
 
@@ -76,9 +76,9 @@ class RunningWorker:
             }
         )
 
-    def duel(self, match_id: str, winner: str, loser: str, at: float = DEFAULT_FINISHED_AT) -> dict:
+    def duel(self, match_id: str, winner: str, loser: str, at: float = FINISHED_AT) -> dict:
         """A valid 1-vs-1 match-finished event on this worker's ladder."""
-        return duel(self.ladder, match_id, winner, loser, at=at)
+        return duel(match_id, winner, loser, ladder=self.ladder, at=at)
 
     def publish(self, events: list[dict]) -> None:
         """Send match-finished events to this worker's matches topic."""
@@ -86,15 +86,20 @@ class RunningWorker:
 
     def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
         """Poll `condition` until it holds; fail with the worker's log if it never does."""
-        deadline = time.monotonic() + timeout
-        while not condition():
+
+        def holds() -> bool:
+            if condition():
+                return True
             if self.process.poll() is not None:
                 pytest.fail(
                     f"worker exited ({self.process.returncode}) waiting for {what}:\n{self.log_tail()}"
                 )
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} after {timeout:.0f} s; worker log:\n{self.log_tail()}")
-            time.sleep(0.1)
+            return False
+
+        try:
+            wait_for(holds, what, timeout)
+        except TimeoutError as exc:
+            pytest.fail(f"{exc}; worker log:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the worker's log."""

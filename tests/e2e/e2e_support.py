@@ -1,5 +1,5 @@
 """What the end-to-end tests share: the environment of a worker subprocess for one test's
-topics and ladder, and 1-vs-1 match events."""
+topics and ladder."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stream_rater.config.settings import Settings, env_name
-
-DEFAULT_FINISHED_AT = 1_700_000_000.0
 
 
 def worker_test_env(settings: Settings, ladders: Sequence[str], datadir: Path) -> dict[str, str]:
@@ -22,25 +20,4 @@ def worker_test_env(settings: Settings, ladders: Sequence[str], datadir: Path) -
         env_name("batch_size"): str(settings.batch_size),
         **{"STREAM_RATER_LADDER_" + ladder.upper().replace("-", "_"): "trueskill" for ladder in ladders},
         "STREAM_RATER_APP_DATADIR": str(datadir),  # faust's own, via its env_prefix
-    }
-
-
-def duel(
-    ladder: str,
-    match_id: str,
-    first: str,
-    second: str,
-    *,
-    second_rank: int = 1,
-    at: float = DEFAULT_FINISHED_AT,
-) -> dict:
-    """A valid match-finished event: `first` beats `second` (a draw with ``second_rank=0``)."""
-    return {
-        "match_id": match_id,
-        "ladder": ladder,
-        "finished_at": at,
-        "teams": [
-            {"rank": 0, "players": [{"id": first}]},
-            {"rank": second_rank, "players": [{"id": second}]},
-        ],
     }

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from helpers import cli
 
 from stream_rater.kafka import bootstrap_servers, create_topics
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
@@ -25,12 +25,6 @@ GOOD = json.dumps(
         "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
     }
 )
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture

@@ -11,16 +11,16 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from e2e_support import duel, worker_test_env
+from e2e_support import worker_test_env
+from helpers import duel, stored_players, wait_for
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
@@ -31,7 +31,6 @@ from stream_rater.local.runtime import LocalRuntime, free_port, redis_server_bin
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.service.app import store_looks_lost
-from stream_rater.store import open_store
 from stream_rater.store.memory import MemoryStore
 
 pytestmark = pytest.mark.e2e
@@ -103,22 +102,9 @@ def readiness(port: int) -> tuple[int, dict]:
         return 0, {}
 
 
-def stored_states(redis_url: str, ladder: str) -> dict:
-    """The ladder's player states in the Redis at `redis_url`."""
-
-    async def read() -> dict:
-        store = open_store(redis_url)
-        try:
-            return await store.players(ladder)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
 def applied(redis_url: str, ladder: str) -> int:
     """Matches applied to the ladder so far (each 1v1 match adds two games)."""
-    return sum(s.games for s in stored_states(redis_url, ladder).values()) // 2
+    return sum(s.games for s in stored_players(redis_url, ladder).values()) // 2
 
 
 def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
@@ -133,7 +119,7 @@ def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
     def exact(states: dict) -> dict:
         return {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in states.items()}
 
-    return exact(stored_states(redis_url, ladder)) == exact(asyncio.run(replayed()))
+    return exact(stored_players(redis_url, ladder)) == exact(asyncio.run(replayed()))
 
 
 def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_total") -> float:
@@ -164,13 +150,6 @@ def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings
     return f"l-{name}", settings
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f} s"
-        time.sleep(0.1)
-
-
 def test_redis_restarted_without_persistence_is_detected_never_silent_and_recovered(
     broker_url: str,
     volatile_redis: VolatileRedis,
@@ -185,7 +164,7 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
     rng = random.Random(7)
     players = [f"p{i}" for i in range(40)]
-    matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
+    matches = [duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)]
 
     def applied_now() -> int:
         return applied(volatile_redis.url, ladder)
@@ -287,7 +266,7 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
         rng = random.Random(11)
         players = [f"p{i}" for i in range(60)]
         matches = [
-            duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(4000)
+            duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(4000)
         ]
         poison = [
             {"match_id": f"bad-{i}", "ladder": ladder, "finished_at": "not a time", "teams": []}
@@ -353,7 +332,7 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(
     ladder, settings = one_partition_stream(broker_url, aof_redis.url)
     rng = random.Random(9)
     players = [f"p{i}" for i in range(40)]
-    matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
+    matches = [duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)]
     port = free_port()
     worker = start_worker(
         replace(settings, web_port=port),
