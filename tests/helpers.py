@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 
+from stream_rater.config.ladders import Ladders
+from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.store import PlayerState, open_store
 from stream_rater.waiting import wait_until, wait_until_async
 
@@ -43,6 +45,11 @@ def duel(
             {"rank": ranks[1], "players": [{"id": second}]},
         ],
     }
+
+
+def parsed_duel(ladders: Ladders, match_id: str, first: str, second: str, **fields: Any) -> MatchFinished:
+    """`duel` validated against `ladders`: the form the processor takes."""
+    return parse_match(duel(match_id, first, second, **fields), ladders)
 
 
 def cli(

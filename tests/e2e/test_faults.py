@@ -164,7 +164,9 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
     rng = random.Random(7)
     players = [f"p{i}" for i in range(40)]
-    matches = [duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)]
+    matches = [
+        duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)
+    ]
 
     def applied_now() -> int:
         return applied(volatile_redis.url, ladder)
@@ -332,7 +334,9 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(
     ladder, settings = one_partition_stream(broker_url, aof_redis.url)
     rng = random.Random(9)
     players = [f"p{i}" for i in range(40)]
-    matches = [duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)]
+    matches = [
+        duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)
+    ]
     port = free_port()
     worker = start_worker(
         replace(settings, web_port=port),
