@@ -18,7 +18,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
@@ -30,6 +30,7 @@ from stream_rater.service.order_watch import Message, OrderWatch
 from stream_rater.waiting import backoff
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 #: A dead letter on its way: the consumed record, the reason, extra headers.
@@ -228,7 +229,7 @@ class BatchHandler:
         if outgoing:
             await self.send(outgoing)
 
-    async def _retry(self, what: str, action: Callable[[], Awaitable[Any]]) -> Any:
+    async def _retry(self, what: str, action: Callable[[], Awaitable[_T]]) -> _T:
         """Run `action` until it succeeds; transient errors back off (jittered, capped).
 
         A lost store (`StoreLost`) is waited out the same way — nothing of the batch is
@@ -282,9 +283,9 @@ class BatchPipeline:
         self.handler = handler
         self.ack = ack
         self.depth = depth
-        self._committing: asyncio.Task | None = None
-        self._finishing: asyncio.Task | None = None
-        self._in_hand: deque[asyncio.Task] = deque()
+        self._committing: asyncio.Task[CommittedBatch] | None = None
+        self._finishing: asyncio.Task[None] | None = None
+        self._in_hand: deque[asyncio.Task[None]] = deque()
 
     async def submit(self, messages: Sequence[Message]) -> None:
         """Start on a batch; returns once fewer than `depth` batches are in hand. Cancelling
@@ -307,12 +308,16 @@ class BatchPipeline:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    async def _commit(self, messages: Sequence[Message], previous: asyncio.Task | None) -> CommittedBatch:
+    async def _commit(
+        self, messages: Sequence[Message], previous: asyncio.Task[CommittedBatch] | None
+    ) -> CommittedBatch:
         if previous is not None:
             await previous
         return await self.handler.commit(messages)
 
-    async def _finish(self, committing: asyncio.Task, previous: asyncio.Task | None) -> None:
+    async def _finish(
+        self, committing: asyncio.Task[CommittedBatch], previous: asyncio.Task[None] | None
+    ) -> None:
         committed = await committing
         if previous is not None:
             await previous

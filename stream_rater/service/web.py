@@ -56,7 +56,7 @@ from stream_rater.queries import Queries
 from stream_rater.rating.base import Rating
 from stream_rater.service import metrics
 from stream_rater.service.faust_transport import broker_answers
-from stream_rater.service.pipeline import Message
+from stream_rater.service.order_watch import Message
 from stream_rater.service.query_api import query_routes
 from stream_rater.store import PlayerState, StateStore
 

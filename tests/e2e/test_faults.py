@@ -9,7 +9,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from e2e_support import worker_test_env
-from helpers import duel, stored_players, wait_for
+from helpers import cli, duel, stored_players, wait_for
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
@@ -211,30 +210,23 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
         )
         assert applied_now() == 0
 
-        rebuilt = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "stream_rater",
-                "replay",
-                "--from-topic",
-                "--ladder",
-                ladder,
-                "--store",
-                volatile_redis.url,
-                "--broker",
-                broker_url,
-                "--topic-matches",
-                settings.topic_matches,
-                "--out",
-                str(tmp_path / "rebuilt.jsonl"),
-            ],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
+        cli(
+            "replay",
+            "--from-topic",
+            "--ladder",
+            ladder,
+            "--store",
+            volatile_redis.url,
+            "--broker",
+            broker_url,
+            "--topic-matches",
+            settings.topic_matches,
+            "--out",
+            str(tmp_path / "rebuilt.jsonl"),
+            env=env,
+            check=True,
             timeout=300,
         )
-        assert rebuilt.returncode == 0, rebuilt.stderr
         wait_for(lambda: readiness(port)[0] == 200, "the worker ready again")
         wait_for(lambda: applied_now() == 3000, "all 3000 matches applied")
     finally:
