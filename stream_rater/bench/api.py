@@ -36,7 +36,7 @@ PLAYERS = [f"p{i}" for i in range(1000)]
 def _shapes(rng: random.Random) -> dict[str, tuple[str, Any]]:
     """Query name → (route, a function making one request body)."""
 
-    def teams(sizes: list[int]) -> dict:
+    def teams(sizes: list[int]) -> dict[str, Any]:
         chosen = rng.sample(PLAYERS, sum(sizes))
         out, start = [], 0
         for size in sizes:

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -71,7 +71,7 @@ def _matches(
     rng: random.Random,
     at: Callable[[], float],
     ladders: Sequence[str] = (),
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """`n` 1-vs-1 matches between random players of `players`; with `ladders`, the i-th match
     is on ``ladders[i % len(ladders)]`` (each ladder its own pool of players), else on the
     default ladder."""
@@ -99,7 +99,7 @@ class _Outputs:
         self.timestamps: list[int] = []
         self.follow_matches = False
         self.arrived: dict[str, tuple[float, float]] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.consumer = AIOKafkaConsumer(
@@ -192,7 +192,7 @@ async def _measure(
 
         steady = _matches("steady-", latency_n, 1000, rng, lambda: 0.0)
 
-        def stamped() -> Iterator[dict]:
+        def stamped() -> Iterator[dict[str, Any]]:
             for match in steady:
                 yield {**match, "finished_at": time.time()}
 
@@ -254,9 +254,9 @@ def run(
             extra = {
                 env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")
             }
-            started: list[subprocess.Popen] = []
+            started: list[subprocess.Popen[bytes]] = []
 
-            def start(kind: str = kind, settings: Settings = settings, extra: dict = extra) -> int:
+            def start(kind: str = kind, settings: Settings = settings, extra: dict[str, str] = extra) -> int:
                 log = (Path(runtime.log_dir or ".") / f"{kind}.log").open("w")
                 if kind == "worker":
                     started.append(start_worker(settings, extra, log))  # noqa: B023

@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -102,7 +102,7 @@ class ScaleRun:
         """`cpu_seconds` used during the run as cores kept busy on average."""
         return cpu_seconds / self.seconds
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **asdict(self),
             "matches_per_s": self.matches_per_s,
@@ -159,7 +159,9 @@ def run(
     return runs
 
 
-def _one_run(store: str, count: int, partitions: int, names: list[str], events: list[dict]) -> ScaleRun:
+def _one_run(
+    store: str, count: int, partitions: int, names: list[str], events: list[dict[str, Any]]
+) -> ScaleRun:
     """One store and worker count on its own runtime, topics and consumer group."""
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": partitions for t in ("matches", "updates", "dlq")}
@@ -204,13 +206,15 @@ def _one_run(store: str, count: int, partitions: int, names: list[str], events: 
     return result
 
 
-def _get(port: int, path: str) -> dict:
+def _get(port: int, path: str) -> dict[str, Any]:
     """A worker's JSON answer to ``GET path`` (also a 503 readiness answer)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return json.loads(response.read())
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
     except urllib.error.HTTPError as exc:
-        return json.loads(exc.read())
+        error: dict[str, Any] = json.loads(exc.read())
+        return error
 
 
 def _batches(port: int) -> tuple[int, int, float]:
@@ -262,7 +266,7 @@ async def _measure(
     ports: list[int],
     services: dict[str, int],
     names: list[str],
-    events: list[dict],
+    events: list[dict[str, Any]],
     ladders: Ladders,
 ) -> ScaleRun:
     """Publish the backlog to the settled group and follow it until every match is applied;

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from stream_rater.bench.e2e import _Outputs, _rss_mb
 from stream_rater.config.settings import Settings, env_name
@@ -83,7 +83,7 @@ async def _soak(
 
     players = [f"p{i}" for i in range(10_000)]
 
-    def stamped() -> Iterator[dict]:
+    def stamped() -> Iterator[dict[str, Any]]:
         for n in itertools.count():
             now = time.time()
             if now >= deadline:

@@ -91,7 +91,8 @@ async def topic_partitions(
 
     async def partitions() -> set[int] | None:
         await consumer.topics()
-        return consumer.partitions_for_topic(topic)
+        found: set[int] | None = consumer.partitions_for_topic(topic)
+        return found
 
     found = await wait_until_async(partitions, f"topic {topic!r} on the broker", timeout, interval=0.1)
     return [TopicPartition(topic, p) for p in sorted(found)]

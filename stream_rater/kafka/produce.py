@@ -34,7 +34,8 @@ _partitioner = DefaultPartitioner()
 def _keyed_partition(key: bytes, partitions: tuple[int, ...]) -> int:
     """The partition Kafka's default partitioner (murmur2) gives `key`; keys repeat (one per
     player), so each is hashed once."""
-    return _partitioner(key, list(partitions), list(partitions))
+    partition: int = _partitioner(key, list(partitions), list(partitions))
+    return partition
 
 
 def home_partition(ladder: str, partitions: int) -> int:
@@ -115,7 +116,7 @@ async def send_request(settings: Settings, request: dict[str, Any]) -> None:
     producer = AIOKafkaProducer(**client_options(settings))
     await producer.start()
     try:
-        record = (settings.topic_corrections, request["ladder"].encode(), encode_event(request), [])
+        record: Record = (settings.topic_corrections, request["ladder"].encode(), encode_event(request), [])
         await send_batched(producer, [record])
     finally:
         await producer.stop()

@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
@@ -64,7 +64,7 @@ def worker_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) -> subprocess.Popen:
+def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) -> subprocess.Popen[bytes]:
     """A ``stream-rater worker`` child process (stop it with `stop_process`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "stream_rater", "worker"],
@@ -113,7 +113,7 @@ def serving(store_url: str, ladders_file: Path, timeout: float = 60.0) -> Iterat
         stop_process(process)
 
 
-def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
+def stop_process(process: subprocess.Popen[Any], timeout: float = 30.0) -> int:
     """SIGTERM the child by PID, wait, SIGKILL if it does not exit in time."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -124,7 +124,7 @@ def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
     return process.wait()
 
 
-def wait_ready(process: subprocess.Popen, url: str, timeout: float = 120.0) -> None:
+def wait_ready(process: subprocess.Popen[Any], url: str, timeout: float = 120.0) -> None:
     """Poll the worker's ``/readyz`` until it answers 200 (partitions assigned, Redis up)."""
 
     def ready() -> bool:
@@ -132,14 +132,14 @@ def wait_ready(process: subprocess.Popen, url: str, timeout: float = 120.0) -> N
             raise RuntimeError(f"worker exited with code {process.returncode} before it was ready")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                return response.status == 200
+                return bool(response.status == 200)
         except OSError:
             return False
 
     wait_until(ready, f"the worker to be ready at {url}", timeout, interval=0.1)
 
 
-def football_events(path: Path, ladder: str) -> Iterator[dict]:
+def football_events(path: Path, ladder: str) -> Iterator[dict[str, Any]]:
     """The football CSV as match-finished wire events on `ladder`, with the home effect."""
     with open_text(path) as stream:
         for record in read_records([(path.name, stream)], "football", home_effect=True):
@@ -221,7 +221,9 @@ async def _verify(settings: Settings) -> VerifyReport:
         await store.close()
 
 
-async def _publish_and_follow(settings: Settings, events: list[dict], timeout: float, out: TextIO) -> float:
+async def _publish_and_follow(
+    settings: Settings, events: list[dict[str, Any]], timeout: float, out: TextIO
+) -> float:
     follower = asyncio.ensure_future(follow_until(settings, {e["match_id"] for e in events}, timeout))
     summary = await publish(events, settings)
     print(summary.line(), file=out)
