@@ -97,7 +97,7 @@ class Recent:
 
     def __init__(self, feed_size: int = 200, window: int = 600) -> None:
         """Keep the last `feed_size` rating changes and `window` samples (seconds)."""
-        self.feed: deque[dict] = deque(maxlen=feed_size)
+        self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
         self.samples: deque[dict[str, float | None]] = deque(maxlen=window)
         self.next_offsets: dict[tuple[str, int], int] = {}
         self._previous: tuple[float, dict[str, float]] | None = None
@@ -304,7 +304,7 @@ class Dashboard:
         scores = [score for _, score in await self.store.leaderboard(ladder.name, DISTRIBUTION_LIMIT)]
         default_bins = min(40, max(5, round(math.sqrt(len(scores)))))
         bins = _int_query(request, "bins", default_bins, maximum=200)
-        counts, edges = np.histogram(scores, bins=bins) if scores else ([], [])
+        counts, edges = np.histogram(scores, bins=bins) if scores else (np.array([]), np.array([]))
         return web.json_response(
             {
                 "ladder": ladder.name,
@@ -415,18 +415,18 @@ def register_web(
     dashboard = Dashboard(app, store, ladders, settings, recent, stopped)
     app.web_server(WebServer(dashboard.routes(), settings.web_host, settings.web_port))
 
-    @app.timer(interval=1.0)
+    @app.timer(interval=1.0)  # type: ignore[untyped-decorator]  # faust's timer is @no_type_check
     async def sample_throughput() -> None:
         recent.sample()
 
-    @app.timer(interval=LAG_INTERVAL)
+    @app.timer(interval=LAG_INTERVAL)  # type: ignore[untyped-decorator]
     async def measure_consumer_lag() -> None:
         try:
             await update_consumer_lag(app, settings.topic_matches, recent.next_offsets)
         except (KafkaError, faust.exceptions.ConsumerNotStarted) as exc:  # rebalancing; next tick
             log.debug("consumer lag not measured: %r", exc)
 
-    @app.on_partitions_assigned.connect
+    @app.on_partitions_assigned.connect  # type: ignore[arg-type]  # mode's handler type fits no function
     async def forget_offsets(app: faust.App, assigned: set[TP], **kwargs: Any) -> None:
         recent.forget(assigned)
 
