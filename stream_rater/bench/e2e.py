@@ -30,10 +30,10 @@ from typing import Any, TextIO
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream_rater.config.settings import Settings, env_name
+from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_timestamp
 from stream_rater.kafka import bootstrap_servers, publish
-from stream_rater.local.demo import start_worker, stop_process, worker_env
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, worker_env
 from stream_rater.waiting import wait_until_async
 
 
@@ -238,33 +238,24 @@ def run(
     results = []
     with LocalRuntime(topics=topics) as runtime:
         for label, kind in pipelines.items():
-            tag = names[kind]
-            settings = Settings(
+            settings = tagged_settings(
+                names[kind],
                 broker=runtime.broker_url,
                 redis_url=runtime.redis_url,
                 web_port=free_port(),
                 partitions=partitions,
-                topic_matches=f"matches-{tag}",
-                topic_updates=f"updates-{tag}",
-                topic_dlq=f"dlq-{tag}",
-                topic_corrections=f"corrections-{tag}",
-                consumer_group=f"bench-{tag}",
-                session_timeout=3.0,
             )
-            extra = {
-                env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")
-            }
             started: list[subprocess.Popen[bytes]] = []
 
-            def start(kind: str = kind, settings: Settings = settings, extra: dict[str, str] = extra) -> int:
+            def start(kind: str = kind, settings: Settings = settings) -> int:
                 log = (Path(runtime.log_dir or ".") / f"{kind}.log").open("w")
                 if kind == "worker":
-                    started.append(start_worker(settings, extra, log))  # noqa: B023
+                    started.append(start_worker(settings, {}, log))  # noqa: B023
                 else:
                     started.append(  # noqa: B023
                         subprocess.Popen(
                             [sys.executable, "-m", "stream_rater.bench.passthrough"],
-                            env=worker_env(settings, extra),
+                            env=worker_env(settings, {}),
                             stdout=log,
                             stderr=subprocess.STDOUT,
                         )

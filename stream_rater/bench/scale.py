@@ -42,9 +42,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stream_rater.bench.e2e import _cpu_seconds, _matches
 from stream_rater.config.ladders import Ladders, load_ladders
-from stream_rater.config.settings import Settings, env_name
+from stream_rater.config.settings import Settings
 from stream_rater.kafka import home_partition, publish, read_log
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.offline.verify import compare, ladder_history
 from stream_rater.store import StateStore, open_store
@@ -166,20 +166,10 @@ def _one_run(
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": partitions for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, redis_cluster=3 if store == "cluster" else 0) as runtime:
-        settings = Settings(
-            broker=runtime.broker_url,
-            redis_url=runtime.redis_url,
-            partitions=partitions,
-            topic_matches=f"matches-{tag}",
-            topic_updates=f"updates-{tag}",
-            topic_dlq=f"dlq-{tag}",
-            consumer_group=f"scale-{tag}",
-            session_timeout=3.0,
+        settings = tagged_settings(
+            tag, broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=partitions
         )
-        env = {
-            **{env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")},
-            **{"STREAM_RATER_LADDER_" + name.upper().replace("-", "_"): "trueskill" for name in names},
-        }
+        env = ladders_env(names)
         ports = [free_port() for _ in range(count)]
         started = []
         try:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -47,21 +47,48 @@ def default_data_file() -> Path:
     return Path(__file__).parents[1] / "data" / "international_football_results.csv.gz"
 
 
+#: The settings a worker child process is given (the others are its defaults, or `extra`).
+WORKER_FIELDS = (
+    "broker",
+    "redis_url",
+    "web_port",
+    "partitions",
+    "batch_size",
+    "session_timeout",
+    "consumer_group",
+    "topic_matches",
+    "topic_updates",
+    "topic_dlq",
+    "topic_corrections",
+)
+
+
 def worker_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a worker subprocess configured by `settings`."""
+    """The environment of a worker subprocess configured by `settings`, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
-    env.update(
-        {
-            env_name("broker"): settings.broker,
-            env_name("redis_url"): settings.redis_url,
-            env_name("web_port"): str(settings.web_port),
-            env_name("partitions"): str(settings.partitions),
-            env_name("session_timeout"): str(settings.session_timeout),
-            env_name("consumer_group"): settings.consumer_group,
-        }
-    )
+    env.update({env_name(field): str(getattr(settings, field)) for field in WORKER_FIELDS})
     env.update(extra)
     return env
+
+
+def ladders_env(names: Iterable[str], model: str = "trueskill") -> dict[str, str]:
+    """The environment variables that configure each of the ladders `names` with `model`."""
+    return {"STREAM_RATER_LADDER_" + name.upper().replace("-", "_"): model for name in names}
+
+
+def tagged_settings(tag: str, **fields: Any) -> Settings:
+    """Settings whose topics and consumer group are named after `tag`, so that a test or a
+    benchmark run shares none with another on the same broker, and whose short session
+    timeout makes group joins quick; `fields` set the others."""
+    tagged: dict[str, Any] = {
+        "topic_matches": f"matches-{tag}",
+        "topic_updates": f"updates-{tag}",
+        "topic_dlq": f"dlq-{tag}",
+        "topic_corrections": f"corrections-{tag}",
+        "consumer_group": f"group-{tag}",
+        "session_timeout": 3.0,
+    }
+    return Settings(**{**tagged, **fields})
 
 
 def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) -> subprocess.Popen[bytes]:

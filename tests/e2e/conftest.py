@@ -20,7 +20,7 @@ from streams import Stream, spread_ladders
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import create_topics, publish
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
 
 PARTITIONS = 2
@@ -126,7 +126,7 @@ def web_worker(
         consumer_group=unique_name,
         session_timeout=3.0,
     )
-    env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+    env = worker_test_env([ladder], tmp_path / "faust-data")
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
         worker = RunningWorker(settings, ladder, start_worker(settings, env, log), log_path)
@@ -148,17 +148,8 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
 
     def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
         name = uuid.uuid4().hex[:10]
-        settings = Settings(
-            broker=broker_url,
-            redis_url=redis_url,
-            partitions=partitions,
-            batch_size=batch_size,
-            topic_matches=f"matches-{name}",
-            topic_updates=f"updates-{name}",
-            topic_dlq=f"dlq-{name}",
-            topic_corrections=f"corrections-{name}",
-            consumer_group=f"group-{name}",
-            session_timeout=3.0,
+        settings = tagged_settings(
+            name, broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size
         )
         if create:
             asyncio.run(create_topics(broker_url, settings.topics()))

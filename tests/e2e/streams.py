@@ -53,9 +53,7 @@ class Stream:
         """A new ready worker of this test's consumer group."""
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
-        process = start_worker(
-            settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log
-        )
+        process = start_worker(settings, worker_test_env(self.names, self.tmp / "faust-data"), log)
         self.workers.append(process)
         self.web_ports.append(settings.web_port)
         wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)

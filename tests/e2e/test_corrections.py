@@ -21,7 +21,7 @@ from streams import Stream, read_topic, replay_events
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.kafka import bootstrap_servers
-from stream_rater.local.demo import default_data_file, football_events, stop_process
+from stream_rater.local.demo import default_data_file, football_events, ladders_env, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +64,7 @@ def correct(stream: Stream, command: str, *args: str, lease: float = 10.0) -> su
 
 
 def ladder_env(stream: Stream) -> dict[str, str]:
-    return {"STREAM_RATER_LADDER_" + stream.ladder.upper().replace("-", "_"): "trueskill"}
+    return ladders_env([stream.ladder])
 
 
 def publishing(stream: Stream, events: list[dict], rate: float) -> threading.Thread:

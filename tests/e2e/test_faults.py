@@ -25,7 +25,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.kafka import committed_offsets, create_topics, publish, read_log
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port, redis_server_binary, wait_for_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
@@ -133,18 +133,7 @@ def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_
 def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings]:
     """A fresh ladder name and settings with its own one-partition topics (created) and group."""
     name = uuid.uuid4().hex[:10]
-    settings = Settings(
-        broker=broker_url,
-        redis_url=redis_url,
-        partitions=1,
-        batch_size=200,
-        topic_matches=f"matches-{name}",
-        topic_updates=f"updates-{name}",
-        topic_dlq=f"dlq-{name}",
-        topic_corrections=f"corrections-{name}",
-        consumer_group=f"group-{name}",
-        session_timeout=3.0,
-    )
+    settings = tagged_settings(name, broker=broker_url, redis_url=redis_url, partitions=1, batch_size=200)
     asyncio.run(create_topics(broker_url, settings.topics()))
     return f"l-{name}", settings
 
@@ -160,7 +149,7 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     with `replay --from-topic` the worker goes on, and every state equals a replay of all the
     matches published."""
     ladder, settings = one_partition_stream(broker_url, volatile_redis.url)
-    env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+    env = worker_test_env([ladder], tmp_path / "faust-data")
     rng = random.Random(7)
     players = [f"p{i}" for i in range(40)]
     matches = [
@@ -244,19 +233,10 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
     ladder = f"g-{name}"
     topics = {f"{t}-{name}": 2 for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, workdir=tmp_path / "runtime") as runtime:
-        settings = Settings(
-            broker=runtime.broker_url,
-            redis_url=runtime.redis_url,
-            partitions=2,
-            batch_size=100,
-            topic_matches=f"matches-{name}",
-            topic_updates=f"updates-{name}",
-            topic_dlq=f"dlq-{name}",
-            topic_corrections=f"corrections-{name}",
-            consumer_group=f"group-{name}",
-            session_timeout=3.0,
+        settings = tagged_settings(
+            name, broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=2, batch_size=100
         )
-        env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+        env = worker_test_env([ladder], tmp_path / "faust-data")
         rng = random.Random(11)
         players = [f"p{i}" for i in range(60)]
         matches = [
@@ -332,7 +312,7 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(
     port = free_port()
     worker = start_worker(
         replace(settings, web_port=port),
-        worker_test_env(settings, [ladder], tmp_path / "fd"),
+        worker_test_env([ladder], tmp_path / "fd"),
         (tmp_path / "worker.log").open("w"),
     )
     try:

@@ -18,7 +18,7 @@ from helpers import cli, wait_for
 from streams import Stream, exact, read_topic, replay_events
 
 from stream_rater.kafka import bootstrap_servers, home_partition
-from stream_rater.local.demo import stop_process
+from stream_rater.local.demo import ladders_env, stop_process
 from stream_rater.store import PlayerState
 
 pytestmark = pytest.mark.e2e
@@ -113,7 +113,7 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
     assert_equals_replay(stream, matches, stream.updates(expected=2 * len(matches)))
 
     s = stream.settings
-    env = {"STREAM_RATER_LADDER_" + n.upper().replace("-", "_"): "trueskill" for n in stream.names}
+    env = ladders_env(stream.names)
     topic_flags = ["--broker", s.broker, "--topic-matches", s.topic_matches]
     for name in stream.names:
         ok = cli(
