@@ -1,6 +1,6 @@
-"""What many test files share: 1-vs-1 match events, running the CLI, waiting for a condition,
-reading a topic until enough has arrived, a ladder's stored players. Import it as ``from helpers import ...`` (pytest
-puts ``tests/`` on the path for its conftest)."""
+"""What many test files share: 1-vs-1 match events, a rating-changed event, running the CLI,
+waiting for a condition, reading a topic until enough has arrived, a ladder's stored players.
+Import it as ``from helpers import ...`` (pytest puts ``tests/`` on the path for its conftest)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,22 @@ _T = TypeVar("_T")
 
 #: `finished_at` of the events `duel` makes unless told otherwise (epoch seconds, Nov 2023).
 FINISHED_AT = 1_700_000_000.0
+
+#: A valid rating-changed event (wire form).
+RATING_CHANGED: dict[str, Any] = {
+    "event_id": "h2-281884:p1",
+    "match_id": "h2-281884",
+    "ladder": "halo2-ffa",
+    "player_id": "p1",
+    "model": "trueskill",
+    "before": {"mu": 25.0, "sigma": 8.333},
+    "after": {"mu": 27.6, "sigma": 7.2},
+    "rating": 6.0,
+    "delta": 2.6,
+    "games": 1,
+    "finished_at": "2004-08-06T18:13:50Z",
+    "processed_at": "2004-08-06T18:13:51.25Z",
+}
 
 
 def duel(
