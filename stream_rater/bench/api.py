@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,8 +23,8 @@ import aiohttp
 from stream_rater.bench.e2e import _cpu_seconds
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
-from stream_rater.local.demo import stop_process, wait_ready
-from stream_rater.local.runtime import LocalRuntime, free_port
+from stream_rater.local.demo import serving
+from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.store import open_store
@@ -37,7 +36,7 @@ PLAYERS = [f"p{i}" for i in range(1000)]
 def _shapes(rng: random.Random) -> dict[str, tuple[str, Any]]:
     """Query name → (route, a function making one request body)."""
 
-    def teams(sizes: list[int]) -> dict:
+    def teams(sizes: list[int]) -> dict[str, Any]:
         chosen = rng.sample(PLAYERS, sum(sizes))
         out, start = [], 0
         for size in sizes:
@@ -105,25 +104,7 @@ def run(rate: float = 1000.0, seconds: float = 10.0, out: TextIO = sys.stdout) -
         asyncio.run(_seed(runtime.redis_url))
         ladders = Path(tmp) / "ladders.toml"
         ladders.write_text(f'[ladders.{LADDER}]\nmodel = "trueskill"\n')
-        port = free_port()
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "stream_rater",
-                "serve",
-                "--store",
-                runtime.redis_url,
-                "--web-port",
-                str(port),
-                "--ladders-file",
-                str(ladders),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
+        with serving(runtime.redis_url, ladders) as server:
             print(
                 f"read API, `stream-rater serve` on local Redis (1,000 players), open loop at {rate:,.0f} "
                 f"requests/s for {seconds:g} s per query ({os.cpu_count()} cores shared with the load "
@@ -135,17 +116,15 @@ def run(rate: float = 1000.0, seconds: float = 10.0, out: TextIO = sys.stdout) -
                 file=out,
             )
             for name, (route, body) in _shapes(random.Random(2)).items():
-                cpu = _cpu_seconds(server.pid)
+                cpu = _cpu_seconds(server.process.pid)
                 started = time.perf_counter()
                 answered, latencies, errors = asyncio.run(
-                    _load(f"http://127.0.0.1:{port}/api/ladders/{LADDER}/{route}", body, rate, seconds)
+                    _load(f"{server.url}/api/ladders/{LADDER}/{route}", body, rate, seconds)
                 )
                 wall = time.perf_counter() - started
-                cores = (_cpu_seconds(server.pid) - cpu) / wall
+                cores = (_cpu_seconds(server.process.pid) - cpu) / wall
                 print(
                     f"{name:<24}{answered / wall:>12,.0f}{1000 * latencies[len(latencies) // 2]:>9.2f}"
                     f"{1000 * latencies[int(len(latencies) * 0.99)]:>9.2f}{errors:>8}{cores:>11.2f}c",
                     file=out,
                 )
-        finally:
-            stop_process(server)

@@ -127,7 +127,9 @@ async def measure(
     produced: list[int] = []
 
     def on_result(result: MatchResult) -> None:
-        produced.extend(len(k) + len(v) for _, k, v, _ in (update_record("u", e) for e in result.events))
+        produced.extend(
+            len(k or b"") + len(v) for _, k, v, _ in (update_record("u", e) for e in result.events)
+        )
 
     client = store.client
     try:
@@ -172,7 +174,7 @@ async def measure(
         history_encoding=_text(replies[-1]),
         leaderboard_entry=lb_bytes / members,
         leaderboard_encoding=_text(lb_encoding),
-        match_record=_mean([len(r[1]) + len(r[2]) for r in (match_record("m", e) for e in events)]),
+        match_record=_mean([len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in events)]),
         update_record=_mean(produced),
         used_per_match=used / len(matches),
     )

@@ -25,15 +25,16 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from stream_rater.config.settings import Settings, env_name
+from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_timestamp
 from stream_rater.kafka import bootstrap_servers, publish
-from stream_rater.local.demo import start_worker, stop_process, worker_env
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, worker_env
+from stream_rater.waiting import wait_until_async
 
 
 @dataclass
@@ -70,7 +71,7 @@ def _matches(
     rng: random.Random,
     at: Callable[[], float],
     ladders: Sequence[str] = (),
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """`n` 1-vs-1 matches between random players of `players`; with `ladders`, the i-th match
     is on ``ladders[i % len(ladders)]`` (each ladder its own pool of players), else on the
     default ladder."""
@@ -98,7 +99,7 @@ class _Outputs:
         self.timestamps: list[int] = []
         self.follow_matches = False
         self.arrived: dict[str, tuple[float, float]] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.consumer = AIOKafkaConsumer(
@@ -123,17 +124,6 @@ class _Outputs:
                     event = orjson.loads(record.value)
                     if event["match_id"] not in self.arrived:
                         self.arrived[event["match_id"]] = (now, parse_timestamp(event["finished_at"]))
-
-    async def wait(
-        self, done: Callable[[], bool], what: str, timeout: float, tick: Callable[[], None]
-    ) -> None:
-        """Until `done()`, calling `tick()` every 50 ms."""
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no {what} after {timeout:.0f} s")
-            tick()
-            await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -176,9 +166,13 @@ async def _measure(
             cpu.append((now, _cpu_seconds(pid)))
             services_cpu.append((now, sum(map(_cpu_seconds, services))))
 
-        await outputs.wait(
-            lambda: len(outputs.timestamps) >= n * per_match, "output of the backlog", 600, sample
-        )
+        async def backlog_rated() -> bool:
+            if len(outputs.timestamps) >= n * per_match:
+                return True
+            sample()
+            return False
+
+        await wait_until_async(backlog_rated, "the output of the backlog", 600)
         sample()
         # The middle 90 % of the outputs, by the time the pipeline produced them: no start-up
         # (group join, first fetch) and no tail.
@@ -198,18 +192,17 @@ async def _measure(
 
         steady = _matches("steady-", latency_n, 1000, rng, lambda: 0.0)
 
-        def stamped() -> Iterator[dict]:
+        def stamped() -> Iterator[dict[str, Any]]:
             for match in steady:
                 yield {**match, "finished_at": time.time()}
 
         outputs.follow_matches = True
         await publish(stamped(), settings, rate=rate, linger=0.0)  # latency counts from each match's due time
-        await outputs.wait(
-            lambda: all(m["match_id"] in outputs.arrived for m in steady),
-            "output of the steady phase",
-            300,
-            lambda: None,
-        )
+
+        async def steady_rated() -> bool:
+            return all(m["match_id"] in outputs.arrived for m in steady)
+
+        await wait_until_async(steady_rated, "the output of the steady phase", 300)
         latencies = sorted(
             outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady
         )
@@ -245,33 +238,24 @@ def run(
     results = []
     with LocalRuntime(topics=topics) as runtime:
         for label, kind in pipelines.items():
-            tag = names[kind]
-            settings = Settings(
+            settings = tagged_settings(
+                names[kind],
                 broker=runtime.broker_url,
                 redis_url=runtime.redis_url,
                 web_port=free_port(),
                 partitions=partitions,
-                topic_matches=f"matches-{tag}",
-                topic_updates=f"updates-{tag}",
-                topic_dlq=f"dlq-{tag}",
-                topic_corrections=f"corrections-{tag}",
-                consumer_group=f"bench-{tag}",
-                session_timeout=3.0,
             )
-            extra = {
-                env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")
-            }
-            started: list[subprocess.Popen] = []
+            started: list[subprocess.Popen[bytes]] = []
 
-            def start(kind: str = kind, settings: Settings = settings, extra: dict = extra) -> int:
+            def start(kind: str = kind, settings: Settings = settings) -> int:
                 log = (Path(runtime.log_dir or ".") / f"{kind}.log").open("w")
                 if kind == "worker":
-                    started.append(start_worker(settings, extra, log))  # noqa: B023
+                    started.append(start_worker(settings, {}, log))  # noqa: B023
                 else:
                     started.append(  # noqa: B023
                         subprocess.Popen(
                             [sys.executable, "-m", "stream_rater.bench.passthrough"],
-                            env=worker_env(settings, extra),
+                            env=worker_env(settings, {}),
                             stdout=log,
                             stderr=subprocess.STDOUT,
                         )

@@ -73,7 +73,8 @@ def _contenders(
     else:
         model = PlackettLuce()
         os_teams = [[model.rating(mu=mu, sigma=sigma) for mu, sigma in team] for team in priors]
-        calls["openskill"] = lambda: model.rate(os_teams, ranks=ranks)
+        os_ranks = [float(rank) for rank in ranks]
+        calls["openskill"] = lambda: model.rate(os_teams, ranks=os_ranks)
     return calls
 
 

@@ -8,6 +8,7 @@ variables; it copies the matches topic to the updates topic.
 from __future__ import annotations
 
 import tempfile
+from typing import Any
 
 import faust
 
@@ -34,7 +35,7 @@ def create_passthrough(settings: Settings) -> faust.App:
     updates = app.topic(settings.topic_updates, partitions=settings.partitions)
 
     @app.agent(matches)
-    async def copy(stream: faust.StreamT) -> None:
+    async def copy(stream: faust.StreamT[Any]) -> None:
         async for event in stream.events():
             await updates.send(key=event.key, value=event.value)
 

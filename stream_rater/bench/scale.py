@@ -36,18 +36,19 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from stream_rater.bench.e2e import _cpu_seconds, _matches
 from stream_rater.config.ladders import Ladders, load_ladders
-from stream_rater.config.settings import Settings, env_name
+from stream_rater.config.settings import Settings
 from stream_rater.kafka import home_partition, ladder_history, publish, read_log
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.offline.verify import compare
 from stream_rater.store import StateStore, open_store
+from stream_rater.waiting import wait_until_async
 
 STORES = ("single", "cluster")
 #: Players per ladder in the synthetic matches.
@@ -101,7 +102,7 @@ class ScaleRun:
         """`cpu_seconds` used during the run as cores kept busy on average."""
         return cpu_seconds / self.seconds
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **asdict(self),
             "matches_per_s": self.matches_per_s,
@@ -158,25 +159,17 @@ def run(
     return runs
 
 
-def _one_run(store: str, count: int, partitions: int, names: list[str], events: list[dict]) -> ScaleRun:
+def _one_run(
+    store: str, count: int, partitions: int, names: list[str], events: list[dict[str, Any]]
+) -> ScaleRun:
     """One store and worker count on its own runtime, topics and consumer group."""
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": partitions for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, redis_cluster=3 if store == "cluster" else 0) as runtime:
-        settings = Settings(
-            broker=runtime.broker_url,
-            redis_url=runtime.redis_url,
-            partitions=partitions,
-            topic_matches=f"matches-{tag}",
-            topic_updates=f"updates-{tag}",
-            topic_dlq=f"dlq-{tag}",
-            consumer_group=f"scale-{tag}",
-            session_timeout=3.0,
+        settings = tagged_settings(
+            tag, broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=partitions
         )
-        env = {
-            **{env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")},
-            **{"STREAM_RATER_LADDER_" + name.upper().replace("-", "_"): "trueskill" for name in names},
-        }
+        env = ladders_env(names)
         ports = [free_port() for _ in range(count)]
         started = []
         try:
@@ -203,13 +196,15 @@ def _one_run(store: str, count: int, partitions: int, names: list[str], events: 
     return result
 
 
-def _get(port: int, path: str) -> dict:
+def _get(port: int, path: str) -> dict[str, Any]:
     """A worker's JSON answer to ``GET path`` (also a 503 readiness answer)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return json.loads(response.read())
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
     except urllib.error.HTTPError as exc:
-        return json.loads(exc.read())
+        error: dict[str, Any] = json.loads(exc.read())
+        return error
 
 
 def _batches(port: int) -> tuple[int, int, float]:
@@ -232,16 +227,21 @@ def _batches(port: int) -> tuple[int, int, float]:
 
 async def _settled(ports: list[int], partitions: int, timeout: float = 120.0) -> list[list[int]]:
     """Each worker's partitions once every partition belongs to exactly one ready worker."""
-    deadline = time.monotonic() + timeout
-    while True:
+    owned: list[list[int]] = []
+
+    async def settled() -> list[list[int]] | None:
         ready = [await asyncio.to_thread(_get, port, "/readyz") for port in ports]
-        owned = [answer.get("partitions", []) for answer in ready]
+        owned[:] = [answer.get("partitions", []) for answer in ready]
         every = sorted(p for mine in owned for p in mine)
-        if all(answer.get("ready") for answer in ready) and every == list(range(partitions)):
-            return owned
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the consumer group did not settle in {timeout:.0f} s: partitions {owned}")
-        await asyncio.sleep(0.1)
+        return (
+            owned
+            if all(answer.get("ready") for answer in ready) and every == list(range(partitions))
+            else None
+        )
+
+    return await wait_until_async(
+        settled, lambda: f"the consumer group to settle: partitions {owned}", timeout, interval=0.1
+    )
 
 
 async def _applied(store: StateStore, names: list[str]) -> int:
@@ -256,7 +256,7 @@ async def _measure(
     ports: list[int],
     services: dict[str, int],
     names: list[str],
-    events: list[dict],
+    events: list[dict[str, Any]],
     ladders: Ladders,
 ) -> ScaleRun:
     """Publish the backlog to the settled group and follow it until every match is applied;
@@ -269,26 +269,32 @@ async def _measure(
         progress = _Progress(ports)
         started = time.perf_counter()
         publisher = asyncio.ensure_future(publish(events, settings))
-        while await _applied(store, names) < len(events):
-            if publisher.done() and publisher.exception():
-                raise publisher.exception()
-            if time.perf_counter() - started > 600:
-                raise TimeoutError(
-                    f"{await _applied(store, names)} of {len(events)} matches applied after 600 s"
-                )
+        applied = 0
+
+        async def all_applied() -> bool:
+            nonlocal applied
+            if publisher.done() and (failed := publisher.exception()):
+                raise failed
+            applied = await _applied(store, names)
+            if applied >= len(events):
+                return True
             await progress.sample(time.perf_counter() - started)
-            await asyncio.sleep(0.05)
+            return False
+
+        async def all_counted() -> bool:  # the workers' counters follow their commits
+            await progress.sample(time.perf_counter() - started)
+            return sum(progress.applied()) >= len(events)
+
+        await wait_until_async(all_applied, lambda: f"all {len(events)} matches applied, {applied} are", 600)
         seconds = time.perf_counter() - started
         used = {pid: _cpu_seconds(pid) - before for pid, before in cpu.items()}
         own = time.process_time() - own_cpu
         await publisher
-        while sum(progress.applied()) < len(events):  # the workers' counters follow their commits
-            if time.perf_counter() - started > seconds + 30:
-                raise TimeoutError(
-                    f"the workers count {sum(progress.applied())} matches applied, not {len(events)}"
-                )
-            await asyncio.sleep(0.05)
-            await progress.sample(time.perf_counter() - started)
+        await wait_until_async(
+            all_counted,
+            lambda: f"the workers to count {len(events)} matches applied, not {sum(progress.applied())}",
+            30,
+        )
         shares = [
             WorkerShare(partitions, applied, busy, used[pid], *await asyncio.to_thread(_batches, port))
             for partitions, applied, busy, pid, port in zip(

@@ -19,12 +19,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from stream_rater.bench.e2e import _Outputs, _rss_mb
-from stream_rater.config.settings import Settings, env_name
+from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
 
 
@@ -46,21 +46,11 @@ def run(
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": 1 for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics) as runtime:
-        settings = Settings(
-            broker=runtime.broker_url,
-            redis_url=runtime.redis_url,
-            web_port=free_port(),
-            partitions=1,
-            topic_matches=f"matches-{tag}",
-            topic_updates=f"updates-{tag}",
-            topic_dlq=f"dlq-{tag}",
-            topic_corrections=f"corrections-{tag}",
-            consumer_group=f"soak-{tag}",
-            session_timeout=3.0,
+        settings = tagged_settings(
+            tag, broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port(), partitions=1
         )
-        extra = {env_name(f): getattr(settings, f) for f in ("topic_matches", "topic_updates", "topic_dlq")}
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
-        worker = start_worker(settings, extra, log)
+        worker = start_worker(settings, {}, log)
         try:
             wait_ready(worker, f"http://127.0.0.1:{settings.web_port}/readyz")
             windows = asyncio.run(_soak(settings, worker.pid, minutes * 60, rate, interval, out))
@@ -83,7 +73,7 @@ async def _soak(
 
     players = [f"p{i}" for i in range(10_000)]
 
-    def stamped() -> Iterator[dict]:
+    def stamped() -> Iterator[dict[str, Any]]:
         for n in itertools.count():
             now = time.time()
             if now >= deadline:

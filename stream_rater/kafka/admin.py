@@ -3,8 +3,6 @@ list a topic's partitions, read a consumer group's committed offsets."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,6 +12,7 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.security import bootstrap_servers, client_options
+from stream_rater.waiting import wait_until_async
 
 
 class TopicError(RuntimeError):
@@ -67,35 +66,36 @@ async def create_topics(
 
 async def _await_partitions(admin: AIOKafkaAdminClient, topics: Mapping[str, int], timeout: float) -> None:
     """Poll the metadata until every topic reports its expected partition count."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(list(topics))}
+    found: dict[str, int] = {}
+
+    async def all_visible() -> bool:
+        found.clear()
+        found.update({t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(list(topics))})
         wrong = {n: found[n] for n, p in topics.items() if n in found and found[n] not in (0, p)}
         if wrong:
             raise TopicError(
                 "topics exist with other partition counts: "
                 + ", ".join(f"{n} has {c}, wanted {topics[n]}" for n, c in wrong.items())
             )
-        if all(found.get(n) == p for n, p in topics.items()):
-            return
-        if time.monotonic() >= deadline:
-            raise TopicError(f"topics not visible after {timeout}s: {found}")
-        await asyncio.sleep(0.05)
+        return all(found.get(n) == p for n, p in topics.items())
+
+    await wait_until_async(
+        all_visible, lambda: f"the topics {dict(topics)}, found {found}", timeout, error=TopicError
+    )
 
 
 async def topic_partitions(
     consumer: AIOKafkaConsumer, topic: str, timeout: float = 30.0
 ) -> list[TopicPartition]:
     """`topic`'s partitions, waiting up to `timeout` seconds for the metadata to show it."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    async def partitions() -> set[int] | None:
         await consumer.topics()
-        found = consumer.partitions_for_topic(topic)
-        if found:
-            return [TopicPartition(topic, p) for p in sorted(found)]
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {topic!r} not found on the broker")
-        await asyncio.sleep(0.1)
+        found: set[int] | None = consumer.partitions_for_topic(topic)
+        return found
+
+    found = await wait_until_async(partitions, f"topic {topic!r} on the broker", timeout, interval=0.1)
+    return [TopicPartition(topic, p) for p in sorted(found)]
 
 
 async def committed_offsets(settings: Settings, topic: str, partitions: Iterable[int]) -> dict[int, int]:

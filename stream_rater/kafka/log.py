@@ -4,7 +4,6 @@ verify, re-rates, dead letters), and rating-changed events for subscribers."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.admin import topic_partitions
 from stream_rater.kafka.security import client_options
+from stream_rater.waiting import wait_until_async
 
 
 async def subscribe(
@@ -126,22 +126,25 @@ class LogReader:
     async def read(self, timeout: float = 300.0) -> list[LogRecord]:
         """The records appended since the previous read (from the start the first time).
         Raises `TimeoutError` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
         consumer = self._consumer
         ends = await consumer.end_offsets(self._partitions)
         pending = {tp for tp in self._partitions if await consumer.position(tp) < ends[tp]}
         out: list[LogRecord] = []
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {self.topic!r} took longer than {timeout:.0f} s")
-            for tp, records in (await consumer.getmany(*pending, timeout_ms=1000)).items():
-                out += [
-                    LogRecord(
-                        tp.partition, r.offset, r.timestamp, r.key, r.value or b"", tuple(r.headers or ())
+
+        async def drained() -> bool:
+            nonlocal pending
+            if pending:
+                for tp, records in (await consumer.getmany(*pending, timeout_ms=1000)).items():
+                    out.extend(
+                        LogRecord(
+                            tp.partition, r.offset, r.timestamp, r.key, r.value or b"", tuple(r.headers or ())
+                        )
+                        for r in records
                     )
-                    for r in records
-                ]
-            pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
+                pending = {tp for tp in pending if await consumer.position(tp) < ends[tp]}
+            return not pending
+
+        await wait_until_async(drained, f"the end of {self.topic!r}", timeout, interval=0)
         out.sort(key=lambda r: (r.partition, r.offset))
         return out
 

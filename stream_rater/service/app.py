@@ -117,7 +117,7 @@ def create_app(
     app.rating_ladders = ladders  # type: ignore[attr-defined]
 
     @app.agent(matches, concurrency=1)
-    async def rate(stream: faust.StreamT) -> None:
+    async def rate(stream: faust.StreamT[Any]) -> None:
         # faust subscribes `matches` for this agent and runs it, but the records arrive a
         # fetched batch at a time through `batches`, not as `stream`'s per-message events.
         # `BatchPipeline` overlaps batches: the next one is taken while this one commits.
@@ -142,13 +142,11 @@ def create_app(
         ),
     )
 
-    @app.task
-    async def correct() -> None:
-        # Its own consumer group, not an agent: see service/corrections.py.
-        await corrections.consume()
+    # Its own consumer group, not an agent: see service/corrections.py.
+    app.task(corrections.consume)
 
-    @app.on_before_shutdown.connect
-    async def _flag_stopping(app: faust.App, **kwargs: Any) -> None:
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's handler type fits no function
+    async def _flag_stopping(app: faust.App, *args: Any, **kwargs: Any) -> None:
         stopping.set()
 
     return app

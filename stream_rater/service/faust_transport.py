@@ -31,17 +31,20 @@ latency at 500/s to about 0.5 s; `App.fetch_max_wait` sets it (0.05 s: p50 about
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
 
 import faust
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import TP, Message
+from faust.types import TP, AppT, Message
 from faust.types.transports import TransportT
+
+from stream_rater.service.order_watch import Message as Consumed
 
 #: Records delivered between two yields to the event loop (faust's own value).
 YIELD_EVERY = 100
@@ -133,7 +136,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         the next rebalance. Finding the same offsets missing twice in a row is a real gap
         (offsets without records at the log's end), counted as faust counts gaps.
         """
-        buffers: dict[str, BatchBuffer] = self.app.batch_buffers
+        buffers = _our_app(self.app).batch_buffers
         for tp in self.assignment():
             expected = self._next_offset.get(tp)
             if tp.topic not in buffers or expected is None:
@@ -177,7 +180,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         """Hand one fetched batch on: records of a topic with a `BatchBuffer` to the buffer in
         one step, any other record to the conductor, message by message, as faust does."""
         read_offset = self._read_offset
-        buffers: dict[str, BatchBuffer] = self.app.batch_buffers
+        buffers = _our_app(self.app).batch_buffers
         batched: dict[str, list[Message]] = {}
         rewound: set[TP] = set()
         since_yield = 0
@@ -218,7 +221,7 @@ def aiokafka_producer(app: faust.App) -> AIOKafkaProducer:
 
     faust's Producer only offers per-record sends and no metadata request; the worker sends
     whole batches (`kafka.send_batched`) and readiness asks the broker for metadata."""
-    return app.producer._ensure_producer()
+    return cast(faust_aiokafka.Producer, app.producer)._ensure_producer()
 
 
 async def broker_answers(app: faust.App, timeout: float) -> bool:
@@ -244,7 +247,7 @@ class BatchBuffer:
         self._records: deque[Message] = deque()
         self._added = asyncio.Event()
         self._removed = asyncio.Event()
-        app.flow_control.manage_queue(self)
+        app.flow_control.manage_queue(self)  # type: ignore[arg-type]  # faust only calls clear()
 
     def clear(self) -> None:
         """Drop every record not taken yet (faust's flow control calls this)."""
@@ -266,18 +269,16 @@ class BatchBuffer:
         """Up to `max_records` records: waits for the first, then up to `within` seconds
         for more. Records of an earlier consumer generation are dropped unacknowledged; the
         others are tracked until `ack`, like the records of faust's stream events."""
-        records, loop = self._records, asyncio.get_running_loop()
+        records = self._records
         while True:
             while not records:
                 self._added.clear()
                 await self._added.wait()
-            deadline = loop.time() + within
-            while len(records) < max_records and (remaining := deadline - loop.time()) > 0:
-                self._added.clear()
-                try:
-                    await asyncio.wait_for(self._added.wait(), remaining)
-                except TimeoutError:
-                    break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(within):
+                    while len(records) < max_records:
+                        self._added.clear()
+                        await self._added.wait()
             if records:  # unless a rebalance cleared the buffer meanwhile
                 break
         taken = [records.popleft() for _ in range(min(max_records, len(records)))]
@@ -290,11 +291,11 @@ class BatchBuffer:
             unacked.add(message)
         return taken
 
-    def ack(self, messages: list[Message]) -> None:
-        """Acknowledge processed records; faust commits their offsets."""
+    def ack(self, messages: Sequence[Consumed]) -> None:
+        """Acknowledge processed records (ones `take` returned); faust commits their offsets."""
         ack = self.app.consumer.ack
         for message in messages:
-            ack(message)
+            ack(cast(Message, message))
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -303,7 +304,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
         # Read when the consumer starts; faust passes no value of its own through.
-        consumer._fetch_max_wait_ms = int(1000 * self.app.fetch_max_wait)
+        consumer._fetch_max_wait_ms = int(1000 * _our_app(self.app).fetch_max_wait)
         return consumer
 
 
@@ -327,3 +328,8 @@ class App(faust.App):
 
     def _new_transport(self) -> TransportT:
         return Transport(self.conf.broker_consumer, self)
+
+
+def _our_app(app: AppT) -> App:
+    """`app` as the `App` it is (faust's types say any app)."""
+    return cast(App, app)

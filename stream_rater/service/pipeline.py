@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import traceback
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
@@ -28,8 +27,10 @@ from stream_rater.kafka import Record, update_record
 from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message, OrderWatch
+from stream_rater.waiting import backoff
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 #: A dead letter on its way: the consumed record, the reason, extra headers.
@@ -228,13 +229,14 @@ class BatchHandler:
         if outgoing:
             await self.send(outgoing)
 
-    async def _retry(self, what: str, action: Callable[[], Awaitable[Any]]) -> Any:
+    async def _retry(self, what: str, action: Callable[[], Awaitable[_T]]) -> _T:
         """Run `action` until it succeeds; transient errors back off (jittered, capped).
 
         A lost store (`StoreLost`) is waited out the same way — nothing of the batch is
         applied or acknowledged until an operator rebuilds the ladder — and, meanwhile, the
         ladder is in `stopped` (readiness says so), counted, and logged once as an error."""
-        delay = 0.05
+        retry_delays = backoff(0.05, self.max_backoff)
+        lost_delays = backoff(self.max_backoff, self.max_backoff)
         while True:
             try:
                 outcome = await action()
@@ -246,15 +248,15 @@ class BatchHandler:
                 metrics.LADDERS_STOPPED.set(len(self.stopped))
                 if self.stopping():
                     raise WorkerStopping(f"{what}: {exc}") from exc
-                await asyncio.sleep(random.uniform(self.max_backoff / 2, self.max_backoff))
+                await asyncio.sleep(next(lost_delays))
                 continue
             except TRANSIENT_ERRORS as exc:
                 metrics.BATCH_RETRIES.labels(what).inc()
                 if self.stopping():
                     raise WorkerStopping(f"{what} still failing at shutdown: {exc!r}") from exc
+                delay = next(retry_delays)
                 log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
-                await asyncio.sleep(random.uniform(delay / 2, delay))
-                delay = min(self.max_backoff, delay * 2)
+                await asyncio.sleep(delay)
                 continue
             if self.stopped and what == "store":
                 log.warning("ladders %s are applied again", ", ".join(sorted(self.stopped)))
@@ -281,9 +283,9 @@ class BatchPipeline:
         self.handler = handler
         self.ack = ack
         self.depth = depth
-        self._committing: asyncio.Task | None = None
-        self._finishing: asyncio.Task | None = None
-        self._in_hand: deque[asyncio.Task] = deque()
+        self._committing: asyncio.Task[CommittedBatch] | None = None
+        self._finishing: asyncio.Task[None] | None = None
+        self._in_hand: deque[asyncio.Task[None]] = deque()
 
     async def submit(self, messages: Sequence[Message]) -> None:
         """Start on a batch; returns once fewer than `depth` batches are in hand. Cancelling
@@ -306,12 +308,16 @@ class BatchPipeline:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    async def _commit(self, messages: Sequence[Message], previous: asyncio.Task | None) -> CommittedBatch:
+    async def _commit(
+        self, messages: Sequence[Message], previous: asyncio.Task[CommittedBatch] | None
+    ) -> CommittedBatch:
         if previous is not None:
             await previous
         return await self.handler.commit(messages)
 
-    async def _finish(self, committing: asyncio.Task, previous: asyncio.Task | None) -> None:
+    async def _finish(
+        self, committing: asyncio.Task[CommittedBatch], previous: asyncio.Task[None] | None
+    ) -> None:
         committed = await committing
         if previous is not None:
             await previous

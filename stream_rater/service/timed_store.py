@@ -51,7 +51,7 @@ class TimedStore(StateStore):
     async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
         return await self.inner.leaderboard(ladder, top)
 
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict]:
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[dict[str, Any]]:
         return await self.inner.history(ladder, player_id, limit)
 
     async def ladders(self) -> list[str]:
@@ -72,7 +72,7 @@ class TimedStore(StateStore):
         await self.inner.freeze(ladder, owner, ttl)
 
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict]
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[dict[str, Any]]
     ) -> None:
         await self.inner.switch(ladder, owner, staging, live, outbox)
 
@@ -85,20 +85,22 @@ class TimedStore(StateStore):
     async def drop_generation(self, ladder: str, generation: int) -> None:
         await self.inner.drop_generation(ladder, generation)
 
-    async def outbox(self, ladder: str) -> list[dict]:
+    async def outbox(self, ladder: str) -> list[dict[str, Any]]:
         return await self.inner.outbox(ladder)
 
     async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
         return await self.inner.unproduced(ladder, generation, match_ids)
 
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[dict]]) -> None:
+    async def hold_events(
+        self, ladder: str, generation: int, events: Mapping[str, list[dict[str, Any]]]
+    ) -> None:
         await self.inner.hold_events(ladder, generation, events)
 
-    async def voids(self, ladder: str) -> dict[str, dict]:
+    async def voids(self, ladder: str) -> dict[str, dict[str, Any]]:
         return await self.inner.voids(ladder)
 
     async def set_voids(
-        self, ladder: str, add: Mapping[str, dict], remove: Iterable[str], generation: int
+        self, ladder: str, add: Mapping[str, dict[str, Any]], remove: Iterable[str], generation: int
     ) -> None:
         await self.inner.set_voids(ladder, add, remove, generation)
 

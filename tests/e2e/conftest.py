@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -14,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
+from e2e_support import worker_test_env
+from helpers import FINISHED_AT, duel, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from streams import Stream, spread_ladders
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import create_topics, publish
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
 
 PARTITIONS = 2
@@ -76,9 +76,9 @@ class RunningWorker:
             }
         )
 
-    def duel(self, match_id: str, winner: str, loser: str, at: float = DEFAULT_FINISHED_AT) -> dict:
+    def duel(self, match_id: str, winner: str, loser: str, at: float = FINISHED_AT) -> dict:
         """A valid 1-vs-1 match-finished event on this worker's ladder."""
-        return duel(self.ladder, match_id, winner, loser, at=at)
+        return duel(match_id, winner, loser, ladder=self.ladder, at=at)
 
     def publish(self, events: list[dict]) -> None:
         """Send match-finished events to this worker's matches topic."""
@@ -86,15 +86,20 @@ class RunningWorker:
 
     def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
         """Poll `condition` until it holds; fail with the worker's log if it never does."""
-        deadline = time.monotonic() + timeout
-        while not condition():
+
+        def holds() -> bool:
+            if condition():
+                return True
             if self.process.poll() is not None:
                 pytest.fail(
                     f"worker exited ({self.process.returncode}) waiting for {what}:\n{self.log_tail()}"
                 )
-            if time.monotonic() > deadline:
-                pytest.fail(f"no {what} after {timeout:.0f} s; worker log:\n{self.log_tail()}")
-            time.sleep(0.1)
+            return False
+
+        try:
+            wait_for(holds, what, timeout)
+        except TimeoutError as exc:
+            pytest.fail(f"{exc}; worker log:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the worker's log."""
@@ -121,7 +126,7 @@ def web_worker(
         consumer_group=unique_name,
         session_timeout=3.0,
     )
-    env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+    env = worker_test_env([ladder], tmp_path / "faust-data")
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
         worker = RunningWorker(settings, ladder, start_worker(settings, env, log), log_path)
@@ -143,17 +148,8 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
 
     def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
         name = uuid.uuid4().hex[:10]
-        settings = Settings(
-            broker=broker_url,
-            redis_url=redis_url,
-            partitions=partitions,
-            batch_size=batch_size,
-            topic_matches=f"matches-{name}",
-            topic_updates=f"updates-{name}",
-            topic_dlq=f"dlq-{name}",
-            topic_corrections=f"corrections-{name}",
-            consumer_group=f"group-{name}",
-            session_timeout=3.0,
+        settings = tagged_settings(
+            name, broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size
         )
         if create:
             asyncio.run(create_topics(broker_url, settings.topics()))

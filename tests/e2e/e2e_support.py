@@ -1,46 +1,15 @@
-"""What the end-to-end tests share: the environment of a worker subprocess for one test's
-topics and ladder, and 1-vs-1 match events."""
+"""What the end-to-end tests share: the extra environment of a worker subprocess that rates
+one test's ladders."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from stream_rater.config.settings import Settings, env_name
-
-DEFAULT_FINISHED_AT = 1_700_000_000.0
+from stream_rater.local.demo import ladders_env
 
 
-def worker_test_env(settings: Settings, ladders: Sequence[str], datadir: Path) -> dict[str, str]:
-    """Variables (beyond `demo.worker_env`'s) for a worker on `settings`' topics and batch
-    size that rates the TrueSkill `ladders` and keeps faust's data under `datadir`."""
-    return {
-        env_name("topic_matches"): settings.topic_matches,
-        env_name("topic_updates"): settings.topic_updates,
-        env_name("topic_dlq"): settings.topic_dlq,
-        env_name("topic_corrections"): settings.topic_corrections,
-        env_name("batch_size"): str(settings.batch_size),
-        **{"STREAM_RATER_LADDER_" + ladder.upper().replace("-", "_"): "trueskill" for ladder in ladders},
-        "STREAM_RATER_APP_DATADIR": str(datadir),  # faust's own, via its env_prefix
-    }
-
-
-def duel(
-    ladder: str,
-    match_id: str,
-    first: str,
-    second: str,
-    *,
-    second_rank: int = 1,
-    at: float = DEFAULT_FINISHED_AT,
-) -> dict:
-    """A valid match-finished event: `first` beats `second` (a draw with ``second_rank=0``)."""
-    return {
-        "match_id": match_id,
-        "ladder": ladder,
-        "finished_at": at,
-        "teams": [
-            {"rank": 0, "players": [{"id": first}]},
-            {"rank": second_rank, "players": [{"id": second}]},
-        ],
-    }
+def worker_test_env(ladders: Sequence[str], datadir: Path) -> dict[str, str]:
+    """Variables (beyond `demo.worker_env`'s) for a worker that rates the TrueSkill `ladders`
+    and keeps faust's data under `datadir`."""
+    return {**ladders_env(ladders), "STREAM_RATER_APP_DATADIR": str(datadir)}  # faust's own variable

@@ -7,14 +7,14 @@ import asyncio
 import itertools
 import json
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from e2e_support import DEFAULT_FINISHED_AT, duel, worker_test_env
+from e2e_support import worker_test_env
+from helpers import FINISHED_AT, consume_until, duel, stored_players
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
@@ -24,7 +24,6 @@ from stream_rater.local.demo import start_worker, wait_ready
 from stream_rater.local.runtime import free_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
-from stream_rater.store import open_store
 from stream_rater.store.memory import MemoryStore
 
 STARTUP_TIMEOUT = 90.0
@@ -54,9 +53,7 @@ class Stream:
         """A new ready worker of this test's consumer group."""
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
-        process = start_worker(
-            settings, worker_test_env(self.settings, self.names, self.tmp / "faust-data"), log
-        )
+        process = start_worker(settings, worker_test_env(self.names, self.tmp / "faust-data"), log)
         self.workers.append(process)
         self.web_ports.append(settings.web_port)
         wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
@@ -68,10 +65,10 @@ class Stream:
         a: str,
         b: str,
         rank_b: int = 1,
-        at: float = DEFAULT_FINISHED_AT,
+        at: float = FINISHED_AT,
         ladder: str | None = None,
     ) -> dict:
-        return duel(ladder or self.ladder, match_id, a, b, second_rank=rank_b, at=at)
+        return duel(match_id, a, b, ladder=ladder or self.ladder, ranks=(0, rank_b), at=at)
 
     def publish(self, events: list[dict], rate: float | None = None) -> None:
         asyncio.run(publish(events, self.settings, rate=rate))
@@ -82,7 +79,7 @@ class Stream:
         key = key or (lambda record: json.loads(record.value)["event_id"])
         try:
             return asyncio.run(read_topic(self.settings, self.settings.topic_updates, expected, timeout, key))
-        except pytest.fail.Exception as exc:  # say whether the store or the topic fell short
+        except TimeoutError as exc:  # say whether the store or the topic fell short
             alive = sum(w.poll() is None for w in self.workers)
             pytest.fail(
                 f"{exc}; the store shows {self.applied()} matches applied; {alive} of "
@@ -90,14 +87,8 @@ class Stream:
             )
 
     def states(self, ladder: str | None = None) -> dict:
-        async def read() -> dict:
-            store = open_store(self.settings.redis_url)
-            try:
-                return await store.players(ladder or self.ladder)
-            finally:
-                await store.close()
-
-        return asyncio.run(read())
+        """The stored players of `ladder` (default: the stream's first)."""
+        return stored_players(self.settings.redis_url, ladder or self.ladder)
 
     def all_states(self) -> dict[str, dict]:
         """Ladder → its players' stored states."""
@@ -118,16 +109,12 @@ async def read_topic(settings: Settings, topic: str, expected: int, timeout: flo
         partitions = [TopicPartition(topic, p) for p in range(settings.partitions)]
         consumer.assign(partitions)
         await consumer.seek_to_beginning(*partitions)
-        records, seen = [], set()
-        deadline = time.monotonic() + timeout
-        while len(seen) < expected:
-            if time.monotonic() > deadline:
-                pytest.fail(f"only {len(seen)} of {expected} records on {topic} after {timeout:.0f} s")
-            for batch in (await consumer.getmany(timeout_ms=500)).values():
-                for record in batch:
-                    records.append(record)
-                    seen.add(key(record))
-        return records
+        return await consume_until(
+            consumer,
+            lambda records: len({key(r) for r in records}) >= expected,
+            f"{expected} records on {topic}",
+            timeout,
+        )
     finally:
         await consumer.stop()
 

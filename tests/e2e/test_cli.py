@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import helpers
 import pytest
 
 pytestmark = pytest.mark.e2e
@@ -21,32 +20,13 @@ FOOTBALL_HEAD = [
 ]
 
 
-def cli(
-    *args: str, stdin: str | None = None, check: bool = True, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """Run ``python -m stream_rater ARGS`` (with `env` added to the environment) and capture its output."""
-    result = subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env} if env else None,
-    )
-    if check and result.returncode != 0:
-        pytest.fail(f"exit {result.returncode}: {result.stderr}")
-    return result
+#: ``stream-rater ARGS``, failing the test on a non-zero exit unless ``check=False``.
+cli = partial(helpers.cli, check=True)
 
 
 def duel(match_id: str, a: str, b: str, ladder: str = "default") -> str:
-    return json.dumps(
-        {
-            "match_id": match_id,
-            "ladder": ladder,
-            "finished_at": "2024-01-01T00:00:00Z",
-            "teams": [{"rank": 1, "players": [{"id": a}]}, {"rank": 2, "players": [{"id": b}]}],
-        }
-    )
+    """A 1-vs-1 match-finished event as a JSON line."""
+    return json.dumps(helpers.duel(match_id, a, b, ladder=ladder, at="2024-01-01T00:00:00Z"))
 
 
 def test_replay_reports_bad_lines_by_number_and_keeps_going(tmp_path: Path):

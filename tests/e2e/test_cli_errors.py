@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from helpers import cli
 
 from stream_rater.kafka import bootstrap_servers, create_topics
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
@@ -26,12 +25,6 @@ GOOD = json.dumps(
         "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
     }
 )
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture
@@ -114,10 +107,7 @@ def test_a_failure_is_one_line_with_its_exit_code(
 def test_a_command_without_a_store_names_the_flag_and_the_variable(args: list[str]):
     """Neither --store nor STREAM_RATER_REDIS_URL: exit 2, one line naming both, before any
     service is contacted."""
-    env = {k: v for k, v in os.environ.items() if k != "STREAM_RATER_REDIS_URL"}
-    result = subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120, env=env
-    )
+    result = cli(*args, unset=("STREAM_RATER_REDIS_URL",))
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
         f"stream-rater {args[0]}: no store: give --store URL or set STREAM_RATER_REDIS_URL"

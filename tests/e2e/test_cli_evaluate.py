@@ -6,10 +6,10 @@ import gzip
 import itertools
 import json
 import math
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import helpers
 import pytest
 
 from stream_rater.local.demo import default_data_file
@@ -28,14 +28,8 @@ def football(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    """Run ``python -m stream_rater ARGS``; fail the test on a non-zero exit."""
-    result = subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120
-    )
-    if result.returncode != 0:
-        pytest.fail(f"exit {result.returncode}: {result.stderr}")
-    return result
+#: ``stream-rater ARGS``, failing the test on a non-zero exit.
+cli = partial(helpers.cli, check=True)
 
 
 def test_evaluate_prints_metrics_as_json(football: Path) -> None:

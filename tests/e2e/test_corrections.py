@@ -11,18 +11,17 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
-from collections.abc import Callable
 
 import pytest
 import redis
 from aiokafka import AIOKafkaProducer
+from helpers import cli, wait_for
 from streams import Stream, read_topic, replay_events
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.kafka import bootstrap_servers
-from stream_rater.local.demo import default_data_file, football_events, stop_process
+from stream_rater.local.demo import default_data_file, football_events, ladders_env, stop_process
 
 pytestmark = pytest.mark.e2e
 
@@ -41,46 +40,31 @@ def football(stream: Stream, n: int = MATCHES) -> list[dict]:
 
 def correct(stream: Stream, command: str, *args: str, lease: float = 10.0) -> subprocess.CompletedProcess:
     """Run ``stream-rater <command>`` on the stream's ladder, topics and store."""
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stream_rater",
-            command,
-            *args,
-            "--ladder",
-            stream.ladder,
-            "--json",
-            "--store",
-            stream.settings.redis_url,
-            "--broker",
-            stream.settings.broker,
-            "--lease",
-            str(lease),
-            "--topic-matches",
-            stream.settings.topic_matches,
-            "--topic-updates",
-            stream.settings.topic_updates,
-            "--topic-corrections",
-            stream.settings.topic_corrections,
-        ],
-        capture_output=True,
-        text=True,
+    return cli(
+        command,
+        *args,
+        "--ladder",
+        stream.ladder,
+        "--json",
+        "--store",
+        stream.settings.redis_url,
+        "--broker",
+        stream.settings.broker,
+        "--lease",
+        str(lease),
+        "--topic-matches",
+        stream.settings.topic_matches,
+        "--topic-updates",
+        stream.settings.topic_updates,
+        "--topic-corrections",
+        stream.settings.topic_corrections,
+        env=ladder_env(stream),
         timeout=300,
-        env={**os.environ, **ladder_env(stream)},
     )
 
 
 def ladder_env(stream: Stream) -> dict[str, str]:
-    return {"STREAM_RATER_LADDER_" + stream.ladder.upper().replace("-", "_"): "trueskill"}
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return ladders_env([stream.ladder])
 
 
 def publishing(stream: Stream, events: list[dict], rate: float) -> threading.Thread:

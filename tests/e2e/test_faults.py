@@ -9,29 +9,27 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from e2e_support import duel, worker_test_env
+from e2e_support import worker_test_env
+from helpers import cli, duel, stored_players, wait_for
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.kafka import committed_offsets, create_topics, publish, read_log
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port, redis_server_binary, wait_for_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.service.app import store_looks_lost
-from stream_rater.store import open_store
 from stream_rater.store.memory import MemoryStore
 
 pytestmark = pytest.mark.e2e
@@ -103,22 +101,9 @@ def readiness(port: int) -> tuple[int, dict]:
         return 0, {}
 
 
-def stored_states(redis_url: str, ladder: str) -> dict:
-    """The ladder's player states in the Redis at `redis_url`."""
-
-    async def read() -> dict:
-        store = open_store(redis_url)
-        try:
-            return await store.players(ladder)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
 def applied(redis_url: str, ladder: str) -> int:
     """Matches applied to the ladder so far (each 1v1 match adds two games)."""
-    return sum(s.games for s in stored_states(redis_url, ladder).values()) // 2
+    return sum(s.games for s in stored_players(redis_url, ladder).values()) // 2
 
 
 def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
@@ -133,7 +118,7 @@ def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
     def exact(states: dict) -> dict:
         return {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in states.items()}
 
-    return exact(stored_states(redis_url, ladder)) == exact(asyncio.run(replayed()))
+    return exact(stored_players(redis_url, ladder)) == exact(asyncio.run(replayed()))
 
 
 def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_total") -> float:
@@ -148,27 +133,9 @@ def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_
 def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings]:
     """A fresh ladder name and settings with its own one-partition topics (created) and group."""
     name = uuid.uuid4().hex[:10]
-    settings = Settings(
-        broker=broker_url,
-        redis_url=redis_url,
-        partitions=1,
-        batch_size=200,
-        topic_matches=f"matches-{name}",
-        topic_updates=f"updates-{name}",
-        topic_dlq=f"dlq-{name}",
-        topic_corrections=f"corrections-{name}",
-        consumer_group=f"group-{name}",
-        session_timeout=3.0,
-    )
+    settings = tagged_settings(name, broker=broker_url, redis_url=redis_url, partitions=1, batch_size=200)
     asyncio.run(create_topics(broker_url, settings.topics()))
     return f"l-{name}", settings
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} after {timeout:.0f} s"
-        time.sleep(0.1)
 
 
 def test_redis_restarted_without_persistence_is_detected_never_silent_and_recovered(
@@ -182,10 +149,12 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
     with `replay --from-topic` the worker goes on, and every state equals a replay of all the
     matches published."""
     ladder, settings = one_partition_stream(broker_url, volatile_redis.url)
-    env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+    env = worker_test_env([ladder], tmp_path / "faust-data")
     rng = random.Random(7)
     players = [f"p{i}" for i in range(40)]
-    matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
+    matches = [
+        duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)
+    ]
 
     def applied_now() -> int:
         return applied(volatile_redis.url, ladder)
@@ -230,30 +199,23 @@ def test_redis_restarted_without_persistence_is_detected_never_silent_and_recove
         )
         assert applied_now() == 0
 
-        rebuilt = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "stream_rater",
-                "replay",
-                "--from-topic",
-                "--ladder",
-                ladder,
-                "--store",
-                volatile_redis.url,
-                "--broker",
-                broker_url,
-                "--topic-matches",
-                settings.topic_matches,
-                "--out",
-                str(tmp_path / "rebuilt.jsonl"),
-            ],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
+        cli(
+            "replay",
+            "--from-topic",
+            "--ladder",
+            ladder,
+            "--store",
+            volatile_redis.url,
+            "--broker",
+            broker_url,
+            "--topic-matches",
+            settings.topic_matches,
+            "--out",
+            str(tmp_path / "rebuilt.jsonl"),
+            env=env,
+            check=True,
             timeout=300,
         )
-        assert rebuilt.returncode == 0, rebuilt.stderr
         wait_for(lambda: readiness(port)[0] == 200, "the worker ready again")
         wait_for(lambda: applied_now() == 3000, "all 3000 matches applied")
     finally:
@@ -271,23 +233,14 @@ def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_noth
     ladder = f"g-{name}"
     topics = {f"{t}-{name}": 2 for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, workdir=tmp_path / "runtime") as runtime:
-        settings = Settings(
-            broker=runtime.broker_url,
-            redis_url=runtime.redis_url,
-            partitions=2,
-            batch_size=100,
-            topic_matches=f"matches-{name}",
-            topic_updates=f"updates-{name}",
-            topic_dlq=f"dlq-{name}",
-            topic_corrections=f"corrections-{name}",
-            consumer_group=f"group-{name}",
-            session_timeout=3.0,
+        settings = tagged_settings(
+            name, broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=2, batch_size=100
         )
-        env = worker_test_env(settings, [ladder], tmp_path / "faust-data")
+        env = worker_test_env([ladder], tmp_path / "faust-data")
         rng = random.Random(11)
         players = [f"p{i}" for i in range(60)]
         matches = [
-            duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(4000)
+            duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(4000)
         ]
         poison = [
             {"match_id": f"bad-{i}", "ladder": ladder, "finished_at": "not a time", "teams": []}
@@ -353,11 +306,13 @@ def test_redis_restarted_with_its_append_only_file_loses_nothing(
     ladder, settings = one_partition_stream(broker_url, aof_redis.url)
     rng = random.Random(9)
     players = [f"p{i}" for i in range(40)]
-    matches = [duel(ladder, f"m{i}", *rng.sample(players, 2), at=1_700_000_000.0 + i) for i in range(3000)]
+    matches = [
+        duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)
+    ]
     port = free_port()
     worker = start_worker(
         replace(settings, web_port=port),
-        worker_test_env(settings, [ladder], tmp_path / "fd"),
+        worker_test_env([ladder], tmp_path / "fd"),
         (tmp_path / "worker.log").open("w"),
     )
     try:

@@ -4,34 +4,38 @@ stored states."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import random
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
+from helpers import FINISHED_AT, cli, duel, stored_players
 from scipy.stats import norm
 
-from stream_rater.local.demo import stop_process, wait_ready
-from stream_rater.local.runtime import free_port
+from stream_rater.local.demo import serving
 from stream_rater.rating import TrueSkill
-from stream_rater.store import open_store
 
 pytestmark = pytest.mark.e2e
 
 
-def cli(*args: str, ladders: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args, "--ladders-file", str(ladders)],
-        capture_output=True,
-        text=True,
-        timeout=120,
+def replay_into(redis_url: str, ladders: Path, events: list[dict], tmp_path: Path) -> None:
+    """``stream-rater replay`` of `events` into the store at `redis_url`."""
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = str(tmp_path / "out.jsonl")
+    cli(
+        "replay",
+        "--store",
+        redis_url,
+        "--out",
+        out,
+        str(tmp_path / "m.jsonl"),
+        "--ladders-file",
+        str(ladders),
+        check=True,
     )
 
 
@@ -43,33 +47,21 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
     ladders = tmp_path / "ladders.toml"
     ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\n')
     rng = random.Random(3)
-    lines = [
-        json.dumps(
-            {
-                "match_id": f"m{i}",
-                "ladder": ladder,
-                "finished_at": 1_700_000_000 + i,
-                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
-            }
-        )
-        for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3", "p4"], 2) for _ in range(200))
-    ]
-    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
-    assert (
-        cli(
-            "replay",
-            "--store",
-            redis_url,
-            "--out",
-            str(tmp_path / "out.jsonl"),
-            str(tmp_path / "m.jsonl"),
-            ladders=ladders,
-        ).returncode
-        == 0
-    )
+    pairs = (rng.sample(["p0", "p1", "p2", "p3", "p4"], 2) for _ in range(200))
+    events = [duel(f"m{i}", a, b, ladder=ladder, at=FINISHED_AT + i) for i, (a, b) in enumerate(pairs)]
+    replay_into(redis_url, ladders, events, tmp_path)
 
     answer = cli(
-        "predict", "--ladder", ladder, "--store", redis_url, "--json", "p0,p1", "p2,p3", ladders=ladders
+        "predict",
+        "--ladder",
+        ladder,
+        "--store",
+        redis_url,
+        "--json",
+        "p0,p1",
+        "p2,p3",
+        "--ladders-file",
+        str(ladders),
     )
     assert answer.returncode == 0, answer.stderr
     body = json.loads(answer.stdout)
@@ -84,52 +76,22 @@ def test_predict_and_serve_answer_from_the_stored_states(redis_url: str, tmp_pat
     delta = states["p0"].mu + states["p1"].mu - states["p2"].mu - states["p3"].mu
     assert wins == pytest.approx([norm.cdf((delta - eps) / c), norm.cdf((-delta - eps) / c)], abs=1e-12)
 
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stream_rater",
-            "serve",
-            "--store",
-            redis_url,
-            "--web-port",
-            str(port),
-            "--ladders-file",
-            str(ladders),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
+    with serving(redis_url, ladders) as server:
         request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/api/ladders/{ladder}/predict",
+            f"{server.url}/api/ladders/{ladder}/predict",
             data=json.dumps({"teams": [["p0", "p1"], ["p2", "p3"]]}).encode(),
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             served = json.loads(response.read())
-    finally:
-        assert stop_process(server) in (0, -15)
+    assert server.process.returncode in (0, -15)
     assert [t["win_probability"] for t in served["teams"]] == pytest.approx(wins, abs=1e-12)
 
-    unknown = cli("predict", "--ladder", "nosuch", "--store", redis_url, "a", "b", ladders=ladders)
+    unknown = cli(
+        "predict", "--ladder", "nosuch", "--store", redis_url, "a", "b", "--ladders-file", str(ladders)
+    )
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert "unknown ladder 'nosuch'" in unknown.stderr
-
-
-def stored_players(redis_url: str, ladder: str) -> dict:
-    """The ladder's players as stored in Redis."""
-
-    async def read() -> dict:
-        store = open_store(redis_url)
-        try:
-            return await store.players(ladder)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
 
 
 def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: str, tmp_path: Path):
@@ -139,59 +101,19 @@ def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: st
     ladders = tmp_path / "ladders.toml"
     ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\ntime_tau = 0.01\ntime_unit = "days"\n')
     rng = random.Random(5)
-    lines = [
-        json.dumps(
-            {
-                "match_id": f"m{i}",
-                "ladder": ladder,
-                "finished_at": 1_700_000_000 + 3600 * i,
-                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
-            }
-        )
-        for i, (a, b) in enumerate(rng.sample(["p0", "p1", "p2", "p3"], 2) for _ in range(60))
-    ]
-    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
-    assert (
-        cli(
-            "replay",
-            "--store",
-            redis_url,
-            "--out",
-            str(tmp_path / "out.jsonl"),
-            str(tmp_path / "m.jsonl"),
-            ladders=ladders,
-        ).returncode
-        == 0
-    )
+    pairs = (rng.sample(["p0", "p1", "p2", "p3"], 2) for _ in range(60))
+    events = [duel(f"m{i}", a, b, ladder=ladder, at=FINISHED_AT + 3600 * i) for i, (a, b) in enumerate(pairs)]
+    replay_into(redis_url, ladders, events, tmp_path)
 
     states = stored_players(redis_url, ladder)
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stream_rater",
-            "serve",
-            "--store",
-            redis_url,
-            "--web-port",
-            str(port),
-            "--ladders-file",
-            str(ladders),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
+    with serving(redis_url, ladders) as server:
         before = time.time()
         with urllib.request.urlopen(
-            f"http://127.0.0.1:{port}/api/ladders/{ladder}/leaderboard?top=3", timeout=10
+            f"{server.url}/api/ladders/{ladder}/leaderboard?top=3", timeout=10
         ) as response:
             board = json.loads(response.read())
         after = time.time()
-    finally:
-        assert stop_process(server) in (0, -15)
+    assert server.process.returncode in (0, -15)
     assert [r["rank"] for r in board["rows"]] == [1, 2, 3]
     display = {p: s.mu - 3 * s.sigma for p, s in states.items()}
     assert [r["player_id"] for r in board["rows"]] == sorted(display, key=display.get, reverse=True)[:3]

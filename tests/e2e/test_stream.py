@@ -7,21 +7,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import threading
-import time
 
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from helpers import cli, wait_for
 from streams import Stream, exact, read_topic, replay_events
 
 from stream_rater.kafka import bootstrap_servers, home_partition
-from stream_rater.local.demo import stop_process
+from stream_rater.local.demo import ladders_env, stop_process
 from stream_rater.store import PlayerState
 
 pytestmark = pytest.mark.e2e
@@ -116,7 +113,7 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
     assert_equals_replay(stream, matches, stream.updates(expected=2 * len(matches)))
 
     s = stream.settings
-    env = {"STREAM_RATER_LADDER_" + n.upper().replace("-", "_"): "trueskill" for n in stream.names}
+    env = ladders_env(stream.names)
     topic_flags = ["--broker", s.broker, "--topic-matches", s.topic_matches]
     for name in stream.names:
         ok = cli(
@@ -156,17 +153,6 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
     assert bad.returncode == 1
     assert f"player {player}: live mu={state.mu + 1e-6!r}" in bad.stdout
     assert bad.stdout.strip().endswith("1 differ")
-
-
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """``stream-rater ARGS`` with extra environment `env`; never raises on a non-zero exit."""
-    return subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
 
 
 def tamper(redis_url: str, ladder: str, player: str, state: PlayerState) -> None:
@@ -251,9 +237,7 @@ def test_kill_9_at_random_moments_applies_every_match_exactly_once_in_log_order(
     rng = random.Random(5)
     for _ in range(3):
         target = stream.applied() + rng.randint(500, 2_500)
-        deadline = time.monotonic() + 120
-        while stream.applied() < target and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda goal=target: stream.applied() >= goal, f"{target} matches applied", 120)
         assert stream.applied() < len(matches), "the kill must land mid-stream to mean anything"
         victim = rng.choice([w for w in stream.workers if w.poll() is None])
         victim.send_signal(signal.SIGKILL)
@@ -272,9 +256,7 @@ def test_sigterm_mid_stream_finishes_the_batches_in_hand_and_commits_them(stream
     worker = stream.start_worker()
     stream.publish(matches)
     store_games = lambda: sum(s.games for s in stream.states().values())  # noqa: E731
-    deadline = time.monotonic() + 120
-    while store_games() < 3_000 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: store_games() >= 3_000, "3000 games in the store", 120)
     assert stop_process(worker) == 0
     applied = store_games() // 2
     assert 0 < applied < len(matches), "the stop must land mid-stream to mean anything"

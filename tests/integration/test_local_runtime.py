@@ -8,15 +8,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from helpers import consume_until, wait_for
 
 from stream_rater.kafka import TopicError, create_topics, send_batched
 from stream_rater.local import runtime as local_runtime
@@ -57,16 +57,6 @@ async def partition_count(bootstrap: str, topic: str) -> int:
         return len(described["partitions"])
     finally:
         await admin.close()
-
-
-def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll ``condition`` until it holds or ``timeout`` seconds pass; return its last value."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def process_gone(pid: int) -> bool:
@@ -134,11 +124,9 @@ async def test_produce_consume_round_trip(runtime: LocalRuntime) -> None:
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(8)])
-        received: list[ConsumerRecord[bytes, bytes]] = []
-        deadline = time.monotonic() + 10
-        while len(received) < len(sent) and time.monotonic() < deadline:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                received.extend(records)
+        received = await consume_until(
+            consumer, lambda records: len(records) >= len(sent), f"the {len(sent)} records sent", 10
+        )
     finally:
         await consumer.stop()
     assert {(r.key, r.value) for r in received} == sent
@@ -210,16 +198,17 @@ async def read_all(
     """Every record of the given topics, read until each has its expected count."""
     consumer = AIOKafkaConsumer(bootstrap_servers=runtime.bootstrap_servers, auto_offset_reset="earliest")
     await consumer.start()
-    received: dict[str, list[ConsumerRecord]] = {topic: [] for topic in expected}
     try:
         consumer.assign([TopicPartition(topic, p) for topic in expected for p in range(8)])
-        deadline = time.monotonic() + timeout
-        while any(len(received[t]) < n for t, n in expected.items()) and time.monotonic() < deadline:
-            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
-                received[tp.topic].extend(records)
+        records = await consume_until(
+            consumer,
+            lambda records: all(sum(r.topic == t for r in records) >= n for t, n in expected.items()),
+            f"records of {expected}",
+            timeout,
+        )
     finally:
         await consumer.stop()
-    return received
+    return {topic: [r for r in records if r.topic == topic] for topic in expected}
 
 
 @integration
@@ -302,7 +291,7 @@ def test_children_die_when_the_parent_is_killed() -> None:
     assert parent.returncode == -signal.SIGKILL, parent.stderr
     *pids, log_dir = parent.stdout.split()
     try:
-        assert eventually(lambda: all(process_gone(int(pid)) for pid in pids))
+        wait_for(lambda: all(process_gone(int(pid)) for pid in pids), "the children gone", 10)
     finally:
         for pid in pids:
             if not process_gone(int(pid)):

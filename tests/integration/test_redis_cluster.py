@@ -14,8 +14,6 @@ import gzip
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -26,6 +24,7 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
+from helpers import cli
 from redis.asyncio.cluster import RedisCluster
 
 from stream_rater.config.ladders import Ladder, Ladders
@@ -40,6 +39,7 @@ from stream_rater.store import StateStore, open_store
 from stream_rater.store.cluster import parse_cluster_url
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis_store import RedisStore, ladder_key
+from stream_rater.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration
 
@@ -185,12 +185,8 @@ async def test_ladders_on_different_masters_rate_as_in_memory(redis_cluster_url:
         await store.close()
 
 
-def stream_rater(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "stream_rater", *args], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return result
+#: ``stream-rater ARGS``, failing the test on a non-zero exit.
+stream_rater = functools.partial(cli, check=True)
 
 
 def test_cli_replay_into_the_cluster_matches_memory(redis_cluster_url: str, tmp_path: Path):
@@ -231,14 +227,6 @@ def test_cli_replay_into_the_cluster_matches_memory(redis_cluster_url: str, tmp_
     assert {row["player_id"]: row["mu"] for row in rows} == last
 
 
-async def wait_until(condition, timeout: float, what: str) -> None:
-    """Poll the async `condition` until it is true; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
 async def migrate(cluster: Cluster, slot: int, source: str, target: str, keys: Sequence[str]) -> None:
     """``MIGRATE`` `keys` of `slot` from `source` to `target` (the slot is marked migrating)."""
     if keys:
@@ -276,8 +264,11 @@ async def test_a_slot_migrated_mid_stream_loses_nothing(redis_cluster_url: str, 
         middle = asyncio.create_task(replay(matches[600:1000], processor, batch_size=100))
         # More TRYAGAIN answers than redis-py's own retries of one command: the store retried.
         beyond = tryagain + 2 * RedisCluster.RedisClusterRequestTTL
-        await wait_until(
-            lambda: _more(cluster, beyond), 20, "the store retrying a script refused with TRYAGAIN"
+        await wait_until_async(
+            lambda: _more(cluster, beyond),
+            "the store retrying a script refused with TRYAGAIN",
+            20,
+            interval=0.02,
         )
         assert not middle.done()
         rest = await cluster.nodes[source].execute_command("CLUSTER GETKEYSINSLOT", slot, 100_000)
@@ -328,21 +319,7 @@ async def _ping_and_close(store: StateStore) -> bool:
 def test_a_cluster_url_at_a_plain_redis_is_one_line_naming_redis(redis_url: str):
     """``--store redis+cluster://`` pointed at a Redis without cluster mode: exit 1, one line."""
     plain = redis_url.split("://", 1)[1].split("/", 1)[0]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stream_rater",
-            "ratings",
-            "--ladder",
-            "default",
-            "--store",
-            f"redis+cluster://{plain}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = cli("ratings", "--ladder", "default", "--store", f"redis+cluster://{plain}", timeout=60)
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith("stream-rater ratings: Redis: ") and "Cluster mode is not enabled" in line
@@ -519,7 +496,7 @@ async def test_writes_the_replica_missed_are_detected_after_the_failover(
         ladders = trueskill(name)
         processor = Processor(ladders, store, clock=clock)
         await replay(matches[:300], processor, batch_size=100)
-        await wait_until(lambda: in_sync(master, replica), 10, "the replica in sync")
+        await wait_until_async(lambda: in_sync(master, replica), "the replica in sync", 10, interval=0.02)
 
         os.kill(replica.pid, signal.SIGSTOP)
         try:
@@ -537,7 +514,7 @@ async def test_writes_the_replica_missed_are_detected_after_the_failover(
             await client.execute_command("CLUSTER FAILOVER", "FORCE")
         finally:
             await client.aclose()
-        await wait_until(lambda: is_master(replica), 20, "the replica promoted")
+        await wait_until_async(lambda: is_master(replica), "the replica promoted", 20, interval=0.02)
 
         lost: dict[str, str] = {}
         await stream_like_a_worker(processor, matches[500:], lost)

@@ -4,11 +4,13 @@ processor's priors, and the probabilities scored checked against the read API's 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
+from helpers import parsed_duel
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.contracts import parse_match
 from stream_rater.offline.evaluate import PROBABILITY_FLOOR, Scorer, score
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
@@ -19,22 +21,6 @@ from stream_rater.store.memory import MemoryStore
 # Logistic Elo with scale 1: P(a beats b) = 1 / (1 + exp(r_b - r_a)), so r = ln 3 vs 0 is 3/4.
 LADDERS = Ladders([Ladder("default", "elo", {"scale": 1.0})])
 STRONG = math.log(3.0)
-
-
-def duel(at: float = 0.0, winner_first: bool = True, draw: bool = False, mid: str = "m") -> MatchFinished:
-    """A 1-vs-1 match between players a (listed first) and b."""
-    ranks = (1, 1) if draw else ((1, 2) if winner_first else (2, 1))
-    return parse_match(
-        {
-            "match_id": mid,
-            "finished_at": at,
-            "teams": [
-                {"rank": ranks[0], "players": [{"id": "a"}]},
-                {"rank": ranks[1], "players": [{"id": "b"}]},
-            ],
-        },
-        LADDERS,
-    )
 
 
 def observe(scorer: Scorer, ratings: list[float], ranks: list[float], at: float = 0.0) -> None:
@@ -149,7 +135,11 @@ def test_over_time_splits_pairs_into_equal_windows() -> None:
 
 def test_score_predicts_from_the_ratings_before_each_match() -> None:
     """`score` predicts each match from the states before it: a toss-up first, then the previous winner."""
-    matches = [duel(0.0, mid="m1"), duel(1.0, mid="m2"), duel(2.0, winner_first=False, mid="m3")]
+    matches = [
+        parsed_duel(LADDERS, "m1", "a", "b", at=0.0),
+        parsed_duel(LADDERS, "m2", "a", "b", at=1.0),
+        parsed_duel(LADDERS, "m3", "a", "b", ranks=(1, 0), at=2.0),
+    ]
     (first, rest), whole, counts = score([matches[:1], matches[1:]], LADDERS)
     assert counts.applied == 3
     assert first.wrong_order == 0.5
@@ -164,17 +154,8 @@ TIMED = Ladders(
 )
 
 
-def timed_duel(mid: str, a: str, b: str, at: float, ranks: tuple[int, int] = (1, 2)) -> MatchFinished:
-    """A 1-vs-1 match on the `TIMED` ladder between `a` (listed first) and `b`."""
-    return parse_match(
-        {
-            "match_id": mid,
-            "ladder": "timed",
-            "finished_at": at,
-            "teams": [{"rank": ranks[0], "players": [{"id": a}]}, {"rank": ranks[1], "players": [{"id": b}]}],
-        },
-        TIMED,
-    )
+#: A 1-vs-1 match on the `TIMED` ladder.
+timed_duel = partial(parsed_duel, TIMED, ladder="timed")
 
 
 @pytest.mark.parametrize(("ranks", "outcome"), [((1, 2), 0), ((2, 1), 1), ((1, 1), "draw")])
@@ -184,9 +165,9 @@ async def test_scored_probabilities_are_the_read_apis(ranks: tuple[int, int], ou
     store = MemoryStore()
     await Processor(TIMED, store).process(
         [
-            timed_duel("h1", "ann", "bob", 0.0),
-            timed_duel("h2", "ann", "cat", DAY),
-            timed_duel("h3", "cat", "bob", 2 * DAY, (1, 1)),
+            timed_duel("h1", "ann", "bob", at=0.0),
+            timed_duel("h2", "ann", "cat", at=DAY),
+            timed_duel("h3", "cat", "bob", at=2 * DAY, ranks=(1, 1)),
         ]
     )
     at = 40 * DAY  # ann idle 39 days, bob 38: the read adds γ²·Δt to each σ
@@ -197,7 +178,9 @@ async def test_scored_probabilities_are_the_read_apis(ranks: tuple[int, int], ou
     p = draw if outcome == "draw" else wins[outcome]
 
     scorer = Scorer(TIMED, bins=1)
-    await Processor(TIMED, store, observe=scorer.observe).process([timed_duel("m", "ann", "bob", at, ranks)])
+    await Processor(TIMED, store, observe=scorer.observe).process(
+        [timed_duel("m", "ann", "bob", at=at, ranks=ranks)]
+    )
     s = scorer.summary()
     assert s.two_team == 1
     assert s.log_loss == pytest.approx(-math.log(p), rel=1e-12)
@@ -214,7 +197,7 @@ def test_without_idle_time_the_priors_go_to_predict_unchanged() -> None:
     teams = [[Rating(27.0, 4.0)], [Rating(24.0, 6.0)]]
     expected = predict(model, teams)
     scorer = Scorer(TIMED, bins=1)
-    scorer.observe(timed_duel("m", "a", "b", 0.0, (1, 1)), teams, Outcome(ranks=[1, 1]))
+    scorer.observe(timed_duel("m", "a", "b", at=0.0, ranks=(1, 1)), teams, Outcome(ranks=[1, 1]))
     s = scorer.summary()
     assert s.log_loss == pytest.approx(-math.log(expected.draw_probability), rel=1e-12)
     assert s.calibration[0].mean_predicted == pytest.approx(expected.win_probabilities[0], rel=1e-12)

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from helpers import RATING_CHANGED as CHANGED
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -553,22 +554,6 @@ def test_timestamps_round_trip(epoch: float) -> None:
     """Any in-range epoch, once parsed, formats to a string that parses back to the same float."""
     parsed = parse_timestamp(epoch)
     assert parse_timestamp(format_timestamp(parsed)) == parsed
-
-
-CHANGED = {
-    "event_id": "h2-281884:p1",
-    "match_id": "h2-281884",
-    "ladder": "halo2-ffa",
-    "player_id": "p1",
-    "model": "trueskill",
-    "before": {"mu": 25.0, "sigma": 8.333},
-    "after": {"mu": 27.6, "sigma": 7.2},
-    "rating": 6.0,
-    "delta": 2.6,
-    "games": 1,
-    "finished_at": "2004-08-06T18:13:50Z",
-    "processed_at": "2024-01-01T00:00:00.5Z",
-}
 
 
 def test_rating_changed_round_trips() -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 import redis.exceptions
 from aiokafka.errors import KafkaConnectionError
+from helpers import duel
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.kafka import home_partition
@@ -20,6 +21,7 @@ from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
 from stream_rater.store import Commit, StateWrite
 from stream_rater.store.memory import MemoryStore
+from stream_rater.waiting import wait_until_async
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 
@@ -35,14 +37,9 @@ class Record:
     offset: int = 0
 
 
-def duel(match_id: str, a: str, b: str) -> bytes:
-    return json.dumps(
-        {
-            "match_id": match_id,
-            "finished_at": 0,
-            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
-        }
-    ).encode()
+def record(match_id: str, a: str, b: str, **fields: object) -> Record:
+    """A consumed record holding a 1-vs-1 match: `a` beats `b`."""
+    return Record(json.dumps(duel(match_id, a, b, at=0)).encode(), **fields)
 
 
 class Producer:
@@ -84,7 +81,7 @@ async def test_valid_events_are_produced_keyed_by_ladder_and_player():
     """Each rating change goes to the updates topic keyed `<ladder>:<player_id>`, in match order."""
     producer = Producer()
     await handler(MemoryStore(), producer).handle(
-        [Record(duel("m1", "a", "b"), offset=0), Record(duel("m2", "b", "c"), offset=1)]
+        [record("m1", "a", "b", offset=0), record("m2", "b", "c", offset=1)]
     )
     assert [(t, k) for t, k, _, _ in producer.sent] == [
         ("updates", b"default:a"),
@@ -148,7 +145,7 @@ async def test_invalid_events_are_dead_lettered_with_reason_and_origin():
     """A bad event goes to the DLQ with its bytes, reason and origin; the rest still flows."""
     producer = Producer()
     bad = Record(b'{"match_id": "x"}', key=b"x", partition=3, offset=41)
-    await handler(MemoryStore(), producer).handle([bad, Record(duel("m1", "a", "b"), offset=42)])
+    await handler(MemoryStore(), producer).handle([bad, record("m1", "a", "b", offset=42)])
     [(topic, key, value, headers)] = [s for s in producer.sent if s[0] == "dlq"]
     assert (topic, key, value) == ("dlq", b"x", bad.value)
     assert dict(headers) == {
@@ -163,7 +160,7 @@ async def test_invalid_events_are_dead_lettered_with_reason_and_origin():
 async def test_transient_store_errors_are_retried_until_the_commit_lands():
     """A Redis connection error is retried with backoff; the batch then commits once."""
     store, producer = FlakyStore(failures=2), Producer()
-    result = await handler(store, producer).handle([Record(duel("m1", "a", "b"))])
+    result = await handler(store, producer).handle([record("m1", "a", "b")])
     assert [r.duplicate for r in result.results] == [False]
     assert (await store.players("default"))["a"].games == 1
     assert len(producer.sent) == 2
@@ -186,7 +183,7 @@ class FlakyProducer(Producer):
 async def test_transient_broker_errors_are_retried_until_the_events_are_sent():
     """A failed produce is retried with backoff; the match is committed once and its events sent."""
     store, producer = MemoryStore(), FlakyProducer(failures=3)
-    await handler(store, producer).handle([Record(duel("m1", "a", "b"))])
+    await handler(store, producer).handle([record("m1", "a", "b")])
     assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b"]
     assert (await store.players("default"))["a"].games == 1
 
@@ -196,7 +193,7 @@ async def test_failing_batch_at_shutdown_is_left_unacknowledged():
     producer = Producer()
     with pytest.raises(WorkerStopping):
         await handler(FlakyStore(failures=10**6), producer, stopping=lambda: True).handle(
-            [Record(duel("m1", "a", "b"))]
+            [record("m1", "a", "b")]
         )
     assert producer.sent == []
 
@@ -212,19 +209,19 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
         return real(teams, outcome)
 
     store = MemoryStore()
-    await handler(store, Producer()).handle([Record(duel("seed", "z", "y"))])
+    await handler(store, Producer()).handle([record("seed", "z", "y")])
     players = await store.players("default")
     await store.commit(Commit("default", [StateWrite("z", players["z"]._replace(mu=99.0, version=2), 1)], {}))
     monkeypatch.setattr(model, "rate_match", fail_on_z)
     producer = Producer()
     await handler(store, producer).handle(
-        [Record(duel("m1", "a", "b")), Record(duel("m2", "z", "c"), key=b"m2-key", partition=3, offset=7)]
+        [record("m1", "a", "b"), record("m2", "z", "c", key=b"m2-key", partition=3, offset=7)]
     )
     dead = [s for s in producer.sent if s[0] == "dlq"]
     assert len(dead) == 1
     _, key, value, headers = dead[0]
     headers = dict(headers)
-    assert (key, value) == (b"m2-key", duel("m2", "z", "c"))
+    assert (key, value) == (b"m2-key", record("m2", "z", "c").value)
     assert headers["sr-reason"] == b"processing failed: ZeroDivisionError: boom"
     assert (headers["sr-origin-topic"], headers["sr-origin-partition"], headers["sr-origin-offset"]) == (
         b"matches",
@@ -261,8 +258,8 @@ async def test_the_pipeline_commits_the_next_batch_while_the_previous_one_is_pro
     pipeline = BatchPipeline(
         handler(store, producer), ack=lambda messages: acked.append([m.offset for m in messages])
     )
-    await pipeline.submit([Record(duel("m1", "a", "b"), offset=1)])
-    await pipeline.submit([Record(duel("m2", "a", "c"), offset=2)])
+    await pipeline.submit([record("m1", "a", "b", offset=1)])
+    await pipeline.submit([record("m2", "a", "c", offset=2)])
     await settle()
     assert (await store.players("default"))["a"].games == 2
     assert acked == [] and producer.sent == []
@@ -276,8 +273,8 @@ async def test_the_pipeline_holds_the_caller_back_at_its_depth():
     """`submit` returns while fewer than `depth` batches are in hand, then waits for the oldest."""
     producer, acked = GatedProducer(), []
     pipeline = BatchPipeline(handler(MemoryStore(), producer), ack=acked.append, depth=2)
-    await pipeline.submit([Record(duel("m1", "a", "b"))])
-    second = asyncio.ensure_future(pipeline.submit([Record(duel("m2", "c", "d"))]))
+    await pipeline.submit([record("m1", "a", "b")])
+    second = asyncio.ensure_future(pipeline.submit([record("m2", "c", "d")]))
     await settle()
     assert not second.done()
     producer.gate.set()
@@ -289,10 +286,10 @@ async def test_the_pipeline_holds_the_caller_back_at_its_depth():
 async def test_after_a_failed_batch_no_later_batch_is_committed_or_acknowledged():
     store, acked = FlakyStore(failures=10**6), []
     pipeline = BatchPipeline(handler(store, Producer(), stopping=lambda: True), ack=acked.append)
-    await pipeline.submit([Record(duel("m1", "a", "b"))])
+    await pipeline.submit([record("m1", "a", "b")])
     await settle()
     store.failures = 0
-    await pipeline.submit([Record(duel("m2", "c", "d"))])
+    await pipeline.submit([record("m2", "c", "d")])
     with pytest.raises(WorkerStopping):
         await pipeline.drain()
     assert acked == [] and await store.players("default") == {}
@@ -321,9 +318,7 @@ async def test_a_commit_whose_reply_was_lost_counts_as_applied_not_duplicate():
     not at all, and each event is produced once."""
     applied, duplicate = counted(metrics.MATCHES_APPLIED), counted(metrics.MATCHES_DUPLICATE)
     producer = Producer()
-    await handler(LostReplyStore(), producer).handle(
-        [Record(duel(f"r{i}", "a", "b"), offset=i) for i in range(3)]
-    )
+    await handler(LostReplyStore(), producer).handle([record(f"r{i}", "a", "b", offset=i) for i in range(3)])
     assert (counted(metrics.MATCHES_APPLIED) - applied, counted(metrics.MATCHES_DUPLICATE) - duplicate) == (
         3,
         0,
@@ -336,12 +331,12 @@ async def test_a_batch_committed_but_not_produced_is_reemitted_then_its_markers_
     events; after the ladder's next batch their markers are empty, and another redelivery is
     counted as duplicates and produces nothing."""
     store, producer = MemoryStore(), Producer()
-    batch = [Record(duel("m1", "a", "b"), offset=0), Record(duel("m2", "b", "c"), offset=1)]
+    batch = [record("m1", "a", "b", offset=0), record("m2", "b", "c", offset=1)]
     await handler(store, Producer()).commit(batch)
     restarted = handler(store, producer)
     await restarted.handle(batch)
     assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b", "m2:b", "m2:c"]
-    await restarted.handle([Record(duel("m3", "c", "d"), offset=2)])
+    await restarted.handle([record("m3", "c", "d", offset=2)])
     assert (await store.read("default", [], [], ["m1", "m2"])).applied == {"m1": [], "m2": []}
     producer.sent.clear()
     duplicate = counted(metrics.MATCHES_DUPLICATE)
@@ -360,22 +355,17 @@ async def test_a_store_that_lost_a_ladder_stops_it_until_rebuilt():
     work = BatchHandler(
         processor, LADDERS, producer.send, topics=Topics(updates="updates", dlq="dlq"), max_backoff=0.01
     )
-    await work.handle([Record(duel("m1", "a", "b"))])
+    await work.handle([record("m1", "a", "b")])
     processor.store = MemoryStore()  # what a restarted Redis without persistence holds
     sent = len(producer.sent)
-    task = asyncio.ensure_future(work.handle([Record(duel("m2", "a", "c"), offset=1)]))
-    await wait_until(lambda: "default" in work.stopped)
+    task = asyncio.ensure_future(work.handle([record("m2", "a", "c", offset=1)]))
+
+    async def stopped() -> bool:
+        return "default" in work.stopped
+
+    await wait_until_async(stopped, "the ladder stopped", 5, interval=0.001)
     assert "rebuild it from the matches topic" in work.stopped["default"]
     assert (counted(metrics.STORE_LOSSES) - losses, len(producer.sent), task.done()) == (1, sent, False)
     processor.store = kept  # rebuilt from the topic
     await asyncio.wait_for(task, 5)
     assert work.stopped == {} and len(producer.sent) == sent + 2
-
-
-async def wait_until(condition, timeout: float = 5.0) -> None:
-    """Yield to the event loop until `condition()` holds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.001)

@@ -5,15 +5,16 @@ field — never a traceback."""
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from helpers import parsed_duel
 from scipy.stats import norm
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import parse_match
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
 from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
@@ -26,16 +27,8 @@ LADDERS = Ladders(
 NOW = 1_700_000_000.0 + 10 * DAY
 
 
-def duel(match_id: str, a: str, b: str, ladder: str = "default", at: float = 1_700_000_000.0):
-    return parse_match(
-        {
-            "match_id": match_id,
-            "ladder": ladder,
-            "finished_at": at,
-            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
-        },
-        LADDERS,
-    )
+#: A valid 1-vs-1 match on `LADDERS`: the first player wins.
+duel = partial(parsed_duel, LADDERS)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
+from helpers import RATING_CHANGED as CHANGED_EXAMPLE
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -384,20 +385,6 @@ def test_generated_broken_events_fail_schema_and_validator(
 
 # --- rating-changed ----------------------------------------------------------------------
 
-CHANGED_EXAMPLE = {
-    "event_id": "h2-281884:p1",
-    "match_id": "h2-281884",
-    "ladder": "halo2-ffa",
-    "player_id": "p1",
-    "model": "trueskill",
-    "before": {"mu": 25.0, "sigma": 8.333},
-    "after": {"mu": 27.6, "sigma": 7.2},
-    "rating": 6.0,
-    "delta": 2.6,
-    "games": 1,
-    "finished_at": "2004-08-06T18:13:50Z",
-    "processed_at": "2004-08-06T18:13:51.25Z",
-}
 CHANGED_INVALID = {
     "missing games": {k: v for k, v in CHANGED_EXAMPLE.items() if k != "games"},
     "unknown field": {**CHANGED_EXAMPLE, "extra": 1},

@@ -3,6 +3,7 @@ feed and throughput buffers, the consumer-lag gauge and the metric naming conven
 
 from __future__ import annotations
 
+from functools import partial
 from types import SimpleNamespace
 
 import faust
@@ -11,11 +12,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiokafka.errors import KafkaConnectionError
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
+from helpers import parsed_duel
 from prometheus_client import REGISTRY
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import parse_match
 from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.service import metrics
 from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
@@ -25,16 +26,8 @@ LADDERS = Ladders([Ladder("default", "trueskill"), Ladder("chess", "elo")])
 TOPIC = "matches-web"
 
 
-def duel(mid: str, winner: str, loser: str, ladder: str = "default", at: float = 1_700_000_000.0):
-    return parse_match(
-        {
-            "match_id": mid,
-            "ladder": ladder,
-            "finished_at": at,
-            "teams": [{"rank": 1, "players": [{"id": winner}]}, {"rank": 2, "players": [{"id": loser}]}],
-        },
-        LADDERS,
-    )
+#: A valid 1-vs-1 match on `LADDERS`: the first player wins.
+duel = partial(parsed_duel, LADDERS)
 
 
 class FakeConsumer:

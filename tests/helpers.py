@@ -1,0 +1,129 @@
+"""What many test files share: 1-vs-1 match events, a rating-changed event, running the CLI,
+waiting for a condition, reading a topic until enough has arrived, a ladder's stored players.
+Import it as ``from helpers import ...`` (pytest puts ``tests/`` on the path for its conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
+
+import pytest
+from aiokafka import AIOKafkaConsumer, ConsumerRecord
+
+from stream_rater.config.ladders import Ladders
+from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.store import PlayerState, open_store
+from stream_rater.waiting import wait_until, wait_until_async
+
+_T = TypeVar("_T")
+
+#: `finished_at` of the events `duel` makes unless told otherwise (epoch seconds, Nov 2023).
+FINISHED_AT = 1_700_000_000.0
+
+#: A valid rating-changed event (wire form).
+RATING_CHANGED: dict[str, Any] = {
+    "event_id": "h2-281884:p1",
+    "match_id": "h2-281884",
+    "ladder": "halo2-ffa",
+    "player_id": "p1",
+    "model": "trueskill",
+    "before": {"mu": 25.0, "sigma": 8.333},
+    "after": {"mu": 27.6, "sigma": 7.2},
+    "rating": 6.0,
+    "delta": 2.6,
+    "games": 1,
+    "finished_at": "2004-08-06T18:13:50Z",
+    "processed_at": "2004-08-06T18:13:51.25Z",
+}
+
+
+def duel(
+    match_id: str,
+    first: str,
+    second: str,
+    *,
+    ladder: str = "default",
+    ranks: tuple[int, int] = (0, 1),
+    at: float | str = FINISHED_AT,
+) -> dict:
+    """A valid match-finished event (wire form): `first` against `second`, ranked `ranks`
+    (default: `first` wins; equal ranks are a draw)."""
+    return {
+        "match_id": match_id,
+        "ladder": ladder,
+        "finished_at": at,
+        "teams": [
+            {"rank": ranks[0], "players": [{"id": first}]},
+            {"rank": ranks[1], "players": [{"id": second}]},
+        ],
+    }
+
+
+def parsed_duel(ladders: Ladders, match_id: str, first: str, second: str, **fields: Any) -> MatchFinished:
+    """`duel` validated against `ladders`: the form the processor takes."""
+    return parse_match(duel(match_id, first, second, **fields), ladders)
+
+
+def cli(
+    *args: str,
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = False,
+    timeout: float = 120.0,
+    unset: Collection[str] = (),
+) -> subprocess.CompletedProcess:
+    """Run ``python -m stream_rater ARGS`` (with `env` added to the environment and the variables
+    in `unset` removed from it) and capture its output; with `check`, a non-zero exit fails the test."""
+    result = subprocess.run(
+        [sys.executable, "-m", "stream_rater", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=None
+        if env is None and not unset
+        else {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset},
+    )
+    if check and result.returncode != 0:
+        pytest.fail(f"exit {result.returncode}: {result.stderr}")
+    return result
+
+
+def wait_for(condition: Callable[[], _T | None], what: str, timeout: float = 120.0) -> _T:
+    """Poll `condition` until it holds (`stream_rater.waiting.wait_until`); its value."""
+    return wait_until(condition, what, timeout, interval=0.1)
+
+
+async def consume_until(
+    consumer: AIOKafkaConsumer, enough: Callable[[list[ConsumerRecord]], bool], what: str, timeout: float
+) -> list[ConsumerRecord]:
+    """Records fetched by `consumer` (assigned and positioned by the caller) until
+    `enough(records)`; `TimeoutError` naming `what` after `timeout` seconds."""
+    records: list[ConsumerRecord] = []
+
+    async def fetched_enough() -> bool:
+        if enough(records):
+            return True
+        for batch in (await consumer.getmany(timeout_ms=200)).values():
+            records.extend(batch)
+        return enough(records)
+
+    await wait_until_async(fetched_enough, what, timeout, interval=0)
+    return records
+
+
+def stored_players(redis_url: str, ladder: str) -> dict[str, PlayerState]:
+    """The ladder's players as stored in the Redis at `redis_url`."""
+
+    async def read() -> dict[str, PlayerState]:
+        store = open_store(redis_url)
+        try:
+            return await store.players(ladder)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
