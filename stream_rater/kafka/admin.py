@@ -86,11 +86,15 @@ async def _await_partitions(admin: AIOKafkaAdminClient, topics: Mapping[str, int
 async def topic_partitions(
     consumer: AIOKafkaConsumer, topic: str, timeout: float = 30.0
 ) -> list[TopicPartition]:
-    """`topic`'s partitions, waiting up to `timeout` seconds for the metadata to show it."""
+    """`topic`'s partitions, waiting up to `timeout` seconds for the metadata to show it.
+
+    Reads a fresh all-topics metadata response: the consumer's own metadata knows only the
+    topics it tracks (aiokafka bootstraps asking for none; Tansu answers that with every topic,
+    Apache Kafka with none) and `consumer.topics()` returns names only.
+    """
     deadline = time.monotonic() + timeout
     while True:
-        await consumer.topics()
-        found = consumer.partitions_for_topic(topic)
+        found = (await consumer._client.fetch_all_metadata()).partitions_for_topic(topic)
         if found:
             return [TopicPartition(topic, p) for p in sorted(found)]
         if time.monotonic() > deadline:
