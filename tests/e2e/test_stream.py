@@ -24,7 +24,7 @@ from stream_rater.kafka import bootstrap_servers, home_partition
 from stream_rater.local.demo import stop_process
 from stream_rater.store import PlayerState
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 
 
 def random_matches(stream: Stream, n: int, players: int, seed: int) -> list[dict]:
