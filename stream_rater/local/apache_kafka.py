@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -155,7 +156,7 @@ def _resolve(mvn: str, version: str, root: Path, target: Path) -> None:
     try:
         (staging / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
         argv = [
-            mvn, "-q", "-B", "-f", str(staging / "pom.xml"),
+            mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(staging / "pom.xml"),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={staging / 'libs'}", "-DincludeScope=runtime",
         ]  # fmt: skip
@@ -173,7 +174,8 @@ def _resolve(mvn: str, version: str, root: Path, target: Path) -> None:
                     f"resolving Apache Kafka {version} with Maven took over {RESOLVE_TIMEOUT:.0f}s; see {log_path}"
                 ) from None
         if done.returncode != 0:
-            errors = [line for line in log_path.read_text(errors="replace").splitlines() if "ERROR" in line]
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", log_path.read_text(errors="replace"))  # Maven's colours
+            errors = [line for line in plain.splitlines() if "ERROR" in line]
             raise LocalRuntimeError(
                 f"resolving Apache Kafka {version} with Maven failed (exit {done.returncode}): "
                 f"{errors[0].strip() if errors else 'no error line'}; see {log_path}"

@@ -20,7 +20,7 @@ import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from streams import Stream, exact, read_topic, replay_events
 
-from stream_rater.kafka import bootstrap_servers, home_partition
+from stream_rater.kafka import bootstrap_servers, home_partition, topic_partitions
 from stream_rater.local.demo import stop_process
 from stream_rater.store import PlayerState
 
@@ -312,9 +312,8 @@ def test_worker_creates_missing_topics_on_a_bare_broker(stream_factory):
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(stream.settings.broker))
         await consumer.start()
         try:
-            await consumer.topics()
             names = (stream.settings.topic_matches, stream.settings.topic_updates, stream.settings.topic_dlq)
-            return {n: len(consumer.partitions_for_topic(n) or ()) for n in names}
+            return {n: len(await topic_partitions(consumer, n)) for n in names}
         finally:
             await consumer.stop()
 
