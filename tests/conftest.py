@@ -5,9 +5,15 @@ Each service is chosen independently, in this order:
 1. an external service whose URL is in the environment
    (``STREAM_RATER_TEST_BROKER`` — ``kafka://host:port`` or ``host:port`` —
    and ``STREAM_RATER_TEST_REDIS_URL``);
-2. a testcontainers container when a Docker engine answers a ping;
-3. a local child process via :class:`stream_rater.local.runtime.LocalRuntime`
+2. for the broker, ``STREAM_RATER_TEST_KAFKA=tansu|apache-kafka``: that local broker;
+3. a testcontainers container when a Docker engine answers a ping;
+4. a local child process via :class:`stream_rater.local.runtime.LocalRuntime`
    (Tansu with memory storage, ``redis-server`` without persistence).
+
+A module marked ``apache_kafka`` (``pytestmark = [..., pytest.mark.apache_kafka]``) runs its
+broker tests twice, ids ``[default]`` and ``[apache-kafka]``: on the broker above and on a local
+one-node Apache Kafka (`stream_rater.local.apache_kafka`; needs java and mvn) — once only when
+that is already the session's broker or an external broker is given.
 
 Services are session-scoped and started lazily (a Redis-only test never starts a broker).
 Tests never share state: they take unique topic names from ``topic_factory`` and unique
@@ -24,16 +30,20 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from typing import cast
 from urllib.parse import urlparse
 
 import pytest
 import redis
 
 from stream_rater.kafka import bootstrap_servers, create_topics
-from stream_rater.local.runtime import LocalExtraMissing, LocalRuntime
+from stream_rater.local.apache_kafka import JavaToolMissing
+from stream_rater.local.runtime import BROKERS, BrokerKind, LocalExtraMissing, LocalRuntime
 
 BROKER_ENV = "STREAM_RATER_TEST_BROKER"
+KAFKA_ENV = "STREAM_RATER_TEST_KAFKA"
 REDIS_ENV = "STREAM_RATER_TEST_REDIS_URL"
+APACHE_KAFKA_MARK = "apache_kafka"
 SERVICE_FIXTURES = frozenset({"broker_url", "kafka_bootstrap", "redis_url", "redis_client", "topic_factory"})
 
 
@@ -58,6 +68,39 @@ def docker_reachable(timeout: float = 0.5) -> bool:
         return False
 
 
+def session_kafka() -> BrokerKind | None:
+    """The local broker ``STREAM_RATER_TEST_KAFKA`` asks for, or None (the usual choice)."""
+    value = os.environ.get(KAFKA_ENV) or None
+    if value is not None and value not in BROKERS:
+        raise pytest.UsageError(f"{KAFKA_ENV}={value!r}: expected one of {', '.join(BROKERS)}")
+    return cast("BrokerKind | None", value)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``apache_kafka`` module marker (see the module docstring)."""
+    config.addinivalue_line(
+        "markers", f"{APACHE_KAFKA_MARK}: broker tests also run on a local Apache Kafka ([apache-kafka])"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """In a module marked ``apache_kafka``, run each test that uses the broker on the session's
+    broker and on Apache Kafka (an indirect, session-scoped ``kafka_kind`` parameter)."""
+    if (
+        "kafka_bootstrap" in metafunc.fixturenames
+        and metafunc.definition.get_closest_marker(APACHE_KAFKA_MARK)
+        and not os.environ.get(BROKER_ENV)
+        and session_kafka() != "apache-kafka"
+    ):
+        metafunc.parametrize(
+            "kafka_kind",
+            [None, "apache-kafka"],
+            indirect=True,
+            scope="session",
+            ids=["default", "apache-kafka"],
+        )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that uses a service fixture as ``integration``."""
     for item in items:
@@ -78,27 +121,71 @@ def _stack() -> Iterator[ExitStack]:
         yield stack
 
 
-def _local(stack: ExitStack, *, broker: bool, redis: bool) -> LocalRuntime:
-    """Start a LocalRuntime with only the given services, or skip if the extra is missing."""
+def _local(stack: ExitStack, *, broker: bool | BrokerKind, redis: bool) -> LocalRuntime:
+    """Start a LocalRuntime with only the given services, or skip if the extra (or, for Apache
+    Kafka, java or mvn) is missing."""
     try:
         return stack.enter_context(LocalRuntime(broker=broker, redis=redis))
-    except LocalExtraMissing as exc:
-        pytest.skip(f"no {BROKER_ENV}/{REDIS_ENV}, no Docker, and {exc}")
+    except (LocalExtraMissing, JavaToolMissing) as exc:
+        chosen = f"{KAFKA_ENV} or the {APACHE_KAFKA_MARK} marker" if broker == "apache-kafka" else "no Docker"
+        pytest.skip(f"no {BROKER_ENV}/{REDIS_ENV}, {chosen}, and {exc}")
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(_docker: bool, _stack: ExitStack) -> str:
+def _brokers() -> dict[str, str]:
+    """The brokers started in this session (``docker``, ``tansu``, ``apache-kafka``): their
+    bootstrap servers. Each starts once, however often ``kafka_bootstrap`` is set up again for
+    another ``kafka_kind``."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def kafka_kind(request: pytest.FixtureRequest) -> BrokerKind | None:
+    """The local broker a test runs on: its ``[apache-kafka]`` parameter, else
+    ``STREAM_RATER_TEST_KAFKA``, else None (external, Docker or Tansu, in that order)."""
+    return getattr(request, "param", None) or session_kafka()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_bootstrap(_stack: ExitStack, _brokers: dict[str, str]) -> str:
+    """``127.0.0.1:port`` of a local one-node Apache Kafka, started on first use."""
+    if "apache-kafka" not in _brokers:
+        _brokers["apache-kafka"] = _local(_stack, broker="apache-kafka", redis=False).bootstrap_servers
+    return _brokers["apache-kafka"]
+
+
+@pytest.fixture(scope="session")
+def apache_broker_url(apache_kafka_bootstrap: str) -> str:
+    """The local Apache Kafka as a faust URL."""
+    return f"kafka://{apache_kafka_bootstrap}"
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(
+    kafka_kind: BrokerKind | None,
+    _docker: bool,
+    _stack: ExitStack,
+    _brokers: dict[str, str],
+    request: pytest.FixtureRequest,
+) -> str:
     """``host:port[,host:port]`` of a Kafka-protocol broker (aiokafka ``bootstrap_servers``)."""
     external = os.environ.get(BROKER_ENV)
     if external:
         return bootstrap_servers(external)
-    if _docker:
-        try:
-            from testcontainers.community.kafka import KafkaContainer
-        except ImportError:  # testcontainers < 4.9
-            from testcontainers.kafka import KafkaContainer
-        return str(_stack.enter_context(KafkaContainer().with_kraft()).get_bootstrap_server())
-    return _local(_stack, broker=True, redis=False).bootstrap_servers
+    if kafka_kind == "apache-kafka":
+        return str(request.getfixturevalue("apache_kafka_bootstrap"))
+    if _docker and kafka_kind is None:
+        if "docker" not in _brokers:
+            try:
+                from testcontainers.community.kafka import KafkaContainer
+            except ImportError:  # testcontainers < 4.9
+                from testcontainers.kafka import KafkaContainer
+            container = _stack.enter_context(KafkaContainer().with_kraft())
+            _brokers["docker"] = str(container.get_bootstrap_server())
+        return _brokers["docker"]
+    if "tansu" not in _brokers:
+        _brokers["tansu"] = _local(_stack, broker="tansu", redis=False).bootstrap_servers
+    return _brokers["tansu"]
 
 
 @pytest.fixture(scope="session")

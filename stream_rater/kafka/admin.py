@@ -87,11 +87,15 @@ async def _await_partitions(admin: AIOKafkaAdminClient, topics: Mapping[str, int
 async def topic_partitions(
     consumer: AIOKafkaConsumer, topic: str, timeout: float = 30.0
 ) -> list[TopicPartition]:
-    """`topic`'s partitions, waiting up to `timeout` seconds for the metadata to show it."""
+    """`topic`'s partitions, waiting up to `timeout` seconds for the metadata to show it.
+
+    Reads a fresh all-topics metadata response: the consumer's own metadata knows only the
+    topics it tracks (aiokafka bootstraps asking for none; Tansu answers that with every topic,
+    Apache Kafka with none) and `consumer.topics()` returns names only.
+    """
 
     async def partitions() -> set[int] | None:
-        await consumer.topics()
-        found: set[int] | None = consumer.partitions_for_topic(topic)
+        found: set[int] | None = (await consumer._client.fetch_all_metadata()).partitions_for_topic(topic)
         return found
 
     found = await wait_until_async(partitions, f"topic {topic!r} on the broker", timeout, interval=0.1)

@@ -32,7 +32,12 @@ async def subscribe(
     record that is not a JSON object goes to ``on_bad(topic[partition]@offset, reason)`` and
     the records after it are still read.
     """
-    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
+    consumer = AIOKafkaConsumer(
+        **client_options(settings),
+        enable_auto_commit=False,
+        group_id=None,
+        auto_offset_reset="earliest" if from_beginning else "latest",  # as the seek below: see LogReader
+    )
     await consumer.start()
     try:
         topic = settings.topic_updates
@@ -93,6 +98,10 @@ class LogReader:
     Fetched batches are kept whole: some Kafka-protocol brokers (Tansu) report the log's end
     as the last batch's base offset + 1, so "up to the end" means "through the batch that
     holds the reported end".
+
+    The consumer's own offset reset is "earliest" too: aiokafka (0.14) starts a reset of each
+    assigned partition by that strategy and applies its answer even when a `seek_to_beginning`
+    came meanwhile, so a "latest" one could skip a whole partition (seen on a 3-node Kafka).
     """
 
     def __init__(self, settings: Settings, topic: str, start: Mapping[int, int] | None = None) -> None:
@@ -101,6 +110,7 @@ class LogReader:
             **client_options(settings),
             enable_auto_commit=False,
             group_id=None,
+            auto_offset_reset="earliest",
             fetch_max_wait_ms=READ_FETCH_WAIT_MS,
         )
         self._partitions: list[TopicPartition] = []

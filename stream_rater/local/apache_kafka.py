@@ -1,0 +1,386 @@
+"""A real Apache Kafka (KRaft) on loopback: one node, or a cluster of N nodes, each a combined
+broker and controller, as child processes of `LocalRuntime` (``broker="apache-kafka"``).
+
+Tansu speaks the Kafka protocol but is not Kafka; this runs the broker that production runs, to
+prove the worker against real replication, ISR and group-coordinator behaviour. It needs
+``java`` (17+) and ``mvn`` on PATH: the broker's jars are resolved from Maven Central once
+(`kafka_libs`) into ``$STREAM_RATER_KAFKA_CACHE`` (default ``~/.cache/stream_rater``), as
+``kafka-<version>/libs``; ``STREAM_RATER_KAFKA_HOME`` may instead name an unpacked Kafka
+distribution (its ``libs/`` is used as is, nothing is resolved).
+
+Each node's log dir is formatted with Kafka's storage tool and kept in the runtime's work dir,
+so a node that was killed can be started again from its log (`ApacheKafkaCluster.restart`).
+Replication is ``min(3, N)``, ``min.insync.replicas`` one less (at least 1), also for the
+offsets and transaction topics. Deliberate departures from Kafka's defaults, for one machine
+and the test suite: small heaps, ``group.initial.rebalance.delay.ms=0``, 10 offsets-topic
+partitions instead of 50, and ``group.min.session.timeout.ms=1000`` (Kafka's 6000 would
+refuse the 3 s session timeout that ``dev`` and the tests give the worker).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from stream_rater.local.runtime import (
+    HOST,
+    LocalRuntimeError,
+    _Child,
+    _spawn,
+    _stop_children,
+    free_port,
+    wait_for_port,
+    wait_kafka_metadata,
+)
+
+__all__ = [
+    "KAFKA_CACHE_ENV",
+    "KAFKA_HOME_ENV",
+    "KAFKA_VERSION",
+    "ApacheKafkaCluster",
+    "JavaToolMissing",
+    "java_binary",
+    "kafka_libs",
+]
+
+KAFKA_VERSION = "4.1.1"
+#: The log4j 2 that Kafka KAFKA_VERSION depends on; its SLF4J 1.7 binding is added beside it.
+LOG4J_VERSION = "2.24.3"
+KAFKA_HOME_ENV = "STREAM_RATER_KAFKA_HOME"
+KAFKA_CACHE_ENV = "STREAM_RATER_KAFKA_CACHE"
+RESOLVE_TIMEOUT = 900.0
+HEAP_OPTIONS = ("-Xms64m", "-Xmx384m")
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.stream-rater</groupId>
+  <artifactId>apache-kafka-libs</artifactId>
+  <version>{kafka}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{kafka}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
+      <version>{log4j}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+_LOG4J2 = """status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+class JavaToolMissing(LocalRuntimeError):
+    """``java`` or ``mvn`` is not installed (Apache Kafka runs on the JVM, resolved by Maven)."""
+
+
+def java_binary() -> str:
+    """``$JAVA_HOME/bin/java`` if it exists, else ``java`` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(Path(home, "bin", "java"), os.X_OK):
+        return str(Path(home, "bin", "java"))
+    found = shutil.which("java")
+    if not found:
+        raise JavaToolMissing("Apache Kafka needs java 17+ (JAVA_HOME or PATH), and none was found")
+    return found
+
+
+def _cache_root() -> Path:
+    """Where resolved Kafka versions live: ``$STREAM_RATER_KAFKA_CACHE`` or the user cache."""
+    explicit = os.environ.get(KAFKA_CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base, "stream_rater")
+
+
+def kafka_libs(version: str = KAFKA_VERSION) -> Path:
+    """The directory of Apache Kafka ``version``'s jars, resolved with Maven on first use.
+
+    ``$STREAM_RATER_KAFKA_HOME/libs`` if that variable is set. Otherwise
+    ``<cache>/kafka-<version>/libs``: a generated pom and ``mvn dependency:copy-dependencies``
+    fill a temp dir that is renamed into place, under a lock file, so concurrent callers
+    resolve once and never see half a directory.
+    """
+    home = os.environ.get(KAFKA_HOME_ENV)
+    if home:
+        libs = Path(home, "libs")
+        if not any(libs.glob("kafka_*.jar")):
+            raise LocalRuntimeError(f"{KAFKA_HOME_ENV}={home} has no libs/kafka_*.jar")
+        return libs
+    root = _cache_root()
+    target = root / f"kafka-{version}"
+    if target.is_dir():
+        return target / "libs"
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise JavaToolMissing(
+            f"resolving Apache Kafka {version} needs Maven (mvn on PATH), and none was found"
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"kafka-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_dir():
+            _resolve(mvn, version, root, target)
+    return target / "libs"
+
+
+def _resolve(mvn: str, version: str, root: Path, target: Path) -> None:
+    """Copy Kafka ``version``'s runtime jars into ``target/libs`` with Maven (lock held)."""
+    staging = Path(tempfile.mkdtemp(prefix=f".kafka-{version}-", dir=root))
+    log_path = root / f"kafka-{version}-mvn.log"
+    try:
+        (staging / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
+        argv = [
+            mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(staging / "pom.xml"),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging / 'libs'}", "-DincludeScope=runtime",
+        ]  # fmt: skip
+        with open(log_path, "wb") as log:
+            try:
+                done = subprocess.run(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=RESOLVE_TIMEOUT,
+                )
+            except subprocess.TimeoutExpired:
+                raise LocalRuntimeError(
+                    f"resolving Apache Kafka {version} with Maven took over {RESOLVE_TIMEOUT:.0f}s; see {log_path}"
+                ) from None
+        if done.returncode != 0:
+            plain = re.sub(r"\x1b\[[0-9;]*m", "", log_path.read_text(errors="replace"))  # Maven's colours
+            errors = [line for line in plain.splitlines() if "ERROR" in line]
+            raise LocalRuntimeError(
+                f"resolving Apache Kafka {version} with Maven failed (exit {done.returncode}): "
+                f"{errors[0].strip() if errors else 'no error line'}; see {log_path}"
+            )
+        os.rename(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _cluster_id() -> str:
+    """A random KRaft cluster id: 16 bytes, URL-safe base64 without padding (Kafka's ``Uuid``)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+@dataclass
+class _Node:
+    """One KRaft node (broker and controller): its id, ports, directory and process."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    directory: Path
+    child: _Child | None = None
+
+    @property
+    def name(self) -> str:
+        """Its name in `LocalRuntime.pids` and its log file's stem."""
+        return f"kafka-{self.node_id}"
+
+    @property
+    def properties(self) -> Path:
+        """Its ``server.properties``."""
+        return self.directory / "server.properties"
+
+
+class ApacheKafkaCluster:
+    """``brokers`` Apache Kafka KRaft nodes on loopback, their logs under ``workdir``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        brokers: int = 1,
+        *,
+        startup_timeout: float = 120.0,
+        stop_timeout: float = 10.0,
+        port_attempts: int = 3,
+        version: str = KAFKA_VERSION,
+    ) -> None:
+        """Configure (not start) the cluster; `start` resolves the jars if needed."""
+        if brokers < 1:
+            raise ValueError(f"an Apache Kafka cluster needs at least 1 broker, not {brokers}")
+        self.workdir = workdir
+        self.brokers = brokers
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.port_attempts = port_attempts
+        self.version = version
+        self.replication_factor = min(3, brokers)
+        self.min_insync_replicas = max(1, self.replication_factor - 1)
+        self._nodes: list[_Node] = []
+        self._java = ""
+        self._libs = Path()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> ApacheKafkaCluster:
+        """Format and start every node and wait until the metadata lists all brokers; a node
+        that dies at startup (a port taken meanwhile) restarts the cluster on new ports."""
+        self._java = java_binary()
+        self._libs = kafka_libs(self.version)
+        (self.workdir / "log4j2.properties").write_text(_LOG4J2)
+        attempt = 0
+        while True:
+            attempt += 1
+            self._nodes = self._configure(attempt)
+            self._format()
+            for node in self._nodes:
+                node.child = _spawn(node.name, self._server_argv(node), self.workdir, node.port)
+            try:
+                self._wait_ready()
+                return self
+            except (LocalRuntimeError, OSError) as exc:  # TimeoutError is an OSError
+                dead = [c for c in self.children if not c.alive()]
+                self.stop()
+                if attempt >= self.port_attempts or isinstance(exc, TimeoutError):
+                    child = (dead or self.children)[0]
+                    raise LocalRuntimeError(
+                        f"Apache Kafka failed to start ({exc}); log tail ({child.log_path}):\n{child.log_tail()}"
+                    ) from exc
+
+    def stop(self) -> None:
+        """Stop every node at once (SIGTERM, wait, SIGKILL); the logs stay in ``workdir``."""
+        _stop_children((n.child for n in self._nodes), self.stop_timeout)
+
+    def restart(self, index: int) -> None:
+        """Start node ``index`` again from its on-disk log, on its ports, and wait until the
+        metadata lists every broker. A node still running (or SIGSTOPped) is stopped first."""
+        node = self._nodes[index]
+        if node.child is not None:
+            if node.child.alive():
+                node.child.process.send_signal(signal.SIGCONT)
+            node.child.stop(self.stop_timeout)
+        node.child = _spawn(node.name, self._server_argv(node), self.workdir, node.port)
+        self._wait_ready()
+
+    # -- addresses -------------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``127.0.0.1:P0,127.0.0.1:P1,…``: every node's client listener."""
+        return ",".join(f"{HOST}:{node.port}" for node in self._nodes)
+
+    @property
+    def children(self) -> list[_Child]:
+        """Every node's current process, by node id."""
+        return [node.child for node in self._nodes if node.child is not None]
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _configure(self, attempt: int) -> list[_Node]:
+        """Fresh node directories with ``server.properties`` on newly picked free ports."""
+        ports = [(free_port(), free_port()) for _ in range(self.brokers)]
+        voters = ",".join(f"{i}@{HOST}:{controller}" for i, (_, controller) in enumerate(ports))
+        nodes = []
+        for node_id, (port, controller) in enumerate(ports):
+            node = _Node(node_id, port, controller, self.workdir / f"kafka-{node_id}-{attempt}")
+            node.directory.mkdir(parents=True)
+            settings = {
+                "process.roles": "broker,controller",
+                "node.id": node_id,
+                "controller.quorum.voters": voters,
+                "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller}",
+                "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+                "controller.listener.names": "CONTROLLER",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "log.dirs": node.directory / "data",
+                "num.partitions": 1,
+                "default.replication.factor": self.replication_factor,
+                "min.insync.replicas": self.min_insync_replicas,
+                "offsets.topic.replication.factor": self.replication_factor,
+                "offsets.topic.num.partitions": 10,
+                "transaction.state.log.replication.factor": self.replication_factor,
+                "transaction.state.log.min.isr": self.min_insync_replicas,
+                "share.coordinator.state.topic.replication.factor": self.replication_factor,
+                "share.coordinator.state.topic.min.isr": self.min_insync_replicas,
+                "group.initial.rebalance.delay.ms": 0,
+                "group.min.session.timeout.ms": 1000,
+                "num.network.threads": 2,
+                "num.io.threads": 4,
+                "num.recovery.threads.per.data.dir": 1,
+            }
+            node.properties.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+            nodes.append(node)
+        return nodes
+
+    def _jvm(self, *options: str) -> list[str]:
+        """``java`` with the jars on the class path and the log4j 2 configuration."""
+        return [
+            self._java,
+            *options,
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            "-cp",
+            f"{self._libs}/*",
+        ]
+
+    def _format(self) -> None:
+        """Format every node's log dir with Kafka's storage tool (in parallel: a JVM each)."""
+        cluster_id = _cluster_id()
+
+        def format_node(node: _Node) -> None:
+            argv = [
+                *self._jvm("-Xmx256m", "-XX:TieredStopAtLevel=1"),
+                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.properties),
+            ]  # fmt: skip
+            try:
+                done = subprocess.run(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=self.startup_timeout,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise LocalRuntimeError(f"formatting {node.name} took over {self.startup_timeout}s") from exc
+            if done.returncode != 0:
+                tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+                raise LocalRuntimeError(f"formatting {node.name} failed ({done.returncode}):\n{tail}")
+
+        with ThreadPoolExecutor(max_workers=len(self._nodes)) as pool:
+            list(pool.map(format_node, self._nodes))
+
+    def _server_argv(self, node: _Node) -> list[str]:
+        return [*self._jvm(*HEAP_OPTIONS, "-XX:+ExitOnOutOfMemoryError"), "kafka.Kafka", str(node.properties)]
+
+    def _wait_ready(self) -> None:
+        """Wait until every node listens and the metadata lists all brokers."""
+        deadline = time.monotonic() + self.startup_timeout
+        children = self.children
+        for child in children:
+            wait_for_port(HOST, child.port, max(0.0, deadline - time.monotonic()), alive=child.alive)
+        wait_kafka_metadata(
+            self.bootstrap_servers,
+            deadline - time.monotonic(),
+            brokers=self.brokers,
+            alive=lambda: all(child.alive() for child in children),
+        )

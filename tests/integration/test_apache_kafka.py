@@ -1,0 +1,178 @@
+"""A real Apache Kafka through `LocalRuntime(broker="apache-kafka")`: one KRaft node, and a
+cluster of three (replication 3, ``min.insync.replicas`` 2) that keeps taking acks=all writes
+with a node killed and takes the node back from its on-disk log. Needs java and mvn; without
+them the tests skip (under CI=true a skip fails)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError
+
+from stream_rater.config.settings import Settings
+from stream_rater.kafka import Record, create_topics, read_log, send_batched
+from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
+from stream_rater.local.runtime import LocalRuntime, LocalRuntimeError
+
+pytestmark = pytest.mark.integration
+
+#: The JVM nodes start in seconds on an idle machine; the suite's neighbours slow them down.
+STARTUP_TIMEOUT = 180.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toolchain() -> None:
+    """Skip the module without java or mvn (resolving Kafka's jars once, if needed, here)."""
+    try:
+        java_binary()
+        kafka_libs()
+    except JavaToolMissing as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
+    """Three KRaft nodes, their logs in a kept work dir (a killed node restarts from it)."""
+    runtime = LocalRuntime(
+        broker="apache-kafka",
+        brokers=3,
+        redis=False,
+        startup_timeout=STARTUP_TIMEOUT,
+        workdir=tmp_path_factory.mktemp("kafka-cluster"),
+    )
+    with runtime:
+        yield runtime
+    assert_gone(runtime.pids.values())
+
+
+def assert_gone(pids: Any) -> None:
+    """Every PID in ``pids`` has exited and been reaped."""
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def fresh_topic() -> str:
+    """A topic name no other test uses."""
+    return f"ak-{uuid.uuid4().hex[:10]}"
+
+
+def records(topic: str, count: int, prefix: str) -> list[Record]:
+    """``count`` keyed records ``prefix-N``."""
+    return [(topic, f"k{n % 7}".encode(), f"{prefix}-{n}".encode(), []) for n in range(count)]
+
+
+async def produce(bootstrap: str, batch: list[Record]) -> None:
+    """Send ``batch`` with ``acks=all`` (every in-sync replica has it, at least min.insync)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=30000)
+    await producer.start()
+    try:
+        await send_batched(producer, batch)
+    finally:
+        await producer.stop()
+
+
+def read_values(runtime: LocalRuntime, topic: str) -> list[bytes]:
+    """Every value in ``topic``, read back from the earliest offset with `read_log`."""
+    log, _ = asyncio.run(read_log(Settings(broker=runtime.broker_url), topic, timeout=60.0))
+    return sorted(record.value for record in log)
+
+
+async def describe(bootstrap: str, topic: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """``topic``'s partitions (leader, replicas, isr) and its effective configuration."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        (described,) = await admin.describe_topics([topic])
+        (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        (resource,) = response.resources
+        configs = {entry[0]: entry[1] for entry in resource[4]}
+        return described["partitions"], configs
+    finally:
+        await admin.close()
+
+
+def wait_isr(bootstrap: str, topic: str, size: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Poll until every partition of ``topic`` has ``size`` in-sync replicas; its partitions.
+    A request may go to a node just killed (still listed until the controller fences it)."""
+    deadline = time.monotonic() + timeout
+    partitions: list[dict[str, Any]] = []
+    while True:
+        try:
+            partitions, _ = asyncio.run(describe(bootstrap, topic))
+        except KafkaError:
+            pass
+        else:
+            if all(len(p["isr"]) == size for p in partitions):
+                return partitions
+        assert time.monotonic() < deadline, f"ISR never reached {size}: {partitions}"
+        time.sleep(0.2)
+
+
+def test_one_broker_round_trip(tmp_path: Path) -> None:
+    """One KRaft node: the runtime's topics exist, records go in and come back in full, and
+    stop() ends the JVM by PID; its log is on disk in the work dir."""
+    topic = fresh_topic()
+    runtime = LocalRuntime(
+        {topic: 2}, broker="apache-kafka", redis=False, startup_timeout=STARTUP_TIMEOUT, workdir=tmp_path
+    )
+    with runtime:
+        assert list(runtime.pids) == ["kafka-0"]
+        assert runtime.broker_pids == [runtime.pids["kafka-0"]]
+        assert runtime.replication_factor == 1
+        assert runtime.broker_url == f"kafka://{runtime.bootstrap_servers}"
+        asyncio.run(produce(runtime.bootstrap_servers, records(topic, 50, "one")))
+        assert read_values(runtime, topic) == sorted(f"one-{n}".encode() for n in range(50))
+        partitions, configs = asyncio.run(describe(runtime.bootstrap_servers, topic))
+        assert len(partitions) == 2
+        assert configs["min.insync.replicas"] == "1"
+    assert_gone(runtime.pids.values())
+    assert "Kafka Server started" in (tmp_path / "kafka-0.log").read_text()
+    with pytest.raises(LocalRuntimeError):
+        _ = runtime.bootstrap_servers
+
+
+def test_cluster_replicates_three_ways(cluster: LocalRuntime) -> None:
+    """A topic created with replication 3 has every partition on all three nodes, all in sync,
+    and ``min.insync.replicas`` 2; records produced with acks=all read back in full."""
+    topic = fresh_topic()
+    assert len(cluster.broker_pids) == 3 and cluster.replication_factor == 3
+    assert len(cluster.bootstrap_servers.split(",")) == 3
+    asyncio.run(create_topics(cluster.broker_url, {topic: 3}, replication=3))
+    partitions = wait_isr(cluster.bootstrap_servers, topic, 3)
+    assert sorted(sorted(p["replicas"]) for p in partitions) == [[0, 1, 2]] * 3
+    _, configs = asyncio.run(describe(cluster.bootstrap_servers, topic))
+    assert configs["min.insync.replicas"] == "2"
+    asyncio.run(produce(cluster.bootstrap_servers, records(topic, 200, "rf3")))
+    assert read_values(cluster, topic) == sorted(f"rf3-{n}".encode() for n in range(200))
+
+
+def test_killed_node_rejoins_from_its_log(cluster: LocalRuntime) -> None:
+    """SIGKILL one node: acks=all writes still succeed on the two left (ISR 2 = min ISR); the
+    node restarted from its log dir (new PID) catches up and is back in every ISR."""
+    topic = fresh_topic()
+    asyncio.run(create_topics(cluster.broker_url, {topic: 3}, replication=3))
+    wait_isr(cluster.bootstrap_servers, topic, 3)
+    asyncio.run(produce(cluster.bootstrap_servers, records(topic, 100, "before")))
+    victim = cluster.broker_pids[2]
+    os.kill(victim, signal.SIGKILL)
+    wait_isr(cluster.bootstrap_servers, topic, 2)
+    asyncio.run(produce(cluster.bootstrap_servers, records(topic, 100, "during")))
+    cluster.restart_broker(2)
+    assert cluster.broker_pids[2] != victim
+    assert_gone([victim])
+    partitions = wait_isr(cluster.bootstrap_servers, topic, 3)
+    assert all(2 in p["isr"] for p in partitions)
+    expected = sorted(f"{phase}-{n}".encode() for phase in ("before", "during") for n in range(100))
+    assert read_values(cluster, topic) == expected
