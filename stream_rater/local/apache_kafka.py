@@ -33,13 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from stream_rater.local.runtime import (
+from stream_rater.local.processes import (
     HOST,
+    Child,
     LocalRuntimeError,
-    _Child,
-    _spawn,
-    _stop_children,
     free_port,
+    spawn,
+    stop_children,
     wait_for_port,
     wait_kafka_metadata,
 )
@@ -198,7 +198,7 @@ class _Node:
     port: int
     controller_port: int
     directory: Path
-    child: _Child | None = None
+    child: Child | None = None
 
     @property
     def name(self) -> str:
@@ -253,7 +253,7 @@ class ApacheKafkaCluster:
             self._nodes = self._configure(attempt)
             self._format()
             for node in self._nodes:
-                node.child = _spawn(node.name, self._server_argv(node), self.workdir, node.port)
+                node.child = spawn(node.name, self._server_argv(node), self.workdir, node.port)
             try:
                 self._wait_ready()
                 return self
@@ -268,7 +268,7 @@ class ApacheKafkaCluster:
 
     def stop(self) -> None:
         """Stop every node at once (SIGTERM, wait, SIGKILL); the logs stay in ``workdir``."""
-        _stop_children((n.child for n in self._nodes), self.stop_timeout)
+        stop_children((n.child for n in self._nodes), self.stop_timeout)
 
     def restart(self, index: int) -> None:
         """Start node ``index`` again from its on-disk log, on its ports, and wait until the
@@ -278,7 +278,7 @@ class ApacheKafkaCluster:
             if node.child.alive():
                 node.child.process.send_signal(signal.SIGCONT)
             node.child.stop(self.stop_timeout)
-        node.child = _spawn(node.name, self._server_argv(node), self.workdir, node.port)
+        node.child = spawn(node.name, self._server_argv(node), self.workdir, node.port)
         self._wait_ready()
 
     # -- addresses -------------------------------------------------------------------------
@@ -289,7 +289,7 @@ class ApacheKafkaCluster:
         return ",".join(f"{HOST}:{node.port}" for node in self._nodes)
 
     @property
-    def children(self) -> list[_Child]:
+    def children(self) -> list[Child]:
         """Every node's current process, by node id."""
         return [node.child for node in self._nodes if node.child is not None]
 

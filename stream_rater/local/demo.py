@@ -113,7 +113,7 @@ class Server:
 def serving(store_url: str, ladders_file: Path, timeout: float = 60.0) -> Iterator[Server]:
     """A ``stream-rater serve`` child answering the read API of the store at `store_url` on a
     free loopback port, once ready (`wait_ready`); stopped by PID (`stop_process`) after."""
-    from stream_rater.local.runtime import HOST, free_port
+    from stream_rater.local.processes import HOST, free_port
 
     port = free_port()
     process = subprocess.Popen(

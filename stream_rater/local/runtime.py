@@ -29,29 +29,33 @@ batch (`publish`'s ``linger``).
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import ctypes
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
+from typing import TYPE_CHECKING, Literal
 
 from stream_rater.kafka import create_topics
+from stream_rater.local.processes import (
+    HOST,
+    Child,
+    LocalRuntimeError,
+    _listening,
+    _run_sync,
+    free_cluster_port,
+    free_port,
+    spawn,
+    stop_children,
+    wait_cluster_ok,
+    wait_for_port,
+    wait_kafka_metadata,
+)
 from stream_rater.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -73,20 +77,10 @@ __all__ = [
     "wait_kafka_metadata",
 ]
 
-_T = TypeVar("_T")
-
-HOST = "127.0.0.1"
 _INSTALL_HINT = "pip install 'stream_rater[local]'"
-_PR_SET_PDEATHSIG = 1
-#: A Redis Cluster node also listens on its port + 10000 (the cluster bus).
-CLUSTER_BUS_OFFSET = 10000
 #: The brokers `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
 BrokerKind = Literal["tansu", "apache-kafka"]
 BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")
-
-
-class LocalRuntimeError(RuntimeError):
-    """A local service failed to start or a broker/topic operation failed."""
 
 
 class LocalExtraMissing(LocalRuntimeError):
@@ -130,211 +124,6 @@ def redis_cli_binary() -> str:
     if not found:
         raise LocalExtraMissing(f"no redis-cli beside {redis_server_binary()} nor on PATH: {_INSTALL_HINT}")
     return found
-
-
-# --------------------------------------------------------------------------------------------
-# Ports and topics
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port that is free on ``host`` right now (another process may still take it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def free_cluster_port(host: str = HOST, attempts: int = 100) -> int:
-    """A free port P whose cluster bus port P + 10000 is free too (Redis Cluster takes both)."""
-    for _ in range(attempts):
-        port = free_port(host)
-        if port + CLUSTER_BUS_OFFSET > 65535:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host, port + CLUSTER_BUS_OFFSET))
-            except OSError:
-                continue
-        return port
-    raise LocalRuntimeError(f"no free port pair P, P+{CLUSTER_BUS_OFFSET} found on {host}")
-
-
-def wait_for_port(
-    host: str,
-    port: int,
-    timeout: float = 10.0,
-    *,
-    alive: Callable[[], bool] | None = None,
-) -> None:
-    """Poll until a TCP connection to ``host:port`` succeeds.
-
-    Raises ``TimeoutError`` after ``timeout`` seconds, or ``LocalRuntimeError`` as soon as
-    ``alive()`` returns False (the process that should listen has died).
-    """
-    wait_until(lambda: _listening(host, port, alive), f"a listener on {host}:{port}", timeout)
-
-
-def _listening(host: str, port: int, alive: Callable[[], bool] | None) -> bool:
-    """Whether a TCP connection to ``host:port`` succeeds; ``LocalRuntimeError`` if ``alive()``
-    says the process that should listen has died."""
-    if alive is not None and not alive():
-        raise LocalRuntimeError(f"process exited before listening on {host}:{port}")
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def wait_cluster_ok(ports: Sequence[int], timeout: float, host: str = HOST) -> None:
-    """Poll until every Redis Cluster node at ``host:port`` reports ``cluster_state:ok``, knows
-    all ``ports`` and, if it is a replica, has its link to its master up; else ``TimeoutError``."""
-    import redis
-
-    clients = [redis.Redis(host=host, port=port, socket_timeout=1.0, decode_responses=True) for port in ports]
-    waiting: list[int] = []
-
-    def all_ok() -> bool:
-        waiting[:] = [client.get_connection_kwargs()["port"] for client in clients if not node_ok(client)]
-        return not waiting
-
-    def node_ok(client: redis.Redis) -> bool:
-        info = client.cluster("INFO")
-        role = client.info("replication")
-        return (
-            info["cluster_state"] == "ok"
-            and int(info["cluster_known_nodes"]) == len(ports)
-            and (role["role"] != "slave" or role.get("master_link_status") == "up")
-        )
-
-    try:
-        wait_until(all_ok, lambda: f"Redis Cluster nodes {waiting} to be ok", timeout)
-    finally:
-        for client in clients:
-            client.close()
-
-
-def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run ``coro`` to completion; in a helper thread if this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-def wait_kafka_metadata(
-    bootstrap: str,
-    timeout: float,
-    *,
-    brokers: int = 1,
-    alive: Callable[[], bool] = lambda: True,
-) -> None:
-    """Poll until a metadata request to ``bootstrap`` (``host:port[,host:port]``) lists at least
-    ``brokers`` brokers (a KRaft cluster lists only the unfenced ones).
-
-    Raises ``TimeoutError`` after ``timeout`` seconds, or ``LocalRuntimeError`` as soon as
-    ``alive()`` is False, also after an answer (then someone else answered on the port).
-    """
-    found = 0
-
-    async def listed() -> int:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
-        await admin.start()
-        try:
-            return len((await admin.describe_cluster())["brokers"])
-        finally:
-            await admin.close()
-
-    def enough() -> bool:
-        nonlocal found
-        try:
-            found = _run_sync(listed())
-        except KafkaError:
-            found = 0
-        if not alive():
-            raise LocalRuntimeError("broker exited during startup")
-        return found >= brokers
-
-    wait_until(enough, lambda: f"{bootstrap} to list {brokers} brokers (it lists {found})", timeout)
-
-
-# --------------------------------------------------------------------------------------------
-# Child processes
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies (Linux only)."""
-    libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-
-    def preexec() -> None:
-        if libc is not None:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent_pid:  # parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
-
-
-@dataclass
-class _Child:
-    """One started service process and its log file."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    port: int
-
-    def alive(self) -> bool:
-        """Whether the process is still running."""
-        return self.process.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last ``lines`` lines of the process log."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "<no log>"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self, timeout: float) -> None:
-        """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL; always reaps the PID."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def _spawn(name: str, argv: list[str], workdir: Path, port: int) -> _Child:
-    """Start ``argv`` in ``workdir`` in its own session, logging to ``workdir/<name>.log``."""
-    log_path = workdir / f"{name}.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            argv,
-            cwd=workdir,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()),
-        )
-    return _Child(name, process, log_path, port)
-
-
-def _stop_children(children: Iterable[_Child | None], timeout: float) -> None:
-    """Stop ``children`` together: SIGTERM to all, wait up to ``timeout`` seconds in all, then
-    SIGKILL the rest; reaps every PID. (A KRaft node waits for its quorum when it shuts down,
-    so the nodes of a cluster must go at once.)"""
-    started = [c for c in children if c is not None]
-    for child in started:
-        if child.alive():
-            child.process.terminate()
-    deadline = time.monotonic() + timeout
-    for child in started:
-        child.stop(max(0.0, deadline - time.monotonic()))
 
 
 _live_runtimes: set[LocalRuntime] = set()
@@ -404,10 +193,10 @@ class LocalRuntime:
         self.redis_cluster = redis_cluster
         self.cluster_replicas = cluster_replicas
         self._workdir: Path | None = None
-        self._broker: _Child | None = None
+        self._broker: Child | None = None
         self._kafka: ApacheKafkaCluster | None = None
-        self._redis: _Child | None = None
-        self._cluster: list[_Child] = []
+        self._redis: Child | None = None
+        self._cluster: list[Child] = []
         self._lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -448,7 +237,7 @@ class LocalRuntime:
         idempotent."""
         with self._lock:
             kafka = self._kafka.children if self._kafka is not None else []
-            _stop_children((*self._cluster, self._redis, self._broker, *kafka), self.stop_timeout)
+            stop_children((*self._cluster, self._redis, self._broker, *kafka), self.stop_timeout)
             if self._workdir is not None and self._workdir_arg is None:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -543,7 +332,7 @@ class LocalRuntime:
         self._kafka.start()
 
     @staticmethod
-    def _running(child: _Child | None, what: str) -> _Child:
+    def _running(child: Child | None, what: str) -> Child:
         """``child`` if it is running, else raise ``LocalRuntimeError``."""
         if child is None or not child.alive():
             raise LocalRuntimeError(f"the local {what} is not running")
@@ -553,16 +342,16 @@ class LocalRuntime:
         self,
         name: str,
         argv: Callable[[int], list[str]],
-        ready: Callable[[_Child, float], None],
+        ready: Callable[[Child, float], None],
         pick_port: Callable[[], int] = free_port,
-    ) -> _Child:
+    ) -> Child:
         """Spawn a child on a free port and wait until ``ready``; retry if it dies early."""
         assert self._workdir is not None
         attempts_left = self.port_attempts
         while True:
             attempts_left -= 1
             port = pick_port()
-            child = _spawn(name, argv(port), self._workdir, port)
+            child = spawn(name, argv(port), self._workdir, port)
             try:
                 ready(child, self.startup_timeout)
                 return child
@@ -646,14 +435,14 @@ class LocalRuntime:
         wait_cluster_ok([c.port for c in self._cluster], self.startup_timeout)
 
     @staticmethod
-    def _broker_ready(child: _Child, timeout: float) -> None:
+    def _broker_ready(child: Child, timeout: float) -> None:
         """The port accepts connections and the broker answers a metadata request."""
         deadline = time.monotonic() + timeout
         wait_for_port(HOST, child.port, timeout, alive=child.alive)
         wait_kafka_metadata(f"{HOST}:{child.port}", deadline - time.monotonic(), alive=child.alive)
 
     @staticmethod
-    def _redis_ready(child: _Child, timeout: float) -> None:
+    def _redis_ready(child: Child, timeout: float) -> None:
         """The port accepts connections and the server answers PING."""
         import redis
 
