@@ -165,7 +165,7 @@ class RedisStore(StateStore):
                 break
             self._moved(ladder, generation, int(reply[1]))
         states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
-        make = PlayerState._make
+        make = PlayerState.of
         return Snapshot(
             players={i: make(s) for i, s in zip(player_ids, states) if s is not None},
             effects={i: make(s) for i, s in zip(effect_ids, effect_states) if s is not None},
