@@ -225,6 +225,8 @@ class _Glicko(RatingModel):
         """One rating period per match: each player plays each other team (module docs)."""
         ranks = check_ranks(teams, outcome)
         elapsed = outcome.elapsed
+        if len(teams) == 2 and len(teams[0]) == 1 == len(teams[1]):
+            return self._duel(teams[0][0], teams[1][0], pair_score(ranks[0], ranks[1]), elapsed)
         phi2s = [
             [
                 self._grown(self._phi2(r), None if elapsed is None else elapsed[t][i])
@@ -248,6 +250,20 @@ class _Glicko(RatingModel):
                 posts.append(self._update(player, own, games))
             result.append(posts)
         return result
+
+    def _duel(
+        self, a: Rating, b: Rating, score: float, elapsed: Sequence[Sequence[float | None]] | None
+    ) -> list[list[Rating]]:
+        """`_rate` for one player against one, the common match: the same arithmetic without
+        the per-team sums."""
+        phi2_a, phi2_b = self._phi2(a), self._phi2(b)
+        if elapsed is not None:
+            phi2_a, phi2_b = self._grown(phi2_a, elapsed[0][0]), self._grown(phi2_b, elapsed[1][0])
+        diff = (a.mu - b.mu) / self.scale
+        return [
+            [self._update(a, phi2_a, ((diff, phi2_b, score),))],
+            [self._update(b, phi2_b, ((-diff, phi2_a, 1.0 - score),))],
+        ]
 
     def win_probabilities(self, teams: Teams) -> list[float]:
         """P(each team finishes first): for two teams Glickman's predictive probability
