@@ -141,7 +141,13 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
     """Makes a `Stream` with fresh topics of the given partition count; stops its workers by PID."""
     made: list[Stream] = []
 
-    def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
+    def make(
+        partitions: int = 1,
+        batch_size: int = 200,
+        create: bool = True,
+        ladders: int = 1,
+        model: str = "trueskill",
+    ) -> Stream:
         name = uuid.uuid4().hex[:10]
         settings = Settings(
             broker=broker_url,
@@ -157,7 +163,7 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
         )
         if create:
             asyncio.run(create_topics(broker_url, settings.topics()))
-        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path)
+        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path, model)
         made.append(stream)
         return stream
 
