@@ -133,8 +133,8 @@ def plan_batch(
     ladder_name, model_name, display, rate_match = ladder.name, model.name, model.display, model.rate_match
     needs_scores = model.needs_scores
     initial, initial_effect = model.initial(), model.initial_effect()
-    new_player = PlayerState(initial.mu, initial.sigma)
-    new_effect = PlayerState(initial_effect.mu, initial_effect.sigma)
+    new_player = PlayerState(initial.mu, initial.sigma, extra=initial.extra)
+    new_effect = PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra)
     stored_players, stored_effects = snapshot.players, snapshot.effects
     # States the batch changed, as they will be written: one version past the one read.
     players: dict[str, PlayerState] = {}
@@ -173,7 +173,7 @@ def plan_batch(
             ratings: list[Rating] = []
             gaps: list[float | None] = []
             for state in prior:
-                ratings.append(_new(Rating, state[:2]))  # Rating(state.mu, state.sigma)
+                ratings.append(_new(Rating, (state[0], state[1], state[5])))  # mu, sigma, extra
                 gaps.append(None if state.last_played is None else max(0.0, at - state.last_played))
             teams.append(ratings)
             elapsed.append(gaps)
@@ -212,7 +212,7 @@ def plan_batch(
                     pid,
                     model_name,
                     before[:2],
-                    new,
+                    new[:2],
                     rating,
                     after.games,
                     finished_at,
@@ -249,7 +249,8 @@ def is_late(result: MatchResult) -> bool:
 def _after(before: PlayerState, new: Rating, at: float, stored: PlayerState) -> PlayerState:
     """The state to write after a match at `at`: one version past the `stored` one."""
     last = at if before.last_played is None else max(before.last_played, at)
-    return _new(PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1))
+    extra = new[2] if len(new) > 2 else None  # a model may build (mu, sigma) by tuple.__new__
+    return _new(PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1, extra))
 
 
 class Processor:

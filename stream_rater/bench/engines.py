@@ -3,19 +3,24 @@
 Times our `TrueSkill` against the ``trueskill`` package and openskill's ``PlackettLuce`` on
 the same match shapes in one run (best of ``repeat`` timeit rounds of CPU time, each long
 enough to be measurable), and prints a table with the ratios ``trueskill / ours`` and
-``openskill / ours`` plus our 1v1 updates per second. Missing reference packages (the
-``bench`` extra) are reported and skipped.
+``openskill / ours`` plus our 1v1 updates per second. Then our Glicko-1 and Glicko-2 on a
+1-vs-1 (both players updated, one rating period) beside the ``glicko2`` package doing the same
+(two players made from the stored values and updated, the way a per-game ladder uses it).
+Missing reference packages (the ``bench`` extra) are reported and skipped.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 import timeit
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TextIO
 
-from stream_rater.rating.base import Rating
+from stream_rater.rating.base import Outcome, Rating
+from stream_rater.rating.glicko import Glicko, Glicko2
 from stream_rater.rating.trueskill import TrueSkill
 
 #: (name, team sizes, ranks): the shapes the issue asks for.
@@ -78,12 +83,51 @@ def _contenders(
     return calls
 
 
-def run(repeat: int = 5, out: TextIO = sys.stdout) -> list[dict[str, Any]]:
-    """Time every shape for every available engine; print the table; return its rows.
+def _glicko_rows(repeat: int, out: TextIO) -> list[dict[str, Any]]:
+    """Our Glicko-1 and Glicko-2 1-vs-1 updates, and the ``glicko2`` package's; print them."""
+    a, b = Rating(1620.0, 80.0, 0.06), Rating(1500.0, 150.0, 0.059)
+    outcome = Outcome(ranks=[0, 1])
+    rows: list[dict[str, Any]] = []
+    models: list[Glicko | Glicko2] = [Glicko(), Glicko2()]
+    for model in models:
+        rows.append(
+            {
+                "shape": f"{model.name} 1v1",
+                "ours_us": _best_us(partial(model.rate_match, [[a], [b]], outcome), repeat),
+            }
+        )
+    try:
+        package = importlib.import_module("glicko2")  # untyped: imported as a module object
+    except ImportError:
+        print("glicko2 is not installed (pip install 'stream_rater[bench]'): skipped", file=out)
+        theirs = None
+    else:
 
-    Each row: ``shape``, ``ours_us``, ``trueskill_us``, ``openskill_us`` (None when that
-    package is not installed) and the ratios ``trueskill_ratio``, ``openskill_ratio``
-    (their time / ours).
+        def their_duel() -> None:
+            first = package.Player(a.mu, a.sigma, a.extra)
+            second = package.Player(b.mu, b.sigma, b.extra)
+            first.update_player([b.mu], [b.sigma], [1.0])
+            second.update_player([a.mu], [a.sigma], [0.0])
+
+        theirs = _best_us(their_duel, repeat)
+    for row in rows:
+        row["glicko2_us"] = theirs if row["shape"] == "glicko2 1v1" else None
+        row["glicko2_ratio"] = None if row["glicko2_us"] is None else row["glicko2_us"] / row["ours_us"]
+    print(f"{'model':12}{'ours µs':>12}{'glicko2 µs':>14}{'glicko2/ours':>15}", file=out)
+    for row in rows:
+        their_us = "" if row["glicko2_us"] is None else f"{row['glicko2_us']:.1f}"
+        ratio = "" if row["glicko2_ratio"] is None else f"{row['glicko2_ratio']:.1f}x"
+        print(f"{row['shape']:12}{row['ours_us']:12.1f}{their_us:>14}{ratio:>15}", file=out)
+    return rows
+
+
+def run(repeat: int = 5, out: TextIO = sys.stdout) -> list[dict[str, Any]]:
+    """Time every shape for every available engine; print the tables; return their rows.
+
+    Each TrueSkill row: ``shape``, ``ours_us``, ``trueskill_us``, ``openskill_us`` (None when
+    that package is not installed) and the ratios ``trueskill_ratio``, ``openskill_ratio``
+    (their time / ours). Then the Glicko rows (``shape`` "glicko 1v1" / "glicko2 1v1"):
+    ``ours_us``, ``glicko2_us`` and ``glicko2_ratio`` (the package's, Glicko-2 only).
     """
     rows: list[dict[str, Any]] = []
     missing: set[str] = set()
@@ -113,4 +157,4 @@ def run(repeat: int = 5, out: TextIO = sys.stdout) -> list[dict[str, Any]]:
         print(f"{row['shape']:10}{cells}", file=out)
     one = rows[0]["ours_us"]
     print(f"ours 1v1: {1e6 / one:,.0f} updates/s ({one:.2f} µs per update)", file=out)
-    return rows
+    return rows + _glicko_rows(repeat, out)

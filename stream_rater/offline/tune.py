@@ -51,6 +51,8 @@ SPACES: dict[str, dict[str, str]] = {
     "thurstonian": {"eta": "log"},
     "duelling-elo": {"alpha": "log"},
     "sph-elo": {"game_mult": "log"},
+    "glicko": {"rd": "log", "c": "log"},
+    "glicko2": {"rd": "log", "c": "log", "tau": "log"},
 }
 OBJECTIVES = ("log_loss", "brier", "wrong_order")
 #: Per transform: the values a parameter configured as 0 is first scanned over.

@@ -17,6 +17,8 @@ _MODELS = {path.rpartition(":")[2]: name for name, path in MODEL_CLASSES.items()
 __all__ = [
     "DuellingElo",
     "Elo",
+    "Glicko",
+    "Glicko2",
     "MODEL_CLASSES",
     "Outcome",
     "PlackettLuce",

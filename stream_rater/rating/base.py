@@ -17,7 +17,7 @@ _T = TypeVar("_T")
 
 
 class Rating(NamedTuple):
-    """A player's rating state: mean `mu` and, for Bayesian models, std-dev `sigma`.
+    """A player's rating state: mean `mu`, for Bayesian models std-dev `sigma`, and `extra`.
 
     Elo-family states have ``sigma=None`` and ``mu`` is the rating itself. A named tuple:
     immutable like a frozen dataclass, and about three times cheaper to create, which
@@ -26,6 +26,8 @@ class Rating(NamedTuple):
 
     mu: float
     sigma: float | None = None
+    #: One more per-player number a model may keep (Glicko-2: the volatility); None otherwise.
+    extra: float | None = None
 
 
 class Outcome(NamedTuple):

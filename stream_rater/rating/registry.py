@@ -19,6 +19,8 @@ MODEL_CLASSES: dict[str, str] = {
     "plackett-luce": "stream_rater.rating.plackett_luce:PlackettLuce",
     "thurstonian": "stream_rater.rating.thurstonian:Thurstonian",
     "duelling-elo": "stream_rater.rating.duelling_elo:DuellingElo",
+    "glicko": "stream_rater.rating.glicko:Glicko",
+    "glicko2": "stream_rater.rating.glicko:Glicko2",
 }
 
 

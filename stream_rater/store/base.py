@@ -40,16 +40,24 @@ class PlayerState(NamedTuple):
     games: int = 0
     last_played: float | None = None
     version: int = 0
+    #: The model's extra per-player number (`Rating.extra`: Glicko-2's volatility), else None.
+    extra: float | None = None
 
     def pack(self) -> bytes:
-        """Compact msgpack form: ``[mu, sigma, games, last_played, version]``."""
-        packed: bytes = _PACKER.pack(self)  # a tuple packs as a msgpack array
+        """Compact msgpack form: ``[mu, sigma, games, last_played, version]``, and ``extra``
+        after them only when it is set (so states of the other models keep their bytes)."""
+        packed: bytes = _PACKER.pack(self if self.extra is not None else self[:5])  # tuples pack as arrays
         return packed
 
     @classmethod
     def unpack(cls, raw: bytes) -> PlayerState:
         """Inverse of `pack`."""
-        return cls._make(msgpack.unpackb(raw, raw=False))
+        return cls.of(msgpack.unpackb(raw, raw=False))
+
+    @classmethod
+    def of(cls, fields: list[Any]) -> PlayerState:
+        """The state from its packed fields: five, or six with ``extra``."""
+        return cls._make(fields if len(fields) == 6 else (*fields, None))
 
 
 #: Reused rather than one per `msgpack.packb` call. Packing a state is one C call that runs no

@@ -221,7 +221,7 @@ class RedisStore(StateStore):
                 check_reply(ladder, reply)  # raises: a refusal other than the live one moving on
             self._live[ladder] = int(reply[1])  # and read again, from the live generation
         states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
-        make = PlayerState._make
+        make = PlayerState.of
         return Snapshot(
             players={i: make(s) for i, s in zip(player_ids, states) if s is not None},
             effects={i: make(s) for i, s in zip(effect_ids, effect_states) if s is not None},

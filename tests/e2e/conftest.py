@@ -146,14 +146,20 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
     """Makes a `Stream` with fresh topics of the given partition count; stops its workers by PID."""
     made: list[Stream] = []
 
-    def make(partitions: int = 1, batch_size: int = 200, create: bool = True, ladders: int = 1) -> Stream:
+    def make(
+        partitions: int = 1,
+        batch_size: int = 200,
+        create: bool = True,
+        ladders: int = 1,
+        model: str = "trueskill",
+    ) -> Stream:
         name = uuid.uuid4().hex[:10]
         settings = tagged_settings(
             name, broker=broker_url, redis_url=redis_url, partitions=partitions, batch_size=batch_size
         )
         if create:
             asyncio.run(create_topics(broker_url, settings.topics()))
-        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path)
+        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path, model)
         made.append(stream)
         return stream
 

@@ -36,6 +36,7 @@ class Stream:
     settings: Settings
     names: tuple[str, ...]
     tmp: Path
+    model: str = "trueskill"
     workers: list[subprocess.Popen] = field(default_factory=list)
     #: Each started worker's web port, in start order.
     web_ports: list[int] = field(default_factory=list)
@@ -47,13 +48,15 @@ class Stream:
 
     @property
     def ladders(self) -> Ladders:
-        return Ladders([Ladder(name, "trueskill") for name in self.names])
+        return Ladders([Ladder(name, self.model) for name in self.names])
 
     def start_worker(self) -> subprocess.Popen:
         """A new ready worker of this test's consumer group."""
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
-        process = start_worker(settings, worker_test_env(self.names, self.tmp / "faust-data"), log)
+        process = start_worker(
+            settings, worker_test_env(self.names, self.tmp / "faust-data", self.model), log
+        )
         self.workers.append(process)
         self.web_ports.append(settings.web_port)
         wait_ready(process, f"http://127.0.0.1:{settings.web_port}/readyz", STARTUP_TIMEOUT)
@@ -155,6 +158,6 @@ def replay_events(
 def exact(states: dict[str, dict]) -> dict[str, dict]:
     """Per ladder, each player's stored state as compared with replay: bit for bit."""
     return {
-        name: {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in players.items()}
+        name: {p: (s.mu, s.sigma, s.extra, s.games, s.last_played) for p, s in players.items()}
         for name, players in states.items()
     }

@@ -89,9 +89,11 @@ def assert_equals_replay(stream: Stream, matches: list[dict], records: list) -> 
         assert_unbroken_chains([e for e in events if e["ladder"] == name], states[name])
 
 
-def test_one_partition_stream_equals_replay(stream_factory):
-    """On one partition the worker emits exactly replay's events: one per player per match."""
-    stream = stream_factory(partitions=1)
+@pytest.mark.parametrize("model", ["trueskill", "glicko2"])
+def test_one_partition_stream_equals_replay(stream_factory, model):
+    """On one partition the worker emits exactly replay's events: one per player per match,
+    and its stored states (Glicko-2's volatility too) are replay's."""
+    stream = stream_factory(partitions=1, model=model)
     stream.start_worker()
     matches = random_matches(stream, 400, players=30, seed=1)
     stream.publish(matches)

@@ -148,7 +148,7 @@ def test_toml_without_default_gets_the_built_in_default(tmp_path: Path) -> None:
             '[ladders.a]\nmodel = "trueskill"\ndraw_probabilty = 0.1\n',
             ":3: [ladders.a] draw_probabilty: model 'trueskill' has no parameter 'draw_probabilty'",
         ),
-        ('[ladders.a]\nmodel = "glicko"\n', ":2: [ladders.a] model: unknown model 'glicko' (known: "),
+        ('[ladders.a]\nmodel = "whr"\n', ":2: [ladders.a] model: unknown model 'whr' (known: "),
         ("[ladders.a]\nk = 3\n", ":1: [ladders.a]: 'model' must be given as a string"),
         (
             '[ladders.Big]\nmodel = "trueskill"\n',
@@ -230,7 +230,7 @@ def test_env_params_apply_to_the_built_in_default() -> None:
             {"STREAM_RATER_LADDER_X": "sph-elo", "STREAM_RATER_LADDER_X__K": "2"},
             "STREAM_RATER_LADDER_X__K: model 'sph-elo' has no parameter 'K'",
         ),
-        ({"STREAM_RATER_LADDER_X": "glicko"}, "STREAM_RATER_LADDER_X: unknown model 'glicko'"),
+        ({"STREAM_RATER_LADDER_X": "whr"}, "STREAM_RATER_LADDER_X: unknown model 'whr'"),
         ({"STREAM_RATER_LADDER_X": " "}, "STREAM_RATER_LADDER_X: empty model name"),
         ({"STREAM_RATER_LADDER_X__": "1"}, "STREAM_RATER_LADDER_X__: no parameter name after '__'"),
         ({"STREAM_RATER_LADDER_": "trueskill"}, "STREAM_RATER_LADDER_: ladder name ''"),
