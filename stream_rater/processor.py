@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +32,7 @@ from stream_rater.store.base import (
     StateStore,
     StateWrite,
 )
+from stream_rater.waiting import backoff
 
 
 class MatchResult(NamedTuple):
@@ -356,6 +356,7 @@ class Processor:
         match_ids = list(dict.fromkeys(m.match_id for m in matches))
         name = configured.name
         attempt = 0
+        delays = backoff(0.001, 0.05, jitter=1.0)
         while attempt < self.max_attempts:
             snapshot = await self.store.read(name, player_ids, effect_ids, match_ids, self.generation)
             self._check_watermark(name, snapshot)
@@ -384,7 +385,7 @@ class Processor:
                 continue
             except CommitConflict:
                 unconfirmed.difference_update(plan.commit.markers)
-                await asyncio.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+                await asyncio.sleep(next(delays))
                 attempt += 1
                 continue
             unconfirmed.difference_update(plan.commit.markers)

@@ -105,6 +105,7 @@ class _Outputs:
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap_servers(self.settings.broker),
             enable_auto_commit=False,
+            auto_offset_reset="earliest",  # as the seek below: an in-flight reset must not win
             fetch_max_wait_ms=10,
         )
         await self.consumer.start()

@@ -7,9 +7,7 @@ compares the result with the states in the store: ``stream-rater verify``.
 
 from __future__ import annotations
 
-import asyncio
 import math
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -21,6 +19,7 @@ from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.store import PlayerState, StateStore
 from stream_rater.store.memory import MemoryStore
+from stream_rater.waiting import wait_until_async
 
 
 async def recompute(
@@ -126,14 +125,15 @@ class VerifyReport:
 
 async def _caught_up(settings: Settings, positions: dict[int, int], wait: float) -> bool:
     """Wait up to `wait` s until the worker group has committed up to `positions`."""
-    deadline = time.monotonic() + wait
-    while True:
+
+    async def caught_up() -> bool:
         committed = await committed_offsets(settings, settings.topic_matches, positions)
-        if all(committed[p] >= offset for p, offset in positions.items()):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(0.2)
+        return all(committed[p] >= offset for p, offset in positions.items())
+
+    try:
+        return await wait_until_async(caught_up, "the worker group's commits", wait, interval=0.2)
+    except TimeoutError:
+        return False
 
 
 async def verify(

@@ -37,6 +37,7 @@ from stream_rater.service.order_watch import Message
 from stream_rater.service.pipeline import TRANSIENT_ERRORS, Send, dead_letter
 from stream_rater.store import StateStore
 from stream_rater.store.base import LockLost, RerateRunning
+from stream_rater.waiting import backoff
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ class CorrectionHandler:
 
     async def _carry_out(self, request: CorrectionRequest) -> RerateReport:
         """The re-rate, retried while another one holds the ladder's lock or a service fails."""
-        delay = 0.05
+        delays = backoff(0.05, self.max_backoff, jitter=0.0)
         owner = new_owner()
         while True:
             try:
@@ -166,8 +167,7 @@ class CorrectionHandler:
             except RerateRunning as exc:
                 wait, why = max(0.1, exc.seconds_left), str(exc)
             except RETRIED as exc:
-                wait, why = delay, repr(exc)
-                delay = min(self.max_backoff, delay * 2)
+                wait, why = next(delays), repr(exc)
             log.info("correction %s of %r waits %.1f s: %s", request.kind, request.ladder, wait, why)
             await asyncio.sleep(wait)
 

@@ -37,6 +37,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from stream_rater.waiting import backoff
+
 #: URL schemes of a Redis Cluster store, and the plain scheme each stands for.
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -91,19 +93,19 @@ class ClusterClient(RedisCluster):
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         """Run one command; retry it with backoff while its slot is unsettled."""
-        deadline, delay = time.monotonic() + self.settle_timeout, 0.01
+        deadline, delays = time.monotonic() + self.settle_timeout, backoff(0.01, 0.5, jitter=0.0)
         while True:
             try:
                 async with self.turn():
                     return await super().execute_command(*args, **kwargs)
             except _UNSETTLED as exc:
+                delay = next(delays)
                 if time.monotonic() + delay > deadline:
                     raise TimeoutError(
                         f"Redis Cluster still unsettled after {self.settle_timeout:g}s "
                         f"({type(exc).__name__}: {exc})"
                     ) from exc
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.5)
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:

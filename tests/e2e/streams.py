@@ -105,7 +105,9 @@ class Stream:
 async def read_topic(settings: Settings, topic: str, expected: int, timeout: float, key: Callable) -> list:
     """Records of `topic` from the beginning until `expected` distinct `key(record)` arrived."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers(settings.broker), enable_auto_commit=False
+        bootstrap_servers=bootstrap_servers(settings.broker),
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
     )
     await consumer.start()
     try:

@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from helpers import cli
 
-from stream_rater.kafka import bootstrap_servers, create_topics
+from stream_rater.kafka import bootstrap_servers, create_topics, topic_partitions
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
 
 pytestmark = pytest.mark.e2e
@@ -147,10 +147,8 @@ def test_publish_creates_the_topics_and_exits_2_when_lines_were_rejected(broker_
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(broker_url))
         await consumer.start()
         try:
-            await consumer.topics()
             return {
-                t: len(consumer.partitions_for_topic(f"{t}-{name}") or ())
-                for t in ("matches", "updates", "dlq")
+                t: len(await topic_partitions(consumer, f"{t}-{name}")) for t in ("matches", "updates", "dlq")
             }
         finally:
             await consumer.stop()
