@@ -4,9 +4,11 @@ file or service, the right exit code, no traceback; bad records reported and ski
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -261,6 +263,26 @@ def test_dead_letters_are_listed_and_redriven_exactly_once(broker_url: str):
     ]
 
 
+@contextlib.contextmanager
+def password_redis(tmp_path: Path, port: int, *flags: str) -> Iterator[None]:
+    """A redis-server with password ``s3cret``, no persistence and `flags`, listening on `port`
+    until the block ends (then killed by PID)."""
+    server = subprocess.Popen(
+        [
+            *(redis_server_binary(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
+            *("--requirepass", "s3cret", "--dir", str(tmp_path), *flags),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port("127.0.0.1", port, 30)
+        yield
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_a_password_protected_redis_is_used_with_its_url_and_a_wrong_password_is_one_line(
     tmp_path: Path, one_match: Path
 ):
@@ -268,27 +290,7 @@ def test_a_password_protected_redis_is_used_with_its_url_and_a_wrong_password_is
     one-line error naming Redis, exit 1. (The bundled redis-server has no TLS; TLS is the
     same URL with rediss://, which redis-py handles.)"""
     port = free_port()
-    server = subprocess.Popen(
-        [
-            redis_server_binary(),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--requirepass",
-            "s3cret",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port("127.0.0.1", port, 30)
+    with password_redis(tmp_path, port, "--port", str(port)):
         ok = cli("replay", "--store", f"redis://:s3cret@127.0.0.1:{port}/0", str(one_match))
         assert ok.returncode == 0 and "1 applied" in ok.stderr
         wrong = cli("ratings", "--store", f"redis://:nope@127.0.0.1:{port}/0")
@@ -297,9 +299,6 @@ def test_a_password_protected_redis_is_used_with_its_url_and_a_wrong_password_is
             wrong.returncode == 1 and len(lines) == 1 and lines[0].startswith("stream-rater ratings: Redis: ")
         )
         assert "password" in lines[0].lower() and "Traceback" not in wrong.stderr
-    finally:
-        server.kill()
-        server.wait()
 
 
 def test_redis_over_tls_with_a_password_is_reached_by_a_rediss_url(tmp_path: Path, one_match: Path):
@@ -347,37 +346,9 @@ def test_redis_over_tls_with_a_password_is_reached_by_a_rediss_url(tmp_path: Pat
     ):
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
     port = free_port()
-    server = subprocess.Popen(
-        [
-            redis_server_binary(),
-            "--port",
-            "0",
-            "--tls-port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--tls-cert-file",
-            str(cert),
-            "--tls-key-file",
-            str(key),
-            "--tls-ca-cert-file",
-            str(ca),
-            "--tls-auth-clients",
-            "no",
-            "--requirepass",
-            "s3cret",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(tmp_path),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port("127.0.0.1", port, 30)
+    tls = ("--port", "0", "--tls-port", str(port), "--tls-auth-clients", "no")
+    files = ("--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca))
+    with password_redis(tmp_path, port, *tls, *files):
         url = f"rediss://:s3cret@127.0.0.1:{port}/0"
         ok = cli("replay", "--store", f"{url}?ssl_ca_certs={ca}&ssl_check_hostname=false", str(one_match))
         assert ok.returncode == 0 and "1 applied" in ok.stderr, ok.stderr
@@ -388,9 +359,6 @@ def test_redis_over_tls_with_a_password_is_reached_by_a_rediss_url(tmp_path: Pat
             and len(lines) == 1
             and lines[0].startswith("stream-rater ratings: Redis: ")
         )
-    finally:
-        server.kill()
-        server.wait()
 
 
 def supports_tls(binary: str) -> bool:

@@ -101,6 +101,16 @@ def corrections(stream: Stream, expected: int) -> list[dict]:
     return [json.loads(r.value) for r in records if json.loads(r.value).get("kind") == "correction"]
 
 
+def void_args(stream: Stream, match_id: str) -> list[str]:
+    """``stream-rater void`` arguments for `match_id` of `stream`'s ladder, store and topics,
+    with a 2 s lease (a killed re-rate's lock and freeze expire quickly)."""
+    return [
+        *("void", match_id, "--reason", "r", "--ladder", stream.ladder, "--lease", "2"),
+        *("--store", stream.settings.redis_url, "--broker", stream.settings.broker),
+        *("--topic-matches", stream.settings.topic_matches, "--topic-updates", stream.settings.topic_updates),
+    ]
+
+
 def test_void_while_the_stream_runs_equals_a_replay_without_the_match(stream_factory):
     """Void one football match while the worker rates more: the final states equal a replay
     of the file without it, and each player it changed got exactly one correction event whose
@@ -209,29 +219,7 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
     client = redis.Redis.from_url(stream.settings.redis_url)
     lock = f"sr:{{{stream.ladder}}}:lock"
     voided = events[10]["match_id"]
-    command = [
-        sys.executable,
-        "-m",
-        "stream_rater",
-        "void",
-        voided,
-        "--reason",
-        "r",
-        "--ladder",
-        stream.ladder,
-        "--store",
-        stream.settings.redis_url,
-        "--broker",
-        stream.settings.broker,
-        "--lease",
-        "2",
-        "--batch-size",
-        "50",
-        "--topic-matches",
-        stream.settings.topic_matches,
-        "--topic-updates",
-        stream.settings.topic_updates,
-    ]
+    command = [sys.executable, "-m", "stream_rater", *void_args(stream, voided), "--batch-size", "50"]
     env = {**os.environ, **ladder_env(stream)}
     for attempt, point in enumerate(["locked", "building"], start=1):
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -293,24 +281,7 @@ def test_sigkill_inside_the_freeze_and_after_the_switch_loses_nothing(stream_fac
     stream.publish(events[:1000])
     wait_for(lambda: games(stream) == 2000, "the first matches applied")
     voided = events[10]["match_id"]
-    args = [
-        "void",
-        voided,
-        "--reason",
-        "r",
-        "--ladder",
-        stream.ladder,
-        "--store",
-        stream.settings.redis_url,
-        "--broker",
-        stream.settings.broker,
-        "--lease",
-        "2",
-        "--topic-matches",
-        stream.settings.topic_matches,
-        "--topic-updates",
-        stream.settings.topic_updates,
-    ]
+    args = void_args(stream, voided)
     env = {**os.environ, **ladder_env(stream)}
     client = redis.Redis.from_url(stream.settings.redis_url)
 
