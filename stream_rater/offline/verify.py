@@ -57,7 +57,8 @@ class Difference:
             if s is None:
                 return "absent"
             sigma = "" if s.sigma is None else f" sigma={s.sigma!r}"
-            return f"mu={s.mu!r}{sigma} games={s.games}"
+            extra = "" if s.extra is None else f" extra={s.extra!r}"
+            return f"mu={s.mu!r}{sigma}{extra} games={s.games}"
 
         kind = "effect" if self.is_effect else "player"
         return f"{kind} {self.player_id}: live {show(self.live)}; recomputed {show(self.recomputed)}"
@@ -69,17 +70,19 @@ def differences(
     tolerance: float,
     is_effect: bool = False,
 ) -> list[Difference]:
-    """Players whose μ, σ (absolute `tolerance`), games or last match differ, or who are
-    only on one side; sorted by id."""
+    """Players whose μ, σ, model-specific extra (Glicko-2's volatility; absolute `tolerance`),
+    games or last match differ, or who are only on one side; sorted by id."""
+
+    def close(x: float | None, y: float | None) -> bool:
+        if x is None or y is None:
+            return x is y
+        return math.isclose(x, y, rel_tol=0, abs_tol=tolerance)
 
     def same(a: PlayerState, b: PlayerState) -> bool:
-        if a.sigma is None or b.sigma is None:
-            sigmas = a.sigma is b.sigma
-        else:
-            sigmas = math.isclose(a.sigma, b.sigma, rel_tol=0, abs_tol=tolerance)
         return (
             math.isclose(a.mu, b.mu, rel_tol=0, abs_tol=tolerance)
-            and sigmas
+            and close(a.sigma, b.sigma)
+            and close(a.extra, b.extra)
             and a.games == b.games
             and a.last_played == b.last_played
         )
