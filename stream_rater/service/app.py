@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import faust
 
@@ -147,12 +147,24 @@ def create_app(
         ),
     )
 
+    carrying_out: set[asyncio.Task[Any]] = set()
+
     # Its own consumer group, not an agent: see service/corrections.py.
-    app.task(corrections.consume)
+    async def carry_out_corrections() -> None:
+        carrying_out.add(cast(asyncio.Task[Any], asyncio.current_task()))
+        await corrections.consume()
+
+    app.task(carry_out_corrections)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's handler type fits no function
     async def _flag_stopping(app: faust.App, *args: Any, **kwargs: Any) -> None:
+        # faust stops its producer before it cancels the app's tasks; a correction still
+        # running then could not send its events, so it is cancelled here. Its request's
+        # offset is not committed: the next owner of the corrections topic carries it out.
         stopping.set()
+        for task in carrying_out:
+            task.cancel()
+        await asyncio.gather(*carrying_out, return_exceptions=True)
 
     return app
 
@@ -200,8 +212,9 @@ async def store_looks_lost(settings: Settings) -> bool:
     return False
 
 
-#: Exit code of a worker that did not stop within its ``stop_timeout``.
-EXIT_STOP_TIMEOUT = 1
+#: Exit code of a worker that did not stop within its ``stop_timeout``: sysexits' EX_TEMPFAIL
+#: (a temporary failure; start it again), unlike 1 for a crash.
+EXIT_STOP_TIMEOUT = 75
 
 
 class LastLine(logging.Handler):
