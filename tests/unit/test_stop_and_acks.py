@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import stream_rater.kafka.produce
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.produce import PRODUCER_ACKS, new_producer
@@ -32,13 +33,15 @@ def test_the_stop_watch_exits_once_after_the_timeout_less_a_margin_saying_what_i
     assert "the agent's last batch" in record.getMessage()
 
 
-async def test_our_producers_wait_for_all_in_sync_replicas():
-    assert PRODUCER_ACKS == "all"
-    producer = new_producer(SETTINGS, max_batch_size=1024)
-    assert producer._sender._acks == -1  # aiokafka's form of "all"
+def test_our_producers_wait_for_all_in_sync_replicas(monkeypatch):
+    made: list[dict] = []
+    monkeypatch.setattr(
+        stream_rater.kafka.produce, "AIOKafkaProducer", lambda **options: made.append(options)
+    )
+    new_producer(SETTINGS, max_batch_size=1024)
+    assert PRODUCER_ACKS == "all" and made[0]["acks"] == "all" and made[0]["max_batch_size"] == 1024
 
 
 def test_the_worker_app_producer_waits_for_all_in_sync_replicas():
     app = create_app(SETTINGS, Ladders([Ladder("default", "trueskill")]), store=MemoryStore())
-    assert app.conf.producer_acks == -1
-    assert app.producer._settings_default()["acks"] == -1
+    assert app.conf.producer_acks == -1 and app.producer.acks == -1  # faust's form of "all"
