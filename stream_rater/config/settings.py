@@ -48,6 +48,11 @@ class Settings:
     batch_seconds: float = _field(0.05, "longest wait to fill a batch, in seconds")
     consumer_group: str = _field("stream-rater", "Kafka consumer group of the workers")
     session_timeout: float = _field(10.0, "Kafka consumer-group session timeout, in seconds")
+    stop_timeout: float = _field(
+        30.0,
+        "seconds a worker told to stop (SIGTERM/SIGINT) may take to finish the batches in hand "
+        "before it exits anyway, non-zero (what it had not committed is redelivered)",
+    )
     fetch_max_wait: float = _field(
         0.05, "longest time the broker may hold a fetch that found no new records, in seconds"
     )

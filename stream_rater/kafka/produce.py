@@ -29,6 +29,16 @@ Record = tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]
 
 _partitioner = DefaultPartitioner()
 
+#: Every producer waits for all in-sync replicas, so an acknowledged record survives the loss
+#: of its partition leader. No idempotence: duplicates are harmless here (consumers and the
+#: store drop what they saw), and the embedded broker (Tansu) rejects idempotent producers.
+PRODUCER_ACKS = "all"
+
+
+def new_producer(settings: Settings, **options: Any) -> AIOKafkaProducer:
+    """An (unstarted) producer for `settings`' broker with ``acks=all`` and `options`."""
+    return AIOKafkaProducer(**client_options(settings), acks=PRODUCER_ACKS, **options)
+
 
 @functools.lru_cache(maxsize=1 << 16)
 def _keyed_partition(key: bytes, partitions: tuple[int, ...]) -> int:
@@ -92,7 +102,7 @@ async def update_sender(
 ) -> AsyncIterator[Callable[[Sequence[dict[str, Any]]], Awaitable[None]]]:
     """An async ``send(events)`` that produces rating-changed events to the updates topic and
     returns when the broker has them all; the producer stops on leaving the context."""
-    producer = AIOKafkaProducer(**client_options(settings))
+    producer = new_producer(settings)
     try:
         await producer.start()
 
@@ -119,7 +129,7 @@ async def send_request(settings: Settings, request: dict[str, Any]) -> None:
 
 async def send_records(settings: Settings, records: Iterable[Record]) -> None:
     """`send_batched` with a producer of its own, stopped when the broker has them all."""
-    producer = AIOKafkaProducer(**client_options(settings))
+    producer = new_producer(settings)
     try:
         await producer.start()
         await send_batched(producer, records)
@@ -163,7 +173,7 @@ async def publish(
     seconds (a producer's ``linger.ms``; 0 sends each event as soon as the pace allows, one
     record batch each).
     """
-    producer = AIOKafkaProducer(**client_options(settings), max_batch_size=256 * 1024)
+    producer = new_producer(settings, max_batch_size=256 * 1024)
     try:
         await producer.start()
     except BaseException:

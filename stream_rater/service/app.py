@@ -6,7 +6,8 @@ One agent, concurrency 1 (faust's ``concurrency>1`` can lose messages on a crash
 `faust_transport.BatchBuffer` rather than as per-message stream events; it takes batches of
 up to ``batch_size`` and hands them to a `BatchPipeline`, which overlaps consecutive batches
 and acknowledges each only after its Redis commit and its rating-changed events are durable.
-On SIGTERM the batches in hand are finished before the agent stops.
+On SIGTERM the batches in hand are finished before the agent stops; a stop that takes longer
+than ``stop_timeout`` ends the process anyway (`StopWatch`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import gc
 import logging
 import os
 import tempfile
-from typing import Any
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, cast
 
 import faust
 
@@ -69,6 +73,7 @@ def create_app(
         broker_session_timeout=settings.session_timeout,
         broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
         broker_commit_interval=1.0,
+        producer_acks=-1,  # all in-sync replicas, as `kafka.PRODUCER_ACKS`
         producer_linger=0.005,
         producer_max_batch_size=256 * 1024,
         web_enabled=True,
@@ -142,12 +147,24 @@ def create_app(
         ),
     )
 
+    carrying_out: set[asyncio.Task[Any]] = set()
+
     # Its own consumer group, not an agent: see service/corrections.py.
-    app.task(corrections.consume)
+    async def carry_out_corrections() -> None:
+        carrying_out.add(cast(asyncio.Task[Any], asyncio.current_task()))
+        await corrections.consume()
+
+    app.task(carry_out_corrections)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's handler type fits no function
     async def _flag_stopping(app: faust.App, *args: Any, **kwargs: Any) -> None:
+        # faust stops its producer before it cancels the app's tasks; a correction still
+        # running then could not send its events, so it is cancelled here. Its request's
+        # offset is not committed: the next owner of the corrections topic carries it out.
         stopping.set()
+        for task in carrying_out:
+            task.cancel()
+        await asyncio.gather(*carrying_out, return_exceptions=True)
 
     return app
 
@@ -195,10 +212,104 @@ async def store_looks_lost(settings: Settings) -> bool:
     return False
 
 
+#: Exit code of a worker that did not stop within its ``stop_timeout``: sysexits' EX_TEMPFAIL
+#: (a temporary failure; start it again), unlike 1 for a crash.
+EXIT_STOP_TIMEOUT = 75
+
+
+class LastLine(logging.Handler):
+    """Remembers the latest message logged (faust and mode log each step of a stop)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.line = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.line = record.getMessage()
+
+
+class StopWatch:
+    """Ends the process if a stop takes too long.
+
+    `arm` (once; later calls do nothing) starts a daemon thread that, unless the process has
+    exited by then, logs what the stop was still waiting for (`waiting_for()`) and exits with
+    `EXIT_STOP_TIMEOUT` at once, `timeout` seconds less a small margin after the stop began.
+    Forcing the exit is safe: offsets are committed only after the Redis commit, so whatever
+    was not committed is redelivered, and redelivered matches are applied once.
+    """
+
+    def __init__(
+        self,
+        timeout: float,
+        waiting_for: Callable[[], str],
+        exit: Callable[[int], object] = os._exit,
+    ) -> None:
+        self.timeout = timeout
+        self.waiting_for = waiting_for
+        self._exit = exit
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def deadline(self) -> float:
+        """Seconds after `arm` at which the process is ended: `timeout` less 10 % (at most 1 s),
+        so that it is gone before a supervisor waiting `timeout` seconds kills it."""
+        return max(0.0, self.timeout - min(1.0, self.timeout / 10))
+
+    def arm(self) -> None:
+        """Start the watch (a stop began)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="stop-watch", daemon=True)
+                self._thread.start()
+
+    def _watch(self) -> None:
+        time.sleep(self.deadline)
+        log.critical(
+            "not stopped %.1f s after the stop began (stop_timeout %.1f s); still waiting for %s; "
+            "exiting with code %d: what was not committed is redelivered",
+            self.deadline,
+            self.timeout,
+            self.waiting_for(),
+            EXIT_STOP_TIMEOUT,
+        )
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        self._exit(EXIT_STOP_TIMEOUT)
+
+
+class Worker(faust.Worker):
+    """faust's worker; when it begins to stop (SIGTERM, SIGINT, or the app ending) the
+    `StopWatch` is armed, and the steps faust and mode log from then on are remembered."""
+
+    def __init__(self, app: faust.App, stop_timeout: float, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.last_step = LastLine()
+        self.stop_watch = StopWatch(stop_timeout, self.waiting_for)
+
+    async def stop(self) -> None:
+        """Arm the stop watch, then faust's stop."""
+        for name in ("faust", "mode"):
+            logging.getLogger(name).addHandler(self.last_step)
+        self.stop_watch.arm()
+        await super().stop()
+
+    def waiting_for(self) -> str:
+        """What the stop is at: faust's last step and the records taken but not acknowledged."""
+        step = repr(self.last_step.line) if self.last_step.line else "(nothing logged)"
+        try:
+            unacked = len(self.app.consumer.unacked)
+        except Exception:  # read from the watch's thread, as the process ends: best effort
+            unacked = -1
+        held = f"{unacked} records taken and not acknowledged" if unacked >= 0 else "unknown records"
+        return f"faust's last step {step}, {held}"
+
+
 def run_worker(settings: Settings, ladders: Ladders) -> None:
     """Create missing topics, then run a worker in the foreground until SIGTERM/SIGINT
-    (faust handles the signals). faust itself only creates its internal topics, and a broker
-    that auto-creates the input topic would pick its own partition count."""
+    (faust handles the signals; `Worker` bounds the stop by ``stop_timeout``). faust itself
+    only creates its internal topics, and a broker that auto-creates the input topic would
+    pick its own partition count."""
     asyncio.run(
         create_topics(
             settings.broker, settings.topics(), settings.replication_factor, options=client_options(settings)
@@ -207,5 +318,5 @@ def run_worker(settings: Settings, ladders: Ladders) -> None:
     suspect_empty = asyncio.run(store_looks_lost(settings))
     app = create_app(settings, ladders, suspect_empty=suspect_empty)
     settle_gc()
-    worker = faust.Worker(app, loglevel=settings.log_level.upper(), quiet=True)
+    worker = Worker(app, settings.stop_timeout, loglevel=settings.log_level.upper(), quiet=True)
     worker.execute_from_commandline()

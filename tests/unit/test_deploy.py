@@ -162,6 +162,18 @@ def test_worker_deployment_probes_ports_and_config():
     assert service["spec"]["ports"][0]["port"] == WEB_PORT
 
 
+def test_stop_grace_periods_cover_the_worker_stop_timeout():
+    """Kubernetes and compose wait at least the worker's ``stop_timeout`` (default, or as
+    configured) before they kill it, so the worker always ends its stop by itself."""
+    config = k8s_object("ConfigMap", "stream-rater-config")["data"]
+    deployment = k8s_object("Deployment", "stream-rater-worker")
+    k8s_timeout = float(config.get(env_name("stop_timeout"), Settings().stop_timeout))
+    assert k8s_timeout <= deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    worker = compose()["services"]["worker"]
+    compose_timeout = float(worker["environment"].get(env_name("stop_timeout"), Settings().stop_timeout))
+    assert compose_timeout <= float(worker["stop_grace_period"].removesuffix("s"))
+
+
 def test_kubernetes_objects_use_current_api_versions_and_existing_resources():
     """Every Kubernetes object uses a current API version and every kustomize resource exists."""
     for path in sorted(K8S.rglob("*.yaml")):
