@@ -13,7 +13,8 @@ Each service is chosen independently, in this order:
 A module marked ``apache_kafka`` (``pytestmark = [..., pytest.mark.apache_kafka]``) runs its
 broker tests twice, ids ``[default]`` and ``[apache-kafka]``: on the broker above and on a local
 one-node Apache Kafka (`stream_rater.local.apache_kafka`; needs java and mvn) — once only when
-that is already the session's broker or an external broker is given.
+that is already the session's broker or an external broker is given. ``apache_kafka(only=True)``
+runs them on Apache Kafka alone.
 
 Services are session-scoped and started lazily (a Redis-only test never starts a broker).
 Tests never share state: they take unique topic names from ``topic_factory`` and unique
@@ -85,19 +86,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """In a module marked ``apache_kafka``, run each test that uses the broker on the session's
-    broker and on Apache Kafka (an indirect, session-scoped ``kafka_kind`` parameter)."""
+    broker and on Apache Kafka (an indirect, session-scoped ``kafka_kind`` parameter); with
+    ``apache_kafka(only=True)`` on Apache Kafka alone."""
+    mark = metafunc.definition.get_closest_marker(APACHE_KAFKA_MARK)
     if (
         "kafka_bootstrap" in metafunc.fixturenames
-        and metafunc.definition.get_closest_marker(APACHE_KAFKA_MARK)
+        and mark is not None
         and not os.environ.get(BROKER_ENV)
         and session_kafka() != "apache-kafka"
     ):
+        kinds = ["apache-kafka"] if mark.kwargs.get("only") else [None, "apache-kafka"]
         metafunc.parametrize(
             "kafka_kind",
-            [None, "apache-kafka"],
+            kinds,
             indirect=True,
             scope="session",
-            ids=["default", "apache-kafka"],
+            ids=["apache-kafka" if kind else "default" for kind in kinds],
         )
 
 

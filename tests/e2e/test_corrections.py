@@ -23,7 +23,9 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.demo import default_data_file, football_events, ladders_env, stop_process
 
-pytestmark = pytest.mark.e2e
+#: On the broker users run (Apache Kafka) only: the stream suite runs on both brokers, this one
+#: would add minutes to CI for a second pass over Tansu, which only `demo` and `dev` use.
+pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 
 MATCHES = 3000
 

@@ -32,7 +32,9 @@ from stream_rater.processor import Processor
 from stream_rater.service.app import store_looks_lost
 from stream_rater.store.memory import MemoryStore
 
-pytestmark = pytest.mark.e2e
+#: On the broker users run (Apache Kafka) only: the stream suite runs on both brokers, this one
+#: would add minutes to CI for a second pass over Tansu, which only `demo` and `dev` use.
+pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 
 
 class VolatileRedis:
