@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -34,6 +34,9 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_timestamp
 from stream_rater.kafka import bootstrap_servers, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, worker_env
+
+if TYPE_CHECKING:
+    from stream_rater.local.runtime import BrokerKind
 from stream_rater.waiting import wait_until_async
 
 
@@ -228,8 +231,9 @@ def run(
     rate: float = 500.0,
     partitions: int = 8,
     out: TextIO = sys.stdout,
+    broker: BrokerKind = "tansu",
 ) -> list[PipelineResult]:
-    """Measure the worker and the pass-through in one run and print them side by side."""
+    """Measure the worker and the pass-through in one run on `broker` and print them side by side."""
     from stream_rater.local.runtime import LocalRuntime, free_port
 
     pipelines = {"stream-rater worker": "worker", "naive faust pass-through": "passthrough"}
@@ -237,7 +241,7 @@ def run(
     names = {kind: uuid.uuid4().hex[:8] for kind in pipelines.values()}
     topics = {f"{t}-{names[k]}": partitions for k in names for t in ("matches", "updates", "dlq")}
     results = []
-    with LocalRuntime(topics=topics) as runtime:
+    with LocalRuntime(topics=topics, broker=broker) as runtime:
         for label, kind in pipelines.items():
             settings = tagged_settings(
                 names[kind],
@@ -282,13 +286,15 @@ def run(
             finally:
                 for process in started:
                     stop_process(process)
-    _print(results, matches, latency_matches, rate, out)
+    _print(results, matches, latency_matches, rate, broker, out)
     return results
 
 
-def _print(results: list[PipelineResult], n: int, latency_n: int, rate: float, out: TextIO) -> None:
+def _print(
+    results: list[PipelineResult], n: int, latency_n: int, rate: float, broker: str, out: TextIO
+) -> None:
     print(
-        f"end to end, embedded runtime, 1v1 TrueSkill on one ladder (one partition); throughput over a backlog of {n:,} matches "
+        f"end to end, embedded runtime on {broker}, 1v1 TrueSkill on one ladder (one partition); throughput over a backlog of {n:,} matches "
         f"(middle 90 % of the outputs), latency over {latency_n:,} at {rate:,.0f}/s",
         file=out,
     )

@@ -25,7 +25,7 @@ from stream_rater.bench.e2e import _Outputs, _rss_mb
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
-from stream_rater.local.runtime import LocalRuntime, free_port
+from stream_rater.local.runtime import BrokerKind, LocalRuntime, free_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +40,17 @@ class Window:
 
 
 def run(
-    minutes: float, rate: float, interval: float = 10.0, plot: str | None = None, out: TextIO = sys.stdout
+    minutes: float,
+    rate: float,
+    interval: float = 10.0,
+    plot: str | None = None,
+    out: TextIO = sys.stdout,
+    broker: BrokerKind = "tansu",
 ) -> list[Window]:
-    """Publish at `rate` for `minutes`, sampling every `interval` seconds; print the table."""
+    """Publish at `rate` for `minutes` on `broker`, sampling every `interval` seconds; print the table."""
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": 1 for t in ("matches", "updates", "dlq")}
-    with LocalRuntime(topics=topics) as runtime:
+    with LocalRuntime(topics=topics, broker=broker) as runtime:
         settings = tagged_settings(
             tag, broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port(), partitions=1
         )
@@ -53,6 +58,7 @@ def run(
         worker = start_worker(settings, {}, log)
         try:
             wait_ready(worker, f"http://127.0.0.1:{settings.web_port}/readyz")
+            print(f"broker: {broker}", file=out)
             windows = asyncio.run(_soak(settings, worker.pid, minutes * 60, rate, interval, out))
         finally:
             stop_process(worker)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from stream_rater.cli.common import Subcommands
+from stream_rater.local.runtime import BROKERS
 
 
 def register(sub: Subcommands) -> None:
@@ -46,6 +47,13 @@ def register(sub: Subcommands) -> None:
         "3-master Redis Cluster, or both one after the other (default both)",
     )
     p.add_argument("--json", action="store_true", help="scale: print the runs as JSON")
+    p.add_argument(
+        "--broker",
+        choices=[*BROKERS, "both"],
+        default="tansu",
+        help="e2e, soak: the embedded runtime's broker: Tansu (default), a local Apache Kafka (needs "
+        "java and mvn), or both one after the other (e2e)",
+    )
     p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
     p.add_argument(
         "--rate",
@@ -77,7 +85,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     elif args.what == "soak":
         from stream_rater.bench import soak
 
-        soak.run(minutes=args.minutes, rate=args.rate or 2000.0, plot=args.plot)
+        if args.broker == "both":
+            raise ValueError("--broker both: soak runs on one broker")
+        soak.run(minutes=args.minutes, rate=args.rate or 2000.0, plot=args.plot, broker=args.broker)
     elif args.what == "rerate":
         from stream_rater.bench import rerate
 
@@ -106,5 +116,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         from stream_rater.bench import e2e
 
-        e2e.run(matches=args.matches or 30_000, latency_matches=args.latency_matches, rate=args.rate or 500.0)
+        for broker in BROKERS if args.broker == "both" else (args.broker,):
+            e2e.run(
+                matches=args.matches or 30_000,
+                latency_matches=args.latency_matches,
+                rate=args.rate or 500.0,
+                broker=broker,
+            )
     return 0
