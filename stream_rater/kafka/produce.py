@@ -163,7 +163,9 @@ async def publish(
     seconds (a producer's ``linger.ms``; 0 sends each event as soon as the pace allows, one
     record batch each).
     """
-    producer = AIOKafkaProducer(**client_options(settings), max_batch_size=256 * 1024)
+    # acks=all: with aiokafka's default (1) a leader that dies before its followers fetched
+    # loses events it acknowledged, and the new leader never had them.
+    producer = AIOKafkaProducer(**client_options(settings), acks="all", max_batch_size=256 * 1024)
     try:
         await producer.start()
     except BaseException:
