@@ -30,7 +30,21 @@ def register(sub: Subcommands) -> None:
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
-    settings_flags(p, [n for n in service if n not in ("broker", "redis_url")])
+    settings_flags(p, [n for n in service if n not in ("broker", "redis_url", "replication_factor")])
+    p.add_argument(
+        "--broker",
+        dest="local_broker",
+        choices=["tansu", "apache-kafka"],
+        default="tansu",
+        help="the local broker: Tansu (default) or Apache Kafka (needs java and mvn)",
+    )
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --broker apache-kafka: KRaft nodes (default 1; 3 gives replication 3)",
+    )
     p.add_argument(
         "--redis-cluster",
         action="store_true",
@@ -108,11 +122,18 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from stream_rater.local.runtime import LocalRuntime
     from stream_rater.service.app import run_worker
 
+    if args.brokers != 1 and args.local_broker != "apache-kafka":
+        raise ValueError(f"--brokers {args.brokers} needs --broker apache-kafka")
     settings = settings_of(args)
     cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
-    with LocalRuntime(topics=settings.topics(), **cluster) as runtime:
+    with LocalRuntime(
+        topics=settings.topics(), broker=args.local_broker, brokers=args.brokers, **cluster
+    ) as runtime:
         settings = settings.override(
-            broker=runtime.broker_url, redis_url=runtime.redis_url, session_timeout=3.0
+            broker=runtime.broker_url,
+            redis_url=runtime.redis_url,
+            replication_factor=runtime.replication_factor,
+            session_timeout=3.0,
         )
         print(
             f"broker   {runtime.broker_url}  ({env_name('broker')})\n"

@@ -270,15 +270,17 @@ class ApacheKafkaCluster:
         """Stop every node at once (SIGTERM, wait, SIGKILL); the logs stay in ``workdir``."""
         stop_children((n.child for n in self._nodes), self.stop_timeout)
 
-    def restart(self, index: int) -> None:
-        """Start node ``index`` again from its on-disk log, on its ports, and wait until the
-        metadata lists every broker. A node still running (or SIGSTOPped) is stopped first."""
-        node = self._nodes[index]
-        if node.child is not None:
-            if node.child.alive():
-                node.child.process.send_signal(signal.SIGCONT)
-            node.child.stop(self.stop_timeout)
-        node.child = spawn(node.name, self._server_argv(node), self.workdir, node.port)
+    def restart(self, *indices: int) -> None:
+        """Start the nodes ``indices`` again from their on-disk logs, on their ports, and wait
+        until the metadata lists every broker (all of them at once: a quorum of controllers
+        needs more than one). A node still running (or SIGSTOPped) is stopped first."""
+        for index in indices:
+            node = self._nodes[index]
+            if node.child is not None:
+                if node.child.alive():
+                    node.child.process.send_signal(signal.SIGCONT)
+                node.child.stop(self.stop_timeout)
+            node.child = spawn(node.name, self._server_argv(node), self.workdir, node.port)
         self._wait_ready()
 
     # -- addresses -------------------------------------------------------------------------

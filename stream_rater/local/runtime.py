@@ -302,13 +302,13 @@ class LocalRuntime:
         kafka = self._kafka.children if self._kafka is not None else []
         return [c.process.pid for c in (self._broker, *kafka) if c is not None]
 
-    def restart_broker(self, index: int) -> None:
-        """Start Apache Kafka node ``index`` again from its log dir on its ports (stopping it
-        first if it still runs or is stopped by SIGSTOP) and wait until the metadata lists
-        every broker. Tansu keeps its log in memory: nothing to restart from."""
+    def restart_broker(self, *indices: int) -> None:
+        """Start the Apache Kafka nodes ``indices`` again from their log dirs on their ports
+        (stopping each first if it still runs or is stopped by SIGSTOP) and wait until the
+        metadata lists every broker. Tansu keeps its log in memory: nothing to restart from."""
         if self._kafka is None or self._workdir is None:
             raise LocalRuntimeError("only a running Apache Kafka broker can be restarted")
-        self._kafka.restart(index)
+        self._kafka.restart(*indices)
 
     @property
     def log_dir(self) -> Path | None:

@@ -200,6 +200,8 @@ class Dashboard:
         self.recent = recent
         self.stopped = stopped
         self.started = time.time()
+        #: Dependency → monotonic time of the first failed probe of its current outage.
+        self._failing_since: dict[str, float] = {}
 
     def routes(self) -> web.Application:
         """An aiohttp application with every endpoint of the module docstring."""
@@ -244,14 +246,27 @@ class Dashboard:
             redis_ok = await asyncio.wait_for(self.store.ping(), PING_TIMEOUT)
         except TimeoutError:
             redis_ok = False
-        if not redis_ok:
-            reasons.append(f"the store does not answer PING within {PING_TIMEOUT:g} s")
-        if not await broker_answers(self.app, PING_TIMEOUT):
-            reasons.append(f"the broker does not answer a metadata request within {PING_TIMEOUT:g} s")
+        reasons += self._outage(
+            "store", redis_ok, f"the store does not answer PING within {PING_TIMEOUT:g} s"
+        )
+        reasons += self._outage(
+            "broker",
+            await broker_answers(self.app, PING_TIMEOUT),
+            f"the broker does not answer a metadata request within {PING_TIMEOUT:g} s",
+        )
         reasons += [f"not applying: {reason}" for _, reason in sorted(self.stopped.items())]
         if reasons:
             return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
         return web.json_response({"ready": True, "partitions": partitions})
+
+    def _outage(self, dependency: str, answered: bool, reason: str) -> list[str]:
+        """No reason while `dependency` answered; else `reason` and how long the probes of this
+        /readyz have found it unanswering (since the first failed one in a row)."""
+        if answered:
+            self._failing_since.pop(dependency, None)
+            return []
+        since = self._failing_since.setdefault(dependency, time.monotonic())
+        return [f"{reason} (unanswered for {time.monotonic() - since:.0f} s)"]
 
     async def overview(self, request: web.Request) -> web.Response:
         """What an operator looks at first: this worker, totals, lag, recent rates."""

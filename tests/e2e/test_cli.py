@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 
 import helpers
 import pytest
+
+from stream_rater.kafka import bootstrap_servers
+from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
+from stream_rater.local.demo import stop_process, wait_ready
+from stream_rater.local.runtime import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -227,3 +237,45 @@ def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
     assert all(float(value.replace(",", "")) > 0 for value in row[2:5]), out
     [share] = [line.strip() for line in out.splitlines() if "worker 0:" in line]
     assert share.startswith("worker 0: partitions 0,1: 300 matches in "), out
+
+
+@pytest.mark.parametrize(
+    ("flags", "nodes"),
+    [([], 1), (["--broker", "apache-kafka", "--brokers", "3"], 3)],
+    ids=["tansu", "kafka-3"],
+)
+def test_dev_becomes_ready_and_stops_on_sigint(tmp_path: Path, flags: list[str], nodes: int):
+    """`dev` (Tansu) and `dev --broker apache-kafka --brokers 3` (three KRaft nodes) start a
+    worker that turns ready (/readyz 200); SIGINT by PID ends it with exit 0 and its broker
+    nodes with it."""
+    if nodes > 1:
+        try:
+            java_binary()
+            kafka_libs()
+        except JavaToolMissing as exc:
+            pytest.skip(str(exc))
+    port = free_port()
+    log_path = tmp_path / "dev.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "stream_rater", "dev", *flags, "--web-port", str(port)],
+            env={**os.environ, "STREAM_RATER_APP_DATADIR": str(tmp_path / "faust-data")},
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_ready(process, f"http://127.0.0.1:{port}/readyz", 180)
+        except (RuntimeError, TimeoutError) as exc:
+            stop_process(process)
+            pytest.fail(f"{exc}; dev log:\n{log_path.read_text()[-3000:]}")
+        process.send_signal(signal.SIGINT)
+        code = process.wait(60)
+    [broker] = [line.split()[1] for line in log_path.read_text().splitlines() if line.startswith("broker ")]
+    assert code == 0, log_path.read_text()[-3000:]
+    addresses = bootstrap_servers(broker).split(",")
+    assert len(addresses) == nodes, broker
+    for address in addresses:  # every node stopped with it
+        host, node_port = address.rsplit(":", 1)
+        with pytest.raises(OSError):
+            socket.create_connection((host, int(node_port)), timeout=2).close()

@@ -79,6 +79,7 @@ def one_match(tmp_path: Path) -> Path:
             2,
             ["--param beta=-1"],
         ),
+        (["dev", "--brokers", "3"], 2, ["--brokers 3 needs --broker apache-kafka"]),
     ],
 )
 def test_a_failure_is_one_line_with_its_exit_code(
