@@ -3,7 +3,7 @@
 Transport-agnostic (no faust): the stream worker and `replay` both call `Processor.process`,
 so what the stream computes and what a replay computes are the same by construction.
 
-Per ladder, a batch costs one store read and one store commit. Matches are applied in order
+A batch costs one store read and one store commit, however many ladders it spans. Matches are applied in order
 in memory (a later match of the batch sees the earlier ones' results). If the commit is refused
 (another worker changed a player meanwhile, or applied one of the matches), the batch is
 re-read and recomputed — never read-modify-write without the version check.
@@ -24,10 +24,10 @@ from stream_rater.contracts import MatchFinished, format_timestamp, rating_chang
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import (
     Commit,
-    CommitConflict,
     Event,
     LadderFrozen,
     PlayerState,
+    ReadRequest,
     Snapshot,
     StateStore,
     StateWrite,
@@ -83,6 +83,35 @@ class StoreLost(RuntimeError):
             f"(stream-rater replay --from-topic --ladder {ladder} --store URL)"
         )
         self.ladder = ladder
+
+
+@dataclass(slots=True)
+class _LadderPart:
+    """One ladder's matches of a batch, where they are in it, and how far they got."""
+
+    ladder: Ladder
+    indices: list[int] = field(default_factory=list)
+    matches: list[MatchFinished] = field(default_factory=list)
+    #: Partition → the offset after the ladder's last record of the batch in it.
+    positions: dict[int, int] = field(default_factory=dict)
+    attempts: int = 0
+    snapshot: Snapshot = field(default_factory=lambda: Snapshot({}, {}, {}))
+    results: list[MatchResult] = field(default_factory=list)
+
+    def add(self, index: int, match: MatchFinished, record: tuple[int, int] | None) -> None:
+        """Add the batch's `index`-th match, from `record` (partition, offset) if known."""
+        self.indices.append(index)
+        self.matches.append(match)
+        if record is not None:
+            partition, offset = record
+            self.positions[partition] = max(self.positions.get(partition, 0), offset + 1)
+
+    def request(self, generation: int | None) -> ReadRequest:
+        """What to read for these matches."""
+        players = dict.fromkeys(p.id for m in self.matches for t in m.teams for p in t.players)
+        effects = dict.fromkeys(e for m in self.matches for t in m.teams for e in t.effects)
+        match_ids = dict.fromkeys(m.match_id for m in self.matches)
+        return ReadRequest(self.ladder.name, list(players), list(effects), list(match_ids), generation)
 
 
 @dataclass(slots=True)
@@ -326,73 +355,75 @@ class Processor:
         self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int] | None] | None = None
     ) -> BatchResult:
         """Apply `matches` in order; results come back in the same order. `where` gives
-        each match's (partition, offset) in the matches topic (None: not from there)."""
-        by_ladder: dict[str, list[int]] = {}
+        each match's (partition, offset) in the matches topic (None: not from there).
+
+        Every ladder of the batch is read in one round trip (`StateStore.read_many`) and
+        committed in one (`StateStore.commit_many`); the ladders whose commit was refused
+        are read, recomputed and committed again together, so a batch costs the same number
+        of round trips however many ladders it spans."""
+        parts: dict[str, _LadderPart] = {}
         for i, match in enumerate(matches):
-            by_ladder.setdefault(match.ladder, []).append(i)
-        ordered: list[MatchResult | None] = [None] * len(matches)
+            part = parts.get(match.ladder)
+            if part is None:
+                part = parts[match.ladder] = _LadderPart(self.ladders.get(match.ladder))
+            part.add(i, match, where[i] if where is not None else None)
         batch = BatchResult()
-        for name, indices in by_ladder.items():
-            part = [matches[i] for i in indices]
-            positions: dict[int, int] = {}
-            if where is not None:
-                for i in indices:
-                    record = where[i]
-                    if record is not None:
-                        partition, offset = record
-                        positions[partition] = max(positions.get(partition, 0), offset + 1)
-            results, conflicts = await self._process_ladder(self.ladders.get(name), part, positions)
-            batch.conflicts += conflicts
-            for i, result in zip(indices, results):
+        pending = list(parts.values())
+        delays = backoff(0.001, 0.05, jitter=1.0)
+        while pending:
+            snapshots = await self.store.read_many([part.request(self.generation) for part in pending])
+            planned = [(part, self._plan(part, snapshot)) for part, snapshot in zip(pending, snapshots)]
+            planned = [(part, plan) for part, plan in planned if plan.commit.markers]
+            commits = []
+            for part, plan in planned:
+                name = part.ladder.name
+                self._unconfirmed.setdefault(name, set()).update(plan.commit.markers)
+                shrink = list(self._produced.get(name, ()))
+                commits.append(replace(plan.commit, produced=shrink) if shrink else plan.commit)
+            refusals = await self.store.commit_many(commits)
+            pending, conflicted = [], False
+            for (part, plan), commit, refused in zip(planned, commits, refusals):
+                name = part.ladder.name
+                self._unconfirmed[name].difference_update(plan.commit.markers)
+                if refused is None:
+                    self._produced.get(name, set()).difference_update(commit.produced)
+                    watermark = part.snapshot.watermark + len(plan.commit.markers)
+                    self._watermarks[name] = (part.snapshot.generation, watermark)
+                    continue
+                pending.append(part)
+                if not isinstance(refused, LadderFrozen):  # a freeze lasts milliseconds: not counted
+                    conflicted = True
+                    part.attempts += 1
+                    batch.conflicts += 1
+                    if part.attempts >= self.max_attempts:
+                        raise TooManyConflicts(
+                            f"ladder {name!r}: commit refused {self.max_attempts} times in a row"
+                        )
+            if pending:
+                await asyncio.sleep(next(delays) if conflicted else self.freeze_poll)
+        ordered: list[MatchResult | None] = [None] * len(matches)
+        for part in parts.values():
+            for i, result in zip(part.indices, part.results):
                 ordered[i] = result
         batch.results = [r for r in ordered if r is not None]
         return batch
 
-    async def _process_ladder(
-        self, configured: Ladder, matches: list[MatchFinished], positions: dict[int, int]
-    ) -> tuple[list[MatchResult], int]:
-        player_ids = list(dict.fromkeys(p.id for m in matches for t in m.teams for p in t.players))
-        effect_ids = list(dict.fromkeys(e for m in matches for t in m.teams for e in t.effects))
-        match_ids = list(dict.fromkeys(m.match_id for m in matches))
-        name = configured.name
-        attempt = 0
-        delays = backoff(0.001, 0.05, jitter=1.0)
-        while attempt < self.max_attempts:
-            snapshot = await self.store.read(name, player_ids, effect_ids, match_ids, self.generation)
-            self._check_watermark(name, snapshot)
-            ladder = self._with_params(configured, snapshot.params)
-            plan = plan_batch(
-                ladder,
-                matches,
-                snapshot,
-                format_timestamp(self.clock()),
-                self.observe,
-                positions,
-                self.generation,
-            )
-            results = self._confirm(name, plan.results)
-            if not plan.commit.markers:
-                return results, attempt
-            unconfirmed = self._unconfirmed.setdefault(name, set())
-            unconfirmed.update(plan.commit.markers)
-            produced = self._produced.get(name, set())
-            shrink = list(produced)
-            try:
-                await self.store.commit(replace(plan.commit, produced=shrink) if shrink else plan.commit)
-            except LadderFrozen:
-                unconfirmed.difference_update(plan.commit.markers)
-                await asyncio.sleep(self.freeze_poll)
-                continue
-            except CommitConflict:
-                unconfirmed.difference_update(plan.commit.markers)
-                await asyncio.sleep(next(delays))
-                attempt += 1
-                continue
-            unconfirmed.difference_update(plan.commit.markers)
-            produced.difference_update(shrink)
-            self._watermarks[name] = (snapshot.generation, snapshot.watermark + len(plan.commit.markers))
-            return results, attempt
-        raise TooManyConflicts(f"ladder {name!r}: commit refused {self.max_attempts} times in a row")
+    def _plan(self, part: _LadderPart, snapshot: Snapshot) -> _Plan:
+        """Compute `part` on `snapshot` (its results are kept on `part`)."""
+        name = part.ladder.name
+        self._check_watermark(name, snapshot)
+        plan = plan_batch(
+            self._with_params(part.ladder, snapshot.params),
+            part.matches,
+            snapshot,
+            format_timestamp(self.clock()),
+            self.observe,
+            part.positions,
+            self.generation,
+        )
+        part.snapshot = snapshot
+        part.results = self._confirm(name, plan.results)
+        return plan
 
     def _with_params(self, ladder: Ladder, params: dict[str, Any] | None) -> Ladder:
         """`ladder` with a generation's parameter overrides (built once per distinct set)."""

@@ -6,7 +6,16 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from stream_rater.service import metrics
-from stream_rater.store.base import Commit, Generations, Lookup, PlayerState, Snapshot, StateStore
+from stream_rater.store.base import (
+    Commit,
+    CommitConflict,
+    Generations,
+    Lookup,
+    PlayerState,
+    ReadRequest,
+    Snapshot,
+    StateStore,
+)
 
 
 class TimedStore(StateStore):
@@ -20,20 +29,13 @@ class TimedStore(StateStore):
     def round_trips(self) -> int:  # type: ignore[override]
         return self.inner.round_trips
 
-    async def read(
-        self,
-        ladder: str,
-        player_ids: Iterable[str],
-        effect_ids: Iterable[str],
-        match_ids: Iterable[str],
-        generation: int | None = None,
-    ) -> Snapshot:
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
         with metrics.STORE_ROUND_TRIP.labels("read").time():
-            return await self.inner.read(ladder, player_ids, effect_ids, match_ids, generation)
+            return await self.inner.read_many(requests)
 
-    async def commit(self, commit: Commit) -> None:
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         with metrics.STORE_ROUND_TRIP.labels("commit").time():
-            await self.inner.commit(commit)
+            return await self.inner.commit_many(commits)
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         with metrics.STORE_ROUND_TRIP.labels("lookup").time():

@@ -1,7 +1,8 @@
 """The state-store interface and the value types that cross it.
 
-A batch is processed as: one `read` (states + "match applied" markers of every player and
-match in the batch), pure computation, one `commit`. `commit` is atomic: it verifies that
+A batch is processed as: one read (states + "match applied" markers of every player and
+match in the batch), pure computation, one commit — per ladder, and for a batch that spans
+several ladders `read_many` and `commit_many` do every ladder's part in one round trip. `commit` is atomic: it verifies that
 every state is still at the version that was read and that no match of the batch has been
 applied meanwhile, then writes all states, markers, leaderboard scores and history entries —
 or writes nothing and raises `CommitConflict`, after which the caller re-reads and recomputes.
@@ -86,6 +87,16 @@ class Snapshot:
     generation: int = 0
     voided: frozenset[str] = frozenset()
     params: dict[str, Any] | None = None
+
+
+class ReadRequest(NamedTuple):
+    """One ladder's part of a `StateStore.read_many`: the arguments of `StateStore.read`."""
+
+    ladder: str
+    player_ids: Sequence[str]
+    effect_ids: Sequence[str]
+    match_ids: Sequence[str]
+    generation: int | None = None
 
 
 class StateWrite(NamedTuple):
@@ -187,7 +198,6 @@ class StateStore(ABC):
     #: Round trips to the backing service so far (reads + commits; counted alike in memory).
     round_trips: int = 0
 
-    @abstractmethod
     async def read(
         self,
         ladder: str,
@@ -198,12 +208,29 @@ class StateStore(ABC):
     ) -> Snapshot:
         """States of the given players/effects and the stored events of applied matches, of
         the live generation (or the staging `generation`; `GenerationGone` if it is not)."""
+        request = ReadRequest(ladder, list(player_ids), list(effect_ids), list(match_ids), generation)
+        [snapshot] = await self.read_many([request])
+        return snapshot
 
     @abstractmethod
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
+        """`read` of several ladders (one request each), in `requests`' order, in one round
+        trip."""
+
     async def commit(self, commit: Commit) -> None:
         """Apply `commit` atomically or raise `CommitConflict` having written nothing
         (`LadderFrozen` while a re-rate switches; `GenerationGone` for an aborted staging
         generation)."""
+        [refused] = await self.commit_many([commit])
+        if refused is not None:
+            raise refused
+
+    @abstractmethod
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        """`commit` of several ladders (one commit each) in one round trip, every one atomic
+        on its own: for each, None if it was applied, or its refusal (a `CommitConflict`,
+        `LadderFrozen` included). Any other error is raised, and then any of the commits may
+        have been applied."""
 
     @abstractmethod
     async def players(

@@ -18,7 +18,8 @@
 --         is_effect        per write, true = effects hash
 --         expected         per write, the stored version it expects (0 = absent)
 --         states           per write, the packed state to store
---         scores           per write, leaderboard score or nil (= not on the leaderboard)
+--         scores           per write, leaderboard score as a decimal string (exact: the
+--                          client's shortest round-trip repr) or nil (= not on the leaderboard)
 --         events           packed rating-changed events, each once
 --         marker_ids       match ids
 --         marker_sizes     events per marker: marker m stores the next marker_sizes[m]
@@ -34,7 +35,8 @@
 -- exists), {'conflict', id} (a write whose stored version is not the expected one),
 -- {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'} (a re-rate is
 -- switching the live generation).
-local CHUNK = 1000  -- values per LPUSH: unpack() is limited by the Lua stack
+local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
+local PAIRS = CHUNK / 2
 
 local args = cmsgpack.unpack(ARGV[1])
 local ids, is_effect, expected = args.ids, args.is_effect, args.expected
@@ -47,27 +49,69 @@ local refused = wrong_generation(KEYS[5], args)
 if refused then return refused end
 if args.mode == 'live' and redis.call('EXISTS', KEYS[6]) == 1 then return {'frozen'} end
 
-for m = 1, #marker_ids do
-  if redis.call('EXISTS', KEYS[FIXED + m]) == 1 then
-    return {'applied', marker_ids[m]}
+-- One EXISTS per chunk of markers; only if one exists, which one.
+for i = 1, #marker_ids, CHUNK do
+  local j = math.min(i + CHUNK - 1, #marker_ids)
+  if redis.call('EXISTS', unpack(KEYS, FIXED + i, FIXED + j)) > 0 then
+    for m = i, j do
+      if redis.call('EXISTS', KEYS[FIXED + m]) == 1 then return {'applied', marker_ids[m]} end
+    end
   end
 end
 
+-- The writes to each hash (players, effects), as indices into the per-write arrays.
+local writes = {{}, {}}
 for w = 1, #ids do
-  local hash = is_effect[w] and KEYS[2] or KEYS[1]
-  local stored = redis.call('HGET', hash, ids[w])
-  local version = 0
-  if stored then version = cmsgpack.unpack(stored)[5] end
-  if version ~= expected[w] then
-    return {'conflict', ids[w]}
-  end
+  local of = writes[is_effect[w] and 2 or 1]
+  of[#of + 1] = w
 end
 
-for w = 1, #ids do
-  redis.call('HSET', is_effect[w] and KEYS[2] or KEYS[1], ids[w], states[w])
-  if scores[w] then
-    redis.call('ZADD', KEYS[3], string.format('%.17g', scores[w]), ids[w])
+-- One HMGET per chunk of each hash's writes: the id of the first write whose stored version
+-- (the state's 5th field; 0 when absent) is not the expected one, or nil.
+local function stale(hash, of)
+  for i = 1, #of, CHUNK do
+    local j = math.min(i + CHUNK - 1, #of)
+    local fields = {}
+    for x = i, j do fields[#fields + 1] = ids[of[x]] end
+    local stored = redis.call('HMGET', hash, unpack(fields))
+    for x = 1, #fields do
+      local w = of[i + x - 1]
+      local version = 0
+      if stored[x] then version = cmsgpack.unpack(stored[x])[5] end
+      if version ~= expected[w] then return ids[w] end
+    end
   end
+  return nil
+end
+
+for h = 1, 2 do
+  local id = stale(KEYS[h], writes[h])
+  if id then return {'conflict', id} end
+end
+
+-- One HSET per chunk of each hash's writes, one ZADD per chunk of the scored ones.
+local scored = {}
+for h = 1, 2 do
+  local of = writes[h]
+  for i = 1, #of, PAIRS do
+    local values = {}
+    for x = i, math.min(i + PAIRS - 1, #of) do
+      local w = of[x]
+      values[#values + 1] = ids[w]
+      values[#values + 1] = states[w]
+      if scores[w] then scored[#scored + 1] = w end
+    end
+    redis.call('HSET', KEYS[h], unpack(values))
+  end
+end
+for i = 1, #scored, PAIRS do
+  local values = {}
+  for x = i, math.min(i + PAIRS - 1, #scored) do
+    local w = scored[x]
+    values[#values + 1] = scores[w]
+    values[#values + 1] = ids[w]
+  end
+  redis.call('ZADD', KEYS[3], unpack(values))
 end
 
 -- Shrinks first, so that a marker this commit writes anew is never shrunk.

@@ -10,10 +10,12 @@ from typing import Any
 
 from stream_rater.store.base import (
     Commit,
+    CommitConflict,
     Event,
     Generations,
     Lookup,
     PlayerState,
+    ReadRequest,
     Snapshot,
     StateStore,
     Void,
@@ -67,17 +69,13 @@ class MemoryStore(StateStore):
             raise refusal("gone", ladder, generation)
         return state.generations[generation]
 
-    async def read(
-        self,
-        ladder: str,
-        player_ids: Iterable[str],
-        effect_ids: Iterable[str],
-        match_ids: Iterable[str],
-        generation: int | None = None,
-    ) -> Snapshot:
-        self.round_trips += 1
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
+        self.round_trips += bool(requests)
+        return [self._read(request) for request in requests]
+
+    def _read(self, request: ReadRequest) -> Snapshot:
+        ladder, player_ids, effect_ids, match_ids, generation = request
         gen = self._generation(ladder, generation)
-        match_ids = list(match_ids)
         voids = self._ladders[ladder].voids
         return Snapshot(
             players={p: gen.players[p] for p in player_ids if p in gen.players},
@@ -89,8 +87,19 @@ class MemoryStore(StateStore):
             params=gen.params,
         )
 
-    async def commit(self, commit: Commit) -> None:
-        self.round_trips += 1
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        self.round_trips += bool(commits)
+        outcomes: list[CommitConflict | None] = []
+        for commit in commits:
+            try:
+                self._commit(commit)
+            except CommitConflict as refused:
+                outcomes.append(refused)
+            else:
+                outcomes.append(None)
+        return outcomes
+
+    def _commit(self, commit: Commit) -> None:
         ladder = commit.ladder
         if commit.generation is None and _holder(self._ladders[ladder].frozen):
             raise refusal("frozen", ladder)

@@ -1,4 +1,5 @@
-"""The Redis state store: one Lua read and one atomic Lua commit per batch.
+"""The Redis state store: one Lua read and one atomic Lua commit per ladder of a batch, the
+ladders of a batch in one round trip each way (see `StateStore.read_many`).
 
 Key layout — every key of a ladder carries the hash tag ``{ladder}`` so the scripts are
 valid on Redis Cluster (all keys of a ladder live in one slot), and ladders spread across
@@ -38,6 +39,7 @@ finds another one says so and the client retries with it.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from importlib.resources import files
@@ -46,14 +48,18 @@ from typing import Any
 import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from stream_rater.store.base import (
     Commit,
+    CommitConflict,
     Event,
     Generations,
     LockLost,
     Lookup,
     PlayerState,
+    ReadRequest,
     Snapshot,
     StateStore,
     Void,
@@ -136,7 +142,7 @@ def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: i
         is_effect=list(map(bool, is_effect)),
         expected=expected,
         states=list(map(PlayerState.pack, states)),
-        scores=scores,
+        scores=[None if score is None else repr(float(score)) for score in scores],
         events=events,
         marker_ids=list(commit.markers),
         marker_sizes=[len(v) for v in commit.markers.values()],
@@ -144,6 +150,21 @@ def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: i
         history_sizes=[len(v) for v in commit.history.values()],
         history_entries=entries,
         positions=dict(commit.positions),
+    )
+
+
+def _snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:
+    """The `Snapshot` in the read script's answer to `request` (on `generation`)."""
+    states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
+    make = PlayerState.of
+    return Snapshot(
+        players={i: make(s) for i, s in zip(request.player_ids, states) if s is not None},
+        effects={i: make(s) for i, s in zip(request.effect_ids, effect_states) if s is not None},
+        applied={m: events for m, events in zip(request.match_ids, markers) if events is not None},
+        watermark=watermark or 0,
+        generation=generation,
+        voided=frozenset(m for m, v in zip(request.match_ids, voids) if v is not None),
+        params=params,
     )
 
 
@@ -183,77 +204,105 @@ class RedisStore(StateStore):
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections)
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
-    async def read(
-        self,
-        ladder: str,
-        player_ids: Iterable[str],
-        effect_ids: Iterable[str],
-        match_ids: Iterable[str],
-        generation: int | None = None,
-    ) -> Snapshot:
-        player_ids, effect_ids, match_ids = list(player_ids), list(effect_ids), list(match_ids)
-        while True:
-            gen = self._live.get(ladder, 0) if generation is None else generation
-            prefix = generation_key(ladder, gen, "")
-            reply = await self._read(
-                keys=[
-                    prefix + "players",
-                    prefix + "effects",
-                    prefix + "meta",
-                    ladder_key(ladder, "control"),
-                    ladder_key(ladder, "voids"),
-                    *(f"{prefix}m:{m}" for m in match_ids),
-                ],
-                args=[
-                    _script_args(
-                        players=player_ids,
-                        effects=effect_ids,
-                        matches=match_ids,
-                        generation=gen,
-                        mode=_mode(generation),
-                    )
-                ],
-            )
-            self.round_trips += 1
-            if not isinstance(reply, list):
-                break
-            if text(reply[0]) != "generation":
-                check_reply(ladder, reply)  # raises: a refusal other than the live one moving on
-            self._live[ladder] = int(reply[1])  # and read again, from the live generation
-        states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
-        make = PlayerState.of
-        return Snapshot(
-            players={i: make(s) for i, s in zip(player_ids, states) if s is not None},
-            effects={i: make(s) for i, s in zip(effect_ids, effect_states) if s is not None},
-            applied={m: events for m, events in zip(match_ids, markers) if events is not None},
-            watermark=watermark or 0,
-            generation=gen,
-            voided=frozenset(m for m, v in zip(match_ids, voids) if v is not None),
-            params=params,
-        )
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
+        snapshots: dict[int, Snapshot] = {}
+        pending = list(range(len(requests)))
+        while pending:  # again for the ladders whose live generation moved on
+            calls = [self._read_call(requests[i]) for i in pending]
+            replies = await self._run_script(self._read, [(keys, arg) for _, keys, arg in calls])
+            again = []
+            for i, (gen, _, _), reply in zip(pending, calls, replies):
+                request = requests[i]
+                if isinstance(reply, list):  # a refusal; an answer is one msgpack document
+                    if text(reply[0]) != "generation":
+                        check_reply(request.ladder, reply)  # raises
+                    self._live[request.ladder] = int(reply[1])
+                    again.append(i)
+                else:
+                    snapshots[i] = _snapshot(request, gen, reply)
+            pending = again
+        return [snapshots[i] for i in range(len(requests))]
 
-    async def commit(self, commit: Commit) -> None:
+    def _read_call(self, request: ReadRequest) -> tuple[int, list[str], bytes]:
+        """The generation, keys and argument of the read script for `request`."""
+        ladder, generation = request.ladder, request.generation
+        gen = self._live.get(ladder, 0) if generation is None else generation
+        prefix = generation_key(ladder, gen, "")
+        keys = [
+            prefix + "players",
+            prefix + "effects",
+            prefix + "meta",
+            ladder_key(ladder, "control"),
+            ladder_key(ladder, "voids"),
+            *(f"{prefix}m:{m}" for m in request.match_ids),
+        ]
+        arg = _script_args(
+            players=request.player_ids,
+            effects=request.effect_ids,
+            matches=request.match_ids,
+            generation=gen,
+            mode=_mode(generation),
+        )
+        return gen, keys, arg
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        replies = await self._run_script(self._commit, [self._commit_call(c) for c in commits])
+        outcomes: list[CommitConflict | None] = []
+        for commit, reply in zip(commits, replies):
+            if text(reply[0]) == "generation":
+                self._live[commit.ladder] = int(reply[1])  # for the re-read after the conflict
+            try:
+                check_reply(commit.ladder, reply)
+            except CommitConflict as refused:
+                outcomes.append(refused)
+            else:
+                outcomes.append(None)
+        return outcomes
+
+    def _commit_call(self, commit: Commit) -> tuple[list[str], bytes]:
+        """The keys and argument of the commit script for `commit`."""
         ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
         prefix = generation_key(ladder, gen, "")
-        reply = await self._commit(
-            keys=[
-                prefix + "players",
-                prefix + "effects",
-                prefix + "lb",
-                prefix + "meta",
-                ladder_key(ladder, "control"),
-                ladder_key(ladder, "frozen"),
-                *(f"{prefix}m:{m}" for m in commit.markers),
-                *(f"{prefix}h:{p}" for p in commit.history),
-                *(f"{prefix}m:{m}" for m in commit.produced),
-            ],
-            args=[commit_args(commit, gen, self.marker_ttl, self.history_limit)],
-        )
+        keys = [
+            prefix + "players",
+            prefix + "effects",
+            prefix + "lb",
+            prefix + "meta",
+            ladder_key(ladder, "control"),
+            ladder_key(ladder, "frozen"),
+            *(f"{prefix}m:{m}" for m in commit.markers),
+            *(f"{prefix}h:{p}" for p in commit.history),
+            *(f"{prefix}m:{m}" for m in commit.produced),
+        ]
+        return keys, commit_args(commit, gen, self.marker_ttl, self.history_limit)
+
+    async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
+        """The replies of `script` run once per ``(keys, argument)`` of `calls`, each call
+        atomic on its own, in one round trip: a pipeline on a single Redis; on a Redis
+        Cluster the calls go out concurrently (each to its ladder's master). If a call
+        fails with an error rather than a reply, the first such error is raised once every
+        call is answered."""
+        if not calls:
+            return []
         self.round_trips += 1
-        if text(reply[0]) == "generation":
-            self._live[ladder] = int(reply[1])  # for the re-read after the conflict
-        check_reply(ladder, reply)
+        if len(calls) == 1 or isinstance(self.client, RedisCluster):
+            answered = await asyncio.gather(
+                *(script(keys=keys, args=[arg]) for keys, arg in calls), return_exceptions=True
+            )
+        else:
+            async with self.client.pipeline(transaction=False) as pipe:
+                for keys, arg in calls:
+                    pipe.evalsha(script.sha, len(keys), *keys, arg)
+                answered = await pipe.execute(raise_on_error=False)
+            unloaded = [i for i, reply in enumerate(answered) if isinstance(reply, NoScriptError)]
+            for i in unloaded:  # not run: a Redis that restarted or was flushed since
+                keys, arg = calls[i]
+                answered[i] = await script(keys=keys, args=[arg])
+        for reply in answered:
+            if isinstance(reply, BaseException):
+                raise reply
+        return list(answered)
 
     async def _live_generation(self, ladder: str) -> int:
         """The ladder's live generation, asked of Redis (and cached)."""

@@ -8,6 +8,7 @@ import graphlib
 import itertools
 import random
 import uuid
+from collections.abc import Sequence
 
 import pytest
 
@@ -18,7 +19,7 @@ from stream_rater.local.demo import default_data_file, football_events
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor
-from stream_rater.store import Commit, open_store
+from stream_rater.store import Commit, CommitConflict, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis_store import RedisStore
 
@@ -95,9 +96,9 @@ class RacingStore(RedisStore):
     """A Redis store that yields to the event loop between read and commit, so that two
     processors interleave and conflict for real."""
 
-    async def commit(self, commit: Commit) -> None:
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         await asyncio.sleep(0)
-        await super().commit(commit)
+        return await super().commit_many(commits)
 
 
 async def test_two_concurrent_processors_lose_no_update(redis_url, ladders):

@@ -7,7 +7,7 @@ import uuid
 import msgpack
 import pytest
 
-from stream_rater.store import Commit, CommitConflict, PlayerState, StateWrite, open_store
+from stream_rater.store import Commit, CommitConflict, PlayerState, ReadRequest, StateWrite, open_store
 from stream_rater.store.redis_store import RedisStore, ladder_key
 
 
@@ -85,6 +85,23 @@ async def test_applied_match_is_refused(store, ladder):
     with pytest.raises(CommitConflict, match="already applied"):
         await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m1": []}))
     assert (await store.read(ladder, ["a"], [], [])).players["a"].mu == 26.0
+
+
+async def test_many_ladders_are_read_and_committed_in_one_round_trip_each(store, ladder):
+    """`read_many`/`commit_many` answer per ladder in request order, each commit atomic on its
+    own: a refused one writes nothing and the others are applied, in one round trip each."""
+    names = [f"{ladder}-{i}" for i in range(5)]
+    await store.commit(Commit(names[2], [write("a", 26.0, 1, 0)], {"m0": []}))
+    before = store.round_trips
+    refusals = await store.commit_many(
+        [Commit(name, [write("a", float(i), 1, 0)], {f"m{i}": []}) for i, name in enumerate(names)]
+    )
+    assert [type(r) for r in refusals] == [type(None), type(None), CommitConflict, type(None), type(None)]
+    snaps = await store.read_many([ReadRequest(name, ["a"], [], ["m0", "m2"]) for name in names])
+    assert store.round_trips - before == 2
+    assert [s.players["a"].mu for s in snaps] == [0.0, 1.0, 26.0, 3.0, 4.0]
+    assert [set(s.applied) for s in snaps] == [{"m0"}, set(), {"m0"}, set(), set()]
+    assert [s.watermark for s in snaps] == [1] * 5
 
 
 async def test_history_is_capped_newest_first(store, ladder):

@@ -4,6 +4,7 @@ conflict retries and O(1) store round trips per batch."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from importlib.resources import files
 
 import jsonschema
@@ -14,7 +15,7 @@ from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.processor import NonFiniteRating, Processor, StoreLost, is_late
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
-from stream_rater.store import Commit
+from stream_rater.store import Commit, CommitConflict
 from stream_rater.store.memory import MemoryStore
 
 LADDERS = Ladders(
@@ -226,6 +227,35 @@ async def test_one_read_and_one_commit_per_batch(processor):
     assert processor.store.round_trips == 2
 
 
+async def test_a_batch_of_many_ladders_costs_one_read_and_one_commit():
+    """Round trips per batch do not grow with the ladders it spans, and each ladder's states
+    equal its matches applied alone, in order."""
+    names = [f"l{i}" for i in range(16)]
+    ladders = Ladders([Ladder(name, "trueskill") for name in names])
+    matches = [
+        parse_match(
+            {
+                "match_id": f"m{i}",
+                "ladder": names[i % 16],
+                "finished_at": i,
+                "teams": [
+                    {"rank": 0, "players": [{"id": f"p{i % 5}"}]},
+                    {"rank": 1, "players": [{"id": "q"}]},
+                ],
+            },
+            ladders,
+        )
+        for i in range(160)
+    ]
+    store = MemoryStore()
+    await Processor(ladders, store, clock=fixed_clock).process(matches)
+    assert store.round_trips == 2
+    for name in names:
+        alone = MemoryStore()
+        await Processor(ladders, alone, clock=fixed_clock).process([m for m in matches if m.ladder == name])
+        assert await store.players(name) == await alone.players(name)
+
+
 class InterferingStore(MemoryStore):
     """Lets a rival processor commit between this store's read and commit, `times` times."""
 
@@ -236,13 +266,13 @@ class InterferingStore(MemoryStore):
         self.times = times
         self.rival_running = False
 
-    async def commit(self, commit: Commit) -> None:
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         if self.times and not self.rival_running:
             self.times -= 1
             self.rival_running = True
             await self.rival.process([self.rival_matches.pop(0)])
             self.rival_running = False
-        await super().commit(commit)
+        return await super().commit_many(commits)
 
 
 async def test_conflict_is_retried_without_losing_updates():
