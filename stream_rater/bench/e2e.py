@@ -8,8 +8,9 @@ in log order.
 For each pipeline: (1) throughput — N 1-vs-1 TrueSkill matches are published before the
 pipeline starts; the rate is taken over the middle 90 % of its outputs by their producer
 timestamps (no start-up, no tail), and so is the pipeline's CPU time, sampled every 50 ms;
-(2) latency — publish at a steady rate with ``finished_at`` = send time and measure send →
-output; (3) the process's RSS. The load generator does not run during (1).
+(2) Redis's CPU time per match over the same window; (3) latency at each of several steady
+rates — publish with ``finished_at`` = send time and measure send → output; (4) the process's
+RSS. The load generator does not run during (1).
 """
 
 from __future__ import annotations
@@ -47,11 +48,13 @@ class PipelineResult:
     name: str
     matches_per_s: float
     matches_per_cpu_s: float
-    p50_ms: float
-    p99_ms: float
+    #: Steady rate (matches/s) → (p50, p99) latency in ms.
+    latency_ms: dict[float, tuple[float, float]]
     rss_mb: float
     peak_rss_mb: float
     services_cores: float
+    #: Redis's CPU time per match of the backlog, in µs.
+    redis_us_per_match: float
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -149,13 +152,15 @@ async def _measure(
     process: Callable[[], int],
     n: int,
     per_match: int,
-    latency_n: int,
-    rate: float,
+    latency_seconds: float,
+    rates: Sequence[float],
     services: list[int],
+    redis: int,
 ) -> PipelineResult:
     """Throughput over a backlog of `n` matches published before the pipeline starts, then
-    latency at a steady `rate`. `process` starts the pipeline and returns its PID; the CPU
-    time of the `services` (broker, Redis) is sampled beside the pipeline's."""
+    latency at each steady rate of `rates` for `latency_seconds`. `process` starts the
+    pipeline and returns its PID; the CPU time of the `services` (broker, Redis) and of
+    `redis` alone is sampled beside the pipeline's."""
     rng = random.Random(1)
     await publish(_matches("burst-", n, 1000, rng, time.time), settings)
     outputs = _Outputs(settings)
@@ -164,11 +169,13 @@ async def _measure(
         pid = process()
         cpu: list[tuple[float, float]] = []
         services_cpu: list[tuple[float, float]] = []
+        redis_cpu: list[tuple[float, float]] = []
 
         def sample() -> None:
             now = time.time()
             cpu.append((now, _cpu_seconds(pid)))
             services_cpu.append((now, sum(map(_cpu_seconds, services))))
+            redis_cpu.append((now, _cpu_seconds(redis)))
 
         async def backlog_rated() -> bool:
             if len(outputs.timestamps) >= n * per_match:
@@ -188,47 +195,47 @@ async def _measure(
                 "measure: give a larger --matches"
             )
         matches = 0.9 * n
+
+        def used(samples: list[tuple[float, float]]) -> float:
+            return _interpolate(samples, last) - _interpolate(samples, first)
+
         throughput = matches / (last - first)
-        per_cpu_second = matches / (_interpolate(cpu, last) - _interpolate(cpu, first))
-        services_cores = (_interpolate(services_cpu, last) - _interpolate(services_cpu, first)) / (
-            last - first
-        )
-
-        steady = _matches("steady-", latency_n, 1000, rng, lambda: 0.0)
-
-        def stamped() -> Iterator[dict[str, Any]]:
-            for match in steady:
-                yield {**match, "finished_at": time.time()}
-
+        per_cpu_second = matches / used(cpu)
+        services_cores = used(services_cpu) / (last - first)
+        redis_us = 1e6 * used(redis_cpu) / matches
         outputs.follow_matches = True
-        await publish(stamped(), settings, rate=rate, linger=0.0)  # latency counts from each match's due time
-
-        async def steady_rated() -> bool:
-            return all(m["match_id"] in outputs.arrived for m in steady)
-
-        await wait_until_async(steady_rated, "the output of the steady phase", 300)
-        latencies = sorted(
-            outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady
-        )
+        latency = {rate: await _latency(outputs, settings, rng, rate, latency_seconds) for rate in rates}
     finally:
         await outputs.stop()
     rss, peak = _rss_mb(pid)
-    return PipelineResult(
-        name,
-        throughput,
-        per_cpu_second,
-        1000 * latencies[len(latencies) // 2],
-        1000 * latencies[int(len(latencies) * 0.99)],
-        rss,
-        peak,
-        services_cores,
-    )
+    return PipelineResult(name, throughput, per_cpu_second, latency, rss, peak, services_cores, redis_us)
+
+
+async def _latency(
+    outputs: _Outputs, settings: Settings, rng: random.Random, rate: float, seconds: float
+) -> tuple[float, float]:
+    """p50 and p99 (ms) from publishing to the first output of each match, publishing
+    `seconds` of matches at a steady `rate`."""
+    steady = _matches(f"steady-{rate:g}-", max(20, int(rate * seconds)), 1000, rng, lambda: 0.0)
+
+    def stamped() -> Iterator[dict[str, Any]]:
+        for match in steady:
+            yield {**match, "finished_at": time.time()}
+
+    await publish(stamped(), settings, rate=rate, linger=0.0)  # latency counts from each match's due time
+
+    async def steady_rated() -> bool:
+        return all(m["match_id"] in outputs.arrived for m in steady)
+
+    await wait_until_async(steady_rated, "the output of the steady phase", 300)
+    latencies = sorted(outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady)
+    return 1000 * latencies[len(latencies) // 2], 1000 * latencies[int(len(latencies) * 0.99)]
 
 
 def run(
     matches: int = 30_000,
-    latency_matches: int = 3_000,
-    rate: float = 500.0,
+    latency_seconds: float = 5.0,
+    rates: Sequence[float] = (100.0, 500.0, 5000.0),
     partitions: int = 8,
     out: TextIO = sys.stdout,
     broker: BrokerKind = "tansu",
@@ -277,42 +284,44 @@ def run(
                             start,
                             matches,
                             outputs_per_match[kind],
-                            latency_matches,
-                            rate,
+                            latency_seconds,
+                            rates,
                             list(runtime.pids.values()),
+                            runtime.pids["redis"],
                         )
                     )
                 )
             finally:
                 for process in started:
                     stop_process(process)
-    _print(results, matches, latency_matches, rate, broker, out)
+    _print(results, matches, latency_seconds, broker, out)
     return results
 
 
-def _print(
-    results: list[PipelineResult], n: int, latency_n: int, rate: float, broker: str, out: TextIO
-) -> None:
+def _print(results: list[PipelineResult], n: int, latency_seconds: float, broker: str, out: TextIO) -> None:
+    rates = list(results[0].latency_ms)
     print(
         f"end to end, embedded runtime on {broker}, 1v1 TrueSkill on one ladder (one partition); throughput over a backlog of {n:,} matches "
-        f"(middle 90 % of the outputs), latency over {latency_n:,} at {rate:,.0f}/s",
+        f"(middle 90 % of the outputs), latency over {latency_seconds:g} s at each of {', '.join(f'{r:,.0f}' for r in rates)} matches/s",
         file=out,
     )
     print(
         f"(the broker and Redis share the machine's {os.cpu_count()} cores with the pipeline: 'svc cores' is "
-        "what they used meanwhile; matches per CPU-second of the pipeline process is what one dedicated "
-        "core would do)",
+        "what they used meanwhile, 'Redis µs' Redis's CPU per match; matches per CPU-second of the pipeline "
+        "process is what one dedicated core would do)",
         file=out,
     )
+    latency_heads = "".join(f"{f'p50@{r:g}':>10}{f'p99@{r:g}':>10}" for r in rates)
     print(
-        f"{'pipeline':<28}{'matches/s':>11}{'per CPU-s':>11}{'svc cores':>11}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'pipeline':<28}{'matches/s':>11}{'per CPU-s':>11}{'svc cores':>11}{'Redis µs':>10}{latency_heads}"
         f"{'RSS MB':>9}{'peak MB':>9}",
         file=out,
     )
     for r in results:
+        latencies = "".join(f"{p50:>10.1f}{p99:>10.1f}" for p50, p99 in r.latency_ms.values())
         print(
             f"{r.name:<28}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}{r.services_cores:>11.2f}"
-            f"{r.p50_ms:>9.1f}{r.p99_ms:>9.1f}{r.rss_mb:>9.0f}{r.peak_rss_mb:>9.0f}",
+            f"{r.redis_us_per_match:>10.1f}{latencies}{r.rss_mb:>9.0f}{r.peak_rss_mb:>9.0f}",
             file=out,
         )
     worker, passthrough = results

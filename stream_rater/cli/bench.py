@@ -54,12 +54,19 @@ def register(sub: Subcommands) -> None:
         help="e2e, soak: the embedded runtime's broker: Tansu (default), a local Apache Kafka (needs "
         "java and mvn), or both one after the other (e2e)",
     )
-    p.add_argument("--latency-matches", type=int, default=3_000, help="e2e: matches in the steady phase")
+    p.add_argument("--latency-seconds", type=float, default=5.0, help="e2e: seconds of each steady phase (5)")
+    p.add_argument(
+        "--rates",
+        type=lambda v: [float(x) for x in v.split(",")],
+        default=[100.0, 500.0, 5000.0],
+        metavar="N[,N…]",
+        help="e2e: matches/s of the steady phases, one latency measurement each (100,500,5000)",
+    )
     p.add_argument(
         "--rate",
         type=float,
         default=None,
-        help="e2e: matches/s in the steady phase (500); api: requests/s per query (1000); "
+        help="api: requests/s per query (1000); "
         "soak: matches/s (2000); rerate: matches/s published during the re-rate (500)",
     )
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
@@ -119,8 +126,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for broker in BROKERS if args.broker == "both" else (args.broker,):
             e2e.run(
                 matches=args.matches or 30_000,
-                latency_matches=args.latency_matches,
-                rate=args.rate or 500.0,
+                latency_seconds=args.latency_seconds,
+                rates=args.rates,
                 broker=broker,
             )
     return 0

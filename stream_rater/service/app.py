@@ -4,7 +4,9 @@ One agent, concurrency 1 (faust's ``concurrency>1`` can lose messages on a crash
 ``matches`` (a task beside it carries out the correction requests of ``rating-corrections``,
 `service.corrections`). Its records reach it a fetched batch at a time through a
 `faust_transport.BatchBuffer` rather than as per-message stream events; it takes batches of
-up to ``batch_size`` and hands them to a `BatchPipeline`, which overlaps consecutive batches
+up to ``batch_size`` — at once when nothing is being committed, so a lone match on an idle
+worker goes on without waiting for company, and otherwise as many as arrived while the batch
+before was committed — and hands them to a `BatchPipeline`, which overlaps consecutive batches
 and acknowledges each only after its Redis commit and its rating-changed events are durable.
 On SIGTERM the batches in hand are finished before the agent stops; a stop that takes longer
 than ``stop_timeout`` ends the process anyway (`StopWatch`).
@@ -130,7 +132,9 @@ def create_app(
         pipeline = BatchPipeline(handler, ack=batches.ack)
         try:
             while True:
-                messages = await batches.take(settings.batch_size, settings.batch_seconds)
+                messages = await batches.take(
+                    settings.batch_size, settings.batch_seconds, pipeline.committed()
+                )
                 if messages:
                     await pipeline.submit(messages)
         except asyncio.CancelledError:

@@ -265,20 +265,24 @@ class BatchBuffer:
         self._records.extend(messages)
         self._added.set()
 
-    async def take(self, max_records: int, within: float) -> list[Message]:
-        """Up to `max_records` records: waits for the first, then up to `within` seconds
-        for more. Records of an earlier consumer generation are dropped unacknowledged; the
-        others are tracked until `ack`, like the records of faust's stream events."""
+    async def take(
+        self, max_records: int, within: float, ready: asyncio.Future[Any] | None = None
+    ) -> list[Message]:
+        """Up to `max_records` records: waits for the first, then for more until there are
+        `max_records`, `within` seconds have passed, or `ready` is done — at once if it is
+        already done (the caller has nothing in hand: a record goes on without waiting for
+        company, and batches grow only while the caller is busy). Records of an earlier
+        consumer generation are dropped unacknowledged; the others are tracked until `ack`,
+        like the records of faust's stream events."""
         records = self._records
         while True:
             while not records:
                 self._added.clear()
                 await self._added.wait()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(within):
-                    while len(records) < max_records:
-                        self._added.clear()
-                        await self._added.wait()
+            if ready is None or not ready.done():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(within):
+                        await self._fill(max_records, ready)
             if records:  # unless a rebalance cleared the buffer meanwhile
                 break
         taken = [records.popleft() for _ in range(min(max_records, len(records)))]
@@ -290,6 +294,19 @@ class BatchBuffer:
             message.tracked = True
             unacked.add(message)
         return taken
+
+    async def _fill(self, max_records: int, ready: asyncio.Future[Any] | None) -> None:
+        """Wait until the buffer holds `max_records` or `ready` is done."""
+        while len(self._records) < max_records and not (ready is not None and ready.done()):
+            self._added.clear()
+            if ready is None:
+                await self._added.wait()
+                continue
+            added = asyncio.ensure_future(self._added.wait())
+            try:
+                await asyncio.wait([added, ready], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                added.cancel()
 
     def ack(self, messages: Sequence[Consumed]) -> None:
         """Acknowledge processed records (ones `take` returned); faust commits their offsets."""

@@ -18,7 +18,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
@@ -299,6 +299,16 @@ class BatchPipeline:
             if oldest.cancelled() or oldest.exception() is not None:
                 await self.drain()
             self._in_hand.popleft()
+
+    def committed(self) -> asyncio.Future[Any]:
+        """Done once the batch being committed is (at once if none is): the caller takes the
+        next batch then, so that it fills while Redis works and a lone record on an idle
+        worker goes on at once."""
+        if self._committing is not None and not self._committing.done():
+            return self._committing
+        idle: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        idle.set_result(None)
+        return idle
 
     async def drain(self) -> None:
         """Wait until every submitted batch is acknowledged or failed; raises the first

@@ -202,15 +202,21 @@ def _trueskill_file(worker) -> Path:
 
 def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     """`bench e2e` starts its own embedded runtime, measures both pipelines and prints them
-    side by side (a smoke run on a small backlog: the figures themselves are not judged)."""
-    out = cli("bench", "e2e", "--matches", "3000", "--latency-matches", "40", "--rate", "100").stdout
+    side by side, with Redis's CPU per match and latency at each rate asked (a smoke run on a
+    small backlog: the figures themselves are not judged)."""
+    out = cli("bench", "e2e", "--matches", "3000", "--latency-seconds", "0.4", "--rates", "50,200").stdout
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("pipeline"))
+    assert header.split()[6:12] == ["Redis", "µs", "p50@50", "p99@50", "p50@200", "p99@200"]
     rows = {
-        line.split("  ")[0]: line.split()[-7:]
-        for line in out.splitlines()
+        line.split("  ")[0]: line.split()[-10:]
+        for line in lines
         if line.startswith(("stream-rater", "naive"))
     }
     assert set(rows) == {"stream-rater worker", "naive faust pass-through"}
-    assert all(float(value.replace(",", "")) > 0 for row in rows.values() for value in row)
+    figures = {name: [float(value.replace(",", "")) for value in row] for name, row in rows.items()}
+    assert all(value > 0 for value in figures["stream-rater worker"])
+    assert all(value > 0 for i, value in enumerate(figures["naive faust pass-through"]) if i != 3)  # no Redis
     assert "worker / pass-through: throughput" in out
 
 

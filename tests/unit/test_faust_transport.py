@@ -66,6 +66,25 @@ async def test_take_waits_within_for_a_fuller_batch(app):
     assert [m.offset for m in await asyncio.wait_for(taking, 5)] == [0, 1, 2]
 
 
+async def test_take_goes_at_once_when_ready_and_fills_until_ready(app):
+    """With the caller idle (`ready` done) a lone record goes at once; while the caller is
+    busy the batch fills until `ready` is done, then goes with what arrived."""
+    buffer = BatchBuffer(app, maxsize=100)
+    idle = asyncio.get_running_loop().create_future()
+    idle.set_result(None)
+    await buffer.put(messages(app, [0]))
+    assert [m.offset for m in await asyncio.wait_for(buffer.take(100, 30.0, idle), 5)] == [0]
+    busy = asyncio.get_running_loop().create_future()
+    await buffer.put(messages(app, [1]))
+    taking = asyncio.ensure_future(buffer.take(100, 30.0, busy))
+    await settle()
+    await buffer.put(messages(app, [2, 3]))
+    await settle()
+    assert not taking.done()
+    busy.set_result(None)
+    assert [m.offset for m in await asyncio.wait_for(taking, 5)] == [1, 2, 3]
+
+
 async def test_put_waits_while_the_buffer_is_full_and_while_the_flow_is_suspended(app):
     buffer = BatchBuffer(app, maxsize=2)
     await buffer.put(messages(app, [0, 1]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -19,7 +20,7 @@ from stream_rater.processor import Processor
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
-from stream_rater.store import Commit, StateWrite
+from stream_rater.store import Commit, CommitConflict, StateWrite
 from stream_rater.store.memory import MemoryStore
 from stream_rater.waiting import wait_until_async
 
@@ -59,11 +60,11 @@ class FlakyStore(MemoryStore):
         super().__init__()
         self.failures = failures
 
-    async def commit(self, commit: Commit) -> None:
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         if self.failures:
             self.failures -= 1
             raise redis.exceptions.ConnectionError("connection reset")
-        await super().commit(commit)
+        return await super().commit_many(commits)
 
 
 def handler(store: MemoryStore, producer: Producer, **kwargs) -> BatchHandler:
@@ -283,6 +284,35 @@ async def test_the_pipeline_holds_the_caller_back_at_its_depth():
     assert len(acked) == 2
 
 
+class GatedStore(MemoryStore):
+    """Holds every commit until the test opens its gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        await self.gate.wait()
+        return await super().commit_many(commits)
+
+
+async def test_committed_is_done_while_idle_and_when_the_commit_in_hand_is():
+    """`committed()` is done at once with nothing in hand, pending while a batch commits, and
+    done as soon as that commit is (its events may still be on their way)."""
+    store, producer = GatedStore(), GatedProducer()
+    pipeline = BatchPipeline(handler(store, producer), ack=lambda messages: None)
+    assert pipeline.committed().done()
+    await pipeline.submit([record("m1", "a", "b")])
+    committing = pipeline.committed()
+    await settle()
+    assert not committing.done()
+    store.gate.set()
+    await asyncio.wait_for(committing, 5)
+    assert pipeline.committed().done() and producer.sent == []
+    producer.gate.set()
+    await pipeline.drain()
+
+
 async def test_after_a_failed_batch_no_later_batch_is_committed_or_acknowledged():
     store, acked = FlakyStore(failures=10**6), []
     pipeline = BatchPipeline(handler(store, Producer(), stopping=lambda: True), ack=acked.append)
@@ -302,11 +332,12 @@ class LostReplyStore(MemoryStore):
         super().__init__()
         self.lose = True
 
-    async def commit(self, commit: Commit) -> None:
-        await super().commit(commit)
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        refusals = await super().commit_many(commits)
         if self.lose:
             self.lose = False
             raise redis.exceptions.ConnectionError("reply lost")
+        return refusals
 
 
 def counted(metric, ladder: str = "default") -> float:
