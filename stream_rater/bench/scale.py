@@ -79,6 +79,7 @@ class ScaleRun:
     """One row of the scale table: a store, a worker count, and what was measured."""
 
     store: str
+    ladders: int
     workers: int
     matches: int
     seconds: float
@@ -128,7 +129,7 @@ def balanced_ladders(count: int, partitions: int, prefix: str = "scale") -> list
 
 
 def run(
-    ladders: int = 16,
+    ladders: Sequence[int] = (16,),
     partitions: int = 8,
     workers: Sequence[int] = (1, 2, 4),
     matches: int = 60_000,
@@ -136,24 +137,26 @@ def run(
     as_json: bool = False,
     out: TextIO = sys.stdout,
 ) -> list[ScaleRun]:
-    """Measure every (store, worker count) on a fresh embedded runtime; print the table (or
-    JSON) and return the runs. A run whose states differ from a replay is reported FAILED."""
+    """Measure every (ladder count, store, worker count) on a fresh embedded runtime; print
+    the table (or JSON) and return the runs. A run whose states differ from a replay is
+    reported FAILED."""
     if max(workers) > partitions:
         raise ValueError(
             f"--workers {max(workers)} is more than --partitions {partitions}: "
             "a worker without a partition would sit idle"
         )
-    names = balanced_ladders(ladders, partitions)
-    events = _matches("scale-", matches, PLAYERS, random.Random(1), time.time, names)
     runs = []
     if not as_json:
-        _print_header(ladders, partitions, matches, out)
-    for store in stores:
-        for count in workers:
-            result = _one_run(store, count, partitions, names, events)
-            runs.append(result)
-            if not as_json:
-                _print_row(result, out)
+        _print_header(partitions, matches, out)
+    for count_of_ladders in ladders:
+        names = balanced_ladders(count_of_ladders, partitions)
+        events = _matches("scale-", matches, PLAYERS, random.Random(1), time.time, names)
+        for store in stores:
+            for count in workers:
+                result = _one_run(store, count, partitions, names, events)
+                runs.append(result)
+                if not as_json:
+                    _print_row(result, out)
     if as_json:
         print(json.dumps([r.to_dict() for r in runs], indent=2), file=out)
     return runs
@@ -304,6 +307,7 @@ async def _measure(
         redis = sum(used[pid] for name, pid in services.items() if name.startswith("redis"))
         result = ScaleRun(
             store_kind,
+            len(names),
             len(pids),
             len(events),
             seconds,
@@ -360,9 +364,9 @@ async def _verify(settings: Settings, store: StateStore, ladders: Ladders, names
     return differ
 
 
-def _print_header(ladders: int, partitions: int, matches: int, out: TextIO) -> None:
+def _print_header(partitions: int, matches: int, out: TextIO) -> None:
     print(
-        f"scale: {matches:,} 1v1 TrueSkill matches over {ladders} ladders on {partitions} partitions, published "
+        f"scale: {matches:,} 1v1 TrueSkill matches round-robin over the ladders on {partitions} partitions, published "
         "once the consumer group has settled; a fresh embedded runtime (Tansu, Redis) per row",
         file=out,
     )
@@ -372,18 +376,18 @@ def _print_header(ladders: int, partitions: int, matches: int, out: TextIO) -> N
         file=out,
     )
     print(
-        f"{'store':<9}{'workers':>8}{'seconds':>9}{'matches/s':>11}{'per CPU-s':>11}{'workers':>9}{'Redis':>7}"
+        f"{'store':<9}{'ladders':>8}{'workers':>8}{'seconds':>9}{'matches/s':>11}{'per CPU-s':>11}{'workers':>9}{'Redis':>7}"
         f"{'broker':>8}{'bench':>7}{'total':>7}  verify",
         file=out,
     )
-    print(f"{'':<48}{'cores':>9}{'cores':>7}{'cores':>8}{'cores':>7}{'cores':>7}", file=out)
+    print(f"{'':<56}{'cores':>9}{'cores':>7}{'cores':>8}{'cores':>7}{'cores':>7}", file=out)
 
 
 def _print_row(r: ScaleRun, out: TextIO) -> None:
     total = r.worker_cpu_seconds + r.redis_cpu_seconds + r.broker_cpu_seconds + r.bench_cpu_seconds
     verdict = "ok" if not r.differences else f"FAILED: {r.differences} players differ from a replay"
     print(
-        f"{r.store:<9}{r.workers:>8}{r.seconds:>9.2f}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}"
+        f"{r.store:<9}{r.ladders:>8}{r.workers:>8}{r.seconds:>9.2f}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}"
         f"{r.cores(r.worker_cpu_seconds):>9.2f}{r.cores(r.redis_cpu_seconds):>7.2f}"
         f"{r.cores(r.broker_cpu_seconds):>8.2f}{r.cores(r.bench_cpu_seconds):>7.2f}{r.cores(total):>7.2f}"
         f"  {verdict}",

@@ -29,7 +29,13 @@ def register(sub: Subcommands) -> None:
         default=None,
         help="e2e: matches in the throughput burst (30000); scale: matches per run (60000)",
     )
-    p.add_argument("--ladders", type=int, default=16, help="scale: ladders the matches spread over")
+    p.add_argument(
+        "--ladders",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[16],
+        metavar="N[,N…]",
+        help="scale: ladders the matches spread over, one set of runs per count (16)",
+    )
     p.add_argument("--partitions", type=int, default=8, help="scale: partitions of the matches topic")
     p.add_argument(
         "--workers",

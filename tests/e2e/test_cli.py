@@ -221,9 +221,10 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
 
 
 def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
-    """`bench scale` in a tiny configuration (one worker, 300 matches over 4 ladders on 2
-    partitions, single Redis): one row for the run with its worker's share, and the replay
-    check passed (the figures themselves are not judged)."""
+    """`bench scale` in a tiny configuration (one worker, 300 matches over 1 and then 4
+    ladders on 2 partitions, single Redis): one row per ladder count with its worker's share,
+    the replay check passed, and a batch costs at most two store round trips however many
+    ladders it spans (the other figures are not judged)."""
     out = cli(
         "bench",
         "scale",
@@ -234,15 +235,18 @@ def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
         "--matches",
         "300",
         "--ladders",
-        "4",
+        "1,4",
         "--partitions",
         "2",
     ).stdout
-    [row] = [line.split() for line in out.splitlines() if line.startswith("single")]
-    assert row[:2] == ["single", "1"] and row[-1] == "ok", out
-    assert all(float(value.replace(",", "")) > 0 for value in row[2:5]), out
-    [share] = [line.strip() for line in out.splitlines() if "worker 0:" in line]
-    assert share.startswith("worker 0: partitions 0,1: 300 matches in "), out
+    rows = [line.split() for line in out.splitlines() if line.startswith("single")]
+    assert [row[:3] for row in rows] == [["single", "1", "1"], ["single", "4", "1"]], out
+    assert all(row[-1] == "ok" for row in rows), out
+    assert all(float(value.replace(",", "")) > 0 for row in rows for value in row[3:6]), out
+    shares = [line.strip() for line in out.splitlines() if "worker 0:" in line]
+    assert all(share.startswith("worker 0: partitions 0,1: 300 matches in ") for share in shares), out
+    trips = [float(share.split(" store round trips each")[0].rsplit(" ", 1)[1]) for share in shares]
+    assert all(0 < t <= 2.0 for t in trips), out
 
 
 @pytest.mark.parametrize(
