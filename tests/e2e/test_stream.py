@@ -89,10 +89,11 @@ def assert_equals_replay(stream: Stream, matches: list[dict], records: list) -> 
         assert_unbroken_chains([e for e in events if e["ladder"] == name], states[name])
 
 
-@pytest.mark.parametrize("model", ["trueskill", "glicko2"])
+@pytest.mark.parametrize("model", ["trueskill", "glicko", "glicko2"])
 def test_one_partition_stream_equals_replay(stream_factory, model):
     """On one partition the worker emits exactly replay's events: one per player per match,
-    and its stored states (Glicko-2's volatility too) are replay's."""
+    and its stored states (Glicko-2's volatility too) are replay's — TrueSkill, Glicko-1 and
+    Glicko-2 alike."""
     stream = stream_factory(partitions=1, model=model)
     stream.start_worker()
     matches = random_matches(stream, 400, players=30, seed=1)
