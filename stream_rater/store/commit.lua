@@ -89,30 +89,26 @@ for h = 1, 2 do
   if id then return {'conflict', id} end
 end
 
--- One HSET per chunk of each hash's writes, one ZADD per chunk of the scored ones.
-local scored = {}
-for h = 1, 2 do
-  local of = writes[h]
+-- `command key first[w] second[w] …` for the writes w of `of`, one call per chunk of pairs.
+local function paired(command, key, of, first, second)
   for i = 1, #of, PAIRS do
     local values = {}
     for x = i, math.min(i + PAIRS - 1, #of) do
-      local w = of[x]
-      values[#values + 1] = ids[w]
-      values[#values + 1] = states[w]
-      if scores[w] then scored[#scored + 1] = w end
+      values[#values + 1] = first[of[x]]
+      values[#values + 1] = second[of[x]]
     end
-    redis.call('HSET', KEYS[h], unpack(values))
+    redis.call(command, key, unpack(values))
   end
 end
-for i = 1, #scored, PAIRS do
-  local values = {}
-  for x = i, math.min(i + PAIRS - 1, #scored) do
-    local w = scored[x]
-    values[#values + 1] = scores[w]
-    values[#values + 1] = ids[w]
+
+local scored = {}
+for h = 1, 2 do
+  paired('HSET', KEYS[h], writes[h], ids, states)
+  for _, w in ipairs(writes[h]) do
+    if scores[w] then scored[#scored + 1] = w end
   end
-  redis.call('ZADD', KEYS[3], unpack(values))
 end
+paired('ZADD', KEYS[3], scored, scores, ids)
 
 -- Shrinks first, so that a marker this commit writes anew is never shrunk.
 local shrunk = array_header(0)
