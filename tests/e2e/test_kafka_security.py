@@ -179,8 +179,5 @@ def test_a_wrong_password_or_an_unknown_ca_is_one_line(
     }[command]
     result = cli(command, *args, env=env, timeout=60)
     lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1, result.stderr
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    assert lines[0].startswith(f"stream-rater {command}: Kafka broker {secure_kafka.bootstrap}{says}"), lines[
-        0
-    ]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"stream-rater {command}: Kafka broker {secure_kafka.bootstrap}{says}"), lines
