@@ -8,7 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 import pytest
@@ -91,6 +91,13 @@ def cli(
     if check and result.returncode != 0:
         pytest.fail(f"exit {result.returncode}: {result.stderr}")
     return result
+
+
+def assert_gone(pids: Iterable[int]) -> None:
+    """Every PID in ``pids`` has exited and been reaped."""
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def wait_for(condition: Callable[[], _T | None], what: str, timeout: float = 120.0) -> _T:

@@ -11,12 +11,11 @@ publish, subscribe, dlq) and `bench`. `common` holds what they share: service fl
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
 from stream_rater.cli import bench, corrections, offline, ratings, stream
-from stream_rater.cli.common import debug_flag, failure
+from stream_rater.cli.common import KafkaConnectFailures, debug_flag, failure
 
 __all__ = ["build_parser", "main"]
 
@@ -38,11 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Every failure is one line on stderr, ``stream-rater <command>: <what>``, and an exit code:
     2 for bad usage or input (a flag, a parameter, a file line, an unknown ladder), 1 when a
-    service cannot be reached or something else fails. ``--debug`` shows the traceback.
+    service cannot be reached or something else fails (a Kafka broker: why, e.g. its SASL
+    credentials or TLS certificate). ``--debug`` shows the traceback.
     """
     args = build_parser().parse_args(argv)
+    kafka_connect = KafkaConnectFailures()
     if not args.debug and args.command not in ("worker", "dev", "demo"):
-        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # its connect errors reach us as exceptions
+        kafka_connect.install()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -50,6 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        code, message = failure(exc)
+        code, message = failure(exc, kafka_connect)
         print(f"stream-rater {args.command}: {message}", file=sys.stderr)
         return code

@@ -1,12 +1,15 @@
-"""What every command shares: exit codes and the one-line failure, ``--debug``, flags that
-mirror `Settings` fields, the settings and ladders a command runs with, and the store.
+"""What every command shares: exit codes and the one-line failure (with why a Kafka broker
+could not be reached), ``--debug``, flags that mirror `Settings` fields, the settings and
+ladders a command runs with, and the store.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import fields
@@ -56,18 +59,61 @@ def debug_flag(parser: argparse.ArgumentParser, *, on_command: bool = False) -> 
     )
 
 
-def failure(exc: Exception) -> tuple[int, str]:
+class KafkaConnectFailures(logging.Handler):
+    """Takes aiokafka's log while a command runs. aiokafka logs why it could not connect to a
+    bootstrap broker (refused, TLS verification, SASL credentials) and then raises a bare
+    ``Unable to bootstrap``: this keeps the last broker address and error, for `failure`."""
+
+    def __init__(self) -> None:
+        """Keep nothing yet; take records of level ERROR and above."""
+        super().__init__(logging.ERROR)
+        self.last: tuple[str, BaseException] | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Keep a record's broker and error if it has them (``host, port, error`` arguments)."""
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 3 and isinstance(args[2], BaseException):
+            self.last = (f"{args[0]}:{args[1]}", args[2])
+
+    def install(self) -> None:
+        """Route the ``aiokafka`` log here only (it reaches the user as exceptions)."""
+        log = logging.getLogger("aiokafka")
+        log.setLevel(logging.ERROR)
+        log.propagate = False
+        log.addHandler(self)
+
+
+def _unreachable(address: str, error: BaseException) -> str:
+    """Why the Kafka broker at ``address`` could not be used, naming the settings to check."""
+    from aiokafka.errors import SaslAuthenticationFailed
+
+    if isinstance(error, SaslAuthenticationFailed):
+        return (
+            f"Kafka broker {address} refused the SASL credentials "
+            f"({setting_names('kafka_sasl_username')}, {setting_names('kafka_sasl_password')}): {error}"
+        )
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return (
+            f"Kafka broker {address}: TLS certificate verification failed ({error.verify_message}): "
+            f"is {setting_names('kafka_ssl_cafile')} the CA that signed the broker's certificate?"
+        )
+    return f"Kafka broker {address}: {error}"
+
+
+def failure(exc: Exception, kafka_connect: KafkaConnectFailures | None = None) -> tuple[int, str]:
     """The exit code and the one-line message of a command's failure: 2 for bad usage or input
     (a flag, a parameter, a file line, an unknown ladder), 1 when a service cannot be reached or
-    something else fails."""
+    something else fails; an unreachable Kafka broker says why, from ``kafka_connect``."""
     import redis.exceptions
-    from aiokafka.errors import KafkaError
+    from aiokafka.errors import KafkaConnectionError, KafkaError
 
     from stream_rater.processor import StoreLost
     from stream_rater.store.base import LockLost, RerateRunning
 
     if isinstance(exc, (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)):
         return EXIT_RUNTIME, f"Redis: {exc}"
+    if isinstance(exc, KafkaConnectionError) and kafka_connect is not None and kafka_connect.last:
+        return EXIT_RUNTIME, _unreachable(*kafka_connect.last)
     if isinstance(exc, KafkaError):
         return EXIT_RUNTIME, f"Kafka broker: {exc}"
     if isinstance(exc, (ConnectionError, TimeoutError)):
@@ -104,13 +150,16 @@ def settings_of(args: argparse.Namespace) -> Settings:
     return Settings.from_env().override(**flags)
 
 
+def setting_names(name: str) -> str:
+    """How a user gives the `Settings` field ``name``: ``--flag / STREAM_RATER_VARIABLE``."""
+    return f"--{name.replace('_', '-')} / {env_name(name)}"
+
+
 def require(settings: Settings, *names: str) -> None:
     """A usage error naming the flag and the variable of each named setting left empty."""
     missing = [n for n in names if not getattr(settings, n)]
     if missing:
-        raise ValueError(
-            "not configured: " + ", ".join(f"--{n.replace('_', '-')} / {env_name(n)}" for n in missing)
-        )
+        raise ValueError("not configured: " + ", ".join(setting_names(n) for n in missing))
 
 
 def store_flag(parser: argparse.ArgumentParser, *, default: str | None = None) -> None:

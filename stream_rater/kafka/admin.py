@@ -107,8 +107,8 @@ async def committed_offsets(settings: Settings, topic: str, partitions: Iterable
     consumer = AIOKafkaConsumer(
         **client_options(settings), enable_auto_commit=False, group_id=settings.consumer_group
     )
-    await consumer.start()
     try:
+        await consumer.start()  # a failed start is stopped too (else aiokafka warns at exit)
         return {p: await consumer.committed(TopicPartition(topic, p)) or 0 for p in partitions}
     finally:
         await consumer.stop()

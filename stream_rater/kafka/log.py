@@ -38,8 +38,8 @@ async def subscribe(
         group_id=None,
         auto_offset_reset="earliest" if from_beginning else "latest",  # as the seek below: see LogReader
     )
-    await consumer.start()
     try:
+        await consumer.start()  # a failed start is stopped too (else aiokafka warns at exit)
         topic = settings.topic_updates
         partitions = await topic_partitions(consumer, topic)
         consumer.assign(partitions)
@@ -116,8 +116,8 @@ class LogReader:
         self._partitions: list[TopicPartition] = []
 
     async def __aenter__(self) -> LogReader:
-        await self._consumer.start()
         try:
+            await self._consumer.start()
             self._partitions = await topic_partitions(self._consumer, self.topic)
             self._consumer.assign(self._partitions)
             for tp in self._partitions:

@@ -15,6 +15,11 @@ offsets and transaction topics. Deliberate departures from Kafka's defaults, for
 and the test suite: small heaps, ``group.initial.rebalance.delay.ms=0``, 10 offsets-topic
 partitions instead of 50, and ``group.min.session.timeout.ms=1000`` (Kafka's 6000 would
 refuse the 3 s session timeout that ``dev`` and the tests give the worker).
+
+With a `SaslSslListener` each node also has a SASL_SSL client listener (SCRAM-SHA-512 over TLS,
+`ApacheKafkaCluster.sasl_ssl_bootstrap_servers`): its users' SCRAM credentials are written into
+the log dir by the storage tool at format time, its key and certificate chain are a PEM
+keystore. Inter-broker and controller traffic, and the PLAINTEXT listener, stay as they are.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +54,10 @@ __all__ = [
     "KAFKA_CACHE_ENV",
     "KAFKA_HOME_ENV",
     "KAFKA_VERSION",
+    "SASL_MECHANISM",
     "ApacheKafkaCluster",
     "JavaToolMissing",
+    "SaslSslListener",
     "java_binary",
     "kafka_libs",
 ]
@@ -61,6 +69,11 @@ KAFKA_HOME_ENV = "STREAM_RATER_KAFKA_HOME"
 KAFKA_CACHE_ENV = "STREAM_RATER_KAFKA_CACHE"
 RESOLVE_TIMEOUT = 900.0
 HEAP_OPTIONS = ("-Xms64m", "-Xmx384m")
+#: The SASL mechanism of the SASL_SSL listener.
+SASL_MECHANISM = "SCRAM-SHA-512"
+#: What a SCRAM user name or password may hold here: the storage tool's ``--add-scram`` syntax
+#: (``[name=…,password=…]``) has no escaping.
+_SCRAM_TOKEN = re.compile(r"[A-Za-z0-9._~@+-]+")
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -185,6 +198,32 @@ def _resolve(mvn: str, version: str, root: Path, target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class SaslSslListener:
+    """A SASL_SSL client listener: SCRAM-SHA-512 (`SASL_MECHANISM`) over TLS.
+
+    ``users`` maps each SCRAM user name to its password; ``private_key_pem`` is the brokers'
+    TLS key in PKCS#8 PEM (``BEGIN PRIVATE KEY``, unencrypted: Kafka reads no other PEM key
+    form) and ``certificate_chain_pem`` their certificate, valid for 127.0.0.1, followed by
+    any intermediate CAs.
+    """
+
+    users: Mapping[str, str]
+    private_key_pem: str
+    certificate_chain_pem: str
+
+    def __post_init__(self) -> None:
+        """Refuse no users, a user name or password the storage tool cannot take, or a key
+        that is not PKCS#8."""
+        if not self.users:
+            raise ValueError("a SASL_SSL listener needs at least one user")
+        for token in (*self.users, *self.users.values()):
+            if not _SCRAM_TOKEN.fullmatch(token):
+                raise ValueError(f"SCRAM user names and passwords must match {_SCRAM_TOKEN.pattern}")
+        if "-----BEGIN PRIVATE KEY-----" not in self.private_key_pem:
+            raise ValueError("the SASL_SSL listener's key must be an unencrypted PKCS#8 PEM key")
+
+
 def _cluster_id() -> str:
     """A random KRaft cluster id: 16 bytes, URL-safe base64 without padding (Kafka's ``Uuid``)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -198,6 +237,7 @@ class _Node:
     port: int
     controller_port: int
     directory: Path
+    sasl_ssl_port: int | None = None
     child: Child | None = None
 
     @property
@@ -223,8 +263,10 @@ class ApacheKafkaCluster:
         stop_timeout: float = 10.0,
         port_attempts: int = 3,
         version: str = KAFKA_VERSION,
+        sasl_ssl: SaslSslListener | None = None,
     ) -> None:
-        """Configure (not start) the cluster; `start` resolves the jars if needed."""
+        """Configure (not start) the cluster; `start` resolves the jars if needed. With
+        ``sasl_ssl`` every node also listens for SASL_SSL clients."""
         if brokers < 1:
             raise ValueError(f"an Apache Kafka cluster needs at least 1 broker, not {brokers}")
         self.workdir = workdir
@@ -233,6 +275,7 @@ class ApacheKafkaCluster:
         self.stop_timeout = stop_timeout
         self.port_attempts = port_attempts
         self.version = version
+        self.sasl_ssl = sasl_ssl
         self.replication_factor = min(3, brokers)
         self.min_insync_replicas = max(1, self.replication_factor - 1)
         self._nodes: list[_Node] = []
@@ -291,6 +334,13 @@ class ApacheKafkaCluster:
         return ",".join(f"{HOST}:{node.port}" for node in self._nodes)
 
     @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """``127.0.0.1:S0,127.0.0.1:S1,…``: every node's SASL_SSL listener (see `SaslSslListener`)."""
+        if self.sasl_ssl is None:
+            raise LocalRuntimeError("this Apache Kafka has no SASL_SSL listener (give sasl_ssl=)")
+        return ",".join(f"{HOST}:{node.sasl_ssl_port}" for node in self._nodes)
+
+    @property
     def children(self) -> list[Child]:
         """Every node's current process, by node id."""
         return [node.child for node in self._nodes if node.child is not None]
@@ -301,19 +351,28 @@ class ApacheKafkaCluster:
         """Fresh node directories with ``server.properties`` on newly picked free ports."""
         ports = [(free_port(), free_port()) for _ in range(self.brokers)]
         voters = ",".join(f"{i}@{HOST}:{controller}" for i, (_, controller) in enumerate(ports))
+        security = self._sasl_ssl_settings()
         nodes = []
         for node_id, (port, controller) in enumerate(ports):
             node = _Node(node_id, port, controller, self.workdir / f"kafka-{node_id}-{attempt}")
             node.directory.mkdir(parents=True)
+            listeners = {"PLAINTEXT": port, "CONTROLLER": controller}
+            if self.sasl_ssl is not None:
+                node.sasl_ssl_port = listeners["SASL_SSL"] = free_port()
             settings = {
                 "process.roles": "broker,controller",
                 "node.id": node_id,
                 "controller.quorum.voters": voters,
-                "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller}",
-                "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+                "listeners": ",".join(f"{name}://{HOST}:{p}" for name, p in listeners.items()),
+                "advertised.listeners": ",".join(
+                    f"{name}://{HOST}:{p}" for name, p in listeners.items() if name != "CONTROLLER"
+                ),
                 "controller.listener.names": "CONTROLLER",
                 "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map": ",".join(
+                    f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in listeners
+                ),
+                **security,
                 "log.dirs": node.directory / "data",
                 "num.partitions": 1,
                 "default.replication.factor": self.replication_factor,
@@ -334,6 +393,23 @@ class ApacheKafkaCluster:
             nodes.append(node)
         return nodes
 
+    def _sasl_ssl_settings(self) -> dict[str, str]:
+        """The SASL_SSL listener's settings (none without one); writes its PEM keystore."""
+        if self.sasl_ssl is None:
+            return {}
+        keystore = self.workdir / "sasl-ssl-keystore.pem"
+        keystore.write_text(
+            f"{self.sasl_ssl.private_key_pem.strip()}\n{self.sasl_ssl.certificate_chain_pem.strip()}\n"
+        )
+        keystore.chmod(0o600)
+        prefix = f"listener.name.sasl_ssl.{SASL_MECHANISM.lower()}"
+        return {
+            "sasl.enabled.mechanisms": SASL_MECHANISM,
+            f"{prefix}.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+        }
+
     def _jvm(self, *options: str) -> list[str]:
         """``java`` with the jars on the class path and the log4j 2 configuration."""
         return [
@@ -346,13 +422,21 @@ class ApacheKafkaCluster:
         ]
 
     def _format(self) -> None:
-        """Format every node's log dir with Kafka's storage tool (in parallel: a JVM each)."""
+        """Format every node's log dir with Kafka's storage tool (in parallel: a JVM each), with
+        the SASL_SSL listener's SCRAM credentials if it has one."""
         cluster_id = _cluster_id()
+        users = self.sasl_ssl.users.items() if self.sasl_ssl is not None else ()
+        scram = [
+            arg
+            for name, password in users
+            for arg in ("--add-scram", f"{SASL_MECHANISM}=[name={name},password={password}]")
+        ]
 
         def format_node(node: _Node) -> None:
             argv = [
                 *self._jvm("-Xmx256m", "-XX:TieredStopAtLevel=1"),
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.properties),
+                *scram,
             ]  # fmt: skip
             try:
                 done = subprocess.run(
@@ -375,11 +459,16 @@ class ApacheKafkaCluster:
         return [*self._jvm(*HEAP_OPTIONS, "-XX:+ExitOnOutOfMemoryError"), "kafka.Kafka", str(node.properties)]
 
     def _wait_ready(self) -> None:
-        """Wait until every node listens and the metadata lists all brokers."""
+        """Wait until every node listens (on every client listener) and the metadata lists all
+        brokers."""
         deadline = time.monotonic() + self.startup_timeout
         children = self.children
-        for child in children:
-            wait_for_port(HOST, child.port, max(0.0, deadline - time.monotonic()), alive=child.alive)
+        for node in self._nodes:
+            child = node.child
+            assert child is not None
+            for port in (node.port, node.sasl_ssl_port):
+                if port is not None:
+                    wait_for_port(HOST, port, max(0.0, deadline - time.monotonic()), alive=child.alive)
         wait_kafka_metadata(
             self.bootstrap_servers,
             deadline - time.monotonic(),

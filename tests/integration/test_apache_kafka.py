@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
+from helpers import assert_gone
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import Record, create_topics, read_log, send_batched
@@ -54,13 +55,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     with runtime:
         yield runtime
     assert_gone(runtime.pids.values())
-
-
-def assert_gone(pids: Any) -> None:
-    """Every PID in ``pids`` has exited and been reaped."""
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
 
 
 def fresh_topic() -> str:
