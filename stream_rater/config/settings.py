@@ -54,7 +54,7 @@ class Settings:
         "before it exits anyway, non-zero (what it had not committed is redelivered)",
     )
     fetch_max_wait: float = _field(
-        0.05, "longest time the broker may hold a fetch that found no new records, in seconds"
+        0.01, "longest time the broker may hold a fetch that found no new records, in seconds"
     )
     marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
     history_limit: int = _field(100, "rating changes kept per player for the dashboard")
