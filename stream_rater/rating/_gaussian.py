@@ -100,7 +100,8 @@ def truncate_win(t: float, eps: float) -> tuple[float, float]:
     ``t`` is the standardised mean of the winner-minus-loser performance difference and
     ``eps`` the standardised draw margin. ``V = N(t-eps) / Phi(t-eps)`` is the posterior mean
     shift and ``1 - W`` the posterior variance factor (in ``(0, 1]``) of a unit normal
-    truncated to ``(eps - t, inf)`` after centring.
+    truncated to ``(eps - t, inf)`` after centring. (The EP chain of
+    `stream_rater.rating.trueskill` inlines the branch away from the tail.)
     """
     x = t - eps
     if x > -_TAIL:
@@ -167,7 +168,8 @@ def truncate_draw(t: float, eps: float) -> tuple[float, float]:
             mass = 0.5 * (math.erfc(p / _SQRT2) - math.erfc(q / _SQRT2))
         else:
             mass = 0.5 * (math.erf(q / _SQRT2) - math.erf(p / _SQRT2))
-        dp, dq = pdf(p), pdf(q)
+        dp = _INV_SQRT_2PI * math.exp(-0.5 * p * p)  # pdf(p), pdf(q) without the calls
+        dq = _INV_SQRT_2PI * math.exp(-0.5 * q * q)
         mean = (dp - dq) / mass
         var = 1.0 + (p * dp - q * dq) / mass - mean * mean
         offset = mean - p

@@ -41,9 +41,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence, Sized
+from operator import attrgetter
 from typing import Protocol, TypeGuard
 
-from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
+from stream_rater.rating._gaussian import _SQRT2, _TAIL, ppf, truncate_draw, truncate_win
 from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
 
 #: Seconds per ``time_unit`` name; a number is taken as seconds.
@@ -66,10 +67,15 @@ _MIN_VARIANCE_FACTOR = 1e-20
 #: Most chain runs spent on symmetrising tied blocks (all orders of a 5-team tie).
 _MAX_TIE_ORDERS = 120
 
+#: A rating's mean, for ``fsum(map(_MU, team))`` (no comprehension per team).
+_MU = attrgetter("mu")
+#: ``N(x) / Phi(x) = _SQRT_2_OVER_PI * exp(-x**2 / 2) / erfc(-x / sqrt 2)``
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 #: ``_new(Rating, (mu, sigma))`` skips the named tuple's Python-level ``__new__`` (half the cost).
 _new = tuple.__new__
 
-TeamMessage = tuple[float, float]  # (precision, precision-adjusted mean) of a message to t_j
+#: ``(shift, remain)``: a team performance ``N(m, s)`` moved to ``N(m + shift * s, remain * s)``.
+TeamMove = tuple[float, float]
 
 _NO_SIGMA = "a TrueSkill rating needs a sigma"
 
@@ -211,10 +217,15 @@ class TrueSkill(RatingModel):
     ) -> list[list[float]]:
         """Each player's prior variance after the dynamics: time term (capped), then tau**2."""
         tau2 = self._tau2
-        if elapsed is None or self._time_rate == 0.0:
-            return [[r.sigma * r.sigma + tau2 for r in team] for team in teams]
-        rate, cap = self._time_rate, self._sigma2
         result = []
+        if elapsed is None or self._time_rate == 0.0:
+            for team in teams:  # loops: a comprehension per team costs more than its work
+                row = []
+                for r in team:
+                    row.append(r.sigma * r.sigma + tau2)
+                result.append(row)
+            return result
+        rate, cap = self._time_rate, self._sigma2
         for team, gaps in zip(teams, elapsed, strict=True):
             row = []
             for r, gap in zip(team, gaps, strict=True):
@@ -325,7 +336,7 @@ class TrueSkill(RatingModel):
         beta2 = self._beta2
         fsum = math.fsum  # exact sums: the order players are listed in cannot matter
         if weights is None:
-            means = [fsum([r.mu for r in team]) for team in teams]
+            means = [fsum(map(_MU, team)) for team in teams]
             spreads = [fsum(row) + len(row) * beta2 for row in variances]
         else:
             means = [fsum([w * r.mu for w, r in zip(row, team)]) for row, team in zip(weights, teams)]
@@ -334,37 +345,26 @@ class TrueSkill(RatingModel):
             ]
         order = sorted(range(len(teams)), key=ranks.__getitem__)
         draws = [ranks[i] == ranks[j] for i, j in itertools.pairwise(order)]
-        chain = _Chain(self._margin, means, spreads, teams)
-        # A message to a team's performance (precision pi, precision-adjusted mean tau)
-        # moves the team prior N(mean, spread) by spread * (tau - pi * mean) / den and keeps
-        # 1 / den of its variance, den = 1 + spread * pi (eq. 3).
-        moves: list[tuple[float, float]] = [(0.0, 1.0)] * len(teams)
-        if True not in draws:
-            for j, (pi, tau) in zip(order, chain.run(order, draws)):
-                den = 1.0 + spreads[j] * pi
-                moves[j] = ((tau - pi * means[j]) / den, 1.0 / den)
-            return _posteriors(teams, variances, weights, moves, spreads)
-        # Players' posterior means and variances are linear in the team's (shift, remain),
-        # so averaging those over the runs of a tie averages the players' posterior moments.
-        for j, messages in enumerate(self._tied_messages(chain, order, draws)):
-            mean, spread = means[j], spreads[j]
-            shifts, remains = [], []
-            for pi, tau in messages:
-                den = 1.0 + spread * pi
-                shifts.append((tau - pi * mean) / den)
-                remains.append(1.0 / den)
-            moves[j] = (fsum(shifts) / len(shifts), fsum(remains) / len(remains))
+        chain = _Chain(self._margin, means, spreads, [len(team) for team in teams])
+        if True in draws:
+            moves = self._tied_moves(chain, order, draws)
+        else:
+            moves = [(0.0, 1.0)] * len(teams)
+            for j, move in zip(order, chain.run(order, draws)):
+                moves[j] = move
         return _posteriors(teams, variances, weights, moves, spreads)
 
     @staticmethod
-    def _tied_messages(chain: _Chain, order: list[int], draws: list[bool]) -> list[list[TeamMessage]]:
-        """Each team's messages from every order of the tied blocks (module docs).
+    def _tied_moves(chain: _Chain, order: list[int], draws: list[bool]) -> list[TeamMove]:
+        """Each team's move averaged over every order of the tied blocks (module docs).
 
         The chain sees a team only as its performance prior and size, so teams are sorted
         within their block by that key (nothing then depends on how the teams were listed)
         and orders that differ only by swapping equal-key teams are run once. Up to
-        `_MAX_TIE_ORDERS` combined orders, every team gets its message from every order;
+        `_MAX_TIE_ORDERS` combined orders, every team gets its move from every order;
         beyond that, one run in the canonical order, and teams with equal keys pool theirs.
+        Players' posterior means and variances are linear in their team's ``(shift,
+        remain)``, so averaging those averages the players' posterior moments.
         """
         keys = list(zip(chain.means, chain.spreads, chain.sizes))
         blocks, start = [], 0
@@ -379,31 +379,36 @@ class TrueSkill(RatingModel):
                 blocks[i] = block = sorted(block, key=keys.__getitem__)
                 n_orders *= math.factorial(len(block))
                 repeats = repeats or len({keys[j] for j in block}) < len(block)
-        received: list[list[TeamMessage]] = [[] for _ in order]
+        received: list[list[TeamMove]] = [[] for _ in order]
         if n_orders > _MAX_TIE_ORDERS:
             arrangement = list(itertools.chain.from_iterable(blocks))
-            for j, message in zip(arrangement, chain.run(arrangement, draws)):
-                received[j].append(message)
+            for j, move in zip(arrangement, chain.run(arrangement, draws)):
+                received[j].append(move)
             for block in blocks:
                 for _, same in itertools.groupby(block, keys.__getitem__):
                     group = list(same)
                     pooled = [m for j in group for m in received[j]]
                     for j in group:
                         received[j] = pooled
-            return received
-        done: dict[tuple[tuple[float, float, int], ...], list[TeamMessage]] = {}
-        for blocks_in_order in itertools.product(*map(itertools.permutations, blocks)):
-            arrangement = list(itertools.chain.from_iterable(blocks_in_order))
-            if repeats:
-                signature = tuple([keys[j] for j in arrangement])
-                messages = done.get(signature)
-                if messages is None:
-                    messages = done[signature] = chain.run(arrangement, draws)
-            else:
-                messages = chain.run(arrangement, draws)
-            for j, message in zip(arrangement, messages):
-                received[j].append(message)
-        return received
+        else:
+            done: dict[tuple[tuple[float, float, int], ...], list[TeamMove]] = {}
+            for blocks_in_order in itertools.product(*map(itertools.permutations, blocks)):
+                arrangement = list(itertools.chain.from_iterable(blocks_in_order))
+                if repeats:
+                    signature = tuple([keys[j] for j in arrangement])
+                    moves = done.get(signature)
+                    if moves is None:
+                        moves = done[signature] = chain.run(arrangement, draws)
+                else:
+                    moves = chain.run(arrangement, draws)
+                for j, move in zip(arrangement, moves):
+                    received[j].append(move)
+        fsum = math.fsum  # exact: the same moves in another order give the same bits
+        averages = []
+        for got in received:
+            shifts, remains = zip(*got)
+            averages.append((fsum(shifts) / len(got), fsum(remains) / len(got)))
+        return averages
 
     # ------------------------------------------------------------------ predictions
 
@@ -493,46 +498,48 @@ class TrueSkill(RatingModel):
 class _Chain:
     """EP on the chain of team performances of one multi-team match (Figure 1).
 
-    Built once per match from the teams' performance priors ``N(means[j], spreads[j])``;
-    `run` then does one EP pass for an order of the teams.
+    Built once per match from the teams' performance priors ``N(means[j], spreads[j])`` and
+    sizes; `run` then does EP for one order of the teams.
     """
 
-    __slots__ = ("margins2", "means", "pis", "sizes", "spreads", "taus")
+    __slots__ = ("margins2", "means", "sizes", "spreads")
 
-    def __init__(
-        self, margin: float, means: list[float], spreads: list[float], teams: Sequence[Sized]
-    ) -> None:
+    def __init__(self, margin: float, means: list[float], spreads: list[float], sizes: list[int]) -> None:
         self.means = means
         self.spreads = spreads
-        self.sizes = [len(team) for team in teams]
-        self.pis = [1.0 / v for v in spreads]
-        self.taus = [m * p for m, p in zip(means, self.pis)]
+        self.sizes = sizes
         # eps**2 = (z * beta)**2 * (n1 + n2) (section 4.1): each team's share of it
         margin2 = margin * margin
-        self.margins2 = [margin2 * n for n in self.sizes]
+        self.margins2 = [margin2 * n for n in sizes]
 
-    def run(self, order: list[int], draws: list[bool]) -> list[TeamMessage]:
-        """Messages to the performances of the teams ranked in `order` (best first).
+    def run(self, order: list[int], draws: list[bool]) -> list[TeamMove]:
+        """How the performances of the teams ranked in `order` (best first) move.
 
         ``draws[f]`` says whether positions ``f`` and ``f + 1`` drew. Factor ``f``
-        compares them through their difference ``d_f``: its Gaussian approximation
-        (eq. 6) is moment-matched under its cavity (team priors times the far-side
-        messages; Table 1, last row) and passed on in the sweep's direction, where it
-        becomes part of the next factor's cavity (eq. 5); Gaussians are kept as
-        (precision, precision-adjusted mean). Sweeps alternate forwards and
+        compares them through their difference ``d_f = t_f - t_{f+1}``: its Gaussian
+        approximation (eq. 6) is moment-matched under its cavity (team priors times the
+        far-side messages; Table 1, last row) and passed on in the sweep's direction, where
+        it becomes part of the next factor's cavity (eq. 5). Sweeps alternate forwards and
         backwards (Figure 1) until no difference's marginal moves by `_TOLERANCE` of its
-        cavity std. Returned in `order`: the product of both messages, i.e. everything the match
-        says about that team's performance.
+        cavity std. Returned in `order`: each team's `TeamMove`, everything the match says
+        about its performance.
+
+        Each position keeps two cavities in moment form, its prior times the message from
+        the factor on its left (``l_``) or on its right (``r_``), so a factor's cavity is
+        just ``N(lm_f - rm_{f+1}, lv_f + rv_{f+1})``. A factor whose posterior has
+        ``(V, 1 - W)`` under a cavity ``N(mean, c**2)`` sends forwards (``t_{f+1} = t_f -
+        d_f``) the message of precision ``W / D`` and mean ``rm_{f+1} - c V / W`` with
+        ``D = lv_f + rv_{f+1} (1 - W)``, and backwards the mirror image; both are written
+        without dividing by ``W``, which may be 0 (a certain outcome says nothing).
         """
-        n = len(order)
-        last = n - 1
-        prior_pi = [self.pis[j] for j in order]
-        prior_tau = [self.taus[j] for j in order]
-        margins2 = [self.margins2[j] for j in order]
-        eps = [math.sqrt(margins2[f] + margins2[f + 1]) for f in range(last)]
-        # cavities: prior times the message from the left (l_) or from the right (r_)
-        l_pi, l_tau = prior_pi[:], prior_tau[:]
-        r_pi, r_tau = prior_pi[:], prior_tau[:]
+        last = len(order) - 1
+        means, spreads, margins2 = self.means, self.spreads, self.margins2
+        means = [means[j] for j in order]
+        spreads = [spreads[j] for j in order]
+        eps = [math.sqrt(margins2[a] + margins2[b]) for a, b in itertools.pairwise(order)]
+        exp, erfc = math.exp, math.erfc
+        lm, lv = means[:], spreads[:]
+        rm, rv = means[:], spreads[:]
         post_mean = [0.0] * last
         post_std = [0.0] * last
         sqrt = math.sqrt
@@ -542,19 +549,24 @@ class _Chain:
         for sweep in range(_MAX_SWEEPS + 1):
             change = 0.0
             for f in steps:
-                pl = l_pi[f]
-                tl = l_tau[f]
-                pr = r_pi[f + 1]
-                tr = r_tau[f + 1]
-                var = 1.0 / pl + 1.0 / pr
-                mean = tl / pl - tr / pr
+                g = f + 1
+                vl = lv[f]
+                vr = rv[g]
+                var = vl + vr
+                mean = lm[f] - rm[g]
                 c = sqrt(var)
                 if draws[f]:
                     v, omw = truncate_draw(mean / c, eps[f] / c)
                 else:
-                    v, omw = truncate_win(mean / c, eps[f] / c)
+                    x = (mean - eps[f]) / c
+                    if x > -_TAIL:  # `truncate_win` away from the tail, without the call
+                        v = _SQRT_2_OVER_PI * exp(-0.5 * x * x) / erfc(-x / _SQRT2)
+                        omw = 1.0 - v * (v + x)
+                    else:
+                        v, omw = truncate_win(mean / c, eps[f] / c)
                 omw = floor if omw < floor else (1.0 if omw > 1.0 else omw)
-                new_mean = mean + c * v
+                cv = c * v
+                new_mean = mean + cv
                 new_std = c * sqrt(omw)
                 moved = (abs(new_mean - post_mean[f]) + abs(new_std - post_std[f])) / c
                 if moved > change:
@@ -562,39 +574,47 @@ class _Chain:
                 post_mean[f] = new_mean
                 post_std[f] = new_std
                 w = 1.0 - omw
-                denom = var * omw
-                g_pi = w / denom
-                g_tau = (mean * w + c * v) / denom
-                # pass it on in the sweep's direction, with the far side's cavity:
-                # t_{f+1} = t_f - d_f forwards, t_f = t_{f+1} + d_f backwards
+                # the new cavity: prior N(m, s) times the message, in moment form
                 if forward:
-                    total = g_pi + pl
-                    l_pi[f + 1] = prior_pi[f + 1] + g_pi * pl / total
-                    l_tau[f + 1] = prior_tau[f + 1] + (g_pi * tl - pl * g_tau) / total
+                    d = vl + vr * omw
+                    s = spreads[g]
+                    k = 1.0 / (d + s * w)
+                    lv[g] = s * d * k
+                    lm[g] = (means[g] * d + s * (w * rm[g] - cv)) * k
                 else:
-                    total = g_pi + pr
-                    r_pi[f] = prior_pi[f] + g_pi * pr / total
-                    r_tau[f] = prior_tau[f] + (g_pi * tr + pr * g_tau) / total
+                    d = vr + vl * omw
+                    s = spreads[f]
+                    k = 1.0 / (d + s * w)
+                    rv[f] = s * d * k
+                    rm[f] = (means[f] * d + s * (w * lm[f] + cv)) * k
             # the last factor updated is the turning point: it also sends the other way,
             # and it is not updated again (its cavity has not changed)
             if forward:
-                total = g_pi + pr
-                r_pi[f] = prior_pi[f] + g_pi * pr / total
-                r_tau[f] = prior_tau[f] + (g_pi * tr + pr * g_tau) / total
+                d = vr + vl * omw
+                s = spreads[f]
+                k = 1.0 / (d + s * w)
+                rv[f] = s * d * k
+                rm[f] = (means[f] * d + s * (w * lm[f] + cv)) * k
                 steps = range(last - 2, -1, -1)
             else:
-                total = g_pi + pl
-                l_pi[f + 1] = prior_pi[f + 1] + g_pi * pl / total
-                l_tau[f + 1] = prior_tau[f + 1] + (g_pi * tl - pl * g_tau) / total
+                d = vl + vr * omw
+                s = spreads[g]
+                k = 1.0 / (d + s * w)
+                lv[g] = s * d * k
+                lm[g] = (means[g] * d + s * (w * rm[g] - cv)) * k
                 steps = range(1, last)
             forward = not forward
             if sweep and change < _TOLERANCE:
                 break
-        # both messages to a position: its two cavities minus the prior counted twice
-        return [
-            (l_pi[j] + r_pi[j] - 2.0 * prior_pi[j], l_tau[j] + r_tau[j] - 2.0 * prior_tau[j])
-            for j in range(n)
-        ]
+        # the posterior N(m + shift * s, remain * s) of a performance is its two cavities
+        # over the prior: with a = s / lv and b = s / rv, remain = 1 / (a + b - 1)
+        moves = []
+        for m, s, ml, vl, mr, vr in zip(means, spreads, lm, lv, rm, rv):
+            a = s / vl
+            b = s / vr
+            den = a + b - 1.0
+            moves.append(((a * (ml - m) + b * (mr - m)) / (s * den), 1.0 / den))
+        return moves
 
 
 def _posteriors(
@@ -613,10 +633,13 @@ def _posteriors(
     computed as ``(spread - w**2 var + remain * w**2 var) / spread`` so it stays positive.
     """
     if weights is None:
-        return [
-            [_posterior(r.mu, v, shift, remain, spread) for r, v in zip(team, row)]
-            for team, row, (shift, remain), spread in zip(teams, variances, moves, spreads)
-        ]
+        result = []
+        for team, row, (shift, remain), spread in zip(teams, variances, moves, spreads):
+            posteriors = []  # loops: a comprehension per team costs more than its work
+            for r, v in zip(team, row):
+                posteriors.append(_posterior(r.mu, v, shift, remain, spread))
+            result.append(posteriors)
+        return result
     sqrt = math.sqrt
     return [
         [
