@@ -112,7 +112,7 @@ class _Outputs:
             bootstrap_servers=bootstrap_servers(self.settings.broker),
             enable_auto_commit=False,
             auto_offset_reset="earliest",  # as the seek below: an in-flight reset must not win
-            fetch_max_wait_ms=1,  # the broker may hold a fetch this long: it would add to every latency measured
+            fetch_max_wait_ms=5,  # a broker may hold a fetch this long (Tansu does): it adds to the latency measured
         )
         await self.consumer.start()
         partitions = [TopicPartition(self.settings.topic_updates, p) for p in range(self.settings.partitions)]

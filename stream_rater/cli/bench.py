@@ -13,12 +13,13 @@ def register(sub: Subcommands) -> None:
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
     p.add_argument(
         "what",
-        choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity"],
+        choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity", "redis"],
         help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
         "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
         "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
         "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster; "
-        "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected",
+        "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected; "
+        "redis: Redis's CPU per match, in the scripts and per command they call (no Kafka)",
     )
     p.add_argument(
         "--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)"
@@ -27,14 +28,16 @@ def register(sub: Subcommands) -> None:
         "--matches",
         type=int,
         default=None,
-        help="e2e: matches in the throughput burst (30000); scale: matches per run (60000)",
+        help="e2e: matches in the throughput burst (30000); scale: matches per run (60000); "
+        "redis: matches applied (40000)",
     )
     p.add_argument(
         "--ladders",
         type=lambda v: [int(x) for x in v.split(",")],
-        default=[16],
+        default=None,
         metavar="N[,N…]",
-        help="scale: ladders the matches spread over, one set of runs per count (16)",
+        help="scale: ladders the matches spread over, one set of runs per count (16); redis: "
+        "ladders the matches spread over (1)",
     )
     p.add_argument("--partitions", type=int, default=8, help="scale: partitions of the matches topic")
     p.add_argument(
@@ -114,7 +117,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         stores = scale.STORES if args.redis == "both" else (args.redis,)
         runs = scale.run(
-            ladders=args.ladders,
+            ladders=args.ladders or [16],
             partitions=args.partitions,
             workers=args.workers,
             matches=args.matches or 60_000,
@@ -122,6 +125,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             as_json=args.json,
         )
         return 1 if any(r.differences for r in runs) else 0
+    elif args.what == "redis":
+        from stream_rater.bench import redis_cpu
+
+        redis_cpu.run(matches=args.matches or 40_000, ladders=(args.ladders or [1])[0])
     elif args.what == "capacity":
         from stream_rater.bench import capacity
 

@@ -135,19 +135,23 @@ for partition, offset in pairs(args.positions) do
   end
 end
 
+-- A list is trimmed only once it is longer than the cap (LPUSH answers the new length).
 local k = 1
 for h = 1, #history_ids do
   local key = KEYS[FIXED + #marker_ids + h]
   local last = k + history_sizes[h] - 1
+  local length = 0
   while k <= last do
     local values = {}
     for x = k, math.min(k + CHUNK - 1, last) do
       values[#values + 1] = events[entries[x]]
     end
-    redis.call('LPUSH', key, unpack(values))
+    length = redis.call('LPUSH', key, unpack(values))
     k = k + #values
   end
-  redis.call('LTRIM', key, 0, args.history_cap - 1)
+  if length > args.history_cap then
+    redis.call('LTRIM', key, 0, args.history_cap - 1)
+  end
 end
 
 return {'ok'}

@@ -163,7 +163,7 @@ def _snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:
         applied={m: events for m, events in zip(request.match_ids, markers) if events is not None},
         watermark=watermark or 0,
         generation=generation,
-        voided=frozenset(m for m, v in zip(request.match_ids, voids) if v is not None),
+        voided=frozenset(m for m, v in zip(request.match_ids, voids or ()) if v is not None),
         params=params,
     )
 

@@ -220,6 +220,17 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     assert "worker / pass-through: throughput" in out
 
 
+def test_bench_redis_splits_redis_cpu_per_match_into_scripts_and_commands():
+    """`bench redis` on its own local Redis: Redis's CPU per match, the scripts' share of it
+    and the commands they call (a smoke run: only that the figures are there and add up)."""
+    out = cli("bench", "redis", "--matches", "2000").stdout
+    total = float(out.split("Redis CPU per match ")[1].split(" µs")[0])
+    scripts = float(out.split("in the scripts ")[1].split(" µs")[0])
+    assert 0 < scripts <= total, out
+    table = dict(line.split(maxsplit=1) for line in out.splitlines()[3:])
+    assert {"hset", "set", "lpush", "hmget", "mget"} <= set(table), out
+
+
 def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
     """`bench scale` in a tiny configuration (one worker, 300 matches over 1 and then 4
     ladders on 2 partitions, single Redis): one row per ladder count with its worker's share,

@@ -1,0 +1,119 @@
+"""``stream-rater bench redis``: where Redis's CPU goes per match, without Kafka.
+
+A `Processor` applies `matches` synthetic 1-vs-1 TrueSkill matches (1,000 players per ladder,
+spread round-robin over `ladders` ladders) in batches of `batch_size` to a local Redis
+started for the run, and marks each batch's events produced, as the worker does (so markers
+are written whole and shrunk by the next commit). Reported: Redis's CPU time per match
+(``INFO cpu``: user + system, the server's own accounting), the part of it inside the read
+and commit scripts (``INFO commandstats`` of ``EVALSHA``), and per command the scripts call,
+its calls per match and µs per match; what the scripts' time does not explain of the
+commands' is the Lua interpreter's own (argument decoding, tables, strings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import redis
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.local.runtime import LocalRuntime
+from stream_rater.processor import Processor
+from stream_rater.store.redis_store import RedisStore
+
+#: Players per ladder.
+PLAYERS = 1000
+#: Marker expiry of the run (a worker's default: 30 days), so markers are written as they are live.
+MARKER_TTL = 30 * 86_400.0
+
+
+@dataclass
+class RedisProfile:
+    """Redis's CPU per match, in µs: all of it, inside the scripts, and per command."""
+
+    matches: int
+    ladders: int
+    redis_us: float
+    scripts_us: float
+    #: Command → (calls per match, µs per match).
+    commands: dict[str, tuple[float, float]] = field(default_factory=dict)
+    round_trips: int = 0
+
+
+def synthetic_matches(n: int, ladders: Ladders, names: list[str], seed: int = 1) -> list[MatchFinished]:
+    """`n` validated 1-vs-1 matches, the i-th on ladder ``names[i % len(names)]``, one second apart."""
+    rng = random.Random(seed)
+    matches = []
+    for i in range(n):
+        a, b = rng.sample(range(PLAYERS), 2)
+        event = {
+            "match_id": f"m{i}",
+            "ladder": names[i % len(names)],
+            "finished_at": 1_000_000 + i,
+            "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}],
+        }
+        matches.append(parse_match(event, ladders))
+    return matches
+
+
+async def profile(redis_url: str, matches: int, ladders: int, batch_size: int) -> RedisProfile:
+    """Apply the synthetic matches to the (empty) Redis at `redis_url` and read its counters."""
+    names = [f"bench-{i}" for i in range(ladders)]
+    table = Ladders([Ladder(name, "trueskill") for name in names])
+    events = synthetic_matches(matches, table, names)
+    store = RedisStore.from_url(redis_url, marker_ttl=MARKER_TTL)
+    processor = Processor(table, store)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.config_resetstat()
+        before = client.info("cpu")
+        for start in range(0, matches, batch_size):
+            chunk = events[start : start + batch_size]
+            result = await processor.process(chunk, [(0, start + i) for i in range(len(chunk))])
+            processor.produced(result)
+        after = client.info("cpu")
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+        await store.close()
+    used = sum(after[k] - before[k] for k in ("used_cpu_user", "used_cpu_sys"))
+    commands = {
+        name.removeprefix("cmdstat_"): (row["calls"] / matches, row["usec"] / matches)
+        for name, row in stats.items()
+        if not name.startswith(("cmdstat_info", "cmdstat_config", "cmdstat_hello", "cmdstat_script"))
+    }
+    scripts = commands.pop("evalsha", (0.0, 0.0))[1]
+    return RedisProfile(matches, ladders, 1e6 * used / matches, scripts, commands, store.round_trips)
+
+
+def run(
+    matches: int = 40_000, ladders: int = 1, batch_size: int = 500, out: TextIO = sys.stdout
+) -> RedisProfile:
+    """Profile on a local Redis started (and stopped) for the run; print the table."""
+    with LocalRuntime(broker=False) as runtime:
+        started = time.perf_counter()
+        result = asyncio.run(profile(runtime.redis_url, matches, ladders, batch_size))
+        seconds = time.perf_counter() - started
+    print(
+        f"redis: {matches:,} 1v1 TrueSkill matches over {ladders} ladder(s) ({PLAYERS:,} players each), "
+        f"batches of {batch_size}, markers shrunk after each batch; {result.round_trips} round trips in "
+        f"{seconds:.1f} s",
+        file=out,
+    )
+    inside = sum(us for _, us in result.commands.values())
+    print(
+        f"Redis CPU per match {result.redis_us:.1f} µs (INFO cpu); in the scripts {result.scripts_us:.1f} µs, "
+        f"of which the commands they call {inside:.1f} µs and the Lua interpreter the other "
+        f"{result.scripts_us - inside:.1f} µs",
+        file=out,
+    )
+    print(f"{'command':<10}{'calls/match':>13}{'µs/match':>10}", file=out)
+    for name, (calls, us) in sorted(result.commands.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:<10}{calls:>13.2f}{us:>10.2f}", file=out)
+    return result
