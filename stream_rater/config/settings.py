@@ -45,7 +45,10 @@ class Settings:
     partitions: int = _field(8, "partition count used when the worker creates missing topics")
     replication_factor: int = _field(1, "replication factor used when the worker creates missing topics")
     batch_size: int = _field(500, "largest batch of matches processed together")
-    batch_seconds: float = _field(0.05, "longest wait to fill a batch, in seconds")
+    batch_seconds: float = _field(
+        0.05,
+        "longest wait to fill a batch while the one before is committed, in seconds (an idle worker does not wait)",
+    )
     consumer_group: str = _field("stream-rater", "Kafka consumer group of the workers")
     session_timeout: float = _field(10.0, "Kafka consumer-group session timeout, in seconds")
     stop_timeout: float = _field(
