@@ -31,6 +31,7 @@ from stream_rater.config.settings import ENV_PREFIX, Settings
 from stream_rater.contracts import Limits
 from stream_rater.kafka import Record, client_options, committed_offsets, create_topics, send_batched
 from stream_rater.processor import Processor
+from stream_rater.service import metrics
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics
@@ -189,6 +190,25 @@ def settle_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    time_gc_pauses()
+
+
+def time_gc_pauses() -> None:
+    """Time every collection into the `stream_rater_gc_pause_seconds` metric (once per
+    process): a full collection stops the worker, which shows as a latency spike."""
+    if any(getattr(callback, "times_gc_pauses", False) for callback in gc.callbacks):
+        return
+    by_generation = [metrics.GC_PAUSE.labels(str(g)) for g in range(3)]
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            by_generation[info["generation"]].observe(time.perf_counter() - started[0])
+
+    callback.times_gc_pauses = True  # type: ignore[attr-defined]
+    gc.callbacks.append(callback)
 
 
 async def store_looks_lost(settings: Settings) -> bool:

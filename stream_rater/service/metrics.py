@@ -100,6 +100,12 @@ STORE_ROUND_TRIP = Histogram(
     ["operation"],
     buckets=_LATENCY_BUCKETS,
 )
+GC_PAUSE = Histogram(
+    "stream_rater_gc_pause_seconds",
+    "Pauses of Python's cyclic garbage collector in the worker, by generation (2 = a full collection)",
+    ["generation"],
+    buckets=_LATENCY_BUCKETS,
+)
 CONSUMER_LAG = Gauge("stream_rater_consumer_lag", "Messages behind the partition end", ["topic", "partition"])
 WORKER_UP = Gauge("stream_rater_worker_up", "1 while the worker runs")
 
