@@ -296,9 +296,11 @@ class Processor:
     had committed offsets), a ladder the store knows nothing of is lost too, until it is
     rebuilt from the topic.
 
-    Exact counts: a commit whose reply was lost (a connection error after Redis ran it) is
-    retried by the caller; the retry finds the markers, and those matches are still reported
-    as newly applied (``duplicate=False``) rather than as duplicates, with their stored events.
+    Exact counts: a commit whose reply was lost (a connection error after Redis ran it), or
+    a ladder committed in a call that then failed for another ladder, is retried by the
+    caller; the retry finds the markers, and those matches are still reported as newly
+    applied (``duplicate=False``) rather than as duplicates, with their stored events — on
+    every retry until a call returns.
 
     Marker shrinking: the caller reports each batch whose events reached the broker
     (`produced`); the next commit of each of its ladders shrinks those matches' markers (see
@@ -370,10 +372,20 @@ class Processor:
         batch = BatchResult()
         pending = list(parts.values())
         delays = backoff(0.001, 0.05, jitter=1.0)
+        # Match ids known applied by this processor's own commits — confirmed by a re-read, or
+        # committed in this call — leave `_unconfirmed` only once this call returns: if it
+        # raises after some ladders committed, the retry still counts them as applied.
+        settled: list[tuple[str, set[str]]] = []
         while pending:
             snapshots = await self.store.read_many([part.request(self.generation) for part in pending])
-            planned = [(part, self._plan(part, snapshot)) for part, snapshot in zip(pending, snapshots)]
-            planned = [(part, plan) for part, plan in planned if plan.commit.markers]
+            planned = []
+            for part, snapshot in zip(pending, snapshots):
+                plan, confirmed = self._plan(part, snapshot)
+                settled.append((part.ladder.name, confirmed))
+                if plan.commit.markers:
+                    planned.append((part, plan))
+            if not planned:
+                break
             commits = []
             for part, plan in planned:
                 name = part.ladder.name
@@ -384,12 +396,13 @@ class Processor:
             pending, conflicted = [], False
             for (part, plan), commit, refused in zip(planned, commits, refusals):
                 name = part.ladder.name
-                self._unconfirmed[name].difference_update(plan.commit.markers)
                 if refused is None:
+                    settled.append((name, set(plan.commit.markers)))
                     self._produced.get(name, set()).difference_update(commit.produced)
                     watermark = part.snapshot.watermark + len(plan.commit.markers)
                     self._watermarks[name] = (part.snapshot.generation, watermark)
                     continue
+                self._unconfirmed[name].difference_update(plan.commit.markers)  # not applied
                 pending.append(part)
                 if not isinstance(refused, LadderFrozen):  # a freeze lasts milliseconds: not counted
                     conflicted = True
@@ -401,6 +414,9 @@ class Processor:
                         )
             if pending:
                 await asyncio.sleep(next(delays) if conflicted else self.freeze_poll)
+        for name, ids in settled:
+            if ids:
+                self._unconfirmed[name].difference_update(ids)
         ordered: list[MatchResult | None] = [None] * len(matches)
         for part in parts.values():
             for i, result in zip(part.indices, part.results):
@@ -408,8 +424,9 @@ class Processor:
         batch.results = [r for r in ordered if r is not None]
         return batch
 
-    def _plan(self, part: _LadderPart, snapshot: Snapshot) -> _Plan:
-        """Compute `part` on `snapshot` (its results are kept on `part`)."""
+    def _plan(self, part: _LadderPart, snapshot: Snapshot) -> tuple[_Plan, set[str]]:
+        """Compute `part` on `snapshot` (its results are kept on `part`); also the match ids
+        found applied by this processor's own unconfirmed commits (see `_confirm`)."""
         name = part.ladder.name
         self._check_watermark(name, snapshot)
         plan = plan_batch(
@@ -422,8 +439,8 @@ class Processor:
             self.generation,
         )
         part.snapshot = snapshot
-        part.results = self._confirm(name, plan.results)
-        return plan
+        part.results, confirmed = self._confirm(name, plan.results)
+        return plan, confirmed
 
     def _with_params(self, ladder: Ladder, params: dict[str, Any] | None) -> Ladder:
         """`ladder` with a generation's parameter overrides (built once per distinct set)."""
@@ -451,14 +468,15 @@ class Processor:
             raise StoreLost(ladder, "the store is empty although the consumer group has committed offsets")
         self._watermarks[ladder] = now
 
-    def _confirm(self, ladder: str, results: list[MatchResult]) -> list[MatchResult]:
+    def _confirm(self, ladder: str, results: list[MatchResult]) -> tuple[list[MatchResult], set[str]]:
         """`results`, with matches found applied by this processor's own unconfirmed commit
-        (its reply was lost) reported as newly applied, not as duplicates."""
+        (its reply was lost) reported as newly applied, not as duplicates; and their ids (the
+        caller takes them out of `_unconfirmed` once its call returns)."""
         unconfirmed = self._unconfirmed.get(ladder)
         if not unconfirmed:
-            return results
+            return results, set()
         mine = [r.duplicate and r.match.match_id in unconfirmed for r in results]
         if not any(mine):
-            return results
-        unconfirmed.difference_update(r.match.match_id for r, m in zip(results, mine) if m)
-        return [r._replace(duplicate=False) if m else r for r, m in zip(results, mine)]
+            return results, set()
+        confirmed = {r.match.match_id for r, m in zip(results, mine) if m}
+        return [r._replace(duplicate=False) if m else r for r, m in zip(results, mine)], confirmed

@@ -227,7 +227,8 @@ class StateStore(ABC):
 
     @abstractmethod
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
-        """`commit` of several ladders (one commit each) in one round trip, every one atomic
+        """`commit` of several ladders (one commit each: two of one ladder would have no
+        defined order, their calls may run concurrently) in one round trip, every one atomic
         on its own: for each, None if it was applied, or its refusal (a `CommitConflict`,
         `LadderFrozen` included). Any other error is raised, and then any of the commits may
         have been applied."""

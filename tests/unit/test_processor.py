@@ -9,6 +9,7 @@ from importlib.resources import files
 
 import jsonschema
 import pytest
+import redis.exceptions
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
@@ -254,6 +255,40 @@ async def test_a_batch_of_many_ladders_costs_one_read_and_one_commit():
         alone = MemoryStore()
         await Processor(ladders, alone, clock=fixed_clock).process([m for m in matches if m.ladder == name])
         assert await store.players(name) == await alone.players(name)
+
+
+class OneLadderDownStore(MemoryStore):
+    """Applies the commits of every ladder but `down`, then fails the call with a connection
+    error while `failures` last (as a Redis Cluster with one master unreachable would)."""
+
+    def __init__(self, down: str, failures: int) -> None:
+        super().__init__()
+        self.down, self.failures = down, failures
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        if self.failures and any(c.ladder == self.down for c in commits):
+            self.failures -= 1
+            await super().commit_many([c for c in commits if c.ladder != self.down])
+            raise redis.exceptions.ConnectionError("the ladder's master is unreachable")
+        return await super().commit_many(commits)
+
+
+async def test_ladders_committed_before_a_failed_call_still_count_as_applied_on_every_retry():
+    """A batch over two ladders: one ladder commits, the call fails for the other twice; the
+    third call reports both matches as applied (not one as a duplicate), with the events of
+    the first commit."""
+    store = OneLadderDownStore("timed", failures=2)
+    processor = Processor(LADDERS, store, clock=fixed_clock)
+    batch = [match("a1", ["a"], ["b"]), match("t1", ["c"], ["d"], ladder="timed")]
+    for _ in range(2):
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await processor.process(batch)
+    first = (await store.players("default"))["a"]
+    result = await processor.process(batch)
+    assert [(r.match.match_id, r.duplicate) for r in result.results] == [("a1", False), ("t1", False)]
+    assert (await store.players("default"))["a"] == first
+    again = await processor.process(batch)
+    assert [r.duplicate for r in again.results] == [True, True]
 
 
 class InterferingStore(MemoryStore):
