@@ -11,8 +11,10 @@ shards. A ladder's ratings live in a *generation* (see `StateStore`); generation
 - ``lb``      zset  player id scored by display rating (the leaderboard)
 - ``m:<match_id>``  the "match applied" marker (optional TTL, the idempotency window):
   msgpack list of the rating-changed events the match produced until they are with the
-  broker, then an empty msgpack list (shrunk by a later commit; see `store.base`)
-- ``h:<player_id>`` list, newest first, of msgpack rating-changed events (capped)
+  broker, then an empty msgpack list (shrunk by a later commit; see `store.base`); each event
+  in the stored form of `stored_events` (a compact array)
+- ``h:<player_id>`` list, newest first, of msgpack rating-changed events in the stored form
+  of `stored_events` (capped)
 - ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
   it only grows, so a read that finds less than a worker committed means the store lost
   data); ``p:<partition>`` → offset after the last record of the ladder applied
@@ -66,6 +68,7 @@ from stream_rater.store.base import (
 )
 from stream_rater.store.cluster import cluster_client, is_cluster_url
 from stream_rater.store.status import check_reply, text
+from stream_rater.store.stored_events import PACKER, pack_event, pack_events, stored_event
 
 
 def _script(name: str) -> str:
@@ -98,10 +101,6 @@ def generation_key(ladder: str, generation: int, suffix: str) -> str:
 _LADDER_OF_PLAYERS = re.compile(r"^sr:\{(.+)\}:(?:g\d+:)?players$")
 
 
-#: Packs events (``use_bin_type`` like every stored value). Packing a plain dict is one C call
-#: that runs no Python code, so sharing the packer is safe under the GIL.
-_PACKER = msgpack.Packer(use_bin_type=True)
-
 #: A marker whose events are with the broker: an empty msgpack array.
 EMPTY_MARKER = msgpack.packb([])
 
@@ -120,18 +119,18 @@ def _mode(generation: int | None) -> str:
 
 def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: int) -> bytes:
     """The commit script's argument (its fields are described in ``commit.lua``)."""
-    pack = _PACKER.pack
+    ladder = commit.ladder
     ids, states, expected, is_effect, scores = zip(*commit.writes) if commit.writes else ((),) * 5
     # Each event is packed once, for its marker and its history entry alike.
     marked = [e for events in commit.markers.values() for e in events]
-    events = list(map(pack, marked))
+    events = [pack_event(e, ladder) for e in marked]
     position = {id(e): i for i, e in enumerate(marked, 1)}
     entries = [position.get(id(e)) for history in commit.history.values() for e in history]
     if None in entries:  # history entries that are in no marker
         unmarked = (e for history in commit.history.values() for e in history)
         for n, e in enumerate(unmarked):
             if entries[n] is None:
-                events.append(pack(e))
+                events.append(pack_event(e, ladder))
                 entries[n] = len(events)
     return _script_args(
         generation=generation,
@@ -160,7 +159,11 @@ def _snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:
     return Snapshot(
         players={i: make(s) for i, s in zip(request.player_ids, states) if s is not None},
         effects={i: make(s) for i, s in zip(request.effect_ids, effect_states) if s is not None},
-        applied={m: events for m, events in zip(request.match_ids, markers) if events is not None},
+        applied={
+            m: [stored_event(e, request.ladder) for e in events]
+            for m, events in zip(request.match_ids, markers)
+            if events is not None
+        },
         watermark=watermark or 0,
         generation=generation,
         voided=frozenset(m for m, v in zip(request.match_ids, voids or ()) if v is not None),
@@ -353,7 +356,7 @@ class RedisStore(StateStore):
         [rows] = await self._on_live(
             ladder, lambda pipe, gen: pipe.lrange(generation_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
         )
-        return [msgpack.unpackb(raw, raw=False) for raw in rows]
+        return [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         ids = list(player_ids)
@@ -490,7 +493,7 @@ class RedisStore(StateStore):
         prefix = generation_key(ladder, generation, "m:")
         async with self.client.pipeline(transaction=False) as pipe:
             for match_id, held in events.items():
-                pipe.set(prefix + match_id, _PACKER.pack(held), xx=True, keepttl=True)
+                pipe.set(prefix + match_id, pack_events(held, ladder), xx=True, keepttl=True)
             await pipe.execute()
 
     async def voids(self, ladder: str) -> dict[str, Void]:
@@ -503,7 +506,7 @@ class RedisStore(StateStore):
         key, control, remove = ladder_key(ladder, "voids"), ladder_key(ladder, "control"), list(remove)
         async with self.client.pipeline(transaction=True) as pipe:
             if add:
-                pipe.hset(key, mapping={m: _PACKER.pack(why) for m, why in add.items()})
+                pipe.hset(key, mapping={m: PACKER.pack(why) for m, why in add.items()})
             if remove:
                 pipe.hdel(key, *remove)
             if add or remove:

@@ -7,6 +7,7 @@ import uuid
 import msgpack
 import pytest
 
+from stream_rater.contracts import rating_changed
 from stream_rater.store import Commit, CommitConflict, PlayerState, ReadRequest, StateWrite, open_store
 from stream_rater.store.redis_store import RedisStore, ladder_key
 
@@ -208,12 +209,11 @@ async def test_effect_conflict_and_mixed_history(store, ladder):
 
 async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     """Other readers see the documented encodings: msgpack states, marker = msgpack list of
-    the events, history = one msgpack event per entry (newest first), exact scores."""
+    the events, history = one msgpack event per entry (newest first), each event in its
+    stored form (a plain rating-changed event compact, any other its map), exact scores."""
     store = RedisStore.from_url(redis_url)
-    events = [
-        {"event_id": "m1:a", "rating": 1.5, "before": {"mu": 25.0, "sigma": None}},
-        {"event_id": "m1:b"},
-    ]
+    plain = rating_changed("m1", ladder, "a", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
+    events = [plain, {"event_id": "m1:b"}]
     state = PlayerState(27.25, None, 1, 100.0, 1)
     await store.commit(
         Commit(
@@ -227,8 +227,11 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     client = store.client
     assert await client.hget(ladder_key(ladder, "players"), "a") == packb([27.25, None, 1, 100.0, 1])
     assert await client.hget(ladder_key(ladder, "effects"), "home") == state.pack()
-    assert await client.get(ladder_key(ladder, "m:m1")) == packb(events)
-    assert await client.lrange(ladder_key(ladder, "h:b"), 0, -1) == [packb(events[0]), packb(events[1])]
+    compact = ["m1", "a", "elo", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False]
+    assert await client.get(ladder_key(ladder, "m:m1")) == packb([compact, events[1]])
+    assert await client.lrange(ladder_key(ladder, "h:b"), 0, -1) == [packb(compact), packb(events[1])]
+    assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": events}
+    assert await store.history(ladder, "b", 10) == [events[0], events[1]]
     assert await client.zscore(ladder_key(ladder, "lb"), "a") == 1 / 3
     assert await client.ttl(ladder_key(ladder, "m:m1")) == -1
     await store.close()

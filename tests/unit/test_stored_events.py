@@ -1,0 +1,74 @@
+"""The Redis store's stored form of events: compact for plain rating-changed events, the map
+for anything else, and every event reads back equal to the one written (bytes included)."""
+
+from __future__ import annotations
+
+import msgpack
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stream_rater.contracts import correction_changed, rating_changed
+from stream_rater.contracts.codecs import encode_event
+from stream_rater.store.stored_events import pack_event, pack_events, stored_event
+
+LADDER = "duel"
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+def read_back(packed: bytes, ladder: str = LADDER):
+    return stored_event(msgpack.unpackb(packed, raw=False), ladder)
+
+
+@given(
+    st.text(min_size=1, max_size=12),
+    st.text(min_size=1, max_size=12),
+    finite,
+    st.none() | finite,
+    finite,
+    st.none() | finite,
+    finite,
+    st.integers(min_value=1, max_value=10**9),
+    st.booleans(),
+)
+def test_plain_events_round_trip_exactly_and_smaller(
+    match_id, player_id, b_mu, b_sigma, a_mu, a_sigma, rating, games, late
+):
+    event = rating_changed(
+        match_id, LADDER, player_id, "trueskill", (b_mu, b_sigma), (a_mu, a_sigma), rating, games,
+        "2004-08-06T18:13:50Z", "2026-11-26T09:00:00.123456Z", late,
+    )  # fmt: skip
+    packed = pack_event(event, LADDER)
+    again = read_back(packed)
+    assert again == event and list(again) == list(event)
+    assert encode_event(again) == encode_event(event)
+    assert isinstance(msgpack.unpackb(packed, raw=False), list)
+    assert len(packed) < 0.7 * len(msgpack.packb(event, use_bin_type=True))
+
+
+def test_anything_else_is_stored_as_its_map():
+    plain = rating_changed("m1", LADDER, "a", "elo", (1500.0, None), (1516.0, None), 1516.0, 3, "t", "t")
+    others = [
+        correction_changed(
+            "c1", LADDER, "a", "elo", (1500.0, None), (1510.0, None), 1510.0, 3, "t", {"void": ["m1"]}
+        ),
+        {**plain, "delta": 99.0},  # not what the compact form would rebuild
+        {**plain, "event_id": "other"},
+        {**plain, "extra": 1},
+        {k: v for k, v in plain.items() if k != "rating"},
+        {**plain, "late": False},  # a plain event carries late only when true
+        {"event_id": "m1:b"},
+    ]
+    for event in others:
+        packed = pack_event(event, LADDER)
+        assert isinstance(msgpack.unpackb(packed, raw=False), dict)
+        assert read_back(packed) == event
+    assert isinstance(msgpack.unpackb(pack_event(plain, "another-ladder"), raw=False), dict)
+
+
+def test_a_marker_is_the_array_of_its_events_and_old_maps_still_read():
+    plain = rating_changed("m1", LADDER, "a", "elo", (1500.0, None), (1516.0, None), 1516.0, 3, "t", "t")
+    marker = msgpack.unpackb(pack_events([plain, {"event_id": "x"}], LADDER), raw=False)
+    assert [stored_event(e, LADDER) for e in marker] == [plain, {"event_id": "x"}]
+    assert msgpack.unpackb(pack_events([], LADDER)) == []
+    written_before = msgpack.packb(plain, use_bin_type=True)  # the map layout of older versions
+    assert read_back(written_before) == plain
