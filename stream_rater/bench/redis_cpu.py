@@ -13,6 +13,7 @@ commands' is the Lua interpreter's own (argument decoding, tables, strings).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import sys
 import time
@@ -21,8 +22,9 @@ from typing import TextIO
 
 import redis
 
+from stream_rater.bench.e2e import _matches
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.contracts import parse_match
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.processor import Processor
 from stream_rater.store.redis_store import RedisStore
@@ -46,27 +48,12 @@ class RedisProfile:
     round_trips: int = 0
 
 
-def synthetic_matches(n: int, ladders: Ladders, names: list[str], seed: int = 1) -> list[MatchFinished]:
-    """`n` validated 1-vs-1 matches, the i-th on ladder ``names[i % len(names)]``, one second apart."""
-    rng = random.Random(seed)
-    matches = []
-    for i in range(n):
-        a, b = rng.sample(range(PLAYERS), 2)
-        event = {
-            "match_id": f"m{i}",
-            "ladder": names[i % len(names)],
-            "finished_at": 1_000_000 + i,
-            "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}],
-        }
-        matches.append(parse_match(event, ladders))
-    return matches
-
-
 async def profile(redis_url: str, matches: int, ladders: int, batch_size: int) -> RedisProfile:
     """Apply the synthetic matches to the (empty) Redis at `redis_url` and read its counters."""
     names = [f"bench-{i}" for i in range(ladders)]
     table = Ladders([Ladder(name, "trueskill") for name in names])
-    events = synthetic_matches(matches, table, names)
+    clock = itertools.count(1_000_000).__next__  # one second apart
+    events = [parse_match(e, table) for e in _matches("m", matches, PLAYERS, random.Random(1), clock, names)]
     store = RedisStore.from_url(redis_url, marker_ttl=MARKER_TTL)
     processor = Processor(table, store)
     client = redis.Redis.from_url(redis_url)
