@@ -283,9 +283,10 @@ class RedisStore(StateStore):
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
         """The replies of `script` run once per ``(keys, argument)`` of `calls`, each call
         atomic on its own, in one round trip: a pipeline on a single Redis; on a Redis
-        Cluster the calls go out concurrently (each to its ladder's master). If a call
-        fails with an error rather than a reply, the first such error is raised once every
-        call is answered."""
+        Cluster the calls go out concurrently (each to its ladder's master). A call that
+        finds the script unloaded (a Redis restarted or flushed since) is sent again on its
+        own, an extra round trip `round_trips` does not count. If a call fails with an error
+        rather than a reply, the first such error is raised once every call is answered."""
         if not calls:
             return []
         self.round_trips += 1
