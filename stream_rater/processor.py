@@ -20,7 +20,7 @@ from math import isfinite
 from typing import Any, NamedTuple
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed
+from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import (
     Commit,
@@ -37,7 +37,9 @@ from stream_rater.waiting import backoff
 
 class MatchResult(NamedTuple):
     """One match's rating-changed events; ``duplicate`` = it had been applied before,
-    ``voided`` = an operator voided it, so it was not applied (and has no events).
+    ``voided`` = an operator voided it, so it was not applied (and has no events);
+    ``unrated`` = why the match is recorded but changes no rating (`Rules.unrated_reason`),
+    or None. A season-start record's events are its players' soft resets.
 
     A duplicate carries the events its marker still holds — to re-emit, since they may never
     have reached the broker — or none once they are known produced (its marker was shrunk).
@@ -48,6 +50,7 @@ class MatchResult(NamedTuple):
     events: list[Event]
     duplicate: bool
     voided: bool = False
+    unrated: str | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +109,11 @@ class _LadderPart:
             partition, offset = record
             self.positions[partition] = max(self.positions.get(partition, 0), offset + 1)
 
+    @property
+    def starts_season(self) -> bool:
+        """True for a part that is a season-start record (alone: see `Processor.process`)."""
+        return self.matches[0].season is not None
+
     def request(self, generation: int | None) -> ReadRequest:
         """What to read for these matches."""
         players = dict.fromkeys(p.id for m in self.matches for t in m.teams for p in t.players)
@@ -160,6 +168,12 @@ def plan_batch(
     """
     model: RatingModel = ladder.rating_model
     ladder_name, model_name, display, rate_match = ladder.name, model.name, model.display, model.rate_match
+    rules = ladder.rules
+    marks = rules.marks_provisional
+    provisional = rules.provisional if marks else None
+    qualifies = rules.qualifies if rules.filters_leaderboard else None
+    tracks_activity = rules.leaderboard_active_days is not None
+    checks_rated = rules.min_duration is not None or rules.min_players is not None
     needs_scores = model.needs_scores
     initial, initial_effect = model.initial(), model.initial_effect()
     new_player = PlayerState(initial.mu, initial.sigma, extra=initial.extra)
@@ -171,18 +185,32 @@ def plan_batch(
     applied = dict(snapshot.applied)
     markers: dict[str, list[Event]] = {}
     history: dict[str, list[Event]] = {}
-    leaderboard: dict[str, float] = {}
+    leaderboard: dict[str, float | None] = {}
     results: list[MatchResult] = []
+    season: str | None = None
 
     voided = snapshot.voided
     for match in matches:
         match_id = match.match_id
         if match_id in applied:
-            results.append(_new(MatchResult, (match, applied[match_id], True, False)))
+            results.append(_new(MatchResult, (match, applied[match_id], True, False, None)))
             continue
         if match_id in voided:
-            results.append(_new(MatchResult, (match, [], False, True)))
+            results.append(_new(MatchResult, (match, [], False, True, None)))
             continue
+        if match.season is not None:
+            season = match_id
+            resets = _season_events(ladder, match, snapshot, players, leaderboard, history, processed_at)
+            applied[match_id] = resets
+            markers[match_id] = resets if generation is None else []
+            results.append(_new(MatchResult, (match, resets, False, False, None)))
+            continue
+        if checks_rated or not match.rated:
+            reason = rules.unrated_reason(match)
+            if reason is not None:
+                applied[match_id] = markers[match_id] = []
+                results.append(_new(MatchResult, (match, [], False, False, reason)))
+                continue
         at = match.finished_at
         priors: list[list[PlayerState]] = []  # per team: its players' states, then its effects'
         teams: list[list[Rating]] = []
@@ -232,8 +260,11 @@ def plan_batch(
                 if not player.rated:
                     continue
                 pid = player.id
-                players[pid] = after = _after(before, new, at, stored_players.get(pid, new_player))
-                leaderboard[pid] = rating = display(new)
+                rating = display(new)
+                players[pid] = after = _after(before, new, at, stored_players.get(pid, new_player), rating)
+                leaderboard[pid] = (
+                    rating if qualifies is None or qualifies(after.games, after.sigma) else None
+                )
                 late = before.last_played is not None and at < before.last_played  # see `is_late`
                 event = rating_changed(
                     match_id,
@@ -247,21 +278,80 @@ def plan_batch(
                     finished_at,
                     processed_at,
                     late,
+                    None if provisional is None else provisional(after.games, after.sigma),
                 )
                 events.append(event)
                 history.setdefault(pid, []).append(event)
             if team.effects:
                 n = len(team.players)
                 for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
-                    effects[name] = _after(before, new, at, stored_effects.get(name, new_effect))
+                    effects[name] = _after(before, new, at, stored_effects.get(name, new_effect), None)
         applied[match_id] = events
         markers[match_id] = events if generation is None else []
-        results.append(_new(MatchResult, (match, events, False, False)))
+        results.append(_new(MatchResult, (match, events, False, False, None)))
 
     writes = [
-        _new(StateWrite, (pid, s, s.version - 1, False, leaderboard[pid])) for pid, s in players.items()
-    ] + [_new(StateWrite, (name, s, s.version - 1, True, None)) for name, s in effects.items()]
-    return _Plan(results, Commit(ladder.name, writes, markers, history, positions or {}, generation))
+        _new(
+            StateWrite,
+            (
+                pid,
+                s,
+                s.version - 1,
+                False,
+                score := leaderboard[pid],
+                s.last_played if tracks_activity and score is not None else None,
+            ),
+        )
+        for pid, s in players.items()
+    ] + [_new(StateWrite, (name, s, s.version - 1, True, None, None)) for name, s in effects.items()]
+    commit = Commit(ladder.name, writes, markers, history, positions or {}, generation, season=season)
+    return _Plan(results, commit)
+
+
+def _season_events(
+    ladder: Ladder,
+    record: MatchFinished,
+    snapshot: Snapshot,
+    players: dict[str, PlayerState],
+    leaderboard: dict[str, float | None],
+    history: dict[str, list[Event]],
+    processed_at: str,
+) -> list[Event]:
+    """Apply the season-start `record` to every player of `snapshot` (which holds them all):
+    each state pulled toward the prior (`Rules.season_reset`) is put in `players` with its
+    leaderboard score; returns one season event per player whose state changed. Games, last
+    match and peak stay as they were."""
+    model, rules = ladder.rating_model, ladder.rules
+    overrides = dict(record.season.params) if record.season is not None else {}
+    qualifies = rules.qualifies if rules.filters_leaderboard else None
+    marks = rules.marks_provisional
+    started_at = _timestamp(record.finished_at)
+    events: list[Event] = []
+    for pid, stored in snapshot.players.items():
+        state = players.get(pid, stored)
+        reset = rules.season_reset(model, Rating(state.mu, state.sigma, state.extra), overrides)
+        if (reset.mu, reset.sigma) == (state.mu, state.sigma):
+            continue
+        players[pid] = after = state._replace(mu=reset.mu, sigma=reset.sigma, version=stored.version + 1)
+        rating = model.display(reset)
+        leaderboard[pid] = rating if qualifies is None or qualifies(after.games, after.sigma) else None
+        event = season_changed(
+            record.match_id,
+            ladder.name,
+            pid,
+            model.name,
+            (state.mu, state.sigma),
+            (reset.mu, reset.sigma),
+            rating,
+            after.games,
+            started_at,
+            processed_at,
+            rules.provisional(after.games, after.sigma) if marks else None,
+            overrides,
+        )
+        events.append(event)
+        history.setdefault(pid, []).append(event)
+    return events
 
 
 def is_late(result: MatchResult) -> bool:
@@ -275,11 +365,19 @@ def is_late(result: MatchResult) -> bool:
     return any("late" in event for event in result.events)
 
 
-def _after(before: PlayerState, new: Rating, at: float, stored: PlayerState) -> PlayerState:
-    """The state to write after a match at `at`: one version past the `stored` one."""
+def _after(
+    before: PlayerState, new: Rating, at: float, stored: PlayerState, rating: float | None
+) -> PlayerState:
+    """The state to write after a match at `at`: one version past the `stored` one; its peak
+    raised to the display `rating` if that is higher (None for effects: no peak)."""
     last = at if before.last_played is None else max(before.last_played, at)
     extra = new[2] if len(new) > 2 else None  # a model may build (mu, sigma) by tuple.__new__
-    return _new(PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1, extra))
+    peak, peak_at = before.peak, before.peak_at
+    if rating is not None and (peak is None or rating > peak):
+        peak, peak_at = rating, at
+    return _new(
+        PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1, extra, peak, peak_at)
+    )
 
 
 class Processor:
@@ -362,7 +460,29 @@ class Processor:
         Every ladder of the batch is read in one round trip (`StateStore.read_many`) and
         committed in one (`StateStore.commit_many`); the ladders whose commit was refused
         are read, recomputed and committed again together, so a batch costs the same number
-        of round trips however many ladders it spans."""
+        of round trips however many ladders it spans.
+
+        A season-start record is applied on its own, between the records before and after it
+        (which are processed as batches of their own): so the leaderboard its commit keeps as
+        the ending season's is exactly the one the records before it left. It reads every
+        player of its ladder (one more round trip) and writes each changed one."""
+        cut = next((i for i, m in enumerate(matches) if m.season is not None), None)
+        if cut is None:
+            return await self._process(matches, where)
+        batch = BatchResult()
+        for lo, hi in ((0, cut), (cut, cut + 1), (cut + 1, len(matches))):
+            if lo < hi:
+                done = await (self._process if hi <= cut + 1 else self.process)(
+                    matches[lo:hi], None if where is None else where[lo:hi]
+                )
+                batch.results += done.results
+                batch.conflicts += done.conflicts
+        return batch
+
+    async def _process(
+        self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int] | None] | None
+    ) -> BatchResult:
+        """`process` of records among which a season start can only be the only one."""
         parts: dict[str, _LadderPart] = {}
         for i, match in enumerate(matches):
             part = parts.get(match.ladder)
@@ -378,6 +498,9 @@ class Processor:
         settled: list[tuple[str, set[str]]] = []
         while pending:
             snapshots = await self.store.read_many([part.request(self.generation) for part in pending])
+            for i, part in enumerate(pending):
+                if part.starts_season:
+                    snapshots[i] = await self._with_everyone(part.ladder.name, snapshots[i])
             planned = []
             for part, snapshot in zip(pending, snapshots):
                 plan, confirmed = self._plan(part, snapshot)
@@ -423,6 +546,12 @@ class Processor:
                 ordered[i] = result
         batch.results = [r for r in ordered if r is not None]
         return batch
+
+    async def _with_everyone(self, ladder: str, snapshot: Snapshot) -> Snapshot:
+        """`snapshot` with every player of the ladder's generation read, for a season start.
+        A state that changes in between fails the commit's version check as always."""
+        everyone = await self.store.players(ladder, generation=snapshot.generation)
+        return replace(snapshot, players=everyone)
 
     def _plan(self, part: _LadderPart, snapshot: Snapshot) -> tuple[_Plan, set[str]]:
         """Compute `part` on `snapshot` (its results are kept on `part`); also the match ids

@@ -5,10 +5,23 @@ Python callers share. Read-only: nothing here writes a state.
 Reads are time-aware: a ladder with time-scaled dynamics shows each player's σ as it is now,
 ``σ² + γ²·Δt`` since the player's last match (`RatingModel.as_of`), without storing it. A player
 the ladder has never seen gets the model's prior and is flagged ``"new": true``.
+
+Ladder rules (`config.rules`) apply here too: each player is flagged ``provisional`` (always
+false on a ladder without that rule) and carries their ``peak``; the leaderboard and the
+ranks and percentiles count eligible players only. Games and provisional status decide
+leaderboard membership when a state is written; recent activity (``leaderboard_active_days``)
+is decided here, against the read's own clock:
+
+- a top-N read walks the leaderboard in pages and skips inactive players: its cost grows with
+  N plus the inactive players above the N-th active one;
+- a player's rank counts the active players above them: by walking the leaderboard down to
+  the player, or by reading every active player's place — whichever is fewer entries
+  (``min(place, active players)``); the percentile's total is one count of the active.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +36,8 @@ from stream_rater.store import Lookup, PlayerState, StateStore
 LEADERBOARD_TOP = 25
 #: Most rows one leaderboard read returns.
 MAX_LEADERBOARD_TOP = 500
+#: Leaderboard entries read per step when skipping inactive players.
+PAGE = 1000
 
 
 class QueryError(ValueError):
@@ -102,14 +117,19 @@ class Queries:
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(ids, "players", self.max_players)
         found = await self.store.lookup(ladder.name, ids)
+        since = ladder.rules.active_since(now)
+        if since is not None:
+            found = await self._active_places(ladder.name, found, since)
         return {
             "ladder": ladder.name,
             "model": ladder.model,
             "players": [self._player(ladder, found, p, now) for p in ids],
         }
 
-    async def leaderboard(self, ladder_name: str, top: Any, now: float) -> dict[str, Any]:
-        """The `top` players by display rating, best first (three store round trips).
+    async def leaderboard(self, ladder_name: str, top: Any, now: float, season: Any = None) -> dict[str, Any]:
+        """The `top` eligible players by display rating, best first (three store round trips,
+        more when inactive players are skipped); of an ended `season` (1-based), its final
+        leaderboard as it was (activity is not applied to it).
 
         Each row has the stored state (``mu``, ``sigma``) and the stored display rating the
         board is ordered by (``rating``), beside the time-aware view the other reads give:
@@ -118,9 +138,15 @@ class Queries:
         """
         ladder = ladder_of(self.ladders, ladder_name)
         top = top_of(top)
-        board = await self.store.leaderboard(ladder.name, top)
+        ended = await self.store.seasons(ladder.name)
+        if season is not None:
+            season = season_of(season, len(ended))
+            board = await self.store.leaderboard(ladder.name, top, season=season)
+        else:
+            board = await self._eligible_top(ladder, top, now)
         found = await self.store.lookup(ladder.name, [p for p, _ in board])
         display = ladder.rating_model.display
+        rules = ladder.rules
         rows = []
         for rank, (player_id, score) in enumerate(board, start=1):
             state = found.players.get(player_id)
@@ -138,12 +164,16 @@ class Queries:
                     "rating_now": display(current),
                     "games": state.games,
                     "last_played": state.last_played,
+                    "provisional": rules.provisional(state.games, state.sigma),
+                    "peak": state.peak,
+                    "peak_at": state.peak_at,
                 }
             )
         generations = await self.store.generations(ladder.name)
         return {
             "ladder": ladder.name,
             "model": ladder.model,
+            "season": len(ended) + 1 if season is None else season,
             "generation": generations.live,
             "params": {k: str(v) for k, v in (generations.params or {}).items()},
             "rerate": generations.lock_owner,
@@ -206,6 +236,51 @@ class Queries:
             "exhaustive": best.exhaustive,
         }
 
+    async def _eligible_top(self, ladder: Ladder, top: int, now: float) -> list[tuple[str, float]]:
+        """The live leaderboard's first `top` players who were active recently enough."""
+        since = ladder.rules.active_since(now)
+        if since is None:
+            return await self.store.leaderboard(ladder.name, top)
+        rows: list[tuple[str, float]] = []
+        start = 0
+        while len(rows) < top:
+            page = await self.store.leaderboard(ladder.name, PAGE, start)
+            active = await self.store.activity(ladder.name, [p for p, _ in page])
+            rows += [(p, score) for p, score in page if active.get(p, -math.inf) >= since]
+            if len(page) < PAGE:
+                break
+            start += PAGE
+        return rows[:top]
+
+    async def _active_places(self, ladder: str, found: Lookup, since: float) -> Lookup:
+        """`found` with places and total counting only players active since `since`."""
+        total = await self.store.count_active(ladder, since)
+        active_of_found = await self.store.activity(ladder, list(found.places))
+        places = {p: place for p, place in found.places.items() if active_of_found.get(p, -math.inf) >= since}
+        if not places:
+            return Lookup(found.players, {}, total)
+        deepest = max(places.values())
+        if deepest <= total:  # walk the leaderboard down to the deepest player
+            above: list[str] = []
+            start = 0
+            while start < deepest:
+                page = await self.store.leaderboard(ladder, min(PAGE, deepest - start), start)
+                if not page:
+                    break
+                active = await self.store.activity(ladder, [p for p, _ in page])
+                above += [p if active.get(p, -math.inf) >= since else "" for p, _ in page]
+                start += len(page)
+            counts = [0]
+            for p in above:
+                counts.append(counts[-1] + bool(p))
+            return Lookup(found.players, {p: counts[place] for p, place in places.items()}, total)
+        everyone = await self.store.activity(ladder, since=since)
+        ranked = await self.store.lookup(ladder, list(everyone))
+        ordered = sorted(ranked.places.values())
+        return Lookup(
+            found.players, {p: bisect.bisect_left(ordered, place) for p, place in places.items()}, total
+        )
+
     @staticmethod
     def _rating(ladder: Ladder, state: PlayerState | None, now: float) -> Rating:
         model = ladder.rating_model
@@ -226,9 +301,29 @@ class Queries:
             "rating": ladder.rating_model.display(rating),
             "games": 0 if state is None else state.games,
             "last_played": None if state is None else state.last_played,
+            "provisional": ladder.rules.provisional(
+                0 if state is None else state.games, rating.sigma if state is None else state.sigma
+            ),
+            "peak": None if state is None else state.peak,
+            "peak_at": None if state is None else state.peak_at,
             "rank": None if place is None else place + 1,
             "percentile": None if place is None else _percentile(place, found.ranked),
         }
+
+
+def season_of(value: Any, ended: int) -> int:
+    """``season``: the number (or its decimal string, from a URL) of an ended season."""
+    try:
+        season = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
+    except ValueError:
+        season = 0
+    if not 1 <= season <= ended:
+        raise QueryError(
+            f"season: must be an ended season of the ladder, from 1 to {ended}"
+            if ended
+            else "season: the ladder has had no season start yet (only the current season exists)"
+        )
+    return season
 
 
 def _percentile(place: int, ranked: int) -> float:

@@ -1,5 +1,6 @@
 """Corrections: ``void`` / ``unvoid`` matches of a ladder, ``rerate`` it (optionally with new
-parameters); carried out here, or by a worker with ``--via-topic``."""
+parameters); carried out here, or by a worker with ``--via-topic``. And ``season``: start a new
+season of a ladder (a record on the matches topic, applied by the worker in its place)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from stream_rater.config.ladders import parse_param
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import CorrectionRequest
 from stream_rater.offline.adapters import FORMATS
+from stream_rater.store import StateStore
+from stream_rater.waiting import wait_until_async
 
 
 def register(sub: Subcommands) -> None:
@@ -94,6 +97,85 @@ def register(sub: Subcommands) -> None:
             ],
         )
         p.set_defaults(func=cmd_correct)
+
+    p = sub.add_parser(
+        "season",
+        help="start a new season of a ladder: every player's rating is pulled toward the prior "
+        "(README 'Ladder rules'); the previous season's leaderboard stays readable",
+    )
+    p.add_argument("--ladder", required=True)
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="season_shrink=K or season_sigma=S for this reset (default: the ladder's), repeatable",
+    )
+    p.add_argument("--id", help="the season record's id, its idempotency key (default: season-<random>)")
+    p.add_argument(
+        "--via-topic",
+        action="store_true",
+        help="only send the season record to the matches topic and return (no store needed)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for a worker to apply it (default 60)"
+    )
+    store_flag(p)
+    settings_flags(p, ["broker", "topic_matches", "ladders_file", *KAFKA_SECURITY])
+    p.set_defaults(func=cmd_season)
+
+
+def cmd_season(args: argparse.Namespace) -> int:
+    """``season``: publish a season-start record to the matches topic — its place in the
+    ladder's partition is where the season starts, for the workers and for every replay — and,
+    unless ``--via-topic``, wait until the store shows it applied."""
+    import time
+
+    from stream_rater.contracts import DEFAULT_LIMITS, parse_match
+    from stream_rater.kafka.produce import match_record, send_records
+
+    settings = settings_of(args)
+    require(settings, "broker")
+    ladders = configured_ladders(args)
+    params = {}
+    for text in args.param:
+        try:
+            name, value = parse_param(text)
+        except ValueError as e:
+            raise ValueError(f"--param: {e}") from None
+        params[name] = value
+    record = {
+        "kind": "season",
+        "match_id": args.id or f"season-{uuid.uuid4().hex[:12]}",
+        "ladder": args.ladder,
+        "finished_at": time.time(),
+        **({"params": params} if params else {}),
+    }
+    try:
+        parse_match(record, ladders, DEFAULT_LIMITS)
+    except ValueError as e:
+        raise ValueError(f"--param: {e}" if "params" in str(e) else str(e)) from None
+    if not args.via_topic:
+        store_url(args)
+    asyncio.run(send_records(settings, [match_record(settings.topic_matches, record)]))
+    if args.via_topic:
+        print(
+            f"sent season record {record['match_id']} for ladder {args.ladder!r} to {settings.topic_matches!r}"
+        )
+        return 0
+
+    async def started(store: StateStore) -> int:
+        async def applied() -> int | None:
+            ended = await store.seasons(args.ladder)
+            return len(ended) + 1 if record["match_id"] in ended else None
+
+        return await wait_until_async(
+            applied, f"a worker to apply season record {record['match_id']}", args.timeout
+        )
+
+    season = with_store(args, started)
+    print(f"ladder {args.ladder!r}: season {season} started (record {record['match_id']})")
+    return 0
 
 
 def cmd_correct(args: argparse.Namespace) -> int:

@@ -27,9 +27,13 @@ def register(sub: Subcommands) -> None:
     settings_flags(p, ["ladders_file"])
     p.set_defaults(func=cmd_ratings)
 
-    p = sub.add_parser("leaderboard", help="the top of a ladder by display rating")
+    p = sub.add_parser(
+        "leaderboard", help="the top of a ladder by display rating (eligible players: README 'Ladder rules')"
+    )
     p.add_argument("--ladder", default="default")
-    p.add_argument("--top", type=int, default=20)
+    p.add_argument("--top", type=int, default=20, help="rows, 1 to 500 (default 20)")
+    p.add_argument("--season", type=int, help="the final leaderboard of this ended season (1 = the first)")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     store_flag(p)
     settings_flags(p, ["ladders_file"])
     p.set_defaults(func=cmd_leaderboard)
@@ -71,21 +75,40 @@ def cmd_ratings(args: argparse.Namespace) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    """``leaderboard``: the top N players of a ladder, best first."""
-    from stream_rater.store import Snapshot, StateStore
+    """``leaderboard``: the top N eligible players of a ladder (or of an ended season), best
+    first, with their peak ratings."""
+    import time
 
-    ladders_of(args).get(args.ladder)
+    from stream_rater.queries import Queries, QueryError, top_of
 
-    async def top(store: StateStore) -> tuple[list[tuple[str, float]], Snapshot]:
-        rows = await store.leaderboard(args.ladder, args.top)
-        return rows, await store.read(args.ladder, [p for p, _ in rows], [], [])
-
-    rows, states = with_store(args, top)
-    print(f"{'#':>4}  {'player':<32} {'rating':>9} {'mu':>9} {'sigma':>8} {'games':>6}")
-    for rank, (player_id, rating) in enumerate(rows, start=1):
-        s = states.players[player_id]
-        sigma = "" if s.sigma is None else f"{s.sigma:8.3f}"
-        print(f"{rank:>4}  {player_id:<32} {rating:9.3f} {s.mu:9.3f} {sigma:>8} {s.games:>6}")
+    ladders = ladders_of(args)
+    ladders.get(args.ladder)
+    try:
+        top_of(args.top)
+    except QueryError as e:
+        raise ValueError(f"--{e}") from None
+    try:
+        answer = with_store(
+            args,
+            lambda store: Queries(store, ladders).leaderboard(
+                args.ladder, args.top, time.time(), args.season
+            ),
+        )
+    except QueryError as e:
+        raise ValueError(f"--{e}") from None
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    print(f"season {answer['season']}")
+    print(f"{'#':>4}  {'player':<32} {'rating':>9} {'mu':>9} {'sigma':>8} {'games':>6} {'peak':>9}")
+    for row in answer["rows"]:
+        sigma = "" if row["sigma"] is None else f"{row['sigma']:8.3f}"
+        peak = "" if row["peak"] is None else f"{row['peak']:9.3f}"
+        mark = " ?" if row["provisional"] else ""
+        print(
+            f"{row['rank']:>4}  {row['player_id']:<32} {row['rating']:9.3f} {row['mu']:9.3f} "
+            f"{sigma:>8} {row['games']:>6} {peak:>9}{mark}"
+        )
     return 0
 
 

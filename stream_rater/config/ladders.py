@@ -32,6 +32,10 @@ win key by key); a different model drops them, since they were the other model's
 environment parameter for a ladder that no source gives a model is an error, except for
 ``default``.
 
+Beside the model's parameters a ladder may set its rules (`config.rules`: provisional
+players, leaderboard eligibility, rated-game rules, season resets), in the same table and the
+same environment form (``STREAM_RATER_LADDER_MW4__PROVISIONAL_GAMES=10``).
+
 ``k``, the multiplier of the μ − kσ leaderboard rating, is an ordinary parameter of the
 TrueSkill model. Other models have no ``k``: giving one is an unknown-parameter error
 like any other.
@@ -52,6 +56,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from stream_rater.config.rules import RULE_PARAMS, RuleError, Rules
 from stream_rater.config.settings import ENV_PREFIX
 from stream_rater.contracts.match import DEFAULT_LADDER
 from stream_rater.rating import registry
@@ -113,8 +118,18 @@ class Ladder:
 
     @cached_property
     def rating_model(self) -> RatingModel:
-        """The model instance, built once per ladder."""
-        return registry.create_model(self.model, self.params)
+        """The model instance, built once per ladder (from the parameters that are not rules)."""
+        return registry.create_model(self.model, model_params(self.params))
+
+    @cached_property
+    def rules(self) -> Rules:
+        """The ladder's rules (`config.rules`), from its rule parameters."""
+        return Rules.of(self.params)
+
+
+def model_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's parameters among a ladder's (the others are rules, `config.rules`)."""
+    return {k: v for k, v in params.items() if k not in RULE_PARAMS}
 
 
 class Ladders(Mapping[str, Ladder]):
@@ -226,11 +241,15 @@ def check_params(model: str, params: Mapping[str, Any]) -> None:
     """Build `model` with `params`; raises `ParamError` naming the bad parameter
     (``beta=x: must be real number, not str``) or, when no single one is to blame, none."""
     try:
-        registry.create_model(model, params)
+        registry.create_model(model, model_params(params))
+        Rules.of(params)
     except (TypeError, ValueError) as exc:
         for name, value in params.items():
             try:
-                registry.create_model(model, {name: value})
+                if name in RULE_PARAMS:
+                    Rules.of({name: value})
+                else:
+                    registry.create_model(model, {name: value})
             except (TypeError, ValueError) as one:
                 raise ParamError(name, f"{name}={value}: {one}") from None
         raise ParamError(None, str(exc)) from None
@@ -278,7 +297,7 @@ def _build(name: str, source: _Source) -> Ladder:
         first = next(iter(source.params.values())).where
         raise LadderConfigError(f"{first}: ladder {name!r} has parameters but no model")
     try:
-        allowed = registry.model_parameters(source.model)
+        allowed = {**registry.model_parameters(source.model), **RULE_PARAMS}
     except registry.UnknownModelError as e:
         raise LadderConfigError(f"{source.model_where}: {e}") from None
     params: dict[str, Any] = {}
@@ -293,7 +312,8 @@ def _build(name: str, source: _Source) -> Ladder:
     ladder = Ladder(name, source.model, params)
     try:
         ladder.rating_model  # noqa: B018 -- builds the model: unknown parameters raise here
-    except (ValueError, TypeError) as e:
+        ladder.rules  # noqa: B018 -- and the rules
+    except (ValueError, TypeError, RuleError) as e:
         raise LadderConfigError(f"{source.where}: {e}") from e
     return ladder
 

@@ -18,11 +18,17 @@ from stream_rater.contracts.match import (
     Limits,
     MatchFinished,
     Player,
+    SeasonStart,
     Team,
     match_key,
     parse_match,
 )
-from stream_rater.contracts.rating_changed import RatingChanged, correction_changed, rating_changed
+from stream_rater.contracts.rating_changed import (
+    RatingChanged,
+    correction_changed,
+    rating_changed,
+    season_changed,
+)
 from stream_rater.contracts.timestamps import format_timestamp, parse_timestamp
 
 __all__ = [
@@ -33,6 +39,7 @@ __all__ = [
     "MatchFinished",
     "Player",
     "RatingChanged",
+    "SeasonStart",
     "Team",
     "ValidationError",
     "correction_changed",
@@ -41,4 +48,5 @@ __all__ = [
     "parse_match",
     "parse_timestamp",
     "rating_changed",
+    "season_changed",
 ]

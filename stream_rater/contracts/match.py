@@ -34,6 +34,7 @@ from stream_rater.contracts._checks import (
     _EXACT_INT,
     ValidationError,
     _fail,
+    _finite,
     _kind,
     _no_unknown,
     _optional_finite,
@@ -111,13 +112,31 @@ class Team:
 
 
 @dataclass(frozen=True, slots=True)
+class SeasonStart:
+    """A season-start control record: from its place in the ladder's order on, a new season
+    of the ladder runs, and every player's state is pulled toward the prior once
+    (`config.rules`); `params` overrides the ladder's ``season_shrink`` / ``season_sigma``."""
+
+    params: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class MatchFinished:
-    """A validated match-finished event; `finished_at` in epoch seconds (UTC)."""
+    """A validated match-finished event; `finished_at` in epoch seconds (UTC).
+
+    `rated` False (``"rated": false`` on the wire) declares the match unrated: it is recorded
+    once and changes nothing. `duration` (seconds) is optional and feeds the ladder's
+    ``min_duration`` rule. A record of the matches topic that starts a season is read as a
+    `MatchFinished` without teams whose `season` is set: it takes its place in the ladder's
+    order like a match, and ``match_id`` is its idempotency key."""
 
     match_id: str
     ladder: str
     finished_at: float
     teams: tuple[Team, ...]
+    rated: bool = True
+    duration: float | None = None
+    season: SeasonStart | None = None
 
     def ranks(self) -> list[float]:
         """One rank per team, lower is better, equal ranks are a draw.
@@ -135,12 +154,27 @@ class MatchFinished:
     def to_dict(self) -> dict[str, Any]:
         """The canonical wire form: defaults left out, integral numbers as ints,
         `finished_at` as an RFC 3339 ``Z`` string; `parse_match` turns it back into `self`."""
-        return {
+        if self.season is not None:
+            wire: dict[str, Any] = {
+                "kind": "season",
+                "match_id": self.match_id,
+                "ladder": self.ladder,
+                "finished_at": format_timestamp(self.finished_at),
+            }
+            if self.season.params:
+                wire["params"] = {k: _number(v) for k, v in self.season.params}
+            return wire
+        wire = {
             "match_id": self.match_id,
             "ladder": self.ladder,
             "finished_at": format_timestamp(self.finished_at),
             "teams": [_team_dict(t) for t in self.teams],
         }
+        if not self.rated:
+            wire["rated"] = False
+        if self.duration is not None:
+            wire["duration"] = _number(self.duration)
+        return wire
 
 
 def match_key(ladder: str) -> bytes:
@@ -256,11 +290,14 @@ def _new_team(players: tuple[Player, ...], rank: float) -> Team:
 def _new_match(match_id: str, ladder: str, finished_at: float, teams: tuple[Team, ...]) -> MatchFinished:
     """``MatchFinished(match_id, ladder, finished_at, teams)``, built through the slots."""
     match = _new_object(MatchFinished)
-    set_match_id, set_ladder, set_finished_at, set_teams = _MATCH_SLOTS
+    set_match_id, set_ladder, set_finished_at, set_teams, set_rated, set_duration, set_season = _MATCH_SLOTS
     set_match_id(match, match_id)
     set_ladder(match, ladder)
     set_finished_at(match, finished_at)
     set_teams(match, teams)
+    set_rated(match, True)
+    set_duration(match, None)
+    set_season(match, None)
     return match
 
 
@@ -273,6 +310,8 @@ def _parse_any(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinished:
     """`parse_match` of any event (and of every error)."""
     if not isinstance(obj, dict):
         _fail("event", f"must be an object, got {_kind(obj)}")
+    if "kind" in obj:
+        return _season_start(obj, ladders, limits)
     _no_unknown(obj, _MATCH_FIELDS, "")
     id_limit = limits.max_id_length
     match_id = _string(_required(obj, "match_id", ""), "", "match_id", id_limit)
@@ -320,10 +359,59 @@ def _parse_any(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinished:
         if listed > limits.max_players:
             _fail("teams", f"have more than {limits.max_players} players in all")
     _check_ranking(teams)
-    return MatchFinished(match_id, name, finished_at, tuple(teams))
+    rated = obj.get("rated")
+    if rated is None:
+        rated = True
+    elif type(rated) is not bool:
+        _fail("rated", f"must be a boolean, got {_kind(rated)}")
+    duration = _optional_finite(obj, "duration")
+    if duration is not None and duration < 0.0:
+        _fail("duration", "must be >= 0")
+    return MatchFinished(match_id, name, finished_at, tuple(teams), rated, duration)
 
 
-_MATCH_FIELDS = frozenset({"match_id", "ladder", "finished_at", "teams", "model"})
+_MATCH_FIELDS = frozenset({"match_id", "ladder", "finished_at", "teams", "model", "rated", "duration"})
+
+_SEASON_FIELDS = frozenset({"kind", "match_id", "ladder", "finished_at", "params"})
+
+#: The parameters a season-start record may override (`config.rules`).
+SEASON_OVERRIDES = ("season_shrink", "season_sigma")
+
+
+def _season_start(obj: dict[str, Any], ladders: LadderTable, limits: Limits) -> MatchFinished:
+    """A season-start record: ``{"kind": "season", "match_id", "ladder", "finished_at",
+    "params"?}`` (``params``: ``season_shrink`` from 0 to 1, ``season_sigma`` >= 0)."""
+    kind = obj["kind"]
+    if kind != "season":
+        _fail("kind", f"must be 'season' on the matches topic (a match has no kind), got {_show(kind)}")
+    _no_unknown(obj, _SEASON_FIELDS, "")
+    match_id = _string(_required(obj, "match_id", ""), "", "match_id", limits.max_id_length)
+    name = obj.get("ladder")
+    if name is None:
+        name = DEFAULT_LADDER
+    else:
+        _string(name, "", "ladder", limits.max_id_length)
+    try:
+        ladders.get(name)
+    except KeyError as e:
+        _fail("ladder", str(e))
+    finished_at = _timestamp(_required(obj, "finished_at", ""), "finished_at")
+    raw = obj.get("params")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        _fail("params", f"must be an object, got {_kind(raw)}")
+    params = []
+    for key in sorted(raw):
+        if key not in SEASON_OVERRIDES:
+            _fail(f"params.{key}", f"is not a season parameter (allowed: {', '.join(SEASON_OVERRIDES)})")
+        value = _finite(raw[key], "params", key)
+        if value < 0.0 or (key == "season_shrink" and value > 1.0):
+            _fail(
+                f"params.{key}", "must be a number from 0 to 1" if key == "season_shrink" else "must be >= 0"
+            )
+        params.append((key, value))
+    return MatchFinished(match_id, name, finished_at, (), season=SeasonStart(tuple(params)))
 
 
 _TEAM_FIELDS = frozenset({"players", "rank", "score", "effects"})

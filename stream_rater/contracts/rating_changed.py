@@ -22,10 +22,12 @@ def rating_changed(
     finished_at: str,
     processed_at: str,
     late: bool = False,
+    provisional: bool | None = None,
 ) -> dict[str, Any]:
     """A rating-changed event in its wire form (field order as in design.md): `before` and
     `after` are ``(mu, sigma)``; ``event_id`` is ``<match_id>:<player_id>``, stable across
-    redeliveries; ``late`` appears only when true."""
+    redeliveries; ``late`` appears only when true; ``provisional`` only on a ladder whose rules
+    mark provisional players (`config.rules`)."""
     event = {
         "event_id": f"{match_id}:{player_id}",
         "match_id": match_id,
@@ -42,6 +44,43 @@ def rating_changed(
     }
     if late:
         event["late"] = True
+    if provisional is not None:
+        event["provisional"] = provisional
+    return event
+
+
+def season_changed(
+    season_id: str,
+    ladder: str,
+    player_id: str,
+    model: str,
+    before: tuple[float, float | None],
+    after: tuple[float, float | None],
+    rating: float,
+    games: int,
+    started_at: str,
+    processed_at: str,
+    provisional: bool | None,
+    params: dict[str, float],
+) -> dict[str, Any]:
+    """A rating-changed event of the season kind: a season of the ladder started (the record
+    `season_id`) and the soft reset moved the player from `before` to `after`; ``season`` is
+    ``{"id", "params"}`` (the record's overrides of the ladder's season rule)."""
+    event = rating_changed(
+        season_id,
+        ladder,
+        player_id,
+        model,
+        before,
+        after,
+        rating,
+        games,
+        started_at,
+        processed_at,
+        provisional=provisional,
+    )
+    event["kind"] = "season"
+    event["season"] = {"id": season_id, "params": params}
     return event
 
 
@@ -97,6 +136,8 @@ class RatingChanged:
     late: bool = False
     kind: str = "match"
     correction: dict[str, Any] | None = None
+    provisional: bool | None = None
+    season: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form (`rating_changed` or `correction_changed`)."""
@@ -112,10 +153,13 @@ class RatingChanged:
             self.finished_at,
             self.processed_at,
             self.late,
+            self.provisional,
         )
         wire["event_id"], wire["delta"] = self.event_id, self.delta
         if self.kind == "correction":
             wire["kind"], wire["correction"] = self.kind, self.correction
+        elif self.kind == "season":
+            wire["kind"], wire["season"] = self.kind, self.season
         return wire
 
     @classmethod
@@ -137,15 +181,23 @@ class RatingChanged:
         if type(games) is not int:
             _fail("games", f"must be an integer, got {_kind(games)}")
         kind = d.get("kind", "match")
-        if kind not in ("match", "correction"):
-            _fail("kind", f"must be 'match' or 'correction', got {kind!r}")
+        if kind not in ("match", "correction", "season"):
+            _fail("kind", f"must be 'match', 'correction' or 'season', got {kind!r}")
         correction = d.get("correction")
         if (kind == "correction") != (correction is not None):
             _fail("correction", "must be present exactly when kind is 'correction'")
         if correction is not None:
             _correction(correction)
-        if games < (0 if kind == "correction" else 1):
-            _fail("games", f"must be >= {0 if kind == 'correction' else 1}")
+        season = d.get("season")
+        if (kind == "season") != (season is not None):
+            _fail("season", "must be present exactly when kind is 'season'")
+        if season is not None:
+            _season(season)
+        if games < (1 if kind == "match" else 0):
+            _fail("games", f"must be >= {1 if kind == 'match' else 0}")
+        provisional = d.get("provisional")
+        if provisional is not None and type(provisional) is not bool:
+            _fail("provisional", f"must be a boolean, got {_kind(provisional)}")
         for name in ("finished_at", "processed_at"):
             value = _required(d, name, "")
             if type(value) is not str:
@@ -170,6 +222,8 @@ class RatingChanged:
             late=late,
             kind=kind,
             correction=correction,
+            provisional=provisional,
+            season=season,
         )
 
 
@@ -189,8 +243,24 @@ _CHANGED_FIELDS = frozenset(
         "late",
         "kind",
         "correction",
+        "provisional",
+        "season",
     )
 )
+
+_SEASON_FIELDS = frozenset({"id", "params"})
+
+
+def _season(value: Any) -> None:
+    """Check a season event's ``season`` object."""
+    if not isinstance(value, dict):
+        _fail("season", f"must be an object, got {_kind(value)}")
+    _no_unknown(value, _SEASON_FIELDS, "season")
+    if type(_required(value, "id", "season")) is not str:
+        _fail("season.id", "must be a string")
+    if not isinstance(_required(value, "params", "season"), dict):
+        _fail("season.params", "must be an object")
+
 
 _CORRECTION_FIELDS = frozenset({"id", "reason", "voided", "unvoided", "params"})
 

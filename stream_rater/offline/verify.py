@@ -70,8 +70,8 @@ def differences(
     tolerance: float,
     is_effect: bool = False,
 ) -> list[Difference]:
-    """Players whose μ, σ, model-specific extra (Glicko-2's volatility; absolute `tolerance`),
-    games or last match differ, or who are only on one side; sorted by id."""
+    """Players whose μ, σ, model-specific extra (Glicko-2's volatility), peak (absolute
+    `tolerance`), games, last match or peak's match differ, or who are only on one side; sorted by id."""
 
     def close(x: float | None, y: float | None) -> bool:
         if x is None or y is None:
@@ -85,6 +85,8 @@ def differences(
             and close(a.extra, b.extra)
             and a.games == b.games
             and a.last_played == b.last_played
+            and close(a.peak, b.peak)
+            and a.peak_at == b.peak_at
         )
 
     return [

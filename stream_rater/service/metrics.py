@@ -55,6 +55,14 @@ RERATE_LAST_BLOCKED = Gauge(
     "How long live commits of the ladder were refused at its last switch (freeze to lift)",
     ["ladder"],
 )
+MATCHES_UNRATED = Counter(
+    "stream_rater_matches_unrated",
+    'Matches recorded but not rated, by reason: declared ("rated": false), min_duration, min_players',
+    ["ladder", "reason"],
+)
+SEASONS_STARTED = Counter(
+    "stream_rater_seasons_started", "Season-start records applied (soft resets of every player)", ["ladder"]
+)
 MATCHES_LATE = Counter(
     "stream_rater_matches_late",
     "Matches applied in log order although they finished before a player's last applied match",

@@ -166,6 +166,13 @@ class BatchHandler:
             if r.voided:
                 metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
                 continue
+            if not r.duplicate and r.unrated is not None:
+                metrics.MATCHES_UNRATED.labels(r.match.ladder, r.unrated).inc()
+                continue
+            if r.match.season is not None:
+                if not r.duplicate:
+                    metrics.SEASONS_STARTED.labels(r.match.ladder).inc()
+                continue
             counts[r.duplicate, r.match.ladder] += 1
             if not r.duplicate and is_late(r):
                 late[r.match.ladder] += 1

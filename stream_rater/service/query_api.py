@@ -2,7 +2,7 @@
 ``stream-rater serve`` (so reads scale apart from rating). Documented in ``openapi.yaml``.
 
 ``POST /api/ladders/{ladder}/players``  ``{"players": [ids]}`` → states, ratings, ranks
-``GET /api/ladders/{ladder}/leaderboard?top=N``  the top N (default 25, at most 500) with
+``GET /api/ladders/{ladder}/leaderboard?top=N[&season=S]``  the top N (default 25, at most 500) with
                                         stored states and σ and rating as of now
 ``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...]}`` → win and draw
                                         probabilities, match quality
@@ -51,8 +51,11 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
 
     async def leaderboard(request: web.Request) -> web.Response:
         top = request.query.get("top", LEADERBOARD_TOP)
+        season = request.query.get("season")
         try:
-            return web.json_response(await queries.leaderboard(request.match_info["ladder"], top, clock()))
+            return web.json_response(
+                await queries.leaderboard(request.match_info["ladder"], top, clock(), season)
+            )
         except QueryError as exc:
             return web.json_response({"error": str(exc)}, status=exc.status)
 

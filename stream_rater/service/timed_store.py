@@ -50,8 +50,21 @@ class TimedStore(StateStore):
     ) -> dict[str, PlayerState]:
         return await self.inner.players(ladder, effects, generation, only)
 
-    async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
-        return await self.inner.leaderboard(ladder, top)
+    async def leaderboard(
+        self, ladder: str, top: int, start: int = 0, season: int | None = None
+    ) -> list[tuple[str, float]]:
+        return await self.inner.leaderboard(ladder, top, start, season)
+
+    async def seasons(self, ladder: str) -> list[str]:
+        return await self.inner.seasons(ladder)
+
+    async def activity(
+        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
+    ) -> dict[str, float]:
+        return await self.inner.activity(ladder, player_ids, since)
+
+    async def count_active(self, ladder: str, since: float) -> int:
+        return await self.inner.count_active(ladder, since)
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict[str, Any]]:
         return await self.inner.history(ladder, player_id, limit)

@@ -33,6 +33,9 @@ Void = dict[str, Any]
 class PlayerState(NamedTuple):
     """A stored rating state. ``version`` counts commits that changed it (0 = never stored).
 
+    ``peak`` is the player's highest display rating after a match so far, ``peak_at`` the
+    ``finished_at`` of that match (None until the player's first match).
+
     A named tuple rather than a dataclass: the processor creates one per player per match.
     """
 
@@ -43,11 +46,15 @@ class PlayerState(NamedTuple):
     version: int = 0
     #: The model's extra per-player number (`Rating.extra`: Glicko-2's volatility), else None.
     extra: float | None = None
+    peak: float | None = None
+    peak_at: float | None = None
 
     def pack(self) -> bytes:
-        """Compact msgpack form: ``[mu, sigma, games, last_played, version]``, and ``extra``
-        after them only when it is set (so states of the other models keep their bytes)."""
-        packed: bytes = _PACKER.pack(self if self.extra is not None else self[:5])  # tuples pack as arrays
+        """Compact msgpack form: ``[mu, sigma, games, last_played, version]``, then
+        ``extra`` and then ``peak, peak_at`` only as far as they are set (so that states
+        written before these fields existed read back as they were)."""
+        fields = self if self.peak is not None else self[:5] if self.extra is None else self[:6]
+        packed: bytes = _PACKER.pack(fields)  # tuples pack as arrays
         return packed
 
     @classmethod
@@ -57,8 +64,11 @@ class PlayerState(NamedTuple):
 
     @classmethod
     def of(cls, fields: list[Any]) -> PlayerState:
-        """The state from its packed fields: five, or six with ``extra``."""
-        return cls._make(fields if len(fields) == 6 else (*fields, None))
+        """The state from its packed fields: five, six with ``extra``, eight with the peak."""
+        return cls._make(fields if len(fields) == 8 else (*fields, *_MISSING[len(fields) - 5 :]))
+
+
+_MISSING = (None, None, None)
 
 
 #: Reused rather than one per `msgpack.packb` call. Packing a state is one C call that runs no
@@ -101,13 +111,18 @@ class ReadRequest(NamedTuple):
 
 class StateWrite(NamedTuple):
     """A new state for one player or effect, valid only if the stored one is still at
-    ``expected_version`` (0 = must not exist yet)."""
+    ``expected_version`` (0 = must not exist yet).
+
+    A player's `leaderboard_score` None takes them off the leaderboard (the ladder's rules do
+    not rank them yet); effects are never on it. `active` (the player's last match) is set on
+    ladders that rank only recently active players, for ranked players."""
 
     player_id: str
     state: PlayerState
     expected_version: int
     is_effect: bool = False
     leaderboard_score: float | None = None
+    active: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +146,9 @@ class Commit:
     positions: Mapping[int, int] = field(default_factory=dict)
     generation: int | None = None
     produced: Sequence[str] = ()
+    #: The id of a season-start record this commit applies: before writing, the leaderboard
+    #: is kept as the final one of the season that ends (`StateStore.leaderboard` ``season``).
+    season: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,8 +263,28 @@ class StateStore(ABC):
         with `only`, just those of these ids that are stored."""
 
     @abstractmethod
-    async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
-        """The `top` players of `ladder` by display rating, best first."""
+    async def leaderboard(
+        self, ladder: str, top: int, start: int = 0, season: int | None = None
+    ) -> list[tuple[str, float]]:
+        """The `top` players of `ladder` by display rating from place `start` (0-based) on,
+        best first; of the live leaderboard, or the final one of an ended `season` (1-based,
+        see `seasons`; `KeyError` if it has not ended)."""
+
+    @abstractmethod
+    async def seasons(self, ladder: str) -> list[str]:
+        """The ids of the season-start records applied to the live generation, in order:
+        season n + 1 began with the n-th; the current season is ``len(...) + 1``."""
+
+    @abstractmethod
+    async def activity(
+        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
+    ) -> dict[str, float]:
+        """Ranked players' last match (ladders whose rules rank only active players): of
+        `player_ids`, or every one whose last match is at or after `since`."""
+
+    @abstractmethod
+    async def count_active(self, ladder: str, since: float) -> int:
+        """How many ranked players had their last match at or after `since`."""
 
     @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:

@@ -4,10 +4,11 @@
 -- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset, 4 meta hash (field 'applied':
 --       matches applied to the generation so far, the watermark that tells "lost" from
 --       "new"; 'p:<partition>': offset after the last record applied), all of the generation
---       written, 5 the ladder's control hash, 6 its freeze key, then the marker key of each
---       marker id, then the history key of each history id, then the marker key of each
---       produced match (to shrink), in order: every key the script touches, all with the
---       ladder's hash tag (one cluster slot).
+--       written, 5 the ladder's control hash, 6 its freeze key, 7 the activity zset and 8 the
+--       seasons list of the generation, then the marker key of each marker id, then the
+--       history key of each history id, then the marker key of each produced match (to
+--       shrink), then (with `season`) the key that keeps the ending season's leaderboard, in
+--       order: every key the script touches, all with the ladder's hash tag (one cluster slot).
 -- ARGV: 1 the commit as one msgpack map (packed with raw strings, which cmsgpack reads;
 --       `commit_args` in redis_store.py builds it):
 --         generation       the generation the keys are of
@@ -19,7 +20,12 @@
 --         expected         per write, the stored version it expects (0 = absent)
 --         states           per write, the packed state to store
 --         scores           per write, leaderboard score as a decimal string (exact: the
---                          client's shortest round-trip repr) or nil (= not on the leaderboard)
+--                          client's shortest round-trip repr) or nil (= not on the leaderboard:
+--                          a player is removed from it, from the activity zset too)
+--         activity         nil, or per write the player's last match for the activity zset
+--                          (nil for writes not ranked)
+--         season           nil, or the id of a season-start record: the leaderboard is copied
+--                          to the last key first and the id appended to the seasons list
 --         events           packed rating-changed events, each once
 --         marker_ids       match ids
 --         marker_sizes     events per marker: marker m stores the next marker_sizes[m]
@@ -43,7 +49,8 @@ local ids, is_effect, expected = args.ids, args.is_effect, args.expected
 local states, scores = args.states, args.scores
 local events, marker_ids, marker_sizes = args.events, args.marker_ids, args.marker_sizes
 local history_ids, history_sizes, entries = args.history_ids, args.history_sizes, args.history_entries
-local FIXED = 6
+local FIXED = 8
+local last_shrink = #KEYS - (args.season and 1 or 0)
 
 local refused = wrong_generation(KEYS[5], args)
 if refused then return refused end
@@ -57,6 +64,13 @@ for i = 1, #marker_ids, CHUNK do
       if redis.call('EXISTS', KEYS[FIXED + m]) == 1 then return {'applied', marker_ids[m]} end
     end
   end
+end
+
+if args.season then
+  local archive = KEYS[#KEYS]
+  redis.call('DEL', archive)
+  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('COPY', KEYS[3], archive) end
+  redis.call('RPUSH', KEYS[8], args.season)
 end
 
 -- The writes to each hash (players, effects), as indices into the per-write arrays.
@@ -101,18 +115,32 @@ local function paired(command, key, of, first, second)
   end
 end
 
-local scored = {}
+local scored, unranked = {}, {}
 for h = 1, 2 do
   paired('HSET', KEYS[h], writes[h], ids, states)
-  for _, w in ipairs(writes[h]) do
-    if scores[w] then scored[#scored + 1] = w end
-  end
+end
+for _, w in ipairs(writes[1]) do
+  if scores[w] then scored[#scored + 1] = w else unranked[#unranked + 1] = ids[w] end
 end
 paired('ZADD', KEYS[3], scored, scores, ids)
+if #unranked > 0 then
+  for i = 1, #unranked, CHUNK do
+    local j = math.min(i + CHUNK - 1, #unranked)
+    redis.call('ZREM', KEYS[3], unpack(unranked, i, j))
+    redis.call('ZREM', KEYS[7], unpack(unranked, i, j))
+  end
+end
+if args.activity then
+  local active = {}
+  for _, w in ipairs(scored) do
+    if args.activity[w] then active[#active + 1] = w end
+  end
+  paired('ZADD', KEYS[7], active, args.activity, ids)
+end
 
 -- Shrinks first, so that a marker this commit writes anew is never shrunk.
 local shrunk = array_header(0)
-for x = FIXED + #marker_ids + #history_ids + 1, #KEYS do
+for x = FIXED + #marker_ids + #history_ids + 1, last_shrink do
   redis.call('SET', KEYS[x], shrunk, 'XX', 'KEEPTTL')
 end
 

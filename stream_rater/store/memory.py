@@ -29,6 +29,9 @@ class _Generation:
     effects: dict[str, PlayerState] = field(default_factory=dict)
     applied: dict[str, list[Event]] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
+    active: dict[str, float] = field(default_factory=dict)
+    #: Season-start record id → the leaderboard as the season it ended left it.
+    seasons: dict[str, dict[str, float]] = field(default_factory=dict)
     history: dict[str, deque[Event]] = field(default_factory=dict)
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
@@ -111,10 +114,19 @@ class MemoryStore(StateStore):
             current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:
                 raise refusal("conflict", ladder, write.player_id)
+        if commit.season is not None:
+            gen.seasons[commit.season] = dict(gen.scores)
         for write in commit.writes:
             (gen.effects if write.is_effect else gen.players)[write.player_id] = write.state
+            if write.is_effect:
+                continue
             if write.leaderboard_score is not None:
                 gen.scores[write.player_id] = write.leaderboard_score
+                if write.active is not None:
+                    gen.active[write.player_id] = write.active
+            else:
+                gen.scores.pop(write.player_id, None)
+                gen.active.pop(write.player_id, None)
         for match_id in commit.produced:  # before the new markers, as the Redis script does
             if match_id in gen.applied:
                 gen.applied[match_id] = []
@@ -137,9 +149,31 @@ class MemoryStore(StateStore):
         stored = gen.effects if effects else gen.players
         return dict(stored) if only is None else {i: stored[i] for i in only if i in stored}
 
-    async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
-        scores = self._generation(ladder, None).scores
-        return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:top]
+    async def leaderboard(
+        self, ladder: str, top: int, start: int = 0, season: int | None = None
+    ) -> list[tuple[str, float]]:
+        gen = self._generation(ladder, None)
+        if season is None:
+            scores = gen.scores
+        elif 1 <= season <= len(gen.seasons):
+            scores = list(gen.seasons.values())[season - 1]
+        else:
+            raise KeyError(season)
+        return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[start : start + top]
+
+    async def seasons(self, ladder: str) -> list[str]:
+        return list(self._generation(ladder, None).seasons)
+
+    async def activity(
+        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
+    ) -> dict[str, float]:
+        active = self._generation(ladder, None).active
+        if player_ids is not None:
+            return {p: active[p] for p in player_ids if p in active}
+        return {p: t for p, t in active.items() if since is None or t >= since}
+
+    async def count_active(self, ladder: str, since: float) -> int:
+        return len(await self.activity(ladder, since=since))
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]

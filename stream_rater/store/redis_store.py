@@ -8,7 +8,12 @@ shards. A ladder's ratings live in a *generation* (see `StateStore`); generation
 
 - ``players`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]``
 - ``effects`` hash  effect name → same state form (context effects, never ranked)
-- ``lb``      zset  player id scored by display rating (the leaderboard)
+- ``lb``      zset  player id scored by display rating (the leaderboard; on a ladder whose
+  rules rank only some players, just those)
+- ``act``     zset  ranked player id scored by their last match (only on ladders whose rules
+  rank only recently active players)
+- ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
+  leaderboard as the season that record ended left it
 - ``m:<match_id>``  the "match applied" marker (optional TTL, the idempotency window):
   msgpack list of the rating-changed events the match produced until they are with the
   broker, then an empty msgpack list (shrunk by a later commit; see `store.base`); each event
@@ -120,7 +125,7 @@ def _mode(generation: int | None) -> str:
 def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: int) -> bytes:
     """The commit script's argument (its fields are described in ``commit.lua``)."""
     ladder = commit.ladder
-    ids, states, expected, is_effect, scores = zip(*commit.writes) if commit.writes else ((),) * 5
+    ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     # Each event is packed once, for its marker and its history entry alike.
     marked = [e for events in commit.markers.values() for e in events]
     events = [pack_event(e, ladder) for e in marked]
@@ -149,6 +154,8 @@ def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: i
         history_sizes=[len(v) for v in commit.history.values()],
         history_entries=entries,
         positions=dict(commit.positions),
+        activity=list(active) if any(a is not None for a in active) else None,
+        season=commit.season,
     )
 
 
@@ -274,10 +281,14 @@ class RedisStore(StateStore):
             prefix + "meta",
             ladder_key(ladder, "control"),
             ladder_key(ladder, "frozen"),
+            prefix + "act",
+            prefix + "seasons",
             *(f"{prefix}m:{m}" for m in commit.markers),
             *(f"{prefix}h:{p}" for p in commit.history),
             *(f"{prefix}m:{m}" for m in commit.produced),
         ]
+        if commit.season is not None:
+            keys.append(f"{prefix}lb:season:{commit.season}")
         return keys, commit_args(commit, gen, self.marker_ttl, self.history_limit)
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
@@ -346,12 +357,56 @@ class RedisStore(StateStore):
             async for field, raw in self.client.hscan_iter(key, count=1000)
         }
 
-    async def leaderboard(self, ladder: str, top: int) -> list[tuple[str, float]]:
+    async def leaderboard(
+        self, ladder: str, top: int, start: int = 0, season: int | None = None
+    ) -> list[tuple[str, float]]:
+        board = "lb"
+        if season is not None:
+            ended = await self.seasons(ladder)
+            if not 1 <= season <= len(ended):
+                raise KeyError(season)
+            board = f"lb:season:{ended[season - 1]}"
         [rows] = await self._on_live(
             ladder,
-            lambda pipe, gen: pipe.zrevrange(generation_key(ladder, gen, "lb"), 0, top - 1, withscores=True),
+            lambda pipe, gen: pipe.zrevrange(
+                generation_key(ladder, gen, board), start, start + top - 1, withscores=True
+            ),
         )
         return [(member.decode(), float(score)) for member, score in rows]
+
+    async def seasons(self, ladder: str) -> list[str]:
+        [ids] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.lrange(generation_key(ladder, gen, "seasons"), 0, -1)
+        )
+        return [text(i) for i in ids]
+
+    async def activity(
+        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
+    ) -> dict[str, float]:
+        if player_ids is not None:
+            ids = list(player_ids)
+            if not ids:
+                return {}
+            [found] = await self._on_live(
+                ladder, lambda pipe, gen: pipe.zmscore(generation_key(ladder, gen, "act"), ids)
+            )
+            return {i: float(t) for i, t in zip(ids, found) if t is not None}
+        [rows] = await self._on_live(
+            ladder,
+            lambda pipe, gen: pipe.zrangebyscore(
+                generation_key(ladder, gen, "act"),
+                "-inf" if since is None else since,
+                "+inf",
+                withscores=True,
+            ),
+        )
+        return {member.decode(): float(t) for member, t in rows}
+
+    async def count_active(self, ladder: str, since: float) -> int:
+        [count] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.zcount(generation_key(ladder, gen, "act"), since, "+inf")
+        )
+        return int(count)
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         [rows] = await self._on_live(
@@ -467,8 +522,12 @@ class RedisStore(StateStore):
             patterns = [generation_key(ladder, generation, "*")]
             keys = []
         else:
-            patterns = [ladder_key(ladder, "m:*"), ladder_key(ladder, "h:*")]
-            keys = [ladder_key(ladder, k) for k in ("players", "effects", "lb", "meta")]
+            patterns = [
+                ladder_key(ladder, "m:*"),
+                ladder_key(ladder, "h:*"),
+                ladder_key(ladder, "lb:season:*"),
+            ]
+            keys = [ladder_key(ladder, k) for k in ("players", "effects", "lb", "meta", "act", "seasons")]
         for pattern in patterns:
             async for key in self.client.scan_iter(match=pattern, count=1000):
                 keys.append(key)

@@ -263,3 +263,64 @@ async def test_lookup_returns_states_and_leaderboard_places_in_one_round_trip(st
     assert store.round_trips - before == 1
     assert {p: s.mu for p, s in found.players.items()} == {"c": 2.0, "b": 3.0}
     assert (found.places, found.ranked) == ({"b": 0, "c": 1}, 3)
+
+
+async def test_a_write_without_a_score_takes_the_player_off_the_leaderboard(store, ladder):
+    """A player's write with no leaderboard score (the ladder's rules do not rank them)
+    removes them from the leaderboard and from the activity set, keeping their state."""
+    await store.commit(
+        Commit(
+            ladder,
+            [write("a", 27.0, 1, 0, score=5.0, active=100.0), write("b", 23.0, 1, 0, score=1.0)],
+            {"m1": []},
+        )
+    )
+    assert await store.activity(ladder, ["a", "b"]) == {"a": 100.0}
+    await store.commit(Commit(ladder, [write("a", 28.0, 2, 1)], {"m2": []}))
+    assert await store.leaderboard(ladder, 10) == [("b", 1.0)]
+    assert await store.activity(ladder, ["a"]) == {}
+    assert (await store.players(ladder, only=["a"]))["a"].mu == 28.0
+    assert (await store.lookup(ladder, ["a", "b"])).places == {"b": 0}
+
+
+async def test_activity_answers_by_ids_and_since(store, ladder):
+    """Ranked players' last matches: by id, since a time, and counted since a time."""
+    await store.commit(
+        Commit(
+            ladder,
+            [write(p, 20.0, 1, 0, score=float(i), active=100.0 * i) for i, p in enumerate("abcd", start=1)],
+            {"m1": []},
+        )
+    )
+    assert await store.activity(ladder, ["b", "x"]) == {"b": 200.0}
+    assert await store.activity(ladder, since=250.0) == {"c": 300.0, "d": 400.0}
+    assert await store.count_active(ladder, 200.0) == 3
+    assert await store.leaderboard(ladder, 2, start=1) == [("c", 3.0), ("b", 2.0)]
+
+
+async def test_a_season_commit_keeps_the_ending_seasons_leaderboard(store, ladder):
+    """A commit that starts a season copies the leaderboard as it was before its writes; the
+    seasons are listed in order and an unended season is a KeyError."""
+    await store.commit(
+        Commit(ladder, [write("a", 30.0, 1, 0, score=30.0), write("b", 20.0, 1, 0, score=20.0)], {"m1": []})
+    )
+    await store.commit(
+        Commit(
+            ladder,
+            [write("a", 25.0, 2, 1, score=15.0), write("b", 22.0, 2, 1, score=21.0)],
+            {"s1": []},
+            season="s1",
+        )
+    )
+    assert await store.seasons(ladder) == ["s1"]
+    assert await store.leaderboard(ladder, 10, season=1) == [("a", 30.0), ("b", 20.0)]
+    assert await store.leaderboard(ladder, 10) == [("b", 21.0), ("a", 15.0)]
+    with pytest.raises(KeyError):
+        await store.leaderboard(ladder, 10, season=2)
+
+
+async def test_a_state_with_a_peak_reads_back_whole(store, ladder):
+    """The peak and its time are stored with the state."""
+    state = PlayerState(27.0, 1.0, 3, 100.0, 1, None, 31.5, 90.0)
+    await store.commit(Commit(ladder, [StateWrite("a", state, 0, leaderboard_score=27.0)], {"m1": []}))
+    assert (await store.read(ladder, ["a"], [], [])).players["a"] == state

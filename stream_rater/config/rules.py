@@ -1,0 +1,142 @@
+"""Ladder rules: what a live ladder adds on top of its model's update — provisional players,
+leaderboard eligibility, rated-game rules and season soft resets. Pure functions of a state,
+a match or a read's clock; the processor, replay, re-rates and the read API all ask these,
+so that every path applies the same rules.
+
+Every rule is off by default (its parameter unset), so a ladder without them computes
+exactly what it computed before the rules existed. The parameters sit in the ladder's table
+beside the model's own (README "Ladder rules"):
+
+- ``provisional_games`` N, ``provisional_sigma`` S — a player is provisional while they have
+  played fewer than N rated games or, on a model with σ, while σ > S (the stored σ, as of the
+  player's last match).
+- ``leaderboard_min_games``, ``leaderboard_active_days`` D — a player is ranked once they
+  have that many games and are not provisional, and while their last match lies within D days
+  of the read's clock. The first two are decided when a state is written (the leaderboard
+  holds only such players); activity is decided when reading.
+- ``min_duration`` (seconds), ``min_players`` (rated players in the match) — a match below
+  either is valid but unrated, like one sent with ``"rated": false``.
+- ``season_shrink`` k, ``season_sigma`` s — at a season start every player's rating is pulled
+  toward the prior, ``μ ← μ0 + k·(μ − μ0)`` (k = 1 keeps it), and σ grows toward σ0,
+  ``σ ← min(σ0, √(σ² + s²))`` (models with σ; s = 0 keeps it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from stream_rater.contracts.match import MatchFinished
+from stream_rater.rating.base import Rating, RatingModel
+
+#: Seconds in one day of ``leaderboard_active_days``.
+DAY = 86_400.0
+
+
+class RuleError(ValueError):
+    """A ladder-rule parameter that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """A ladder's rules; None (or the neutral value) = the rule is off."""
+
+    provisional_games: int | None = None
+    provisional_sigma: float | None = None
+    leaderboard_min_games: int | None = None
+    leaderboard_active_days: float | None = None
+    min_duration: float | None = None
+    min_players: int | None = None
+    season_shrink: float = 1.0
+    season_sigma: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("provisional_games", "leaderboard_min_games", "min_players"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 0):
+                raise RuleError(f"{name}={value}: must be an integer >= 0")
+        for name in ("provisional_sigma", "leaderboard_active_days", "min_duration", "season_sigma"):
+            value = getattr(self, name)
+            if value is not None and not (_real(value) and value >= 0):
+                raise RuleError(f"{name}={value}: must be a number >= 0")
+        if not (_real(self.season_shrink) and 0.0 <= self.season_shrink <= 1.0):
+            raise RuleError(f"season_shrink={self.season_shrink}: must be a number from 0 to 1")
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> Rules:
+        """The rules among a ladder's parameters (the others are the model's)."""
+        return cls(**{k: v for k, v in params.items() if k in RULE_PARAMS})
+
+    @property
+    def marks_provisional(self) -> bool:
+        """True when rating-changed events and reads say whether a player is provisional."""
+        return self.provisional_games is not None or self.provisional_sigma is not None
+
+    @property
+    def filters_leaderboard(self) -> bool:
+        """True when the leaderboard leaves out players who do not qualify yet."""
+        return self.marks_provisional or self.leaderboard_min_games is not None
+
+    def provisional(self, games: int, sigma: float | None) -> bool:
+        """Whether a player with `games` rated games and σ `sigma` is provisional."""
+        if self.provisional_games is not None and games < self.provisional_games:
+            return True
+        return self.provisional_sigma is not None and sigma is not None and sigma > self.provisional_sigma
+
+    def qualifies(self, games: int, sigma: float | None) -> bool:
+        """Whether such a player may be ranked (activity aside: see `active_since`)."""
+        if self.leaderboard_min_games is not None and games < self.leaderboard_min_games:
+            return False
+        return not self.provisional(games, sigma)
+
+    def active_since(self, now: float) -> float | None:
+        """The oldest last match that still counts as active at `now`, or None (no rule)."""
+        if self.leaderboard_active_days is None:
+            return None
+        return now - self.leaderboard_active_days * DAY
+
+    def unrated_reason(self, match: MatchFinished) -> str | None:
+        """Why `match` changes no rating — ``declared`` (``"rated": false``), ``min_duration``
+        or ``min_players`` — or None when it is rated. A match without a duration passes the
+        duration rule."""
+        if not match.rated:
+            return "declared"
+        if (
+            self.min_duration is not None
+            and match.duration is not None
+            and match.duration < self.min_duration
+        ):
+            return "min_duration"
+        if self.min_players is not None:
+            rated = sum(p.rated for team in match.teams for p in team.players)
+            if rated < self.min_players:
+                return "min_players"
+        return None
+
+    def season_reset(self, model: RatingModel, rating: Rating, overrides: Mapping[str, Any]) -> Rating:
+        """`rating` pulled toward the model's prior at a season start (module docstring), with
+        the season record's `overrides` of ``season_shrink`` / ``season_sigma``."""
+        rules = Rules.of({**_season_params(self), **overrides})
+        prior = model.initial()
+        mu = prior.mu + rules.season_shrink * (rating.mu - prior.mu)
+        sigma = rating.sigma
+        if sigma is not None and prior.sigma is not None and rules.season_sigma:
+            sigma = min(prior.sigma, math.sqrt(sigma * sigma + rules.season_sigma**2))
+        return Rating(mu, sigma, rating.extra)
+
+
+#: The parameter names of the rules, with their defaults.
+RULE_PARAMS: dict[str, Any] = {f.name: f.default for f in fields(Rules)}
+
+#: The rule parameters a season record may override.
+SEASON_PARAMS = ("season_shrink", "season_sigma")
+
+
+def _season_params(rules: Rules) -> dict[str, Any]:
+    return {name: getattr(rules, name) for name in SEASON_PARAMS}
+
+
+def _real(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
