@@ -500,7 +500,8 @@ class Processor:
             snapshots = await self.store.read_many([part.request(self.generation) for part in pending])
             for i, part in enumerate(pending):
                 if part.starts_season:
-                    snapshots[i] = await self._with_everyone(part.ladder.name, snapshots[i])
+                    everyone = await self.store.players(part.ladder.name, generation=self.generation)
+                    snapshots[i] = replace(snapshots[i], players=everyone)
             planned = []
             for part, snapshot in zip(pending, snapshots):
                 plan, confirmed = self._plan(part, snapshot)
@@ -546,12 +547,6 @@ class Processor:
                 ordered[i] = result
         batch.results = [r for r in ordered if r is not None]
         return batch
-
-    async def _with_everyone(self, ladder: str, snapshot: Snapshot) -> Snapshot:
-        """`snapshot` with every player of the ladder's generation read, for a season start.
-        A state that changes in between fails the commit's version check as always."""
-        everyone = await self.store.players(ladder, generation=snapshot.generation)
-        return replace(snapshot, players=everyone)
 
     def _plan(self, part: _LadderPart, snapshot: Snapshot) -> tuple[_Plan, set[str]]:
         """Compute `part` on `snapshot` (its results are kept on `part`); also the match ids

@@ -204,7 +204,7 @@ def _parse_plain(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinishe
     `_parse_any` (which accepts such an event with an equal result), without the
     bookkeeping that names a field; it never raises, so `_parse_any` reports every error.
     """
-    if type(obj) is not dict or not _MATCH_FIELDS.issuperset(obj):
+    if type(obj) is not dict or not _PLAIN_FIELDS.issuperset(obj):
         return None
     id_limit = limits.max_id_length
     match_id = obj.get("match_id")
@@ -370,7 +370,8 @@ def _parse_any(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinished:
     return MatchFinished(match_id, name, finished_at, tuple(teams), rated, duration)
 
 
-_MATCH_FIELDS = frozenset({"match_id", "ladder", "finished_at", "teams", "model", "rated", "duration"})
+_PLAIN_FIELDS = frozenset({"match_id", "ladder", "finished_at", "teams", "model"})
+_MATCH_FIELDS = _PLAIN_FIELDS | {"rated", "duration"}
 
 _SEASON_FIELDS = frozenset({"kind", "match_id", "ladder", "finished_at", "params"})
 
