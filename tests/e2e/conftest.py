@@ -152,6 +152,7 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
         create: bool = True,
         ladders: int = 1,
         model: str = "trueskill",
+        params: dict | None = None,
     ) -> Stream:
         name = uuid.uuid4().hex[:10]
         settings = tagged_settings(
@@ -159,7 +160,9 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
         )
         if create:
             asyncio.run(create_topics(broker_url, settings.topics()))
-        stream = Stream(settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path, model)
+        stream = Stream(
+            settings, spread_ladders(f"s-{name}", ladders, partitions), tmp_path, model, params or {}
+        )
         made.append(stream)
         return stream
 

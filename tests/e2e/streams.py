@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -37,6 +38,8 @@ class Stream:
     names: tuple[str, ...]
     tmp: Path
     model: str = "trueskill"
+    #: Ladder parameters beyond the model (its own, or ladder rules), for every ladder.
+    params: dict[str, Any] = field(default_factory=dict)
     workers: list[subprocess.Popen] = field(default_factory=list)
     #: Each started worker's web port, in start order.
     web_ports: list[int] = field(default_factory=list)
@@ -48,14 +51,14 @@ class Stream:
 
     @property
     def ladders(self) -> Ladders:
-        return Ladders([Ladder(name, self.model) for name in self.names])
+        return Ladders([Ladder(name, self.model, self.params) for name in self.names])
 
     def start_worker(self) -> subprocess.Popen:
         """A new ready worker of this test's consumer group."""
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
         process = start_worker(
-            settings, worker_test_env(self.names, self.tmp / "faust-data", self.model), log
+            settings, worker_test_env(self.names, self.tmp / "faust-data", self.model, self.params), log
         )
         self.workers.append(process)
         self.web_ports.append(settings.web_port)
@@ -160,6 +163,8 @@ def replay_events(
 def exact(states: dict[str, dict]) -> dict[str, dict]:
     """Per ladder, each player's stored state as compared with replay: bit for bit."""
     return {
-        name: {p: (s.mu, s.sigma, s.extra, s.games, s.last_played) for p, s in players.items()}
+        name: {
+            p: (s.mu, s.sigma, s.extra, s.games, s.last_played, s.peak, s.peak_at) for p, s in players.items()
+        }
         for name, players in states.items()
     }

@@ -10,10 +10,12 @@ import json
 import random
 import signal
 import threading
+import urllib.request
 
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from e2e_support import worker_test_env
 from helpers import cli, wait_for
 from streams import Stream, exact, read_topic, replay_events
 
@@ -339,3 +341,109 @@ def test_invalid_events_go_to_the_dead_letter_topic_and_the_worker_keeps_going(s
     assert b"finished_at" in headers[2]["sr-reason"]
     assert all(h["sr-origin-topic"] == stream.settings.topic_matches.encode() for h in headers)
     assert [h["sr-origin-offset"] for h in headers] == [b"0", b"1", b"2"]
+
+
+def football_matches(ladder: str, n: int) -> list[dict]:
+    """The first `n` matches of the packaged international football results, on `ladder`."""
+    import gzip
+    from importlib.resources import files
+
+    from stream_rater.offline.adapters import read_records
+
+    path = files("stream_rater") / "data" / "international_football_results.csv.gz"
+    with gzip.open(str(path), "rt", encoding="utf-8") as text:
+        records = itertools.islice(read_records([("football", text)], "football"), n)
+        return [{**r.event, "ladder": ladder} for r in records if r.event is not None]
+
+
+def test_a_season_reset_mid_football_stream_equals_replay_and_verify_passes(stream_factory):
+    """Football on a TrueSkill ladder with every rule on: half the matches, `stream-rater
+    season` (a record on the matches topic), the other half. The worker's events (the season
+    events included) and states (peaks included) equal a replay of the topic in order; verify
+    passes; `leaderboard --season 1` is the replay's leaderboard before the reset; an unrated
+    match is counted and not applied."""
+    rules = {
+        "season_shrink": 0.5,
+        "season_sigma": 2.0,
+        "provisional_games": 5,
+        "leaderboard_min_games": 3,
+        "min_duration": 60,
+    }
+    stream = stream_factory(partitions=1, params=rules)
+    stream.start_worker()
+    football = football_matches(stream.ladder, 1200)
+    short = {**football[700], "match_id": "short-friendly", "duration": 30}
+    stream.publish(football[:600])
+    s = stream.settings
+    env = worker_test_env(stream.names, stream.tmp / "cli-data", params=rules)
+    kafka = ["--broker", s.broker, "--topic-matches", s.topic_matches]
+    started = cli(
+        "season",
+        "--ladder",
+        stream.ladder,
+        "--store",
+        s.redis_url,
+        "--id",
+        "season-2",
+        "--timeout",
+        "120",
+        *kafka,
+        env=env,
+    )
+    assert started.returncode == 0, started.stderr
+    assert "season 2 started" in started.stdout
+    stream.publish([*football[600:], short])
+
+    published = asyncio.run(
+        read_topic(s, s.topic_matches, len(football) + 2, 60.0, lambda r: (r.partition, r.offset))
+    )
+    log = [json.loads(r.value) for r in sorted(published, key=lambda r: (r.partition, r.offset))]
+    assert [e["match_id"] for e in log].index("season-2") == 600
+    expected, replay_states = replay_events(stream, log)
+    records = stream.updates(expected=len(expected))
+    events = decoded(records)
+    assert by_event_id(events) == by_event_id(expected)
+    first_players = {p["id"] for m in football[:600] for t in m["teams"] for p in t["players"]}
+    assert {e["player_id"] for e in events if e.get("kind") == "season"} == first_players
+    assert all("provisional" in e for e in events)
+    assert exact(stream.all_states()) == exact(replay_states)
+    assert "short-friendly" not in {e["match_id"] for e in events}
+    metrics = (
+        urllib.request.urlopen(f"http://127.0.0.1:{stream.web_ports[0]}/metrics", timeout=10).read().decode()
+    )
+    unrated = f'stream_rater_matches_unrated_total{{ladder="{stream.ladder}",reason="min_duration"}} 1.0'
+    assert unrated in metrics
+
+    verified = cli(
+        "verify",
+        "--ladder",
+        stream.ladder,
+        "--store",
+        s.redis_url,
+        "--consumer-group",
+        s.consumer_group,
+        *kafka,
+        env=env,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    first_half, _ = replay_events(stream, log[:600])
+    board = cli(
+        "leaderboard",
+        "--ladder",
+        stream.ladder,
+        "--store",
+        s.redis_url,
+        "--season",
+        "1",
+        "--top",
+        "5",
+        "--json",
+        env=env,
+    )
+    assert board.returncode == 0, board.stderr
+    rows = json.loads(board.stdout)["rows"]
+    last_rating: dict[str, tuple[float, int]] = {}
+    for e in first_half:
+        last_rating[e["player_id"]] = (e["rating"], e["games"])
+    oracle = sorted(((r, p) for p, (r, g) in last_rating.items() if g >= 5), reverse=True)[:5]
+    assert [(r["player_id"], r["rating"]) for r in rows] == [(p, r) for r, p in oracle]

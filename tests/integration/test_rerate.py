@@ -265,3 +265,48 @@ async def test_a_store_that_lost_committed_matches_is_refused_and_left_as_it_was
         await rerate(store, live, sent, "void", "m3")
     assert await store.players(NAME) == before and sent == []
     assert (await store.generations(NAME)).lock_owner is None
+
+
+def record(match_id: str, winner: str, loser: str, i: int) -> Entry:
+    event = {
+        "match_id": match_id,
+        "ladder": NAME,
+        "finished_at": 1_700_000_000 + 3600 * i,
+        "teams": [{"rank": 0, "players": [{"id": winner}]}, {"rank": 1, "players": [{"id": loser}]}],
+    }
+    return parse_match(event, LADDERS), (0, i)
+
+
+async def test_a_peak_rating_falls_after_the_void_of_the_match_that_made_it(store):
+    """p0 peaks with three wins, then loses; voiding the third win lowers p0's stored peak to
+    what a replay without it gives, on the store and in the leaderboard rows."""
+    entries = [record(f"w{i}", "p0", f"p{i + 1}", i) for i in range(3)]
+    entries += [record(f"l{i}", f"p{i + 4}", "p0", i + 3) for i in range(6)]
+    live, sent = await started(store, entries, len(entries), step=0)
+    before = (await store.players(NAME))["p0"]
+    await rerate(store, live, sent, "void", "w2")
+    after = (await store.players(NAME))["p0"]
+    oracle = (await replayed([e for e in entries if e[0].match_id != "w2"]))["p0"]
+    assert after.peak == pytest.approx(oracle.peak, abs=1e-12) and after.peak_at == oracle.peak_at
+    assert after.peak < before.peak and before.peak_at == 1_700_000_000 + 3600 * 2
+
+
+async def test_a_rerate_applies_a_season_start_at_its_place_in_the_history(store):
+    """A season record in the history: voiding a match before it re-rates both seasons as a
+    replay without the match does, season reset included; the ending season's leaderboard is
+    rebuilt too."""
+    seasoned = Ladders([Ladder(NAME, "trueskill", {"season_shrink": 0.5, "season_sigma": 1.0})])
+    entries = matches(80, seed=11)
+    start = parse_match(
+        {"kind": "season", "match_id": "s2", "ladder": NAME, "finished_at": 1_700_100_000}, seasoned
+    )
+    entries = entries[:40] + [(start, (0, 40))] + [(m, (0, i + 1)) for m, (_, i) in entries[40:]]
+    live = LiveLog(entries, Processor(seasoned, store), 0, 0)
+    await live.advance(len(entries))
+    correction = Correction("void", NAME, ("m7",), "", {})
+    await Rerate(store, seasoned, correction, live, lambda e: send_to([], e), Tuning()).run()
+    same(await store.players(NAME), await replayed([e for e in entries if e[0].match_id != "m7"], seasoned))
+    assert await store.seasons(NAME) == ["s2"]
+    first_season = await replayed([e for e in entries[:40] if e[0].match_id != "m7"], seasoned)
+    best = max(first_season, key=lambda p: first_season[p].mu - 3 * first_season[p].sigma)
+    assert (await store.leaderboard(NAME, 1, season=1))[0][0] == best
