@@ -12,16 +12,16 @@ ranks and percentiles count eligible players only. Games and provisional status 
 leaderboard membership when a state is written; recent activity (``leaderboard_active_days``)
 is decided here, against the read's own clock:
 
-- a top-N read walks the leaderboard in pages and skips inactive players: its cost grows with
-  N plus the inactive players above the N-th active one;
-- a player's rank counts the active players above them: by walking the leaderboard down to
-  the player, or by reading every active player's place — whichever is fewer entries
-  (``min(place, active players)``); the percentile's total is one count of the active.
+- a top-N read skips inactive players inside Redis: its cost grows with N plus the inactive
+  players above the N-th active one;
+- a player's rank counts the active players above them, by walking the leaderboard down to
+  the player or by going through the active players, whichever is fewer entries
+  (``min(place, active players)``); the percentile's total is one count of the active
+  (`StateStore.active_places`; README "Ladder rules" has the measured costs).
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -36,8 +36,6 @@ from stream_rater.store import Lookup, PlayerState, StateStore
 LEADERBOARD_TOP = 25
 #: Most rows one leaderboard read returns.
 MAX_LEADERBOARD_TOP = 500
-#: Leaderboard entries read per step when skipping inactive players.
-PAGE = 1000
 
 
 class QueryError(ValueError):
@@ -119,7 +117,8 @@ class Queries:
         found = await self.store.lookup(ladder.name, ids)
         since = ladder.rules.active_since(now)
         if since is not None:
-            found = await self._active_places(ladder.name, found, since)
+            places, total = await self.store.active_places(ladder.name, ids, since)
+            found = Lookup(found.players, places, total)
         return {
             "ladder": ladder.name,
             "model": ladder.model,
@@ -241,45 +240,7 @@ class Queries:
         since = ladder.rules.active_since(now)
         if since is None:
             return await self.store.leaderboard(ladder.name, top)
-        rows: list[tuple[str, float]] = []
-        start = 0
-        while len(rows) < top:
-            page = await self.store.leaderboard(ladder.name, PAGE, start)
-            active = await self.store.activity(ladder.name, [p for p, _ in page])
-            rows += [(p, score) for p, score in page if active.get(p, -math.inf) >= since]
-            if len(page) < PAGE:
-                break
-            start += PAGE
-        return rows[:top]
-
-    async def _active_places(self, ladder: str, found: Lookup, since: float) -> Lookup:
-        """`found` with places and total counting only players active since `since`."""
-        total = await self.store.count_active(ladder, since)
-        active_of_found = await self.store.activity(ladder, list(found.places))
-        places = {p: place for p, place in found.places.items() if active_of_found.get(p, -math.inf) >= since}
-        if not places:
-            return Lookup(found.players, {}, total)
-        deepest = max(places.values())
-        if deepest <= total:  # walk the leaderboard down to the deepest player
-            above: list[str] = []
-            start = 0
-            while start < deepest:
-                page = await self.store.leaderboard(ladder, min(PAGE, deepest - start), start)
-                if not page:
-                    break
-                active = await self.store.activity(ladder, [p for p, _ in page])
-                above += [p if active.get(p, -math.inf) >= since else "" for p, _ in page]
-                start += len(page)
-            counts = [0]
-            for p in above:
-                counts.append(counts[-1] + bool(p))
-            return Lookup(found.players, {p: counts[place] for p, place in places.items()}, total)
-        everyone = await self.store.activity(ladder, since=since)
-        ranked = await self.store.lookup(ladder, list(everyone))
-        ordered = sorted(ranked.places.values())
-        return Lookup(
-            found.players, {p: bisect.bisect_left(ordered, place) for p, place in places.items()}, total
-        )
+        return await self.store.active_leaderboard(ladder.name, top, since)
 
     @staticmethod
     def _rating(ladder: Ladder, state: PlayerState | None, now: float) -> Rating:

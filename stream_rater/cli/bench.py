@@ -13,13 +13,14 @@ def register(sub: Subcommands) -> None:
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
     p.add_argument(
         "what",
-        choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity", "redis"],
+        choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity", "redis", "leaderboard"],
         help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
         "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
         "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
         "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster; "
         "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected; "
-        "redis: Redis's CPU per match, in the scripts and per command they call (no Kafka)",
+        "redis: Redis's CPU per match, in the scripts and per command they call (no Kafka); "
+        "leaderboard: eligibility-filtered top-100 reads and ranks on a ladder of --players players",
     )
     p.add_argument(
         "--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)"
@@ -81,7 +82,12 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
     p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of sustained load")
     p.add_argument("--plot", metavar="FILE.png", help="soak: draw latency and memory over time")
-    p.add_argument("--players", type=int, default=10_000_000, help="capacity: players to project for")
+    p.add_argument(
+        "--players",
+        type=int,
+        default=None,
+        help="capacity: players to project for (10000000); leaderboard: players per ladder (1000000)",
+    )
     p.add_argument(
         "--per-day",
         type=lambda v: [float(x) for x in v.split(",")],
@@ -129,10 +135,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import redis_cpu
 
         redis_cpu.run(matches=args.matches or 40_000, ladders=(args.ladders or [1])[0])
+    elif args.what == "leaderboard":
+        from stream_rater.bench import eligibility
+
+        eligibility.run(players=args.players or 1_000_000)
     elif args.what == "capacity":
         from stream_rater.bench import capacity
 
-        capacity.run(players=args.players, per_day=args.per_day)
+        capacity.run(players=args.players or 10_000_000, per_day=args.per_day)
     else:
         from stream_rater.bench import e2e
 

@@ -58,13 +58,13 @@ class TimedStore(StateStore):
     async def seasons(self, ladder: str) -> list[str]:
         return await self.inner.seasons(ladder)
 
-    async def activity(
-        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
-    ) -> dict[str, float]:
-        return await self.inner.activity(ladder, player_ids, since)
+    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
+        return await self.inner.active_leaderboard(ladder, top, since)
 
-    async def count_active(self, ladder: str, since: float) -> int:
-        return await self.inner.count_active(ladder, since)
+    async def active_places(
+        self, ladder: str, player_ids: Sequence[str], since: float
+    ) -> tuple[dict[str, int], int]:
+        return await self.inner.active_places(ladder, player_ids, since)
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[dict[str, Any]]:
         return await self.inner.history(ladder, player_id, limit)

@@ -276,15 +276,16 @@ class StateStore(ABC):
         season n + 1 began with the n-th; the current season is ``len(...) + 1``."""
 
     @abstractmethod
-    async def activity(
-        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
-    ) -> dict[str, float]:
-        """Ranked players' last match (ladders whose rules rank only active players): of
-        `player_ids`, or every one whose last match is at or after `since`."""
+    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
+        """The first `top` players of the live leaderboard whose last match is at or after
+        `since` (ladders whose rules rank only active players), best first."""
 
     @abstractmethod
-    async def count_active(self, ladder: str, since: float) -> int:
-        """How many ranked players had their last match at or after `since`."""
+    async def active_places(
+        self, ladder: str, player_ids: Sequence[str], since: float
+    ) -> tuple[dict[str, int], int]:
+        """Each of `player_ids`' 0-based place among the live leaderboard's players active
+        since `since` (absent: not ranked, or not active), and how many those are."""
 
     @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:

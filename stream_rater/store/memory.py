@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict, deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -164,16 +165,20 @@ class MemoryStore(StateStore):
     async def seasons(self, ladder: str) -> list[str]:
         return list(self._generation(ladder, None).seasons)
 
-    async def activity(
-        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
-    ) -> dict[str, float]:
-        active = self._generation(ladder, None).active
-        if player_ids is not None:
-            return {p: active[p] for p in player_ids if p in active}
-        return {p: t for p, t in active.items() if since is None or t >= since}
+    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
+        return self._active_board(ladder, since)[:top]
 
-    async def count_active(self, ladder: str, since: float) -> int:
-        return len(await self.activity(ladder, since=since))
+    async def active_places(
+        self, ladder: str, player_ids: Sequence[str], since: float
+    ) -> tuple[dict[str, int], int]:
+        board = self._active_board(ladder, since)
+        place = {p: i for i, (p, _) in enumerate(board)}
+        return {p: place[p] for p in player_ids if p in place}, len(board)
+
+    def _active_board(self, ladder: str, since: float) -> list[tuple[str, float]]:
+        gen = self._generation(ladder, None)
+        active = {p: score for p, score in gen.scores.items() if gen.active.get(p, -math.inf) >= since}
+        return sorted(active.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]

@@ -88,6 +88,7 @@ MAX_CONNECTIONS = 64
 READ_SCRIPT = _script("read.lua")
 COMMIT_SCRIPT = _script("commit.lua")
 CONTROL_SCRIPT = _script("control.lua")
+BOARD_SCRIPT = _script("board.lua")
 
 #: Keys of a ladder that belong to no generation.
 LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
@@ -197,6 +198,7 @@ class RedisStore(StateStore):
         self._read = client.register_script(READ_SCRIPT)
         self._commit = client.register_script(COMMIT_SCRIPT)
         self._control_script = client.register_script(CONTROL_SCRIPT)
+        self._board_script = client.register_script(BOARD_SCRIPT)
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
 
@@ -380,33 +382,26 @@ class RedisStore(StateStore):
         )
         return [text(i) for i in ids]
 
-    async def activity(
-        self, ladder: str, player_ids: Sequence[str] | None = None, since: float | None = None
-    ) -> dict[str, float]:
-        if player_ids is not None:
-            ids = list(player_ids)
-            if not ids:
-                return {}
-            [found] = await self._on_live(
-                ladder, lambda pipe, gen: pipe.zmscore(generation_key(ladder, gen, "act"), ids)
-            )
-            return {i: float(t) for i, t in zip(ids, found) if t is not None}
-        [rows] = await self._on_live(
-            ladder,
-            lambda pipe, gen: pipe.zrangebyscore(
-                generation_key(ladder, gen, "act"),
-                "-inf" if since is None else since,
-                "+inf",
-                withscores=True,
-            ),
-        )
-        return {member.decode(): float(t) for member, t in rows}
+    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
+        flat = await self._board(ladder, mode="top", since=since, top=top)
+        return [(text(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
 
-    async def count_active(self, ladder: str, since: float) -> int:
-        [count] = await self._on_live(
-            ladder, lambda pipe, gen: pipe.zcount(generation_key(ladder, gen, "act"), since, "+inf")
-        )
-        return int(count)
+    async def active_places(
+        self, ladder: str, player_ids: Sequence[str], since: float
+    ) -> tuple[dict[str, int], int]:
+        reply = await self._board(ladder, mode="places", since=since, ids=list(player_ids))
+        total, *places = reply
+        return {p: int(place) for p, place in zip(player_ids, places) if place >= 0}, int(total)
+
+    async def _board(self, ladder: str, **fields: Any) -> list[Any]:
+        """The board script's reply on the ladder's live leaderboard (see ``board.lua``): the
+        live generation is asked first (one more round trip, so that a switch by another
+        process is never missed)."""
+        gen = await self._live_generation(ladder)
+        self.round_trips += 2
+        keys = [generation_key(ladder, gen, "lb"), generation_key(ladder, gen, "act")]
+        reply: list[Any] = await self._board_script(keys=keys, args=[_script_args(**fields)])
+        return reply
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         [rows] = await self._on_live(

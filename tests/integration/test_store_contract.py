@@ -275,27 +275,34 @@ async def test_a_write_without_a_score_takes_the_player_off_the_leaderboard(stor
             {"m1": []},
         )
     )
-    assert await store.activity(ladder, ["a", "b"]) == {"a": 100.0}
+    assert await store.active_places(ladder, ["a", "b"], 0.0) == ({"a": 0}, 1)
     await store.commit(Commit(ladder, [write("a", 28.0, 2, 1)], {"m2": []}))
     assert await store.leaderboard(ladder, 10) == [("b", 1.0)]
-    assert await store.activity(ladder, ["a"]) == {}
+    assert await store.active_places(ladder, ["a"], 0.0) == ({}, 0)
     assert (await store.players(ladder, only=["a"]))["a"].mu == 28.0
     assert (await store.lookup(ladder, ["a", "b"])).places == {"b": 0}
 
 
-async def test_activity_answers_by_ids_and_since(store, ladder):
-    """Ranked players' last matches: by id, since a time, and counted since a time."""
+@pytest.mark.parametrize("deep", [False, True])
+async def test_active_reads_skip_players_idle_since_a_time(store, ladder, deep):
+    """Top rows and places count only players active since the given time, in leaderboard
+    order (ties: id descending) — by walking the leaderboard (`deep` False: few places) or by
+    going through the active players (`deep`: the asked players are below most of them)."""
+    players = [(f"p{i:03d}", float(i % 50), 1000.0 + (i * 37) % 200) for i in range(120)]
     await store.commit(
         Commit(
-            ladder,
-            [write(p, 20.0, 1, 0, score=float(i), active=100.0 * i) for i, p in enumerate("abcd", start=1)],
-            {"m1": []},
+            ladder, [write(p, 20.0, 1, 0, score=score, active=last) for p, score, last in players], {"m1": []}
         )
     )
-    assert await store.activity(ladder, ["b", "x"]) == {"b": 200.0}
-    assert await store.activity(ladder, since=250.0) == {"c": 300.0, "d": 400.0}
-    assert await store.count_active(ladder, 200.0) == 3
-    assert await store.leaderboard(ladder, 2, start=1) == [("c", 3.0), ("b", 2.0)]
+    since = 1100.0
+    oracle = sorted(((score, p) for p, score, last in players if last >= since), reverse=True)
+    assert await store.active_leaderboard(ladder, 7, since) == [(p, score) for score, p in oracle[:7]]
+    active_ids = [p for _, p in oracle]
+    asked = active_ids[-3:] if deep else active_ids[:3]
+    asked += ["p000" if "p000" not in active_ids else "nobody", "nobody"]
+    places, total = await store.active_places(ladder, asked, since)
+    assert total == len(oracle)
+    assert places == {p: active_ids.index(p) for p in asked if p in active_ids}
 
 
 async def test_a_season_commit_keeps_the_ending_seasons_leaderboard(store, ladder):
