@@ -6,7 +6,8 @@ Formats (``--format``):
 - ``football`` — the international football results CSV in ``shared/data``
   (``date,home_team,away_team,home_score,away_score,tournament,city,country,neutral``).
   Each row is a 1-vs-1 match ranked by goals; ``match_id`` is ``date:home:away`` (a repeated
-  key gets ``#2``, ``#3``…). With ``home_effect`` the home team of a non-neutral match carries
+  key gets ``#2``, ``#3``…). The goals are each team's score and its one player's, so
+  TrueSkill's ``margin_scale`` sees the goal difference. With ``home_effect`` the home team of a non-neutral match carries
   the ``home`` context effect.
 - ``player-rows`` — CSV rows ``finished_at,match_id,player_id,team,score[,seconds_played]``
   (optional header). A match's rows must be contiguous; a team's score is the sum of its
@@ -119,13 +120,13 @@ def _football(name: str, stream: TextIO, *, home_effect: bool) -> Iterator[Input
         key = f"{date}:{home}:{away}"
         seen[key] = seen.get(key, 0) + 1
         match_id = key if seen[key] == 1 else f"{key}#{seen[key]}"
-        home_team: dict[str, Any] = {"score": goals[0], "players": [{"id": home}]}
+        home_team: dict[str, Any] = {"score": goals[0], "players": [{"id": home, "score": goals[0]}]}
         if home_effect and neutral.strip().upper() == "FALSE":
             home_team["effects"] = ["home"]
         event = {
             "match_id": match_id,
             "finished_at": f"{date}T00:00:00Z",
-            "teams": [home_team, {"score": goals[1], "players": [{"id": away}]}],
+            "teams": [home_team, {"score": goals[1], "players": [{"id": away, "score": goals[1]}]}],
         }
         yield InputRecord(name, number, event)
 

@@ -19,10 +19,10 @@ ordering does (5.851 and 1.216), and its optimum orders 24.65 % of all decisive 
 where ``--objective wrong_order`` reaches 24.44 %. The wrong-order rate is a
 step function, but with thousands of pairs its steps are fine enough for Nelder-Mead to make
 progress from the initial simplex (its best trials differ by a few pairs, i.e. by noise).
-Every metric is reported whatever the objective. Fitted values are rounded to `SIGNIFICANT`
-digits before the final runs, so the reported figures are exactly what ``evaluate --param
-...`` with them gives, and the configured values are kept if the rounded fit is no better
-on the fit part.
+Every metric (and the calibration error, ECE) is reported whatever the objective. Fitted
+values are rounded to `SIGNIFICANT` digits before the final runs, so the reported figures
+are exactly what ``evaluate --param ...`` with them gives, and the configured values are
+kept if the rounded fit is no better on the fit part.
 """
 
 from __future__ import annotations
@@ -53,6 +53,13 @@ SPACES: dict[str, dict[str, str]] = {
     "sph-elo": {"game_mult": "log"},
     "glicko": {"rd": "log", "c": "log"},
     "glicko2": {"rd": "log", "c": "log", "tau": "log"},
+}
+#: Per model: the parameters of evidence options that are off by default (TrueSkill's score
+#: margins and per-player scores), fitted only when named (``--tune``): fitting
+#: ``margin_scale`` from 0 switches margins on. ``score_noise`` matters with
+#: ``player_scores=true`` only, ``margin_noise`` with ``margin_scale`` > 0.
+OPTIONS: dict[str, dict[str, str]] = {
+    "trueskill": {"margin_scale": "log", "margin_noise": "log", "score_noise": "log"},
 }
 OBJECTIVES = ("log_loss", "brier", "wrong_order")
 #: Per transform: the values a parameter configured as 0 is first scanned over.
@@ -149,13 +156,19 @@ class TuneResult:
             f"{'':<16}" + "".join(f"{f'{p} ({n})':>22}" for p, n in parts),
             f"{'':<16}" + f"{'baseline':>11}{'tuned':>11}" * 3,
         ]
-        for name, fmt in (("wrong_order", "{:.3%}"), ("log_loss", "{:.5f}"), ("brier", "{:.5f}")):
+        metrics = (
+            ("wrong_order", "{:.3%}"),
+            ("log_loss", "{:.5f}"),
+            ("brier", "{:.5f}"),
+            ("expected_calibration_error", "{:.4f}"),
+        )
+        for name, fmt in metrics:
             cells = []
             for part, _ in parts:
                 for s in (self.baseline, self.tuned):
                     value = getattr(getattr(s, part), name)
                     cells.append(f"{'n/a' if value is None else fmt.format(value):>11}")
-            lines.append(f"{name:<16}" + "".join(cells))
+            lines.append(f"{name.replace('expected_calibration_error', 'ECE'):<16}" + "".join(cells))
         lines += ["", "baseline: " + _flags(self.baseline.params), "tuned:    " + _flags(self.tuned.params)]
         return "\n".join(lines)
 
@@ -167,6 +180,7 @@ def _metrics(s: Summary) -> dict[str, Any]:
         "wrong_order": s.wrong_order,
         "log_loss": s.log_loss,
         "brier": s.brier,
+        "expected_calibration_error": s.expected_calibration_error,
     }
 
 
@@ -191,8 +205,8 @@ def tune(
     batch_size: int = 1000,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> TuneResult:
-    """Fit parameters `names` (default: the model's `SPACES` entry less `fixed`) of ladder
-    `ladder`, starting from their configured values.
+    """Fit parameters `names` (default: the model's `SPACES` entry less `fixed`; its
+    `OPTIONS` entry when named) of ladder `ladder`, starting from their configured values.
 
     The first `fit_fraction` of `matches` is the fit part; the search stops after
     `max_trials` objective evaluations at most. Other parameters keep their configured
@@ -202,8 +216,9 @@ def tune(
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
     base = ladders.get(ladder)
-    space = SPACES.get(base.model, {})
-    names = [n for n in space if n not in fixed] if names is None else list(names)
+    defaults_space = SPACES.get(base.model, {})
+    space = {**defaults_space, **OPTIONS.get(base.model, {})}
+    names = [n for n in defaults_space if n not in fixed] if names is None else list(names)
     unknown = [n for n in names if n not in space]
     if unknown:
         raise ValueError(

@@ -35,8 +35,10 @@ class Outcome(NamedTuple):
 
     - ``ranks``: one per team, lower is better, equal ranks are a draw.
     - ``weights``: partial play per player in (0, 1] (TrueSkill); None = all 1.
-    - ``scores``: per-player score (SPH Elo); None when the event gave none.
-    - ``seconds_played``: per-player time in the match (SPH Elo).
+    - ``scores``: per-player score (SPH Elo, TrueSkill's evidence options); None unless the
+      model `needs_scores` (then 0 where the event gave none). A team's row covers its
+      players only: context effects, listed last in `teams`, have no score.
+    - ``seconds_played``: per-player time in the match, like ``scores`` (0 where absent).
     - ``elapsed``: per-player seconds since that player's previous match, None for a first
       match (time-scaled dynamics).
     - ``rated``: per-player flag; unrated players take part in nobody's update.
@@ -66,8 +68,10 @@ class RatingModel(ABC):
     has_sigma: ClassVar[bool] = False
     #: True when team-level context effects can be learned as extra team members.
     supports_effects: ClassVar[bool] = True
-    #: True when the model needs per-player ``score`` and ``seconds_played``.
-    needs_scores: ClassVar[bool] = False
+    #: True when the model reads per-player ``score`` and ``seconds_played``. A class that
+    #: says so makes them required in events; an instance may also set it when one of its
+    #: options reads them (TrueSkill's ``player_scores``), and they stay optional.
+    needs_scores: bool = False
 
     @abstractmethod
     def initial(self) -> Rating:
@@ -112,7 +116,8 @@ class RatingModel(ABC):
         def pick(per_player: Sequence[Sequence[_T]] | None) -> list[list[_T]] | None:
             if per_player is None:
                 return None
-            return [[per_player[t][p] for p in players] for t, players in kept]
+            # a row may end before the team's effects (scores): keep what it has
+            return [[per_player[t][p] for p in players if p < len(per_player[t])] for t, players in kept]
 
         sub_outcome = Outcome(
             ranks=[outcome.ranks[t] for t, _ in kept],

@@ -61,7 +61,7 @@ class DuellingElo(PointRatingModel):
     # Context effects are team members in the other models; here each player duels on its
     # own, so an effect would be an extra duellist, not an effect.
     supports_effects: ClassVar[bool] = False
-    needs_scores: ClassVar[bool] = False
+    needs_scores: bool = False
 
     def __init__(self, alpha: float = 0.07, beta: float = 25.0 / 6.0, initial: float = 25.0) -> None:
         self.alpha = check_positive("alpha", alpha)

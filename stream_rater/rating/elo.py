@@ -91,7 +91,7 @@ class Elo(PointRatingModel):
 
     name: ClassVar[str] = "elo"
     supports_effects: ClassVar[bool] = True
-    needs_scores: ClassVar[bool] = False
+    needs_scores: bool = False
 
     def __init__(
         self,

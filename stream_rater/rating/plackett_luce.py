@@ -91,7 +91,7 @@ class PlackettLuce(PointRatingModel):
 
     name: ClassVar[str] = "plackett-luce"
     supports_effects: ClassVar[bool] = True
-    needs_scores: ClassVar[bool] = False
+    needs_scores: bool = False
 
     def __init__(
         self,

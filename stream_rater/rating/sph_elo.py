@@ -117,7 +117,7 @@ class SphElo(PointRatingModel):
 
     name: ClassVar[str] = "sph-elo"
     supports_effects: ClassVar[bool] = False
-    needs_scores: ClassVar[bool] = True
+    needs_scores: bool = True
 
     def __init__(
         self,

@@ -77,7 +77,7 @@ class Thurstonian(PointRatingModel):
 
     name: ClassVar[str] = "thurstonian"
     supports_effects: ClassVar[bool] = True
-    needs_scores: ClassVar[bool] = False
+    needs_scores: bool = False
 
     def __init__(self, eta: float = 32.0, scale: float = CHESS_SCALE, initial: float = 1500.0) -> None:
         self.eta = check_positive("eta", eta)

@@ -24,6 +24,12 @@ Choices where the paper leaves room (documented and tested):
   match), which may raise sigma to at most the prior ``sigma`` (it never lowers a larger
   sigma); then the per-match ``tau**2`` (the paper's gamma), which is not capped, so the
   defaults (``time_tau=0``) are exactly the paper's.
+- **Evidence beyond the order** (options, off by default): score margins between adjacent
+  teams (``margin_scale``) and each player's score inside the match (``player_scores``),
+  both from the per-player ``score`` (and ``seconds_played``) of the outcome; a team's
+  score is the sum of its players'. The factors and their assumptions are in
+  `stream_rater.rating._evidence`. With the options off, or with every score 0 (scores
+  absent), the update is the order-only one, bit for bit.
 - **Partial play** weights are floored at ``_MIN_WEIGHT`` like the ``trueskill`` package,
   so every team has a performance.
 - **Ties of teams in a multi-team match.** The chain ``... > A = B > ...`` is not symmetric
@@ -44,6 +50,7 @@ from collections.abc import Sequence, Sized
 from operator import attrgetter
 from typing import Protocol, TypeGuard
 
+from stream_rater.rating._evidence import margin_moments, margin_observation, observe, score_evidence
 from stream_rater.rating._gaussian import _SQRT2, _TAIL, ppf, truncate_draw, truncate_win
 from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
 
@@ -116,6 +123,16 @@ class TrueSkill(RatingModel):
       with ``dt`` in ``time_unit`` ("seconds" ... "weeks", "years" = 365.25 days, or a
       number of seconds); ``time_tau = 0`` (default) disables it.
     - ``k``: leaderboard value is ``mu - k * sigma`` (section 4.2).
+    - ``player_scores``: each player's score (per second played where every player has a
+      ``seconds_played``) is evidence about its performance relative to the match's other
+      players (TrueSkill 2's individual statistics), read with the extra noise
+      ``score_noise`` (default beta). Off (False) by default.
+    - ``margin_scale``: a win by ``M`` points is also the observation ``margin_scale * ln(1
+      + M) ~ N(d, margin_noise**2)`` of the winner-minus-loser performance difference
+      ``d``; 0 (default) disables it. ``margin_noise`` defaults to beta.
+
+    Either option sets ``needs_scores`` on the instance, so the processor passes the
+    players' scores and times (0 where absent: no evidence) in the `Outcome`.
     """
 
     name = "trueskill"
@@ -131,6 +148,10 @@ class TrueSkill(RatingModel):
         time_tau: float = 0.0,
         time_unit: str | float = "days",
         k: float = 3.0,
+        player_scores: bool = False,
+        score_noise: float = 25.0 / 6.0,
+        margin_scale: float = 0.0,
+        margin_noise: float = 25.0 / 6.0,
     ) -> None:
         unit = TIME_UNITS.get(time_unit) if isinstance(time_unit, str) else float(time_unit)
         if unit is None:
@@ -144,6 +165,10 @@ class TrueSkill(RatingModel):
             "time_tau": math.isfinite(time_tau) and time_tau >= 0,
             "time_unit": math.isfinite(unit) and unit > 0,
             "k": math.isfinite(k),
+            "player_scores": isinstance(player_scores, bool),
+            "score_noise": math.isfinite(score_noise) and score_noise > 0,
+            "margin_scale": math.isfinite(margin_scale) and margin_scale >= 0,
+            "margin_noise": math.isfinite(margin_noise) and margin_noise > 0,
         }
         bad = [key for key, ok in checks.items() if not ok]
         if bad:
@@ -156,6 +181,13 @@ class TrueSkill(RatingModel):
         self.time_tau = float(time_tau)
         self.time_unit = time_unit
         self.k = float(k)
+        self.player_scores = player_scores
+        self.score_noise = float(score_noise)
+        self.margin_scale = float(margin_scale)
+        self.margin_noise = float(margin_noise)
+        self.needs_scores = player_scores or self.margin_scale > 0.0
+        self._score_noise2 = self.score_noise**2
+        self._margin_noise2 = self.margin_noise**2
         self._beta2 = self.beta**2
         self._tau2 = self.tau**2
         self._sigma2 = self.sigma**2
@@ -177,8 +209,10 @@ class TrueSkill(RatingModel):
         return rating.mu - self.k * sigma
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
-        """`rate` with the outcome's ranks, weights and elapsed times."""
-        return self.rate(teams, outcome.ranks, outcome.weights, outcome.elapsed)
+        """`rate` with the outcome's ranks, weights, elapsed times, scores and times played."""
+        return self.rate(
+            teams, outcome.ranks, outcome.weights, outcome.elapsed, outcome.scores, outcome.seconds_played
+        )
 
     # ------------------------------------------------------------------ updates
 
@@ -188,12 +222,16 @@ class TrueSkill(RatingModel):
         ranks: Sequence[float] | None = None,
         weights: Sequence[Sequence[float]] | None = None,
         elapsed: Sequence[Sequence[float | None]] | None = None,
+        scores: Sequence[Sequence[float]] | None = None,
+        seconds_played: Sequence[Sequence[float]] | None = None,
     ) -> list[list[Rating]]:
         """Posterior ratings after a match, same shape as `teams`.
 
         ``ranks``: one per team, lower is better, equal is a draw (default: listed order).
         ``weights``: partial play per player (default 1). ``elapsed``: seconds since each
         player's previous match, None for a first match (time-scaled dynamics only).
+        ``scores``, ``seconds_played``: per player (rows may leave out the context effects
+        listed last in a team), read by the ``margin_scale`` and ``player_scores`` options.
         """
         n_teams = len(teams)
         if n_teams < 2 or not all(teams):
@@ -202,15 +240,51 @@ class TrueSkill(RatingModel):
             ranks = range(n_teams)
         elif len(ranks) != n_teams:
             raise ValueError(f"{len(ranks)} ranks for {n_teams} teams")
+        team_scores = None
+        if self.margin_scale and scores is not None:
+            if len(scores) != n_teams:
+                raise ValueError("scores must have one row per team")
+            team_scores = [math.fsum(row) for row in scores]
         if n_teams == 2 and weights is None and len(teams[0]) == 1 == len(teams[1]):
-            return self._rate_duel(teams, ranks[0], ranks[1], elapsed)
-        if not _has_sigmas(teams):
+            posterior = self._rate_duel(teams, ranks[0], ranks[1], elapsed, team_scores)
+        elif not _has_sigmas(teams):
             raise ValueError(_NO_SIGMA)
-        variances = self._variances(teams, elapsed)
-        weights = self._weights(teams, weights)
-        if n_teams == 2:
-            return self._rate_two(teams, ranks[0], ranks[1], variances, weights)
-        return self._rate_many(teams, ranks, variances, weights)
+        else:
+            variances = self._variances(teams, elapsed)
+            rows = self._weights(teams, weights)
+            if n_teams == 2:
+                posterior = self._rate_two(teams, ranks[0], ranks[1], variances, rows, team_scores)
+            else:
+                posterior = self._rate_many(teams, ranks, variances, rows, team_scores)
+        if self.player_scores and scores is not None:
+            return self._observe_scores(teams, posterior, scores, seconds_played)
+        return posterior
+
+    def _observe_scores(
+        self,
+        teams: Teams,
+        posterior: list[list[Rating]],
+        scores: Sequence[Sequence[float]],
+        seconds_played: Sequence[Sequence[float]] | None,
+    ) -> list[list[Rating]]:
+        """`posterior` times each player's score evidence (`_evidence.score_evidence`, from
+        the prior means of `teams`): a Gaussian update per player, so sigma never grows."""
+        if len(scores) != len(teams) or (seconds_played is not None and len(seconds_played) != len(teams)):
+            raise ValueError("scores and seconds_played must have one row per team")
+        evidence = score_evidence(
+            [[r.mu for r in team] for team in teams], scores, seconds_played, self._beta2, self._score_noise2
+        )
+        result = []
+        for team, row in zip(posterior, evidence):
+            updated = []
+            for r, seen in zip(team, row):
+                if seen is None or r.sigma is None:
+                    updated.append(r)
+                else:
+                    mu, var = observe(r.mu, r.sigma * r.sigma, seen)
+                    updated.append(Rating(mu, math.sqrt(var)))
+            result.append(updated)
+        return result
 
     def _variances(
         self, teams: GaussianTeams, elapsed: Sequence[Sequence[float | None]] | None
@@ -260,6 +334,7 @@ class TrueSkill(RatingModel):
         rank1: float,
         variances: list[list[float]],
         weights: list[list[float]] | None,
+        team_scores: list[float] | None = None,
     ) -> list[list[Rating]]:
         """Closed form for two teams: one comparison factor, so one EP step is exact.
 
@@ -281,7 +356,7 @@ class TrueSkill(RatingModel):
             total = sum(w * w * (v + beta2) for w, v in zip(w0, var0)) + sum(
                 w * w * (v + beta2) for w, v in zip(w1, var1)
             )
-        shift, omw = self._compare(diff, total, len(team0) + len(team1), rank0, rank1)
+        shift, omw = self._compare(diff, total, len(team0) + len(team1), rank0, rank1, team_scores)
         return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)], [total, total])
 
     def _rate_duel(
@@ -290,6 +365,7 @@ class TrueSkill(RatingModel):
         rank0: float,
         rank1: float,
         elapsed: Sequence[Sequence[float | None]] | None,
+        team_scores: list[float] | None = None,
     ) -> list[list[Rating]]:
         """`_rate_two` for one player against one with weight 1, the common match: the same
         arithmetic (so the same bits) without the per-team lists."""
@@ -305,19 +381,28 @@ class TrueSkill(RatingModel):
         else:
             raise ValueError(_NO_SIGMA)
         total = var_a + var_b + 2.0 * self._beta2
-        shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1)
+        shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1, team_scores)
         return [[_posterior(a.mu, var_a, shift, omw, total)], [_posterior(b.mu, var_b, -shift, omw, total)]]
 
     def _compare(
-        self, diff: float, total: float, players: int, rank0: float, rank1: float
+        self,
+        diff: float,
+        total: float,
+        players: int,
+        rank0: float,
+        rank1: float,
+        team_scores: list[float] | None = None,
     ) -> tuple[float, float]:
         """The comparison factor of two teams (Table 1, last row): ``(V / c, 1 - W)`` for the
         first team's performance minus the second's, ``N(diff, total)``, given the ranks;
-        ``players`` in both teams set the draw margin (section 4.1)."""
+        ``players`` in both teams set the draw margin (section 4.1). With `team_scores` (the
+        ``margin_scale`` option) a win's margin is a second factor (`_evidence`)."""
         c = math.sqrt(total)
         eps = self._margin * math.sqrt(players) / c
         if rank0 == rank1:
             v, omw = truncate_draw(diff / c, eps)
+        elif team_scores is not None:
+            v, omw = self._margin_win(diff, c, eps, rank0 < rank1, team_scores)
         elif rank0 < rank1:
             v, omw = truncate_win(diff / c, eps)
         else:
@@ -325,14 +410,31 @@ class TrueSkill(RatingModel):
             v = -v
         return v / c, omw  # team 0 moves by +shift * w * var, team 1 by -shift * w * var
 
+    def _margin_win(
+        self, diff: float, c: float, eps: float, first_won: bool, team_scores: list[float]
+    ) -> tuple[float, float]:
+        """``(V, 1 - W)`` of a win given the first team's minus the second's performance
+        ``N(diff, c**2)`` and the standardised draw margin `eps`, times the margin's Gaussian
+        factor when the winner's score is higher; signed for the first team like `_compare`."""
+        sign = 1.0 if first_won else -1.0
+        winner, loser = team_scores if first_won else team_scores[::-1]
+        seen = margin_observation(self.margin_scale, winner, loser)
+        if seen is None:
+            v, omw = truncate_win(sign * diff / c, eps)
+        else:
+            v, omw = margin_moments(sign * diff, c, eps * c, seen, self._margin_noise2)
+        return sign * v, omw
+
     def _rate_many(
         self,
         teams: GaussianTeams,
         ranks: Sequence[float],
         variances: list[list[float]],
         weights: list[list[float]] | None,
+        team_scores: list[float] | None = None,
     ) -> list[list[Rating]]:
-        """EP on the chain of rank-ordered teams, tied blocks symmetrised (module docs)."""
+        """EP on the chain of rank-ordered teams, tied blocks symmetrised (module docs);
+        with `team_scores`, a decisive comparison's margin is evidence too (`_evidence`)."""
         beta2 = self._beta2
         fsum = math.fsum  # exact sums: the order players are listed in cannot matter
         if weights is None:
@@ -346,6 +448,8 @@ class TrueSkill(RatingModel):
         order = sorted(range(len(teams)), key=ranks.__getitem__)
         draws = [ranks[i] == ranks[j] for i, j in itertools.pairwise(order)]
         chain = _Chain(self._margin, means, spreads, [len(team) for team in teams])
+        if team_scores is not None:
+            chain.scored(team_scores, self.margin_scale, self._margin_noise2)
         if True in draws:
             moves = self._tied_moves(chain, order, draws)
         else:
@@ -358,7 +462,8 @@ class TrueSkill(RatingModel):
     def _tied_moves(chain: _Chain, order: list[int], draws: list[bool]) -> list[TeamMove]:
         """Each team's move averaged over every order of the tied blocks (module docs).
 
-        The chain sees a team only as its performance prior and size, so teams are sorted
+        The chain sees a team only as its performance prior, size and score (0 without the
+        ``margin_scale`` option), so teams are sorted
         within their block by that key (nothing then depends on how the teams were listed)
         and orders that differ only by swapping equal-key teams are run once. Up to
         `_MAX_TIE_ORDERS` combined orders, every team gets its move from every order;
@@ -366,7 +471,7 @@ class TrueSkill(RatingModel):
         Players' posterior means and variances are linear in their team's ``(shift,
         remain)``, so averaging those averages the players' posterior moments.
         """
-        keys = list(zip(chain.means, chain.spreads, chain.sizes))
+        keys = list(zip(chain.means, chain.spreads, chain.sizes, chain.scores or itertools.repeat(0.0)))
         blocks, start = [], 0
         for f, tied in enumerate(draws, 1):
             if not tied:
@@ -391,7 +496,7 @@ class TrueSkill(RatingModel):
                     for j in group:
                         received[j] = pooled
         else:
-            done: dict[tuple[tuple[float, float, int], ...], list[TeamMove]] = {}
+            done: dict[tuple[tuple[float, float, int, float], ...], list[TeamMove]] = {}
             for blocks_in_order in itertools.product(*map(itertools.permutations, blocks)):
                 arrangement = list(itertools.chain.from_iterable(blocks_in_order))
                 if repeats:
@@ -502,7 +607,7 @@ class _Chain:
     sizes; `run` then does EP for one order of the teams.
     """
 
-    __slots__ = ("margins2", "means", "sizes", "spreads")
+    __slots__ = ("margins2", "means", "noise2", "scale", "scores", "sizes", "spreads")
 
     def __init__(self, margin: float, means: list[float], spreads: list[float], sizes: list[int]) -> None:
         self.means = means
@@ -511,6 +616,15 @@ class _Chain:
         # eps**2 = (z * beta)**2 * (n1 + n2) (section 4.1): each team's share of it
         margin2 = margin * margin
         self.margins2 = [margin2 * n for n in sizes]
+        self.scores: list[float] | None = None
+        self.scale = self.noise2 = 0.0
+
+    def scored(self, scores: list[float], scale: float, noise2: float) -> None:
+        """Make each decisive comparison's score margin evidence too (`_evidence`): the
+        teams' scores, ``margin_scale`` and ``margin_noise**2``."""
+        self.scores = scores
+        self.scale = scale
+        self.noise2 = noise2
 
     def run(self, order: list[int], draws: list[bool]) -> list[TeamMove]:
         """How the performances of the teams ranked in `order` (best first) move.
@@ -537,6 +651,12 @@ class _Chain:
         means = [means[j] for j in order]
         spreads = [spreads[j] for j in order]
         eps = [math.sqrt(margins2[a] + margins2[b]) for a, b in itertools.pairwise(order)]
+        scores = self.scores
+        seen = None
+        if scores is not None:
+            seen = [
+                margin_observation(self.scale, scores[a], scores[b]) for a, b in itertools.pairwise(order)
+            ]
         exp, erfc = math.exp, math.erfc
         lm, lv = means[:], spreads[:]
         rm, rv = means[:], spreads[:]
@@ -557,6 +677,8 @@ class _Chain:
                 c = sqrt(var)
                 if draws[f]:
                     v, omw = truncate_draw(mean / c, eps[f] / c)
+                elif seen is not None and (observed := seen[f]) is not None:
+                    v, omw = margin_moments(mean, c, eps[f], observed, self.noise2)
                 else:
                     x = (mean - eps[f]) / c
                     if x > -_TAIL:  # `truncate_win` away from the tail, without the call

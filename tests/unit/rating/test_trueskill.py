@@ -510,7 +510,12 @@ def test_defaults_are_the_papers_xbox_values() -> None:
         "time_tau": 0.0,
         "time_unit": "days",
         "k": 3.0,
+        "player_scores": False,
+        "score_noise": 25.0 / 6.0,
+        "margin_scale": 0.0,
+        "margin_noise": 25.0 / 6.0,
     }
+    assert not DEFAULT.needs_scores
     assert DEFAULT.initial() == Rating(25.0, 25.0 / 3.0)
     assert TrueSkill.name == "trueskill" and TrueSkill.has_sigma
 

@@ -1,0 +1,161 @@
+"""Synthetic team games whose per-player scores and margins depend on known, drifting skills,
+and how well a ladder recovers those skills (`recovery`).
+
+The generative model (`SynthConfig` holds its parameters):
+
+1. ``players`` players get true skills ``s ~ N(mu, skill_sd**2)``; at the start of every day
+   each skill takes a random-walk step ``N(0, drift**2)``.
+2. Each match draws ``teams * team_size`` distinct players uniformly; ``matches_per_day``
+   matches a day, in order.
+3. A player plays the whole ``minutes`` or, with probability ``partial``, a uniform 30-100 %
+   of it (``seconds_played``).
+4. Each player performs ``p ~ N(s, beta**2)`` (TrueSkill's eq. 2 model), and scores
+   ``Poisson(points_per_minute * minutes played * exp(score_slope * (p - mean p)))`` points,
+   ``mean p`` over the match's players: as in TrueSkill 2, a player's count depends on its
+   performance relative to everyone in the match, per time played.
+5. A team's score is the sum of its players' points; the ranking follows the team scores
+   (equal scores draw), so the margin is the points difference.
+
+The events are match-finished wire objects with per-player ``score`` and
+``seconds_played`` and no ``rank``. `shuffle_scores` is the placebo: it permutes the
+(score, seconds) pairs within each team, keeping every team's score (so ranks and margins)
+and destroying only the per-player evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stream_rater.contracts import parse_match
+
+if TYPE_CHECKING:
+    from stream_rater.config.ladders import Ladders
+    from stream_rater.processor import MatchResult
+
+
+@dataclass(frozen=True, slots=True)
+class SynthConfig:
+    """Parameters of the generative model (module docs), with their defaults."""
+
+    players: int = 200
+    matches: int = 4000
+    teams: int = 2
+    team_size: int = 4
+    mu: float = 25.0
+    skill_sd: float = 25.0 / 3.0
+    beta: float = 25.0 / 6.0
+    drift: float = 0.1
+    matches_per_day: int = 100
+    minutes: float = 10.0
+    partial: float = 0.2
+    points_per_minute: float = 0.5
+    score_slope: float = 0.25
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.teams < 2 or self.team_size < 1 or self.players < self.teams * self.team_size:
+            raise ValueError("need at least 2 teams of 1 player, and enough players to fill a match")
+        if self.matches < 1 or self.matches_per_day < 1:
+            raise ValueError("matches and matches_per_day must be at least 1")
+        if not 0.0 <= self.partial <= 1.0:
+            raise ValueError("partial must be a probability")
+
+
+@dataclass(frozen=True, slots=True)
+class Synthetic:
+    """Generated events (match-finished wire objects, in order) and each player's true skill
+    after the last match."""
+
+    events: list[dict[str, Any]]
+    truth: dict[str, float]
+
+
+def generate(config: SynthConfig) -> Synthetic:
+    """The events and final true skills of `config`'s generative model; the same config
+    (seed included) gives the same data."""
+    import numpy as np  # only here: building the ``synth`` command's flags stays light
+
+    rng = np.random.default_rng(config.seed)
+    ids = [f"p{i:05d}" for i in range(config.players)]
+    skills = rng.normal(config.mu, config.skill_sd, config.players)
+    size = config.teams * config.team_size
+    full = config.minutes * 60.0
+    events = []
+    for n in range(config.matches):
+        day, slot = divmod(n, config.matches_per_day)
+        if slot == 0 and n:
+            skills += rng.normal(0.0, config.drift, config.players)
+        chosen = rng.choice(config.players, size, replace=False)
+        seconds = np.where(rng.random(size) < config.partial, rng.uniform(0.3, 1.0, size) * full, full)
+        performance = rng.normal(skills[chosen], config.beta)
+        rate = config.points_per_minute * seconds / 60.0
+        points = rng.poisson(rate * np.exp(config.score_slope * (performance - performance.mean())))
+        teams = [
+            {
+                "players": [
+                    {
+                        "id": ids[chosen[k]],
+                        "score": int(points[k]),
+                        "seconds_played": round(float(seconds[k]), 1),
+                    }
+                    for k in range(t * config.team_size, (t + 1) * config.team_size)
+                ]
+            }
+            for t in range(config.teams)
+        ]
+        events.append({"match_id": f"synth-{n}", "finished_at": day * 86400 + slot, "teams": teams})
+    return Synthetic(events, {pid: float(s) for pid, s in zip(ids, skills)})
+
+
+def shuffle_scores(events: Iterable[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+    """The placebo: each team's (score, seconds_played) pairs permuted among its players;
+    team scores, ranks and margins unchanged."""
+    rng = random.Random(seed)
+    shuffled = []
+    for event in events:
+        teams = []
+        for team in event["teams"]:
+            players = team["players"]
+            stats = [(p["score"], p["seconds_played"]) for p in players]
+            rng.shuffle(stats)
+            teams.append(
+                {
+                    **team,
+                    "players": [
+                        {**p, "score": score, "seconds_played": seconds}
+                        for p, (score, seconds) in zip(players, stats)
+                    ],
+                }
+            )
+        shuffled.append({**event, "teams": teams})
+    return shuffled
+
+
+def final_means(events: Iterable[dict[str, Any]], ladders: Ladders, ladder: str) -> dict[str, float]:
+    """Each player's rating mean after replaying `events` on `ladder` (a fresh in-memory
+    store, the same `Processor` as the stream)."""
+    from stream_rater.offline.replay import replay
+    from stream_rater.processor import Processor
+    from stream_rater.store.memory import MemoryStore
+
+    means: dict[str, float] = {}
+
+    def keep(result: MatchResult) -> None:
+        for event in result.events:
+            means[event["player_id"]] = event["after"]["mu"]
+
+    matches = [parse_match({**e, "ladder": ladder}, ladders) for e in events]
+    asyncio.run(replay(matches, Processor(ladders, MemoryStore()), on_result=keep))
+    return means
+
+
+def recovery(means: Mapping[str, float], truth: Mapping[str, float]) -> float:
+    """Pearson correlation of the rated means with the true skills over the rated players
+    (scale-free: TrueSkill's units need not be the generator's)."""
+    rated = sorted(means)
+    return statistics.correlation([means[p] for p in rated], [truth[p] for p in rated])
