@@ -447,3 +447,24 @@ def test_a_season_reset_mid_football_stream_equals_replay_and_verify_passes(stre
         last_rating[e["player_id"]] = (e["rating"], e["games"])
     oracle = sorted(((r, p) for p, (r, g) in last_rating.items() if g >= 5), reverse=True)[:5]
     assert [(r["player_id"], r["rating"]) for r in rows] == [(p, r) for r, p in oracle]
+
+
+def test_per_player_scores_and_margins_stream_equals_replay(stream_factory):
+    """A TrueSkill ladder with per-player scores and score margins on, fed synthetic team
+    games with scores and partial play: the worker's events and states equal a replay's, bit
+    for bit, and differ from an order-only replay (the evidence reaches the model)."""
+    from stream_rater.config.ladders import Ladder, Ladders
+    from stream_rater.offline.synth import SynthConfig, generate
+
+    stream = stream_factory(partitions=1, params={"player_scores": True, "margin_scale": 1.0})
+    stream.start_worker()
+    events = [
+        {**e, "ladder": stream.ladder} for e in generate(SynthConfig(players=60, matches=300, seed=3)).events
+    ]
+    stream.publish(events)
+    expected, states = replay_events(stream, events)
+    records = stream.updates(expected=len(expected))
+    assert without_processed_at(decoded(records)) == without_processed_at(expected)
+    assert exact(stream.all_states()) == exact(states)
+    _, order_only = replay_events(stream, events, Ladders([Ladder(stream.ladder, "trueskill")]))
+    assert exact(order_only) != exact(states)
