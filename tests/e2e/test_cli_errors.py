@@ -80,6 +80,32 @@ def one_match(tmp_path: Path) -> Path:
             ["--param beta=-1"],
         ),
         (["dev", "--brokers", "3"], 2, ["--brokers 3 needs --broker apache-kafka"]),
+        (
+            ["season", "--ladder", "default", "--param", "k=0.5", "--broker", "kafka://127.0.0.1:1"],
+            2,
+            ["--param: params.k: is not a season parameter"],
+        ),
+        (
+            [
+                "season",
+                "--ladder",
+                "default",
+                "--param",
+                "season_shrink=2",
+                "--via-topic",
+                "--broker",
+                "kafka://127.0.0.1:1",
+            ],
+            2,
+            ["--param: params.season_shrink: must be a number from 0 to 1"],
+        ),
+        (["season", "--ladder", "nosuch", "--broker", "kafka://127.0.0.1:1"], 2, ["unknown ladder 'nosuch'"]),
+        (
+            ["leaderboard", "--season", "1", "--store", "memory"],
+            2,
+            ["--season: the ladder has had no season start yet"],
+        ),
+        (["leaderboard", "--top", "0", "--store", "memory"], 2, ["--top: must be an integer from 1 to 500"]),
     ],
 )
 def test_a_failure_is_one_line_with_its_exit_code(
@@ -105,6 +131,7 @@ def test_a_failure_is_one_line_with_its_exit_code(
         ["verify", "--ladder", "default", "--broker", "kafka://127.0.0.1:1"],
         ["void", "m1", "--ladder", "default", "--reason", "r", "--broker", "kafka://127.0.0.1:1"],
         ["rerate", "--ladder", "default", "--broker", "kafka://127.0.0.1:1"],
+        ["season", "--ladder", "default", "--broker", "kafka://127.0.0.1:1"],
     ],
 )
 def test_a_command_without_a_store_names_the_flag_and_the_variable(args: list[str]):
