@@ -145,7 +145,6 @@ class Queries:
             board = await self._eligible_top(ladder, top, now)
         found = await self.store.lookup(ladder.name, [p for p, _ in board])
         display = ladder.rating_model.display
-        rules = ladder.rules
         rows = []
         for rank, (player_id, score) in enumerate(board, start=1):
             state = found.players.get(player_id)
@@ -163,7 +162,7 @@ class Queries:
                     "rating_now": display(current),
                     "games": state.games,
                     "last_played": state.last_played,
-                    "provisional": rules.provisional(state.games, state.sigma),
+                    "provisional": self._provisional(ladder, state),
                     "peak": state.peak,
                     "peak_at": state.peak_at,
                 }
@@ -204,7 +203,12 @@ class Queries:
         return extra | {
             "ladder": ladder.name,
             "teams": [
-                {"players": team, "win_probability": p, "new": [x for x in team if x not in found.players]}
+                {
+                    "players": team,
+                    "win_probability": p,
+                    "new": [x for x in team if x not in found.players],
+                    "provisional": [x for x in team if self._provisional(ladder, found.players.get(x))],
+                }
                 for team, p in zip(teams, answer.win_probabilities)
             ],
             "draw_probability": answer.draw_probability,
@@ -243,6 +247,13 @@ class Queries:
         return await self.store.active_leaderboard(ladder.name, top, since)
 
     @staticmethod
+    def _provisional(ladder: Ladder, state: PlayerState | None) -> bool:
+        """The ladder's provisional rule on a stored state (a player never seen: the prior)."""
+        if state is None:
+            return ladder.rules.provisional(0, ladder.rating_model.initial().sigma)
+        return ladder.rules.provisional(state.games, state.sigma)
+
+    @staticmethod
     def _rating(ladder: Ladder, state: PlayerState | None, now: float) -> Rating:
         model = ladder.rating_model
         if state is None:
@@ -262,9 +273,7 @@ class Queries:
             "rating": ladder.rating_model.display(rating),
             "games": 0 if state is None else state.games,
             "last_played": None if state is None else state.last_played,
-            "provisional": ladder.rules.provisional(
-                0 if state is None else state.games, rating.sigma if state is None else state.sigma
-            ),
+            "provisional": self._provisional(ladder, state),
             "peak": None if state is None else state.peak,
             "peak_at": None if state is None else state.peak_at,
             "rank": None if place is None else place + 1,

@@ -266,3 +266,11 @@ async def test_active_ranks_count_only_recently_active_players(games):
         assert p["rank"] == expected
         if expected is not None:
             assert p["percentile"] == 100.0 * (len(eligible) - expected + 1) / len(eligible)
+
+
+async def test_predict_names_the_provisional_players_of_each_team():
+    """``predict`` lists each team's provisional players (a new player too) beside its chance."""
+    table = ladders(provisional_games=2)
+    store, _ = await run(table, [match("m1", "a", "b"), match("m2", "a", "c")])
+    answer = await Queries(store, table).predict("l", [["a"], ["b"], ["new"]], T0)
+    assert [t["provisional"] for t in answer["teams"]] == [[], ["b"], ["new"]]
