@@ -124,7 +124,9 @@ async def measure(redis_url: str, players: int, repeat: int, out: TextIO) -> dic
             row["top100"] = await _timed(store, _top(ruled_queries, ruled.name), repeat)
             row["top100_plain"] = await _timed(store, _top(plain_queries, ruled.name), repeat)
             for label, pid in probes.items():
-                row[f"rank {label}"] = await _timed(store, _rank(ruled_queries, ruled.name, pid), repeat)
+                row[f"rank {label}"] = await _timed(
+                    store, _rank(ruled_queries, ruled.name, pid), max(3, repeat // 5)
+                )
             usage = client.memory_usage(ladder_key(ruled.name, "act")) or 0
             row["act_bytes_per_ranked"] = usage / max(1, ranked)
             report[name] = row

@@ -90,10 +90,11 @@ for i, id in ipairs(args.ids) do
   if raw[i] >= 0 then scores[i] = tonumber(redis.call('ZSCORE', board, id)) end
   out[i + 1] = raw[i] >= 0 and 0 or -1
 end
-local offset = 0
-while true do
-  local page = redis.call('ZRANGEBYSCORE', activity, since, '+inf', 'LIMIT', offset, CHUNK)
-  if #page == 0 then break end
+-- The active players are the activity set's last `total` members: paged by index (a LIMIT
+-- offset would rescan the skipped entries on every page).
+local card = redis.call('ZCARD', activity)
+for start = card - total, card - 1, CHUNK do
+  local page = redis.call('ZRANGE', activity, start, math.min(start + CHUNK, card) - 1)
   local rated = redis.call('ZMSCORE', board, unpack(page))
   for x = 1, #page do
     local score = rated[x] and tonumber(rated[x])
@@ -104,6 +105,5 @@ while true do
       end
     end
   end
-  offset = offset + #page
 end
 return out
