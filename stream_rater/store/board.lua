@@ -1,23 +1,29 @@
 -- Leaderboard reads that count only recently active players (ladder rules; see redis_store.py
--- for the key layout), done beside the data so that the entries skipped never leave Redis.
+-- for the key layout), done beside the data so that the entries skipped never leave Redis,
+-- and done in steps of at most `budget` entries per call, so that a read of a large ladder
+-- never blocks Redis for long: the client calls again from `cursor` until the answer is whole.
 --
 -- KEYS: 1 the leaderboard zset, 2 the activity zset (ranked player → last match), both of one
 --       generation of one ladder.
 -- ARGV: 1 one msgpack map (raw strings):
 --         mode    'top' or 'places'
 --         since   the oldest last match that counts as active
---         top     ('top') rows wanted
+--         cursor  where this step starts (0 on the first call)
+--         budget  most entries this step reads
+--         top     ('top') rows still wanted
 --         ids     ('places') the players whose places are wanted
--- 'top' returns the first `top` active players of the leaderboard, best first, as a flat
--- array id, score, id, score, … (scores as Redis writes them). Cost: the entries read until
--- `top` active ones are found.
--- 'places' returns {total active, place of ids[1], …}: a place is 0-based among the active
--- players in leaderboard order, -1 for a player who is not ranked or not active. Cost:
--- min(the deepest asked player's leaderboard place, the active players) entries.
-local CHUNK = 1000
-
+--         path    ('places', after the first call) the path the first call chose
+-- 'top' returns {next cursor or -1, id, score, id, score, …}: the next active players of the
+-- leaderboard from place `cursor` on, best first (scores as Redis writes them).
+-- 'places' returns {total active, path, next cursor or -1, count for ids[1], …}: a count is
+-- how many active players this step found above the player (the client adds the steps'
+-- counts up), -1 for a player who is not ranked or not active. The first call chooses the
+-- cheaper path: 'walk' down the leaderboard to the deepest asked player, or go through the
+-- 'set' of active players, whichever is fewer entries.
 local args = cmsgpack.unpack(ARGV[1])
 local board, activity, since = KEYS[1], KEYS[2], args.since
+local cursor, budget = args.cursor, args.budget
+local CHUNK = 1000
 
 -- Which of `members` (an array) are active: an array of booleans.
 local function active_of(members)
@@ -31,10 +37,11 @@ local function active_of(members)
 end
 
 if args.mode == 'top' then
-  local out, found, start = {}, 0, 0
-  while found < args.top do
-    local page = redis.call('ZREVRANGE', board, start, start + CHUNK - 1, 'WITHSCORES')
-    if #page == 0 then break end
+  local out = {-1}
+  local found, start, stop = 0, cursor, cursor + budget
+  while found < args.top and start < stop do
+    local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, stop) - 1, 'WITHSCORES')
+    if #page == 0 then return out end
     local members = {}
     for i = 1, #page, 2 do members[#members + 1] = page[i] end
     local active = active_of(members)
@@ -43,67 +50,77 @@ if args.mode == 'top' then
         out[#out + 1] = page[2 * i - 1]
         out[#out + 1] = page[2 * i]
         found = found + 1
-        if found == args.top then break end
+        if found == args.top then
+          out[1] = start + i
+          return out
+        end
       end
     end
-    start = start + CHUNK
+    start = start + #members
   end
+  out[1] = start
   return out
 end
 
 local total = redis.call('ZCOUNT', activity, since, '+inf')
-local out = {total}
+local ids = args.ids
 local raw, deepest = {}, -1
-local asked = active_of(args.ids)
-for i, id in ipairs(args.ids) do
+local asked = active_of(ids)
+for i, id in ipairs(ids) do
   local rank = asked[i] and redis.call('ZREVRANK', board, id)
   raw[i] = rank or -1
   if rank and rank > deepest then deepest = rank end
 end
-if deepest < 0 then
-  for i = 1, #args.ids do out[i + 1] = -1 end
-  return out
-end
+local path = args.path or (deepest <= total and 'walk' or 'set')
+local out = {total, path, -1}
+for i = 1, #ids do out[i + 3] = raw[i] >= 0 and 0 or -1 end
+if deepest < 0 then return out end
 
-if deepest <= total then
-  -- Walk the leaderboard down to the deepest asked player, counting the active above each.
-  local above, start = {}, 0  -- above[r] = active players among places 0 .. r - 1
-  local count = 0
-  while start < deepest do
-    local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, deepest) - 1)
+if path == 'walk' then
+  -- Places cursor .. stop - 1 of the leaderboard: count the active ones above each player.
+  local stop = math.min(cursor + budget, deepest)
+  local start = cursor
+  while start < stop do
+    local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, stop) - 1)
+    if #page == 0 then break end
     local active = active_of(page)
     for x = 1, #page do
-      above[start + x - 1] = count
-      if active[x] then count = count + 1 end
+      if active[x] then
+        local place = start + x - 1
+        for i = 1, #ids do
+          if raw[i] > place then out[i + 3] = out[i + 3] + 1 end
+        end
+      end
     end
     start = start + #page
   end
-  above[deepest] = count
-  for i = 1, #args.ids do out[i + 1] = raw[i] >= 0 and above[raw[i]] or -1 end
+  if start < deepest then out[3] = start end
   return out
 end
 
--- Fewer active players than the deepest place: count the active ones ranked above each
--- asked player, in the leaderboard's order (score, then member, both descending).
+-- The active players are the activity set's last `total` members, paged by index; each one
+-- ranked above an asked player (score, then member, both descending) counts for them.
 local scores = {}
-for i, id in ipairs(args.ids) do
+for i, id in ipairs(ids) do
   if raw[i] >= 0 then scores[i] = tonumber(redis.call('ZSCORE', board, id)) end
-  out[i + 1] = raw[i] >= 0 and 0 or -1
 end
--- The active players are the activity set's last `total` members: paged by index (a LIMIT
--- offset would rescan the skipped entries on every page).
 local card = redis.call('ZCARD', activity)
-for start = card - total, card - 1, CHUNK do
-  local page = redis.call('ZRANGE', activity, start, math.min(start + CHUNK, card) - 1)
+local first = card - total
+local start, stop = first + cursor, math.min(first + cursor + budget, card)
+while start < stop do
+  local page = redis.call('ZRANGE', activity, start, math.min(start + CHUNK, stop) - 1)
+  if #page == 0 then break end
   local rated = redis.call('ZMSCORE', board, unpack(page))
   for x = 1, #page do
     local score = rated[x] and tonumber(rated[x])
     if score then
-      for i, id in ipairs(args.ids) do
+      for i, id in ipairs(ids) do
         local own = scores[i]
-        if own and (score > own or (score == own and page[x] > id)) then out[i + 1] = out[i + 1] + 1 end
+        if own and (score > own or (score == own and page[x] > id)) then out[i + 3] = out[i + 3] + 1 end
       end
     end
   end
+  start = start + #page
 end
+if start < card then out[3] = start - first end
 return out

@@ -283,11 +283,14 @@ async def test_a_write_without_a_score_takes_the_player_off_the_leaderboard(stor
     assert (await store.lookup(ladder, ["a", "b"])).places == {"b": 0}
 
 
+@pytest.mark.parametrize("step", [10_000, 7])
 @pytest.mark.parametrize("deep", [False, True])
-async def test_active_reads_skip_players_idle_since_a_time(store, ladder, deep):
+async def test_active_reads_skip_players_idle_since_a_time(store, ladder, deep, step, monkeypatch):
     """Top rows and places count only players active since the given time, in leaderboard
     order (ties: id descending) — by walking the leaderboard (`deep` False: few places) or by
-    going through the active players (`deep`: the asked players are below most of them)."""
+    going through the active players (`deep`: the asked players are below most of them); in
+    one step of the Redis script or in many (`step` entries each)."""
+    monkeypatch.setattr("stream_rater.store.redis_store.BOARD_STEP", step)
     players = [(f"p{i:03d}", float(i % 50), 1000.0 + (i * 37) % 200) for i in range(120)]
     await store.commit(
         Commit(
