@@ -121,7 +121,7 @@ def test_replay_into_redis_twice_then_ratings_and_leaderboard(
     board = cli(
         "leaderboard", "--ladder", ladder, "--top", "2", "--store", redis_url, *env_ladder
     ).stdout.splitlines()
-    assert board[1].split()[:2] == ["1", "a"] and len(board) == 3
+    assert board[0] == "season 1" and board[2].split()[:2] == ["1", "a"] and len(board) == 4
 
 
 def test_the_store_defaults_to_STREAM_RATER_REDIS_URL(redis_url: str, tmp_path: Path, unique_name: str):
@@ -140,7 +140,7 @@ def test_the_store_defaults_to_STREAM_RATER_REDIS_URL(redis_url: str, tmp_path: 
     rows = [json.loads(line) for line in cli("ratings", "--ladder", ladder, env=env).stdout.splitlines()]
     assert [(r["player_id"], r["games"]) for r in rows] == [("a", 2), ("b", 1), ("c", 1)]
     board = cli("leaderboard", "--ladder", ladder, "--top", "1", env=env).stdout.splitlines()
-    assert board[1].split()[:2] == ["1", "a"] and len(board) == 2
+    assert board[2].split()[:2] == ["1", "a"] and len(board) == 3
     assert cli("ratings", "--ladder", ladder, "--store", "memory", env=env).stdout == ""
 
 
