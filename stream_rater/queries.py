@@ -128,7 +128,8 @@ class Queries:
     async def leaderboard(self, ladder_name: str, top: Any, now: float, season: Any = None) -> dict[str, Any]:
         """The `top` eligible players by display rating, best first (three store round trips,
         more when inactive players are skipped); of an ended `season` (1-based), its final
-        leaderboard as it was (activity is not applied to it).
+        leaderboard as it was (activity is not applied to it): each row's ``rating`` is then
+        the season's final one, the other fields the player's state now.
 
         Each row has the stored state (``mu``, ``sigma``) and the stored display rating the
         board is ordered by (``rating``), beside the time-aware view the other reads give:

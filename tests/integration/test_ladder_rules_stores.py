@@ -1,0 +1,77 @@
+"""Ladder rules on a real Redis and Redis Cluster, as on the in-memory store: the same
+processor and queries, the same answers (the store's scripts keep the leaderboard, the
+activity set and the seasons)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from helpers import duel
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import parse_match
+from stream_rater.processor import Processor
+from stream_rater.queries import Queries
+from stream_rater.store import open_store
+
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture(params=["memory", "redis", "redis_cluster"])
+async def store(request):
+    s = open_store("memory" if request.param == "memory" else request.getfixturevalue(f"{request.param}_url"))
+    yield s
+    await s.close()
+
+
+def table(**params) -> tuple[str, Ladders]:
+    name = f"r-{uuid.uuid4().hex[:10]}"
+    return name, Ladders([Ladder(name, "elo", params)])
+
+
+async def apply(store, ladders: Ladders, name: str, *events: dict) -> list:
+    processor = Processor(ladders, store)
+    result = await processor.process([parse_match({**e, "ladder": name}, ladders) for e in events])
+    return result.results
+
+
+async def test_a_one_game_elo_player_is_ranked_only_once_eligible(store):
+    """``leaderboard_min_games = 3`` and ``provisional_games = 2``: a player who won their only
+    game is not on the leaderboard and has no rank, until their third game."""
+    name, ladders = table(leaderboard_min_games=3, provisional_games=2)
+    await apply(store, ladders, name, *(duel(f"m{i}", "a", "b", at=T0 + i) for i in range(3)))
+    results = await apply(store, ladders, name, duel("x1", "lucky", "a", at=T0 + 10))
+    assert [e["provisional"] for e in results[0].events] == [True, False]
+    queries = Queries(store, ladders)
+    assert [r["player_id"] for r in (await queries.leaderboard(name, 10, T0))["rows"]] == ["a", "b"]
+    [lucky] = (await queries.players(name, ["lucky"], T0))["players"]
+    assert lucky["rank"] is None and lucky["provisional"] and lucky["peak"] == lucky["rating"] > 1500
+    await apply(
+        store, ladders, name, duel("x2", "lucky", "b", at=T0 + 11), duel("x3", "lucky", "b", at=T0 + 12)
+    )
+    board = (await queries.leaderboard(name, 10, T0))["rows"]
+    assert board[0]["player_id"] == "lucky" and not board[0]["provisional"]
+
+
+async def test_activity_and_seasons_on_every_store(store):
+    """Idle players drop out of the active leaderboard and ranks; a season record keeps the
+    ending season's board and shrinks every rating."""
+    name, ladders = table(leaderboard_active_days=1, season_shrink=0.0)
+    day = 86_400.0
+    await apply(
+        store, ladders, name, duel("m1", "old", "older", at=T0), duel("m2", "new", "newer", at=T0 + 5 * day)
+    )
+    queries = Queries(store, ladders)
+    now = T0 + 5.5 * day
+    assert [r["player_id"] for r in (await queries.leaderboard(name, 10, now))["rows"]] == ["new", "newer"]
+    found = {
+        p["player_id"]: p["rank"] for p in (await queries.players(name, ["old", "newer"], now))["players"]
+    }
+    assert found == {"old": None, "newer": 2}
+    season = {"kind": "season", "match_id": "s2", "finished_at": T0 + 6 * day}
+    results = await apply(store, ladders, name, season)
+    assert {e["player_id"] for e in results[0].events} == {"old", "older", "new", "newer"}
+    assert {s.mu for s in (await store.players(name)).values()} == {1500.0}
+    ended = await queries.leaderboard(name, 10, now, season=1)
+    assert [r["player_id"] for r in ended["rows"]][:2] in (["old", "new"], ["new", "old"])
