@@ -79,7 +79,14 @@ def test_tune_is_no_worse_than_baseline_on_the_fit_part(football: Path) -> None:
     for scores in (out["baseline"], out["tuned"]):
         assert scores["params"]["time_unit"] == "years"
         for part in ("fit", "rest", "all"):
-            assert set(scores[part]) == {"matches", "pairs", "wrong_order", "log_loss", "brier"}
+            assert set(scores[part]) == {
+                "matches",
+                "pairs",
+                "wrong_order",
+                "log_loss",
+                "brier",
+                "expected_calibration_error",
+            }
         assert scores["fit"]["matches"] + scores["rest"]["matches"] == scores["all"]["matches"] == ROWS
     assert set(out["tuned"]["params"]) == {"time_unit", "beta", "time_tau"}
     assert out["tuned"]["fit"]["log_loss"] <= out["baseline"]["fit"]["log_loss"]

@@ -95,7 +95,7 @@ def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
 def schemathesis_config(ladders: list[str]) -> str:
     """The run's configuration: the ladder path parameter is one of `ladders`; a schema-valid
     request must get 200, or 413 over the server's player limit (a setting the schema cannot
-    know); predict and balance may also answer 400 for the rule JSON Schema cannot state, which
+    know); predict, balance and leaderboard may also answer 400 for the rule JSON Schema cannot state, which
     `openapi_hooks` checks the request really breaks; any warning (such as every request
     answered 404) fails the run."""
     return f"""
@@ -112,7 +112,7 @@ fail-on = true
 expected-statuses = ["200", "413"]
 
 [[operations]]
-include-path-regex = "/(predict|balance)$"
+include-path-regex = "/(predict|balance|leaderboard)$"
 checks.positive_data_acceptance.expected-statuses = ["200", "400", "413"]
 """
 
