@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -466,23 +467,30 @@ class Processor:
         (which are processed as batches of their own): so the leaderboard its commit keeps as
         the ending season's is exactly the one the records before it left. It reads every
         player of its ladder (one more round trip) and writes each changed one."""
-        cut = next((i for i, m in enumerate(matches) if m.season is not None), None)
-        if cut is None:
-            return await self._process(matches, where)
+        # Match ids known applied by this processor's own commits — confirmed by a re-read, or
+        # committed in this call — leave `_unconfirmed` only once this call returns: if it
+        # raises after some ladders (or segments) committed, the retry still counts them as applied.
+        settled: list[tuple[str, set[str]]] = []
+        cuts = [i for i, m in enumerate(matches) if m.season is not None]
+        bounds = sorted({0, len(matches), *cuts, *(i + 1 for i in cuts)})
         batch = BatchResult()
-        for lo, hi in ((0, cut), (cut, cut + 1), (cut + 1, len(matches))):
-            if lo < hi:
-                done = await (self._process if hi <= cut + 1 else self.process)(
-                    matches[lo:hi], None if where is None else where[lo:hi]
-                )
-                batch.results += done.results
-                batch.conflicts += done.conflicts
+        for lo, hi in itertools.pairwise(bounds):
+            done = await self._process(matches[lo:hi], None if where is None else where[lo:hi], settled)
+            batch.results += done.results
+            batch.conflicts += done.conflicts
+        for name, ids in settled:
+            if ids:
+                self._unconfirmed[name].difference_update(ids)
         return batch
 
     async def _process(
-        self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int] | None] | None
+        self,
+        matches: Sequence[MatchFinished],
+        where: Sequence[tuple[int, int] | None] | None,
+        settled: list[tuple[str, set[str]]],
     ) -> BatchResult:
-        """`process` of records among which a season start can only be the only one."""
+        """`process` of records among which a season start can only be the only one; the ids
+        it finds or makes applied go to `settled`."""
         parts: dict[str, _LadderPart] = {}
         for i, match in enumerate(matches):
             part = parts.get(match.ladder)
@@ -492,10 +500,6 @@ class Processor:
         batch = BatchResult()
         pending = list(parts.values())
         delays = backoff(0.001, 0.05, jitter=1.0)
-        # Match ids known applied by this processor's own commits — confirmed by a re-read, or
-        # committed in this call — leave `_unconfirmed` only once this call returns: if it
-        # raises after some ladders committed, the retry still counts them as applied.
-        settled: list[tuple[str, set[str]]] = []
         while pending:
             snapshots = await self.store.read_many([part.request(self.generation) for part in pending])
             for i, part in enumerate(pending):
@@ -538,9 +542,6 @@ class Processor:
                         )
             if pending:
                 await asyncio.sleep(next(delays) if conflicted else self.freeze_poll)
-        for name, ids in settled:
-            if ids:
-                self._unconfirmed[name].difference_update(ids)
         ordered: list[MatchResult | None] = [None] * len(matches)
         for part in parts.values():
             for i, result in zip(part.indices, part.results):

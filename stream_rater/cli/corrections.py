@@ -25,6 +25,7 @@ from stream_rater.cli.common import (
 )
 from stream_rater.cli.inputs import bar, valid_matches
 from stream_rater.config.ladders import parse_param
+from stream_rater.config.rules import refuse_rule_overrides
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import CorrectionRequest
 from stream_rater.offline.adapters import FORMATS
@@ -185,6 +186,7 @@ def cmd_correct(args: argparse.Namespace) -> int:
 
     settings = settings_of(args)
     require(settings, "broker")
+    refuse_rule_overrides(dict(parse_param(p) for p in getattr(args, "param", [])), "--param ")
     correction = Correction(
         args.command,
         args.ladder,

@@ -134,6 +134,19 @@ RULE_PARAMS: dict[str, Any] = {f.name: f.default for f in fields(Rules)}
 SEASON_PARAMS = ("season_shrink", "season_sigma")
 
 
+def refuse_rule_overrides(params: Mapping[str, Any], where: str = "params.") -> None:
+    """A re-rate's parameter overrides may not set rules: the read API takes a ladder's rules
+    from its configuration, so a rule changed for the writes alone would make reads and
+    writes disagree. `ValueError` naming the first rule (after `where`)."""
+    named = sorted(set(params) & set(RULE_PARAMS))
+    if named:
+        raise ValueError(
+            f"{where}{named[0]}: a ladder rule is set in the ladders configuration (file or "
+            "STREAM_RATER_LADDER_<NAME>__<PARAM>), where reads find it too; change it there and "
+            "re-rate without it"
+        )
+
+
 def _season_params(rules: Rules) -> dict[str, Any]:
     return {name: getattr(rules, name) for name in SEASON_PARAMS}
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.rules import refuse_rule_overrides
 from stream_rater.contracts import CorrectionRequest, MatchFinished, correction_changed, format_timestamp
 from stream_rater.contracts.correction_request import KINDS
 from stream_rater.processor import Processor, StoreLost
@@ -137,6 +138,7 @@ class Correction:
             raise ValueError(
                 f"correction kind must be one of {', '.join(map(repr, KINDS))}, got {self.kind!r}"
             )
+        refuse_rule_overrides(self.params)
 
     @classmethod
     def from_request(cls, request: CorrectionRequest) -> Correction:
@@ -183,10 +185,11 @@ class Rerate:
     entries: list[Entry]
     now: float
     #: The staging generation's progress through the history (build), the comparison of the
-    #: players and the players of the matches applied after it (compare).
+    #: players and the players of the matches applied after it (compare; None: every player,
+    #: once a season start moved them all).
     staging: _Build
     comparison: _Compare
-    touched: set[str]
+    touched: set[str] | None
 
     def __init__(
         self,
@@ -325,7 +328,7 @@ class Rerate:
         self.touched = set()
         for _ in range(FOLLOW_ROUNDS):
             self.live = await self.store.generations(self.ladder)
-            self.touched |= players_of(await self.staging.apply_upto(self.live.positions))
+            self.touched = touched(self.touched, await self.staging.apply_upto(self.live.positions))
             more = await self.history.read()
             self.staging.add(more)
             if len(more) < self.tuning.close:
@@ -348,7 +351,7 @@ class Rerate:
         clock.step("read")
         last = await build.apply_upto(live.positions)
         clock.step("apply")
-        events = await self.comparison.again(self.touched | players_of(last))
+        events = await self.comparison.again(touched(self.touched, last))
         clock.step("compare")
         maybe |= {match.match_id for match, _ in last}
         unproduced = await store.unproduced(ladder, live.live, [m for m in build.recent if m in maybe])
@@ -477,6 +480,14 @@ def players_of(entries: Iterable[Entry]) -> set[str]:
     return {player.id for match, _ in entries for team in match.teams for player in team.players}
 
 
+def touched(so_far: set[str] | None, entries: Sequence[Entry]) -> set[str] | None:
+    """`so_far` and the players of `entries`; None (every player) once a season-start record
+    is among them, since a season moves every player of the ladder."""
+    if so_far is None or any(match.season is not None for match, _ in entries):
+        return None
+    return so_far | players_of(entries)
+
+
 class _Clock:
     """Seconds per step, each measured from the end of the previous one."""
 
@@ -520,9 +531,9 @@ class _Compare:
         """Compare every player of both generations."""
         await self._compare(None)
 
-    async def again(self, players: set[str]) -> list[dict[str, Any]]:
-        """Compare `players` again; the events, by player id."""
-        if players:
+    async def again(self, players: set[str] | None) -> list[dict[str, Any]]:
+        """Compare `players` (None: every player) again; the events, by player id."""
+        if players is None or players:
             await self._compare(players)
         return [self._event(player_id, *self.changed[player_id]) for player_id in sorted(self.changed)]
 

@@ -25,6 +25,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from stream_rater.config.ladders import Ladders, UnknownLadderError, check_params
+from stream_rater.config.rules import refuse_rule_overrides
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
@@ -145,6 +146,7 @@ class CorrectionHandler:
             )
             ladder = self.ladders.get(request.ladder)
             check_params(ladder.model, {**ladder.params, **request.params})
+            refuse_rule_overrides(request.params, "")
         except (DecodeError, ValidationError) as exc:
             raise Refused(f"correction request: {exc}") from None
         except UnknownLadderError as exc:

@@ -116,7 +116,10 @@ while start < stop do
     if score then
       for i, id in ipairs(ids) do
         local own = scores[i]
-        if own and (score > own or (score == own and page[x] > id)) then out[i + 3] = out[i + 3] + 1 end
+        -- A tie is ordered as ZREVRANK orders it (bytes, not the server's collation).
+        if own and (score > own or (score == own and redis.call('ZREVRANK', board, page[x]) < raw[i])) then
+          out[i + 3] = out[i + 3] + 1
+        end
       end
     end
   end

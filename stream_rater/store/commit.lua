@@ -66,13 +66,6 @@ for i = 1, #marker_ids, CHUNK do
   end
 end
 
-if args.season then
-  local archive = KEYS[#KEYS]
-  redis.call('DEL', archive)
-  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('COPY', KEYS[3], archive) end
-  redis.call('RPUSH', KEYS[8], args.season)
-end
-
 -- The writes to each hash (players, effects), as indices into the per-write arrays.
 local writes = {{}, {}}
 for w = 1, #ids do
@@ -101,6 +94,14 @@ end
 for h = 1, 2 do
   local id = stale(KEYS[h], writes[h])
   if id then return {'conflict', id} end
+end
+
+-- Every check passed: the writes begin. A season start first keeps the ending season's board.
+if args.season then
+  local archive = KEYS[#KEYS]
+  redis.call('DEL', archive)
+  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('COPY', KEYS[3], archive) end
+  redis.call('RPUSH', KEYS[8], args.season)
 end
 
 -- `command key first[w] second[w] …` for the writes w of `of`, one call per chunk of pairs.

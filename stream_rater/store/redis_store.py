@@ -403,7 +403,7 @@ class RedisStore(StateStore):
         while cursor >= 0:
             step = await self._board(ladder, mode="places", since=since, ids=ids, cursor=cursor, path=path)
             total, path, cursor = int(step[0]), text(step[1]), int(step[2])
-            counts = [c + n if n >= 0 else -1 for c, n in zip(counts, step[3:])]
+            counts = [c + n if n >= 0 and c >= 0 else -1 for c, n in zip(counts, step[3:])]
         return {p: c for p, c in zip(ids, counts) if c >= 0}, total
 
     async def _board(self, ladder: str, **fields: Any) -> list[Any]:

@@ -106,6 +106,20 @@ def one_match(tmp_path: Path) -> Path:
             ["--season: the ladder has had no season start yet"],
         ),
         (["leaderboard", "--top", "0", "--store", "memory"], 2, ["--top: must be an integer from 1 to 500"]),
+        (
+            [
+                "rerate",
+                "--ladder",
+                "default",
+                "--param",
+                "provisional_games=3",
+                "--via-topic",
+                "--broker",
+                "kafka://127.0.0.1:1",
+            ],
+            2,
+            ["--param provisional_games: a ladder rule is set in the ladders configuration"],
+        ),
     ],
 )
 def test_a_failure_is_one_line_with_its_exit_code(

@@ -334,3 +334,15 @@ async def test_a_state_with_a_peak_reads_back_whole(store, ladder):
     state = PlayerState(27.0, 1.0, 3, 100.0, 1, None, 31.5, 90.0)
     await store.commit(Commit(ladder, [StateWrite("a", state, 0, leaderboard_score=27.0)], {"m1": []}))
     assert (await store.read(ladder, ["a"], [], [])).players["a"] == state
+
+
+async def test_a_refused_season_commit_keeps_no_season(store, ladder):
+    """A season commit refused by the version check writes nothing: no ended season, no
+    archived leaderboard, the live one unchanged."""
+    await store.commit(Commit(ladder, [write("a", 30.0, 1, 0, score=30.0)], {"m1": []}))
+    with pytest.raises(CommitConflict):
+        await store.commit(Commit(ladder, [write("a", 20.0, 1, 0, score=20.0)], {"s1": []}, season="s1"))
+    assert await store.seasons(ladder) == []
+    assert await store.leaderboard(ladder, 10) == [("a", 30.0)]
+    with pytest.raises(KeyError):
+        await store.leaderboard(ladder, 10, season=1)

@@ -274,3 +274,42 @@ async def test_predict_names_the_provisional_players_of_each_team():
     store, _ = await run(table, [match("m1", "a", "b"), match("m2", "a", "c")])
     answer = await Queries(store, table).predict("l", [["a"], ["b"], ["new"]], T0)
     assert [t["provisional"] for t in answer["teams"]] == [[], ["b"], ["new"]]
+
+
+def test_a_rerate_may_not_override_a_rule():
+    """Rules come from the configuration, where reads find them: a correction that tries to
+    set one is refused, naming it."""
+    from stream_rater.corrections.rerate import Correction
+
+    with pytest.raises(ValueError, match=r"params\.provisional_games: a ladder rule"):
+        Correction("rerate", "l", params={"provisional_games": 10})
+    Correction("rerate", "l", params={"beta": 2.0})
+
+
+class _FailsOnce(MemoryStore):
+    """A store whose first read of every player (a season start's) fails, as a connection
+    error would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def players(self, ladder, effects=False, generation=None, only=None):
+        if only is None and not effects and not self.failed:
+            self.failed = True
+            raise ConnectionError("lost")
+        return await super().players(ladder, effects, generation, only)
+
+
+async def test_matches_committed_before_a_failed_season_still_count_as_applied_on_the_retry():
+    """A batch split at a season record: the part before it commits, the season's read fails;
+    the retry reports those matches as newly applied (not duplicates), as for any batch."""
+    table = ladders(season_shrink=0.5)
+    store = _FailsOnce()
+    processor = Processor(table, store)
+    batch = [parse_match(e, table) for e in (match("m1", "a", "b"), season("s2"), match("m2", "a", "b"))]
+    with pytest.raises(ConnectionError):
+        await processor.process(batch)
+    again = await processor.process(batch)
+    assert [r.duplicate for r in again.results] == [False, False, False]
+    assert await store.seasons("l") == ["s2"]
