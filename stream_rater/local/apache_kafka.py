@@ -225,8 +225,13 @@ class SaslSslListener:
 
 
 def _cluster_id() -> str:
-    """A random KRaft cluster id: 16 bytes, URL-safe base64 without padding (Kafka's ``Uuid``)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random KRaft cluster id: 16 bytes, URL-safe base64 without padding (Kafka's ``Uuid``).
+    Like Kafka's ``Uuid.randomUuid``, never one starting with ``-``: the storage tool would
+    read it as an option (one id in 64 did, and formatting failed)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @dataclass
