@@ -4,15 +4,15 @@ inputs of README "Capacity".
 The bundled football results (the demo ladder: TrueSkill with the home effect) are replayed
 through the processor into a local Redis with the worker's default marker TTL and history cap,
 each batch's events noted as produced the way the worker notes them (so the next commit
-shrinks their markers). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
+drops them). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
 
 - the ``players`` hash and the ``lb`` zset — per player state and per leaderboard entry
-  (usage / fields or members). A ladder of more than 512 players (Redis 7's
-  ``hash-max-listpack-entries``) keeps its players in a hash table, about twice the compact
-  listpack's bytes per field; the football ladder has 337 teams, so `run` has its Redis encode
-  hashes as a big ladder's are;
-- a sample of markers: shrunk ones (events produced) and whole ones (the last batch's, whose
-  shrink waits for the ladder's next commit — and what every marker cost before shrinking);
+  (usage / fields or members). The players hash is a hash table from its first write
+  (``commit.lua``), as a big ladder's would be anyway;
+- the ``mk`` markers hash with its ``mk:expiry`` zset — per match applied ("marker,
+  produced") — and the ``unproduced`` hash, which holds the last batch's events until the
+  ladder's next commit drops them — per match whose events are not yet produced, added to a
+  marker's bytes ("marker, whole": what every match costs until its events are produced);
 - a sample of ``h:<pid>`` lists — per history entry (usage / entries);
 
 and the Kafka bytes (key + value as produced, uncompressed, without the record batch framing)
@@ -28,8 +28,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
-
-import redis
 
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
@@ -136,11 +134,7 @@ async def measure(
         before = (await client.info("memory"))["used_memory"]
         await replay(matches, Processor(ladders, store), batch_size=batch_size, on_result=on_result)
         used = (await client.info("memory"))["used_memory"] - before
-        ids = [m.match_id for m in matches]
-        last = len(ids) % batch_size or batch_size
         pick = random.Random(0)
-        shrunk = pick.sample(ids[:-last], min(sample, len(ids) - last))
-        whole = pick.sample(ids[-last:], min(sample, last))
         player_ids = sorted({p.id for m in matches for t in m.teams for p in t.players})
         histories = pick.sample(player_ids, min(sample, len(player_ids)))
         prefix = ladder_key(ladder, "")
@@ -150,8 +144,10 @@ async def measure(
                 pipe.object("encoding", prefix + suffix)
             pipe.hlen(prefix + "players")
             pipe.zcard(prefix + "lb")
-            for match_id in shrunk + whole:
-                pipe.memory_usage(f"{prefix}m:{match_id}", samples=0)
+            for suffix in ("mk", "mk:expiry", "unproduced"):
+                pipe.memory_usage(prefix + suffix, samples=0)
+            pipe.hlen(prefix + "mk")
+            pipe.hlen(prefix + "unproduced")
             for player_id in histories:
                 pipe.memory_usage(f"{prefix}h:{player_id}", samples=0)
                 pipe.llen(f"{prefix}h:{player_id}")
@@ -160,16 +156,18 @@ async def measure(
     finally:
         await store.close()
     players_bytes, players_encoding, lb_bytes, lb_encoding, fields, members = replies[:6]
-    markers = replies[6 : 6 + len(shrunk) + len(whole)]
-    lists = replies[6 + len(markers) : -1]
+    markers_bytes, expiry_bytes, unproduced_bytes, markers, unproduced = replies[6:11]
+    lists = replies[11:-1]
+    fields, markers = fields - 1, markers - 1  # not the field '' of each hash (its bytes stay in)
+    marker = (markers_bytes + (expiry_bytes or 0)) / markers
     return Sizes(
         matches=len(matches),
         events=len(produced),
         players=fields,
         state=players_bytes / fields,
         state_encoding=_text(players_encoding),
-        marker_shrunk=_mean(markers[: len(shrunk)]),
-        marker_whole=_mean(markers[len(shrunk) :]),
+        marker_shrunk=marker,
+        marker_whole=marker + (unproduced_bytes or 0) / max(unproduced, 1),
         history_entry=sum(lists[0::2]) / sum(lists[1::2]),
         history_encoding=_text(replies[-1]),
         leaderboard_entry=lb_bytes / members,
@@ -193,8 +191,6 @@ def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: 
     settings = Settings()
     events = list(football_events(default_data_file(), DEMO_LADDER))
     with LocalRuntime(broker=False) as runtime:
-        with redis.Redis.from_url(runtime.redis_url) as client:
-            client.config_set("hash-max-listpack-entries", 0)  # a big ladder's encoding (module docstring)
         sizes = asyncio.run(
             measure(runtime.redis_url, load_ladders(None, DEMO_LADDER_ENV), events, settings=settings)
         )
@@ -212,11 +208,11 @@ def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: 
             sizes.leaderboard_entry,
             f"per member of the lb zset ({sizes.leaderboard_encoding})",
         ),
-        ("marker, produced", sizes.marker_shrunk, "per key, shrunk (events with the broker)"),
+        ("marker, produced", sizes.marker_shrunk, "per match in the markers hash and its expiry zset"),
         (
             "marker, whole",
             sizes.marker_whole,
-            "per key, holding its events (not yet shrunk; every marker before)",
+            "a marker and its events in the unproduced hash (until they are produced)",
         ),
         ("history entry", sizes.history_entry, f"per entry of the h:<pid> lists ({sizes.history_encoding})"),
         ("used_memory", sizes.used_per_match, "growth per match, all keys (the last batch's markers whole)"),

@@ -3,66 +3,69 @@
 --
 -- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset, 4 meta hash (field 'applied':
 --       matches applied to the generation so far, the watermark that tells "lost" from
---       "new"; 'p:<partition>': offset after the last record applied), all of the generation
---       written, 5 the ladder's control hash, 6 its freeze key, 7 the activity zset and 8 the
---       seasons list of the generation, then the marker key of each marker id, then the
---       history key of each history id, then the marker key of each produced match (to
---       shrink), then (with `season`) the key that keeps the ending season's leaderboard, in
---       order: every key the script touches, all with the ladder's hash tag (one cluster slot).
+--       "new"; 'p:<partition>': offset after the last record applied), 5 the ladder's control
+--       hash, 6 its freeze key, 7 the activity zset, 8 the seasons list, 9 the markers hash,
+--       10 the unproduced-events hash and 11 the markers' expiry zset of the generation
+--       written, then the history key of each history id, then (with `season`) the key that
+--       keeps the ending season's leaderboard, in order: every key the script touches, all
+--       with the ladder's hash tag (one cluster slot).
 -- ARGV: 1 the commit as one msgpack map (packed with raw strings, which cmsgpack reads;
 --       `commit_args` in redis_store.py builds it):
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be
---         marker_ttl       seconds a new marker lives (0 = no expiry)
---         history_cap      entries a history list keeps
 --         ids              player/effect id per write
 --         is_effect        per write, true = effects hash
 --         expected         per write, the stored version it expects (0 = absent)
 --         states           per write, the packed state to store
---         scores           per write, leaderboard score as a decimal string (exact: the
---                          client's shortest round-trip repr) or nil (= not on the leaderboard:
---                          a player is removed from it, from the activity zset too)
+--         scores           per write, leaderboard score (a double: Redis passes it on to ZADD
+--                          as '%.17g', which reads back exactly) or nil (= not on the
+--                          leaderboard: a player is removed from it, from the activity zset too)
 --         activity         nil, or per write the player's last match for the activity zset
 --                          (nil for writes not ranked)
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to the last key first and the id appended to the seasons list
---         events           packed rating-changed events, each once
---         marker_ids       match ids
---         marker_sizes     events per marker: marker m stores the next marker_sizes[m]
---                          events (from 1 on) as one msgpack array
---         history_ids      player ids
---         history_sizes    entries per history list
---         history_entries  for each history list in turn, its entries (oldest first) as
---                          1-based indices into events
+--         marker_ids       the matches applied: each gets a marker
+--         unproduced_at    the matches among them with events, as indices into marker_ids, and
+--         unproduced       their events, each match's as one msgpack array, kept until produced
+--         produced         match ids of earlier commits whose events are with the broker:
+--                          their unproduced events are dropped (the markers stay)
+--         expiry           nil (markers kept forever), or the score of this commit's markers
+--                          in the expiry zset (when they expire, in seconds) and
+--         expiring         the member: the marker ids packed (unique per commit)
+--         now              the client's clock: markers whose expiry is past are removed
+--         history_cap      entries a history list keeps
+--         history_sizes    entries per history list, in KEYS order
+--         history          for each history list in turn, its new entries (oldest first),
+--                          each a packed rating-changed event
 --         positions        map partition → offset after the batch's last record of it
--- A produced match's marker is shrunk to an empty msgpack array (its events are with the
--- broker: nothing to re-emit), keeping its expiry (KEEPTTL) and only if it still exists (XX).
 -- Returns {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id} (a marker
 -- exists), {'conflict', id} (a write whose stored version is not the expected one),
 -- {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'} (a re-rate is
 -- switching the live generation).
 local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
-local PAIRS = CHUNK / 2
+local PAIRS = CHUNK / 2 - 1  -- pairs per command, leaving room for the head pair
+-- The players, effects and markers hashes have a field '' (no id is empty) whose value is
+-- longer than Redis's hash-max-listpack-value (64 by default), written with their first
+-- entries, so that they are hash tables from the start: a small hash in Redis's compact
+-- listpack form is searched linearly, a cost per lookup that grows with the hash.
+local HASH_TABLE = string.rep('-', 128)
 
 local args = cmsgpack.unpack(ARGV[1])
 local ids, is_effect, expected = args.ids, args.is_effect, args.expected
 local states, scores = args.states, args.scores
-local events, marker_ids, marker_sizes = args.events, args.marker_ids, args.marker_sizes
-local history_ids, history_sizes, entries = args.history_ids, args.history_sizes, args.history_entries
-local FIXED = 8
-local last_shrink = #KEYS - (args.season and 1 or 0)
+local marker_ids, history_sizes, history = args.marker_ids, args.history_sizes, args.history
+local MARKERS, UNPRODUCED, EXPIRY, FIXED = KEYS[9], KEYS[10], KEYS[11], 11
 
 local refused = wrong_generation(KEYS[5], args)
 if refused then return refused end
 if args.mode == 'live' and redis.call('EXISTS', KEYS[6]) == 1 then return {'frozen'} end
 
--- One EXISTS per chunk of markers; only if one exists, which one.
+-- One HMGET of the markers per chunk of match ids.
 for i = 1, #marker_ids, CHUNK do
   local j = math.min(i + CHUNK - 1, #marker_ids)
-  if redis.call('EXISTS', unpack(KEYS, FIXED + i, FIXED + j)) > 0 then
-    for m = i, j do
-      if redis.call('EXISTS', KEYS[FIXED + m]) == 1 then return {'applied', marker_ids[m]} end
-    end
+  local found = redis.call('HMGET', MARKERS, unpack(marker_ids, i, j))
+  for m = 1, #found do
+    if found[m] then return {'applied', marker_ids[i + m - 1]} end
   end
 end
 
@@ -104,10 +107,18 @@ if args.season then
   redis.call('RPUSH', KEYS[8], args.season)
 end
 
--- `command key first[w] second[w] …` for the writes w of `of`, one call per chunk of pairs.
-local function paired(command, key, of, first, second)
+-- `command key values…` in chunks of at most CHUNK values.
+local function chunked(command, key, values)
+  for i = 1, #values, CHUNK do
+    redis.call(command, key, unpack(values, i, math.min(i + CHUNK - 1, #values)))
+  end
+end
+
+-- `command key first[w] second[w] …` for the writes w of `of`, one call per chunk of pairs;
+-- `head` (a table of values, or nil) goes first in every call.
+local function paired(command, key, of, first, second, head)
   for i = 1, #of, PAIRS do
-    local values = {}
+    local values = head and {unpack(head)} or {}
     for x = i, math.min(i + PAIRS - 1, #of) do
       values[#values + 1] = first[of[x]]
       values[#values + 1] = second[of[x]]
@@ -118,19 +129,14 @@ end
 
 local scored, unranked = {}, {}
 for h = 1, 2 do
-  paired('HSET', KEYS[h], writes[h], ids, states)
+  paired('HSET', KEYS[h], writes[h], ids, states, {'', HASH_TABLE})
 end
 for _, w in ipairs(writes[1]) do
   if scores[w] then scored[#scored + 1] = w else unranked[#unranked + 1] = ids[w] end
 end
 paired('ZADD', KEYS[3], scored, scores, ids)
-if #unranked > 0 then
-  for i = 1, #unranked, CHUNK do
-    local j = math.min(i + CHUNK - 1, #unranked)
-    redis.call('ZREM', KEYS[3], unpack(unranked, i, j))
-    redis.call('ZREM', KEYS[7], unpack(unranked, i, j))
-  end
-end
+chunked('ZREM', KEYS[3], unranked)
+chunked('ZREM', KEYS[7], unranked)
 if args.activity then
   local active = {}
   for _, w in ipairs(scored) do
@@ -139,22 +145,31 @@ if args.activity then
   paired('ZADD', KEYS[7], active, args.activity, ids)
 end
 
--- Shrinks first, so that a marker this commit writes anew is never shrunk.
-local shrunk = array_header(0)
-for x = FIXED + #marker_ids + #history_ids + 1, last_shrink do
-  redis.call('SET', KEYS[x], shrunk, 'XX', 'KEEPTTL')
+-- Markers past their expiry go first (a commit adds one expiry entry and removes up to two,
+-- so the zset never grows beyond the markers alive), with any events they still held.
+for _, expired in ipairs(redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', args.now, 'LIMIT', 0, 2)) do
+  local gone = cmsgpack.unpack(expired)
+  chunked('HDEL', MARKERS, gone)
+  chunked('HDEL', UNPRODUCED, gone)
+  redis.call('ZREM', EXPIRY, expired)
 end
 
-local ttl = args.marker_ttl
-local e = 1
+-- Dropped first, so that events this commit keeps anew are never dropped.
+chunked('HDEL', UNPRODUCED, args.produced)
+local marked = {'', HASH_TABLE}
 for m = 1, #marker_ids do
-  local value = array_header(marker_sizes[m]) .. table.concat(events, '', e, e + marker_sizes[m] - 1)
-  if ttl > 0 then
-    redis.call('SET', KEYS[FIXED + m], value, 'EX', ttl)
-  else
-    redis.call('SET', KEYS[FIXED + m], value)
-  end
-  e = e + marker_sizes[m]
+  marked[2 * m + 1] = marker_ids[m]
+  marked[2 * m + 2] = ''
+end
+chunked('HSET', MARKERS, marked)
+local kept = {}
+for m = 1, #args.unproduced_at do
+  kept[2 * m - 1] = marker_ids[args.unproduced_at[m]]
+  kept[2 * m] = args.unproduced[m]
+end
+chunked('HSET', UNPRODUCED, kept)
+if args.expiry and #marker_ids > 0 then
+  redis.call('ZADD', EXPIRY, args.expiry, args.expiring)
 end
 redis.call('HINCRBY', KEYS[4], 'applied', #marker_ids)
 for partition, offset in pairs(args.positions) do
@@ -166,17 +181,14 @@ end
 
 -- A list is trimmed only once it is longer than the cap (LPUSH answers the new length).
 local k = 1
-for h = 1, #history_ids do
-  local key = KEYS[FIXED + #marker_ids + h]
+for h = 1, #history_sizes do
+  local key = KEYS[FIXED + h]
   local last = k + history_sizes[h] - 1
   local length = 0
   while k <= last do
-    local values = {}
-    for x = k, math.min(k + CHUNK - 1, last) do
-      values[#values + 1] = events[entries[x]]
-    end
-    length = redis.call('LPUSH', key, unpack(values))
-    k = k + #values
+    local j = math.min(k + CHUNK - 1, last)
+    length = redis.call('LPUSH', key, unpack(history, k, j))
+    k = j + 1
   end
   if length > args.history_cap then
     redis.call('LTRIM', key, 0, args.history_cap - 1)

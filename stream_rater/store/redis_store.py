@@ -8,16 +8,21 @@ shards. A ladder's ratings live in a *generation* (see `StateStore`); generation
 
 - ``players`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]``
 - ``effects`` hash  effect name → same state form (context effects, never ranked)
+
+  (these two hashes and ``mk`` also have a field '' that is no id: it keeps them hash tables,
+  see ``commit.lua``)
 - ``lb``      zset  player id scored by display rating (the leaderboard; on a ladder whose
   rules rank only some players, just those)
 - ``act``     zset  ranked player id scored by their last match (only on ladders whose rules
   rank only recently active players)
 - ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
   leaderboard as the season that record ended left it
-- ``m:<match_id>``  the "match applied" marker (optional TTL, the idempotency window):
-  msgpack list of the rating-changed events the match produced until they are with the
-  broker, then an empty msgpack list (shrunk by a later commit; see `store.base`); each event
-  in the stored form of `stored_events` (a compact array)
+- ``mk``      hash  match id → empty string: the "match applied" markers
+- ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
+  produced, until they are with the broker (dropped by a later commit; see `store.base`); each
+  event in the stored form of `stored_events` (a compact array)
+- ``mk:expiry`` zset  of each commit's marker ids (msgpack list) scored by when they expire,
+  with a marker TTL (the idempotency window): a commit removes the markers past it
 - ``h:<player_id>`` list, newest first, of msgpack rating-changed events in the stored form
   of `stored_events` (capped)
 - ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
@@ -47,7 +52,9 @@ finds another one says so and the client retries with it.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from importlib.resources import files
 from typing import Any
@@ -110,10 +117,6 @@ def generation_key(ladder: str, generation: int, suffix: str) -> str:
 _LADDER_OF_PLAYERS = re.compile(r"^sr:\{(.+)\}:(?:g\d+:)?players$")
 
 
-#: A marker whose events are with the broker: an empty msgpack array.
-EMPTY_MARKER = msgpack.packb([])
-
-
 def _script_args(**fields: Any) -> bytes:
     """A script's argument: its named fields as one msgpack map, with raw strings because
     Redis's cmsgpack cannot read the bin type."""
@@ -126,40 +129,42 @@ def _mode(generation: int | None) -> str:
     return "live" if generation is None else "staging"
 
 
-def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: int) -> bytes:
-    """The commit script's argument (its fields are described in ``commit.lua``)."""
+def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: int, now: float) -> bytes:
+    """The commit script's argument (its fields are described in ``commit.lua``); `now` is the
+    client's clock (seconds), for the markers' expiry."""
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
-    # Each event is packed once, for its marker and its history entry alike.
-    marked = [e for events in commit.markers.values() for e in events]
-    events = [pack_event(e, ladder) for e in marked]
-    position = {id(e): i for i, e in enumerate(marked, 1)}
-    entries = [position.get(id(e)) for history in commit.history.values() for e in history]
-    if None in entries:  # history entries that are in no marker
-        unmarked = (e for history in commit.history.values() for e in history)
-        for n, e in enumerate(unmarked):
-            if entries[n] is None:
-                events.append(pack_event(e, ladder))
-                entries[n] = len(events)
+    # Each event is packed once, for its match's unproduced events and its history entry alike.
+    packed = {id(e): pack_event(e, ladder) for events in commit.markers.values() for e in events}
+    unproduced = [events for events in commit.markers.values() if events]
+    history = [
+        packed.get(id(e)) or pack_event(e, ladder) for entries in commit.history.values() for e in entries
+    ]
+    marker_ids = list(commit.markers)
     return _script_args(
         generation=generation,
         mode=_mode(commit.generation),
-        marker_ttl=marker_ttl,
-        history_cap=history_cap,
         ids=ids,
         is_effect=list(map(bool, is_effect)),
         expected=expected,
         states=list(map(PlayerState.pack, states)),
-        scores=[None if score is None else repr(float(score)) for score in scores],
-        events=events,
-        marker_ids=list(commit.markers),
-        marker_sizes=[len(v) for v in commit.markers.values()],
-        history_ids=list(commit.history),
-        history_sizes=[len(v) for v in commit.history.values()],
-        history_entries=entries,
-        positions=dict(commit.positions),
+        scores=[None if score is None else float(score) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
+        marker_ids=marker_ids,
+        unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
+        unproduced=[
+            PACKER.pack_array_header(len(events)) + b"".join(packed[id(e)] for e in events)
+            for events in unproduced
+        ],
+        produced=list(commit.produced),
+        expiry=math.ceil(now + marker_ttl) if marker_ttl else None,
+        expiring=msgpack.packb(marker_ids, use_bin_type=False) if marker_ttl else None,
+        now=now,
+        history_cap=history_cap,
+        history_sizes=[len(v) for v in commit.history.values()],
+        history=history,
+        positions=dict(commit.positions),
     )
 
 
@@ -192,11 +197,16 @@ class RedisStore(StateStore):
     """`StateStore` on Redis or Redis Cluster (any client exposing the asyncio Redis API)."""
 
     def __init__(
-        self, client: aioredis.Redis | RedisCluster, history_limit: int = 100, marker_ttl: float = 0.0
+        self,
+        client: aioredis.Redis | RedisCluster,
+        history_limit: int = 100,
+        marker_ttl: float = 0.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.history_limit = history_limit
         self.marker_ttl = int(marker_ttl)
+        self.clock = clock
         self.round_trips = 0
         self._read = client.register_script(READ_SCRIPT)
         self._commit = client.register_script(COMMIT_SCRIPT)
@@ -247,9 +257,10 @@ class RedisStore(StateStore):
             prefix + "players",
             prefix + "effects",
             prefix + "meta",
+            prefix + "mk",
+            prefix + "unproduced",
             ladder_key(ladder, "control"),
             ladder_key(ladder, "voids"),
-            *(f"{prefix}m:{m}" for m in request.match_ids),
         ]
         arg = _script_args(
             players=request.player_ids,
@@ -288,13 +299,14 @@ class RedisStore(StateStore):
             ladder_key(ladder, "frozen"),
             prefix + "act",
             prefix + "seasons",
-            *(f"{prefix}m:{m}" for m in commit.markers),
+            prefix + "mk",
+            prefix + "unproduced",
+            prefix + "mk:expiry",
             *(f"{prefix}h:{p}" for p in commit.history),
-            *(f"{prefix}m:{m}" for m in commit.produced),
         ]
         if commit.season is not None:
             keys.append(f"{prefix}lb:season:{commit.season}")
-        return keys, commit_args(commit, gen, self.marker_ttl, self.history_limit)
+        return keys, commit_args(commit, gen, self.marker_ttl, self.history_limit, self.clock())
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
         """The replies of `script` run once per ``(keys, argument)`` of `calls`, each call
@@ -360,6 +372,7 @@ class RedisStore(StateStore):
         return {
             field.decode(): PlayerState.unpack(raw)
             async for field, raw in self.client.hscan_iter(key, count=1000)
+            if field  # the field '' is commit.lua's, not a player
         }
 
     async def leaderboard(
@@ -532,12 +545,21 @@ class RedisStore(StateStore):
             patterns = [generation_key(ladder, generation, "*")]
             keys = []
         else:
-            patterns = [
-                ladder_key(ladder, "m:*"),
-                ladder_key(ladder, "h:*"),
-                ladder_key(ladder, "lb:season:*"),
+            patterns = [ladder_key(ladder, "h:*"), ladder_key(ladder, "lb:season:*")]
+            keys = [
+                ladder_key(ladder, k)
+                for k in (
+                    "players",
+                    "effects",
+                    "lb",
+                    "meta",
+                    "act",
+                    "seasons",
+                    "mk",
+                    "unproduced",
+                    "mk:expiry",
+                )
             ]
-            keys = [ladder_key(ladder, k) for k in ("players", "effects", "lb", "meta", "act", "seasons")]
         for pattern in patterns:
             async for key in self.client.scan_iter(match=pattern, count=1000):
                 keys.append(key)
@@ -555,16 +577,16 @@ class RedisStore(StateStore):
     async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
         if not match_ids:
             return []
-        prefix = generation_key(ladder, generation, "m:")
-        markers = await self.client.mget([prefix + m for m in match_ids])
-        return [m for m, marker in zip(match_ids, markers) if marker is not None and marker != EMPTY_MARKER]
+        held = await self.client.hmget(generation_key(ladder, generation, "unproduced"), list(match_ids))
+        return [m for m, events in zip(match_ids, held) if events is not None]
 
     async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
-        prefix = generation_key(ladder, generation, "m:")
-        async with self.client.pipeline(transaction=False) as pipe:
-            for match_id, held in events.items():
-                pipe.set(prefix + match_id, pack_events(held, ladder), xx=True, keepttl=True)
-            await pipe.execute()
+        ids = [m for m, held in events.items() if held]
+        marked = await self.client.hmget(generation_key(ladder, generation, "mk"), ids) if ids else []
+        held = [m for m, marker in zip(ids, marked) if marker is not None]
+        if held:
+            pairs = [value for m in held for value in (m, pack_events(events[m], ladder))]
+            await self.client.hset(generation_key(ladder, generation, "unproduced"), items=pairs)
 
     async def voids(self, ladder: str) -> dict[str, Void]:
         rows = await self.client.hgetall(ladder_key(ladder, "voids"))

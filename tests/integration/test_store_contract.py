@@ -124,16 +124,26 @@ async def test_redis_keys_share_the_ladder_hash_tag(redis_url, ladder):
     store = RedisStore.from_url(redis_url)
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0)], {"m1": []}, {"a": [{}]}))
     keys = sorted([k.decode() async for k in store.client.scan_iter(match=f"*{ladder}*")])
-    assert keys == sorted(ladder_key(ladder, s) for s in ("players", "lb", "m:m1", "h:a", "meta"))
+    assert keys == sorted(ladder_key(ladder, s) for s in ("players", "lb", "mk", "h:a", "meta"))
     assert all(f"{{{ladder}}}" in k for k in keys)
     await store.close()
 
 
-async def test_redis_marker_ttl_is_set(redis_url, ladder):
-    """With a marker TTL configured, applied markers expire."""
-    store = RedisStore.from_url(redis_url, marker_ttl=3600)
-    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
-    assert 0 < await store.client.ttl(ladder_key(ladder, "m:m1")) <= 3600
+async def test_redis_markers_expire_after_their_ttl(redis_url, ladder):
+    """With a marker TTL, a match stays applied for the whole window and is new again once a
+    commit after it ends; the expiry index keeps only the markers alive."""
+    now = [1000.0]
+    store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a"}]}))
+    now[0] += 3599
+    await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}))
+    assert set((await store.read(ladder, [], [], ["m1", "m2"])).applied) == {"m1", "m2"}
+    now[0] += 2
+    await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}))
+    assert set((await store.read(ladder, [], [], ["m1", "m2", "m3"])).applied) == {"m2", "m3"}
+    assert await store.client.hlen(ladder_key(ladder, "unproduced")) == 0
+    assert await store.client.zcard(ladder_key(ladder, "mk:expiry")) == 2
+    await store.commit(Commit(ladder, [write("a", 4.0, 4, 3)], {"m1": []}))  # new again
     await store.close()
 
 
@@ -159,18 +169,21 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": m1}
 
 
-async def test_redis_shrunk_marker_keeps_its_ttl_and_is_tiny(redis_url, ladder):
-    """A shrunk marker is an empty msgpack list with the TTL it had: the match stays a
-    duplicate for the whole idempotency window."""
-    store = RedisStore.from_url(redis_url, marker_ttl=3600)
-    key = ladder_key(ladder, "m:m1")
+async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry(redis_url, ladder):
+    """Once produced, a match's events leave the store while its marker stays, expiring when
+    it would have: the match stays a duplicate for the whole idempotency window."""
+    now = [1000.0]
+    store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
     await store.commit(
         Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a", "pad": "x" * 200}]})
     )
-    await store.client.expire(key, 1800)  # time passed: the shrink must not renew it
+    now[0] += 1800  # time passed: the drop must not renew the marker
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, produced=["m1"]))
-    assert await store.client.get(key) == msgpack.packb([])
-    assert 1790 < await store.client.ttl(key) <= 1800
+    assert not await store.client.exists(ladder_key(ladder, "unproduced"))
+    assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": []}
+    now[0] += 1801
+    await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}))
+    assert (await store.read(ladder, [], [], ["m1", "m2"])).applied == {"m2": []}
     await store.close()
 
 
@@ -228,12 +241,13 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     assert await client.hget(ladder_key(ladder, "players"), "a") == packb([27.25, None, 1, 100.0, 1])
     assert await client.hget(ladder_key(ladder, "effects"), "home") == state.pack()
     compact = ["m1", "a", "elo", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False]
-    assert await client.get(ladder_key(ladder, "m:m1")) == packb([compact, events[1]])
+    assert await client.hget(ladder_key(ladder, "mk"), "m1") == b""
+    assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb([compact, events[1]])
     assert await client.lrange(ladder_key(ladder, "h:b"), 0, -1) == [packb(compact), packb(events[1])]
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": events}
     assert await store.history(ladder, "b", 10) == [events[0], events[1]]
     assert await client.zscore(ladder_key(ladder, "lb"), "a") == 1 / 3
-    assert await client.ttl(ladder_key(ladder, "m:m1")) == -1
+    assert not await client.exists(ladder_key(ladder, "mk:expiry"))  # no marker TTL
     await store.close()
 
 

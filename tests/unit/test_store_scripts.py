@@ -46,10 +46,12 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     # raw: packed states and events are msgpack inside, not UTF-8 text
     packed = {
         k.decode(): v
-        for k, v in msgpack.unpackb(commit_args(commit, 0, 60, 100), raw=True, strict_map_key=False).items()
+        for k, v in msgpack.unpackb(
+            commit_args(commit, 0, 60, 100, 1000.0), raw=True, strict_map_key=False
+        ).items()
     }
     assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed)
-    assert packed["positions"] == {0: 7} and packed["history_entries"] == [1] and packed["mode"] == b"live"
+    assert packed["positions"] == {0: 7} and packed["unproduced_at"] == [1] and packed["mode"] == b"live"
 
 
 def test_every_status_a_script_answers_is_ok_or_a_refusal() -> None:
