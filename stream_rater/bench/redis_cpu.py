@@ -2,8 +2,8 @@
 
 A `Processor` applies `matches` synthetic 1-vs-1 TrueSkill matches (1,000 players per ladder,
 spread round-robin over `ladders` ladders) in batches of `batch_size` to a local Redis
-started for the run, and marks each batch's events produced, as the worker does (so markers
-are written whole and shrunk by the next commit). Reported: Redis's CPU time per match
+started for the run, and marks each batch's events produced, as the worker does (so each
+batch's events are kept with its markers until the next commit drops them). Reported: Redis's CPU time per match
 (``INFO cpu``: user + system, the server's own accounting), the part of it inside the read
 and commit scripts (``INFO commandstats`` of ``EVALSHA``), and per command the scripts call,
 its calls per match and µs per match; what the scripts' time does not explain of the
@@ -89,7 +89,7 @@ def run(
         seconds = time.perf_counter() - started
     print(
         f"redis: {matches:,} 1v1 TrueSkill matches over {ladders} ladder(s) ({PLAYERS:,} players each), "
-        f"batches of {batch_size}, markers shrunk after each batch; {result.round_trips} round trips in "
+        f"batches of {batch_size}, events dropped after each batch; {result.round_trips} round trips in "
         f"{seconds:.1f} s",
         file=out,
     )

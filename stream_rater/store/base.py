@@ -10,9 +10,9 @@ or writes nothing and raises `CommitConflict`, after which the caller re-reads a
 A "match applied" marker holds the match's rating-changed events until they are known to be
 with the broker, so that a batch committed but never produced (the worker died in between)
 re-emits them when it is redelivered. Once they are produced, a later commit of the ladder
-*shrinks* the marker (`Commit.produced`): it keeps its key and expiry, so the match stays a
-duplicate for the whole idempotency window, but no longer its events (an empty list — nothing
-left to re-emit); README "Capacity" gives both sizes.
+drops the marker's events (`Commit.produced`): the marker itself stays, with its expiry, so the
+match stays a duplicate for the whole idempotency window, but no longer holds its events (an
+empty list — nothing left to re-emit); README "Capacity" gives both sizes.
 """
 
 from __future__ import annotations
@@ -135,9 +135,9 @@ class Commit:
     a number writes that staging generation of a re-rate.
 
     `produced` names applied matches (of earlier commits) whose events are now with the
-    broker: their markers are shrunk to an empty event list, keeping their expiry. It rides
-    on the next commit of the ladder rather than costing a round trip of its own; a marker
-    that no longer exists (expired, or of another generation) is left absent."""
+    broker: their markers are left holding an empty event list, keeping their expiry. It
+    rides on the next commit of the ladder rather than costing a round trip of its own; a
+    marker that no longer exists (expired, or of another generation) is left absent."""
 
     ladder: str
     writes: Sequence[StateWrite]
