@@ -51,7 +51,7 @@ from stream_rater.store import StateStore, open_store
 from stream_rater.waiting import wait_until_async
 
 STORES = ("single", "cluster")
-#: Players per ladder in the synthetic matches.
+#: Players per ladder in the synthetic matches (default).
 PLAYERS = 1000
 
 
@@ -134,12 +134,13 @@ def run(
     workers: Sequence[int] = (1, 2, 4),
     matches: int = 60_000,
     stores: Sequence[str] = STORES,
+    players: int = PLAYERS,
     as_json: bool = False,
     out: TextIO = sys.stdout,
 ) -> list[ScaleRun]:
-    """Measure every (ladder count, store, worker count) on a fresh embedded runtime; print
-    the table (or JSON) and return the runs. A run whose states differ from a replay is
-    reported FAILED."""
+    """Measure every (ladder count, store, worker count) on a fresh embedded runtime, with
+    `players` players per ladder; print the table (or JSON) and return the runs. A run whose
+    states differ from a replay is reported FAILED."""
     if max(workers) > partitions:
         raise ValueError(
             f"--workers {max(workers)} is more than --partitions {partitions}: "
@@ -147,10 +148,10 @@ def run(
         )
     runs = []
     if not as_json:
-        _print_header(partitions, matches, out)
+        _print_header(partitions, matches, players, out)
     for count_of_ladders in ladders:
         names = balanced_ladders(count_of_ladders, partitions)
-        events = _matches("scale-", matches, PLAYERS, random.Random(1), time.time, names)
+        events = _matches("scale-", matches, players, random.Random(1), time.time, names)
         for store in stores:
             for count in workers:
                 result = _one_run(store, count, partitions, names, events)
@@ -364,10 +365,11 @@ async def _verify(settings: Settings, store: StateStore, ladders: Ladders, names
     return differ
 
 
-def _print_header(partitions: int, matches: int, out: TextIO) -> None:
+def _print_header(partitions: int, matches: int, players: int, out: TextIO) -> None:
     print(
-        f"scale: {matches:,} 1v1 TrueSkill matches round-robin over the ladders on {partitions} partitions, published "
-        "once the consumer group has settled; a fresh embedded runtime (Tansu, Redis) per row",
+        f"scale: {matches:,} 1v1 TrueSkill matches round-robin over the ladders ({players:,} players each) on "
+        f"{partitions} partitions, published once the consumer group has settled; a fresh embedded runtime "
+        "(Tansu, Redis) per row",
         file=out,
     )
     print(

@@ -86,7 +86,8 @@ def register(sub: Subcommands) -> None:
         "--players",
         type=int,
         default=None,
-        help="capacity: players to project for (10000000); leaderboard: players per ladder (1000000)",
+        help="capacity: players to project for (10000000); leaderboard: players per ladder (1000000); "
+        "scale: players per ladder (1000)",
     )
     p.add_argument(
         "--per-day",
@@ -128,6 +129,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             workers=args.workers,
             matches=args.matches or 60_000,
             stores=stores,
+            players=args.players or scale.PLAYERS,
             as_json=args.json,
         )
         return 1 if any(r.differences for r in runs) else 0

@@ -1,25 +1,29 @@
--- Atomic commit of one batch of one ladder (see redis_store.py for the key layout).
--- Checks first, writes after: a refused commit writes nothing.
+-- Atomic commit of one batch of one or more ladders (see redis_store.py for the key layout):
+-- each ladder's part is checked and written on its own — checks first, writes after, so a
+-- refused part writes nothing — and the parts of the other ladders go on.
 --
--- KEYS: 1 players hash, 2 effects hash, 3 leaderboard zset, 4 meta hash (field 'applied':
---       matches applied to the generation so far, the watermark that tells "lost" from
---       "new"; 'p:<partition>': offset after the last record applied), 5 the ladder's control
---       hash, 6 its freeze key, 7 the activity zset, 8 the seasons list, 9 the markers hash,
---       10 the unproduced-events hash and 11 the markers' expiry zset of the generation
---       written, then the history key of each history id, then (with `season`) the key that
---       keeps the ending season's leaderboard, in order: every key the script touches, all
---       with the ladder's hash tag (one cluster slot).
--- ARGV: 1 the commit as one msgpack map (packed with raw strings, which cmsgpack reads;
---       `commit_args` in redis_store.py builds it):
+-- KEYS: each ladder's keys in turn: 1 players hash, 2 effects hash, 3 leaderboard zset, 4 meta
+--       hash (field 'applied': matches applied to the generation so far, the watermark that
+--       tells "lost" from "new"; 'p:<partition>': offset after the last record applied), 5 the
+--       ladder's control hash, 6 its freeze key, 7 the activity zset, 8 the seasons list, 9 the
+--       markers hash, 10 the unproduced-events hash and 11 the markers' expiry zset of the
+--       generation written, then the history key of each history id, then (with `season`) the
+--       key that keeps the ending season's leaderboard, in order: every key the script
+--       touches, all of one ladder with its hash tag (one cluster slot; a call spans several
+--       ladders only on a single Redis).
+-- ARGV: per ladder, its commit as one msgpack map (packed with raw strings, which cmsgpack
+--       reads; `commit_args` in redis_store.py builds it):
+--         keys             how many of KEYS are the ladder's
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be
 --         ids              player/effect id per write
 --         is_effect        per write, true = effects hash
 --         expected         per write, the stored version it expects (0 = absent)
 --         states           per write, the packed state to store
---         scores           per write, leaderboard score (a double: Redis passes it on to ZADD
---                          as '%.17g', which reads back exactly) or nil (= not on the
---                          leaderboard: a player is removed from it, from the activity zset too)
+--         scores           per write, leaderboard score as a decimal string (exact: the
+--                          client's shortest round-trip repr; cheaper for Redis than a number,
+--                          which it would print as '%.17g') or nil (= not on the leaderboard:
+--                          a player is removed from it, from the activity zset too)
 --         activity         nil, or per write the player's last match for the activity zset
 --                          (nil for writes not ranked)
 --         season           nil, or the id of a season-start record: the leaderboard is copied
@@ -38,8 +42,8 @@
 --         history          for each history list in turn, its new entries (oldest first),
 --                          each a packed rating-changed event
 --         positions        map partition → offset after the batch's last record of it
--- Returns {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id} (a marker
--- exists), {'conflict', id} (a write whose stored version is not the expected one),
+-- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
+-- (a marker exists), {'conflict', id} (a write whose stored version is not the expected one),
 -- {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'} (a re-rate is
 -- switching the live generation).
 local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
@@ -49,63 +53,6 @@ local PAIRS = CHUNK / 2 - 1  -- pairs per command, leaving room for the head pai
 -- entries, so that they are hash tables from the start: a small hash in Redis's compact
 -- listpack form is searched linearly, a cost per lookup that grows with the hash.
 local HASH_TABLE = string.rep('-', 128)
-
-local args = cmsgpack.unpack(ARGV[1])
-local ids, is_effect, expected = args.ids, args.is_effect, args.expected
-local states, scores = args.states, args.scores
-local marker_ids, history_sizes, history = args.marker_ids, args.history_sizes, args.history
-local MARKERS, UNPRODUCED, EXPIRY, FIXED = KEYS[9], KEYS[10], KEYS[11], 11
-
-local refused = wrong_generation(KEYS[5], args)
-if refused then return refused end
-if args.mode == 'live' and redis.call('EXISTS', KEYS[6]) == 1 then return {'frozen'} end
-
--- One HMGET of the markers per chunk of match ids.
-for i = 1, #marker_ids, CHUNK do
-  local j = math.min(i + CHUNK - 1, #marker_ids)
-  local found = redis.call('HMGET', MARKERS, unpack(marker_ids, i, j))
-  for m = 1, #found do
-    if found[m] then return {'applied', marker_ids[i + m - 1]} end
-  end
-end
-
--- The writes to each hash (players, effects), as indices into the per-write arrays.
-local writes = {{}, {}}
-for w = 1, #ids do
-  local of = writes[is_effect[w] and 2 or 1]
-  of[#of + 1] = w
-end
-
--- One HMGET per chunk of each hash's writes: the id of the first write whose stored version
--- (the state's 5th field; 0 when absent) is not the expected one, or nil.
-local function stale(hash, of)
-  for i = 1, #of, CHUNK do
-    local j = math.min(i + CHUNK - 1, #of)
-    local fields = {}
-    for x = i, j do fields[#fields + 1] = ids[of[x]] end
-    local stored = redis.call('HMGET', hash, unpack(fields))
-    for x = 1, #fields do
-      local w = of[i + x - 1]
-      local version = 0
-      if stored[x] then version = cmsgpack.unpack(stored[x])[5] end
-      if version ~= expected[w] then return ids[w] end
-    end
-  end
-  return nil
-end
-
-for h = 1, 2 do
-  local id = stale(KEYS[h], writes[h])
-  if id then return {'conflict', id} end
-end
-
--- Every check passed: the writes begin. A season start first keeps the ending season's board.
-if args.season then
-  local archive = KEYS[#KEYS]
-  redis.call('DEL', archive)
-  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('COPY', KEYS[3], archive) end
-  redis.call('RPUSH', KEYS[8], args.season)
-end
 
 -- `command key values…` in chunks of at most CHUNK values.
 local function chunked(command, key, values)
@@ -127,72 +74,140 @@ local function paired(command, key, of, first, second, head)
   end
 end
 
-local scored, unranked = {}, {}
-for h = 1, 2 do
-  paired('HSET', KEYS[h], writes[h], ids, states, {'', HASH_TABLE})
-end
-for _, w in ipairs(writes[1]) do
-  if scores[w] then scored[#scored + 1] = w else unranked[#unranked + 1] = ids[w] end
-end
-paired('ZADD', KEYS[3], scored, scores, ids)
-chunked('ZREM', KEYS[3], unranked)
-chunked('ZREM', KEYS[7], unranked)
-if args.activity then
-  local active = {}
-  for _, w in ipairs(scored) do
-    if args.activity[w] then active[#active + 1] = w end
+-- One HMGET per chunk of each hash's writes: the id of the first write whose stored version
+-- (the state's 5th field; 0 when absent) is not the expected one, or nil.
+local function stale(hash, of, ids, expected)
+  for i = 1, #of, CHUNK do
+    local j = math.min(i + CHUNK - 1, #of)
+    local fields = {}
+    for x = i, j do fields[#fields + 1] = ids[of[x]] end
+    local stored = redis.call('HMGET', hash, unpack(fields))
+    for x = 1, #fields do
+      local w = of[i + x - 1]
+      local version = 0
+      if stored[x] then version = cmsgpack.unpack(stored[x])[5] end
+      if version ~= expected[w] then return ids[w] end
+    end
   end
-  paired('ZADD', KEYS[7], active, args.activity, ids)
+  return nil
 end
 
--- Markers past their expiry go first (a commit adds one expiry entry and removes up to two,
--- so the zset never grows beyond the markers alive), with any events they still held.
-for _, expired in ipairs(redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', args.now, 'LIMIT', 0, 2)) do
-  local gone = cmsgpack.unpack(expired)
-  chunked('HDEL', MARKERS, gone)
-  chunked('HDEL', UNPRODUCED, gone)
-  redis.call('ZREM', EXPIRY, expired)
+-- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys]. Returns its reply.
+local function commit(o, args)
+  local function key(n) return KEYS[o + n] end
+  local ids, is_effect, expected = args.ids, args.is_effect, args.expected
+  local states, scores = args.states, args.scores
+  local marker_ids, history_sizes, history = args.marker_ids, args.history_sizes, args.history
+  local MARKERS, UNPRODUCED, EXPIRY, FIXED = key(9), key(10), key(11), 11
+
+  local refused = wrong_generation(key(5), args)
+  if refused then return refused end
+  if args.mode == 'live' and redis.call('EXISTS', key(6)) == 1 then return {'frozen'} end
+
+  -- One HMGET of the markers per chunk of match ids.
+  for i = 1, #marker_ids, CHUNK do
+    local j = math.min(i + CHUNK - 1, #marker_ids)
+    local found = redis.call('HMGET', MARKERS, unpack(marker_ids, i, j))
+    for m = 1, #found do
+      if found[m] then return {'applied', marker_ids[i + m - 1]} end
+    end
+  end
+
+  -- The writes to each hash (players, effects), as indices into the per-write arrays.
+  local writes = {{}, {}}
+  for w = 1, #ids do
+    local of = writes[is_effect[w] and 2 or 1]
+    of[#of + 1] = w
+  end
+
+  for h = 1, 2 do
+    local id = stale(key(h), writes[h], ids, expected)
+    if id then return {'conflict', id} end
+  end
+
+  -- Every check passed: the writes begin. A season start first keeps the ending season's board.
+  if args.season then
+    local archive = key(args.keys)
+    redis.call('DEL', archive)
+    if redis.call('EXISTS', key(3)) == 1 then redis.call('COPY', key(3), archive) end
+    redis.call('RPUSH', key(8), args.season)
+  end
+
+  local scored, unranked = {}, {}
+  for h = 1, 2 do
+    paired('HSET', key(h), writes[h], ids, states, {'', HASH_TABLE})
+  end
+  for _, w in ipairs(writes[1]) do
+    if scores[w] then scored[#scored + 1] = w else unranked[#unranked + 1] = ids[w] end
+  end
+  paired('ZADD', key(3), scored, scores, ids)
+  chunked('ZREM', key(3), unranked)
+  chunked('ZREM', key(7), unranked)
+  if args.activity then
+    local active = {}
+    for _, w in ipairs(scored) do
+      if args.activity[w] then active[#active + 1] = w end
+    end
+    paired('ZADD', key(7), active, args.activity, ids)
+  end
+
+  -- Markers past their expiry go first (a commit adds one expiry entry and removes up to two,
+  -- so the zset never grows beyond the markers alive), with any events they still held.
+  for _, expired in ipairs(redis.call('ZRANGEBYSCORE', EXPIRY, '-inf', args.now, 'LIMIT', 0, 2)) do
+    local gone = cmsgpack.unpack(expired)
+    chunked('HDEL', MARKERS, gone)
+    chunked('HDEL', UNPRODUCED, gone)
+    redis.call('ZREM', EXPIRY, expired)
+  end
+
+  -- Dropped first, so that events this commit keeps anew are never dropped.
+  chunked('HDEL', UNPRODUCED, args.produced)
+  local marked = {'', HASH_TABLE}
+  for m = 1, #marker_ids do
+    marked[2 * m + 1] = marker_ids[m]
+    marked[2 * m + 2] = ''
+  end
+  chunked('HSET', MARKERS, marked)
+  local kept = {}
+  for m = 1, #args.unproduced_at do
+    kept[2 * m - 1] = marker_ids[args.unproduced_at[m]]
+    kept[2 * m] = args.unproduced[m]
+  end
+  chunked('HSET', UNPRODUCED, kept)
+  if args.expiry and #marker_ids > 0 then
+    redis.call('ZADD', EXPIRY, args.expiry, args.expiring)
+  end
+  redis.call('HINCRBY', key(4), 'applied', #marker_ids)
+  for partition, offset in pairs(args.positions) do
+    local field = 'p:' .. partition
+    if tonumber(redis.call('HGET', key(4), field) or '0') < offset then
+      redis.call('HSET', key(4), field, offset)
+    end
+  end
+
+  -- A list is trimmed only once it is longer than the cap (LPUSH answers the new length).
+  local k = 1
+  for h = 1, #history_sizes do
+    local list = key(FIXED + h)
+    local last = k + history_sizes[h] - 1
+    local length = 0
+    while k <= last do
+      local j = math.min(k + CHUNK - 1, last)
+      length = redis.call('LPUSH', list, unpack(history, k, j))
+      k = j + 1
+    end
+    if length > args.history_cap then
+      redis.call('LTRIM', list, 0, args.history_cap - 1)
+    end
+  end
+
+  return {'ok'}
 end
 
--- Dropped first, so that events this commit keeps anew are never dropped.
-chunked('HDEL', UNPRODUCED, args.produced)
-local marked = {'', HASH_TABLE}
-for m = 1, #marker_ids do
-  marked[2 * m + 1] = marker_ids[m]
-  marked[2 * m + 2] = ''
+local replies, o = {}, 0
+for a = 1, #ARGV do
+  local args = cmsgpack.unpack(ARGV[a])
+  replies[a] = commit(o, args)
+  o = o + args.keys
 end
-chunked('HSET', MARKERS, marked)
-local kept = {}
-for m = 1, #args.unproduced_at do
-  kept[2 * m - 1] = marker_ids[args.unproduced_at[m]]
-  kept[2 * m] = args.unproduced[m]
-end
-chunked('HSET', UNPRODUCED, kept)
-if args.expiry and #marker_ids > 0 then
-  redis.call('ZADD', EXPIRY, args.expiry, args.expiring)
-end
-redis.call('HINCRBY', KEYS[4], 'applied', #marker_ids)
-for partition, offset in pairs(args.positions) do
-  local field = 'p:' .. partition
-  if tonumber(redis.call('HGET', KEYS[4], field) or '0') < offset then
-    redis.call('HSET', KEYS[4], field, offset)
-  end
-end
-
--- A list is trimmed only once it is longer than the cap (LPUSH answers the new length).
-local k = 1
-for h = 1, #history_sizes do
-  local key = KEYS[FIXED + h]
-  local last = k + history_sizes[h] - 1
-  local length = 0
-  while k <= last do
-    local j = math.min(k + CHUNK - 1, last)
-    length = redis.call('LPUSH', key, unpack(history, k, j))
-    k = j + 1
-  end
-  if length > args.history_cap then
-    redis.call('LTRIM', key, 0, args.history_cap - 1)
-  end
-end
-
-return {'ok'}
+return replies

@@ -1,5 +1,7 @@
-"""The Redis state store: one Lua read and one atomic Lua commit per ladder of a batch, the
-ladders of a batch in one round trip each way (see `StateStore.read_many`).
+"""The Redis state store: a batch is read by one Lua script and committed by another, every
+ladder of it in one round trip each way (see `StateStore.read_many`): on a single Redis one
+call of the script for all of them, on a Redis Cluster one call per ladder, sent concurrently;
+each ladder's part is atomic on its own.
 
 Key layout — every key of a ladder carries the hash tag ``{ladder}`` so the scripts are
 valid on Redis Cluster (all keys of a ladder live in one slot), and ladders spread across
@@ -63,7 +65,6 @@ import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
 
 from stream_rater.store.base import (
     Commit,
@@ -129,9 +130,12 @@ def _mode(generation: int | None) -> str:
     return "live" if generation is None else "staging"
 
 
-def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: int, now: float) -> bytes:
-    """The commit script's argument (its fields are described in ``commit.lua``); `now` is the
-    client's clock (seconds), for the markers' expiry."""
+def commit_args(
+    commit: Commit, keys: int, generation: int, marker_ttl: int, history_cap: int, now: float
+) -> bytes:
+    """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
+    described in ``commit.lua``); `now` is the client's clock (seconds), for the markers'
+    expiry."""
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     # Each event is packed once, for its match's unproduced events and its history entry alike.
@@ -142,13 +146,14 @@ def commit_args(commit: Commit, generation: int, marker_ttl: int, history_cap: i
     ]
     marker_ids = list(commit.markers)
     return _script_args(
+        keys=keys,
         generation=generation,
         mode=_mode(commit.generation),
         ids=ids,
         is_effect=list(map(bool, is_effect)),
         expected=expected,
         states=list(map(PlayerState.pack, states)),
-        scores=[None if score is None else float(score) for score in scores],
+        scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         marker_ids=marker_ids,
@@ -306,35 +311,32 @@ class RedisStore(StateStore):
         ]
         if commit.season is not None:
             keys.append(f"{prefix}lb:season:{commit.season}")
-        return keys, commit_args(commit, gen, self.marker_ttl, self.history_limit, self.clock())
+        return keys, commit_args(commit, len(keys), gen, self.marker_ttl, self.history_limit, self.clock())
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
-        """The replies of `script` run once per ``(keys, argument)`` of `calls`, each call
-        atomic on its own, in one round trip: a pipeline on a single Redis; on a Redis
-        Cluster the calls go out concurrently (each to its ladder's master). A call that
-        finds the script unloaded (a Redis restarted or flushed since) is sent again on its
-        own, an extra round trip `round_trips` does not count. If a call fails with an error
-        rather than a reply, the first such error is raised once every call is answered."""
+        """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each
+        ladder's part atomic on its own, in one round trip: one call of the script for them
+        all on a single Redis; on a Redis Cluster one call per ladder, sent concurrently (each
+        to its ladder's master). A call that finds the script unloaded (a Redis restarted or
+        flushed since) loads it and is sent again, an extra round trip `round_trips` does not
+        count. If a call fails with an error rather than a reply, the first such error is
+        raised once every call is answered."""
         if not calls:
             return []
         self.round_trips += 1
-        if len(calls) == 1 or isinstance(self.client, RedisCluster):
-            answered = await asyncio.gather(
-                *(script(keys=keys, args=[arg]) for keys, arg in calls), return_exceptions=True
-            )
-        else:
-            async with self.client.pipeline(transaction=False) as pipe:
-                for keys, arg in calls:
-                    pipe.evalsha(script.sha, len(keys), *keys, arg)
-                answered = await pipe.execute(raise_on_error=False)
-            unloaded = [i for i, reply in enumerate(answered) if isinstance(reply, NoScriptError)]
-            for i in unloaded:  # not run: a Redis that restarted or was flushed since
-                keys, arg = calls[i]
-                answered[i] = await script(keys=keys, args=[arg])
+        if not isinstance(self.client, RedisCluster):
+            keys = [key for call_keys, _ in calls for key in call_keys]
+            replies: list[Any] = await script(keys=keys, args=[arg for _, arg in calls])
+            return replies
+        answered = await asyncio.gather(
+            *(script(keys=keys, args=[arg]) for keys, arg in calls), return_exceptions=True
+        )
+        ladders: list[Any] = []
         for reply in answered:
             if isinstance(reply, BaseException):
                 raise reply
-        return list(answered)
+            ladders.append(reply[0])
+        return ladders
 
     async def _live_generation(self, ladder: str) -> int:
         """The ladder's live generation, asked of Redis (and cached)."""

@@ -129,6 +129,33 @@ async def test_redis_keys_share_the_ladder_hash_tag(redis_url, ladder):
     await store.close()
 
 
+async def test_redis_hashes_are_hash_tables_from_the_first_entry(redis_url, ladder):
+    """The players, effects and markers hashes are hash tables even when small (a listpack is
+    searched linearly), and their field '' that makes them so is no player."""
+    store = RedisStore.from_url(redis_url)
+    await store.commit(
+        Commit(ladder, [write("a", 1.0, 1, 0), write("home", 0.5, 1, 0, is_effect=True)], {"m1": []})
+    )
+    for suffix in ("players", "effects", "mk"):
+        assert await store.client.object("encoding", ladder_key(ladder, suffix)) == b"hashtable"
+    assert set(await store.players(ladder)) == {"a"}
+    assert set(await store.players(ladder, effects=True)) == {"home"}
+    await store.close()
+
+
+async def test_redis_scripts_flushed_are_loaded_again(redis_url, ladder):
+    """A Redis that lost its scripts (restarted, or SCRIPT FLUSH) gets them again from the
+    next read or commit, which then goes through."""
+    store = RedisStore.from_url(redis_url)
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    await store.client.script_flush()
+    await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}))
+    await store.client.script_flush()
+    snap = await store.read(ladder, ["a"], [], ["m1", "m2"])
+    assert snap.players["a"].mu == 2.0 and set(snap.applied) == {"m1", "m2"}
+    await store.close()
+
+
 async def test_redis_markers_expire_after_their_ttl(redis_url, ladder):
     """With a marker TTL, a match stays applied for the whole window and is new again once a
     commit after it ends; the expiry index keeps only the markers alive."""
