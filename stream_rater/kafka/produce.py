@@ -171,7 +171,8 @@ async def publish(
     Events go out as batches of up to `chunk` (`send_batched`). `rate` caps events per
     second: what has accumulated is sent whenever the pace says to wait at least `linger`
     seconds (a producer's ``linger.ms``; 0 sends each event as soon as the pace allows, one
-    record batch each).
+    record batch each). Each event is taken from `events` only when the pace lets it go (a
+    generator that stamps the time on its events stamps when each goes out).
     """
     producer = new_producer(settings, max_batch_size=256 * 1024)
     try:
@@ -186,13 +187,17 @@ async def publish(
     def ahead_of_pace() -> float:
         return summary.sent / rate - (time.perf_counter() - start) if rate else 0.0
 
+    source = iter(events)
     try:
-        for event in events:
+        while True:
             if len(records) >= chunk or (records and ahead_of_pace() > linger):
                 await send_batched(producer, records)
                 records.clear()
             if (ahead := ahead_of_pace()) > linger:
                 await asyncio.sleep(ahead)
+            event = next(source, None)  # only now: its turn has come
+            if event is None:
+                break
             records.append(match_record(settings.topic_matches, event))
             summary.sent += 1
         await send_batched(producer, records)
