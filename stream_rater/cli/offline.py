@@ -1,5 +1,6 @@
 """Offline commands: ``replay`` matches through the core, ``verify`` a ladder against the
-topic, ``evaluate`` predictions, ``tune`` model parameters."""
+topic, ``evaluate`` predictions, ``tune`` model parameters, ``migrate-markers`` after an
+upgrade."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from stream_rater.contracts.codecs import encode_event
 
 
 def register(sub: Subcommands) -> None:
-    """Add ``replay``, ``verify``, ``evaluate`` and ``tune`` to the subcommands `sub`."""
+    """Add ``replay``, ``verify``, ``evaluate``, ``tune`` and ``migrate-markers`` to the
+    subcommands `sub`."""
     p = sub.add_parser(
         "replay",
         help="apply match files (or a ladder's matches from the topic) offline; print rating-changed events",
@@ -64,6 +66,14 @@ def register(sub: Subcommands) -> None:
         p, ["broker", "topic_matches", "consumer_group", "max_event_bytes", "ladders_file", *KAFKA_SECURITY]
     )
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "migrate-markers",
+        help="upgrade a Redis store written before markers were hash fields (README "
+        "'Operations'); run once, with no worker running",
+    )
+    store_flag(p)
+    p.set_defaults(func=cmd_migrate_markers)
 
     p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
     input_flags(p)
@@ -138,6 +148,21 @@ def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator
             file=sys.stderr,
         )
     return iter(history.matches), history.rejected
+
+
+def cmd_migrate_markers(args: argparse.Namespace) -> int:
+    """``migrate-markers``: move the store's markers of the earlier layout (a key per match)
+    into the markers hashes (`RedisStore.migrate_markers`)."""
+    from stream_rater.store.redis_store import RedisStore
+
+    async def migrate(store: object) -> int:
+        if not isinstance(store, RedisStore):
+            raise ValueError("--store: only a Redis store has markers to migrate (redis://…)")
+        return await store.migrate_markers()
+
+    moved = with_store(args, migrate)
+    print(f"moved {moved} markers into the markers hashes")
+    return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

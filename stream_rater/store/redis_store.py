@@ -116,6 +116,8 @@ def generation_key(ladder: str, generation: int, suffix: str) -> str:
 
 
 _LADDER_OF_PLAYERS = re.compile(r"^sr:\{(.+)\}:(?:g\d+:)?players$")
+#: A marker key of the layout before the markers hash: ladder, generation (None for 0), match.
+_LEGACY_MARKER = re.compile(r"^sr:\{([^}]+)\}:(?:g(\d+):)?m:(.+)$", re.DOTALL)
 
 
 def _script_args(**fields: Any) -> bytes:
@@ -589,6 +591,49 @@ class RedisStore(StateStore):
         if held:
             pairs = [value for m in held for value in (m, pack_events(events[m], ladder))]
             await self.client.hset(generation_key(ladder, generation, "unproduced"), items=pairs)
+
+    async def migrate_markers(self) -> int:
+        """Move the markers of the layout before the markers hash — a key ``m:<match_id>`` per
+        match, holding the events not yet produced, expiring with the marker — into ``mk``,
+        ``unproduced`` and ``mk:expiry``; returns how many were moved. For an upgrade, with no
+        worker running: a marker left behind would let its match be applied again."""
+        moved = 0
+        found: list[tuple[bytes, str, int, str]] = []
+        async for key in self.client.scan_iter(match="sr:{*}:*m:*", count=1000):
+            legacy = _LEGACY_MARKER.match(key.decode())
+            if legacy:
+                ladder, generation, match_id = legacy.groups()
+                found.append((key, ladder, int(generation or 0), match_id))
+            if len(found) >= 500:
+                moved += await self._move_markers(found)
+                found = []
+        return moved + await self._move_markers(found)
+
+    async def _move_markers(self, found: Sequence[tuple[bytes, str, int, str]]) -> int:
+        """Move legacy markers, each ``(key, ladder, generation, match id)`` (see
+        `migrate_markers`); returns how many still existed."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key, *_ in found:
+                pipe.get(key)
+                pipe.pttl(key)
+            replies = await pipe.execute()
+        now = self.clock()
+        moved = 0
+        async with self.client.pipeline(transaction=False) as pipe:
+            for (key, ladder, generation, match_id), value, ttl in zip(found, replies[0::2], replies[1::2]):
+                if value is None:  # expired meanwhile
+                    continue
+                prefix = generation_key(ladder, generation, "")
+                pipe.hset(prefix + "mk", match_id, "")
+                if msgpack.unpackb(value):
+                    pipe.hset(prefix + "unproduced", match_id, value)
+                if ttl > 0:
+                    member = msgpack.packb([match_id], use_bin_type=False)
+                    pipe.zadd(prefix + "mk:expiry", {member: math.ceil(now + ttl / 1000)})
+                pipe.delete(key)
+                moved += 1
+            await pipe.execute()
+        return moved
 
     async def voids(self, ladder: str) -> dict[str, Void]:
         rows = await self.client.hgetall(ladder_key(ladder, "voids"))

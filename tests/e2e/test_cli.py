@@ -12,7 +12,9 @@ from functools import partial
 from pathlib import Path
 
 import helpers
+import msgpack
 import pytest
+import redis
 
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
@@ -218,6 +220,19 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     assert all(value > 0 for value in figures["stream-rater worker"])
     assert all(value > 0 for i, value in enumerate(figures["naive faust pass-through"]) if i != 3)  # no Redis
     assert "worker / pass-through: throughput" in out
+
+
+def test_migrate_markers_moves_markers_of_the_earlier_layout(redis_url):
+    """``migrate-markers`` on a store with a marker key of the earlier layout: the match is
+    applied in the markers hash afterwards, the key is gone."""
+    ladder = f"mig-{os.getpid()}-{socket.gethostname()}"
+    with redis.Redis.from_url(redis_url) as client:
+        client.set(f"sr:{{{ladder}}}:m:m1", msgpack.packb([]))
+        out = helpers.cli("migrate-markers", "--store", redis_url, check=True).stdout
+        assert out.startswith("moved ") and out.endswith(" markers into the markers hashes\n"), out
+        assert int(out.split()[1]) >= 1
+        assert client.hget(f"sr:{{{ladder}}}:mk", "m1") == b""
+        assert not client.exists(f"sr:{{{ladder}}}:m:m1")
 
 
 def test_bench_redis_splits_redis_cpu_per_match_into_scripts_and_commands():

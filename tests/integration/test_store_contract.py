@@ -10,6 +10,7 @@ import pytest
 from stream_rater.contracts import rating_changed
 from stream_rater.store import Commit, CommitConflict, PlayerState, ReadRequest, StateWrite, open_store
 from stream_rater.store.redis_store import RedisStore, ladder_key
+from stream_rater.store.stored_events import pack_events
 
 
 @pytest.fixture(params=["memory", "redis", "redis_cluster"])
@@ -153,6 +154,32 @@ async def test_redis_scripts_flushed_are_loaded_again(redis_url, ladder):
     await store.client.script_flush()
     snap = await store.read(ladder, ["a"], [], ["m1", "m2"])
     assert snap.players["a"].mu == 2.0 and set(snap.applied) == {"m1", "m2"}
+    await store.close()
+
+
+async def test_redis_markers_of_the_earlier_layout_migrate_into_the_markers_hash(redis_url, ladder):
+    """`migrate_markers` moves each marker key of the earlier layout (``m:<match_id>``, in any
+    generation) into the markers hash with its expiry and its unproduced events, and touches
+    no other key: the matches stay applied, a redelivery re-emits what was unproduced."""
+    now = [1000.0]
+    store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
+    client = store.client
+    events = [{"event_id": "m2:a", "n": 1}]
+    await client.set(ladder_key(ladder, "m:m1"), msgpack.packb([]), ex=1800)
+    await client.set(ladder_key(ladder, "m:m2"), pack_events(events, ladder))
+    await client.set(ladder_key(ladder, "g2:m:m3"), msgpack.packb([]))
+    await client.rpush(ladder_key(ladder, "h:m:x"), b"kept")  # a history, of player "m:x"
+    assert await store.migrate_markers() == 3
+    assert (await store.read(ladder, [], [], ["m1", "m2", "m9"])).applied == {"m1": [], "m2": events}
+    assert await client.hget(ladder_key(ladder, "g2:mk"), "m3") == b""  # generation 2's markers
+    assert await client.exists(*(ladder_key(ladder, k) for k in ("m:m1", "m:m2", "g2:m:m3"))) == 0
+    assert await client.lrange(ladder_key(ladder, "h:m:x"), 0, -1) == [b"kept"]
+    with pytest.raises(CommitConflict, match="already applied"):
+        await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    now[0] += 1801  # past m1's remaining TTL: the next commit removes its marker
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m4": []}))
+    assert set((await store.read(ladder, [], [], ["m1", "m2", "m4"])).applied) == {"m2", "m4"}
+    assert await store.migrate_markers() == 0
     await store.close()
 
 
