@@ -305,7 +305,16 @@ def plan_batch(
         )
         for pid, s in players.items()
     ] + [_new(StateWrite, (name, s, s.version - 1, True, None, None)) for name, s in effects.items()]
-    commit = Commit(ladder.name, writes, markers, history, positions or {}, generation, season=season)
+    commit = Commit(
+        ladder.name,
+        writes,
+        markers,
+        history,
+        positions or {},
+        generation,
+        season=season,
+        watermark=snapshot.watermark,
+    )
     return _Plan(results, commit)
 
 

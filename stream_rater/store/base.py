@@ -6,6 +6,10 @@ several ladders `read_many` and `commit_many` do every ladder's part in one roun
 every state is still at the version that was read and that no match of the batch has been
 applied meanwhile, then writes all states, markers, leaderboard scores and history entries —
 or writes nothing and raises `CommitConflict`, after which the caller re-reads and recomputes.
+Every commit that writes applies at least one match, so the ladder's watermark moves with every
+change of its states: a commit that carries the watermark it was computed from
+(`Commit.watermark`), and finds it unchanged, knows that no state changed since its read
+without looking at them one by one.
 
 A "match applied" marker holds the match's rating-changed events until they are known to be
 with the broker, so that a batch committed but never produced (the worker died in between)
@@ -137,7 +141,14 @@ class Commit:
     `produced` names applied matches (of earlier commits) whose events are now with the
     broker: their markers are left holding an empty event list, keeping their expiry. It
     rides on the next commit of the ladder rather than costing a round trip of its own; a
-    marker that no longer exists (expired, or of another generation) is left absent."""
+    marker that no longer exists (expired, or of another generation) is left absent.
+
+    `watermark` is the generation's watermark in the read the commit was computed from (None:
+    not known). A store that still shows it may skip the per-write version checks: every
+    commit that writes applies a match and so moves the watermark, hence an unchanged one
+    means no state changed since that read. The writes' versions must then be the ones of
+    that read, as `plan_batch` makes them. A commit that writes without applying a match
+    would break this, so it is refused (`ValueError`) when it is made."""
 
     ladder: str
     writes: Sequence[StateWrite]
@@ -149,6 +160,11 @@ class Commit:
     #: The id of a season-start record this commit applies: before writing, the leaderboard
     #: is kept as the final one of the season that ends (`StateStore.leaderboard` ``season``).
     season: str | None = None
+    watermark: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.writes and not self.markers:
+            raise ValueError(f"ladder {self.ladder!r}: a commit that writes states must apply a match")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,10 @@
 --         ids              player/effect id per write
 --         is_effect        per write, true = effects hash
 --         expected         per write, the stored version it expects (0 = absent)
+--         watermark        nil, or the generation's watermark in the read the commit was
+--                          computed from: if the meta hash still shows it, no state changed
+--                          since (every commit that writes applies a match, see store/base.py)
+--                          and the versions are not checked one by one
 --         states           per write, the packed state to store
 --         scores           per write, leaderboard score as a decimal string (exact: the
 --                          client's shortest round-trip repr; cheaper for Redis than a number,
@@ -120,9 +124,12 @@ local function commit(o, args)
     of[#of + 1] = w
   end
 
-  for h = 1, 2 do
-    local id = stale(key(h), writes[h], ids, expected)
-    if id then return {'conflict', id} end
+  local watermark = tonumber(redis.call('HGET', key(4), 'applied') or '0')
+  if args.watermark == nil or watermark ~= args.watermark then
+    for h = 1, 2 do
+      local id = stale(key(h), writes[h], ids, expected)
+      if id then return {'conflict', id} end
+    end
   end
 
   -- Every check passed: the writes begin. A season start first keeps the ending season's board.

@@ -154,6 +154,7 @@ def commit_args(
         ids=ids,
         is_effect=list(map(bool, is_effect)),
         expected=expected,
+        watermark=commit.watermark,
         states=list(map(PlayerState.pack, states)),
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,

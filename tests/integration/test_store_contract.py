@@ -81,6 +81,28 @@ async def test_stale_version_is_refused_and_writes_nothing(store, ladder):
     assert "b" not in snap.players and snap.applied == {}
 
 
+async def test_a_commit_from_an_older_read_is_checked_write_by_write(store, ladder):
+    """A commit carrying the watermark of its read: while the store still shows it, the
+    commit is applied; once another commit moved it, each write's version is checked again,
+    so a player changed in between refuses the commit and one left alone does not."""
+    await store.commit(Commit(ladder, [write("a", 26.0, 1, 0), write("b", 26.0, 1, 0)], {"m1": []}))
+    read = await store.read(ladder, ["a", "b"], [], [])
+    assert read.watermark == 1
+    await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m2": []}, watermark=1))
+    with pytest.raises(CommitConflict):
+        await store.commit(Commit(ladder, [write("a", 28.0, 2, 1)], {"m3": []}, watermark=1))
+    await store.commit(Commit(ladder, [write("b", 28.0, 2, 1)], {"m4": []}, watermark=1))
+    snap = await store.read(ladder, ["a", "b"], [], ["m3", "m4"])
+    assert (snap.players["a"].mu, snap.players["b"].mu, set(snap.applied)) == (27.0, 28.0, {"m4"})
+    assert snap.watermark == 3
+
+
+def test_a_commit_that_writes_must_apply_a_match():
+    """Every state change moves the watermark, which the check by watermark relies on."""
+    with pytest.raises(ValueError, match="must apply a match"):
+        Commit("l", [write("a", 1.0, 1, 0)], {})
+
+
 async def test_applied_match_is_refused(store, ladder):
     """A commit containing an already-applied match is refused, even with fresh versions."""
     await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": []}))
@@ -238,6 +260,22 @@ async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry
     now[0] += 1801
     await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}))
     assert (await store.read(ladder, [], [], ["m1", "m2"])).applied == {"m2": []}
+    await store.close()
+
+
+async def test_redis_a_commit_at_its_reads_watermark_looks_up_no_states(redis_url, ladder):
+    """The check by watermark is what spares Redis a lookup of every written state: the
+    commit's only HMGET is then the one of its markers."""
+    store = RedisStore.from_url(redis_url)
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+
+    async def hmgets(commit: Commit) -> int:
+        await store.client.config_resetstat()
+        await store.commit(commit)
+        return (await store.client.info("commandstats"))["cmdstat_hmget"]["calls"]
+
+    assert await hmgets(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, watermark=1)) == 1
+    assert await hmgets(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}, watermark=1)) == 2
     await store.close()
 
 

@@ -212,7 +212,9 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
     store = MemoryStore()
     await handler(store, Producer()).handle([record("seed", "z", "y")])
     players = await store.players("default")
-    await store.commit(Commit("default", [StateWrite("z", players["z"]._replace(mu=99.0, version=2), 1)], {}))
+    await store.commit(
+        Commit("default", [StateWrite("z", players["z"]._replace(mu=99.0, version=2), 1)], {"poke": []})
+    )
     monkeypatch.setattr(model, "rate_match", fail_on_z)
     producer = Producer()
     await handler(store, producer).handle(
