@@ -82,6 +82,8 @@ class ScaleRun:
     ladders: int
     workers: int
     matches: int
+    #: Players per ladder.
+    players: int
     seconds: float
     worker_cpu_seconds: float
     redis_cpu_seconds: float
@@ -137,24 +139,32 @@ def run(
     players: int = PLAYERS,
     as_json: bool = False,
     out: TextIO = sys.stdout,
+    total_players: int | None = None,
 ) -> list[ScaleRun]:
     """Measure every (ladder count, store, worker count) on a fresh embedded runtime, with
-    `players` players per ladder; print the table (or JSON) and return the runs. A run whose
-    states differ from a replay is reported FAILED."""
+    `players` players per ladder — or, with `total_players`, that many players split evenly
+    over the ladders, so that the ladder counts differ only in how the same players and matches
+    are split; print the table (or JSON) and return the runs. A run whose states differ from a
+    replay is reported FAILED."""
     if max(workers) > partitions:
         raise ValueError(
             f"--workers {max(workers)} is more than --partitions {partitions}: "
             "a worker without a partition would sit idle"
         )
+    if total_players is not None and total_players < 2 * max(ladders):
+        raise ValueError(
+            f"--total-players {total_players}: fewer than 2 players per ladder with {max(ladders)} ladders"
+        )
     runs = []
     if not as_json:
-        _print_header(partitions, matches, players, out)
+        _print_header(partitions, matches, out)
     for count_of_ladders in ladders:
         names = balanced_ladders(count_of_ladders, partitions)
-        events = _matches("scale-", matches, players, random.Random(1), time.time, names)
+        each = players if total_players is None else total_players // count_of_ladders
+        events = _matches("scale-", matches, each, random.Random(1), time.time, names)
         for store in stores:
             for count in workers:
-                result = _one_run(store, count, partitions, names, events)
+                result = _one_run(store, count, partitions, names, events, each)
                 runs.append(result)
                 if not as_json:
                     _print_row(result, out)
@@ -164,7 +174,7 @@ def run(
 
 
 def _one_run(
-    store: str, count: int, partitions: int, names: list[str], events: list[dict[str, Any]]
+    store: str, count: int, partitions: int, names: list[str], events: list[dict[str, Any]], players: int
 ) -> ScaleRun:
     """One store and worker count on its own runtime, topics and consumer group."""
     tag = uuid.uuid4().hex[:8]
@@ -192,6 +202,7 @@ def _one_run(
                     names,
                     events,
                     load_ladders(None, env),
+                    players,
                 )
             )
         finally:
@@ -262,6 +273,7 @@ async def _measure(
     names: list[str],
     events: list[dict[str, Any]],
     ladders: Ladders,
+    players: int,
 ) -> ScaleRun:
     """Publish the backlog to the settled group and follow it until every match is applied;
     then check every ladder against a replay."""
@@ -311,6 +323,7 @@ async def _measure(
             len(names),
             len(pids),
             len(events),
+            players,
             seconds,
             sum(used[pid] for pid in pids),
             redis,
@@ -365,9 +378,9 @@ async def _verify(settings: Settings, store: StateStore, ladders: Ladders, names
     return differ
 
 
-def _print_header(partitions: int, matches: int, players: int, out: TextIO) -> None:
+def _print_header(partitions: int, matches: int, out: TextIO) -> None:
     print(
-        f"scale: {matches:,} 1v1 TrueSkill matches round-robin over the ladders ({players:,} players each) on "
+        f"scale: {matches:,} 1v1 TrueSkill matches round-robin over the ladders ('players': per ladder) on "
         f"{partitions} partitions, published once the consumer group has settled; a fresh embedded runtime "
         "(Tansu, Redis) per row",
         file=out,
@@ -378,18 +391,18 @@ def _print_header(partitions: int, matches: int, players: int, out: TextIO) -> N
         file=out,
     )
     print(
-        f"{'store':<9}{'ladders':>8}{'workers':>8}{'seconds':>9}{'matches/s':>11}{'per CPU-s':>11}{'workers':>9}{'Redis':>7}"
+        f"{'store':<9}{'ladders':>8}{'workers':>8}{'players':>9}{'seconds':>9}{'matches/s':>11}{'per CPU-s':>11}{'workers':>9}{'Redis':>7}"
         f"{'broker':>8}{'bench':>7}{'total':>7}  verify",
         file=out,
     )
-    print(f"{'':<56}{'cores':>9}{'cores':>7}{'cores':>8}{'cores':>7}{'cores':>7}", file=out)
+    print(f"{'':<65}{'cores':>9}{'cores':>7}{'cores':>8}{'cores':>7}{'cores':>7}", file=out)
 
 
 def _print_row(r: ScaleRun, out: TextIO) -> None:
     total = r.worker_cpu_seconds + r.redis_cpu_seconds + r.broker_cpu_seconds + r.bench_cpu_seconds
     verdict = "ok" if not r.differences else f"FAILED: {r.differences} players differ from a replay"
     print(
-        f"{r.store:<9}{r.ladders:>8}{r.workers:>8}{r.seconds:>9.2f}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}"
+        f"{r.store:<9}{r.ladders:>8}{r.workers:>8}{r.players:>9,}{r.seconds:>9.2f}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}"
         f"{r.cores(r.worker_cpu_seconds):>9.2f}{r.cores(r.redis_cpu_seconds):>7.2f}"
         f"{r.cores(r.broker_cpu_seconds):>8.2f}{r.cores(r.bench_cpu_seconds):>7.2f}{r.cores(total):>7.2f}"
         f"  {verdict}",

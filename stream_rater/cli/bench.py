@@ -90,6 +90,14 @@ def register(sub: Subcommands) -> None:
         "scale: players per ladder (1000)",
     )
     p.add_argument(
+        "--total-players",
+        type=int,
+        default=None,
+        metavar="N",
+        help="scale: N players in all, split evenly over the ladders (instead of --players per ladder), "
+        "so that the ladder counts differ only in how the same players are split",
+    )
+    p.add_argument(
         "--per-day",
         type=lambda v: [float(x) for x in v.split(",")],
         default=[1e6, 20e6],
@@ -123,6 +131,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from stream_rater.bench import scale
 
         stores = scale.STORES if args.redis == "both" else (args.redis,)
+        if args.players and args.total_players:
+            raise ValueError("--players and --total-players: give one (players per ladder, or in all)")
         runs = scale.run(
             ladders=args.ladders or [16],
             partitions=args.partitions,
@@ -131,6 +141,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             stores=stores,
             players=args.players or scale.PLAYERS,
             as_json=args.json,
+            total_players=args.total_players,
         )
         return 1 if any(r.differences for r in runs) else 0
     elif args.what == "redis":

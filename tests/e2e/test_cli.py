@@ -248,9 +248,10 @@ def test_bench_redis_splits_redis_cpu_per_match_into_scripts_and_commands():
 
 def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
     """`bench scale` in a tiny configuration (one worker, 300 matches over 1 and then 4
-    ladders on 2 partitions, single Redis): one row per ladder count with its worker's share,
-    the replay check passed, and a batch costs at most two store round trips however many
-    ladders it spans (the other figures are not judged)."""
+    ladders on 2 partitions, single Redis, 40 players split over the ladders): one row per
+    ladder count with its players per ladder and its worker's share, the replay check passed,
+    and a batch costs at most two store round trips however many ladders it spans (the other
+    figures are not judged)."""
     out = cli(
         "bench",
         "scale",
@@ -264,9 +265,11 @@ def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
         "1,4",
         "--partitions",
         "2",
+        "--total-players",
+        "40",
     ).stdout
     rows = [line.split() for line in out.splitlines() if line.startswith("single")]
-    assert [row[:3] for row in rows] == [["single", "1", "1"], ["single", "4", "1"]], out
+    assert [row[:4] for row in rows] == [["single", "1", "1", "40"], ["single", "4", "1", "10"]], out
     assert all(row[-1] == "ok" for row in rows), out
     assert all(float(value.replace(",", "")) > 0 for row in rows for value in row[3:6]), out
     shares = [line.strip() for line in out.splitlines() if "worker 0:" in line]

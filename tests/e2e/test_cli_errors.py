@@ -49,6 +49,16 @@ def one_match(tmp_path: Path) -> Path:
         (["publish", "--broker", "kafka://127.0.0.1:1"], 1, ["Kafka broker", "127.0.0.1"]),
         (["replay", "no-such-file.jsonl"], 2, ["no-such-file.jsonl"]),
         (
+            ["bench", "scale", "--players", "10", "--total-players", "100"],
+            2,
+            ["--players and --total-players"],
+        ),
+        (
+            ["bench", "scale", "--ladders", "1,16", "--total-players", "20"],
+            2,
+            ["--total-players 20: fewer than 2 players per ladder with 16 ladders"],
+        ),
+        (
             [
                 "void",
                 "m1",
