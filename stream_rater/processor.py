@@ -3,7 +3,8 @@
 Transport-agnostic (no faust): the stream worker and `replay` both call `Processor.process`,
 so what the stream computes and what a replay computes are the same by construction.
 
-A batch costs one store read and one store commit, however many ladders it spans. Matches are applied in order
+A batch costs one store read and one store commit, however many ladders it spans (one more
+read when states it holds from its last batch turn out stale). Matches are applied in order
 in memory (a later match of the batch sees the earlier ones' results). If the commit is refused
 (another worker changed a player meanwhile, or applied one of the matches), the batch is
 re-read and recomputed — never read-modify-write without the version check.
@@ -22,6 +23,7 @@ from typing import Any, NamedTuple
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
+from stream_rater.known_states import KnownStates
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import (
     Commit,
@@ -115,12 +117,16 @@ class _LadderPart:
         """True for a part that is a season-start record (alone: see `Processor.process`)."""
         return self.matches[0].season is not None
 
-    def request(self, generation: int | None) -> ReadRequest:
-        """What to read for these matches."""
+    def ids(self) -> tuple[list[str], list[str]]:
+        """The players and the effects of these matches, each once."""
         players = dict.fromkeys(p.id for m in self.matches for t in m.teams for p in t.players)
         effects = dict.fromkeys(e for m in self.matches for t in m.teams for e in t.effects)
+        return list(players), list(effects)
+
+    def request(self, generation: int | None, players: list[str], effects: list[str]) -> ReadRequest:
+        """What to read for these matches: the states of `players` and `effects`."""
         match_ids = dict.fromkeys(m.match_id for m in self.matches)
-        return ReadRequest(self.ladder.name, list(players), list(effects), list(match_ids), generation)
+        return ReadRequest(self.ladder.name, players, effects, list(match_ids), generation)
 
 
 @dataclass(slots=True)
@@ -410,6 +416,12 @@ class Processor:
     applied (``duplicate=False``) rather than as duplicates, with their stored events — on
     every retry until a call returns.
 
+    Held states: the processor keeps the states it read and wrote, up to `known_states` of
+    them (see `stream_rater.known_states`), and a batch reads only the players it does not
+    hold, as long as the store shows the ladder at the watermark of this processor's own last
+    commit; otherwise (another worker committed to it meanwhile) it reads them all, in a
+    second round trip.
+
     Marker shrinking: the caller reports each batch whose events reached the broker
     (`produced`); the next commit of each of its ladders shrinks those matches' markers (see
     `store.base`), at no extra round trip. Until then — a crash in between, or a ladder that
@@ -437,8 +449,10 @@ class Processor:
         suspect_empty: bool = False,
         generation: int | None = None,
         freeze_poll: float = 0.002,
+        known_states: int = 200_000,
     ) -> None:
         self.ladders = ladders
+        self.known = KnownStates(known_states)
         self.generation = generation
         self.freeze_poll = freeze_poll
         self._overridden: dict[tuple[str, str], Ladder] = {}
@@ -468,7 +482,8 @@ class Processor:
         each match's (partition, offset) in the matches topic (None: not from there).
 
         Every ladder of the batch is read in one round trip (`StateStore.read_many`) and
-        committed in one (`StateStore.commit_many`); the ladders whose commit was refused
+        committed in one (`StateStore.commit_many`) — read again whole, in one more round trip,
+        where the states held from the last batch turned out stale; the ladders whose commit was refused
         are read, recomputed and committed again together, so a batch costs the same number
         of round trips however many ladders it spans.
 
@@ -510,7 +525,7 @@ class Processor:
         pending = list(parts.values())
         delays = backoff(0.001, 0.05, jitter=1.0)
         while pending:
-            snapshots = await self.store.read_many([part.request(self.generation) for part in pending])
+            snapshots = await self._read(pending)
             for i, part in enumerate(pending):
                 if part.starts_season:
                     everyone = await self.store.players(part.ladder.name, generation=self.generation)
@@ -534,12 +549,14 @@ class Processor:
             for (part, plan), commit, refused in zip(planned, commits, refusals):
                 name = part.ladder.name
                 if refused is None:
+                    self._hold(part, plan.commit)
                     settled.append((name, set(plan.commit.markers)))
                     self._produced.get(name, set()).difference_update(commit.produced)
                     watermark = part.snapshot.watermark + len(plan.commit.markers)
                     self._watermarks[name] = (part.snapshot.generation, watermark)
                     continue
                 self._unconfirmed[name].difference_update(plan.commit.markers)  # not applied
+                self.known.drop(name)
                 pending.append(part)
                 if not isinstance(refused, LadderFrozen):  # a freeze lasts milliseconds: not counted
                     conflicted = True
@@ -557,6 +574,36 @@ class Processor:
                 ordered[i] = result
         batch.results = [r for r in ordered if r is not None]
         return batch
+
+    async def _read(self, parts: Sequence[_LadderPart]) -> list[Snapshot]:
+        """The snapshots of `parts`, read in one round trip without the states held of them;
+        in a second one, whole, those of the ladders whose held states turned out stale."""
+        ids = [part.ids() for part in parts]
+        held = [self.known.held(part.ladder.name) for part in parts]
+        snapshots = await self.store.read_many(
+            [
+                part.request(self.generation, *self.known.missing(h, players, effects))
+                for part, h, (players, effects) in zip(parts, held, ids)
+            ]
+        )
+        stale = []
+        for i, (part, h, (players, effects)) in enumerate(zip(parts, held, ids)):
+            complete = self.known.complete(part.ladder.name, h, snapshots[i], players, effects)
+            if complete is None:
+                stale.append(i)
+            else:
+                snapshots[i] = complete
+        if stale:
+            again = await self.store.read_many([parts[i].request(self.generation, *ids[i]) for i in stale])
+            for i, snapshot in zip(stale, again):
+                snapshots[i] = snapshot
+        return snapshots
+
+    def _hold(self, part: _LadderPart, commit: Commit) -> None:
+        """Keep what `part`'s applied `commit` leaves stored, for the ladder's next batch."""
+        players = {w.player_id: w.state for w in commit.writes if not w.is_effect}
+        effects = {w.player_id: w.state for w in commit.writes if w.is_effect}
+        self.known.committed(part.ladder.name, part.snapshot, players, effects, len(commit.markers))
 
     def _plan(self, part: _LadderPart, snapshot: Snapshot) -> tuple[_Plan, set[str]]:
         """Compute `part` on `snapshot` (its results are kept on `part`); also the match ids

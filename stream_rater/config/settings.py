@@ -61,6 +61,11 @@ class Settings:
     )
     marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
     history_limit: int = _field(100, "rating changes kept per player for the dashboard")
+    known_states: int = _field(
+        200_000,
+        "rating states a worker holds between batches, so that a batch reads from Redis only the players "
+        "it does not hold (0: none; about 250 bytes each)",
+    )
     max_query_players: int = _field(
         100, "most players one read-API query (players, predict, balance) may name"
     )

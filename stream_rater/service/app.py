@@ -110,7 +110,7 @@ def create_app(
     stopped: dict[str, str] = {}
     recent = register_web(app, store, ladders, settings, stopped)
     handler = BatchHandler(
-        Processor(ladders, store, suspect_empty=suspect_empty),
+        Processor(ladders, store, suspect_empty=suspect_empty, known_states=settings.known_states),
         ladders,
         send,
         topics=Topics(updates=settings.topic_updates, dlq=settings.topic_dlq),

@@ -111,7 +111,8 @@ class MemoryStore(StateStore):
         for match_id in commit.markers:
             if match_id in gen.applied:
                 raise refusal("applied", ladder, match_id)
-        for write in commit.writes:
+        checked = commit.watermark is None or commit.watermark != gen.watermark  # as commit.lua does
+        for write in commit.writes if checked else ():
             current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:
                 raise refusal("conflict", ladder, write.player_id)

@@ -165,3 +165,30 @@ async def test_two_concurrent_processors_lose_no_update(redis_url, ladders):
     }
     for p in processors:
         await p.store.close()
+
+
+async def test_two_processors_taking_turns_hold_states_and_equal_one_replay(redis_url, ladders):
+    """Two workers take turns on a ladder's batches over one Redis, each holding the states of
+    its last batch: a batch after the other worker's reads all its players again, one after
+    its own only the new ones; states and events equal one processor's that holds nothing."""
+    name = ladder_of(ladders)
+    rng = random.Random(11)
+    stores = [RedisStore.from_url(redis_url) for _ in range(2)]
+    workers = [Processor(ladders, store, clock=clock) for store in stores]
+    plain = Processor(ladders, MemoryStore(), clock=clock, known_states=0)
+    for n in range(40):
+        who = rng.choice([0, 0, 1])
+        batch = []
+        for i in range(rng.randint(1, 6)):
+            a, b = rng.sample([f"p{i}" for i in range(8)], 2)
+            event = {
+                "match_id": f"m{n}-{i}",
+                "ladder": name,
+                "finished_at": n,
+                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
+            }
+            batch.append(parse_match(event, ladders))
+        assert (await workers[who].process(batch)).events == (await plain.process(batch)).events
+    assert await stores[0].players(name) == await plain.store.players(name)
+    for store in stores:
+        await store.close()
