@@ -657,13 +657,12 @@ class _Chain:
             seen = [
                 margin_observation(self.scale, scores[a], scores[b]) for a, b in itertools.pairwise(order)
             ]
-        exp, erfc = math.exp, math.erfc
+        exp, erfc, sqrt = math.exp, math.erfc, math.sqrt
         lm, lv = means[:], spreads[:]
         rm, rv = means[:], spreads[:]
         post_mean = [0.0] * last
         post_std = [0.0] * last
-        sqrt = math.sqrt
-        floor = _MIN_VARIANCE_FACTOR
+        floor, tail, erfc_scale = _MIN_VARIANCE_FACTOR, -_TAIL, -1.0 / _SQRT2
         steps: range = range(last)  # the first pass: every factor, forwards
         forward = True
         for sweep in range(_MAX_SWEEPS + 1):
@@ -675,22 +674,27 @@ class _Chain:
                 var = vl + vr
                 mean = lm[f] - rm[g]
                 c = sqrt(var)
-                if draws[f]:
-                    v, omw = truncate_draw(mean / c, eps[f] / c)
-                elif seen is not None and (observed := seen[f]) is not None:
-                    v, omw = margin_moments(mean, c, eps[f], observed, self.noise2)
+                inv_c = 1.0 / c  # products, not quotients: CPython specialises float * only
+                if (
+                    not draws[f]
+                    and (seen is None or seen[f] is None)
+                    and (x := (mean - eps[f]) * inv_c) > tail
+                ):
+                    # a plain win: `truncate_win` away from the tail, without the call; 1 - W > 0.04
+                    v = _SQRT_2_OVER_PI * exp(-0.5 * x * x) / erfc(x * erfc_scale)
+                    omw = 1.0 - v * (v + x)
                 else:
-                    x = (mean - eps[f]) / c
-                    if x > -_TAIL:  # `truncate_win` away from the tail, without the call
-                        v = _SQRT_2_OVER_PI * exp(-0.5 * x * x) / erfc(-x / _SQRT2)
-                        omw = 1.0 - v * (v + x)
+                    if draws[f]:
+                        v, omw = truncate_draw(mean * inv_c, eps[f] * inv_c)
+                    elif seen is not None and (observed := seen[f]) is not None:
+                        v, omw = margin_moments(mean, c, eps[f], observed, self.noise2)
                     else:
-                        v, omw = truncate_win(mean / c, eps[f] / c)
-                omw = floor if omw < floor else (1.0 if omw > 1.0 else omw)
+                        v, omw = truncate_win(mean * inv_c, eps[f] * inv_c)
+                    omw = floor if omw < floor else (1.0 if omw > 1.0 else omw)
                 cv = c * v
                 new_mean = mean + cv
                 new_std = c * sqrt(omw)
-                moved = (abs(new_mean - post_mean[f]) + abs(new_std - post_std[f])) / c
+                moved = (abs(new_mean - post_mean[f]) + abs(new_std - post_std[f])) * inv_c
                 if moved > change:
                     change = moved
                 post_mean[f] = new_mean
