@@ -10,8 +10,8 @@ drops them). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
   (usage / fields or members). The players hash is a hash table from its first write
   (``commit.lua``), as a big ladder's would be anyway;
 - the ``mk`` markers hash with its ``mk:expiry`` zset — per match applied ("marker,
-  produced") — and the ``unproduced`` hash, which holds the last batch's events (one entry)
-  until the ladder's next commit drops them — per match whose events are not yet produced, added to a
+  produced") — and the ``unproduced`` hash, which holds the last batch's events until the
+  ladder's next commit drops them — per match whose events are not yet produced, added to a
   marker's bytes ("marker, whole": what every match costs until its events are produced);
 - a sample of ``h:<pid>`` lists — per history entry (usage / entries);
 
@@ -147,17 +147,17 @@ async def measure(
             for suffix in ("mk", "mk:expiry", "unproduced"):
                 pipe.memory_usage(prefix + suffix, samples=0)
             pipe.hlen(prefix + "mk")
+            pipe.hlen(prefix + "unproduced")
             for player_id in histories:
                 pipe.memory_usage(f"{prefix}h:{player_id}", samples=0)
                 pipe.llen(f"{prefix}h:{player_id}")
             pipe.object("encoding", f"{prefix}h:{histories[0]}")
             replies = await pipe.execute()
-        unproduced = len(await store.unproduced(ladder, 0, [m.match_id for m in matches]))
     finally:
         await store.close()
     players_bytes, players_encoding, lb_bytes, lb_encoding, fields, members = replies[:6]
-    markers_bytes, expiry_bytes, unproduced_bytes, markers = replies[6:10]
-    lists = replies[10:-1]
+    markers_bytes, expiry_bytes, unproduced_bytes, markers, unproduced = replies[6:11]
+    lists = replies[11:-1]
     fields, markers = fields - 1, markers - 1  # not the field '' of each hash (its bytes stay in)
     marker = (markers_bytes + (expiry_bytes or 0)) / markers
     return Sizes(

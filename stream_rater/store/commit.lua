@@ -33,12 +33,10 @@
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to the last key first and the id appended to the seasons list
 --         marker_ids       the matches applied: each gets a marker
---         unproduced       nil, or the events of the matches that have some, kept until they
---                          are produced: one msgpack map match id → array of its events, kept
---                          as one entry of the unproduced hash, under
---         unproduced_key   the first of those matches' ids
+--         unproduced_at    the matches among them with events, as indices into marker_ids, and
+--         unproduced       their events, each match's as one msgpack array, kept until produced
 --         produced         match ids of earlier commits whose events are with the broker:
---                          the unproduced entries under their ids are dropped (the markers stay)
+--                          their unproduced events are dropped (the markers stay)
 --         expiry           nil (markers kept forever), or the score of this commit's markers
 --                          in the expiry zset (when they expire, in seconds) and
 --         expiring         the member: the marker ids packed (unique per commit)
@@ -177,7 +175,12 @@ local function commit(o, args)
     marked[2 * m + 2] = ''
   end
   chunked('HSET', MARKERS, marked)
-  if args.unproduced then redis.call('HSET', UNPRODUCED, args.unproduced_key, args.unproduced) end
+  local kept = {}
+  for m = 1, #args.unproduced_at do
+    kept[2 * m - 1] = marker_ids[args.unproduced_at[m]]
+    kept[2 * m] = args.unproduced[m]
+  end
+  chunked('HSET', UNPRODUCED, kept)
   if args.expiry and #marker_ids > 0 then
     redis.call('ZADD', EXPIRY, args.expiry, args.expiring)
   end

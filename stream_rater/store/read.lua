@@ -9,17 +9,15 @@
 --       must be).
 -- Returns per ladder {'generation', g} or {'gone', g} (see wrong_generation) when the
 -- generation is not the expected one; else one msgpack array [states, effect states, markers,
--- watermark, voids, params, unproduced]: the first two arrays of the stored values in request
--- order, nil where absent (stored values are msgpack already, so they are concatenated as they
--- are); markers per match id nil (not applied) or true; the watermark an integer, nil if
--- absent; voids the stored void per match id or nil (nil as a whole when the ladder has no
--- voids); params the stored overrides or nil; unproduced nil when no match is applied, else the
--- entries of the unproduced hash that may hold an applied match's events (its own, or a
--- commit's whose value contains its id), as a flat array field, value, … (the hash holds only
--- the events not known produced: normally the last commit's or two).
+-- watermark, voids, params]: the first two arrays of the stored values in request order, nil
+-- where absent (stored values are msgpack already, so they are concatenated as they are);
+-- markers per match id nil (not applied), or the events it still has to produce (an empty
+-- array once they are with the broker); the watermark an integer, nil if absent; voids the
+-- stored void per match id or nil (nil as a whole when the ladder has no voids); params the
+-- stored overrides or nil.
 local CHUNK = 1000  -- arguments per HMGET: unpack() is limited by the Lua stack
 local NIL = string.char(0xc0)
-local TRUE = string.char(0xc3)
+local EMPTY = array_header(0)
 
 -- One ladder's read: its keys are KEYS[o + 1] … KEYS[o + 7]. Returns its reply.
 local function read(o, args)
@@ -27,7 +25,7 @@ local function read(o, args)
   if refused then return refused end
 
   -- The stored values of `ids` in `hash` (NIL where absent), appended to out as one array.
-  local out = {array_header(7)}
+  local out = {array_header(6)}
   local function each(hash, ids)
     out[#out + 1] = array_header(#ids)
     for i = 1, #ids, CHUNK do
@@ -42,16 +40,23 @@ local function read(o, args)
   each(KEYS[o + 1], args.players)
   each(KEYS[o + 2], args.effects)
 
+  -- A marker's events are looked up only for the matches that have one (redeliveries: rare).
   local applied = {}
-  out[#out + 1] = array_header(#args.matches)
   for i = 1, #args.matches, CHUNK do
     local j = math.min(i + CHUNK - 1, #args.matches)
     local values = redis.call('HMGET', KEYS[o + 4], unpack(args.matches, i, j))
     for x = 1, j - i + 1 do
       if values[x] then applied[#applied + 1] = args.matches[i + x - 1] end
-      out[#out + 1] = values[x] and TRUE or NIL
     end
   end
+  local unproduced = {}
+  for i = 1, #applied, CHUNK do
+    local j = math.min(i + CHUNK - 1, #applied)
+    local values = redis.call('HMGET', KEYS[o + 5], unpack(applied, i, j))
+    for x = 1, j - i + 1 do unproduced[applied[i + x - 1]] = values[x] or EMPTY end
+  end
+  out[#out + 1] = array_header(#args.matches)
+  for _, m in ipairs(args.matches) do out[#out + 1] = unproduced[m] or NIL end
 
   local watermark = redis.call('HGET', KEYS[o + 3], 'applied')
   out[#out + 1] = watermark and cmsgpack.pack(tonumber(watermark)) or NIL
@@ -61,24 +66,6 @@ local function read(o, args)
     out[#out + 1] = NIL  -- the ladder has no voids: nil rather than an array of nils
   end
   out[#out + 1] = redis.call('HGET', KEYS[o + 6], 'params:' .. args.generation) or NIL
-
-  -- The applied matches' events (redeliveries: rare): the entries that may hold them.
-  if #applied == 0 then
-    out[#out + 1] = NIL
-  else
-    local entries, kept = redis.call('HGETALL', KEYS[o + 5]), {}
-    for i = 1, #entries, 2 do
-      for _, m in ipairs(applied) do
-        if entries[i] == m or string.find(entries[i + 1], m, 1, true) then
-          kept[#kept + 1] = cmsgpack.pack(entries[i])
-          kept[#kept + 1] = entries[i + 1]
-          break
-        end
-      end
-    end
-    out[#out + 1] = array_header(#kept)
-    for _, value in ipairs(kept) do out[#out + 1] = value end
-  end
   return table.concat(out)
 end
 

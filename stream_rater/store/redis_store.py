@@ -20,12 +20,9 @@ shards. A ladder's ratings live in a *generation* (see `StateStore`); generation
 - ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
   leaderboard as the season that record ended left it
 - ``mk``      hash  match id → empty string: the "match applied" markers
-- ``unproduced`` hash  the rating-changed events of applied matches until they are with the
-  broker (dropped by a later commit; see `store.base`), each event in the stored form of
-  `stored_events` (a compact array): a commit keeps its matches' events as one entry, under
-  its first such match's id, a msgpack map match id → list of events; a match's events may
-  also be an entry of their own, under its id, the msgpack list (as a re-rate holds them, and
-  as stores written before the one entry per commit kept them)
+- ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
+  produced, until they are with the broker (dropped by a later commit; see `store.base`); each
+  event in the stored form of `stored_events` (a compact array)
 - ``mk:expiry`` zset  of each commit's marker ids (msgpack list) scored by when they expire,
   with a marker TTL (the idempotency window): a commit removes the markers past it
 - ``h:<player_id>`` list, newest first, of msgpack rating-changed events in the stored form
@@ -145,7 +142,7 @@ def commit_args(
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     # Each event is packed once, for its match's unproduced events and its history entry alike.
     packed = {id(e): pack_event(e, ladder) for events in commit.markers.values() for e in events}
-    unproduced = {m: events for m, events in commit.markers.items() if events}
+    unproduced = [events for events in commit.markers.values() if events]
     history = [
         packed.get(id(e)) or pack_event(e, ladder) for entries in commit.history.values() for e in entries
     ]
@@ -163,14 +160,11 @@ def commit_args(
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         marker_ids=marker_ids,
-        unproduced_key=next(iter(unproduced), None),
-        unproduced=PACKER.pack_map_header(len(unproduced))
-        + b"".join(
-            PACKER.pack(m) + PACKER.pack_array_header(len(events)) + b"".join(packed[id(e)] for e in events)
-            for m, events in unproduced.items()
-        )
-        if unproduced
-        else None,
+        unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
+        unproduced=[
+            PACKER.pack_array_header(len(events)) + b"".join(packed[id(e)] for e in events)
+            for events in unproduced
+        ],
         produced=list(commit.produced),
         expiry=math.ceil(now + marker_ttl) if marker_ttl else None,
         expiring=msgpack.packb(marker_ids, use_bin_type=False) if marker_ttl else None,
@@ -182,27 +176,17 @@ def commit_args(
     )
 
 
-def _unproduced(entries: Sequence[Any]) -> dict[str, list[Any]]:
-    """Match id → its stored events, of the unproduced hash's entries (field, decoded value)
-    in a flat list: a commit's map of its matches' events, or one match's list."""
-    events: dict[str, list[Any]] = {}
-    for field, value in zip(entries[::2], entries[1::2]):
-        events.update(value if isinstance(value, dict) else {field: value})
-    return events
-
-
 def _snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:
     """The `Snapshot` in the read script's answer to `request` (on `generation`)."""
-    states, effect_states, markers, watermark, voids, params, entries = msgpack.unpackb(reply, raw=False)
+    states, effect_states, markers, watermark, voids, params = msgpack.unpackb(reply, raw=False)
     make = PlayerState.of
-    unproduced = _unproduced(entries or ())
     return Snapshot(
         players={i: make(s) for i, s in zip(request.player_ids, states) if s is not None},
         effects={i: make(s) for i, s in zip(request.effect_ids, effect_states) if s is not None},
         applied={
-            m: [stored_event(e, request.ladder) for e in unproduced.get(m, ())]
-            for m, marked in zip(request.match_ids, markers)
-            if marked
+            m: [stored_event(e, request.ladder) for e in events]
+            for m, events in zip(request.match_ids, markers)
+            if events is not None
         },
         watermark=watermark or 0,
         generation=generation,
@@ -598,11 +582,8 @@ class RedisStore(StateStore):
     async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
         if not match_ids:
             return []
-        entries = await self.client.hgetall(generation_key(ladder, generation, "unproduced"))
-        held = _unproduced(
-            [x for field, value in entries.items() for x in (text(field), msgpack.unpackb(value, raw=False))]
-        )
-        return [m for m in match_ids if m in held]
+        held = await self.client.hmget(generation_key(ladder, generation, "unproduced"), list(match_ids))
+        return [m for m, events in zip(match_ids, held) if events is not None]
 
     async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
         ids = [m for m, held in events.items() if held]

@@ -245,26 +245,6 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": m1}
 
 
-async def test_redis_a_commit_keeps_its_events_as_one_entry_and_each_match_finds_its_own(redis_url, ladder):
-    """A commit's unproduced events are one entry of the unproduced hash; a redelivery of any
-    of its matches, or of a match whose events are an entry of their own (as a re-rate holds
-    them), reads exactly its events; once produced, the entry is gone and a redelivery reads
-    none."""
-    store = RedisStore.from_url(redis_url)
-    events = {m: [{"event_id": f"{m}:a", "n": i}] for i, m in enumerate(["m1", "m10", "m2"])}
-    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {**events, "u": [], "h": []}))
-    await store.hold_events(ladder, 0, {"h": [{"event_id": "h:held"}]})
-    unproduced = ladder_key(ladder, "unproduced")
-    assert sorted(await store.client.hkeys(unproduced)) == [b"h", b"m1"]
-    snap = await store.read(ladder, [], [], ["m10", "u", "h", "m3"])
-    assert snap.applied == {"m10": events["m10"], "u": [], "h": [{"event_id": "h:held"}]}
-    assert await store.unproduced(ladder, 0, ["m1", "m10", "m2", "u", "h", "m3"]) == ["m1", "m10", "m2", "h"]
-    await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m4": []}, produced=["m1", "m10", "m2", "h"]))
-    assert not await store.client.exists(unproduced)
-    assert (await store.read(ladder, [], [], ["m10"])).applied == {"m10": []}
-    await store.close()
-
-
 async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry(redis_url, ladder):
     """Once produced, a match's events leave the store while its marker stays, expiring when
     it would have: the match stays a duplicate for the whole idempotency window."""
@@ -333,10 +313,9 @@ async def test_effect_conflict_and_mixed_history(store, ladder):
 
 
 async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
-    """Other readers see the documented encodings: msgpack states, an empty marker, the
-    commit's unproduced events = a msgpack map match id → list of events under its first
-    match's id, history = one msgpack event per entry (newest first), each event in its stored
-    form (a plain rating-changed event compact, any other its map), exact scores."""
+    """Other readers see the documented encodings: msgpack states, marker = msgpack list of
+    the events, history = one msgpack event per entry (newest first), each event in its
+    stored form (a plain rating-changed event compact, any other its map), exact scores."""
     store = RedisStore.from_url(redis_url)
     plain = rating_changed("m1", ladder, "a", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
     events = [plain, {"event_id": "m1:b"}]
@@ -355,7 +334,7 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     assert await client.hget(ladder_key(ladder, "effects"), "home") == state.pack()
     compact = ["m1", "a", "elo", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False]
     assert await client.hget(ladder_key(ladder, "mk"), "m1") == b""
-    assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb({"m1": [compact, events[1]]})
+    assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb([compact, events[1]])
     assert await client.lrange(ladder_key(ladder, "h:b"), 0, -1) == [packb(compact), packb(events[1])]
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": events}
     assert await store.history(ladder, "b", 10) == [events[0], events[1]]

@@ -51,7 +51,7 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
         ).items()
     }
     assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed)
-    assert packed["positions"] == {0: 7} and packed["unproduced_key"] == b"m1" and packed["mode"] == b"live"
+    assert packed["positions"] == {0: 7} and packed["unproduced_at"] == [1] and packed["mode"] == b"live"
 
 
 def test_every_status_a_script_answers_is_ok_or_a_refusal() -> None:
