@@ -319,7 +319,7 @@ def plan_batch(
         positions or {},
         generation,
         season=season,
-        watermark=snapshot.watermark,
+        read_at=(snapshot.generation, snapshot.watermark),
     )
     return _Plan(results, commit)
 

@@ -7,9 +7,9 @@ every state is still at the version that was read and that no match of the batch
 applied meanwhile, then writes all states, markers, leaderboard scores and history entries —
 or writes nothing and raises `CommitConflict`, after which the caller re-reads and recomputes.
 Every commit that writes applies at least one match, so the ladder's watermark moves with every
-change of its states: a commit that carries the watermark it was computed from
-(`Commit.watermark`), and finds it unchanged, knows that no state changed since its read
-without looking at them one by one.
+change of its states: a commit that carries the generation and watermark it was computed from
+(`Commit.read_at`), and finds the generation it writes to be that one with that watermark still,
+knows that no state changed since its read without looking at them one by one.
 
 A "match applied" marker holds the match's rating-changed events until they are known to be
 with the broker, so that a batch committed but never produced (the worker died in between)
@@ -143,10 +143,12 @@ class Commit:
     rides on the next commit of the ladder rather than costing a round trip of its own; a
     marker that no longer exists (expired, or of another generation) is left absent.
 
-    `watermark` is the generation's watermark in the read the commit was computed from (None:
-    not known). A store that still shows it may skip the per-write version checks: every
-    commit that writes applies a match and so moves the watermark, hence an unchanged one
-    means no state changed since that read. The writes' versions must then be the ones of
+    `read_at` is the generation and its watermark in the read the commit was computed from
+    (None: not known). A store that writes the commit to that same generation and still shows
+    that watermark there may skip the per-write version checks: every commit that writes
+    applies a match and so moves the watermark, hence an unchanged one means no state changed
+    since that read. (A live commit whose read was of a generation a re-rate has switched away
+    from since goes to the new one: its versions are checked, as without `read_at`.) The writes' versions must then be the ones of
     that read, as `plan_batch` makes them. A commit that writes without applying a match
     would break this, so it is refused (`ValueError`) when it is made."""
 
@@ -160,7 +162,7 @@ class Commit:
     #: The id of a season-start record this commit applies: before writing, the leaderboard
     #: is kept as the final one of the season that ends (`StateStore.leaderboard` ``season``).
     season: str | None = None
-    watermark: int | None = None
+    read_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if self.writes and not self.markers:

@@ -19,8 +19,9 @@
 --         ids              player/effect id per write
 --         is_effect        per write, true = effects hash
 --         expected         per write, the stored version it expects (0 = absent)
---         watermark        nil, or the generation's watermark in the read the commit was
---                          computed from: if the meta hash still shows it, no state changed
+--         watermark        nil, or the watermark of this generation in the read the commit
+--                          was computed from (nil when that read was of another generation):
+--                          if the meta hash still shows it, no state changed
 --                          since (every commit that writes applies a match, see store/base.py)
 --                          and the versions are not checked one by one
 --         states           per write, the packed state to store

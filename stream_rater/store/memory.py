@@ -111,7 +111,8 @@ class MemoryStore(StateStore):
         for match_id in commit.markers:
             if match_id in gen.applied:
                 raise refusal("applied", ladder, match_id)
-        checked = commit.watermark is None or commit.watermark != gen.watermark  # as commit.lua does
+        number = self._ladders[ladder].live if commit.generation is None else commit.generation
+        checked = commit.read_at != (number, gen.watermark)  # as commit.lua does
         for write in commit.writes if checked else ():
             current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:

@@ -154,7 +154,9 @@ def commit_args(
         ids=ids,
         is_effect=list(map(bool, is_effect)),
         expected=expected,
-        watermark=commit.watermark,
+        watermark=commit.read_at[1]
+        if commit.read_at is not None and commit.read_at[0] == generation
+        else None,
         states=list(map(PlayerState.pack, states)),
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,

@@ -88,13 +88,29 @@ async def test_a_commit_from_an_older_read_is_checked_write_by_write(store, ladd
     await store.commit(Commit(ladder, [write("a", 26.0, 1, 0), write("b", 26.0, 1, 0)], {"m1": []}))
     read = await store.read(ladder, ["a", "b"], [], [])
     assert read.watermark == 1
-    await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m2": []}, watermark=1))
+    await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m2": []}, read_at=(0, 1)))
     with pytest.raises(CommitConflict):
-        await store.commit(Commit(ladder, [write("a", 28.0, 2, 1)], {"m3": []}, watermark=1))
-    await store.commit(Commit(ladder, [write("b", 28.0, 2, 1)], {"m4": []}, watermark=1))
+        await store.commit(Commit(ladder, [write("a", 28.0, 2, 1)], {"m3": []}, read_at=(0, 1)))
+    await store.commit(Commit(ladder, [write("b", 28.0, 2, 1)], {"m4": []}, read_at=(0, 1)))
     snap = await store.read(ladder, ["a", "b"], [], ["m3", "m4"])
     assert (snap.players["a"].mu, snap.players["b"].mu, set(snap.applied)) == (27.0, 28.0, {"m4"})
     assert snap.watermark == 3
+
+
+async def test_a_commit_read_from_a_generation_switched_away_is_checked_write_by_write(store, ladder):
+    """A re-rate switched the live generation after the read, to one with the same watermark:
+    the live commit goes to the new generation, where its versions are checked (not skipped
+    because the watermarks happen to be equal), so a write expecting the old one is refused."""
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    await store.commit(Commit(ladder, [write("a", 5.0, 2, 0)], {"m1": []}, generation=generation))
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    await store.switch(ladder, "owner", generation, live, [])
+    await store.finish_rerate(ladder, "owner")
+    with pytest.raises(CommitConflict):
+        await store.commit(Commit(ladder, [write("a", 9.0, 2, 1)], {"m2": []}, read_at=(0, 1)))
+    assert (await store.read(ladder, ["a"], [], [])).players["a"].mu == 5.0
 
 
 def test_a_commit_that_writes_must_apply_a_match():
@@ -274,8 +290,8 @@ async def test_redis_a_commit_at_its_reads_watermark_looks_up_no_states(redis_ur
         await store.commit(commit)
         return (await store.client.info("commandstats"))["cmdstat_hmget"]["calls"]
 
-    assert await hmgets(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, watermark=1)) == 1
-    assert await hmgets(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}, watermark=1)) == 2
+    assert await hmgets(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, read_at=(0, 1))) == 1
+    assert await hmgets(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}, read_at=(0, 1))) == 2
     await store.close()
 
 

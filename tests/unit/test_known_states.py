@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_processor import LADDERS, fixed_clock, match
 
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.known_states import KnownStates
 from stream_rater.processor import Processor
 from stream_rater.store import PlayerState, ReadRequest, Snapshot
@@ -120,3 +121,47 @@ def test_two_processors_taking_turns_on_a_ladder_equal_one_replay(turns, limit):
         assert await store.players("default") == await plain.store.players("default")
 
     asyncio.run(run())
+
+
+class SwitchingStore(MemoryStore):
+    """Runs `hook` once, between the processor's read and its commit."""
+
+    hook = None
+
+    async def commit_many(self, commits):
+        if self.hook is not None:
+            hook, self.hook = self.hook, None
+            await hook()
+        return await super().commit_many(commits)
+
+
+async def test_a_batch_read_before_a_rerate_switch_is_checked_against_the_new_generation():
+    """A re-rate switches the live generation between a batch's read and its commit, and the
+    new generation has the same watermark (it re-applied the same matches, with other
+    parameters): the commit lands on the new generation, so its versions are checked there
+    and the batch is recomputed on the re-rated states, as a replay with the new parameters
+    would have it."""
+    store = SwitchingStore()
+    worker = Processor(LADDERS, store, clock=fixed_clock)
+    before = [match("m1", ["a"], ["b"]), match("m2", ["a"], ["b"])]
+    for m in before:
+        await worker.process([m])
+    params = {"mu": 40.0, "sigma": 2.0}
+
+    async def rerate() -> None:
+        generation, _ = await store.begin_rerate("default", "owner", 60, params)
+        await Processor(LADDERS, store, clock=fixed_clock, generation=generation).process(before)
+        live = await store.generations("default")
+        await store.freeze("default", "owner", 60)
+        await store.switch("default", "owner", generation, live, [])
+        await store.finish_rerate("default", "owner")
+
+    store.hook = rerate
+    result = await worker.process([match("m3", ["a"], ["b"])])
+    assert result.conflicts == 1
+    rerated = Processor(
+        Ladders([Ladder("default", "trueskill", params)]), MemoryStore(), clock=fixed_clock, known_states=0
+    )
+    await rerated.process(before)
+    await rerated.process([match("m3", ["a"], ["b"])])
+    assert await store.players("default") == await rerated.store.players("default")
