@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import worker_test_env
+from e2e_support import VolatileRedis, worker_test_env
 from helpers import FINISHED_AT, duel, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from streams import Stream, spread_ladders
@@ -170,3 +170,21 @@ def stream_factory(broker_url: str, redis_url: str, tmp_path: Path) -> Iterator[
     for stream in made:
         for process in stream.workers:
             stop_process(process)
+
+
+@pytest.fixture
+def volatile_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
+    server = VolatileRedis(tmp_path)
+    server.start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.kill()
+
+
+@pytest.fixture
+def aof_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
+    server = VolatileRedis(tmp_path, aof=True)
+    server.start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        server.kill()

@@ -13,131 +13,29 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from e2e_support import worker_test_env
-from helpers import cli, duel, stored_players, wait_for
+from e2e_support import (
+    VolatileRedis,
+    applied,
+    counted,
+    equals_replay,
+    one_partition_stream,
+    readiness,
+    worker_test_env,
+)
+from helpers import cli, duel, wait_for
 
-from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.config.settings import Settings
-from stream_rater.contracts import parse_match
-from stream_rater.kafka import committed_offsets, create_topics, publish, read_log
+from stream_rater.kafka import committed_offsets, publish, read_log
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
-from stream_rater.local.runtime import LocalRuntime, free_port, redis_server_binary, wait_for_port
-from stream_rater.offline.replay import replay
-from stream_rater.processor import Processor
+from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.service.app import store_looks_lost
-from stream_rater.store.memory import MemoryStore
 
 #: On the broker users run (Apache Kafka) only: the stream suite runs on both brokers, this one
 #: would add minutes to CI for a second pass over Tansu, which only `demo` and `dev` use.
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
-
-
-class VolatileRedis:
-    """A redis-server on a fixed port, restartable, stopped by PID: without persistence (a
-    restart comes back empty) or with an append-only file (`aof`)."""
-
-    def __init__(self, workdir: Path, aof: bool = False) -> None:
-        self.port = free_port()
-        self.workdir = workdir
-        self.aof = aof
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                redis_server_binary(),
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes" if self.aof else "no",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for_port("127.0.0.1", self.port, 30)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        assert self.process is not None
-        self.process.send_signal(sig)
-        self.process.wait()
-
-
-@pytest.fixture
-def volatile_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
-    server = VolatileRedis(tmp_path)
-    server.start()
-    yield server
-    if server.process is not None and server.process.poll() is None:
-        server.kill()
-
-
-@pytest.fixture
-def aof_redis(tmp_path: Path) -> Iterator[VolatileRedis]:
-    server = VolatileRedis(tmp_path, aof=True)
-    server.start()
-    yield server
-    if server.process is not None and server.process.poll() is None:
-        server.kill()
-
-
-def readiness(port: int) -> tuple[int, dict]:
-    """Status and body of the worker's /readyz; (0, {}) while nothing listens yet."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-    except urllib.error.URLError:
-        return 0, {}
-
-
-def applied(redis_url: str, ladder: str) -> int:
-    """Matches applied to the ladder so far (each 1v1 match adds two games)."""
-    return sum(s.games for s in stored_players(redis_url, ladder).values()) // 2
-
-
-def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
-    """The oracle: the stored states are bit for bit what a replay of `matches` computes."""
-
-    async def replayed() -> dict:
-        ladders = Ladders([Ladder(ladder, "trueskill")])
-        processor = Processor(ladders, MemoryStore())
-        await replay([parse_match(m, ladders) for m in matches], processor)
-        return await processor.store.players(ladder)
-
-    def exact(states: dict) -> dict:
-        return {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in states.items()}
-
-    return exact(stored_players(redis_url, ladder)) == exact(asyncio.run(replayed()))
-
-
-def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_total") -> float:
-    """A worker's counter for `ladder`, read from its /metrics (0 when never incremented)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(f'{metric}{{ladder="{ladder}"}} '):
-                return float(line.split()[-1])
-    return 0.0
-
-
-def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings]:
-    """A fresh ladder name and settings with its own one-partition topics (created) and group."""
-    name = uuid.uuid4().hex[:10]
-    settings = tagged_settings(name, broker=broker_url, redis_url=redis_url, partitions=1, batch_size=200)
-    asyncio.run(create_topics(broker_url, settings.topics()))
-    return f"l-{name}", settings
 
 
 def test_redis_restarted_without_persistence_is_detected_never_silent_and_recovered(
