@@ -123,7 +123,9 @@ PARTITIONS_ASSIGNED = Gauge(
     "stream_rater_partitions_assigned", "Partitions of the topic assigned to this worker", ["topic"]
 )
 TOPIC_PARTITIONS = Gauge(
-    "stream_rater_topic_partitions", "The topic's partition count as this worker's consumer knows it", ["topic"]
+    "stream_rater_topic_partitions",
+    "The topic's partition count as this worker's consumer knows it",
+    ["topic"],
 )
 
 

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from test_deploy import exported_series, load_yaml, promql_metric_names
 
 PROMETHEUS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
