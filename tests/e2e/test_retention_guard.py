@@ -1,6 +1,7 @@
 """The log loses its head: once ``delete_records`` (as retention does) removed the first
 records of the matches topic, ``void`` and ``replay --from-topic`` refuse in one line naming
-the ladder and the first offset left, and change nothing; with ``--history`` holding the
+the ladder and the first offset left, and change nothing (a worker dead-letters a void request
+with that reason); ``verify`` says it checked only a tail; with ``--history`` holding the
 deleted matches they do what they would have done on the whole log. Oracle: a replay of the
 published matches."""
 
@@ -15,7 +16,7 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from helpers import cli, wait_for
-from streams import Stream, exact, replay_events, void_args
+from streams import Stream, exact, read_topic, replay_events, void_args
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers, home_partition
@@ -55,6 +56,14 @@ def refused(result, command: str, stream: Stream) -> None:
     assert (result.returncode, result.stderr.strip()) == (1, expected), result.stderr
 
 
+def via_topic(stream: Stream, match_id: str) -> list[str]:
+    """``stream-rater void --via-topic`` arguments: a request for the stream's worker."""
+    return [
+        *("void", match_id, "--reason", "r", "--ladder", stream.ladder, "--via-topic"),
+        *("--broker", stream.settings.broker, "--topic-corrections", stream.settings.topic_corrections),
+    ]
+
+
 def changes(path: Path) -> list[tuple[str, float, float | None]]:
     """The rating changes of a ``replay --out`` file (or events), without their processing time."""
     return [(e["event_id"], e["after"]["mu"], e["after"]["sigma"]) for e in map(json.loads, path.open())]
@@ -76,6 +85,11 @@ def test_void_and_replay_refuse_a_topic_without_its_head_unless_history_supplies
     voided = events[200]["match_id"]
 
     refused(cli(*void_args(stream, voided), env=env), "void", stream)
+    requested = cli(*via_topic(stream, voided), env=env)
+    assert requested.returncode == 0, requested.stderr
+    dead = asyncio.run(read_topic(stream.settings, stream.settings.topic_dlq, 1, 60, key=lambda r: r.offset))
+    reason = dict(dead[0].headers)["sr-reason"].decode()
+    assert reason.startswith(f"history: ladder {stream.ladder!r}: partition 0 of topic "), reason
     assert exact(stream.all_states()) == exact(whole), "a refused void changed the live ladder"
 
     topic = ("--broker", stream.settings.broker, "--topic-matches", stream.settings.topic_matches)
