@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import sys
 import uuid
 from contextlib import ExitStack
 
@@ -221,6 +222,8 @@ def cmd_correct(args: argparse.Namespace) -> int:
                 progress=progress,
             ),
         )
+    for line in report.skipped:
+        print(line, file=sys.stderr)
     print(json.dumps(dataclasses.asdict(report)) if args.json else report.line())
     return 0
 

@@ -133,6 +133,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 Processor(ladders, store),
                 batch_size=args.batch_size,
                 on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
+                on_skip=lambda skip: print(skip.line(), file=sys.stderr),
             ),
         )
     summary.rejected = len(rejected)

@@ -211,6 +211,8 @@ class CorrectionHandler:
             )
             return
         metrics.CORRECTIONS.labels(request.kind, "switched").inc()
+        for line in report.skipped:
+            log.warning("correction %s of %r: %s", request.kind, ladder, line)
         metrics.MATCHES_VOIDED.labels(ladder, "void").inc(len(report.voided))
         metrics.MATCHES_VOIDED.labels(ladder, "unvoid").inc(len(report.unvoided))
         metrics.RERATE_MATCHES.labels(ladder).inc(report.applied)
