@@ -16,7 +16,7 @@ import asyncio
 import functools
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import isfinite
 from typing import Any, NamedTuple
@@ -72,6 +72,16 @@ class BatchResult:
 
 class NonFiniteRating(ArithmeticError):
     """A model returned NaN or infinity; the match is refused rather than stored."""
+
+
+class Unratable(Exception):
+    """Rating a match of the batch raised `cause` (the model, its rules or the events built
+    from it; pure code, so the same match on the same states raises again): input the worker
+    dead-letters and the offline tools skip (`process_skipping`), never infrastructure."""
+
+    def __init__(self, ladder: str, cause: Exception) -> None:
+        super().__init__(f"ladder {ladder!r}: {type(cause).__name__}: {cause}")
+        self.ladder, self.cause = ladder, cause
 
 
 class TooManyConflicts(RuntimeError):
@@ -610,15 +620,18 @@ class Processor:
         found applied by this processor's own unconfirmed commits (see `_confirm`)."""
         name = part.ladder.name
         self._check_watermark(name, snapshot)
-        plan = plan_batch(
-            self._with_params(part.ladder, snapshot.params),
-            part.matches,
-            snapshot,
-            format_timestamp(self.clock()),
-            self.observe,
-            part.positions,
-            self.generation,
-        )
+        try:
+            plan = plan_batch(
+                self._with_params(part.ladder, snapshot.params),
+                part.matches,
+                snapshot,
+                format_timestamp(self.clock()),
+                self.observe,
+                part.positions,
+                self.generation,
+            )
+        except Exception as exc:  # pure computation on the input: see `Unratable`
+            raise Unratable(name, exc) from exc
         part.snapshot = snapshot
         part.results, confirmed = self._confirm(name, plan.results)
         return plan, confirmed
@@ -661,3 +674,62 @@ class Processor:
             return results, set()
         confirmed = {r.match.match_id for r, m in zip(results, mine) if m}
         return [r._replace(duplicate=False) if m else r for r, m in zip(results, mine)], confirmed
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A match that made the model fail on its own (`Unratable`): the worker dead-letters it
+    and the offline tools skip it, so that both go on with the same states."""
+
+    match: MatchFinished
+    #: (partition, offset) of its record in the matches topic, None if not from there.
+    where: tuple[int, int] | None
+    error: Exception
+
+    @property
+    def reason(self) -> str:
+        """``processing failed: <ExceptionType>: <message>`` (a dead letter's ``sr-reason``)."""
+        return f"processing failed: {type(self.error).__name__}: {self.error}"
+
+    def line(self) -> str:
+        """One line for a report: the match, where it was, and why it was skipped."""
+        at = "" if self.where is None else f" (matches[{self.where[0]}]@{self.where[1]})"
+        return f"skipped match {self.match.match_id!r}{at} of ladder {self.match.ladder!r}: {self.reason}"
+
+
+#: ``attempt(action)`` runs one `Processor.process` call (``action()``) and returns its result;
+#: the worker's retries transient errors.
+Attempt = Callable[[Callable[[], Awaitable[BatchResult]]], Awaitable[BatchResult]]
+
+
+async def _once(action: Callable[[], Awaitable[BatchResult]]) -> BatchResult:
+    return await action()
+
+
+async def process_skipping(
+    processor: Processor,
+    matches: Sequence[MatchFinished],
+    where: Sequence[tuple[int, int] | None] | None = None,
+    *,
+    attempt: Attempt = _once,
+) -> tuple[BatchResult, list[Skipped]]:
+    """`processor.process(matches, where)`, and the matches skipped: when a match makes the
+    model fail (`Unratable`), the batch is applied again one match at a time (committed
+    matches are found applied) and each match that fails on its own is skipped. The one rule
+    by which the worker dead-letters and `replay`, `verify` and re-rates skip, so that
+    stream = replay holds for such input too. Any other error propagates."""
+    try:
+        return await attempt(lambda: processor.process(matches, where)), []
+    except Unratable:
+        pass
+    result, skipped = BatchResult(), []
+    for i, match in enumerate(matches):
+        place = None if where is None else where[i]
+        try:
+            one = await attempt(lambda: processor.process([match], [place]))  # noqa: B023
+        except Unratable as exc:
+            skipped.append(Skipped(match, place, exc.cause))
+            continue
+        result.results += one.results
+        result.conflicts += one.conflicts
+    return result, skipped

@@ -153,3 +153,27 @@ async def topic_config(
     (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
     (resource,) = response.resources
     return {entry[0]: entry[1] for entry in resource[4]}
+
+
+#: The weight that marks a match `poison_model` makes the model throw on.
+POISON_WEIGHT = 0.37
+
+
+def poisoned(event: dict) -> dict:
+    """`event` with its first player's weight set to `POISON_WEIGHT`."""
+    first = {**event["teams"][0]["players"][0], "weight": POISON_WEIGHT}
+    return {**event, "teams": [{**event["teams"][0], "players": [first]}, *event["teams"][1:]]}
+
+
+def poison_model(monkeypatch: pytest.MonkeyPatch, ladders: Ladders, ladder: str) -> None:
+    """Make `ladder`'s model raise ZeroDivisionError on every `poisoned` match: the input a
+    model cannot rate, decided by the match alone, as the worker and a replay both see it."""
+    model = ladders.get(ladder).rating_model
+    real = model.rate_match
+
+    def rate_match(teams: Any, outcome: Any) -> Any:
+        if outcome.weights and any(POISON_WEIGHT in team for team in outcome.weights):
+            raise ZeroDivisionError("poison")
+        return real(teams, outcome)
+
+    monkeypatch.setattr(model, "rate_match", rate_match)

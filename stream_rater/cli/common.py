@@ -107,6 +107,7 @@ def failure(exc: Exception, kafka_connect: KafkaConnectFailures | None = None) -
     import redis.exceptions
     from aiokafka.errors import KafkaConnectionError, KafkaError
 
+    from stream_rater.kafka.retention import HistoryTruncated
     from stream_rater.processor import StoreLost
     from stream_rater.store.base import LockLost, RerateRunning
 
@@ -118,7 +119,7 @@ def failure(exc: Exception, kafka_connect: KafkaConnectFailures | None = None) -
         return EXIT_RUNTIME, f"Kafka broker: {exc}"
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return EXIT_RUNTIME, str(exc) or type(exc).__name__
-    if isinstance(exc, (RerateRunning, LockLost, StoreLost)):
+    if isinstance(exc, (RerateRunning, LockLost, StoreLost, HistoryTruncated)):
         return EXIT_RUNTIME, str(exc)
     if isinstance(exc, KeyError):  # config.ladders.UnknownLadderError says which ladders exist
         return EXIT_BAD_INPUT, str(exc)

@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import sys
 import uuid
 from contextlib import ExitStack
 
@@ -27,7 +28,7 @@ from stream_rater.cli.inputs import bar, valid_matches
 from stream_rater.config.ladders import parse_param
 from stream_rater.config.rules import refuse_rule_overrides
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import CorrectionRequest
+from stream_rater.contracts import CorrectionRequest, MatchFinished
 from stream_rater.offline.adapters import FORMATS
 from stream_rater.store import StateStore
 from stream_rater.waiting import wait_until_async
@@ -64,7 +65,9 @@ def register(sub: Subcommands) -> None:
             action="append",
             default=[],
             metavar="FILE",
-            help="matches older than the topic retains, applied first (repeatable; --format)",
+            help="matches older than the topic retains, applied first (repeatable; --format); "
+            "required once retention deleted the head of the ladder's partition (an empty file: "
+            "it held none of the ladder's matches)",
         )
         p.add_argument("--format", choices=FORMATS, default="jsonl", help="format of --history files")
         p.add_argument("--home-effect", action="store_true", help="football --history: the 'home' effect")
@@ -201,7 +204,7 @@ def cmd_correct(args: argparse.Namespace) -> int:
         return _request_correction(settings, args, correction.request(f"cli-{uuid.uuid4().hex[:12]}"))
     store_url(args)  # no store is a usage error before any --history file is read
     with ExitStack() as stack:
-        files = []
+        files: list[MatchFinished] | None = None
         if args.history:
             args.files, args.strict, args.allow_bad_lines = args.history, True, False
             files = list(valid_matches(args, ladders, stack)[0])
@@ -219,6 +222,8 @@ def cmd_correct(args: argparse.Namespace) -> int:
                 progress=progress,
             ),
         )
+    for line in report.skipped:
+        print(line, file=sys.stderr)
     print(json.dumps(dataclasses.asdict(report)) if args.json else report.line())
     return 0
 

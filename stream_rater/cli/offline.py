@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -42,6 +43,15 @@ def register(sub: Subcommands) -> None:
         action="store_true",
         help="read --ladder's matches from the matches topic (earliest retained offset to its "
         "end, in log order) instead of files",
+    )
+    p.add_argument(
+        "--history",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --from-topic: matches older than the topic retains, applied first (repeatable; "
+        "--format); required once retention deleted the head of the ladder's partition (an empty "
+        "file: it held none of the ladder's matches)",
     )
     settings_flags(p, ["broker", "topic_matches", *KAFKA_SECURITY])
     p.set_defaults(func=cmd_replay)
@@ -110,10 +120,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     ladders = ladders_of(args)
     with ExitStack() as stack:
-        out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
+        if args.history and not args.from_topic:
+            raise ValueError("--history: only with --from-topic (give match files as FILE)")
         matches, rejected = (
-            _topic_matches(args, ladders) if args.from_topic else valid_matches(args, ladders, stack)
+            _topic_matches(args, ladders, stack) if args.from_topic else valid_matches(args, ladders, stack)
         )
+        out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
         summary = with_store(
             args,
             lambda store: replay(
@@ -121,6 +133,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 Processor(ladders, store),
                 batch_size=args.batch_size,
                 on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
+                on_skip=lambda skip: print(skip.line(), file=sys.stderr),
             ),
         )
     summary.rejected = len(rejected)
@@ -129,9 +142,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return bad_lines_code(args, rejected)
 
 
-def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator[MatchFinished], list[str]]:
-    """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order."""
-    from stream_rater.kafka import ladder_history, read_log
+def _topic_matches(
+    args: argparse.Namespace, ladders: Ladders, stack: ExitStack
+) -> tuple[Iterator[MatchFinished], list[str]]:
+    """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order,
+    after those of the ``--history`` files; refused (`HistoryTruncated`) when retention deleted
+    the head of the ladder's partition and no ``--history`` supplies it."""
+    from stream_rater.kafka import deleted_heads, ladder_history, read_log, refuse_truncated
 
     if args.files:
         raise ValueError("--from-topic reads the topic: give no FILE")
@@ -147,7 +164,13 @@ def _topic_matches(args: argparse.Namespace, ladders: Ladders) -> tuple[Iterator
             "taken by broker timestamp",
             file=sys.stderr,
         )
-    return iter(history.matches), history.rejected
+    heads = asyncio.run(deleted_heads(settings, args.ladder, partitions=history.positions))
+    refuse_truncated(args.ladder, heads, supplied=bool(args.history))
+    earlier: list[MatchFinished] = []
+    if args.history:
+        files = argparse.Namespace(**{**vars(args), "files": args.history, "strict": True})
+        earlier = list(valid_matches(files, ladders, stack)[0])
+    return itertools.chain(earlier, history.matches), history.rejected
 
 
 def cmd_migrate_markers(args: argparse.Namespace) -> int:

@@ -18,7 +18,14 @@ from stream_rater.corrections.rerate import (
     Send,
     Tuning,
 )
-from stream_rater.kafka import LogReader, committed_offsets, ladder_history, update_sender
+from stream_rater.kafka import (
+    LogReader,
+    committed_offsets,
+    deleted_heads,
+    ladder_history,
+    refuse_truncated,
+    update_sender,
+)
 from stream_rater.store import StateStore
 
 
@@ -78,7 +85,7 @@ async def apply_correction(
     store: StateStore,
     *,
     send: Send | None = None,
-    files: Iterable[MatchFinished] = (),
+    files: Iterable[MatchFinished] | None = None,
     lease: float = Tuning.lease,
     batch_size: int = Tuning.batch_size,
     progress: Progress | None = None,
@@ -88,10 +95,17 @@ async def apply_correction(
     from the history in the matches topic (after `files`), sending the correction events with
     `send` (default: a producer of its own to the updates topic). `lease` and `batch_size` are
     the `Tuning`'s; it checks the last twice the workers' batch size of matches for events
-    they have not produced."""
+    they have not produced. Refuses (`HistoryTruncated`, changing nothing) when the topic no
+    longer starts at offset 0 on the ladder's partitions and no `files` (even empty ones:
+    "nothing earlier") supply the deleted part."""
+    live = await store.generations(correction.ladder)
+    heads = await deleted_heads(settings, correction.ladder, partitions=live.positions)
+    refuse_truncated(correction.ladder, heads, supplied=files is not None)
     tuning = Tuning(lease=lease, batch_size=batch_size, recent=2 * settings.batch_size)
     async with contextlib.AsyncExitStack() as stack:
-        history = await stack.enter_async_context(TopicHistory(settings, ladders, correction.ladder, files))
+        history = await stack.enter_async_context(
+            TopicHistory(settings, ladders, correction.ladder, files or ())
+        )
         if send is None:
             send = await stack.enter_async_context(update_sender(settings))
         rerate = Rerate(store, ladders, correction, history, send, tuning, progress=progress, owner=owner)

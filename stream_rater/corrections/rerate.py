@@ -47,7 +47,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.rules import refuse_rule_overrides
 from stream_rater.contracts import CorrectionRequest, MatchFinished, correction_changed, format_timestamp
 from stream_rater.contracts.correction_request import KINDS
-from stream_rater.processor import Processor, StoreLost
+from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.rating.base import Rating, RatingModel
 from stream_rater.store.base import Generations, PlayerState, StateStore
 
@@ -94,6 +94,9 @@ class RerateReport:
     #: Live positions at the switch (partition → next offset).
     positions: dict[int, int] = field(default_factory=dict)
     nothing_to_do: bool = False
+    #: A line per match of the history the model could not rate: skipped, as the worker
+    #: dead-letters it.
+    skipped: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         """A one-line human summary."""
@@ -104,6 +107,11 @@ class RerateReport:
             f"ladder {self.ladder!r}: re-rated {self.applied} matches into generation {self.generation} "
             f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
             f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch"
+            + (
+                f"; {len(self.skipped)} matches skipped (the model could not rate them)"
+                if self.skipped
+                else ""
+            )
         )
 
 
@@ -366,6 +374,7 @@ class Rerate:
         clock.step("send")
         self.report.blocked_seconds = sum(self.report.blocked_steps.values())
         self.report.applied, self.report.corrections = build.applied, len(events)
+        self.report.skipped = build.skipped
         self.report.positions = live.positions
 
 
@@ -439,7 +448,9 @@ class _Build:
         self.processor, self.batch_size, self.progress = processor, batch_size, progress
         self.pending: list[Entry] = list(entries)
         self.applied = 0  # matches newly applied
-        self.done = 0  # entries processed (applied, voided or duplicates)
+        self.done = 0  # entries processed (applied, voided, duplicates or skipped)
+        #: A line per match the model could not rate (skipped, as the worker dead-letters it).
+        self.skipped: list[str] = []
         #: The events of the last `keep` matches applied, by match id, oldest first.
         self.recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self.keep = recent
@@ -461,7 +472,10 @@ class _Build:
             ready += 1
         for start in range(0, ready, self.batch_size):
             chunk = self.pending[start : min(start + self.batch_size, ready)]
-            result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
+            result, skipped = await process_skipping(
+                self.processor, [m for m, _ in chunk], [w for _, w in chunk]
+            )
+            self.skipped += [skip.line() for skip in skipped]
             newly = [r for r in result.results if not r.duplicate and not r.voided]
             self.applied += len(newly)
             self.recent.update((r.match.match_id, r.events) for r in newly[-self.keep :])

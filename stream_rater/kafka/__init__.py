@@ -7,7 +7,9 @@ and the benches: plain aiokafka clients, no faust.
   events; rating-changed records; correction requests;
 - `log` — read a topic back in log order (`LogReader`, `read_log`); `subscribe` to updates;
 - `history` — one ladder's matches among records read back from the matches topic, decoded
-  and validated as a worker does (`ladder_history`): the history `verify` and re-rates use.
+  and validated as a worker does (`ladder_history`): the history `verify` and re-rates use;
+- `retention` — whether the matches topic still holds a ladder's whole history
+  (`deleted_heads`), and the refusal when it does not (`HistoryTruncated`).
 """
 
 from stream_rater.kafka.admin import TopicError, committed_offsets, create_topics, topic_partitions
@@ -26,9 +28,12 @@ from stream_rater.kafka.produce import (
     update_record,
     update_sender,
 )
+from stream_rater.kafka.retention import DeletedHead, HistoryTruncated, deleted_heads, refuse_truncated
 from stream_rater.kafka.security import bootstrap_servers, client_options
 
 __all__ = [
+    "DeletedHead",
+    "HistoryTruncated",
     "LadderHistory",
     "LogReader",
     "LogRecord",
@@ -40,11 +45,13 @@ __all__ = [
     "client_options",
     "committed_offsets",
     "create_topics",
+    "deleted_heads",
     "home_partition",
     "ladder_history",
     "match_record",
     "publish",
     "read_log",
+    "refuse_truncated",
     "send_batched",
     "send_records",
     "send_request",

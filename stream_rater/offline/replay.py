@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.offline.adapters import InputRecord
-from stream_rater.processor import MatchResult, Processor
+from stream_rater.processor import MatchResult, Processor, Skipped, process_skipping
 
 
 class BadRecord(ValueError):
@@ -30,6 +30,9 @@ class ReplaySummary:
     applied: int = 0
     duplicates: int = 0
     rejected: int = 0
+    #: Matches the model could not rate (`processor.Skipped`): skipped, as the worker
+    #: dead-letters them.
+    skipped: int = 0
     events: int = 0
     conflicts: int = 0
     round_trips: int = 0
@@ -40,7 +43,8 @@ class ReplaySummary:
         rate = self.applied / self.seconds if self.seconds > 0 else 0.0
         return (
             f"{self.read} read, {self.applied} applied, {self.duplicates} already applied, "
-            f"{self.rejected} rejected; {self.events} rating changes in {self.seconds:.2f} s "
+            f"{self.rejected} rejected, {self.skipped} skipped; {self.events} rating changes "
+            f"in {self.seconds:.2f} s "
             f"({rate:,.0f} matches/s, {self.round_trips} store round trips)"
         )
 
@@ -82,9 +86,12 @@ async def replay(
     *,
     batch_size: int = 1000,
     on_result: Callable[[MatchResult], None] | None = None,
+    on_skip: Callable[[Skipped], None] | None = None,
 ) -> ReplaySummary:
     """Apply `matches` in order, `batch_size` at a time; `on_result` sees every result.
     Once it has seen a batch's, their markers count as produced (`Processor.produced`).
+    A match the model cannot rate is skipped as the worker dead-letters it
+    (`process_skipping`) and goes to `on_skip`.
 
     After each batch the objects alive so far are frozen out of the cyclic garbage
     collector: a long replay keeps every result in memory (store markers, histories), and
@@ -96,7 +103,11 @@ async def replay(
     batch: list[MatchFinished] = []
 
     async def flush() -> None:
-        result = await processor.process(batch)
+        result, skipped = await process_skipping(processor, batch)
+        summary.skipped += len(skipped)
+        if on_skip is not None:
+            for skip in skipped:
+                on_skip(skip)
         gc.freeze()
         summary.conflicts += result.conflicts
         for r in result.results:

@@ -8,26 +8,37 @@ compares the result with the states in the store: ``stream-rater verify``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import Limits, MatchFinished
-from stream_rater.kafka import LadderHistory, committed_offsets, ladder_history, read_log
+from stream_rater.kafka import (
+    DeletedHead,
+    LadderHistory,
+    committed_offsets,
+    deleted_heads,
+    ladder_history,
+    read_log,
+)
 from stream_rater.offline.replay import replay
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, Skipped
 from stream_rater.store import PlayerState, StateStore
 from stream_rater.store.memory import MemoryStore
 from stream_rater.waiting import wait_until_async
 
 
 async def recompute(
-    matches: Iterable[MatchFinished], ladders: Ladders, ladder: str
+    matches: Iterable[MatchFinished],
+    ladders: Ladders,
+    ladder: str,
+    on_skip: Callable[[Skipped], None] | None = None,
 ) -> tuple[dict[str, PlayerState], dict[str, PlayerState]]:
-    """Players' and effects' states after applying `matches` in order to an empty store."""
+    """Players' and effects' states after applying `matches` in order to an empty store (a
+    match the model cannot rate is skipped, as the worker dead-letters it: `on_skip`)."""
     processor = Processor(ladders, MemoryStore())
-    await replay(matches, processor)
+    await replay(matches, processor, on_skip=on_skip)
     return await processor.store.players(ladder), await processor.store.players(ladder, effects=True)
 
 
@@ -107,9 +118,19 @@ class VerifyReport:
     ordered: bool
     rejected: int
     caught_up: bool
+    #: Partitions whose head retention deleted: only a tail of the history was recomputed.
+    truncated: list[DeletedHead] = field(default_factory=list)
+    #: Matches the model could not rate: skipped, as the worker dead-letters them.
+    skipped: list[Skipped] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        out = [d.line() for d in self.differences]
+        out = [s.line() for s in self.skipped] + [d.line() for d in self.differences]
+        if self.truncated:
+            out.append(
+                f"warning: ladder {self.ladder!r}: {'; '.join(h.line() for h in self.truncated)} "
+                "(retention?): only a tail of its history was checked, recomputed from an empty "
+                "ladder, so its players are expected to differ"
+            )
         if not self.ordered:
             out.append(
                 f"warning: ladder {self.ladder!r} has match records on several partitions; the order "
@@ -123,7 +144,8 @@ class VerifyReport:
         verdict = "differ" if self.differences else "match"
         out.append(
             f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
-            f"records skipped); {self.players} players; {len(self.differences)} {verdict}"
+            f"records skipped, {len(self.skipped)} the model could not rate); {self.players} players; "
+            f"{len(self.differences)} {verdict}"
         )
         return out
 
@@ -168,7 +190,10 @@ async def verify(
         if not ladder_history(newer, ladders, ladder, limits).matches:
             break
         records += newer
-    return await compare(store, ladders, history, live, tolerance, caught_up)
+    report = await compare(store, ladders, history, live, tolerance, caught_up)
+    known = (await store.generations(ladder)).positions
+    report.truncated = await deleted_heads(settings, ladder, partitions={*history.positions, *known})
+    return report
 
 
 async def compare(
@@ -184,12 +209,20 @@ async def compare(
     history is read and the worker group has caught up with it."""
     ladder = history.ladder
     ladders, voided = await corrected(store, ladders, ladder)
+    skipped: list[Skipped] = []
     players, effects = await recompute(
-        [m for m in history.matches if m.match_id not in voided], ladders, ladder
+        [m for m in history.matches if m.match_id not in voided], ladders, ladder, skipped.append
     )
     found = differences(live[0], players, tolerance) + differences(
         live[1], effects, tolerance, is_effect=True
     )
     return VerifyReport(
-        ladder, len(history.matches), len(players), found, history.ordered, len(history.rejected), caught_up
+        ladder,
+        len(history.matches),
+        len(players),
+        found,
+        history.ordered,
+        len(history.rejected),
+        caught_up,
+        skipped=skipped,
     )

@@ -9,7 +9,8 @@ re-rate switched (or found nothing to do): a worker that dies meanwhile leaves i
 group's next owner of the partition, whose re-rate starts over once the dead one's lock
 expires (the live ladder was never touched). A request for a ladder whose re-rate is running
 waits for it. One that cannot be carried out — not decodable, breaking the contract, an
-unconfigured ladder, a match the ladder's history lacks, a parameter the model refuses — goes
+unconfigured ladder, a match the ladder's history lacks, a parameter the model refuses, a
+history whose head retention deleted (`kafka.retention`) — goes
 to the dead-letter topic with the reason; the worker never stops on one.
 """
 
@@ -31,7 +32,7 @@ from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction, RerateReport, UnknownMatches, new_owner
-from stream_rater.kafka import client_options, update_record
+from stream_rater.kafka import HistoryTruncated, client_options, update_record
 from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message
@@ -168,6 +169,8 @@ class CorrectionHandler:
                 raise Refused(f"match_ids: {exc}") from None
             except StoreLost as exc:
                 raise Refused(f"store: {exc}") from None
+            except HistoryTruncated as exc:
+                raise Refused(f"history: {exc}") from None
             except RerateRunning as exc:
                 wait, why = max(0.1, exc.seconds_left), str(exc)
             except RETRIED as exc:
@@ -210,6 +213,8 @@ class CorrectionHandler:
             )
             return
         metrics.CORRECTIONS.labels(request.kind, "switched").inc()
+        for line in report.skipped:
+            log.warning("correction %s of %r: %s", request.kind, ladder, line)
         metrics.MATCHES_VOIDED.labels(ladder, "void").inc(len(report.voided))
         metrics.MATCHES_VOIDED.labels(ladder, "unvoid").inc(len(report.unvoided))
         metrics.RERATE_MATCHES.labels(ladder).inc(report.applied)

@@ -24,7 +24,14 @@ from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode_match
 from stream_rater.kafka import Record, update_record
-from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
+from stream_rater.processor import (
+    BatchResult,
+    Processor,
+    StoreLost,
+    TooManyConflicts,
+    is_late,
+    process_skipping,
+)
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message, OrderWatch
 from stream_rater.waiting import backoff
@@ -193,46 +200,30 @@ class BatchHandler:
         return result
 
     async def _apply(self, valid: list[tuple[Message, MatchFinished]], dead: list[DeadLetter]) -> BatchResult:
-        """The processor's result; a match the model cannot process goes to `dead` with its
-        original record, the exception type and a short traceback (the full one is logged),
-        never stopping the partition (the worker never dies on input)."""
+        """The processor's result; a match the model cannot rate (`process_skipping`: the rule
+        the offline tools skip by) goes to `dead` with its original record, the exception type
+        and a short traceback (the full one is logged), never stopping the partition (the
+        worker never dies on input)."""
         matches = [match for _, match in valid]
         where = [(message.partition, message.offset) for message, _ in valid]
-        try:
-            return await self._retry("store", lambda: self.processor.process(matches, where))
-        except (WorkerStopping, asyncio.CancelledError):
-            raise
-        except Exception:
-            log.exception("batch failed; applying its matches one by one")
-        result = BatchResult()
-        for message, match in valid:
-            try:
-                one = await self._retry(
-                    "store",
-                    lambda: self.processor.process([match], [(message.partition, message.offset)]),  # noqa: B023
-                )
-            except (WorkerStopping, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                log.exception(
-                    "match %r (%s[%d]@%d) failed in processing; dead-lettered",
-                    match.match_id,
-                    message.topic,
-                    message.partition,
-                    message.offset,
-                )
-                metrics.MATCHES_REJECTED.labels("processing").inc()
-                short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
-                dead.append(
-                    (
-                        message,
-                        f"processing failed: {type(exc).__name__}: {exc}",
-                        [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())],
-                    )
-                )
-                continue
-            result.results += one.results
-            result.conflicts += one.conflicts
+        records = {id(match): message for message, match in valid}
+        result, skipped = await process_skipping(
+            self.processor, matches, where, attempt=lambda action: self._retry("store", action)
+        )
+        for skip in skipped:
+            exc, message = skip.error, records[id(skip.match)]
+            log.error(
+                "match %r (%s[%d]@%d) failed in processing; dead-lettered",
+                skip.match.match_id,
+                message.topic,
+                message.partition,
+                message.offset,
+                exc_info=exc,
+            )
+            metrics.MATCHES_REJECTED.labels("processing").inc()
+            short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
+            headers = [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]
+            dead.append((message, skip.reason, headers))
         return result
 
     async def _produce(self, outgoing: list[Record]) -> None:

@@ -168,3 +168,13 @@ def exact(states: dict[str, dict]) -> dict[str, dict]:
         }
         for name, players in states.items()
     }
+
+
+def void_args(stream: Stream, match_id: str) -> list[str]:
+    """``stream-rater void`` arguments for `match_id` of `stream`'s ladder, store and topics,
+    with a 2 s lease (a killed re-rate's lock and freeze expire quickly)."""
+    return [
+        *("void", match_id, "--reason", "r", "--ladder", stream.ladder, "--lease", "2"),
+        *("--store", stream.settings.redis_url, "--broker", stream.settings.broker),
+        *("--topic-matches", stream.settings.topic_matches, "--topic-updates", stream.settings.topic_updates),
+    ]

@@ -17,7 +17,7 @@ import pytest
 import redis
 from aiokafka import AIOKafkaProducer
 from helpers import cli, wait_for
-from streams import Stream, read_topic, replay_events
+from streams import Stream, read_topic, replay_events, void_args
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.kafka import bootstrap_servers
@@ -101,16 +101,6 @@ def corrections(stream: Stream, expected: int) -> list[dict]:
         )
     )
     return [json.loads(r.value) for r in records if json.loads(r.value).get("kind") == "correction"]
-
-
-def void_args(stream: Stream, match_id: str) -> list[str]:
-    """``stream-rater void`` arguments for `match_id` of `stream`'s ladder, store and topics,
-    with a 2 s lease (a killed re-rate's lock and freeze expire quickly)."""
-    return [
-        *("void", match_id, "--reason", "r", "--ladder", stream.ladder, "--lease", "2"),
-        *("--store", stream.settings.redis_url, "--broker", stream.settings.broker),
-        *("--topic-matches", stream.settings.topic_matches, "--topic-updates", stream.settings.topic_updates),
-    ]
 
 
 def test_void_while_the_stream_runs_equals_a_replay_without_the_match(stream_factory):

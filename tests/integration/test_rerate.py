@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Collection
 
 import pytest
+from helpers import poison_model, poisoned
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.corrections.rerate import Correction, Entry, Rerate, Tuning, UnknownMatches
-from stream_rater.processor import Processor, StoreLost
+from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.store import open_store
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore
@@ -37,8 +39,9 @@ async def store(request):
     await s.close()
 
 
-def matches(n: int, seed: int = 7, players: int = 12) -> list[Entry]:
-    """`n` 1v1 matches among `players` players, each at offset i of partition 0."""
+def matches(n: int, seed: int = 7, players: int = 12, poison: Collection[int] = ()) -> list[Entry]:
+    """`n` 1v1 matches among `players` players, each at offset i of partition 0; those at
+    the indices `poison` are `poisoned`."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
@@ -49,14 +52,14 @@ def matches(n: int, seed: int = 7, players: int = 12) -> list[Entry]:
             "finished_at": 1_700_000_000 + 3600 * i,
             "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}],
         }
-        out.append((parse_match(event, LADDERS), (0, i)))
+        out.append((parse_match(poisoned(event) if i in poison else event, LADDERS), (0, i)))
     return out
 
 
 async def replayed(entries: list[Entry], ladders: Ladders = LADDERS) -> dict:
     """The oracle: states after applying `entries` in order to an empty in-memory store."""
     processor = Processor(ladders, MemoryStore())
-    await processor.process([m for m, _ in entries], [w for _, w in entries])
+    await process_skipping(processor, [m for m, _ in entries], [w for _, w in entries])
     return await processor.store.players(NAME)
 
 
@@ -70,8 +73,8 @@ class LiveLog:
 
     async def advance(self, n: int) -> None:
         chunk = self.entries[self.done : self.done + n]
-        if chunk:
-            await self.live.process([m for m, _ in chunk], [w for _, w in chunk])
+        if chunk:  # as the worker does: a match the model cannot rate is dead-lettered
+            await process_skipping(self.live, [m for m, _ in chunk], [w for _, w in chunk])
         self.done += len(chunk)
 
     async def read(self) -> list[Entry]:
@@ -120,6 +123,24 @@ async def rerate(
     `params`; `tuning` is `Tuning`'s), its correction events appended to `sent`."""
     correction = Correction(kind, NAME, match_ids, reason, params or {})
     return await Rerate(store, LADDERS, correction, live, lambda e: send_to(sent, e), Tuning(**tuning)).run()
+
+
+async def test_a_rerate_skips_the_matches_the_live_worker_dead_lettered_and_equals_a_replay(
+    store, monkeypatch
+):
+    """Matches that make the model throw: the live worker skips (dead-letters) them, the
+    re-rate skips them too, reports each, and ends equal to a replay that skips them."""
+    poison_model(monkeypatch, LADDERS, NAME)
+    entries = matches(300, poison={30, 120})
+    live, sent = await started(store, entries, 200, step=30)
+    report = await rerate(store, live, sent, "void", "m40", catch_up=50)
+    await live.advance(len(entries))
+    same(await store.players(NAME), await replayed([e for e in entries if e[0].match_id != "m40"]))
+    assert report.skipped == [
+        f"skipped match 'm{i}' (matches[0]@{i}) of ladder {NAME!r}: processing failed: ZeroDivisionError: poison"
+        for i in (30, 120)
+    ]
+    assert "2 matches skipped" in report.line()
 
 
 async def test_void_while_the_live_worker_goes_on_equals_a_replay_without_the_match(store):

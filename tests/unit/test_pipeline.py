@@ -12,12 +12,14 @@ from dataclasses import dataclass
 import pytest
 import redis.exceptions
 from aiokafka.errors import KafkaConnectionError
-from helpers import duel
+from helpers import duel, poison_model, poisoned
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import Limits
-from stream_rater.kafka import home_partition
-from stream_rater.processor import Processor
+from stream_rater.contracts import Limits, parse_match
+from stream_rater.kafka import LadderHistory, home_partition
+from stream_rater.offline.replay import replay
+from stream_rater.offline.verify import compare
+from stream_rater.processor import Processor, Skipped
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
@@ -426,3 +428,42 @@ async def test_a_store_that_lost_a_ladder_stops_it_until_rebuilt():
     processor.store = kept  # rebuilt from the topic
     await asyncio.wait_for(task, 5)
     assert work.stopped == {} and len(producer.sent) == sent + 2
+
+
+def unversioned(states: dict) -> dict:
+    """States without their versions (which count commits, so depend on the batching)."""
+    return {player: state._replace(version=0) for player, state in states.items()}
+
+
+async def test_replay_and_verify_skip_the_matches_the_worker_dead_letters_and_equal_its_states(monkeypatch):
+    """Matches that make the model throw: the worker dead-letters them, a replay of the same
+    matches skips exactly them (a line each, a count in its summary) and ends with the worker's
+    states, and verify's recomputation skips them too and finds no difference."""
+    poison_model(monkeypatch, LADDERS, "default")
+    events = [duel(f"m{i}", f"p{i % 5}", f"p{(i + 2) % 5}", at=1.7e9 + i) for i in range(40)]
+    bad = {"m7", "m8", "m23"}
+    events = [poisoned(e) if e["match_id"] in bad else e for e in events]
+    store, producer = MemoryStore(), Producer()
+    worker = handler(store, producer)
+    for start in range(0, len(events), 6):
+        await worker.handle(
+            [Record(json.dumps(e).encode(), offset=i) for i, e in enumerate(events) if start <= i < start + 6]
+        )
+    assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "dlq"} == bad
+
+    skipped: list[Skipped] = []
+    replayer = Processor(LADDERS, MemoryStore())
+    summary = await replay([parse_match(e, LADDERS) for e in events], replayer, on_skip=skipped.append)
+    assert [s.match.match_id for s in skipped] == sorted(bad, key=lambda m: int(m[1:]))
+    assert (
+        skipped[0].line()
+        == "skipped match 'm7' of ladder 'default': processing failed: ZeroDivisionError: poison"
+    )
+    assert (summary.skipped, summary.applied) == (3, 37) and "3 skipped" in summary.line()
+    assert unversioned(await replayer.store.players("default")) == unversioned(await store.players("default"))
+
+    history = LadderHistory("default", matches=[parse_match(e, LADDERS) for e in events])
+    live = await store.players("default"), await store.players("default", effects=True)
+    report = await compare(store, LADDERS, history, live)
+    assert report.differences == [] and len(report.skipped) == 3
+    assert "3 the model could not rate" in report.lines()[-1]

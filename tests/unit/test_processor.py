@@ -13,7 +13,7 @@ import redis.exceptions
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
-from stream_rater.processor import NonFiniteRating, Processor, StoreLost, is_late
+from stream_rater.processor import NonFiniteRating, Processor, StoreLost, Unratable, is_late
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit, CommitConflict
@@ -366,8 +366,9 @@ async def test_non_finite_posterior_is_refused_and_nothing_is_stored(processor, 
     monkeypatch.setattr(
         model, "rate_match", lambda teams, outcome: [[Rating(float("nan"), 1.0)], [Rating(1.0, 1.0)]]
     )
-    with pytest.raises(NonFiniteRating):
+    with pytest.raises(Unratable) as raised:
         await processor.process([match("m1", ["a"], ["b"])])
+    assert isinstance(raised.value.cause, NonFiniteRating)
     assert await processor.store.players("default") == {}
 
 
