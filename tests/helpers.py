@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import MatchFinished, parse_match
@@ -134,6 +136,23 @@ def stored_players(redis_url: str, ladder: str) -> dict[str, PlayerState]:
             await store.close()
 
     return asyncio.run(read())
+
+
+async def topic_config(
+    bootstrap: str, topic: str, admin: AIOKafkaAdminClient | None = None
+) -> dict[str, str]:
+    """``topic``'s effective configuration as the broker describes it (with `admin`, or a
+    client of its own)."""
+    if admin is None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            return await topic_config(bootstrap, topic, admin)
+        finally:
+            await admin.close()
+    (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    (resource,) = response.resources
+    return {entry[0]: entry[1] for entry in resource[4]}
 
 
 #: The weight that marks a match `poison_model` makes the model throw on.

@@ -170,6 +170,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 settings.topics(),
                 settings.replication_factor,
                 options=client_options(settings),
+                configs=settings.topic_configs(),
             )
         )
     except TopicError as exc:

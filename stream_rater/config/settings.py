@@ -98,6 +98,12 @@ class Settings:
             self.topic_corrections: 1,
         }
 
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """The topic configurations `topics` are created with: the matches topic is the source
+        of truth (replays, voids and re-rates read it from its start), so it is kept forever;
+        the others keep the broker's default retention."""
+        return {self.topic_matches: {"retention.ms": "-1"}}
+
     def override(self, **flags: Any) -> Settings:
         """A copy with the CLI flags that were given (None = not given)."""
         return replace(self, **{k: v for k, v in flags.items() if v is not None})

@@ -25,6 +25,7 @@ async def create_topics(
     replication: int = 1,
     timeout: float = 30.0,
     options: Mapping[str, Any] | None = None,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
     """Create ``topics`` (name → partitions) on any Kafka-protocol broker; existing ones are OK.
 
@@ -33,7 +34,9 @@ async def create_topics(
     different count (faust would fail later with ``PartitionsMismatch``). ``options`` are
     extra aiokafka client settings (security, see `client_options`). The worker calls it
     at start-up, so a bare broker is enough; Kafka-protocol brokers that auto-create topics
-    would otherwise give them their own default partition count.
+    would otherwise give them their own default partition count. ``configs`` maps a topic
+    name to the topic configuration it is created with (`Settings.topic_configs`); a topic
+    that exists already keeps its own.
     """
     if not topics:
         return
@@ -46,7 +49,10 @@ async def create_topics(
     )
     await admin.start()
     try:
-        new = [NewTopic(name, partitions, replication) for name, partitions in topics.items()]
+        new = [
+            NewTopic(name, partitions, replication, topic_configs=dict((configs or {}).get(name, {})))
+            for name, partitions in topics.items()
+        ]
         try:
             response = await admin.create_topics(new, timeout_ms=int(timeout * 1000))
         except TopicAlreadyExistsError:

@@ -336,7 +336,11 @@ def run_worker(settings: Settings, ladders: Ladders) -> None:
     pick its own partition count."""
     asyncio.run(
         create_topics(
-            settings.broker, settings.topics(), settings.replication_factor, options=client_options(settings)
+            settings.broker,
+            settings.topics(),
+            settings.replication_factor,
+            options=client_options(settings),
+            configs=settings.topic_configs(),
         )
     )
     suspect_empty = asyncio.run(store_looks_lost(settings))

@@ -136,7 +136,9 @@ class CorrectionHandler:
 
     async def _dead_letter(self, message: Message, kind: str, outcome: str, reason: str) -> None:
         metrics.CORRECTIONS.labels(kind, outcome).inc()
-        await self.send([dead_letter(self.settings.topic_dlq, message, reason)])
+        await self.send(
+            [dead_letter(self.settings.topic_dlq, message, reason, limit=self.settings.max_event_bytes)]
+        )
         metrics.DEAD_LETTERS.inc()
 
     def _request(self, message: Message) -> CorrectionRequest:

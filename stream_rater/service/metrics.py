@@ -116,6 +116,17 @@ GC_PAUSE = Histogram(
 )
 CONSUMER_LAG = Gauge("stream_rater_consumer_lag", "Messages behind the partition end", ["topic", "partition"])
 WORKER_UP = Gauge("stream_rater_worker_up", "1 while the worker runs")
+READY = Gauge(
+    "stream_rater_ready", "1 while /readyz answers 200 (evaluated at each /readyz and /metrics request)"
+)
+PARTITIONS_ASSIGNED = Gauge(
+    "stream_rater_partitions_assigned", "Partitions of the topic assigned to this worker", ["topic"]
+)
+TOPIC_PARTITIONS = Gauge(
+    "stream_rater_topic_partitions",
+    "The topic's partition count as this worker's consumer knows it",
+    ["topic"],
+)
 
 
 def exposition() -> tuple[bytes, str]:

@@ -161,7 +161,10 @@ class BatchHandler:
         has them all (then their markers may shrink: `Processor.produced`); the caller
         acknowledges the batch after this returns."""
         result, dead = batch.result, batch.dead
-        outgoing = [dead_letter(self.topics.dlq, m, reason, extra) for m, reason, extra in dead]
+        outgoing = [
+            dead_letter(self.topics.dlq, m, reason, extra, limit=self.limits.max_event_bytes)
+            for m, reason, extra in dead
+        ]
         outgoing += [update_record(self.topics.updates, e) for e in result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
         self.processor.produced(result)
@@ -333,11 +336,28 @@ class BatchPipeline:
         self.ack(committed.messages)
 
 
-def dead_letter(topic: str, message: Message, reason: str, extra: Sequence[tuple[str, bytes]] = ()) -> Record:
-    """The original record with its key, value and headers, plus where it came from and why."""
+def dead_letter(
+    topic: str,
+    message: Message,
+    reason: str,
+    extra: Sequence[tuple[str, bytes]] = (),
+    *,
+    limit: int = Limits().max_event_bytes,
+) -> Record:
+    """The original record with its key, value and headers, plus where it came from and why.
+
+    The key, the value and the original headers (together) are each cut to `limit` bytes
+    (``max_event_bytes``), so that a record near the broker's size limit still fits as a dead
+    letter (a ``MessageSizeTooLargeError`` would be retried forever and wedge the worker).
+    ``sr-truncated`` then gives the original value's length, ``sr-key-truncated`` the key's,
+    and ``sr-headers-dropped`` how many original headers were left out.
+    """
+    value, key = message.value or b"", message.key
+    original = list(getattr(message, "headers", None) or [])
+    kept = _headers_within(original, limit)
     headers = [
-        *(getattr(message, "headers", None) or []),
-        ("sr-reason", reason.encode()),
+        *kept,
+        ("sr-reason", reason.encode()[:limit]),
         ("sr-origin-topic", str(message.topic).encode()),
         ("sr-origin-partition", str(message.partition).encode()),
         ("sr-origin-offset", str(message.offset).encode()),
@@ -346,7 +366,24 @@ def dead_letter(topic: str, message: Message, reason: str, extra: Sequence[tuple
     timestamp = getattr(message, "timestamp", None)
     if timestamp is not None:
         headers.append(("sr-origin-timestamp", repr(timestamp).encode()))
-    return topic, message.key, message.value or b"", headers
+    if len(value) > limit:
+        headers.append(("sr-truncated", str(len(value)).encode()))
+    if key is not None and len(key) > limit:
+        headers.append(("sr-key-truncated", str(len(key)).encode()))
+    if len(kept) < len(original):
+        headers.append(("sr-headers-dropped", str(len(original) - len(kept)).encode()))
+    return topic, None if key is None else key[:limit], value[:limit], headers
+
+
+def _headers_within(headers: Sequence[tuple[str, bytes]], limit: int) -> list[tuple[str, bytes]]:
+    """The leading `headers` whose names and values add up to at most `limit` bytes."""
+    kept, size = [], 0
+    for name, data in headers:
+        size += len(name.encode()) + len(data or b"")
+        if size > limit:
+            break
+        kept.append((name, data))
+    return kept
 
 
 def _reason_label(exc: Exception) -> str:

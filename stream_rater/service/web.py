@@ -147,6 +147,20 @@ def assigned_partitions(app: faust.App, topic: str) -> list[int]:
     return sorted(tp.partition for tp in assignment if tp.topic == topic)
 
 
+def update_partition_gauges(app: faust.App, topic: str) -> None:
+    """Set ``stream_rater_partitions_assigned`` (this worker's share of `topic`) and
+    ``stream_rater_topic_partitions`` (its partition count as the consumer knows it, when it
+    knows it): summed over workers, the first falls short of the second while a partition has
+    no consumer."""
+    metrics.PARTITIONS_ASSIGNED.labels(topic).set(len(assigned_partitions(app, topic)))
+    try:
+        count = app.consumer.topic_partitions(topic)
+    except faust.exceptions.ConsumerNotStarted:
+        count = None
+    if count:
+        metrics.TOPIC_PARTITIONS.labels(topic).set(count)
+
+
 async def update_consumer_lag(
     app: faust.App, topic: str, next_offsets: Mapping[tuple[str, int], int]
 ) -> None:
@@ -211,7 +225,7 @@ class Dashboard:
                 web.get("/", self.index),
                 web.get("/metrics", self.metrics),
                 web.get("/healthz", self.healthz),
-                web.get("/readyz", self.readyz),
+                web.get("/readyz", self.readiness),
                 web.get("/api/overview", self.overview),
                 web.get("/api/feed", self.feed),
                 web.get("/api/ladders", self.ladder_list),
@@ -228,13 +242,22 @@ class Dashboard:
         return web.FileResponse(STATIC_DIR / "index.html")
 
     async def metrics(self, request: web.Request) -> web.Response:
-        """Prometheus scrape endpoint."""
+        """Prometheus scrape endpoint; evaluates readiness and the partition gauges first, so
+        that every scrape has them current."""
+        await self.readiness(request)
+        update_partition_gauges(self.app, self.settings.topic_matches)
         body, content_type = metrics.exposition()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def healthz(self, request: web.Request) -> web.Response:
         """Liveness: answering at all means the event loop runs."""
         return web.json_response({"status": "ok"})
+
+    async def readiness(self, request: web.Request) -> web.Response:
+        """`readyz`, and ``stream_rater_ready`` set from its answer (1 for 200, else 0)."""
+        response = await self.readyz(request)
+        metrics.READY.set(1 if response.status == 200 else 0)
+        return response
 
     async def readyz(self, request: web.Request) -> web.Response:
         """Readiness: partitions assigned here, the broker and Redis answering, no ladder

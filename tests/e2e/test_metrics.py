@@ -81,6 +81,17 @@ def test_health_and_readiness_answer_with_json(web_worker):
     assert json.loads(body) == {"ready": True, "partitions": list(range(web_worker.settings.partitions))}
 
 
+def test_a_scrape_says_ready_and_how_many_partitions_are_assigned_of_how_many(web_worker):
+    """A ready worker, the only one of its group, exports ``stream_rater_ready`` 1 and every
+    partition of its matches topic assigned to it out of the topic's count (as its consumer
+    knows it): the alert on a partition without a consumer compares the two."""
+    topic, partitions = web_worker.settings.topic_matches, web_worker.settings.partitions
+    scrape = web_worker.metrics()
+    assert scrape.total("stream_rater_ready") == 1
+    assert scrape.total("stream_rater_partitions_assigned", topic=topic) == partitions
+    assert scrape.total("stream_rater_topic_partitions", topic=topic) == partitions
+
+
 def test_consumer_lag_is_exported_per_assigned_partition(web_worker):
     """The consumer-lag gauge has one non-negative series per assigned partition of the matches topic."""
     topic = web_worker.settings.topic_matches

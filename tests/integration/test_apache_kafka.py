@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
-from helpers import assert_gone
+from helpers import assert_gone, topic_config
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import Record, create_topics, read_log, send_batched
@@ -89,10 +88,7 @@ async def describe(bootstrap: str, topic: str) -> tuple[list[dict[str, Any]], di
     await admin.start()
     try:
         (described,) = await admin.describe_topics([topic])
-        (response,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-        (resource,) = response.resources
-        configs = {entry[0]: entry[1] for entry in resource[4]}
-        return described["partitions"], configs
+        return described["partitions"], await topic_config(bootstrap, topic, admin)
     finally:
         await admin.close()
 

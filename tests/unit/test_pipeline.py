@@ -15,7 +15,7 @@ from aiokafka.errors import KafkaConnectionError
 from helpers import duel, poison_model, poisoned
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import parse_match
+from stream_rater.contracts import Limits, parse_match
 from stream_rater.kafka import LadderHistory, home_partition
 from stream_rater.offline.replay import replay
 from stream_rater.offline.verify import compare
@@ -159,6 +159,29 @@ async def test_invalid_events_are_dead_lettered_with_reason_and_origin():
         "sr-origin-offset": b"41",
     }
     assert sum(1 for s in producer.sent if s[0] == "updates") == 2
+
+
+@dataclass
+class HeadedRecord(Record):
+    """A consumed record with headers."""
+
+    headers: list[tuple[str, bytes]] | None = None
+
+
+async def test_a_dead_letter_keeps_at_most_max_event_bytes_of_value_key_and_headers():
+    """An oversized record's dead letter holds the first `max_event_bytes` of its value and key
+    and the leading headers that fit that budget, and says what was cut."""
+    producer = Producer()
+    big = HeadedRecord(
+        b"v" * 500, key=b"k" * 300, offset=7, headers=[("a", b"1" * 60), ("b", b"2" * 60), ("c", b"3")]
+    )
+    await handler(MemoryStore(), producer, limits=Limits(max_event_bytes=100)).handle([big])
+    [(_, key, value, headers)] = producer.sent
+    assert (key, value) == (b"k" * 100, b"v" * 100)
+    assert headers[0] == ("a", b"1" * 60) and ("b", b"2" * 60) not in headers
+    found = dict(headers)
+    assert found["sr-truncated"] == b"500" and found["sr-key-truncated"] == b"300"
+    assert found["sr-headers-dropped"] == b"2" and found["sr-origin-offset"] == b"7"
 
 
 async def test_transient_store_errors_are_retried_until_the_commit_lands():

@@ -46,6 +46,10 @@ class FakeConsumer:
     def assignment(self) -> set[TP]:
         return set(self.positions)
 
+    def topic_partitions(self, topic: str) -> int | None:
+        """The partition count the consumer's metadata gives `topic` (4 for the matches topic)."""
+        return 4 if topic == TOPIC else None
+
     async def highwaters(self, *tps: TP) -> dict[TP, int]:
         return {tp: self.listed[tp] for tp in tps if tp in self.listed}
 
@@ -59,6 +63,9 @@ class FakeConsumer:
 class NotStarted:
     def assignment(self) -> set[TP]:
         raise ConsumerNotStarted("not yet")
+
+    def topic_partitions(self, topic: str) -> int | None:
+        return None
 
 
 class DownStore(MemoryStore):
@@ -246,6 +253,33 @@ async def test_not_ready_is_503_with_the_reason(consumer, store, broker, stopped
         await client.close()
     assert response.status == 503 and body["ready"] is False
     assert all(reason in body["reason"] for reason in reasons), body
+
+
+def gauge(metric: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(metric, labels)
+
+
+async def test_each_scrape_sets_readiness_and_the_partition_gauges(rated):
+    """/metrics evaluates readiness as /readyz does (``stream_rater_ready`` 1, then 0 once the
+    store stops answering) and exports this worker's partitions of the matches topic and the
+    topic's partition count, whose sums across workers show a partition without a consumer."""
+    client = await serve(FakeConsumer({TP(TOPIC, 0): 0, TP(TOPIC, 2): 0, TP("other", 0): 0}), rated)
+    try:
+        await client.get("/metrics")
+        assert gauge("stream_rater_ready") == 1
+        assert gauge("stream_rater_partitions_assigned", topic=TOPIC) == 2
+        assert gauge("stream_rater_topic_partitions", topic=TOPIC) == 4
+    finally:
+        await client.close()
+    client = await serve(NotStarted(), DownStore())
+    try:
+        text = await (await client.get("/metrics")).text()
+        assert "stream_rater_ready 0.0" in text
+        assert gauge("stream_rater_partitions_assigned", topic=TOPIC) == 0
+        metrics.READY.set(1)
+        assert (await client.get("/readyz")).status == 503 and gauge("stream_rater_ready") == 0
+    finally:
+        await client.close()
 
 
 async def test_feed_keeps_new_changes_newest_first_and_skips_duplicates(rated):
