@@ -33,11 +33,12 @@ from stream_rater.kafka import LadderHistory, committed_offsets, update_sender
 from stream_rater.offline.replay import ReplaySummary, replay
 from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.store import StateStore
+from stream_rater.store.base import Event
 
 
 def unacknowledged(
     result: BatchResult, where: Sequence[tuple[int, int] | None], committed: dict[int, int]
-) -> list[dict]:
+) -> list[Event]:
     """The events of `result`'s matches whose records (`where`) are at or after the group's
     `committed` offset of their partition (0 where it has none): not known to be produced."""
     return [

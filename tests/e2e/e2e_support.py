@@ -89,7 +89,11 @@ class VolatileRedis:
             saves = client.info("persistence")["rdb_saves"]
             client.bgsave()
             done = wait_until(
-                lambda: (info := client.info("persistence"))["rdb_saves"] > saves and info,
+                lambda: (
+                    (info := client.info("persistence"))["rdb_saves"] > saves
+                    and not info["rdb_bgsave_in_progress"]
+                    and info
+                ),
                 "the BGSAVE done",
                 30,
             )
@@ -167,11 +171,13 @@ def missing_updates(settings: Settings, ladder: str, matches: list[dict]) -> lis
     return sorted(wrong)
 
 
-def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_total") -> float:
-    """A worker's counter for `ladder`, read from its /metrics (0 when never incremented)."""
+def counted(port: int, ladder: str | None, metric: str = "stream_rater_matches_applied_total") -> float:
+    """A worker's counter for `ladder` (None: a counter without labels), read from its
+    /metrics (0 when never incremented)."""
+    prefix = f"{metric} " if ladder is None else f'{metric}{{ladder="{ladder}"}} '
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         for line in response.read().decode().splitlines():
-            if line.startswith(f'{metric}{{ladder="{ladder}"}} '):
+            if line.startswith(prefix):
                 return float(line.split()[-1])
     return 0.0
 

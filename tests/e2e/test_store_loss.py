@@ -145,3 +145,50 @@ def test_redis_restarted_empty_is_held_and_the_recovery_delivers_every_matchs_ev
         stream.stop()
     assert equals_replay(volatile_redis.url, stream.ladder, matches)
     assert missing_updates(stream.settings, stream.ladder, matches) == []
+
+
+def test_redis_restarted_from_an_older_snapshot_is_noticed_by_a_restarted_worker(
+    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
+):
+    """Redis comes back from a snapshot taken 600 matches before the group's committed offset
+    (a partial loss) and the worker is restarted, so no worker remembers what it applied: the
+    new worker compares the store's positions with the group's committed offset, holds the
+    ladder (/readyz names it and both offsets, counted once) and applies nothing on top of the
+    older states, also of matches that arrive meanwhile. After `replay --from-topic --store`,
+    every state equals a replay and every match's events are on the updates topic."""
+    stream = Stream(broker_url, volatile_redis, tmp_path)
+    matches = _matches(stream.ladder, 1500, seed=13)
+    snapshot = tmp_path / "older.rdb"
+    stream.start()
+    try:
+        wait_ready(stream.worker, f"http://127.0.0.1:{stream.port}/readyz")
+        stream.publish(matches[:600])
+        stream.caught_up(600)
+        volatile_redis.save(snapshot)
+        stream.publish(matches[600:1200])
+        stream.caught_up(1200)
+
+        stream.kill()
+        volatile_redis.kill()
+        volatile_redis.start(dump=snapshot)
+        assert stream.applied() == 600
+        stream.start()
+        reason = "partition 0: the consumer group committed offset 1200, the store's positions reach 600"
+        wait_for(lambda: reason in readiness(stream.port)[1].get("reason", ""), "the loss in /readyz")
+        status, body = readiness(stream.port)
+        assert status == 503 and f"ladder {stream.ladder!r}" in body["reason"], body
+        stream.publish(matches[1200:])
+        wait_for(
+            lambda: counted(stream.port, None, "stream_rater_matches_consumed_total") >= 200, "a batch taken"
+        )
+        assert stream.applied() == 600, "nothing may be rated onto the older states"
+        assert stream.committed() == 1200
+        assert counted(stream.port, stream.ladder, "stream_rater_store_losses_total") == 1
+
+        stream.rebuild()
+        wait_for(lambda: readiness(stream.port)[0] == 200, "the worker ready again")
+        stream.caught_up(1500)
+    finally:
+        stream.stop()
+    assert equals_replay(volatile_redis.url, stream.ladder, matches)
+    assert missing_updates(stream.settings, stream.ladder, matches) == []
