@@ -297,13 +297,19 @@ class BatchHandler:
                 log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
                 await asyncio.sleep(delay)
                 continue
-            held = set(self.guard.lost) if self.guard is not None else set()
-            back = sorted(set(self.stopped) - held) if what == "store" else []
-            if back:
-                log.warning("ladders %s are applied again", ", ".join(back))
-                for ladder in back:
-                    self.recovered(ladder)
+            if self.stopped and what == "store":
+                self._applied_again()
             return outcome
+
+    def _applied_again(self) -> None:
+        """A batch went through: the stopped ladders are applied again, but those the guard
+        still holds."""
+        held = self.guard.lost if self.guard is not None else {}
+        back = sorted(ladder for ladder in self.stopped if ladder not in held)
+        if back:
+            log.warning("ladders %s are applied again", ", ".join(back))
+            for ladder in back:
+                self.recovered(ladder)
 
 
 class BatchPipeline:
