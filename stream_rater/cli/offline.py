@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
+from typing import TYPE_CHECKING, TextIO
 
 from stream_rater.cli.common import (
     KAFKA_SECURITY,
@@ -20,12 +19,17 @@ from stream_rater.cli.common import (
     settings_flags,
     settings_of,
     store_flag,
+    store_url,
     with_store,
 )
 from stream_rater.cli.inputs import bad_lines_code, input_flags, progress, valid_matches
 from stream_rater.config.ladders import DEFAULT_LADDER, Ladders, parse_param
-from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.contracts import Limits
 from stream_rater.contracts.codecs import encode_event
+
+if TYPE_CHECKING:
+    from stream_rater.kafka import LadderHistory
+    from stream_rater.offline.replay import ReplaySummary
 
 
 def register(sub: Subcommands) -> None:
@@ -42,7 +46,20 @@ def register(sub: Subcommands) -> None:
         "--from-topic",
         action="store_true",
         help="read --ladder's matches from the matches topic (earliest retained offset to its "
-        "end, in log order) instead of files",
+        "end, in log order) instead of files; into a Redis --store this rebuilds a lost ladder and "
+        "produces the rating changes of the matches the consumer group had not acknowledged",
+    )
+    settings_flags(
+        p,
+        [
+            "broker",
+            "topic_matches",
+            "topic_updates",
+            "consumer_group",
+            "marker_ttl",
+            "history_limit",
+            *KAFKA_SECURITY,
+        ],
     )
     p.add_argument(
         "--history",
@@ -53,7 +70,6 @@ def register(sub: Subcommands) -> None:
         "--format); required once retention deleted the head of the ladder's partition (an empty "
         "file: it held none of the ladder's matches)",
     )
-    settings_flags(p, ["broker", "topic_matches", *KAFKA_SECURITY])
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser(
@@ -114,17 +130,22 @@ def register(sub: Subcommands) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """``replay``: validate, apply in order, print rating-changed events as JSON lines."""
+    """``replay``: validate, apply in order, print rating-changed events as JSON lines; from the
+    topic into a store, the recovery of a lost store (`_rebuild`)."""
     from stream_rater.offline.replay import replay
     from stream_rater.processor import Processor
 
     ladders = ladders_of(args)
+    if args.from_topic and store_url(args) not in ("memory", "memory://"):
+        return _rebuild(args, ladders)
     with ExitStack() as stack:
         if args.history and not args.from_topic:
             raise ValueError("--history: only with --from-topic (give match files as FILE)")
-        matches, rejected = (
-            _topic_matches(args, ladders, stack) if args.from_topic else valid_matches(args, ladders, stack)
-        )
+        if args.from_topic:
+            history = _topic_history(args, ladders, stack)
+            matches, rejected = iter(history.matches), history.rejected
+        else:
+            matches, rejected = valid_matches(args, ladders, stack)
         out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
         summary = with_store(
             args,
@@ -142,12 +163,51 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return bad_lines_code(args, rejected)
 
 
-def _topic_matches(
-    args: argparse.Namespace, ladders: Ladders, stack: ExitStack
-) -> tuple[Iterator[MatchFinished], list[str]]:
+def _rebuild(args: argparse.Namespace, ladders: Ladders) -> int:
+    """``replay --from-topic --store URL``: rebuild the ladder in the store from the topic and
+    produce the events the consumer group had not acknowledged (`offline.rebuild`); the store
+    keeps markers and histories as the workers' settings say."""
+    from stream_rater.offline.rebuild import rebuild
+    from stream_rater.store import open_store
+
+    settings = settings_of(args)
+    with ExitStack() as stack:
+        history = _topic_history(args, ladders, stack)
+
+    async def run(out: TextIO) -> tuple[ReplaySummary, int]:
+        store = open_store(
+            store_url(args), history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
+        )
+        try:
+            return await rebuild(
+                settings,
+                ladders,
+                history,
+                store,
+                batch_size=args.batch_size,
+                on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
+            )
+        finally:
+            await store.close()
+
+    with open(args.out, "w", encoding="utf-8") if args.out else nullcontext(sys.stdout) as out:
+        summary, produced = asyncio.run(run(out))
+    summary.rejected = len(history.rejected)
+    summary.read += len(history.rejected)
+    print(summary.line(), file=sys.stderr)
+    print(
+        f"{produced} rating changes of matches at or after the consumer group {settings.consumer_group!r}'s "
+        f"committed offsets produced to {settings.topic_updates!r}",
+        file=sys.stderr,
+    )
+    return bad_lines_code(args, history.rejected)
+
+
+def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack) -> LadderHistory:
     """``replay --from-topic``: the ladder's valid matches from the matches topic, in log order,
-    after those of the ``--history`` files; refused (`HistoryTruncated`) when retention deleted
-    the head of the ladder's partition and no ``--history`` supplies it."""
+    after those of the ``--history`` files (which have no place in the topic); refused
+    (`HistoryTruncated`) when retention deleted the head of the ladder's partition and no
+    ``--history`` supplies it."""
     from stream_rater.kafka import deleted_heads, ladder_history, read_log, refuse_truncated
 
     if args.files:
@@ -166,11 +226,12 @@ def _topic_matches(
         )
     heads = asyncio.run(deleted_heads(settings, args.ladder, partitions=history.positions))
     refuse_truncated(args.ladder, heads, supplied=bool(args.history))
-    earlier: list[MatchFinished] = []
     if args.history:
         files = argparse.Namespace(**{**vars(args), "files": args.history, "strict": True})
         earlier = list(valid_matches(files, ladders, stack)[0])
-    return itertools.chain(earlier, history.matches), history.rejected
+        history.matches[:0] = earlier
+        history.where[:0] = [None] * len(earlier)
+    return history
 
 
 def cmd_migrate_markers(args: argparse.Namespace) -> int:

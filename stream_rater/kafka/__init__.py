@@ -14,7 +14,7 @@ and the benches: plain aiokafka clients, no faust.
 
 from stream_rater.kafka.admin import TopicError, committed_offsets, create_topics, topic_partitions
 from stream_rater.kafka.history import LadderHistory, ladder_history
-from stream_rater.kafka.log import LogReader, LogRecord, read_log, subscribe
+from stream_rater.kafka.log import LogReader, LogRecord, read_log, read_partition, subscribe
 from stream_rater.kafka.produce import (
     PUBLISH_LINGER,
     PublishSummary,
@@ -51,6 +51,7 @@ __all__ = [
     "match_record",
     "publish",
     "read_log",
+    "read_partition",
     "refuse_truncated",
     "send_batched",
     "send_records",

@@ -20,8 +20,9 @@ class LadderHistory:
 
     ladder: str
     matches: list[MatchFinished] = field(default_factory=list)
-    #: (partition, offset) of each match's record.
-    where: list[tuple[int, int]] = field(default_factory=list)
+    #: (partition, offset) of each match's record; None for a match from a ``--history`` file,
+    #: older than anything the topic still holds.
+    where: list[tuple[int, int] | None] = field(default_factory=list)
     #: Partition → offset after the last of the ladder's records that was read.
     positions: dict[int, int] = field(default_factory=dict)
     #: Where the records that failed validation were, as ``partition@offset`` (the stream

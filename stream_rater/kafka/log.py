@@ -178,3 +178,42 @@ async def read_log(
     (where a later read goes on). Raises `TimeoutError` after `timeout` seconds."""
     async with LogReader(settings, topic, start) as reader:
         return await reader.read(timeout), await reader.reached()
+
+
+async def read_partition(
+    settings: Settings, topic: str, partition: int, start: int, end: int, timeout: float = 60.0
+) -> list[LogRecord]:
+    """The records of one partition of `topic` at offsets ``start <= offset < end`` (from the
+    earliest retained one if `start` is gone), in offset order; fewer if the log ends before
+    `end`. Raises `TimeoutError` after `timeout` seconds."""
+    consumer = AIOKafkaConsumer(
+        **client_options(settings),
+        enable_auto_commit=False,
+        group_id=None,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=READ_FETCH_WAIT_MS,
+    )
+    out: list[LogRecord] = []
+    try:
+        await consumer.start()  # a failed start is stopped too (else aiokafka warns at exit)
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        log_end: int = (await consumer.end_offsets([tp]))[tp]
+        stop = min(end, log_end)
+
+        async def reached() -> bool:
+            if await consumer.position(tp) >= stop:
+                return True
+            for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
+                out.extend(
+                    LogRecord(partition, r.offset, r.timestamp, r.key, r.value or b"", tuple(r.headers or ()))
+                    for r in records
+                    if r.offset < end
+                )
+            return bool(await consumer.position(tp) >= stop)
+
+        await wait_until_async(reached, f"offset {stop} of {topic}[{partition}]", timeout, interval=0)
+    finally:
+        await consumer.stop()
+    return out

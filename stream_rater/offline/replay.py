@@ -8,14 +8,15 @@ the rating-changed events to a sink.
 from __future__ import annotations
 
 import gc
+import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.offline.adapters import InputRecord
-from stream_rater.processor import MatchResult, Processor, Skipped, process_skipping
+from stream_rater.processor import BatchResult, MatchResult, Processor, Skipped, process_skipping
 
 
 class BadRecord(ValueError):
@@ -80,6 +81,11 @@ def validated(
         yield match
 
 
+#: Called with each batch's result and where its matches are in the matches topic, before
+#: their markers count as produced (see `replay`).
+BatchHook = Callable[[BatchResult, Sequence[tuple[int, int] | None]], Awaitable[None]]
+
+
 async def replay(
     matches: Iterable[MatchFinished],
     processor: Processor,
@@ -87,11 +93,15 @@ async def replay(
     batch_size: int = 1000,
     on_result: Callable[[MatchResult], None] | None = None,
     on_skip: Callable[[Skipped], None] | None = None,
+    where: Iterable[tuple[int, int] | None] | None = None,
+    on_batch: BatchHook | None = None,
 ) -> ReplaySummary:
     """Apply `matches` in order, `batch_size` at a time; `on_result` sees every result.
-    Once it has seen a batch's, their markers count as produced (`Processor.produced`).
-    A match the model cannot rate is skipped as the worker dead-letters it
-    (`process_skipping`) and goes to `on_skip`.
+    `where` gives each match's (partition, offset) in the matches topic (the commits then
+    record how far into it the ladder's states go, as a worker's do). Once `on_result` has
+    seen a batch's results and `on_batch` (awaited) has had the batch with the places of its
+    results, their markers count as produced (`Processor.produced`). A match the model cannot
+    rate is skipped as the worker dead-letters it (`process_skipping`) and goes to `on_skip`.
 
     After each batch the objects alive so far are frozen out of the cyclic garbage
     collector: a long replay keeps every result in memory (store markers, histories), and
@@ -101,13 +111,17 @@ async def replay(
     start = time.perf_counter()
     trips_before = processor.store.round_trips
     batch: list[MatchFinished] = []
+    places: list[tuple[int, int] | None] = []
+    located = iter(where) if where is not None else itertools.repeat(None)
 
     async def flush() -> None:
-        result, skipped = await process_skipping(processor, batch)
+        result, skipped = await process_skipping(processor, batch, places if where is not None else None)
         summary.skipped += len(skipped)
+        gone = {id(skip.match) for skip in skipped}
         if on_skip is not None:
             for skip in skipped:
                 on_skip(skip)
+        placed = [place for match, place in zip(batch, places) if id(match) not in gone]
         gc.freeze()
         summary.conflicts += result.conflicts
         for r in result.results:
@@ -116,12 +130,16 @@ async def replay(
             summary.events += len(r.events)
             if on_result is not None:
                 on_result(r)
+        if on_batch is not None:
+            await on_batch(result, placed)
         processor.produced(result)
         batch.clear()
+        places.clear()
 
     for match in matches:
         summary.read += 1
         batch.append(match)
+        places.append(next(located))
         if len(batch) >= batch_size:
             await flush()
     if batch:

@@ -25,16 +25,25 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import faust
+from faust.types import TP
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import ENV_PREFIX, Settings
 from stream_rater.contracts import Limits
-from stream_rater.kafka import Record, client_options, committed_offsets, create_topics, send_batched
+from stream_rater.kafka import (
+    Record,
+    client_options,
+    committed_offsets,
+    create_topics,
+    read_partition,
+    send_batched,
+)
 from stream_rater.processor import Processor
 from stream_rater.service import metrics
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics
+from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.web import register_web
 from stream_rater.store import StateStore, open_store
@@ -120,6 +129,22 @@ def create_app(
         stopped=stopped,
         partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
+    guard = handler.guard = LossGuard(
+        store,
+        ladders,
+        lambda partitions: committed_offsets(settings, settings.topic_matches, partitions),
+        lambda partition, start, end: read_partition(settings, settings.topic_matches, partition, start, end),
+        report=handler.report_loss,
+        recovered=handler.recovered,
+        limits=Limits(max_event_bytes=settings.max_event_bytes),
+    )
+
+    @app.on_partitions_assigned.connect
+    async def check_for_lost_store(app: faust.App, /, *assigned: set[TP], **kwargs: Any) -> None:
+        # A mode signal handler: faust sends the newly assigned partitions as the one argument.
+        for partitions in assigned:
+            guard.assigned(tp.partition for tp in partitions if tp.topic == settings.topic_matches)
+
     app.rating_store = store  # type: ignore[attr-defined]
     app.rating_handler = handler  # type: ignore[attr-defined]
     app.rating_ladders = ladders  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
@@ -35,6 +35,9 @@ from stream_rater.processor import (
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message, OrderWatch
 from stream_rater.waiting import backoff
+
+if TYPE_CHECKING:
+    from stream_rater.service.store_loss import LossGuard
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -111,12 +114,15 @@ class BatchHandler:
         on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
         partition_count: Callable[[str], int | None] = lambda topic: None,
         stopped: dict[str, str] | None = None,
+        guard: LossGuard | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
         and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
         partition count as the consumer knows it (None: unknown), for `OrderWatch`. `stopped`
         (ladder → reason) is filled while a ladder cannot be applied because the store lost
-        it; readiness reads it."""
+        it; readiness reads it. `guard`, if given, checks each partition for a lost store before
+        its batches are applied, and holds lost ladders (its `report` and `recovered` should be
+        this handler's `report_loss` and `recovered`)."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -128,6 +134,21 @@ class BatchHandler:
         self.order_watch = OrderWatch(partition_count)
         #: Ladder → why it is not being applied (a lost store); readiness reports it.
         self.stopped: dict[str, str] = {} if stopped is None else stopped
+        self.guard = guard
+
+    def report_loss(self, exc: StoreLost) -> None:
+        """Note a ladder not applied because the store lost it: readiness, metrics, the log
+        (counted and logged once per loss)."""
+        if exc.ladder not in self.stopped:
+            log.error("%s", exc)
+            metrics.STORE_LOSSES.labels(exc.ladder).inc()
+        self.stopped[exc.ladder] = str(exc)
+        metrics.LADDERS_STOPPED.set(len(self.stopped))
+
+    def recovered(self, ladder: str) -> None:
+        """The store has `ladder` again (rebuilt): readiness no longer names it."""
+        self.stopped.pop(ladder, None)
+        metrics.LADDERS_STOPPED.set(len(self.stopped))
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
@@ -208,7 +229,10 @@ class BatchHandler:
         where = [(message.partition, message.offset) for message, _ in valid]
         records = {id(match): message for message, match in valid}
         result, skipped = await process_skipping(
-            self.processor, matches, where, attempt=lambda action: self._retry("store", action)
+            self.processor,
+            matches,
+            where,
+            attempt=lambda action: self._retry("store", lambda: self._guarded(matches, where, action)),
         )
         for skip in skipped:
             exc, message = skip.error, records[id(skip.match)]
@@ -226,6 +250,23 @@ class BatchHandler:
             dead.append((message, skip.reason, headers))
         return result
 
+    async def _guard(self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int]]) -> None:
+        """Wait until the batch's partitions are checked for a lost store (`LossGuard`);
+        `StoreLost` if a ladder of the batch is lost."""
+        if self.guard is not None:
+            await self.guard.ready(p for p, _ in where)
+            await self.guard.hold(m.ladder for m in matches)
+
+    async def _guarded(
+        self,
+        matches: Sequence[MatchFinished],
+        where: Sequence[tuple[int, int]],
+        action: Callable[[], Awaitable[BatchResult]],
+    ) -> BatchResult:
+        """`action`'s result (the batch, or one match of it), once `_guard` lets the batch through."""
+        await self._guard(matches, where)
+        return await action()
+
     async def _produce(self, outgoing: list[Record]) -> None:
         if outgoing:
             await self.send(outgoing)
@@ -242,11 +283,7 @@ class BatchHandler:
             try:
                 outcome = await action()
             except StoreLost as exc:
-                if exc.ladder not in self.stopped:
-                    log.error("%s", exc)
-                    metrics.STORE_LOSSES.labels(exc.ladder).inc()
-                self.stopped[exc.ladder] = str(exc)
-                metrics.LADDERS_STOPPED.set(len(self.stopped))
+                self.report_loss(exc)
                 if self.stopping():
                     raise WorkerStopping(f"{what}: {exc}") from exc
                 await asyncio.sleep(next(lost_delays))
@@ -260,10 +297,18 @@ class BatchHandler:
                 await asyncio.sleep(delay)
                 continue
             if self.stopped and what == "store":
-                log.warning("ladders %s are applied again", ", ".join(sorted(self.stopped)))
-                self.stopped.clear()
-                metrics.LADDERS_STOPPED.set(0)
+                self._applied_again()
             return outcome
+
+    def _applied_again(self) -> None:
+        """A batch went through: the stopped ladders are applied again, but those the guard
+        still holds."""
+        held = self.guard.lost if self.guard is not None else {}
+        back = sorted(ladder for ladder in self.stopped if ladder not in held)
+        if back:
+            log.warning("ladders %s are applied again", ", ".join(back))
+            for ladder in back:
+                self.recovered(ladder)
 
 
 class BatchPipeline:

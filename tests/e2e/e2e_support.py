@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import subprocess
 import urllib.error
@@ -14,17 +15,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import redis
 from helpers import stored_players
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
-from stream_rater.kafka import create_topics
+from stream_rater.kafka import create_topics, read_log
 from stream_rater.local.demo import ladders_env, tagged_settings
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.store.memory import MemoryStore
+from stream_rater.waiting import wait_until
 
 
 def worker_test_env(
@@ -41,7 +44,10 @@ def worker_test_env(
 
 class VolatileRedis:
     """A redis-server on a fixed port, restartable, stopped by PID: without persistence (a
-    restart comes back empty) or with an append-only file (`aof`)."""
+    restart comes back empty, unless started from a dump `save` made) or with an append-only
+    file (`aof`)."""
+
+    DUMP = "dump.rdb"
 
     def __init__(self, workdir: Path, aof: bool = False) -> None:
         self.port = free_port()
@@ -50,7 +56,11 @@ class VolatileRedis:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> None:
+    def start(self, dump: Path | None = None) -> None:
+        """Start it: empty (no automatic snapshots), or with the data of `dump` (see `save`)."""
+        (self.workdir / self.DUMP).unlink(missing_ok=True)
+        if dump is not None:
+            shutil.copyfile(dump, self.workdir / self.DUMP)
         self.process = subprocess.Popen(
             [
                 redis_server_binary(),
@@ -64,11 +74,33 @@ class VolatileRedis:
                 "yes" if self.aof else "no",
                 "--dir",
                 str(self.workdir),
+                "--dbfilename",
+                self.DUMP,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         wait_for_port("127.0.0.1", self.port, 30)
+
+    def save(self, to: Path) -> None:
+        """Snapshot the data now (BGSAVE, waited for) into the file `to`, for a later `start`."""
+        client = redis.Redis(port=self.port)
+        try:
+            saves = client.info("persistence")["rdb_saves"]
+            client.bgsave()
+            done = wait_until(
+                lambda: (
+                    (info := client.info("persistence"))["rdb_saves"] > saves
+                    and not info["rdb_bgsave_in_progress"]
+                    and info
+                ),
+                "the BGSAVE done",
+                30,
+            )
+            assert done["rdb_last_bgsave_status"] == "ok", done
+        finally:
+            client.close()
+        shutil.copyfile(self.workdir / self.DUMP, to)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         assert self.process is not None
@@ -92,26 +124,60 @@ def applied(redis_url: str, ladder: str) -> int:
     return sum(s.games for s in stored_players(redis_url, ladder).values()) // 2
 
 
-def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
-    """The oracle: the stored states are bit for bit what a replay of `matches` computes."""
+def replay_of(ladder: str, matches: list[dict]) -> tuple[dict, dict[str, dict]]:
+    """What a replay of `matches` (a TrueSkill `ladder`) computes: the players' states, and
+    every rating-changed event by its event_id."""
 
-    async def replayed() -> dict:
+    async def replayed() -> tuple[dict, dict[str, dict]]:
         ladders = Ladders([Ladder(ladder, "trueskill")])
         processor = Processor(ladders, MemoryStore())
-        await replay([parse_match(m, ladders) for m in matches], processor)
-        return await processor.store.players(ladder)
+        events: dict[str, dict] = {}
+        await replay(
+            [parse_match(m, ladders) for m in matches],
+            processor,
+            on_result=lambda r: events.update((e["event_id"], e) for e in r.events),
+        )
+        return await processor.store.players(ladder), events
+
+    return asyncio.run(replayed())
+
+
+def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
+    """The oracle: the stored states are bit for bit what a replay of `matches` computes."""
 
     def exact(states: dict) -> dict:
         return {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in states.items()}
 
-    return exact(stored_players(redis_url, ladder)) == exact(asyncio.run(replayed()))
+    return exact(stored_players(redis_url, ladder)) == exact(replay_of(ladder, matches)[0])
 
 
-def counted(port: int, ladder: str, metric: str = "stream_rater_matches_applied_total") -> float:
-    """A worker's counter for `ladder`, read from its /metrics (0 when never incremented)."""
+def missing_updates(settings: Settings, ladder: str, matches: list[dict]) -> list[str]:
+    """The ids of `matches` of which some rating-changed event a replay computes is not on the
+    updates topic, or is there with other contents (its processing time aside); read back once."""
+    records, _ = asyncio.run(read_log(settings, settings.topic_updates))
+    published: dict[str, list[dict]] = {}
+    for record in records:
+        event = json.loads(record.value)
+        published.setdefault(event["event_id"], []).append(event)
+
+    def same(a: dict, b: dict) -> bool:
+        return {**a, "processed_at": None} == {**b, "processed_at": None}
+
+    wrong = {
+        event["match_id"]
+        for event_id, event in replay_of(ladder, matches)[1].items()
+        if not any(same(event, found) for found in published.get(event_id, []))
+    }
+    return sorted(wrong)
+
+
+def counted(port: int, ladder: str | None, metric: str = "stream_rater_matches_applied_total") -> float:
+    """A worker's counter for `ladder` (None: a counter without labels), read from its
+    /metrics (0 when never incremented)."""
+    prefix = f"{metric} " if ladder is None else f'{metric}{{ladder="{ladder}"}} '
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         for line in response.read().decode().splitlines():
-            if line.startswith(f'{metric}{{ladder="{ladder}"}} '):
+            if line.startswith(prefix):
                 return float(line.split()[-1])
     return 0.0
 

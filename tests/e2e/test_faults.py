@@ -10,8 +10,6 @@ import random
 import signal
 import subprocess
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -26,102 +24,15 @@ from e2e_support import (
     readiness,
     worker_test_env,
 )
-from helpers import cli, duel, wait_for
+from helpers import duel, wait_for
 
-from stream_rater.kafka import committed_offsets, publish, read_log
+from stream_rater.kafka import publish, read_log
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
-from stream_rater.service.app import store_looks_lost
 
 #: On the broker users run (Apache Kafka) only: the stream suite runs on both brokers, this one
 #: would add minutes to CI for a second pass over Tansu, which only `demo` and `dev` use.
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
-
-
-def test_redis_restarted_without_persistence_is_detected_never_silent_and_recovered(
-    broker_url: str,
-    volatile_redis: VolatileRedis,
-    tmp_path: Path,
-):
-    """Redis loses everything mid-stream (kill -9, restarted empty, no persistence): the running
-    worker applies nothing on top, says why in /readyz and counts it; a worker restarted on
-    the empty store refuses too (the group has committed offsets); after the ladder is rebuilt
-    with `replay --from-topic` the worker goes on, and every state equals a replay of all the
-    matches published."""
-    ladder, settings = one_partition_stream(broker_url, volatile_redis.url)
-    env = worker_test_env([ladder], tmp_path / "faust-data")
-    rng = random.Random(7)
-    players = [f"p{i}" for i in range(40)]
-    matches = [
-        duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(3000)
-    ]
-
-    def applied_now() -> int:
-        return applied(volatile_redis.url, ladder)
-
-    def start() -> tuple[subprocess.Popen, int]:
-        port = free_port()
-        process = start_worker(
-            replace(settings, web_port=port), env, (tmp_path / f"worker-{port}.log").open("w")
-        )
-        return process, port
-
-    worker, port = start()
-    try:
-        wait_ready(worker, f"http://127.0.0.1:{port}/readyz")
-        asyncio.run(publish(matches[:2000], settings))
-        wait_for(lambda: applied_now() == 2000, "2000 matches applied")
-        wait_for(
-            lambda: asyncio.run(committed_offsets(settings, settings.topic_matches, [0])) == {0: 2000},
-            "the group's offsets committed",
-        )
-
-        volatile_redis.kill()
-        volatile_redis.start()
-        asyncio.run(publish(matches[2000:], settings))
-        wait_for(lambda: "not applying" in readiness(port)[1].get("reason", ""), "loss reported by /readyz")
-        status, body = readiness(port)
-        assert (
-            status == 503
-            and f"ladder {ladder!r}: the store shows 0 matches applied, 2000 were" in body["reason"]
-        )
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            assert f'stream_rater_store_losses_total{{ladder="{ladder}"}} 1.0' in response.read().decode()
-        assert applied_now() == 0, "nothing may be rated onto the emptied store"
-
-        worker.kill()
-        worker.wait()
-        assert asyncio.run(store_looks_lost(settings))
-        worker, port = start()
-        wait_for(
-            lambda: "store is empty although the consumer group" in readiness(port)[1].get("reason", ""),
-            "the restarted worker refusing the empty store",
-        )
-        assert applied_now() == 0
-
-        cli(
-            "replay",
-            "--from-topic",
-            "--ladder",
-            ladder,
-            "--store",
-            volatile_redis.url,
-            "--broker",
-            broker_url,
-            "--topic-matches",
-            settings.topic_matches,
-            "--out",
-            str(tmp_path / "rebuilt.jsonl"),
-            env=env,
-            check=True,
-            timeout=300,
-        )
-        wait_for(lambda: readiness(port)[0] == 200, "the worker ready again")
-        wait_for(lambda: applied_now() == 3000, "all 3000 matches applied")
-    finally:
-        stop_process(worker)
-
-    assert equals_replay(volatile_redis.url, ladder, matches)
 
 
 def test_frozen_redis_and_broker_one_to_two_workers_and_a_poison_flood_lose_nothing(tmp_path: Path):

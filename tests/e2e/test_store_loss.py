@@ -1,0 +1,194 @@
+"""Redis losing acknowledged data (design.md, "Failure model"): a running or a restarted worker
+notices, holds the ladder, says so in /readyz and counts it; after the documented recovery
+(`replay --from-topic --store`) the states equal a replay and every match's rating-changed
+events are on the updates topic, as a replay computes them (subscribers dedupe by event_id)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from e2e_support import (
+    VolatileRedis,
+    applied,
+    counted,
+    equals_replay,
+    missing_updates,
+    one_partition_stream,
+    readiness,
+    worker_test_env,
+)
+from helpers import cli, duel, wait_for
+
+from stream_rater.config.settings import Settings
+from stream_rater.kafka import committed_offsets, publish
+from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.runtime import free_port
+from stream_rater.service.app import store_looks_lost
+
+pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
+
+
+def _matches(ladder: str, n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    players = [f"p{i}" for i in range(40)]
+    return [duel(f"m{i}", *rng.sample(players, 2), ladder=ladder, at=1_700_000_000.0 + i) for i in range(n)]
+
+
+class Stream:
+    """One test's ladder, its one-partition topics and group, and its workers (by PID)."""
+
+    def __init__(self, broker_url: str, redis: VolatileRedis, tmp_path: Path) -> None:
+        self.ladder, self.settings = one_partition_stream(broker_url, redis.url)
+        self.redis, self.tmp_path, self.broker_url = redis, tmp_path, broker_url
+        self.env = worker_test_env([self.ladder], tmp_path / "faust-data")
+        self.worker: subprocess.Popen | None = None
+        self.port = 0
+
+    def start(self) -> None:
+        """Start a worker (without waiting until it is ready)."""
+        self.port = free_port()
+        log = (self.tmp_path / f"worker-{self.port}.log").open("w")
+        self.worker = start_worker(replace(self.settings, web_port=self.port), self.env, log)
+
+    def kill(self) -> None:
+        """kill -9 the worker."""
+        assert self.worker is not None
+        self.worker.kill()
+        self.worker.wait()
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            stop_process(self.worker)
+
+    def applied(self) -> int:
+        return applied(self.redis.url, self.ladder)
+
+    def committed(self) -> int:
+        return asyncio.run(committed_offsets(self.settings, self.settings.topic_matches, [0]))[0]
+
+    def publish(self, matches: list[dict]) -> None:
+        asyncio.run(publish(matches, self.settings))
+
+    def caught_up(self, n: int) -> None:
+        """Wait until `n` matches are applied and the group has committed all of them."""
+        wait_for(lambda: self.applied() == n and self.committed() == n, f"{n} matches applied and committed")
+
+    def rebuild(self) -> None:
+        """The documented recovery: ``replay --from-topic --ladder L --store URL``."""
+        s: Settings = self.settings
+        cli(
+            "replay",
+            "--from-topic",
+            "--ladder",
+            self.ladder,
+            "--store",
+            self.redis.url,
+            "--broker",
+            self.broker_url,
+            "--topic-matches",
+            s.topic_matches,
+            "--topic-updates",
+            s.topic_updates,
+            "--consumer-group",
+            s.consumer_group,
+            "--batch-size",
+            "500",
+            "--out",
+            str(self.tmp_path / "rebuilt.jsonl"),
+            env=self.env,
+            check=True,
+            timeout=120,
+        )
+
+
+def test_redis_restarted_empty_is_held_and_the_recovery_delivers_every_matchs_events(
+    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
+):
+    """Redis restarted empty (no persistence) while 800 matches (four batches) arrive: the
+    running worker applies nothing on top, says why in /readyz and counts it; a worker restarted
+    on the empty store refuses too. After `replay --from-topic --store`, every state equals a
+    replay and every match's events are on the updates topic, as a replay computes them: none
+    of the matches that arrived meanwhile is missing (on the code before: 500 were)."""
+    stream = Stream(broker_url, volatile_redis, tmp_path)
+    matches = _matches(stream.ladder, 1800, seed=7)
+    stream.start()
+    try:
+        wait_ready(stream.worker, f"http://127.0.0.1:{stream.port}/readyz")
+        stream.publish(matches[:1000])
+        stream.caught_up(1000)
+
+        volatile_redis.kill()
+        volatile_redis.start()
+        stream.publish(matches[1000:])
+        wait_for(lambda: "not applying" in readiness(stream.port)[1].get("reason", ""), "loss in /readyz")
+        status, body = readiness(stream.port)
+        assert status == 503
+        assert f"ladder {stream.ladder!r}: the store shows 0 matches applied, 1000 were" in body["reason"]
+        assert counted(stream.port, stream.ladder, "stream_rater_store_losses_total") == 1
+        assert stream.applied() == 0, "nothing may be rated onto the emptied store"
+
+        stream.kill()
+        assert asyncio.run(store_looks_lost(stream.settings))
+        stream.start()
+        wait_for(lambda: stream.ladder in readiness(stream.port)[1].get("reason", ""), "the restart refusing")
+        assert stream.applied() == 0
+
+        stream.rebuild()
+        wait_for(lambda: readiness(stream.port)[0] == 200, "the worker ready again")
+        stream.caught_up(1800)
+    finally:
+        stream.stop()
+    assert equals_replay(volatile_redis.url, stream.ladder, matches)
+    assert missing_updates(stream.settings, stream.ladder, matches) == []
+
+
+def test_redis_restarted_from_an_older_snapshot_is_noticed_by_a_restarted_worker(
+    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
+):
+    """Redis comes back from a snapshot taken 600 matches before the group's committed offset
+    (a partial loss) and the worker is restarted, so no worker remembers what it applied: the
+    new worker compares the store's positions with the group's committed offset, holds the
+    ladder (/readyz names it and both offsets, counted once) and applies nothing on top of the
+    older states, also of matches that arrive meanwhile. After `replay --from-topic --store`,
+    every state equals a replay and every match's events are on the updates topic."""
+    stream = Stream(broker_url, volatile_redis, tmp_path)
+    matches = _matches(stream.ladder, 1500, seed=13)
+    snapshot = tmp_path / "older.rdb"
+    stream.start()
+    try:
+        wait_ready(stream.worker, f"http://127.0.0.1:{stream.port}/readyz")
+        stream.publish(matches[:600])
+        stream.caught_up(600)
+        volatile_redis.save(snapshot)
+        stream.publish(matches[600:1200])
+        stream.caught_up(1200)
+
+        stream.kill()
+        volatile_redis.kill()
+        volatile_redis.start(dump=snapshot)
+        assert stream.applied() == 600
+        stream.start()
+        reason = "partition 0: the consumer group committed offset 1200, the store's positions reach 600"
+        wait_for(lambda: reason in readiness(stream.port)[1].get("reason", ""), "the loss in /readyz")
+        status, body = readiness(stream.port)
+        assert status == 503 and f"ladder {stream.ladder!r}" in body["reason"], body
+        stream.publish(matches[1200:])
+        wait_for(
+            lambda: counted(stream.port, None, "stream_rater_matches_consumed_total") >= 200, "a batch taken"
+        )
+        assert stream.applied() == 600, "nothing may be rated onto the older states"
+        assert stream.committed() == 1200
+        assert counted(stream.port, stream.ladder, "stream_rater_store_losses_total") == 1
+
+        stream.rebuild()
+        wait_for(lambda: readiness(stream.port)[0] == 200, "the worker ready again")
+        stream.caught_up(1500)
+    finally:
+        stream.stop()
+    assert equals_replay(volatile_redis.url, stream.ladder, matches)
+    assert missing_updates(stream.settings, stream.ladder, matches) == []
