@@ -27,6 +27,7 @@ from stream_rater.kafka import Record, update_record
 from stream_rater.processor import BatchResult, Processor, StoreLost, TooManyConflicts, is_late
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message, OrderWatch
+from stream_rater.store.status import server_refusal
 from stream_rater.waiting import backoff
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,45 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
 TRANSIENT_ERRORS = _transient_errors()
 
 
+class StoreRefusal:
+    """Whether Redis refuses the worker's writes now (`server_refusal`), what it said and
+    since when: the handler notes each refusal and lifts it at the next store success;
+    readiness reports `reason`. Logged once per outage (and again if the refusal changes)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.code: str | None = None
+        self.message = ""
+        self.since = 0.0
+
+    def note(self, code: str, exc: BaseException) -> None:
+        """Count a refusal with error code `code`; the first of an outage is logged."""
+        metrics.STORE_REFUSALS.labels(code.lower()).inc()
+        message = str(exc) if str(exc).startswith(code) else f"{code} {exc}"
+        if self.code != code:
+            log.error(
+                "the store refuses writes (%s); the batch is held and retried until it accepts them", message
+            )
+        if self.code is None:
+            self.since = self.clock()
+            metrics.STORE_REFUSING.set(1)
+        self.code, self.message = code, message
+
+    def lift(self) -> None:
+        """The store accepted a batch: the outage, if any, is over."""
+        if self.code is None:
+            return
+        log.warning("the store accepts writes again after %.0f s of %s", self.clock() - self.since, self.code)
+        self.code = None
+        metrics.STORE_REFUSING.set(0)
+
+    def reason(self) -> str | None:
+        """Why the worker is not ready, while the store refuses; else None."""
+        if self.code is None:
+            return None
+        return f"the store refuses writes: {self.message} (for {self.clock() - self.since:.0f} s)"
+
+
 class BatchHandler:
     """Processes one consumed batch end to end; see the module docstring for the order."""
 
@@ -104,12 +144,13 @@ class BatchHandler:
         on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
         partition_count: Callable[[str], int | None] = lambda topic: None,
         stopped: dict[str, str] | None = None,
+        refusal: StoreRefusal | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
         and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
         partition count as the consumer knows it (None: unknown), for `OrderWatch`. `stopped`
         (ladder → reason) is filled while a ladder cannot be applied because the store lost
-        it; readiness reads it."""
+        it; readiness reads it, and `refusal` (set while Redis refuses the batch's writes)."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -121,6 +162,7 @@ class BatchHandler:
         self.order_watch = OrderWatch(partition_count)
         #: Ladder → why it is not being applied (a lost store); readiness reports it.
         self.stopped: dict[str, str] = {} if stopped is None else stopped
+        self.refusal = StoreRefusal() if refusal is None else refusal
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
@@ -239,37 +281,56 @@ class BatchHandler:
     async def _retry(self, what: str, action: Callable[[], Awaitable[_T]]) -> _T:
         """Run `action` until it succeeds; transient errors back off (jittered, capped).
 
-        A lost store (`StoreLost`) is waited out the same way — nothing of the batch is
-        applied or acknowledged until an operator rebuilds the ladder — and, meanwhile, the
-        ladder is in `stopped` (readiness says so), counted, and logged once as an error."""
+        Infrastructure faults are waited out, never dead-lettered: a transient error (a lost
+        connection, a timeout, a broker error) and Redis refusing the writes (`server_refusal`:
+        OOM, READONLY, MISCONF, …; `refusal` says so meanwhile). A lost store (`StoreLost`)
+        too — nothing of the batch is applied or acknowledged until an operator rebuilds the
+        ladder — and, meanwhile, the ladder is in `stopped` (readiness says so), counted, and
+        logged once as an error."""
         retry_delays = backoff(0.05, self.max_backoff)
         lost_delays = backoff(self.max_backoff, self.max_backoff)
         while True:
             try:
                 outcome = await action()
             except StoreLost as exc:
-                if exc.ladder not in self.stopped:
-                    log.error("%s", exc)
-                    metrics.STORE_LOSSES.labels(exc.ladder).inc()
-                self.stopped[exc.ladder] = str(exc)
-                metrics.LADDERS_STOPPED.set(len(self.stopped))
+                self._stop(exc)
                 if self.stopping():
                     raise WorkerStopping(f"{what}: {exc}") from exc
                 await asyncio.sleep(next(lost_delays))
                 continue
-            except TRANSIENT_ERRORS as exc:
+            except Exception as exc:
+                code = server_refusal(exc)
+                if code is None and not isinstance(exc, TRANSIENT_ERRORS):
+                    raise
                 metrics.BATCH_RETRIES.labels(what).inc()
                 if self.stopping():
                     raise WorkerStopping(f"{what} still failing at shutdown: {exc!r}") from exc
                 delay = next(retry_delays)
-                log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+                if code is None:
+                    log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+                else:
+                    self.refusal.note(code, exc)
                 await asyncio.sleep(delay)
                 continue
-            if self.stopped and what == "store":
-                log.warning("ladders %s are applied again", ", ".join(sorted(self.stopped)))
-                self.stopped.clear()
-                metrics.LADDERS_STOPPED.set(0)
+            if what == "store":
+                self._applying()
             return outcome
+
+    def _stop(self, exc: StoreLost) -> None:
+        """Note that `exc.ladder` is not applied: its stored data was lost."""
+        if exc.ladder not in self.stopped:
+            log.error("%s", exc)
+            metrics.STORE_LOSSES.labels(exc.ladder).inc()
+        self.stopped[exc.ladder] = str(exc)
+        metrics.LADDERS_STOPPED.set(len(self.stopped))
+
+    def _applying(self) -> None:
+        """A store action succeeded: stopped ladders and a refusal are over."""
+        self.refusal.lift()
+        if self.stopped:
+            log.warning("ladders %s are applied again", ", ".join(sorted(self.stopped)))
+            self.stopped.clear()
+            metrics.LADDERS_STOPPED.set(0)
 
 
 class BatchPipeline:
