@@ -28,7 +28,7 @@ from e2e_support import (
 )
 from helpers import duel, wait_for
 
-from stream_rater.config.settings import Settings
+from stream_rater.config.settings import Settings, env_name
 from stream_rater.kafka import publish, read_log
 from stream_rater.local.demo import start_worker, stop_process, wait_ready
 from stream_rater.local.runtime import free_port
@@ -66,15 +66,15 @@ class FaultRun:
 @pytest.fixture
 def run_on(
     broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
-) -> Iterator[Callable[[str], FaultRun]]:
+) -> Iterator[Callable[..., FaultRun]]:
     """Starts a worker on a fresh one-partition stream whose store is at the given URL (the
-    test's redis-server or a proxy to it); stops it by PID afterwards."""
+    test's redis-server or a proxy to it), with `extra` environment; stops it by PID afterwards."""
     started: list[subprocess.Popen] = []
 
-    def run(worker_redis_url: str) -> FaultRun:
+    def run(worker_redis_url: str, extra: dict[str, str] | None = None) -> FaultRun:
         ladder, settings = one_partition_stream(broker_url, worker_redis_url)
         port = free_port()
-        env = worker_test_env([ladder], tmp_path / "faust-data")
+        env = {**worker_test_env([ladder], tmp_path / "faust-data"), **(extra or {})}
         process = start_worker(replace(settings, web_port=port), env, (tmp_path / "worker.log").open("w"))
         started.append(process)
         wait_ready(process, f"http://127.0.0.1:{port}/readyz")
@@ -92,8 +92,10 @@ def run_on(
         stop_process(process)
 
 
-def through_a_fault(run: FaultRun, start: Callable[[], None], end: Callable[[], None], says: str) -> None:
-    """Publish, start the fault, publish more; once /readyz names it (`says`) for `HOLD`
+def through_a_fault(
+    run: FaultRun, start: Callable[[], None], end: Callable[[], None], says: str, hold: int = HOLD
+) -> None:
+    """Publish, start the fault, publish more; once /readyz names it (`says`) for `hold`
     seconds end it, publish the rest; then the oracle: /readyz 200, nothing dead-lettered,
     the applied counter exact, the states equal to a replay."""
     run.publish(0, BEFORE)
@@ -102,7 +104,7 @@ def through_a_fault(run: FaultRun, start: Callable[[], None], end: Callable[[], 
     try:
         run.publish(BEFORE, BEFORE + DURING)
         wait_for(lambda: says in run.reason(), f"/readyz naming {says!r}", timeout=30)
-        wait_for(lambda: _lasted(run.reason()) >= HOLD, f"the fault reported for {HOLD} s", timeout=30)
+        wait_for(lambda: _lasted(run.reason()) >= hold, f"the fault reported for {hold} s", timeout=30)
         assert run.applied_now() < BEFORE + DURING, "the fault held nothing back"
     finally:
         end()
@@ -173,10 +175,12 @@ def test_a_network_partition_to_redis_ends_in_timeouts_and_nothing_applies_twice
 ):
     """The worker's connections to Redis go silent (no reset, nothing arrives; a commit in
     flight may land late): /readyz says the store does not answer within seconds, the worker's
-    socket timeouts end its waits, and after the heal every match is applied exactly once."""
+    socket timeout (3 s here) ends its waits — its batch is retried — and after the heal every
+    match is applied exactly once."""
     proxy = Blackhole(volatile_redis.port)
     try:
-        run = run_on(proxy.url)
-        through_a_fault(run, proxy.cut, proxy.heal, says="the store does not answer PING")
+        run = run_on(proxy.url, {env_name("redis_socket_timeout"): "3"})
+        through_a_fault(run, proxy.cut, proxy.heal, says="the store does not answer PING", hold=8)
+        assert scraped(run.port, 'stream_rater_batch_retries_total{error="store"}') > 0, "no wait timed out"
     finally:
         proxy.close()
