@@ -186,9 +186,9 @@ def store_url(args: argparse.Namespace) -> str:
 @asynccontextmanager
 async def store_for(args: argparse.Namespace) -> AsyncIterator[StateStore]:
     """The store of `store_url`, closed on the way out."""
-    from stream_rater.store import open_store
+    from stream_rater.store import RedisTimeouts, open_store
 
-    store = open_store(store_url(args))
+    store = open_store(store_url(args), timeouts=RedisTimeouts.of(settings_of(args)))
     try:
         yield store
     finally:

@@ -33,6 +33,16 @@ class Settings:
         "Redis URL, e.g. redis://host:6379/0, rediss:// for TLS, "
         "redis+cluster://host:port[,host:port…] for a Redis Cluster (empty: embedded)",
     )
+    redis_socket_timeout: float = _field(
+        10.0,
+        "seconds a Redis command may wait for its reply before the connection is given up and the "
+        "batch retried (ends the wait of a network partition; 0 = forever)",
+    )
+    redis_connect_timeout: float = _field(5.0, "seconds a connection to Redis may take to open (0 = forever)")
+    redis_health_check_interval: float = _field(
+        10.0,
+        "seconds a Redis connection may stay idle before it is checked with a PING on its next use (0 = never)",
+    )
     web_port: int = _field(6066, "port of the worker's web server (metrics, health, dashboard)")
     web_host: str = _field("127.0.0.1", "address the web server binds to")
     ladders_file: str = _field("", "TOML file of ladders (model and parameters per ladder)")

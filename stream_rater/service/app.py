@@ -42,11 +42,11 @@ from stream_rater.processor import Processor
 from stream_rater.service import metrics
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
-from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics
+from stream_rater.service.pipeline import BatchHandler, BatchPipeline, StoreRefusal, Topics
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.web import register_web
-from stream_rater.store import StateStore, open_store
+from stream_rater.store import RedisTimeouts, StateStore, open_store
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +103,7 @@ def create_app(
         app, maxsize=max(4096, settings.batch_size * 4)
     )
 
-    store = TimedStore(
-        store
-        or open_store(
-            settings.redis_url, history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
-        )
-    )
+    store = TimedStore(store or open_worker_store(settings))
     stopping = asyncio.Event()
 
     async def send(records: list[Record]) -> None:
@@ -117,7 +112,8 @@ def create_app(
         await send_batched(aiokafka_producer(app), records)
 
     stopped: dict[str, str] = {}
-    recent = register_web(app, store, ladders, settings, stopped)
+    refusal = StoreRefusal()
+    recent = register_web(app, store, ladders, settings, stopped, refusal.reason)
     handler = BatchHandler(
         Processor(ladders, store, suspect_empty=suspect_empty, known_states=settings.known_states),
         ladders,
@@ -127,6 +123,7 @@ def create_app(
         stopping=stopping.is_set,
         on_batch=recent.record,
         stopped=stopped,
+        refusal=refusal,
         partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
     guard = handler.guard = LossGuard(
@@ -172,9 +169,7 @@ def create_app(
         settings,
         ladders,
         send,
-        lambda: open_store(
-            settings.redis_url, history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
-        ),
+        lambda: open_worker_store(settings),
     )
 
     carrying_out: set[asyncio.Task[Any]] = set()
@@ -236,11 +231,21 @@ def time_gc_pauses() -> None:
     gc.callbacks.append(callback)
 
 
+def open_worker_store(settings: Settings) -> StateStore:
+    """The store at `settings.redis_url` as the worker's settings configure it."""
+    return open_store(
+        settings.redis_url,
+        history_limit=settings.history_limit,
+        marker_ttl=settings.marker_ttl,
+        timeouts=RedisTimeouts.of(settings),
+    )
+
+
 async def store_looks_lost(settings: Settings) -> bool:
     """True when the store holds no ladder although the consumer group has committed offsets
     of the matches topic: what was applied is gone (a Redis restarted without persistence,
     FLUSHDB). The worker then applies no ladder until it is rebuilt from the topic."""
-    store = open_store(settings.redis_url)
+    store = open_store(settings.redis_url, timeouts=RedisTimeouts.of(settings))
     try:
         if await store.ladders():
             return False

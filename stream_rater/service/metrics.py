@@ -81,6 +81,15 @@ STORE_LOSSES = Counter(
 LADDERS_STOPPED = Gauge(
     "stream_rater_ladders_stopped", "Ladders not being applied because their stored data was lost"
 )
+STORE_REFUSALS = Counter(
+    "stream_rater_store_refusals",
+    "Store operations Redis refused on a healthy connection (the batch is held and retried), "
+    "by reason: the lower-case error code (oom, readonly, misconf, noreplicas, masterdown, busy, ...)",
+    ["reason"],
+)
+STORE_REFUSING = Gauge(
+    "stream_rater_store_refusing", "1 while a batch is held because Redis refuses its writes, else 0"
+)
 DEAD_LETTERS = Counter("stream_rater_dead_letters", "Events written to the dead-letter topic")
 RATING_CHANGES = Counter("stream_rater_rating_changes_emitted", "Rating-changed events produced")
 COMMIT_CONFLICTS = Counter("stream_rater_commit_conflicts", "Store commits refused by the version check")

@@ -29,11 +29,13 @@ from stream_rater.processor import (
     Processor,
     StoreLost,
     TooManyConflicts,
+    Unratable,
     is_late,
     process_skipping,
 )
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message, OrderWatch
+from stream_rater.store.status import server_refusal
 from stream_rater.waiting import backoff
 
 if TYPE_CHECKING:
@@ -98,6 +100,45 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
 TRANSIENT_ERRORS = _transient_errors()
 
 
+class StoreRefusal:
+    """Whether Redis refuses the worker's writes now (`server_refusal`), what it said and
+    since when: the handler notes each refusal and lifts it at the next store success;
+    readiness reports `reason`. Logged once per outage (and again if the refusal changes)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.code: str | None = None
+        self.message = ""
+        self.since = 0.0
+
+    def note(self, code: str, exc: BaseException) -> None:
+        """Count a refusal with error code `code`; the first of an outage is logged."""
+        metrics.STORE_REFUSALS.labels(code.lower()).inc()
+        message = str(exc) if str(exc).startswith(code) else f"{code} {exc}"
+        if self.code != code:
+            log.error(
+                "the store refuses writes (%s); the batch is held and retried until it accepts them", message
+            )
+        if self.code is None:
+            self.since = self.clock()
+            metrics.STORE_REFUSING.set(1)
+        self.code, self.message = code, message
+
+    def lift(self) -> None:
+        """The store accepted a batch: the outage, if any, is over."""
+        if self.code is None:
+            return
+        log.warning("the store accepts writes again after %.0f s of %s", self.clock() - self.since, self.code)
+        self.code = None
+        metrics.STORE_REFUSING.set(0)
+
+    def reason(self) -> str | None:
+        """Why the worker is not ready, while the store refuses; else None."""
+        if self.code is None:
+            return None
+        return f"the store refuses writes: {self.message} (for {self.clock() - self.since:.0f} s)"
+
+
 class BatchHandler:
     """Processes one consumed batch end to end; see the module docstring for the order."""
 
@@ -115,6 +156,7 @@ class BatchHandler:
         partition_count: Callable[[str], int | None] = lambda topic: None,
         stopped: dict[str, str] | None = None,
         guard: LossGuard | None = None,
+        refusal: StoreRefusal | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
         and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
@@ -122,7 +164,8 @@ class BatchHandler:
         (ladder → reason) is filled while a ladder cannot be applied because the store lost
         it; readiness reads it. `guard`, if given, checks each partition for a lost store before
         its batches are applied, and holds lost ladders (its `report` and `recovered` should be
-        this handler's `report_loss` and `recovered`)."""
+        this handler's `report_loss` and `recovered`). `refusal` is set while Redis refuses the
+        batch's writes; readiness reads it too."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -135,6 +178,7 @@ class BatchHandler:
         #: Ladder → why it is not being applied (a lost store); readiness reports it.
         self.stopped: dict[str, str] = {} if stopped is None else stopped
         self.guard = guard
+        self.refusal = StoreRefusal() if refusal is None else refusal
 
     def report_loss(self, exc: StoreLost) -> None:
         """Note a ladder not applied because the store lost it: readiness, metrics, the log
@@ -272,11 +316,16 @@ class BatchHandler:
             await self.send(outgoing)
 
     async def _retry(self, what: str, action: Callable[[], Awaitable[_T]]) -> _T:
-        """Run `action` until it succeeds; transient errors back off (jittered, capped).
+        """Run `action` until it succeeds; errors back off (jittered, capped).
 
-        A lost store (`StoreLost`) is waited out the same way — nothing of the batch is
-        applied or acknowledged until an operator rebuilds the ladder — and, meanwhile, the
-        ladder is in `stopped` (readiness says so), counted, and logged once as an error."""
+        Only a match the model cannot rate (`Unratable`, input) is raised, to be dead-lettered.
+        Everything else is infrastructure, waited out and never dead-lettered: a transient
+        error (a lost connection, a timeout, a broker error), Redis refusing the writes
+        (`server_refusal`: OOM, READONLY, MISCONF, …; `refusal` says so meanwhile), and any
+        other error (logged with its traceback at every retry). A lost store (`StoreLost`)
+        too — nothing of the batch is applied or acknowledged until an operator rebuilds the
+        ladder — and, meanwhile, the ladder is in `stopped` (readiness says so), counted, and
+        logged once as an error."""
         retry_delays = backoff(0.05, self.max_backoff)
         lost_delays = backoff(self.max_backoff, self.max_backoff)
         while True:
@@ -288,21 +337,30 @@ class BatchHandler:
                     raise WorkerStopping(f"{what}: {exc}") from exc
                 await asyncio.sleep(next(lost_delays))
                 continue
-            except TRANSIENT_ERRORS as exc:
+            except Unratable:
+                raise
+            except Exception as exc:
                 metrics.BATCH_RETRIES.labels(what).inc()
                 if self.stopping():
                     raise WorkerStopping(f"{what} still failing at shutdown: {exc!r}") from exc
                 delay = next(retry_delays)
-                log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+                code = server_refusal(exc)
+                if code is not None:
+                    self.refusal.note(code, exc)
+                elif isinstance(exc, TRANSIENT_ERRORS):
+                    log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+                else:
+                    log.error("%s failed; the batch is held and retried in %.2f s", what, delay, exc_info=exc)
                 await asyncio.sleep(delay)
                 continue
-            if self.stopped and what == "store":
-                self._applied_again()
+            if what == "store":
+                self._applying()
             return outcome
 
-    def _applied_again(self) -> None:
-        """A batch went through: the stopped ladders are applied again, but those the guard
-        still holds."""
+    def _applying(self) -> None:
+        """A store action succeeded: a refusal is over, and the stopped ladders are applied
+        again, but those the guard still holds."""
+        self.refusal.lift()
         held = self.guard.lost if self.guard is not None else {}
         back = sorted(ladder for ladder in self.stopped if ladder not in held)
         if back:

@@ -5,8 +5,9 @@ dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
 ``GET /metrics``                                       Prometheus text format (`stream_rater.service.metrics`)
 ``GET /healthz``                                       200 while the event loop answers
 ``GET /readyz``                                        200 when partitions of the matches topic are
-                                                       assigned here, the broker and Redis answer and
-                                                       no ladder is stopped by a lost store, else
+                                                       assigned here, the broker and Redis answer,
+                                                       Redis does not refuse writes (OOM, READONLY,
+                                                       …) and no ladder is stopped by a lost store, else
                                                        503 with ``{"ready": false, "reason": ...}``
 ``GET /``                                              the dashboard (static page + ``/static/*``)
 ``GET /api/overview``                                  totals, lag per partition, per-second series
@@ -206,13 +207,17 @@ class Dashboard:
         settings: Settings,
         recent: Recent,
         stopped: Mapping[str, str],
+        refusal: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """`stopped` maps each ladder not being applied to why; `refusal()` says why the
+        store refuses writes while it does (None otherwise)."""
         self.app = app
         self.store = store
         self.ladders = ladders
         self.settings = settings
         self.recent = recent
         self.stopped = stopped
+        self.refusal = refusal
         self.started = time.time()
         #: Dependency → monotonic time of the first failed probe of its current outage.
         self._failing_since: dict[str, float] = {}
@@ -260,8 +265,8 @@ class Dashboard:
         return response
 
     async def readyz(self, request: web.Request) -> web.Response:
-        """Readiness: partitions assigned here, the broker and Redis answering, no ladder
-        stopped by a lost store."""
+        """Readiness: partitions assigned here, the broker and Redis answering, Redis not
+        refusing writes, no ladder stopped by a lost store."""
         topic = self.settings.topic_matches
         partitions = assigned_partitions(self.app, topic)
         reasons = [] if partitions else [f"no partition of topic {topic!r} is assigned to this worker"]
@@ -277,6 +282,8 @@ class Dashboard:
             await broker_answers(self.app, PING_TIMEOUT),
             f"the broker does not answer a metadata request within {PING_TIMEOUT:g} s",
         )
+        refused = self.refusal()
+        reasons += [refused] if refused else []
         reasons += [f"not applying: {reason}" for _, reason in sorted(self.stopped.items())]
         if reasons:
             return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
@@ -444,13 +451,19 @@ class WebServer(Service):
 
 
 def register_web(
-    app: faust.App, store: StateStore, ladders: Ladders, settings: Settings, stopped: Mapping[str, str]
+    app: faust.App,
+    store: StateStore,
+    ladders: Ladders,
+    settings: Settings,
+    stopped: Mapping[str, str],
+    refusal: Callable[[], str | None] = lambda: None,
 ) -> Recent:
     """Make `app` serve this module's endpoints and measure consumer lag; returns the `Recent`
     buffers whose ``record`` is `BatchHandler`'s ``on_batch`` hook. `stopped` is the handler's
-    ladder → reason map of ladders not being applied (readiness reports them)."""
+    ladder → reason map of ladders not being applied and `refusal` says why the store refuses
+    writes (readiness reports both)."""
     recent = Recent()
-    dashboard = Dashboard(app, store, ladders, settings, recent, stopped)
+    dashboard = Dashboard(app, store, ladders, settings, recent, stopped, refusal)
     app.web_server(WebServer(dashboard.routes(), settings.web_host, settings.web_port))
 
     async def sample_throughput() -> None:

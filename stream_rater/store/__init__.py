@@ -7,11 +7,13 @@
 """
 
 from stream_rater.store.base import (
+    DEFAULT_TIMEOUTS,
     Commit,
     CommitConflict,
     Lookup,
     PlayerState,
     ReadRequest,
+    RedisTimeouts,
     Snapshot,
     StateStore,
     StateWrite,
@@ -23,6 +25,7 @@ __all__ = [
     "Lookup",
     "PlayerState",
     "ReadRequest",
+    "RedisTimeouts",
     "Snapshot",
     "StateStore",
     "StateWrite",
@@ -30,9 +33,12 @@ __all__ = [
 ]
 
 
-def open_store(url: str, *, history_limit: int = 100, marker_ttl: float = 0.0) -> StateStore:
+def open_store(
+    url: str, *, history_limit: int = 100, marker_ttl: float = 0.0, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS
+) -> StateStore:
     """A store for `url`: ``memory``, ``redis://…``/``rediss://…``/``unix://…``, or a Redis
-    Cluster's ``redis+cluster://host:port[,host:port…]``/``rediss+cluster://…``."""
+    Cluster's ``redis+cluster://host:port[,host:port…]``/``rediss+cluster://…``; a Redis
+    client waits as long as `timeouts` say (by default the `Settings` defaults)."""
     if url in ("memory", "memory://"):
         from stream_rater.store.memory import MemoryStore
 
@@ -40,7 +46,7 @@ def open_store(url: str, *, history_limit: int = 100, marker_ttl: float = 0.0) -
     if url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")):
         from stream_rater.store.redis_store import RedisStore
 
-        return RedisStore.from_url(url, history_limit=history_limit, marker_ttl=marker_ttl)
+        return RedisStore.from_url(url, timeouts=timeouts, history_limit=history_limit, marker_ttl=marker_ttl)
     raise ValueError(
         f"unknown store URL {url!r}: use 'memory', 'redis://host:port/db' or "
         "'redis+cluster://host:port[,host:port…]'"

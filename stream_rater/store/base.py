@@ -28,6 +28,43 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from stream_rater.config.settings import Settings
+
+
+@dataclass(frozen=True)
+class RedisTimeouts:
+    """How long a Redis client waits, in seconds (0 = forever): for a reply (`socket`), for a
+    connection to open (`connect`); and after how long idle a connection is checked with a
+    PING before its next use (`health_check`, 0 = never). TCP keepalive is always on. So a
+    network partition — packets dropped, no connection reset — ends in an error the worker
+    retries rather than in a wait without end."""
+
+    socket: float = Settings.redis_socket_timeout
+    connect: float = Settings.redis_connect_timeout
+    health_check: float = Settings.redis_health_check_interval
+
+    @classmethod
+    def of(cls, settings: Settings) -> RedisTimeouts:
+        """The timeouts `settings` configure."""
+        return cls(
+            settings.redis_socket_timeout,
+            settings.redis_connect_timeout,
+            settings.redis_health_check_interval,
+        )
+
+    def client_options(self) -> dict[str, Any]:
+        """The redis-py client (or connection pool) keyword arguments for these timeouts."""
+        return {
+            "socket_timeout": self.socket or None,
+            "socket_connect_timeout": self.connect or None,
+            "health_check_interval": self.health_check,
+            "socket_keepalive": True,
+        }
+
+
+#: The `Settings` defaults: what a client made without settings waits.
+DEFAULT_TIMEOUTS = RedisTimeouts()
+
 #: A rating-changed event in its wire form (`stream_rater.contracts.rating_changed`).
 Event = dict[str, Any]
 #: Why a match was voided: ``{"reason", "at"}``.

@@ -67,6 +67,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
 from stream_rater.store.base import (
+    DEFAULT_TIMEOUTS,
     Commit,
     CommitConflict,
     Event,
@@ -75,6 +76,7 @@ from stream_rater.store.base import (
     Lookup,
     PlayerState,
     ReadRequest,
+    RedisTimeouts,
     Snapshot,
     StateStore,
     Void,
@@ -226,17 +228,24 @@ class RedisStore(StateStore):
         self._live: dict[str, int] = {}
 
     @classmethod
-    def from_url(cls, url: str, max_connections: int = MAX_CONNECTIONS, **kwargs: Any) -> RedisStore:
+    def from_url(
+        cls,
+        url: str,
+        max_connections: int = MAX_CONNECTIONS,
+        timeouts: RedisTimeouts = DEFAULT_TIMEOUTS,
+        **kwargs: Any,
+    ) -> RedisStore:
         """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``), or
         on the Redis Cluster at ``redis+cluster://host:port[,host:port…]`` (``rediss+cluster://``
         for TLS; see `stream_rater.store.cluster`).
 
         At most `max_connections` connections (per cluster node); a request beyond them waits
         for a free one (rather than failing with "Too many connections", as concurrent reads of
-        the read API under load otherwise do)."""
+        the read API under load otherwise do). Every connection waits as `timeouts` say."""
+        options = timeouts.client_options()
         if is_cluster_url(url):
-            return cls(cluster_client(url, max_connections), **kwargs)
-        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections)
+            return cls(cluster_client(url, max_connections, **options), **kwargs)
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, **options)
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
     async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:

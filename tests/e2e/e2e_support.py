@@ -7,7 +7,9 @@ import asyncio
 import json
 import shutil
 import signal
+import socket
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -174,12 +176,82 @@ def missing_updates(settings: Settings, ladder: str, matches: list[dict]) -> lis
 def counted(port: int, ladder: str | None, metric: str = "stream_rater_matches_applied_total") -> float:
     """A worker's counter for `ladder` (None: a counter without labels), read from its
     /metrics (0 when never incremented)."""
-    prefix = f"{metric} " if ladder is None else f'{metric}{{ladder="{ladder}"}} '
+    return scraped(port, metric if ladder is None else f'{metric}{{ladder="{ladder}"}}')
+
+
+def scraped(port: int, sample: str) -> float:
+    """The value of one `sample` (``name`` or ``name{labels}``, as the exposition writes it)
+    on a worker's /metrics (0 when absent: a counter never incremented)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         for line in response.read().decode().splitlines():
-            if line.startswith(prefix):
+            if line.startswith(f"{sample} "):
                 return float(line.split()[-1])
     return 0.0
+
+
+class Blackhole:
+    """A TCP proxy on a free port to ``127.0.0.1:target`` that a test can `cut` as a network
+    partition does: no socket is closed or reset, nothing arrives — the bytes sent meanwhile
+    are held, as TCP holds unacknowledged data, and go on after `heal` (to a peer that may
+    have given up by then). Threads, stopped by `close`."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closed = False
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        """Stop forwarding in both directions; every connection stays open."""
+        self.flowing.clear()
+
+    def heal(self) -> None:
+        """Forward again, the held bytes first."""
+        self.flowing.set()
+
+    def close(self) -> None:
+        """Stop listening and close every connection."""
+        self.closed = True
+        self.flowing.set()
+        for sock in [self.listener, *self.sockets]:
+            _hang_up(sock)
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                return
+            self.sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                self.flowing.wait()
+                if self.closed:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            _hang_up(sock)
+
+
+def _hang_up(sock: socket.socket) -> None:
+    """Shut `sock` down (waking a thread blocked on it) and close it."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
 
 
 def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings]:

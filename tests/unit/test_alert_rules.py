@@ -12,9 +12,8 @@ import pytest
 from test_deploy import exported_series, load_yaml, promql_metric_names
 
 PROMETHEUS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
-#: Metrics the rules read that the worker does not export (yet): `up` is Prometheus's own;
-#: the store-refusal metrics come with the Redis-refusal handling (issue #33).
-NOT_EXPORTED = {"up", "stream_rater_store_refusals_total", "stream_rater_store_refusing"}
+#: Metrics the rules read that the worker does not export: `up` is Prometheus's own.
+NOT_EXPORTED = {"up"}
 #: Commands a runbook may name to recover.
 RECOVERY_COMMANDS = ("stream-rater ", "kubectl ", "docker compose ")
 

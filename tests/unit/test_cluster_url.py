@@ -7,7 +7,8 @@ import pytest
 import redis.exceptions
 from redis.asyncio.connection import SSLConnection
 
-from stream_rater.store import open_store
+from stream_rater.config.settings import Settings
+from stream_rater.store import RedisTimeouts, open_store
 from stream_rater.store.cluster import ClusterClient, is_cluster_url, parse_cluster_url
 from stream_rater.store.redis_store import RedisStore
 
@@ -58,3 +59,29 @@ async def test_an_unreachable_cluster_is_a_transient_connection_error():
         await store.read("ladder", ["a"], [], ["m1"])
     assert not await store.ping()
     await store.close()
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:1/0", "redis+cluster://127.0.0.1:1,127.0.0.1:2"])
+async def test_every_store_client_waits_as_long_as_its_timeouts_say(url: str):
+    """The store factory hands the configured timeouts, health checks and TCP keepalive to the
+    client of a single Redis and of a Redis Cluster alike (a partition then ends in an error)."""
+    store = open_store(url, timeouts=RedisTimeouts(socket=3.0, connect=2.0, health_check=7.0))
+    assert isinstance(store, RedisStore)
+    client = store.client
+    options = (
+        client.get_connection_kwargs()
+        if isinstance(client, ClusterClient)
+        else client.connection_pool.connection_kwargs
+    )
+    assert {k: options[k] for k in ("socket_timeout", "socket_connect_timeout", "health_check_interval")} == {
+        "socket_timeout": 3.0,
+        "socket_connect_timeout": 2.0,
+        "health_check_interval": 7.0,
+    }
+    assert options["socket_keepalive"] is True
+    await store.close()
+
+
+def test_the_default_timeouts_are_the_settings_defaults():
+    """A tool that opens a store without settings waits as a worker with default settings."""
+    assert RedisTimeouts() == RedisTimeouts.of(Settings()) == RedisTimeouts(10.0, 5.0, 10.0)

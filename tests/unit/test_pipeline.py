@@ -25,6 +25,7 @@ from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
 from stream_rater.store import Commit, CommitConflict, StateWrite
 from stream_rater.store.memory import MemoryStore
+from stream_rater.store.status import server_refusal
 from stream_rater.waiting import wait_until_async
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
@@ -354,17 +355,19 @@ async def test_after_a_failed_batch_no_later_batch_is_committed_or_acknowledged(
 
 
 class LostReplyStore(MemoryStore):
-    """Runs the first commit, then fails as if its reply was lost on the way back."""
+    """Runs the first commit, then fails as if its reply was lost on the way back (by default
+    the connection dropped; `error` a socket timeout in a network partition, say)."""
 
-    def __init__(self) -> None:
+    def __init__(self, error: Exception | None = None) -> None:
         super().__init__()
         self.lose = True
+        self.error = error or redis.exceptions.ConnectionError("reply lost")
 
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         refusals = await super().commit_many(commits)
         if self.lose:
             self.lose = False
-            raise redis.exceptions.ConnectionError("reply lost")
+            raise self.error
         return refusals
 
 
@@ -372,12 +375,22 @@ def counted(metric, ladder: str = "default") -> float:
     return metric.labels(ladder)._value.get()
 
 
-async def test_a_commit_whose_reply_was_lost_counts_as_applied_not_duplicate():
+@pytest.mark.parametrize(
+    "error",
+    [
+        redis.exceptions.ConnectionError("reply lost"),
+        redis.exceptions.TimeoutError("Timeout reading from socket"),
+    ],
+)
+async def test_a_commit_whose_reply_was_lost_counts_as_applied_not_duplicate(error):
     """The retry finds the markers of its own commit: applied goes up by the matches, duplicates
-    not at all, and each event is produced once."""
+    not at all, and each event is produced once — also when the commit timed out (a socket
+    timeout ending a network partition: it may or may not have been applied)."""
     applied, duplicate = counted(metrics.MATCHES_APPLIED), counted(metrics.MATCHES_DUPLICATE)
     producer = Producer()
-    await handler(LostReplyStore(), producer).handle([record(f"r{i}", "a", "b", offset=i) for i in range(3)])
+    store = LostReplyStore(error)
+    await handler(store, producer).handle([record(f"r{i}", "a", "b", offset=i) for i in range(3)])
+    assert (await store.players("default"))["a"].games == 3
     assert (counted(metrics.MATCHES_APPLIED) - applied, counted(metrics.MATCHES_DUPLICATE) - duplicate) == (
         3,
         0,
@@ -467,3 +480,152 @@ async def test_replay_and_verify_skip_the_matches_the_worker_dead_letters_and_eq
     report = await compare(store, LADDERS, history, live)
     assert report.differences == [] and len(report.skipped) == 3
     assert "3 the model could not rate" in report.lines()[-1]
+
+
+#: What redis-py raises for Redis's refusals, as the real redis-server words them (a refusal
+#: inside a commit script keeps its code; older servers wrap it in a script error).
+REFUSALS = [
+    (
+        redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'. script: 3f1a"),
+        "OOM",
+    ),
+    (redis.exceptions.ReadOnlyError("You can't write against a read only replica. script: 3f1a"), "READONLY"),
+    (
+        redis.exceptions.ResponseError("MISCONF Errors writing to the AOF file: No space left on device"),
+        "MISCONF",
+    ),
+    (redis.exceptions.ResponseError("NOREPLICAS Not enough good replicas to write."), "NOREPLICAS"),
+    (
+        redis.exceptions.MasterDownError("Link with MASTER is down and replica-serve-stale-data is 'no'."),
+        "MASTERDOWN",
+    ),
+    (redis.exceptions.ResponseError("BUSY Redis is busy running a script."), "BUSY"),
+    (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), "LOADING"),
+    (redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"), "TRYAGAIN"),
+    (redis.exceptions.ClusterDownError("The cluster is down"), "CLUSTERDOWN"),
+    (
+        redis.exceptions.ResponseError(
+            "Error running script (call to f_3f1a): @user_script:12: -OOM command not allowed when used memory"
+        ),
+        "OOM",
+    ),
+]
+
+
+@pytest.mark.parametrize(("error", "code"), REFUSALS)
+def test_server_refusals_are_known_by_class_or_code(error, code):
+    """Each refusal is classified with its code, whether redis-py gave it a class or only the
+    message names it (at its start, or wrapped in a script error)."""
+    assert server_refusal(error) == code
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        redis.exceptions.ResponseError("ERR value is not an integer or out of range"),
+        redis.exceptions.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        redis.exceptions.ResponseError("BUSYKEY Target key name already exists."),
+        redis.exceptions.ResponseError("ERR Error running script: @user_script:3: OOM in a user's message"),
+        redis.exceptions.ConnectionError("Connection reset by peer"),
+        ZeroDivisionError("OOM"),
+    ],
+)
+def test_other_errors_are_no_server_refusals(error):
+    """A request's own error, a lost connection or a model's exception is no refusal."""
+    assert server_refusal(error) is None
+
+
+class RefusingStore(MemoryStore):
+    """Refuses every commit with `error` while `refusing` is set (as a Redis at maxmemory)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+        self.refusing = asyncio.Event()
+        self.refused = 0
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        if self.refusing.is_set():
+            self.refused += 1
+            raise self.error
+        return await super().commit_many(commits)
+
+
+async def refused(store: RefusingStore, times: int) -> None:
+    """Return once `store` has refused `times` commits."""
+
+    async def enough() -> bool:
+        return store.refused >= times
+
+    await wait_until_async(enough, f"{times} refused commits", 5, interval=0.001)
+
+
+def refusals(reason: str) -> float:
+    return metrics.STORE_REFUSALS.labels(reason)._value.get()
+
+
+@pytest.mark.parametrize(("error", "code"), REFUSALS)
+async def test_a_refused_batch_is_held_until_the_store_accepts_it(error, code, caplog):
+    """While Redis refuses the commit the batch is neither applied, produced nor dead-lettered;
+    the refusal is counted by its code, reported (`refusal.reason`, the gauge) and logged at
+    error level once; when Redis accepts again the batch lands once and readiness is back."""
+    store, producer = RefusingStore(error), Producer()
+    work = handler(store, producer)
+    store.refusing.set()
+    before = refusals(code.lower())
+    task = asyncio.ensure_future(work.handle([record("m1", "a", "b"), record("m2", "c", "d", offset=1)]))
+    await refused(store, 3)
+    assert (task.done(), producer.sent, await store.players("default")) == (False, [], {})
+    reason = work.refusal.reason()
+    assert reason is not None and reason.startswith(f"the store refuses writes: {code}")
+    assert metrics.STORE_REFUSING._value.get() == 1
+    assert refusals(code.lower()) - before == store.refused
+    assert (
+        len([r for r in caplog.records if r.levelname == "ERROR" and "refuses writes" in r.getMessage()]) == 1
+    )
+    store.refusing.clear()
+    result = await asyncio.wait_for(task, 5)
+    assert [r.duplicate for r in result.results] == [False, False]
+    assert {t for t, _, _, _ in producer.sent} == {"updates"}
+    assert (work.refusal.reason(), metrics.STORE_REFUSING._value.get()) == (None, 0)
+
+
+async def test_a_refusal_in_the_one_by_one_fallback_is_held_not_dead_lettered(monkeypatch):
+    """A batch holding a match the model cannot process falls back to one match at a time; a
+    refusal met there holds the match it met (not dead-lettered), and once Redis accepts again
+    only the bad match is in the DLQ and every other one is applied."""
+    model = LADDERS.get("default").rating_model
+    real = model.rate_match
+    store = RefusingStore(redis.exceptions.ReadOnlyError("You can't write against a read only replica."))
+
+    calls = []
+
+    def fail_on_bad(teams, outcome):
+        if any(r.mu == 99.0 for team in teams for r in team):
+            if not calls:
+                store.refusing.set()  # Redis starts refusing as the fallback begins
+            calls.append(teams)
+            raise ZeroDivisionError("boom")
+        return real(teams, outcome)
+
+    await handler(store, Producer()).handle([record("seed", "z", "y")])
+    players = await store.players("default")
+    await store.commit(
+        Commit("default", [StateWrite("z", players["z"]._replace(mu=99.0, version=2), 1)], {"poke": []})
+    )
+    monkeypatch.setattr(model, "rate_match", fail_on_bad)
+    producer = Producer()
+    work = handler(store, producer)
+    task = asyncio.ensure_future(
+        work.handle(
+            [record("m1", "a", "b"), record("m2", "z", "c", offset=1), record("m3", "d", "e", offset=2)]
+        )
+    )
+    await refused(store, 3)
+    assert not task.done() and work.refusal.reason() is not None
+    store.refusing.clear()
+    await asyncio.wait_for(task, 5)
+    dead = [json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "dlq"]
+    assert dead == ["m2"]
+    assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "updates"} == {"m1", "m3"}
+    assert (await store.players("default"))["a"].games == 1

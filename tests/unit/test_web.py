@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import faust
 import pytest
+import redis.exceptions
 from aiohttp.test_utils import TestClient, TestServer
 from aiokafka.errors import KafkaConnectionError
 from faust.exceptions import ConsumerNotStarted
@@ -19,6 +20,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.service import metrics
+from stream_rater.service.pipeline import StoreRefusal
 from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
 from stream_rater.store.memory import MemoryStore
 
@@ -95,6 +97,7 @@ async def serve(
     *,
     broker: Broker | None = None,
     stopped: dict[str, str] | None = None,
+    refusal: StoreRefusal | None = None,
 ) -> TestClient:
     dashboard = Dashboard(
         SimpleNamespace(consumer=consumer, producer=broker or Broker()),
@@ -103,6 +106,7 @@ async def serve(
         Settings(topic_matches=TOPIC, history_limit=50),
         recent or Recent(),
         stopped or {},
+        (refusal or StoreRefusal()).reason,
     )
     client = TestClient(TestServer(dashboard.routes()))
     await client.start_server()
@@ -278,6 +282,32 @@ async def test_each_scrape_sets_readiness_and_the_partition_gauges(rated):
         assert gauge("stream_rater_partitions_assigned", topic=TOPIC) == 0
         metrics.READY.set(1)
         assert (await client.get("/readyz")).status == 503 and gauge("stream_rater_ready") == 0
+    finally:
+        await client.close()
+
+
+async def test_not_ready_while_the_store_refuses_writes_and_ready_once_it_accepts_them():
+    """Redis answering PING but refusing writes (OOM here) makes /readyz 503 naming the
+    refusal and how long it has lasted; once a commit succeeds (`lift`) it is 200 again."""
+    now = [100.0]
+    refusal = StoreRefusal(clock=lambda: now[0])
+    client = await serve(ASSIGNED, MemoryStore(), refusal=refusal)
+    try:
+        refusal.note(
+            "OOM", redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+        )
+        now[0] = 112.0
+        response = await client.get("/readyz")
+        assert (response.status, await response.json()) == (
+            503,
+            {
+                "ready": False,
+                "reason": "the store refuses writes: OOM command not allowed when used memory > 'maxmemory'. "
+                "(for 12 s)",
+            },
+        )
+        refusal.lift()
+        assert (await client.get("/readyz")).status == 200
     finally:
         await client.close()
 
