@@ -127,7 +127,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
     with LocalRuntime(
-        topics=settings.topics(), broker=args.local_broker, brokers=args.brokers, **cluster
+        topics=settings.topics(),
+        topic_configs=settings.topic_configs(),
+        broker=args.local_broker,
+        brokers=args.brokers,
+        **cluster,
     ) as runtime:
         settings = settings.override(
             broker=runtime.broker_url,

@@ -200,7 +200,7 @@ def run_demo(
     from stream_rater.local.runtime import LocalRuntime, free_port
 
     events = list(football_events(data, DEMO_LADDER))[:limit]
-    with LocalRuntime(topics=settings.topics()) as runtime:
+    with LocalRuntime(topics=settings.topics(), topic_configs=settings.topic_configs()) as runtime:
         settings = replace(
             settings,
             broker=runtime.broker_url,

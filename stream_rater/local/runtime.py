@@ -153,6 +153,7 @@ class LocalRuntime:
         self,
         topics: Mapping[str, int] | None = None,
         *,
+        topic_configs: Mapping[str, Mapping[str, str]] | None = None,
         broker: bool | BrokerKind = True,
         brokers: int = 1,
         redis: bool = True,
@@ -166,7 +167,8 @@ class LocalRuntime:
         """Configure (not start) the runtime.
 
         ``topics`` maps names to partition counts, created at start (on Apache Kafka with its
-        replication factor). ``broker`` is ``"tansu"`` (or True), ``"apache-kafka"`` (a
+        replication factor), each with its ``topic_configs`` entry if it has one (e.g.
+        `Settings.topic_configs`: the matches topic kept forever). ``broker`` is ``"tansu"`` (or True), ``"apache-kafka"`` (a
         cluster of ``brokers`` nodes) or False for none; ``redis`` whether Redis runs.
         ``startup_timeout`` defaults to 30 s per service, 120 s for Apache Kafka. Logs (and
         Kafka's log dirs) go to ``workdir`` (kept) or a temp dir (removed at stop). A child that
@@ -182,6 +184,7 @@ class LocalRuntime:
         if brokers != 1 and kind != "apache-kafka":
             raise ValueError(f"brokers={brokers} needs broker='apache-kafka'")
         self.topics: dict[str, int] = dict(topics or {})
+        self.topic_configs = {name: dict(config) for name, config in (topic_configs or {}).items()}
         self.broker_kind: BrokerKind | None = kind or None
         self.brokers = brokers
         self._want_redis = redis
@@ -220,7 +223,11 @@ class LocalRuntime:
             if self.broker_kind:
                 _run_sync(
                     create_topics(
-                        self.broker_url, self.topics, self.replication_factor, timeout=self.startup_timeout
+                        self.broker_url,
+                        self.topics,
+                        self.replication_factor,
+                        timeout=self.startup_timeout,
+                        configs=self.topic_configs,
                     )
                 )
             if self._want_redis and self.redis_cluster:

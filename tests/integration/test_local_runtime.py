@@ -16,8 +16,9 @@ import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from helpers import consume_until, wait_for
+from helpers import consume_until, topic_config, wait_for
 
+from stream_rater.config.settings import Settings
 from stream_rater.kafka import TopicError, create_topics, send_batched
 from stream_rater.local import runtime as local_runtime
 from stream_rater.local.runtime import (
@@ -35,9 +36,10 @@ GROUP_SESSION_MS = 3000  # Tansu delays joins by about session_timeout / 2 (more
 
 @pytest.fixture(scope="module")
 def runtime() -> Iterator[LocalRuntime]:
-    """One runtime for the module, with an 8-partition ``matches`` topic."""
+    """One runtime for the module, with an 8-partition ``matches`` topic kept forever (as
+    `dev` and `demo` create it: `Settings.topic_configs`)."""
     try:
-        with LocalRuntime(topics={MATCHES: 8}) as rt:
+        with LocalRuntime(topics={MATCHES: 8}, topic_configs=Settings().topic_configs()) as rt:
             yield rt
     except LocalExtraMissing as exc:
         pytest.skip(str(exc))
@@ -88,6 +90,13 @@ def test_redis_answers_ping_and_persists_with_aof(runtime: LocalRuntime) -> None
 async def test_topics_given_at_start_have_their_partition_counts(runtime: LocalRuntime) -> None:
     """A topic passed to LocalRuntime(topics=...) exists with the requested 8 partitions."""
     assert await partition_count(runtime.bootstrap_servers, MATCHES) == 8
+
+
+@integration
+async def test_topics_given_at_start_have_their_configs(runtime: LocalRuntime) -> None:
+    """The matches topic is created with ``retention.ms=-1``, as the worker creates it."""
+    config = await topic_config(runtime.bootstrap_servers, MATCHES)
+    assert config["retention.ms"] == "-1"
 
 
 @integration
