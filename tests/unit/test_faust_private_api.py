@@ -280,6 +280,13 @@ USED = [
         lambda v, _: v == 123,
         f"{FT}'s consumer thread sets it after construction (faust passes no value through)",
     ),
+    (
+        "aiokafka",
+        "kafka",
+        "_isolation_level",
+        lambda v, _: v == "read_uncommitted",
+        f"{FT}'s consumer thread sets it to read_committed after construction (faust reads uncommitted)",
+    ),
 ]
 
 # (distribution, faust/aiokafka function, text its source must contain, why)
@@ -325,6 +332,12 @@ CALLED = [
         AIOKafkaConsumer.start,
         "self._fetch_max_wait_ms",
         "the consumer must read the fetch wait we set when it starts",
+    ),
+    (
+        "aiokafka",
+        AIOKafkaConsumer.start,
+        "isolation_level=self._isolation_level",
+        "the consumer's fetcher must take the isolation level we set when it starts",
     ),
 ]
 
