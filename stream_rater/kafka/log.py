@@ -15,7 +15,6 @@ from stream_rater.kafka.admin import topic_partitions
 from stream_rater.kafka.security import client_options
 from stream_rater.waiting import wait_until_async
 
-
 #: How every reader of ours reads a topic, the worker's consumer included: a transaction's
 #: records once it commits, never if it aborts. A publisher that writes matches transactionally
 #: (Kafka Streams, a Java service with exactly-once) must not get matches that never happened

@@ -45,4 +45,6 @@ def test_the_codec_libraries_are_runtime_dependencies_and_in_the_image():
     extras = set(re.search(r"\[(.*?)\]", aiokafka).group(1).split(","))  # type: ignore[union-attr]
     assert {"snappy", "lz4", "zstd"} <= extras, aiokafka
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
-    assert re.search(r"^RUN python -c .*aiokafka import codec.*'gzip', 'snappy', 'lz4', 'zstd'", dockerfile, re.M)
+    assert re.search(
+        r"^RUN python -c .*aiokafka import codec.*'gzip', 'snappy', 'lz4', 'zstd'", dockerfile, re.M
+    )
