@@ -59,6 +59,7 @@ __all__ = [
     "ApacheKafkaCluster",
     "JavaToolMissing",
     "SaslSslListener",
+    "apache_kafka_missing",
     "java_binary",
     "kafka_libs",
 ]
@@ -125,6 +126,19 @@ def java_binary() -> str:
     if not found:
         raise JavaToolMissing("Apache Kafka needs java 17+ (JAVA_HOME or PATH), and none was found")
     return found
+
+
+def apache_kafka_missing(version: str = KAFKA_VERSION) -> str | None:
+    """Why `LocalRuntime` could not start Apache Kafka ``version`` here (no java; no mvn and
+    the jars not resolved yet), or None when it could."""
+    try:
+        java_binary()
+    except JavaToolMissing as exc:
+        return str(exc)
+    resolved = os.environ.get(KAFKA_HOME_ENV) or (_cache_root() / f"kafka-{version}").is_dir()
+    if not resolved and not shutil.which("mvn"):
+        return f"resolving Apache Kafka {version} needs Maven (mvn on PATH), and none was found"
+    return None
 
 
 def _cache_root() -> Path:
