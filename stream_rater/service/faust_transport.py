@@ -402,8 +402,9 @@ class App(faust.App):
 
 def held_partitions(app: faust.App) -> list[str]:
     """Why each partition still assigned here is held, in partition order (readiness says so)."""
-    assigned = app.consumer.assignment()
-    return [reason for tp, reason in sorted(_our_app(app).held.items()) if tp in assigned]
+    held = _our_app(app).held
+    assigned = app.consumer.assignment() if held else set()
+    return [reason for tp, reason in sorted(held.items()) if tp in assigned]
 
 
 def _our_app(app: AppT) -> App:
