@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaClient, AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 from e2e_support import worker_test_env
@@ -112,13 +114,13 @@ async def publish_aiokafka(settings: Settings, codec: str, matches: list[dict]) 
         await producer.stop()
 
 
-async def batch_codecs(settings: Settings, start: int) -> set[int]:
-    """The codecs of the record batches of the matches topic's partition 0 from offset `start`
-    to its end, read raw from the broker (what the worker had to decompress)."""
+async def batch_codecs(settings: Settings, start: int = 0, topic: str | None = None) -> set[int]:
+    """The codecs of the record batches of `topic`'s (default: the matches topic's) partition 0
+    from offset `start` to its end, read raw from the broker (what a consumer decompresses)."""
     client = AIOKafkaClient(bootstrap_servers=bootstrap_servers(settings.broker))
     await client.bootstrap()
     try:
-        tp = TopicPartition(settings.topic_matches, 0)
+        tp = TopicPartition(topic or settings.topic_matches, 0)
         await client._metadata_update(client.cluster, [tp.topic])
         leader, codecs, offset, end = client.cluster.leader_for_partition(tp), set(), start, start + 1
         while offset < end:
@@ -200,13 +202,31 @@ def consumed_by_java(tools: Path, settings: Settings, count: int) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+async def compress_on_the_broker(settings: Settings, *topics: str) -> None:
+    """Make the broker store `topics` zstd-compressed, whatever their producer sends (an
+    operator's topic setting): what the worker writes there is then read back compressed."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(settings.broker))
+    await admin.start()
+    try:
+        configs = {"compression.type": "zstd"}
+        await admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, t, configs=configs) for t in topics]
+        )
+    finally:
+        await admin.close()
+
+
 def test_every_client_and_codec_is_rated_and_read_back_by_every_client(stream_factory, kcat, tools):
     """aiokafka, librdkafka (kcat) and Kafka's Java producer each publish matches with every
     codec (none, gzip, snappy, lz4, zstd), keyed by ladder, with a header, idempotent and
     acks=all, to one worker: each batch is stored compressed as asked and rated; the
-    rating-changed events read back by kcat and by the Java consumer, and the stored states,
-    are exactly a replay's; `verify` and `replay --from-topic` agree."""
+    rating-changed events (stored zstd-compressed by the broker) read back by kcat, by the
+    Java consumer and by `subscribe`, and the stored states, are exactly a replay's; `verify`
+    and `replay --from-topic` agree; an lz4-compressed invalid record is dead-lettered and
+    `dlq list` (its topic zstd too) shows it."""
     stream = stream_factory(partitions=1)
+    settings = stream.settings
+    asyncio.run(compress_on_the_broker(settings, settings.topic_updates, settings.topic_dlq))
     stream.start_worker()
     publishers = {
         "aiokafka": lambda codec, batch: asyncio.run(publish_aiokafka(stream.settings, codec, batch)),
@@ -225,9 +245,43 @@ def test_every_client_and_codec_is_rated_and_read_back_by_every_client(stream_fa
             assert stored == {CODECS[codec]}, f"{client} with {codec}: batches stored with codecs {stored}"
     expected, states = replay_events(stream, sent)
     assert exact(stream.all_states()) == exact(states)
-    assert by_event_id(consumed_by_kcat(stream.settings, len(expected))) == by_event_id(expected)
-    assert by_event_id(consumed_by_java(tools, stream.settings, len(expected))) == by_event_id(expected)
+    assert by_event_id(consumed_by_kcat(settings, len(expected))) == by_event_id(expected)
+    assert by_event_id(consumed_by_java(tools, settings, len(expected))) == by_event_id(expected)
+    assert asyncio.run(batch_codecs(settings, topic=settings.topic_updates)) == {CODECS["zstd"]}
+    flags = ["--broker", settings.broker, "--topic-updates", settings.topic_updates]
+    subscribed = cli("subscribe", "--from-beginning", "--count", str(len(expected)), *flags, check=True)
+    assert by_event_id([json.loads(line) for line in subscribed.stdout.splitlines()]) == by_event_id(expected)
     offline_tools_agree(stream, expected)
+    dead_letter_listed(stream)
+
+
+def dead_letter_listed(stream: Stream) -> None:
+    """An invalid record, lz4-compressed by kcat, is dead-lettered with its reason and origin,
+    and `dlq list` reads it back from the (zstd) dead-letter topic."""
+    settings = stream.settings
+    subprocess.run(
+        ["kcat", "-P", "-b", bootstrap_servers(settings.broker), "-t", settings.topic_matches,
+         "-K", "\t", "-z", "lz4", "-H", "=".join(HEADER)],
+        input=f"{stream.ladder}\t{'not a match ' * 20}\n".encode(), check=True, timeout=60, capture_output=True,
+    )  # fmt: skip
+    flags = [
+        "--broker",
+        settings.broker,
+        "--topic-matches",
+        settings.topic_matches,
+        "--topic-dlq",
+        settings.topic_dlq,
+    ]
+
+    def listed() -> list[dict]:
+        out = cli("dlq", "list", "--json", *flags, check=True).stdout
+        return [json.loads(line) for line in out.splitlines()]
+
+    [letter] = wait_for(listed, "the invalid record dead-lettered and listed", 60)
+    headers = letter["headers"]
+    assert headers["sr-origin-topic"] == settings.topic_matches and headers[HEADER[0]] == HEADER[1]
+    assert headers["sr-reason"] and letter["value"].startswith("not a match")
+    assert asyncio.run(batch_codecs(settings, topic=settings.topic_dlq)) == {CODECS["zstd"]}
 
 
 def test_matches_of_aborted_transactions_are_never_rated(stream_factory):
