@@ -52,6 +52,7 @@ from faust.types import TP, AppT, Message
 from faust.types.transports import TransportT
 
 from stream_rater.kafka import ISOLATION_LEVEL
+from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message as Consumed
 
 #: Records delivered between two yields to the event loop (faust's own value).
@@ -129,7 +130,9 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             await asyncio.sleep(UNDECODABLE_BACKOFF)
             return
         self.pause_partitions([tp])
-        _our_app(self.app).held[tp] = reason
+        held = _our_app(self.app).held
+        held[tp] = reason
+        metrics.PARTITIONS_HELD.set(len(held))
 
     def _undecodable_partition(self) -> TP | None:
         """The partition of the fetched batch whose decoding just failed: the one whose

@@ -116,6 +116,10 @@ GC_PAUSE = Histogram(
 )
 CONSUMER_LAG = Gauge("stream_rater_consumer_lag", "Messages behind the partition end", ["topic", "partition"])
 WORKER_UP = Gauge("stream_rater_worker_up", "1 while the worker runs")
+PARTITIONS_HELD = Gauge(
+    "stream_rater_partitions_held",
+    "Partitions this worker holds because a fetched record batch cannot be decoded (/readyz names them)",
+)
 
 
 def exposition() -> tuple[bytes, str]:

@@ -8,6 +8,7 @@ it, hands one to a consumer."""
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -97,3 +98,5 @@ def test_a_corrupt_batch_holds_its_partition_and_the_others_go_on(stream_factory
     assert exact(stream.all_states()) == exact({**states, held: {}})
     assert by_event_id(decoded(stream.updates(expected=len(expected)))) == by_event_id(expected)
     assert worker.poll() is None, "the worker must not die"
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        assert "\nstream_rater_partitions_held 1.0\n" in response.read().decode()
