@@ -146,8 +146,25 @@ def cmd_dev(args: argparse.Namespace) -> int:
             f"publish: stream-rater publish --broker {runtime.broker_url} FILE",
             file=sys.stderr,
         )
+        if runtime.broker_kind == "tansu":
+            print(f"clients  {tansu_clients_note()}", file=sys.stderr)
         run_worker(settings, ladders_of(args))
     return 0
+
+
+def tansu_clients_note() -> str:
+    """What `dev` says of the clients Tansu serves: aiokafka and the Java client publish to it,
+    librdkafka does not (Tansu 0.6's ApiVersions answer does not parse there, whatever the
+    client's settings), and which flag starts a broker that takes them all."""
+    from stream_rater.local.apache_kafka import apache_kafka_missing
+
+    note = (
+        "Tansu takes aiokafka and Java producers, not librdkafka ones (kcat, confluent-kafka "
+        "for Go, .NET or Python, node-rdkafka: 'ApiVersionRequest failed'); for those, start "
+        "`stream-rater dev --broker apache-kafka`"
+    )
+    missing = apache_kafka_missing()
+    return note if missing is None else f"{note}, which cannot start here: {missing}"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

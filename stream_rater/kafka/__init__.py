@@ -14,7 +14,7 @@ and the benches: plain aiokafka clients, no faust.
 
 from stream_rater.kafka.admin import TopicError, committed_offsets, create_topics, topic_partitions
 from stream_rater.kafka.history import LadderHistory, ladder_history
-from stream_rater.kafka.log import LogReader, LogRecord, read_log, read_partition, subscribe
+from stream_rater.kafka.log import ISOLATION_LEVEL, LogReader, LogRecord, read_log, read_partition, subscribe
 from stream_rater.kafka.produce import (
     PUBLISH_LINGER,
     PublishSummary,
@@ -34,6 +34,7 @@ from stream_rater.kafka.security import bootstrap_servers, client_options
 __all__ = [
     "DeletedHead",
     "HistoryTruncated",
+    "ISOLATION_LEVEL",
     "LadderHistory",
     "LogReader",
     "LogRecord",

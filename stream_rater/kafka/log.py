@@ -15,6 +15,13 @@ from stream_rater.kafka.admin import topic_partitions
 from stream_rater.kafka.security import client_options
 from stream_rater.waiting import wait_until_async
 
+#: How every reader of ours reads a topic, the worker's consumer included: a transaction's
+#: records once it commits, never if it aborts. A publisher that writes matches transactionally
+#: (Kafka Streams, a Java service with exactly-once) must not get matches that never happened
+#: rated, and replay, verify and re-rates must read what the worker read. The end of a log is
+#: then its last stable offset, and transaction markers occupy offsets that hold no record.
+ISOLATION_LEVEL = "read_committed"
+
 
 async def subscribe(
     settings: Settings,
@@ -36,6 +43,7 @@ async def subscribe(
         **client_options(settings),
         enable_auto_commit=False,
         group_id=None,
+        isolation_level=ISOLATION_LEVEL,
         auto_offset_reset="earliest" if from_beginning else "latest",  # as the seek below: see LogReader
     )
     try:
@@ -97,7 +105,9 @@ class LogReader:
 
     Fetched batches are kept whole: some Kafka-protocol brokers (Tansu) report the log's end
     as the last batch's base offset + 1, so "up to the end" means "through the batch that
-    holds the reported end".
+    holds the reported end". It reads committed records only (`ISOLATION_LEVEL`): the end is
+    the last stable offset (a transaction still open is not waited for), and reading a
+    partition's transaction markers and aborted records moves its position without a record.
 
     The consumer's own offset reset is "earliest" too: aiokafka (0.14) starts a reset of each
     assigned partition by that strategy and applies its answer even when a `seek_to_beginning`
@@ -112,6 +122,7 @@ class LogReader:
             group_id=None,
             auto_offset_reset="earliest",
             fetch_max_wait_ms=READ_FETCH_WAIT_MS,
+            isolation_level=ISOLATION_LEVEL,
         )
         self._partitions: list[TopicPartition] = []
 

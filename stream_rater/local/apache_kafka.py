@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from stream_rater.local.processes import (
     HOST,
@@ -58,6 +59,7 @@ __all__ = [
     "ApacheKafkaCluster",
     "JavaToolMissing",
     "SaslSslListener",
+    "apache_kafka_missing",
     "java_binary",
     "kafka_libs",
 ]
@@ -75,15 +77,19 @@ SASL_MECHANISM = "SCRAM-SHA-512"
 #: (``[name=…,password=…]``) has no escaping.
 _SCRAM_TOKEN = re.compile(r"[A-Za-z0-9._~@+-]+")
 
+#: What `kafka_libs` resolves: the broker or its command-line tools, as Maven artifacts.
+KafkaPart = Literal["broker", "tools"]
+_ARTIFACTS: dict[KafkaPart, str] = {"broker": "kafka_2.13", "tools": "kafka-tools"}
+
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.stream-rater</groupId>
-  <artifactId>apache-kafka-libs</artifactId>
+  <artifactId>apache-{name}-libs</artifactId>
   <version>{kafka}</version>
   <packaging>pom</packaging>
   <dependencies>
     <dependency>
-      <groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{kafka}</version>
+      <groupId>org.apache.kafka</groupId><artifactId>{artifact}</artifactId><version>{kafka}</version>
     </dependency>
     <dependency>
       <groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
@@ -122,6 +128,19 @@ def java_binary() -> str:
     return found
 
 
+def apache_kafka_missing(version: str = KAFKA_VERSION) -> str | None:
+    """Why `LocalRuntime` could not start Apache Kafka ``version`` here (no java; no mvn and
+    the jars not resolved yet), or None when it could."""
+    try:
+        java_binary()
+    except JavaToolMissing as exc:
+        return str(exc)
+    resolved = os.environ.get(KAFKA_HOME_ENV) or (_cache_root() / f"kafka-{version}").is_dir()
+    if not resolved and not shutil.which("mvn"):
+        return f"resolving Apache Kafka {version} needs Maven (mvn on PATH), and none was found"
+    return None
+
+
 def _cache_root() -> Path:
     """Where resolved Kafka versions live: ``$STREAM_RATER_KAFKA_CACHE`` or the user cache."""
     explicit = os.environ.get(KAFKA_CACHE_ENV)
@@ -131,13 +150,15 @@ def _cache_root() -> Path:
     return Path(base, "stream_rater")
 
 
-def kafka_libs(version: str = KAFKA_VERSION) -> Path:
-    """The directory of Apache Kafka ``version``'s jars, resolved with Maven on first use.
+def kafka_libs(version: str = KAFKA_VERSION, part: KafkaPart = "broker") -> Path:
+    """The directory of Apache Kafka ``version``'s jars, resolved with Maven on first use: the
+    broker's, or with ``part="tools"`` its command-line tools' (console producer and consumer;
+    only tests use them, so a broker-only cache never resolves them).
 
-    ``$STREAM_RATER_KAFKA_HOME/libs`` if that variable is set. Otherwise
-    ``<cache>/kafka-<version>/libs``: a generated pom and ``mvn dependency:copy-dependencies``
-    fill a temp dir that is renamed into place, under a lock file, so concurrent callers
-    resolve once and never see half a directory.
+    ``$STREAM_RATER_KAFKA_HOME/libs`` if that variable is set (a distribution holds both).
+    Otherwise ``<cache>/kafka-<version>/libs`` (``kafka-tools-<version>`` for the tools): a
+    generated pom and ``mvn dependency:copy-dependencies`` fill a temp dir that is renamed into
+    place, under a lock file, so concurrent callers resolve once and never see half a directory.
     """
     home = os.environ.get(KAFKA_HOME_ENV)
     if home:
@@ -146,7 +167,8 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
             raise LocalRuntimeError(f"{KAFKA_HOME_ENV}={home} has no libs/kafka_*.jar")
         return libs
     root = _cache_root()
-    target = root / f"kafka-{version}"
+    name = "kafka" if part == "broker" else f"kafka-{part}"
+    target = root / f"{name}-{version}"
     if target.is_dir():
         return target / "libs"
     mvn = shutil.which("mvn")
@@ -155,19 +177,21 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
             f"resolving Apache Kafka {version} needs Maven (mvn on PATH), and none was found"
         )
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f"kafka-{version}.lock", "w") as lock:
+    with open(root / f"{name}-{version}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_dir():
-            _resolve(mvn, version, root, target)
+            pom = _POM.format(name=name, artifact=_ARTIFACTS[part], kafka=version, log4j=LOG4J_VERSION)
+            _resolve(mvn, pom, f"{name}-{version}", root, target)
     return target / "libs"
 
 
-def _resolve(mvn: str, version: str, root: Path, target: Path) -> None:
-    """Copy Kafka ``version``'s runtime jars into ``target/libs`` with Maven (lock held)."""
-    staging = Path(tempfile.mkdtemp(prefix=f".kafka-{version}-", dir=root))
-    log_path = root / f"kafka-{version}-mvn.log"
+def _resolve(mvn: str, pom: str, name: str, root: Path, target: Path) -> None:
+    """Copy the runtime jars of `pom`'s dependencies into ``target/libs`` with Maven (lock
+    held); `name` (``kafka-<version>``) names the temp dir and the log."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    log_path = root / f"{name}-mvn.log"
     try:
-        (staging / "pom.xml").write_text(_POM.format(kafka=version, log4j=LOG4J_VERSION))
+        (staging / "pom.xml").write_text(pom)
         argv = [
             mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(staging / "pom.xml"),
             "dependency:copy-dependencies",
@@ -184,13 +208,13 @@ def _resolve(mvn: str, version: str, root: Path, target: Path) -> None:
                 )
             except subprocess.TimeoutExpired:
                 raise LocalRuntimeError(
-                    f"resolving Apache Kafka {version} with Maven took over {RESOLVE_TIMEOUT:.0f}s; see {log_path}"
+                    f"resolving {name} with Maven took over {RESOLVE_TIMEOUT:.0f}s; see {log_path}"
                 ) from None
         if done.returncode != 0:
             plain = re.sub(r"\x1b\[[0-9;]*m", "", log_path.read_text(errors="replace"))  # Maven's colours
             errors = [line for line in plain.splitlines() if "ERROR" in line]
             raise LocalRuntimeError(
-                f"resolving Apache Kafka {version} with Maven failed (exit {done.returncode}): "
+                f"resolving {name} with Maven failed (exit {done.returncode}): "
                 f"{errors[0].strip() if errors else 'no error line'}; see {log_path}"
             )
         os.rename(staging, target)

@@ -32,7 +32,7 @@ from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction, RerateReport, UnknownMatches, new_owner
-from stream_rater.kafka import HistoryTruncated, client_options, update_record
+from stream_rater.kafka import ISOLATION_LEVEL, HistoryTruncated, client_options, update_record
 from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message
@@ -83,6 +83,7 @@ class CorrectionHandler:
             group_id=f"{self.settings.consumer_group}-corrections",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            isolation_level=ISOLATION_LEVEL,
             max_poll_interval_ms=MAX_REQUEST_SECONDS * 1000,
             fetch_max_wait_ms=int(1000 * self.settings.fetch_max_wait),
         )

@@ -23,6 +23,11 @@ the acknowledged offsets as usual. The buffer is cleared with faust's stream buf
 rebalance suspends the flow, and records taken but not acknowledged hold the rebalance back
 as faust's stream events do (``Consumer.wait_empty``).
 
+faust reads ``read_uncommitted`` unless it runs exactly-once itself; the consumer here reads
+``read_committed`` (`kafka.ISOLATION_LEVEL`). Transaction markers occupy offsets and aborted records
+are skipped: both are offset jumps `_in_sequence` and `_find_dropped` take for gaps after one
+re-read.
+
 faust also fixes the consumer's ``fetch_max_wait_ms`` at 1500. A broker may hold a fetch that
 long before answering (Tansu does, even when records arrive meanwhile), which set the p50
 latency at 500/s to about 0.5 s; `App.fetch_max_wait` sets it (0.05 s: p50 about 90 ms).
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -39,11 +45,14 @@ from typing import Any, cast
 
 import faust
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, AppT, Message
 from faust.types.transports import TransportT
 
+from stream_rater.kafka import ISOLATION_LEVEL
+from stream_rater.service import metrics
 from stream_rater.service.order_watch import Message as Consumed
 
 #: Records delivered between two yields to the event loop (faust's own value).
@@ -51,6 +60,13 @@ YIELD_EVERY = 100
 
 #: Seconds between two looks for records fetched but never delivered (`_find_dropped`).
 DROPPED_CHECK_INTERVAL = 1.0
+
+#: What aiokafka raises while unpacking a fetched record batch it cannot decode: a codec it has
+#: no library for, or a batch whose CRC does not match (corrupt on disk or on the wire).
+UNDECODABLE = (UnsupportedCodecError, CorruptRecordException)
+
+#: Seconds between fetches when an undecodable batch's partition cannot be told.
+UNDECODABLE_BACKOFF = 5.0
 
 #: What `BatchGuardConsumer._in_sequence` says of a buffered record.
 DELIVER, SKIP, REWOUND = "deliver", "skip", "rewound"
@@ -74,7 +90,10 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 records = self.getmany(timeout=1.0)
                 await self.sleep(0)
                 if not self.should_stop:
-                    await self.wait_first(self._deliver(records), self.suspend_flow.wait())
+                    try:
+                        await self.wait_first(self._deliver(records), self.suspend_flow.wait())
+                    except UNDECODABLE as exc:
+                        await self._hold_undecodable(exc)
                 if self.flow_active and time.monotonic() >= self._check_dropped_at:
                     self._check_dropped_at = time.monotonic() + DROPPED_CHECK_INTERVAL
                     await self._find_dropped()
@@ -92,6 +111,38 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             raise
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def _hold_undecodable(self, exc: Exception) -> None:
+        """Hold the partition whose fetched batch aiokafka cannot decode; the others go on.
+
+        aiokafka raises `UNDECODABLE` errors from the fetch itself, before any record of the
+        batch exists, and fetches the same batch again from the same position: raised on,
+        the worker crashed and crash-looped on that offset. The partition is paused instead,
+        its position left before the batch, and `App.held` names it (``/readyz`` answers 503
+        with the reason) until a restart or a rebalance tries again. Records of other
+        partitions fetched in the same call and dropped with it are re-read (`_find_dropped`).
+        """
+        tp = self._undecodable_partition()
+        where = "a partition" if tp is None else f"{tp.topic}[{tp.partition}]@{await self.position(tp)}"
+        reason = f"{where}: a fetched record batch cannot be decoded ({exc}); that partition is held"
+        self.log.error("%s", reason)
+        if tp is None:  # not found: back off, as a crash loop would, but without the crash
+            await asyncio.sleep(UNDECODABLE_BACKOFF)
+            return
+        self.pause_partitions([tp])
+        held = _our_app(self.app).held
+        held[tp] = reason
+        metrics.PARTITIONS_HELD.set(len(held))
+
+    def _undecodable_partition(self) -> TP | None:
+        """The partition of the fetched batch whose decoding just failed: the one whose
+        buffered fetch result's record generator ended in an exception."""
+        fetcher = self._thread._ensure_consumer()._fetcher
+        for tp, result in list(fetcher._records.items()):
+            iterator = getattr(getattr(result, "_partition_records", None), "_records_iterator", None)
+            if inspect.isgenerator(iterator) and inspect.getgeneratorstate(iterator) == inspect.GEN_CLOSED:
+                return TP(tp.topic, tp.partition)
+        return None
 
     async def _in_sequence(self, tp: TP, offset: int) -> str:
         """`DELIVER` a buffered topic's record at `offset` if it is the next one of its
@@ -316,12 +367,15 @@ class BatchBuffer:
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """faust's consumer thread; its aiokafka consumer waits at most ``app.fetch_max_wait``."""
+    """faust's consumer thread; its aiokafka consumer waits at most ``app.fetch_max_wait`` and
+    reads committed records only (`kafka.ISOLATION_LEVEL`, as the offline readers)."""
 
     def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
-        # Read when the consumer starts; faust passes no value of its own through.
+        # Both read when the consumer starts; faust passes no value of its own through (its
+        # isolation level is read_committed only when faust itself runs exactly-once).
         consumer._fetch_max_wait_ms = int(1000 * _our_app(self.app).fetch_max_wait)
+        consumer._isolation_level = ISOLATION_LEVEL
         return consumer
 
 
@@ -342,9 +396,18 @@ class App(faust.App):
         super().__init__(*args, **kwargs)
         #: Topic name → the buffer its records are delivered to, a fetched batch at a time.
         self.batch_buffers: dict[str, BatchBuffer] = {}
+        #: Partition → why it is held (a fetched batch that cannot be decoded; `held_partitions`).
+        self.held: dict[TP, str] = {}
 
     def _new_transport(self) -> TransportT:
         return Transport(self.conf.broker_consumer, self)
+
+
+def held_partitions(app: faust.App) -> list[str]:
+    """Why each partition still assigned here is held, in partition order (readiness says so)."""
+    held = _our_app(app).held
+    assigned = app.consumer.assignment() if held else set()
+    return [reason for tp, reason in sorted(held.items()) if tp in assigned]
 
 
 def _our_app(app: AppT) -> App:

@@ -136,6 +136,10 @@ TOPIC_PARTITIONS = Gauge(
     "The topic's partition count as this worker's consumer knows it",
     ["topic"],
 )
+PARTITIONS_HELD = Gauge(
+    "stream_rater_partitions_held",
+    "Partitions this worker holds because a fetched record batch cannot be decoded (/readyz names them)",
+)
 
 
 def exposition() -> tuple[bytes, str]:

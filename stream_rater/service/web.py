@@ -56,7 +56,7 @@ from stream_rater.processor import BatchResult
 from stream_rater.queries import Queries
 from stream_rater.rating.base import Rating
 from stream_rater.service import metrics
-from stream_rater.service.faust_transport import broker_answers
+from stream_rater.service.faust_transport import broker_answers, held_partitions
 from stream_rater.service.order_watch import Message
 from stream_rater.service.query_api import query_routes
 from stream_rater.store import PlayerState, StateStore
@@ -266,7 +266,8 @@ class Dashboard:
 
     async def readyz(self, request: web.Request) -> web.Response:
         """Readiness: partitions assigned here, the broker and Redis answering, Redis not
-        refusing writes, no ladder stopped by a lost store."""
+        refusing writes, no ladder stopped by a lost store, no partition held
+        (`faust_transport.held_partitions`)."""
         topic = self.settings.topic_matches
         partitions = assigned_partitions(self.app, topic)
         reasons = [] if partitions else [f"no partition of topic {topic!r} is assigned to this worker"]
@@ -285,6 +286,7 @@ class Dashboard:
         refused = self.refusal()
         reasons += [refused] if refused else []
         reasons += [f"not applying: {reason}" for _, reason in sorted(self.stopped.items())]
+        reasons += held_partitions(self.app)
         if reasons:
             return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
         return web.json_response({"ready": True, "partitions": partitions})

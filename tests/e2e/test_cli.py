@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import msgpack
 import pytest
 import redis
 
+from stream_rater.cli.stream import tansu_clients_note
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.demo import stop_process, wait_ready
@@ -278,6 +280,19 @@ def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
     assert all(0 < t <= 2.0 for t in trips), out
 
 
+def kcat_publishes(bootstrap: str) -> bool:
+    """Whether librdkafka (kcat) can publish a record to `bootstrap` (to a topic of its own)."""
+    if not shutil.which("kcat"):
+        pytest.skip("kcat (librdkafka's command-line client; Debian package kcat) is not installed")
+    done = subprocess.run(
+        ["kcat", "-P", "-b", bootstrap, "-t", "kcat-probe", "-X", "socket.timeout.ms=10000"],
+        input=b"probe\n",
+        capture_output=True,
+        timeout=60,
+    )
+    return done.returncode == 0
+
+
 @pytest.mark.parametrize(
     ("flags", "nodes"),
     [([], 1), (["--broker", "apache-kafka", "--brokers", "3"], 3)],
@@ -285,8 +300,9 @@ def test_bench_scale_runs_workers_on_a_runtime_and_verifies_against_a_replay():
 )
 def test_dev_becomes_ready_and_stops_on_sigint(tmp_path: Path, flags: list[str], nodes: int):
     """`dev` (Tansu) and `dev --broker apache-kafka --brokers 3` (three KRaft nodes) start a
-    worker that turns ready (/readyz 200); SIGINT by PID ends it with exit 0 and its broker
-    nodes with it."""
+    worker that turns ready (/readyz 200) on a broker kcat (librdkafka) publishes to, or whose
+    startup lines say which flag gives one (Tansu); SIGINT by PID ends it with exit 0 and its
+    broker nodes with it."""
     if nodes > 1:
         try:
             java_binary()
@@ -308,10 +324,16 @@ def test_dev_becomes_ready_and_stops_on_sigint(tmp_path: Path, flags: list[str],
         except (RuntimeError, TimeoutError) as exc:
             stop_process(process)
             pytest.fail(f"{exc}; dev log:\n{log_path.read_text()[-3000:]}")
+        lines = log_path.read_text().splitlines()
+        [broker] = [line.split()[1] for line in lines if line.startswith("broker ")]
+        kcat_takes_it = kcat_publishes(bootstrap_servers(broker))
         process.send_signal(signal.SIGINT)
         code = process.wait(60)
-    [broker] = [line.split()[1] for line in log_path.read_text().splitlines() if line.startswith("broker ")]
     assert code == 0, log_path.read_text()[-3000:]
+    notes = [line for line in lines if line.startswith("clients ")]
+    # dev takes a librdkafka producer, or its startup lines say which flag gives one that does
+    assert kcat_takes_it or notes == [f"clients  {tansu_clients_note()}"], notes
+    assert not (kcat_takes_it and notes), notes
     addresses = bootstrap_servers(broker).split(",")
     assert len(addresses) == nodes, broker
     for address in addresses:  # every node stopped with it

@@ -14,6 +14,7 @@ from typing import Any
 import faust
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.consumer import fetcher as aiokafka_fetcher
 from faust.transport import base as faust_base
 from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -280,6 +281,34 @@ USED = [
         lambda v, _: v == 123,
         f"{FT}'s consumer thread sets it after construction (faust passes no value through)",
     ),
+    (
+        "aiokafka",
+        "kafka",
+        "_isolation_level",
+        lambda v, _: v == "read_uncommitted",
+        f"{FT}'s consumer thread sets it to read_committed after construction (faust reads uncommitted)",
+    ),
+    (
+        "faust-streaming",
+        faust_consumer.Consumer,
+        "pause_partitions",
+        ("self", "tps"),
+        f"{FT}'s fetch loop holds a partition whose fetched batch cannot be decoded",
+    ),
+    (
+        "faust-streaming",
+        "consumer",
+        "_thread._ensure_consumer",
+        (),
+        f"{FT}'s _undecodable_partition looks into the aiokafka consumer of faust's thread",
+    ),
+    (
+        "aiokafka",
+        aiokafka_fetcher.PartitionRecords,
+        "_unpack_records",
+        lambda v, _: inspect.isgeneratorfunction(v),
+        f"{FT}'s _undecodable_partition finds the batch that failed by its generator, closed by the error",
+    ),
 ]
 
 # (distribution, faust/aiokafka function, text its source must contain, why)
@@ -325,6 +354,42 @@ CALLED = [
         AIOKafkaConsumer.start,
         "self._fetch_max_wait_ms",
         "the consumer must read the fetch wait we set when it starts",
+    ),
+    (
+        "aiokafka",
+        AIOKafkaConsumer.start,
+        "isolation_level=self._isolation_level",
+        "the consumer's fetcher must take the isolation level we set when it starts",
+    ),
+    (
+        "aiokafka",
+        AIOKafkaConsumer.start,
+        "self._fetcher = Fetcher(",
+        "the consumer's fetcher is where _undecodable_partition looks",
+    ),
+    (
+        "aiokafka",
+        aiokafka_fetcher.Fetcher.__init__,
+        "self._records = collections.OrderedDict()",
+        "the fetcher must keep its fetched results per partition in _records",
+    ),
+    (
+        "aiokafka",
+        aiokafka_fetcher.FetchResult.__init__,
+        "self._partition_records = partition_records",
+        "a fetched result must keep its PartitionRecords in _partition_records",
+    ),
+    (
+        "aiokafka",
+        aiokafka_fetcher.PartitionRecords.__init__,
+        "self._records_iterator = self._unpack_records()",
+        "PartitionRecords must decode in the generator _undecodable_partition inspects",
+    ),
+    (
+        "aiokafka",
+        aiokafka_fetcher.PartitionRecords._unpack_records,
+        'raise Errors.CorruptRecordException(f"Invalid CRC - {tp}")',
+        "a CRC mismatch must raise CorruptRecordException (UNDECODABLE) from the fetch",
     ),
 ]
 

@@ -98,9 +98,10 @@ async def serve(
     broker: Broker | None = None,
     stopped: dict[str, str] | None = None,
     refusal: StoreRefusal | None = None,
+    held: dict[TP, str] | None = None,
 ) -> TestClient:
     dashboard = Dashboard(
-        SimpleNamespace(consumer=consumer, producer=broker or Broker()),
+        SimpleNamespace(consumer=consumer, producer=broker or Broker(), held=held or {}),
         store,
         LADDERS,
         Settings(topic_matches=TOPIC, history_limit=50),
@@ -221,6 +222,24 @@ async def test_ready_lists_only_the_matches_topic_partitions(client):
 
 
 ASSIGNED = FakeConsumer({TP(TOPIC, 0): 0})
+
+
+async def test_a_held_partition_still_assigned_makes_the_worker_not_ready():
+    """A partition held for a batch that cannot be decoded is a 503 with its reason while it is
+    assigned here; once the group moved it elsewhere, it is that worker's to report."""
+    reason = (
+        "matches-web[0]@7: a fetched record batch cannot be decoded (Invalid CRC); that partition is held"
+    )
+    held = {TP(TOPIC, 0): reason}
+    for consumer, status in ((ASSIGNED, 503), (FakeConsumer({TP(TOPIC, 1): 0}), 200)):
+        client = await serve(consumer, MemoryStore(), held=held)
+        try:
+            response = await client.get("/readyz")
+            body = await response.json()
+        finally:
+            await client.close()
+        assert response.status == status, body
+        assert (reason in body.get("reason", "")) == (status == 503), body
 
 
 @pytest.mark.parametrize(
