@@ -425,6 +425,22 @@ class StateStore(ABC):
         """Record voids (match id → why), lift others, and note that the staging `generation`
         is built with the voids as they now are."""
 
+    #: What the store's keys are, for messages (a Redis store: its key prefix).
+    namespace: str = "the memory store"
+    #: The deployment record of a store kept in memory (`deployment_record`).
+    _record: dict[str, str] | None = None
+
+    async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The store's deployment record (``format``, ``topic``: see `store.deployment`),
+        after first writing each of `fields` the record does not have yet (in one step: two
+        processes binding at once cannot both write). Kept in the store object itself here,
+        as a memory store's data is."""
+        if self._record is None:
+            self._record = {}
+        for name, value in (fields or {}).items():
+            self._record.setdefault(name, value)
+        return dict(self._record)
+
     async def ping(self) -> bool:
         """True when the store answers."""
         return True
