@@ -200,12 +200,17 @@ async def store_for(args: argparse.Namespace) -> AsyncIterator[StateStore]:
 
 
 async def bound_store(args: argparse.Namespace, store: StateStore) -> None:
-    """Refuse `store` if it is in a newer stored format or, for a command that reads the
-    matches topic (it has ``--topic-matches``), bound to another matches topic; such a command
-    binds a store with no record to its topic (`store.deployment.bind`)."""
+    """Refuse `store` if it is in a newer stored format or, for a command that reads a ladder's
+    matches from the topic (it has ``--topic-matches`` and ``--ladder``, and for ``replay``
+    ``--from-topic``), if the ladder is recorded with another matches topic; such a command
+    records its topic for a ladder that has none (`store.deployment.bind`)."""
     from stream_rater.store.deployment import bind
 
-    await bind(store, settings_of(args).topic_matches if hasattr(args, "topic_matches") else None)
+    ladder = getattr(args, "ladder", None)
+    if hasattr(args, "topic_matches") and ladder and getattr(args, "from_topic", True):
+        await bind(store, settings_of(args).topic_matches, [ladder])
+    else:
+        await bind(store)
 
 
 def with_store(args: argparse.Namespace, job: Callable[[StateStore], Awaitable[T]]) -> T:

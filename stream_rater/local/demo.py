@@ -51,6 +51,7 @@ def default_data_file() -> Path:
 WORKER_FIELDS = (
     "broker",
     "redis_url",
+    "redis_prefix",
     "web_port",
     "partitions",
     "batch_size",

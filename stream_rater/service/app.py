@@ -243,17 +243,17 @@ def open_worker_store(settings: Settings) -> StateStore:
     )
 
 
-async def store_looks_lost(settings: Settings) -> bool:
+async def store_looks_lost(settings: Settings, ladders: Ladders) -> bool:
     """True when the store holds no ladder although the consumer group has committed offsets
     of the matches topic: what was applied is gone (a Redis restarted without persistence,
     FLUSHDB). The worker then applies no ladder until it is rebuilt from the topic.
 
-    First the store is bound to the matches topic (`store.deployment.bind`): a store of
-    another topic or of a newer stored format raises `StoreRefused`, and the worker does not
-    start."""
+    First the store and the worker's `ladders` are bound to the matches topic
+    (`store.deployment.bind`): a ladder of another topic or a store of a newer stored format
+    raises `StoreRefused`, and the worker does not start."""
     store = open_worker_store(settings)
     try:
-        await bind(store, settings.topic_matches)
+        await bind(store, settings.topic_matches, list(ladders))
         if await store.ladders():
             return False
     finally:
@@ -380,7 +380,7 @@ def run_worker(settings: Settings, ladders: Ladders) -> None:
             configs=settings.topic_configs(),
         )
     )
-    suspect_empty = asyncio.run(store_looks_lost(settings))
+    suspect_empty = asyncio.run(store_looks_lost(settings, ladders))
     app = create_app(settings, ladders, suspect_empty=suspect_empty)
     settle_gc()
     worker = Worker(app, settings.stop_timeout, loglevel=settings.log_level.upper(), quiet=True)

@@ -123,6 +123,9 @@ class TimedStore(StateStore):
     async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
         return await self.inner.deployment_record(fields)
 
+    async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
+        return await self.inner.ladder_topics(ladders, topic)
+
     async def ping(self) -> bool:
         return await self.inner.ping()
 

@@ -7,7 +7,7 @@ Key layout — every key of a ladder carries the hash tag ``{ladder}`` so the sc
 valid on Redis Cluster (all keys of a ladder live in one slot), and ladders spread across
 shards. Every key starts with the store's prefix, ``sr`` unless ``STREAM_RATER_REDIS_PREFIX``
 says otherwise (deployments sharing one Redis each have their own; ``<prefix>:deployment``
-records the stored format and the matches topic, see `store.deployment`); below it is ``sr``.
+records the stored format, see `store.deployment`); below it is ``sr``.
 A ladder's ratings live in a *generation* (see `StateStore`); generation 0's keys are
 ``sr:{L}:<suffix>``, generation g's ``sr:{L}:g<g>:<suffix>``:
 
@@ -36,7 +36,8 @@ A ladder's ratings live in a *generation* (see `StateStore`); generation 0's key
 
 and per ladder, whatever the generation:
 
-- ``sr:{L}:control`` hash ``live`` / ``staging`` generation, ``last`` generation handed out,
+- ``sr:{L}:control`` hash ``topic`` the matches topic the ladder is applied from (its
+  positions are offsets of it; `store.deployment`), ``live`` / ``staging`` generation, ``last`` generation handed out,
   ``params:<g>`` generation g's parameter overrides (msgpack), ``voids`` changes of the voids
   so far and ``voids:<g>`` how many generation g was built with
 - ``sr:{L}:lock`` the re-rate lock (owner; expires) · ``sr:{L}:frozen`` set for the moment
@@ -701,6 +702,16 @@ class RedisStore(StateStore):
             pipe.hgetall(key)
             record = (await pipe.execute())[-1]
         return {text(k): text(v) for k, v in record.items()}
+
+    async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for ladder in ladders:
+                if topic is not None:
+                    pipe.hsetnx(self._key(ladder, "control"), "topic", topic)
+                pipe.hget(self._key(ladder, "control"), "topic")
+            replies = await pipe.execute()
+        found = replies[1::2] if topic is not None else replies
+        return {ladder: text(bound) for ladder, bound in zip(ladders, found) if bound is not None}
 
     async def ping(self) -> bool:
         try:
