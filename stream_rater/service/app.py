@@ -21,7 +21,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import faust
@@ -243,7 +243,7 @@ def open_worker_store(settings: Settings) -> StateStore:
     )
 
 
-async def store_looks_lost(settings: Settings, ladders: Ladders) -> bool:
+async def store_looks_lost(settings: Settings, ladders: Iterable[str]) -> bool:
     """True when the store holds no ladder although the consumer group has committed offsets
     of the matches topic: what was applied is gone (a Redis restarted without persistence,
     FLUSHDB). The worker then applies no ladder until it is rebuilt from the topic.
