@@ -125,11 +125,11 @@ async def consume_until(
     return records
 
 
-def stored_players(redis_url: str, ladder: str) -> dict[str, PlayerState]:
-    """The ladder's players as stored in the Redis at `redis_url`."""
+def stored_players(redis_url: str, ladder: str, prefix: str = "sr") -> dict[str, PlayerState]:
+    """The ladder's players as stored in the Redis at `redis_url` under the key `prefix`."""
 
     async def read() -> dict[str, PlayerState]:
-        store = open_store(redis_url)
+        store = open_store(redis_url, prefix=prefix)
         try:
             return await store.players(ladder)
         finally:

@@ -89,7 +89,7 @@ def _steps(report: RerateReport) -> str:
 
 
 async def _void(settings: Settings, ladders: Ladders, match_id: str) -> RerateReport:
-    store = open_store(settings.redis_url)
+    store = open_store(settings.redis_url, prefix=settings.redis_prefix)
     try:
         correction = Correction("void", DEMO_LADDER, (match_id,), "bench")
         return await apply_correction(correction, settings, ladders, store)
@@ -98,7 +98,7 @@ async def _void(settings: Settings, ladders: Ladders, match_id: str) -> RerateRe
 
 
 async def _verify(settings: Settings, ladders: Ladders) -> int:
-    store = open_store(settings.redis_url)
+    store = open_store(settings.redis_url, prefix=settings.redis_prefix)
     try:
         return len((await verify(settings, ladders, DEMO_LADDER, store)).differences)
     finally:

@@ -278,7 +278,7 @@ async def _measure(
     """Publish the backlog to the settled group and follow it until every match is applied;
     then check every ladder against a replay."""
     await _settled(ports, settings.partitions)
-    store = open_store(settings.redis_url)
+    store = open_store(settings.redis_url, prefix=settings.redis_prefix)
     try:
         cpu = {pid: _cpu_seconds(pid) for pid in (*pids, *services.values())}
         own_cpu = time.process_time()

@@ -110,6 +110,7 @@ def failure(exc: Exception, kafka_connect: KafkaConnectFailures | None = None) -
     from stream_rater.kafka.retention import HistoryTruncated
     from stream_rater.processor import StoreLost
     from stream_rater.store.base import LockLost, RerateRunning
+    from stream_rater.store.deployment import StoreRefused
 
     if isinstance(exc, (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)):
         return EXIT_RUNTIME, f"Redis: {exc}"
@@ -119,7 +120,7 @@ def failure(exc: Exception, kafka_connect: KafkaConnectFailures | None = None) -
         return EXIT_RUNTIME, f"Kafka broker: {exc}"
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return EXIT_RUNTIME, str(exc) or type(exc).__name__
-    if isinstance(exc, (RerateRunning, LockLost, StoreLost, HistoryTruncated)):
+    if isinstance(exc, (RerateRunning, LockLost, StoreLost, HistoryTruncated, StoreRefused)):
         return EXIT_RUNTIME, str(exc)
     if isinstance(exc, KeyError):  # config.ladders.UnknownLadderError says which ladders exist
         return EXIT_BAD_INPUT, str(exc)
@@ -165,7 +166,7 @@ def require(settings: Settings, *names: str) -> None:
 
 def store_flag(parser: argparse.ArgumentParser, *, default: str | None = None) -> None:
     """``--store``: the state store, by default `Settings.redis_url` (``STREAM_RATER_REDIS_URL``)
-    unless the command has a `default` of its own."""
+    unless the command has a `default` of its own; and ``--redis-prefix``, its key prefix."""
     where = f"default {default}" if default else f"default {env_name('redis_url')}"
     parser.add_argument(
         "--store",
@@ -173,6 +174,7 @@ def store_flag(parser: argparse.ArgumentParser, *, default: str | None = None) -
         help="'memory' or a Redis URL (redis://host:port/db, or "
         f"redis+cluster://host:port[,host:port…] for a Redis Cluster) [{where}]",
     )
+    settings_flags(parser, ["redis_prefix"])
 
 
 def store_url(args: argparse.Namespace) -> str:
@@ -185,14 +187,30 @@ def store_url(args: argparse.Namespace) -> str:
 
 @asynccontextmanager
 async def store_for(args: argparse.Namespace) -> AsyncIterator[StateStore]:
-    """The store of `store_url`, closed on the way out."""
+    """The store of `store_url`, closed on the way out, after `bound_store` checked it."""
     from stream_rater.store import RedisTimeouts, open_store
 
-    store = open_store(store_url(args), timeouts=RedisTimeouts.of(settings_of(args)))
+    settings = settings_of(args)
+    store = open_store(store_url(args), timeouts=RedisTimeouts.of(settings), prefix=settings.redis_prefix)
     try:
+        await bound_store(args, store)
         yield store
     finally:
         await store.close()
+
+
+async def bound_store(args: argparse.Namespace, store: StateStore) -> None:
+    """Refuse `store` if it is in a newer stored format or, for a command that reads a ladder's
+    matches from the topic (it has ``--topic-matches`` and ``--ladder``, and for ``replay``
+    ``--from-topic``), if the ladder is recorded with another matches topic; such a command
+    records its topic for a ladder that has none (`store.deployment.bind`)."""
+    from stream_rater.store.deployment import bind
+
+    ladder = getattr(args, "ladder", None)
+    if hasattr(args, "topic_matches") and ladder and getattr(args, "from_topic", True):
+        await bind(store, settings_of(args).topic_matches, [ladder])
+    else:
+        await bind(store)
 
 
 def with_store(args: argparse.Namespace, job: Callable[[StateStore], Awaitable[T]]) -> T:

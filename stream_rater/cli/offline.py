@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 from stream_rater.cli.common import (
     KAFKA_SECURITY,
     Subcommands,
+    bound_store,
     ladders_of,
     require,
     settings_flags,
@@ -176,9 +177,13 @@ def _rebuild(args: argparse.Namespace, ladders: Ladders) -> int:
 
     async def run(out: TextIO) -> tuple[ReplaySummary, int]:
         store = open_store(
-            store_url(args), history_limit=settings.history_limit, marker_ttl=settings.marker_ttl
+            store_url(args),
+            history_limit=settings.history_limit,
+            marker_ttl=settings.marker_ttl,
+            prefix=settings.redis_prefix,
         )
         try:
+            await bound_store(args, store)
             return await rebuild(
                 settings,
                 ladders,

@@ -43,6 +43,11 @@ class Settings:
         10.0,
         "seconds a Redis connection may stay idle before it is checked with a PING on its next use (0 = never)",
     )
+    redis_prefix: str = _field(
+        "sr",
+        "first part of every Redis key, so that deployments sharing one Redis each use their own "
+        "(letters, digits, _ - .); the store is bound to one matches topic",
+    )
     web_port: int = _field(6066, "port of the worker's web server (metrics, health, dashboard)")
     web_host: str = _field("127.0.0.1", "address the web server binds to")
     ladders_file: str = _field("", "TOML file of ladders (model and parameters per ladder)")

@@ -51,6 +51,7 @@ def default_data_file() -> Path:
 WORKER_FIELDS = (
     "broker",
     "redis_url",
+    "redis_prefix",
     "web_port",
     "partitions",
     "batch_size",
@@ -241,7 +242,7 @@ def run_demo(
 
 async def _verify(settings: Settings) -> VerifyReport:
     """`stream-rater verify` of the demo's ladder: the stream's states against a replay."""
-    store = open_store(settings.redis_url)
+    store = open_store(settings.redis_url, prefix=settings.redis_prefix)
     try:
         return await verify(settings, load_ladders(None, DEMO_LADDER_ENV), DEMO_LADDER, store)
     finally:
@@ -258,7 +259,7 @@ async def _publish_and_follow(
 
 
 async def _print_leaderboard(settings: Settings, top: int, out: TextIO) -> None:
-    store = open_store(settings.redis_url)
+    store = open_store(settings.redis_url, prefix=settings.redis_prefix)
     try:
         rows = await store.leaderboard(DEMO_LADDER, top)
         states = (await store.read(DEMO_LADDER, [p for p, _ in rows], [], [])).players

@@ -21,7 +21,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import faust
@@ -47,6 +47,7 @@ from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.web import register_web
 from stream_rater.store import RedisTimeouts, StateStore, open_store
+from stream_rater.store.deployment import bind
 
 log = logging.getLogger(__name__)
 
@@ -238,15 +239,21 @@ def open_worker_store(settings: Settings) -> StateStore:
         history_limit=settings.history_limit,
         marker_ttl=settings.marker_ttl,
         timeouts=RedisTimeouts.of(settings),
+        prefix=settings.redis_prefix,
     )
 
 
-async def store_looks_lost(settings: Settings) -> bool:
+async def store_looks_lost(settings: Settings, ladders: Iterable[str]) -> bool:
     """True when the store holds no ladder although the consumer group has committed offsets
     of the matches topic: what was applied is gone (a Redis restarted without persistence,
-    FLUSHDB). The worker then applies no ladder until it is rebuilt from the topic."""
-    store = open_store(settings.redis_url, timeouts=RedisTimeouts.of(settings))
+    FLUSHDB). The worker then applies no ladder until it is rebuilt from the topic.
+
+    First the store and the worker's `ladders` are bound to the matches topic
+    (`store.deployment.bind`): a ladder of another topic or a store of a newer stored format
+    raises `StoreRefused`, and the worker does not start."""
+    store = open_worker_store(settings)
     try:
+        await bind(store, settings.topic_matches, list(ladders))
         if await store.ladders():
             return False
     finally:
@@ -373,7 +380,7 @@ def run_worker(settings: Settings, ladders: Ladders) -> None:
             configs=settings.topic_configs(),
         )
     )
-    suspect_empty = asyncio.run(store_looks_lost(settings))
+    suspect_empty = asyncio.run(store_looks_lost(settings, ladders))
     app = create_app(settings, ladders, suspect_empty=suspect_empty)
     settle_gc()
     worker = Worker(app, settings.stop_timeout, loglevel=settings.log_level.upper(), quiet=True)

@@ -24,6 +24,7 @@ class TimedStore(StateStore):
 
     def __init__(self, inner: StateStore) -> None:
         self.inner = inner
+        self.namespace = inner.namespace
 
     @property
     def round_trips(self) -> int:  # type: ignore[override]
@@ -118,6 +119,12 @@ class TimedStore(StateStore):
         self, ladder: str, add: Mapping[str, dict[str, Any]], remove: Iterable[str], generation: int
     ) -> None:
         await self.inner.set_voids(ladder, add, remove, generation)
+
+    async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
+        return await self.inner.deployment_record(fields)
+
+    async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
+        return await self.inner.ladder_topics(ladders, topic)
 
     async def ping(self) -> bool:
         return await self.inner.ping()

@@ -6,6 +6,7 @@
 `open_store` picks one by URL; it lives here, above both, so that `base` imports neither.
 """
 
+from stream_rater.config.settings import Settings
 from stream_rater.store.base import (
     DEFAULT_TIMEOUTS,
     Commit,
@@ -34,11 +35,17 @@ __all__ = [
 
 
 def open_store(
-    url: str, *, history_limit: int = 100, marker_ttl: float = 0.0, timeouts: RedisTimeouts = DEFAULT_TIMEOUTS
+    url: str,
+    *,
+    history_limit: int = 100,
+    marker_ttl: float = 0.0,
+    timeouts: RedisTimeouts = DEFAULT_TIMEOUTS,
+    prefix: str = Settings.redis_prefix,
 ) -> StateStore:
     """A store for `url`: ``memory``, ``redis://…``/``rediss://…``/``unix://…``, or a Redis
     Cluster's ``redis+cluster://host:port[,host:port…]``/``rediss+cluster://…``; a Redis
-    client waits as long as `timeouts` say (by default the `Settings` defaults)."""
+    client waits as long as `timeouts` say (by default the `Settings` defaults), and its keys
+    start with `prefix` (`store.deployment`)."""
     if url in ("memory", "memory://"):
         from stream_rater.store.memory import MemoryStore
 
@@ -46,7 +53,9 @@ def open_store(
     if url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")):
         from stream_rater.store.redis_store import RedisStore
 
-        return RedisStore.from_url(url, timeouts=timeouts, history_limit=history_limit, marker_ttl=marker_ttl)
+        return RedisStore.from_url(
+            url, timeouts=timeouts, history_limit=history_limit, marker_ttl=marker_ttl, prefix=prefix
+        )
     raise ValueError(
         f"unknown store URL {url!r}: use 'memory', 'redis://host:port/db' or "
         "'redis+cluster://host:port[,host:port…]'"

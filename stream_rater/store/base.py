@@ -425,6 +425,34 @@ class StateStore(ABC):
         """Record voids (match id → why), lift others, and note that the staging `generation`
         is built with the voids as they now are."""
 
+    #: What the store's keys are, for messages (a Redis store: its key prefix).
+    namespace: str = "the memory store"
+    #: The deployment record of a store kept in memory (`deployment_record`).
+    _record: dict[str, str] | None = None
+    #: Ladder → its matches topic, of a store kept in memory (`ladder_topics`).
+    _topics: dict[str, str] | None = None
+
+    async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The store's deployment record (``format``: see `store.deployment`),
+        after first writing each of `fields` the record does not have yet (in one step: two
+        processes binding at once cannot both write). Kept in the store object itself here,
+        as a memory store's data is."""
+        if self._record is None:
+            self._record = {}
+        for name, value in (fields or {}).items():
+            self._record.setdefault(name, value)
+        return dict(self._record)
+
+    async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
+        """The matches topic recorded for each of `ladders` that has one, after recording
+        `topic` (if given) for those that had none (`store.deployment`)."""
+        if self._topics is None:
+            self._topics = {}
+        if topic is not None:
+            for ladder in ladders:
+                self._topics.setdefault(ladder, topic)
+        return {ladder: self._topics[ladder] for ladder in ladders if ladder in self._topics}
+
     async def ping(self) -> bool:
         """True when the store answers."""
         return True

@@ -5,7 +5,10 @@ each ladder's part is atomic on its own.
 
 Key layout — every key of a ladder carries the hash tag ``{ladder}`` so the scripts are
 valid on Redis Cluster (all keys of a ladder live in one slot), and ladders spread across
-shards. A ladder's ratings live in a *generation* (see `StateStore`); generation 0's keys are
+shards. Every key starts with the store's prefix, ``sr`` unless ``STREAM_RATER_REDIS_PREFIX``
+says otherwise (deployments sharing one Redis each have their own; ``<prefix>:deployment``
+records the stored format, see `store.deployment`); below it is ``sr``.
+A ladder's ratings live in a *generation* (see `StateStore`); generation 0's keys are
 ``sr:{L}:<suffix>``, generation g's ``sr:{L}:g<g>:<suffix>``:
 
 - ``players`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]``
@@ -33,7 +36,8 @@ shards. A ladder's ratings live in a *generation* (see `StateStore`); generation
 
 and per ladder, whatever the generation:
 
-- ``sr:{L}:control`` hash ``live`` / ``staging`` generation, ``last`` generation handed out,
+- ``sr:{L}:control`` hash ``topic`` the matches topic the ladder is applied from (its
+  positions are offsets of it; `store.deployment`), ``live`` / ``staging`` generation, ``last`` generation handed out,
   ``params:<g>`` generation g's parameter overrides (msgpack), ``voids`` changes of the voids
   so far and ``voids:<g>`` how many generation g was built with
 - ``sr:{L}:lock`` the re-rate lock (owner; expires) · ``sr:{L}:frozen`` set for the moment
@@ -66,6 +70,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
+from stream_rater.config.settings import Settings
 from stream_rater.store.base import (
     DEFAULT_TIMEOUTS,
     Commit,
@@ -82,6 +87,7 @@ from stream_rater.store.base import (
     Void,
 )
 from stream_rater.store.cluster import cluster_client, is_cluster_url
+from stream_rater.store.deployment import check_prefix
 from stream_rater.store.status import check_reply, text
 from stream_rater.store.stored_events import PACKER, pack_event, pack_events, stored_event
 
@@ -107,19 +113,28 @@ BOARD_STEP = 10_000
 LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 
 
-def ladder_key(ladder: str, suffix: str) -> str:
-    """The key ``sr:{ladder}:suffix``; the braces make `ladder` the cluster hash tag."""
-    return f"sr:{{{ladder}}}:{suffix}"
+#: The key prefix of a store made without one (`Settings.redis_prefix`).
+DEFAULT_PREFIX: str = Settings.redis_prefix
 
 
-def generation_key(ladder: str, generation: int, suffix: str) -> str:
+def ladder_key(ladder: str, suffix: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The key ``<prefix>:{ladder}:suffix``; the braces make `ladder` the cluster hash tag."""
+    return f"{prefix}:{{{ladder}}}:{suffix}"
+
+
+def generation_key(ladder: str, generation: int, suffix: str, prefix: str = DEFAULT_PREFIX) -> str:
     """A key of one generation of `ladder` (generation 0 has no infix)."""
-    return ladder_key(ladder, f"g{generation}:{suffix}" if generation else suffix)
+    return ladder_key(ladder, f"g{generation}:{suffix}" if generation else suffix, prefix)
 
 
-_LADDER_OF_PLAYERS = re.compile(r"^sr:\{(.+)\}:(?:g\d+:)?players$")
-#: A marker key of the layout before the markers hash: ladder, generation (None for 0), match.
-_LEGACY_MARKER = re.compile(r"^sr:\{([^}]+)\}:(?:g(\d+):)?m:(.+)$", re.DOTALL)
+def _ladder_of_players(prefix: str) -> re.Pattern[str]:
+    """A players key of any generation of the store with key `prefix`: its ladder."""
+    return re.compile(rf"^{re.escape(prefix)}:\{{(.+)\}}:(?:g\d+:)?players$")
+
+
+def _legacy_marker(prefix: str) -> re.Pattern[str]:
+    """A marker key of the layout before the markers hash: ladder, generation (None for 0), match."""
+    return re.compile(rf"^{re.escape(prefix)}:\{{([^}}]+)\}}:(?:g(\d+):)?m:(.+)$", re.DOTALL)
 
 
 def _script_args(**fields: Any) -> bytes:
@@ -214,8 +229,11 @@ class RedisStore(StateStore):
         history_limit: int = 100,
         marker_ttl: float = 0.0,
         clock: Callable[[], float] = time.time,
+        prefix: str = DEFAULT_PREFIX,
     ) -> None:
         self.client = client
+        self.prefix = check_prefix(prefix)
+        self.namespace = f"the Redis store of prefix {prefix!r}"
         self.history_limit = history_limit
         self.marker_ttl = int(marker_ttl)
         self.clock = clock
@@ -226,6 +244,14 @@ class RedisStore(StateStore):
         self._board_script = client.register_script(BOARD_SCRIPT)
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
+
+    def _key(self, ladder: str, suffix: str) -> str:
+        """`ladder_key` of this store's prefix."""
+        return f"{self.prefix}:{{{ladder}}}:{suffix}"
+
+    def _gen_key(self, ladder: str, generation: int, suffix: str) -> str:
+        """`generation_key` of this store's prefix."""
+        return self._key(ladder, f"g{generation}:{suffix}" if generation else suffix)
 
     @classmethod
     def from_url(
@@ -271,15 +297,15 @@ class RedisStore(StateStore):
         """The generation, keys and argument of the read script for `request`."""
         ladder, generation = request.ladder, request.generation
         gen = self._live.get(ladder, 0) if generation is None else generation
-        prefix = generation_key(ladder, gen, "")
+        prefix = self._gen_key(ladder, gen, "")
         keys = [
             prefix + "players",
             prefix + "effects",
             prefix + "meta",
             prefix + "mk",
             prefix + "unproduced",
-            ladder_key(ladder, "control"),
-            ladder_key(ladder, "voids"),
+            self._key(ladder, "control"),
+            self._key(ladder, "voids"),
         ]
         arg = _script_args(
             players=request.player_ids,
@@ -308,14 +334,14 @@ class RedisStore(StateStore):
         """The keys and argument of the commit script for `commit`."""
         ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
-        prefix = generation_key(ladder, gen, "")
+        prefix = self._gen_key(ladder, gen, "")
         keys = [
             prefix + "players",
             prefix + "effects",
             prefix + "lb",
             prefix + "meta",
-            ladder_key(ladder, "control"),
-            ladder_key(ladder, "frozen"),
+            self._key(ladder, "control"),
+            self._key(ladder, "frozen"),
             prefix + "act",
             prefix + "seasons",
             prefix + "mk",
@@ -354,7 +380,7 @@ class RedisStore(StateStore):
 
     async def _live_generation(self, ladder: str) -> int:
         """The ladder's live generation, asked of Redis (and cached)."""
-        live = await self.client.hget(ladder_key(ladder, "control"), "live")
+        live = await self.client.hget(self._key(ladder, "control"), "live")
         self._live[ladder] = int(live or 0)
         return self._live[ladder]
 
@@ -364,7 +390,7 @@ class RedisStore(StateStore):
         while True:
             gen = self._live.get(ladder, 0)
             async with self.client.pipeline(transaction=False) as pipe:
-                pipe.hget(ladder_key(ladder, "control"), "live")
+                pipe.hget(self._key(ladder, "control"), "live")
                 build(pipe, gen)
                 replies = await pipe.execute()
             self.round_trips += 1
@@ -380,7 +406,7 @@ class RedisStore(StateStore):
         only: Collection[str] | None = None,
     ) -> dict[str, PlayerState]:
         gen = await self._live_generation(ladder) if generation is None else generation
-        key = generation_key(ladder, gen, "effects" if effects else "players")
+        key = self._gen_key(ladder, gen, "effects" if effects else "players")
         if only is not None:
             ids = list(only)
             found = await self.client.hmget(key, ids) if ids else []
@@ -403,14 +429,14 @@ class RedisStore(StateStore):
         [rows] = await self._on_live(
             ladder,
             lambda pipe, gen: pipe.zrevrange(
-                generation_key(ladder, gen, board), start, start + top - 1, withscores=True
+                self._gen_key(ladder, gen, board), start, start + top - 1, withscores=True
             ),
         )
         return [(member.decode(), float(score)) for member, score in rows]
 
     async def seasons(self, ladder: str) -> list[str]:
         [ids] = await self._on_live(
-            ladder, lambda pipe, gen: pipe.lrange(generation_key(ladder, gen, "seasons"), 0, -1)
+            ladder, lambda pipe, gen: pipe.lrange(self._gen_key(ladder, gen, "seasons"), 0, -1)
         )
         return [text(i) for i in ids]
 
@@ -441,7 +467,7 @@ class RedisStore(StateStore):
         process is never missed)."""
         gen = await self._live_generation(ladder)
         self.round_trips += 2
-        keys = [generation_key(ladder, gen, "lb"), generation_key(ladder, gen, "act")]
+        keys = [self._gen_key(ladder, gen, "lb"), self._gen_key(ladder, gen, "act")]
         reply: list[Any] = await self._board_script(
             keys=keys, args=[_script_args(budget=BOARD_STEP, **fields)]
         )
@@ -449,7 +475,7 @@ class RedisStore(StateStore):
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         [rows] = await self._on_live(
-            ladder, lambda pipe, gen: pipe.lrange(generation_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
+            ladder, lambda pipe, gen: pipe.lrange(self._gen_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
         )
         return [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
 
@@ -457,8 +483,8 @@ class RedisStore(StateStore):
         ids = list(player_ids)
 
         def build(pipe: Any, gen: int) -> None:
-            board = generation_key(ladder, gen, "lb")
-            pipe.hmget(generation_key(ladder, gen, "players"), ids) if ids else pipe.zcard(
+            board = self._gen_key(ladder, gen, "lb")
+            pipe.hmget(self._gen_key(ladder, gen, "players"), ids) if ids else pipe.zcard(
                 board
             )  # keyed: cluster-safe
             for player_id in ids:
@@ -475,8 +501,9 @@ class RedisStore(StateStore):
 
     async def ladders(self) -> list[str]:
         names = set()
-        async for key in self.client.scan_iter(match="sr:{*players", count=1000):
-            found = _LADDER_OF_PLAYERS.match(key.decode())
+        of_players = _ladder_of_players(self.prefix)
+        async for key in self.client.scan_iter(match=self.prefix + ":{*players", count=1000):
+            found = of_players.match(key.decode())
             if found:
                 names.add(found.group(1))
         return sorted(names)
@@ -488,8 +515,8 @@ class RedisStore(StateStore):
         `live` (its other `fields` are described in ``control.lua``); raise what a refusal
         means."""
         reply: list[Any] = await self._control_script(
-            keys=[ladder_key(ladder, k) for k in ("control", "lock", "frozen", "outbox")]
-            + [generation_key(ladder, live, "meta")],
+            keys=[self._key(ladder, k) for k in ("control", "lock", "frozen", "outbox")]
+            + [self._gen_key(ladder, live, "meta")],
             args=[_script_args(step=step, owner=owner, ms=max(1, int(seconds * 1000)), live=live, **fields)],
         )
         check_reply(ladder, reply)
@@ -497,12 +524,12 @@ class RedisStore(StateStore):
 
     async def generations(self, ladder: str) -> Generations:
         async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hgetall(ladder_key(ladder, "control"))
-            pipe.get(ladder_key(ladder, "lock"))
+            pipe.hgetall(self._key(ladder, "control"))
+            pipe.get(self._key(ladder, "lock"))
             control, lock = await pipe.execute()
         control = {text(k): v for k, v in control.items()}
         live = int(control.get("live", 0))
-        meta = await self.client.hgetall(generation_key(ladder, live, "meta"))
+        meta = await self.client.hgetall(self._gen_key(ladder, live, "meta"))
         params = control.get(f"params:{live}")
         return Generations(
             live=live,
@@ -558,12 +585,12 @@ class RedisStore(StateStore):
         if generation in (found.live, found.staging):
             return
         if generation:
-            patterns = [generation_key(ladder, generation, "*")]
+            patterns = [self._gen_key(ladder, generation, "*")]
             keys = []
         else:
-            patterns = [ladder_key(ladder, "h:*"), ladder_key(ladder, "lb:season:*")]
+            patterns = [self._key(ladder, "h:*"), self._key(ladder, "lb:season:*")]
             keys = [
-                ladder_key(ladder, k)
+                self._key(ladder, k)
                 for k in (
                     "players",
                     "effects",
@@ -584,25 +611,25 @@ class RedisStore(StateStore):
                     keys = []
         if keys:
             await self.client.unlink(*keys)
-        await self.client.hdel(ladder_key(ladder, "control"), f"params:{generation}", f"voids:{generation}")
+        await self.client.hdel(self._key(ladder, "control"), f"params:{generation}", f"voids:{generation}")
 
     async def outbox(self, ladder: str) -> list[Event]:
-        raw = await self.client.get(ladder_key(ladder, "outbox"))
+        raw = await self.client.get(self._key(ladder, "outbox"))
         return msgpack.unpackb(raw, raw=False) if raw else []
 
     async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
         if not match_ids:
             return []
-        held = await self.client.hmget(generation_key(ladder, generation, "unproduced"), list(match_ids))
+        held = await self.client.hmget(self._gen_key(ladder, generation, "unproduced"), list(match_ids))
         return [m for m, events in zip(match_ids, held) if events is not None]
 
     async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
         ids = [m for m, held in events.items() if held]
-        marked = await self.client.hmget(generation_key(ladder, generation, "mk"), ids) if ids else []
+        marked = await self.client.hmget(self._gen_key(ladder, generation, "mk"), ids) if ids else []
         held = [m for m, marker in zip(ids, marked) if marker is not None]
         if held:
             pairs = [value for m in held for value in (m, pack_events(events[m], ladder))]
-            await self.client.hset(generation_key(ladder, generation, "unproduced"), items=pairs)
+            await self.client.hset(self._gen_key(ladder, generation, "unproduced"), items=pairs)
 
     async def migrate_markers(self) -> int:
         """Move the markers of the layout before the markers hash — a key ``m:<match_id>`` per
@@ -611,8 +638,9 @@ class RedisStore(StateStore):
         worker running: a marker left behind would let its match be applied again."""
         moved = 0
         found: list[tuple[bytes, str, int, str]] = []
-        async for key in self.client.scan_iter(match="sr:{*}:*m:*", count=1000):
-            legacy = _LEGACY_MARKER.match(key.decode())
+        marker = _legacy_marker(self.prefix)
+        async for key in self.client.scan_iter(match=self.prefix + ":{*}:*m:*", count=1000):
+            legacy = marker.match(key.decode())
             if legacy:
                 ladder, generation, match_id = legacy.groups()
                 found.append((key, ladder, int(generation or 0), match_id))
@@ -635,7 +663,7 @@ class RedisStore(StateStore):
             for (key, ladder, generation, match_id), value, ttl in zip(found, replies[0::2], replies[1::2]):
                 if value is None:  # expired meanwhile
                     continue
-                prefix = generation_key(ladder, generation, "")
+                prefix = self._gen_key(ladder, generation, "")
                 pipe.hset(prefix + "mk", match_id, "")
                 if msgpack.unpackb(value):
                     pipe.hset(prefix + "unproduced", match_id, value)
@@ -648,13 +676,13 @@ class RedisStore(StateStore):
         return moved
 
     async def voids(self, ladder: str) -> dict[str, Void]:
-        rows = await self.client.hgetall(ladder_key(ladder, "voids"))
+        rows = await self.client.hgetall(self._key(ladder, "voids"))
         return {text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
 
     async def set_voids(
         self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
     ) -> None:
-        key, control, remove = ladder_key(ladder, "voids"), ladder_key(ladder, "control"), list(remove)
+        key, control, remove = self._key(ladder, "voids"), self._key(ladder, "control"), list(remove)
         async with self.client.pipeline(transaction=True) as pipe:
             if add:
                 pipe.hset(key, mapping={m: PACKER.pack(why) for m, why in add.items()})
@@ -665,6 +693,25 @@ class RedisStore(StateStore):
             pipe.hget(control, "voids")
             version = (await pipe.execute())[-1]
         await self.client.hset(control, f"voids:{generation}", version or 0)
+
+    async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
+        key = self.prefix + ":deployment"
+        async with self.client.pipeline(transaction=False) as pipe:
+            for name, value in (fields or {}).items():
+                pipe.hsetnx(key, name, value)
+            pipe.hgetall(key)
+            record = (await pipe.execute())[-1]
+        return {text(k): text(v) for k, v in record.items()}
+
+    async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for ladder in ladders:
+                if topic is not None:
+                    pipe.hsetnx(self._key(ladder, "control"), "topic", topic)
+                pipe.hget(self._key(ladder, "control"), "topic")
+            replies = await pipe.execute()
+        found = replies[1::2] if topic is not None else replies
+        return {ladder: text(bound) for ladder, bound in zip(ladders, found) if bound is not None}
 
     async def ping(self) -> bool:
         try:

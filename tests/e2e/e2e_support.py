@@ -144,13 +144,14 @@ def replay_of(ladder: str, matches: list[dict]) -> tuple[dict, dict[str, dict]]:
     return asyncio.run(replayed())
 
 
-def equals_replay(redis_url: str, ladder: str, matches: list[dict]) -> bool:
-    """The oracle: the stored states are bit for bit what a replay of `matches` computes."""
+def equals_replay(redis_url: str, ladder: str, matches: list[dict], prefix: str = "sr") -> bool:
+    """The oracle: the stored states (under the key `prefix`) are bit for bit what a replay of
+    `matches` computes."""
 
     def exact(states: dict) -> dict:
         return {p: (s.mu, s.sigma, s.games, s.last_played) for p, s in states.items()}
 
-    return exact(stored_players(redis_url, ladder)) == exact(replay_of(ladder, matches)[0])
+    return exact(stored_players(redis_url, ladder, prefix)) == exact(replay_of(ladder, matches)[0])
 
 
 def missing_updates(settings: Settings, ladder: str, matches: list[dict]) -> list[str]:

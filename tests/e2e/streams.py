@@ -94,7 +94,7 @@ class Stream:
 
     def states(self, ladder: str | None = None) -> dict:
         """The stored players of `ladder` (default: the stream's first)."""
-        return stored_players(self.settings.redis_url, ladder or self.ladder)
+        return stored_players(self.settings.redis_url, ladder or self.ladder, self.settings.redis_prefix)
 
     def all_states(self) -> dict[str, dict]:
         """Ladder → its players' stored states."""

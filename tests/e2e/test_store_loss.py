@@ -133,7 +133,7 @@ def test_redis_restarted_empty_is_held_and_the_recovery_delivers_every_matchs_ev
         assert stream.applied() == 0, "nothing may be rated onto the emptied store"
 
         stream.kill()
-        assert asyncio.run(store_looks_lost(stream.settings))
+        assert asyncio.run(store_looks_lost(stream.settings, [stream.ladder]))
         stream.start()
         wait_for(lambda: stream.ladder in readiness(stream.port)[1].get("reason", ""), "the restart refusing")
         assert stream.applied() == 0

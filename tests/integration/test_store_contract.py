@@ -468,3 +468,109 @@ async def test_a_refused_season_commit_keeps_no_season(store, ladder):
     assert await store.leaderboard(ladder, 10) == [("a", 30.0)]
     with pytest.raises(KeyError):
         await store.leaderboard(ladder, 10, season=1)
+
+
+@pytest.fixture(params=["memory", "redis", "redis_cluster"])
+async def two_deployments(request):
+    """Two stores of each kind on one server, each with a key prefix no other test uses (for
+    memory, two stores)."""
+    url = "memory" if request.param == "memory" else request.getfixturevalue(f"{request.param}_url")
+    tag = uuid.uuid4().hex[:8]
+    stores = [open_store(url, history_limit=3, prefix=f"{name}-{tag}") for name in ("staging", "prod")]
+    yield stores
+    for s in stores:
+        await s.close()
+
+
+async def test_prefixes_keep_two_deployments_apart(two_deployments, ladder):
+    """Two prefixes on one Redis (or Redis Cluster) with the same ladder name: each store reads
+    back only its own states, markers, positions and ladders, and dropping or re-rating one's
+    generation leaves the other's alone."""
+    staging, prod = two_deployments
+    await staging.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0)], {"m1": []}, positions={0: 5}))
+    await prod.commit(Commit(ladder, [write("a", 7.0, 1, 0, score=7.0)], {"m2": []}, positions={0: 9}))
+    assert (await staging.read(ladder, ["a"], [], ["m1", "m2"])).players["a"].mu == 1.0
+    assert set((await staging.read(ladder, ["a"], [], ["m1", "m2"])).applied) == {"m1"}
+    assert (await prod.players(ladder))["a"].mu == 7.0
+    assert await staging.leaderboard(ladder, 10) == [("a", 1.0)]
+    assert await staging.ladders() == await prod.ladders() == [ladder]
+    assert (await staging.generations(ladder)).positions == {0: 5}
+    assert (await prod.generations(ladder)).positions == {0: 9}
+    staging_gen, _ = await staging.begin_rerate(ladder, "me", 30.0, None)
+    assert (await prod.generations(ladder)).staging is None
+    await staging.abort_rerate(ladder, "me")
+    await staging.drop_generation(ladder, staging_gen)
+    assert (await prod.players(ladder))["a"].mu == 7.0
+
+
+async def test_a_ladder_is_bound_to_one_matches_topic(two_deployments, ladder):
+    """`bind` with a topic records it for each ladder the store holds (a ladder not applied
+    yet stays unbound), passes again with it, and refuses another topic in one line naming the
+    ladder and both topics; a check without a topic passes and writes nothing."""
+    from stream_rater.store.deployment import STORE_FORMAT, StoreRefused, bind
+
+    store, other = two_deployments
+    await bind(store, None)
+    assert await store.deployment_record() == {}  # a check alone writes nothing
+    await bind(store, "matches-a", [ladder])
+    assert await store.ladder_topics([ladder], None) == {}  # not applied yet: nothing to name
+    assert await store.deployment_record() == {"format": str(STORE_FORMAT)}
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}, positions={0: 1}))
+    await bind(store, "matches-a", [ladder])
+    assert await store.ladder_topics([ladder], None) == {ladder: "matches-a"}
+    await bind(store, "matches-a", [ladder])
+    with pytest.raises(StoreRefused) as refused:
+        await bind(store, "matches-b", [ladder, "unused"])
+    message = str(refused.value)
+    assert f"ladder {ladder!r}" in message and "'matches-a'" in message and "'matches-b'" in message
+    assert "STREAM_RATER_REDIS_PREFIX" in message and "\n" not in message
+    assert await store.ladder_topics([ladder, "unused"], None) == {ladder: "matches-a"}
+    await other.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    await bind(other, "matches-b", [ladder])  # the same ladder name under another prefix
+
+
+async def test_a_store_of_a_newer_format_is_refused(two_deployments):
+    """A store whose record says a newer stored format is refused, with or without a topic, in
+    one line naming both formats; a store of this format is not."""
+    from stream_rater.store.deployment import STORE_FORMAT, StoreRefused, bind
+
+    newer, current = two_deployments
+    await newer.deployment_record({"format": str(STORE_FORMAT + 1)})
+    for topic in (None, "matches"):
+        with pytest.raises(
+            StoreRefused, match=rf"format {STORE_FORMAT + 1}, newer than format {STORE_FORMAT} "
+        ):
+            await bind(newer, topic, ["x"])
+    await current.deployment_record({"format": str(STORE_FORMAT)})
+    await bind(current, "matches", ["x"])
+
+
+async def test_redis_default_prefix_is_the_layout_of_before_and_a_prefix_keeps_the_hash_tag(
+    redis_url, ladder
+):
+    """Without a prefix the keys are byte for byte ``sr:{ladder}:…`` (stores written before the
+    setting need no migration); with one, every key starts with it and keeps ``{ladder}``, and
+    the deployment record is ``<prefix>:deployment``."""
+    from stream_rater.store.deployment import bind
+
+    tag = f"p-{uuid.uuid4().hex[:8]}"
+    for store, start in (
+        (RedisStore.from_url(redis_url), "sr"),
+        (RedisStore.from_url(redis_url, prefix=tag), tag),
+    ):
+        await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0)], {"m1": []}, {"a": [{}]}))
+        keys = sorted([k.decode() async for k in store.client.scan_iter(match=f"{start}:*{ladder}*")])
+        assert keys == sorted(f"{start}:{{{ladder}}}:{s}" for s in ("players", "lb", "mk", "h:a", "meta"))
+        await store.close()
+    store = RedisStore.from_url(redis_url, prefix=tag)
+    await bind(store, "matches", [ladder])
+    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"1"}
+    assert await store.client.hget(f"{tag}:{{{ladder}}}:control", "topic") == b"matches"
+    await store.close()
+
+
+@pytest.mark.parametrize("prefix", ["", "a:b", "{x}", "a*", "a b", "x" * 65])
+def test_a_bad_prefix_is_one_line_naming_the_variable(prefix):
+    """A prefix that could break the key layout, the hash tag or a scan pattern is refused."""
+    with pytest.raises(ValueError, match=r"^STREAM_RATER_REDIS_PREFIX=.*letters, digits"):
+        open_store("redis://127.0.0.1:1/0", prefix=prefix)

@@ -1,0 +1,83 @@
+"""Which deployment a store belongs to, and in which stored format it is written.
+
+Every key of a Redis store starts with its prefix (``STREAM_RATER_REDIS_PREFIX``, default
+``sr``), so deployments sharing one Redis each use their own.
+
+- **The stored format** is one record for the whole prefix, ``<prefix>:deployment`` (a hash,
+  field ``format``; `StateStore.deployment_record`). Format 1 is the layout documented in
+  `redis_store`; a store with no record is format 1 (its layout predates the record), and gets
+  the record at first use.
+- **The matches topic** is recorded per ladder, in the ladder's ``control`` hash (field
+  ``topic``; `StateStore.ladder_topics`): a ladder's positions (``p:<partition>`` in its
+  ``meta``) are offsets of the one topic its matches come from, so that field names their topic.
+  Recording it per ladder rather than once per prefix costs the same (written once at start,
+  never per commit) and leaves the stored positions as they were; and it binds exactly what
+  would be ambiguous — one prefix may hold ladders of several topics (the test suites share one
+  Redis that way), but no ladder is applied from two.
+
+A worker binds the ladders it is configured with at start, and a tool that reads a ladder's
+matches from the topic (rebuild, verify, void, rerate, season) binds that ladder: the missing
+fields are written (a ladder's topic once the store holds the ladder), then the records are
+checked. Any other tool checks the format alone. Each
+refuses, in one line, a ladder recorded with another topic or a store of a newer format (written
+by a newer release: this one could misread it), and writes nothing more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from stream_rater.config.settings import env_name
+from stream_rater.store.base import StateStore
+
+#: The stored format this release writes and reads (README "Operations → Upgrading").
+STORE_FORMAT = 1
+
+#: A key prefix: letters, digits, ``_``, ``-`` and ``.``. No ``{`` or ``}`` (the ladder must
+#: stay the cluster hash tag), no ``:`` (the separator) and no glob characters (the prefix is
+#: part of the patterns the store scans by).
+_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+class StoreRefused(RuntimeError):
+    """The store belongs to another deployment or to a newer release: nothing is written."""
+
+
+def check_prefix(prefix: str) -> str:
+    """`prefix` if it may start a Redis key of the store, else a `ValueError` naming the
+    variable."""
+    if not _PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"{env_name('redis_prefix')}={prefix!r}: a key prefix is 1 to 64 letters, digits, '_', '-' or '.'"
+        )
+    return prefix
+
+
+async def bind(store: StateStore, topic: str | None = None, ladders: Sequence[str] = ()) -> None:
+    """Check that `store` is of this release's format and that each of `ladders` is of the
+    matches `topic`; record the format where the store has none (with a `topic` only), and
+    `topic` for each of `ladders` the store holds without one (a ladder not applied yet has no
+    positions to name, and a worker is configured with ladders it may never see: each is bound
+    by the first worker or tool started once it exists). `StoreRefused` in one line otherwise."""
+    record = await store.deployment_record({"format": str(STORE_FORMAT)} if topic else None)
+    found = int(record.get("format", 1))
+    if found > STORE_FORMAT:
+        raise StoreRefused(
+            f"{store.namespace} is in stored format {found}, newer than format {STORE_FORMAT} "
+            "that this release of stream-rater reads: run the newer release (README: Operations → Upgrading)"
+        )
+    if not (topic and ladders):
+        return
+    recorded = await store.ladder_topics(ladders, None)
+    held = sorted(set(ladders) & set(await store.ladders()) - set(recorded))
+    if held:
+        recorded.update(await store.ladder_topics(held, topic))
+    other = {ladder: bound for ladder, bound in recorded.items() if bound != topic}
+    if other:
+        ladder, bound = sorted(other.items())[0]
+        raise StoreRefused(
+            f"ladder {ladder!r} of {store.namespace} holds matches of topic {bound!r}, not {topic!r}"
+            f"{f' (and {len(other) - 1} more ladders)' if len(other) > 1 else ''}: give this deployment "
+            f"its own {env_name('redis_prefix')}, or use topic {bound!r}"
+        )
