@@ -16,10 +16,12 @@ from e2e_support import (
     VolatileRedis,
     applied,
     counted,
+    delete_head,
     equals_replay,
     missing_updates,
     one_partition_stream,
     readiness,
+    scraped,
     worker_test_env,
 )
 from helpers import cli, duel, wait_for
@@ -52,7 +54,8 @@ class Stream:
     def start(self) -> None:
         """Start a worker (without waiting until it is ready)."""
         self.port = free_port()
-        log = (self.tmp_path / f"worker-{self.port}.log").open("w")
+        self.log = self.tmp_path / f"worker-{self.port}.log"
+        log = self.log.open("w")
         self.worker = start_worker(replace(self.settings, web_port=self.port), self.env, log)
 
     def kill(self) -> None:
@@ -67,6 +70,11 @@ class Stream:
 
     def applied(self) -> int:
         return applied(self.redis.url, self.ladder)
+
+    def rebuilds(self, outcome: str) -> float:
+        """The worker's automatic rebuilds of the ladder that ended with `outcome`."""
+        sample = f'stream_rater_store_rebuilds_total{{ladder="{self.ladder}",outcome="{outcome}"}}'
+        return scraped(self.port, sample)
 
     def committed(self) -> int:
         return asyncio.run(committed_offsets(self.settings, self.settings.topic_matches, [0]))[0]
@@ -192,3 +200,74 @@ def test_redis_restarted_from_an_older_snapshot_is_noticed_by_a_restarted_worker
         stream.stop()
     assert equals_replay(volatile_redis.url, stream.ladder, matches)
     assert missing_updates(stream.settings, stream.ladder, matches) == []
+
+
+def test_with_on_store_loss_rebuild_the_worker_rebuilds_an_emptied_store_by_itself(
+    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
+):
+    """``STREAM_RATER_ON_STORE_LOSS=rebuild``: Redis restarted empty while 800 matches (four
+    batches) arrive. Without any operator command the worker rebuilds the ladder from the topic
+    (once, counted, logged) and goes on with the held and later batches: every state equals a
+    replay, and every match's events are on the updates topic."""
+    stream = Stream(broker_url, volatile_redis, tmp_path)
+    stream.env["STREAM_RATER_ON_STORE_LOSS"] = "rebuild"
+    matches = _matches(stream.ladder, 1800, seed=21)
+    stream.start()
+    try:
+        wait_ready(stream.worker, f"http://127.0.0.1:{stream.port}/readyz")
+        stream.publish(matches[:1000])
+        stream.caught_up(1000)
+
+        volatile_redis.kill()
+        volatile_redis.start()
+        stream.publish(matches[1000:1400])
+        stream.publish(matches[1400:])
+        stream.caught_up(1800)
+        wait_for(lambda: readiness(stream.port)[0] == 200, "the worker ready again")
+        assert (stream.rebuilds("rebuilt"), stream.rebuilds("failed")) == (1, 0)
+        assert counted(stream.port, stream.ladder, "stream_rater_store_losses_total") == 1
+    finally:
+        stream.stop()
+    log = stream.log.read_text()
+    assert f"rebuilding it from topic {stream.settings.topic_matches!r}" in log
+    assert f"ladder {stream.ladder!r} rebuilt from topic" in log
+    assert equals_replay(volatile_redis.url, stream.ladder, matches)
+    assert missing_updates(stream.settings, stream.ladder, matches) == []
+
+
+def test_with_on_store_loss_rebuild_a_topic_without_its_head_keeps_the_ladder_held(
+    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
+):
+    """The same with the first 120 records of the matches topic deleted (as retention does):
+    the worker does not rebuild the ladder from the tail; it stays held, applying nothing, and
+    /readyz and the log name the first offset left and the manual command with --history."""
+    stream = Stream(broker_url, volatile_redis, tmp_path)
+    stream.env["STREAM_RATER_ON_STORE_LOSS"] = "rebuild"
+    matches = _matches(stream.ladder, 500, seed=22)
+    stream.start()
+    try:
+        wait_ready(stream.worker, f"http://127.0.0.1:{stream.port}/readyz")
+        stream.publish(matches[:300])
+        stream.caught_up(300)
+        asyncio.run(delete_head(stream.settings, stream.ladder, 120))
+
+        volatile_redis.kill()
+        volatile_redis.start()
+        stream.publish(matches[300:])
+        why = (
+            f"not rebuilt automatically: partition 0 of topic {stream.settings.topic_matches!r} starts "
+            "at offset 120; offsets 0..119 were deleted"
+        )
+        wait_for(lambda: why in readiness(stream.port)[1].get("reason", ""), "the refusal in /readyz")
+        status, body = readiness(stream.port)
+        assert status == 503 and f"ladder {stream.ladder!r}" in body["reason"], body
+        command = (
+            f"stream-rater replay --from-topic --ladder {stream.ladder} --store URL "
+            f"--consumer-group {stream.settings.consumer_group} --history FILE"
+        )
+        assert command in body["reason"]
+        assert (stream.rebuilds("refused"), stream.rebuilds("rebuilt")) == (1, 0)
+        assert stream.applied() == 0 and stream.committed() == 300
+    finally:
+        stream.stop()
+    assert why in stream.log.read_text() and command in stream.log.read_text()
