@@ -271,3 +271,39 @@ def test_with_on_store_loss_rebuild_a_topic_without_its_head_keeps_the_ladder_he
     finally:
         stream.stop()
     assert why in stream.log.read_text() and command in stream.log.read_text()
+
+
+def test_with_on_store_loss_rebuild_a_restarted_worker_rebuilds_a_partial_loss_by_itself(
+    broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
+):
+    """Redis back from a snapshot 600 matches behind the group, and the worker restarted: the
+    loss is found when the partition is assigned (`LossGuard`), and the worker rebuilds the
+    ladder by itself while 300 more matches arrive; then every state equals a replay and every
+    match's events are on the updates topic."""
+    stream = Stream(broker_url, volatile_redis, tmp_path)
+    stream.env["STREAM_RATER_ON_STORE_LOSS"] = "rebuild"
+    matches = _matches(stream.ladder, 1500, seed=23)
+    snapshot = tmp_path / "older.rdb"
+    stream.start()
+    try:
+        wait_ready(stream.worker, f"http://127.0.0.1:{stream.port}/readyz")
+        stream.publish(matches[:600])
+        stream.caught_up(600)
+        volatile_redis.save(snapshot)
+        stream.publish(matches[600:1200])
+        stream.caught_up(1200)
+
+        stream.kill()
+        volatile_redis.kill()
+        volatile_redis.start(dump=snapshot)
+        stream.start()
+        stream.publish(matches[1200:])
+        stream.caught_up(1500)
+        wait_for(lambda: readiness(stream.port)[0] == 200, "the worker ready again")
+        assert (stream.rebuilds("rebuilt"), stream.rebuilds("failed")) == (1, 0)
+        assert counted(stream.port, stream.ladder, "stream_rater_store_losses_total") == 1
+    finally:
+        stream.stop()
+    assert "committed offset 1200, the store's positions reach 600" in stream.log.read_text()
+    assert equals_replay(volatile_redis.url, stream.ladder, matches)
+    assert missing_updates(stream.settings, stream.ladder, matches) == []
