@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 #: Seconds the rebuild's lock outlives a worker that crashed while rebuilding.
 LEASE = 15.0
 #: Seconds before a ladder whose rebuild ended (busy, failed, or rebuilt and still reported
-#: lost) is tried again: the first delay, doubling up to the last.
+#: lost) is tried again: the first delay, doubling (jittered) up to the last.
 RETRY_DELAYS = (5.0, 300.0)
 
 
