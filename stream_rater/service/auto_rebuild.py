@@ -95,7 +95,8 @@ class AutoRebuild:
 
     `rebuild(ladder)` does one (`TopicRebuild`) and returns a one-line summary; `holds` is the
     `LossGuard`'s map of ladders held while rebuilt; `report` is the handler's `report_loss`,
-    called when an attempt ends with something for readiness to say."""
+    called when an attempt is refused or fails, for readiness to say so at once (a busy one
+    shows at the held batch's next retry)."""
 
     def __init__(
         self,
@@ -155,8 +156,9 @@ class AutoRebuild:
             metrics.STORE_REBUILDS.labels(ladder, outcome).inc()
         if note is None:
             self.notes.pop(ladder, None)
-        else:
-            self.notes[ladder] = note
+            return
+        self.notes[ladder] = note
+        if outcome != "busy":  # busy: the other's rebuild may have ended, the ladder back by now
             self.report(exc)
 
     async def _attempt(self, ladder: str) -> tuple[str, str | None]:
