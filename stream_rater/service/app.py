@@ -40,6 +40,7 @@ from stream_rater.kafka import (
 )
 from stream_rater.processor import Processor
 from stream_rater.service import metrics
+from stream_rater.service.auto_rebuild import AutoRebuild, TopicRebuild
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, StoreRefusal, Topics
@@ -127,15 +128,7 @@ def create_app(
         refusal=refusal,
         partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
-    guard = handler.guard = LossGuard(
-        store,
-        ladders,
-        lambda partitions: committed_offsets(settings, settings.topic_matches, partitions),
-        lambda partition, start, end: read_partition(settings, settings.topic_matches, partition, start, end),
-        report=handler.report_loss,
-        recovered=handler.recovered,
-        limits=Limits(max_event_bytes=settings.max_event_bytes),
-    )
+    guard, rebuilder = guard_losses(settings, ladders, store, handler)
 
     @app.on_partitions_assigned.connect
     async def check_for_lost_store(app: faust.App, /, *assigned: set[TP], **kwargs: Any) -> None:
@@ -191,8 +184,36 @@ def create_app(
         for task in carrying_out:
             task.cancel()
         await asyncio.gather(*carrying_out, return_exceptions=True)
+        if rebuilder is not None:
+            await rebuilder.stop()
 
     return app
+
+
+def guard_losses(
+    settings: Settings, ladders: Ladders, store: StateStore, handler: BatchHandler
+) -> tuple[LossGuard, AutoRebuild | None]:
+    """The handler's `LossGuard` (a lost store noticed at assignment, lost ladders held) and,
+    with ``on_store_loss = rebuild``, the `AutoRebuild` told of every loss the handler reports."""
+    guard = handler.guard = LossGuard(
+        store,
+        ladders,
+        lambda partitions: committed_offsets(settings, settings.topic_matches, partitions),
+        lambda partition, start, end: read_partition(settings, settings.topic_matches, partition, start, end),
+        report=handler.report_loss,
+        recovered=handler.recovered,
+        limits=Limits(max_event_bytes=settings.max_event_bytes),
+    )
+    if settings.on_store_loss != "rebuild":
+        return guard, None
+    rebuilder = AutoRebuild(
+        TopicRebuild(settings, ladders, lambda: open_worker_store(settings)),
+        settings,
+        holds=guard.rebuilding,
+        report=handler.report_loss,
+    )
+    handler.on_loss = rebuilder.lost
+    return guard, rebuilder
 
 
 #: Allocations (net) between two young-generation collections; Python's default is 700.

@@ -157,6 +157,7 @@ class BatchHandler:
         stopped: dict[str, str] | None = None,
         guard: LossGuard | None = None,
         refusal: StoreRefusal | None = None,
+        on_loss: Callable[[StoreLost], str | None] | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
         and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
@@ -165,7 +166,9 @@ class BatchHandler:
         it; readiness reads it. `guard`, if given, checks each partition for a lost store before
         its batches are applied, and holds lost ladders (its `report` and `recovered` should be
         this handler's `report_loss` and `recovered`). `refusal` is set while Redis refuses the
-        batch's writes; readiness reads it too."""
+        batch's writes; readiness reads it too. `on_loss`, if given, is told of each report of
+        a lost ladder (the automatic rebuild, `service.auto_rebuild`) and returns what readiness
+        adds to its reason."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -179,6 +182,7 @@ class BatchHandler:
         self.stopped: dict[str, str] = {} if stopped is None else stopped
         self.guard = guard
         self.refusal = StoreRefusal() if refusal is None else refusal
+        self.on_loss = on_loss
 
     def report_loss(self, exc: StoreLost) -> None:
         """Note a ladder not applied because the store lost it: readiness, metrics, the log
@@ -186,7 +190,8 @@ class BatchHandler:
         if exc.ladder not in self.stopped:
             log.error("%s", exc)
             metrics.STORE_LOSSES.labels(exc.ladder).inc()
-        self.stopped[exc.ladder] = str(exc)
+        note = self.on_loss(exc) if self.on_loss is not None else None
+        self.stopped[exc.ladder] = str(exc) if note is None else f"{exc}; {note}"
         metrics.LADDERS_STOPPED.set(len(self.stopped))
 
     def recovered(self, ladder: str) -> None:
@@ -361,7 +366,7 @@ class BatchHandler:
         """A store action succeeded: a refusal is over, and the stopped ladders are applied
         again, but those the guard still holds."""
         self.refusal.lift()
-        held = self.guard.lost if self.guard is not None else {}
+        held = {*self.guard.lost, *self.guard.rebuilding} if self.guard is not None else set()
         back = sorted(ladder for ladder in self.stopped if ladder not in held)
         if back:
             log.warning("ladders %s are applied again", ", ".join(back))
