@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import redis
 from e2e_support import VolatileRedis, applied, equals_replay, missing_updates, readiness, worker_test_env
 from helpers import cli, duel, wait_for
 
+from stream_rater.config.settings import Settings
 from stream_rater.kafka import committed_offsets, create_topics, home_partition, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
@@ -30,9 +30,7 @@ def two_homes(tag: str) -> tuple[str, str]:
     """Two ladder names whose matches land on different partitions of a two-partition topic."""
     lost = f"l-{tag}-lost"
     healthy = next(
-        name
-        for i in range(100)
-        if home_partition(name := f"l-{tag}-ok{i}", 2) != home_partition(lost, 2)
+        name for i in range(100) if home_partition(name := f"l-{tag}-ok{i}", 2) != home_partition(lost, 2)
     )
     return lost, healthy
 
@@ -56,6 +54,31 @@ def delete_ladder(url: str, ladder: str) -> int:
         client.close()
 
 
+def rebuild(settings: Settings, ladder: str, env: dict[str, str], out: Path) -> None:
+    """The documented recovery: ``replay --from-topic --ladder L --store URL --consumer-group G``."""
+    cli(
+        "replay",
+        "--from-topic",
+        "--ladder",
+        ladder,
+        "--store",
+        settings.redis_url,
+        "--consumer-group",
+        settings.consumer_group,
+        "--broker",
+        settings.broker,
+        "--topic-matches",
+        settings.topic_matches,
+        "--topic-updates",
+        settings.topic_updates,
+        "--out",
+        str(out),
+        env=env,
+        check=True,
+        timeout=60,
+    )
+
+
 def test_a_lost_ladder_holds_only_its_partition_and_catches_up_after_the_rebuild(
     broker_url: str, volatile_redis: VolatileRedis, tmp_path: Path
 ):
@@ -67,7 +90,12 @@ def test_a_lost_ladder_holds_only_its_partition_and_catches_up_after_the_rebuild
     lost, healthy = two_homes(tag)
     home = {lost: home_partition(lost, 2), healthy: home_partition(healthy, 2)}
     settings = tagged_settings(
-        tag, broker=broker_url, redis_url=volatile_redis.url, partitions=2, batch_size=200, web_port=free_port()
+        tag,
+        broker=broker_url,
+        redis_url=volatile_redis.url,
+        partitions=2,
+        batch_size=200,
+        web_port=free_port(),
     )
     asyncio.run(create_topics(broker_url, settings.topics()))
     env = worker_test_env([lost, healthy], tmp_path / "faust-data")
@@ -91,7 +119,9 @@ def test_a_lost_ladder_holds_only_its_partition_and_catches_up_after_the_rebuild
 
         assert delete_ladder(volatile_redis.url, lost) > 0
         publish_range(300, 400, (lost,))  # held first: the healthy ladder's matches come after
-        wait_for(lambda: lost in readiness(settings.web_port)[1].get("reason", ""), "the lost ladder in /readyz")
+        wait_for(
+            lambda: lost in readiness(settings.web_port)[1].get("reason", ""), "the lost ladder in /readyz"
+        )
         publish_range(300, 900, (healthy,))
         publish_range(400, 900, (lost,))
         wait_for(lambda: caught_up(healthy, 900), "the healthy ladder applied and acknowledged meanwhile", 30)
@@ -99,27 +129,7 @@ def test_a_lost_ladder_holds_only_its_partition_and_catches_up_after_the_rebuild
         assert status == 503 and healthy not in body["reason"], body
         assert (applied(volatile_redis.url, lost), committed(lost)) == (0, 300)
 
-        cli(
-            "replay",
-            "--from-topic",
-            "--ladder",
-            lost,
-            "--store",
-            volatile_redis.url,
-            "--consumer-group",
-            settings.consumer_group,
-            "--broker",
-            broker_url,
-            "--topic-matches",
-            settings.topic_matches,
-            "--topic-updates",
-            settings.topic_updates,
-            "--out",
-            str(tmp_path / "rebuilt.jsonl"),
-            env=env,
-            check=True,
-            timeout=60,
-        )
+        rebuild(settings, lost, env, tmp_path / "rebuilt.jsonl")
         wait_for(lambda: caught_up(lost, 900), "the held ladder caught up after the rebuild", 30)
         wait_for(lambda: readiness(settings.web_port)[0] == 200, "the worker ready again", 30)
     finally:
