@@ -213,8 +213,10 @@ USED = [
         "consumer",
         "unacked",
         lambda s, c: isinstance(s, MutableSet) and s is c.unacked,
-        f"{FT}'s BatchBuffer.take adds taken records to this live set, holding a rebalance back "
-        "(BatchBuffer.release takes out those dropped unacknowledged)",
+        (
+            f"{FT}'s BatchBuffer.take adds taken records to this live set, holding a rebalance back "
+            "(BatchBuffer.release takes out those dropped unacknowledged)"
+        ),
     ),
     (
         "faust-streaming",
@@ -333,8 +335,10 @@ CALLED = [
         "faust-streaming",
         faust_consumer.Consumer.on_partitions_revoked,
         "self._paused_partitions.difference_update(revoked)",
-        "a rebalance must un-pause the partitions it revokes: a parked partition (its ladder lost) "
-        "is dropped then, and whoever gets it fetches it from its committed offset",
+        (
+            "a rebalance must un-pause the partitions it revokes: a parked partition (its ladder "
+            "lost) is dropped then, and whoever gets it fetches it from its committed offset"
+        ),
     ),
     (
         "faust-streaming",
