@@ -870,3 +870,20 @@ async def test_a_store_refusing_every_ladder_holds_every_partition_in_place():
     store.refusing.clear()
     await asyncio.wait_for(pipeline.drain(), 5)
     assert [(m.partition, m.offset) for m in acked] == [(0, 0), (1, 0)]
+
+
+async def test_a_parked_partitions_invalid_record_is_dead_lettered_once_after_the_rebuild():
+    """An invalid record on the held partition is parked with the partition's matches: not
+    dead-lettered (nor acknowledged) while the ladder is lost, dead-lettered once after."""
+    work = Parking()
+    await work.feed(stream(range(1)))
+    work.lose()
+    invalid = Record(b"not json", key=b"east", partition=0, offset=1)
+    await work.feed([[invalid, on_home("e2", "east", 2, "1", "2"), on_home("w1", "west", 1, "1", "2")]])
+    assert [t for t, _, _, _ in work.producer.sent].count("dlq") == 0
+    assert await work.parked_offsets(0) == [1, 2]
+    work.rebuild()
+    await wait_for_async(lambda: not work.pipeline.parked, "partition 0 unparked")
+    assert [t for t, _, _, _ in work.producer.sent].count("dlq") == 1
+    assert work.applied("east") == ["e0", "e2"]
+    assert [a for a in work.acked if a[0] == 0] == [(0, 0), (0, 1), (0, 2)]
