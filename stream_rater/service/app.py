@@ -102,7 +102,7 @@ def create_app(
     app.fetch_max_wait = settings.fetch_max_wait
     matches = app.topic(settings.topic_matches, partitions=settings.partitions)
     batches = app.batch_buffers[settings.topic_matches] = BatchBuffer(
-        app, maxsize=max(4096, settings.batch_size * 4)
+        app, maxsize=max(4096, settings.batch_size * 4), topic=settings.topic_matches
     )
 
     store = TimedStore(store or open_worker_store(settings))
@@ -136,6 +136,12 @@ def create_app(
         for partitions in assigned:
             guard.assigned(tp.partition for tp in partitions if tp.topic == settings.topic_matches)
 
+    # A lost ladder parks its partition's records; a rebalance drops them (BatchPipeline).
+    pipeline = BatchPipeline(
+        handler, ack=batches.ack, pause=batches.pause, resume=batches.resume, release=batches.release
+    )
+    batches.on_clear.append(pipeline.abandon)
+
     app.rating_store = store  # type: ignore[attr-defined]
     app.rating_handler = handler  # type: ignore[attr-defined]
     app.rating_ladders = ladders  # type: ignore[attr-defined]
@@ -145,8 +151,8 @@ def create_app(
         # faust subscribes `matches` for this agent and runs it, but the records arrive a
         # fetched batch at a time through `batches`, not as `stream`'s per-message events.
         # `BatchPipeline` overlaps batches: the next one is taken while this one commits.
-        # On cancellation (SIGTERM) the batches in hand are finished before the agent stops.
-        pipeline = BatchPipeline(handler, ack=batches.ack)
+        # On cancellation (SIGTERM) the batches in hand are finished before the agent stops
+        # (parked ones are left unacknowledged).
         try:
             while True:
                 messages = await batches.take(
@@ -156,7 +162,7 @@ def create_app(
                     await pipeline.submit(messages)
         except asyncio.CancelledError:
             stopping.set()
-            await pipeline.drain()
+            await pipeline.stop()
             raise
 
     corrections = CorrectionHandler(
