@@ -17,7 +17,8 @@ is decided here, against the read's own clock:
 - a player's rank counts the active players above them, by walking the leaderboard down to
   the player or by going through the active players, whichever is fewer entries
   (``min(place, active players)``); the percentile's total is one count of the active
-  (`StateStore.active_places`; README "Ladder rules" has the measured costs).
+  (`StateStore.active_places`; stream_rater/bench/README.md "Leaderboard eligibility"
+  has the measured costs).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``stream-rater bench capacity``: what one stored or produced item costs, measured — the
-inputs of README "Capacity".
+inputs of "Capacity" in stream_rater/bench/README.md.
 
 The bundled football results (the demo ladder: TrueSkill with the home effect) are replayed
 through the processor into a local Redis with the worker's default marker TTL and history cap,

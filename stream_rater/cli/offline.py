@@ -96,8 +96,8 @@ def register(sub: Subcommands) -> None:
 
     p = sub.add_parser(
         "migrate-markers",
-        help="upgrade a Redis store written before markers were hash fields (README "
-        "'Operations'); run once, with no worker running",
+        help="upgrade a Redis store written before markers were hash fields (deploy/README.md "
+        "'Upgrading'); run once, with no worker running",
     )
     store_flag(p)
     p.set_defaults(func=cmd_migrate_markers)

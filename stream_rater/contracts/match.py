@@ -7,7 +7,7 @@ path, and every error names the field path and the reason, e.g.
 ``stream_rater/contracts/schemas`` describe the same contract for other languages; a test keeps
 the two in step.
 
-Choices where design.md leaves room:
+Choices where the README's event contracts leave room:
 
 - An optional field given as ``null`` means the same as leaving it out (Jackson and
   friends write nulls by default); a required field given as ``null`` is an error.

@@ -24,7 +24,7 @@ def rating_changed(
     late: bool = False,
     provisional: bool | None = None,
 ) -> dict[str, Any]:
-    """A rating-changed event in its wire form (field order as in design.md): `before` and
+    """A rating-changed event in its wire form (field order as in the README's example): `before` and
     `after` are ``(mu, sigma)``; ``event_id`` is ``<match_id>:<player_id>``, stable across
     redeliveries; ``late`` appears only when true; ``provisional`` only on a ladder whose rules
     mark provisional players (`config.rules`)."""

@@ -16,7 +16,8 @@ with the broker, so that a batch committed but never produced (the worker died i
 re-emits them when it is redelivered. Once they are produced, a later commit of the ladder
 drops the marker's events (`Commit.produced`): the marker itself stays, with its expiry, so the
 match stays a duplicate for the whole idempotency window, but no longer holds its events (an
-empty list — nothing left to re-emit); README "Capacity" gives both sizes.
+empty list — nothing left to re-emit); stream_rater/bench/README.md "Capacity"
+gives both sizes.
 """
 
 from __future__ import annotations

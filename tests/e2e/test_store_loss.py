@@ -1,4 +1,4 @@
-"""Redis losing acknowledged data (design.md, "Failure model"): a running or a restarted worker
+"""Redis losing acknowledged data (deploy/README.md, "Failure model"): a running or a restarted worker
 notices, holds the ladder, says so in /readyz and counts it; after the documented recovery
 (`replay --from-topic --store`) the states equal a replay and every match's rating-changed
 events are on the updates topic, as a replay computes them (subscribers dedupe by event_id)."""

@@ -74,7 +74,7 @@ def test_minimal_event_parses_with_defaults_filled_in() -> None:
 
 
 def test_design_example_parses() -> None:
-    """The match-finished example of design.md is valid and keeps every field it gives."""
+    """The documented match-finished example is valid and keeps every field it gives."""
     match = parse_match(
         {
             "match_id": "h2-281884",
@@ -557,7 +557,7 @@ def test_timestamps_round_trip(epoch: float) -> None:
 
 
 def test_rating_changed_round_trips() -> None:
-    """RatingChanged.from_dict(d).to_dict() == d for the design.md example, Elo-style null sigmas too."""
+    """RatingChanged.from_dict(d).to_dict() == d for the documented example, Elo-style null sigmas too."""
     assert RatingChanged.from_dict(CHANGED).to_dict() == CHANGED
     elo = {**CHANGED, "before": {"mu": 500.0, "sigma": None}, "after": {"mu": 510.0, "sigma": None}}
     assert RatingChanged.from_dict(elo).to_dict() == elo
