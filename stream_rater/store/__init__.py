@@ -1,7 +1,7 @@
 """Player-state persistence behind one small interface (`StateStore`).
 
 - `memory.MemoryStore` — in-process, for replay and unit tests.
-- `redis_store.RedisStore` — the real one: one Lua read + one atomic Lua commit per batch.
+- `redis.RedisStore` — the real one: one Lua read + one atomic Lua commit per batch.
 
 `open_store` picks one by URL; it lives here, above both, so that `base` imports neither.
 """
@@ -51,7 +51,7 @@ def open_store(
 
         return MemoryStore(history_limit=history_limit)
     if url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")):
-        from stream_rater.store.redis_store import RedisStore
+        from stream_rater.store.redis import RedisStore
 
         return RedisStore.from_url(
             url, timeouts=timeouts, history_limit=history_limit, marker_ttl=marker_ttl, prefix=prefix

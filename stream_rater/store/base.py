@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from stream_rater.store.roles import DeploymentStore, ReadStore, RerateStore
 from stream_rater.store.values import (
+    DEFAULT_TIMEOUTS,
     Commit,
     CommitConflict,
-    DEFAULT_TIMEOUTS,
     Event,
     GenerationGone,
     Generations,
@@ -135,5 +135,5 @@ class StateStore(OneLadder, ReadStore, RerateStore, DeploymentStore):
         """True when the store answers."""
         return True
 
-    async def close(self) -> None:  # noqa: B027 -- optional: stores without connections need nothing
+    async def close(self) -> None:
         """Release connections."""

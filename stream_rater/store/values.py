@@ -21,7 +21,7 @@ empty list — nothing left to re-emit); README "Capacity" gives both sizes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 

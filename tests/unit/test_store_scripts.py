@@ -19,7 +19,7 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
-from stream_rater.store.redis_store import commit_args
+from stream_rater.store.redis.scripts import commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 
 SCRIPTS = ("common.lua", "commit.lua", "read.lua", "control.lua")
