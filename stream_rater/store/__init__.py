@@ -1,4 +1,5 @@
-"""Player-state persistence behind one small interface (`StateStore`).
+"""Player-state persistence: one small protocol per kind of caller (`roles`: `BatchStore`,
+`ReadStore`, `RerateStore`, `VoidStore`, `DeploymentStore`), all of them at once in `StateStore`.
 
 - `memory.MemoryStore` — in-process, for replay and unit tests.
 - `redis.RedisStore` — the real one: one Lua read + one atomic Lua commit per batch.
@@ -19,8 +20,14 @@ from stream_rater.store.base import (
     StateStore,
     StateWrite,
 )
+from stream_rater.store.roles import BatchStore, DeploymentStore, ReadStore, RerateStore, VoidStore
 
 __all__ = [
+    "BatchStore",
+    "DeploymentStore",
+    "ReadStore",
+    "RerateStore",
+    "VoidStore",
     "Commit",
     "CommitConflict",
     "Lookup",

@@ -26,7 +26,7 @@ SCRIPTS = ("common.lua", "commit.lua", "read.lua", "control.lua")
 
 
 def _lua(name: str) -> str:
-    return files("stream_rater.store").joinpath(name).read_text()
+    return files("stream_rater.store.redis").joinpath(name).read_text()
 
 
 def _fields_read(name: str) -> set[str]:
