@@ -31,7 +31,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
-from stream_rater.store import Lookup, PlayerState, StateStore
+from stream_rater.store import Lookup, PlayerState, ReadStore
 
 #: Rows a leaderboard read returns unless asked otherwise.
 LEADERBOARD_TOP = 25
@@ -103,7 +103,7 @@ class Queries:
     """The read API over one store and the configured ladders."""
 
     def __init__(
-        self, store: StateStore, ladders: Ladders, max_players: int = Settings.max_query_players
+        self, store: ReadStore, ladders: Ladders, max_players: int = Settings.max_query_players
     ) -> None:
         """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``)."""
         self.store = store

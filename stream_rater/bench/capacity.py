@@ -42,7 +42,7 @@ from stream_rater.local.demo import (
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.replay import replay
 from stream_rater.processor import MatchResult, Processor
-from stream_rater.store.redis_store import RedisStore, ladder_key
+from stream_rater.store.redis import RedisStore, ladder_key
 
 DAY = 86_400.0
 

@@ -241,13 +241,13 @@ def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack)
 
 def cmd_migrate_markers(args: argparse.Namespace) -> int:
     """``migrate-markers``: move the store's markers of the earlier layout (a key per match)
-    into the markers hashes (`RedisStore.migrate_markers`)."""
-    from stream_rater.store.redis_store import RedisStore
+    into the markers hashes (`store.redis.migrate_markers`)."""
+    from stream_rater.store.redis import RedisStore, migrate_markers
 
     async def migrate(store: object) -> int:
         if not isinstance(store, RedisStore):
             raise ValueError("--store: only a Redis store has markers to migrate (redis://…)")
-        return await store.migrate_markers()
+        return await migrate_markers(store)
 
     moved = with_store(args, migrate)
     print(f"moved {moved} markers into the markers hashes")

@@ -82,7 +82,7 @@ async def apply_correction(
     correction: Correction,
     settings: Settings,
     ladders: Ladders,
-    store: StateStore,
+    store: StateStore,  # RerateStore once `Processor` takes a BatchStore
     *,
     send: Send | None = None,
     files: Iterable[MatchFinished] | None = None,

@@ -50,6 +50,7 @@ from stream_rater.contracts.correction_request import KINDS
 from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.rating.base import Rating, RatingModel
 from stream_rater.store.base import Generations, PlayerState, StateStore
+from stream_rater.store.roles import BatchStore
 
 #: One entry of a ladder's history: the match and where its record is in the matches topic
 #: (None for a match read from a file).
@@ -201,7 +202,7 @@ class Rerate:
 
     def __init__(
         self,
-        store: StateStore,
+        store: StateStore,  # RerateStore once `Processor` takes a BatchStore
         ladders: Ladders,
         correction: Correction,
         history: History,
@@ -520,7 +521,7 @@ class _Compare:
 
     def __init__(
         self,
-        store: StateStore,
+        store: BatchStore,
         ladder: str,
         model: RatingModel,
         generation: int,

@@ -5,7 +5,7 @@ Every key of a Redis store starts with its prefix (``STREAM_RATER_REDIS_PREFIX``
 
 - **The stored format** is one record for the whole prefix, ``<prefix>:deployment`` (a hash,
   field ``format``; `StateStore.deployment_record`). Format 1 is the layout documented in
-  `redis_store`; a store with no record is format 1 (its layout predates the record), and gets
+  `store.redis.keys`; a store with no record is format 1 (its layout predates the record), and gets
   the record at first use.
 - **The matches topic** is recorded per ladder, in the ladder's ``control`` hash (field
   ``topic``; `StateStore.ladder_topics`): a ladder's positions (``p:<partition>`` in its

@@ -21,7 +21,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.kafka import committed_offsets, create_topics, home_partition, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
-from stream_rater.store.redis_store import ladder_key
+from stream_rater.store.redis import ladder_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 
