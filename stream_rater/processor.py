@@ -32,9 +32,9 @@ from stream_rater.store.base import (
     PlayerState,
     ReadRequest,
     Snapshot,
-    StateStore,
     StateWrite,
 )
+from stream_rater.store.roles import BatchStore
 from stream_rater.waiting import backoff
 
 
@@ -451,7 +451,7 @@ class Processor:
     def __init__(
         self,
         ladders: Ladders,
-        store: StateStore,
+        store: BatchStore,
         *,
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,

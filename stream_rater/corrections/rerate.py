@@ -49,8 +49,8 @@ from stream_rater.contracts import CorrectionRequest, MatchFinished, correction_
 from stream_rater.contracts.correction_request import KINDS
 from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.rating.base import Rating, RatingModel
-from stream_rater.store.base import Generations, PlayerState, StateStore
-from stream_rater.store.roles import BatchStore
+from stream_rater.store.base import Generations, PlayerState
+from stream_rater.store.roles import BatchStore, RerateStore
 
 #: One entry of a ladder's history: the match and where its record is in the matches topic
 #: (None for a match read from a file).
@@ -202,7 +202,7 @@ class Rerate:
 
     def __init__(
         self,
-        store: StateStore,  # RerateStore once `Processor` takes a BatchStore
+        store: RerateStore,
         ladders: Ladders,
         correction: Correction,
         history: History,

@@ -47,7 +47,7 @@ from stream_rater.service.pipeline import BatchHandler, BatchPipeline, StoreRefu
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.web import register_web
-from stream_rater.store import RedisTimeouts, StateStore, open_store
+from stream_rater.store import ReadStore, RedisTimeouts, StateStore, open_store
 from stream_rater.store.deployment import bind
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def create_app(
         app, maxsize=max(4096, settings.batch_size * 4), topic=settings.topic_matches
     )
 
-    store = TimedStore(store or open_worker_store(settings))
+    timed = TimedStore(store or open_worker_store(settings))
     stopping = asyncio.Event()
 
     async def send(records: list[Record]) -> None:
@@ -115,9 +115,9 @@ def create_app(
 
     stopped: dict[str, str] = {}
     refusal = StoreRefusal()
-    recent = register_web(app, store, ladders, settings, stopped, refusal.reason)
+    recent = register_web(app, timed, ladders, settings, stopped, refusal.reason)
     handler = BatchHandler(
-        Processor(ladders, store, suspect_empty=suspect_empty, known_states=settings.known_states),
+        Processor(ladders, timed, suspect_empty=suspect_empty, known_states=settings.known_states),
         ladders,
         send,
         topics=Topics(updates=settings.topic_updates, dlq=settings.topic_dlq),
@@ -128,7 +128,7 @@ def create_app(
         refusal=refusal,
         partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
-    guard, rebuilder = guard_losses(settings, ladders, store, handler)
+    guard, rebuilder = guard_losses(settings, ladders, timed, handler)
 
     @app.on_partitions_assigned.connect
     async def check_for_lost_store(app: faust.App, /, *assigned: set[TP], **kwargs: Any) -> None:
@@ -142,7 +142,7 @@ def create_app(
     )
     batches.on_clear.append(pipeline.abandon)
 
-    app.rating_store = store  # type: ignore[attr-defined]
+    app.rating_store = timed  # type: ignore[attr-defined]
     app.rating_handler = handler  # type: ignore[attr-defined]
     app.rating_ladders = ladders  # type: ignore[attr-defined]
 
@@ -197,7 +197,7 @@ def create_app(
 
 
 def guard_losses(
-    settings: Settings, ladders: Ladders, store: StateStore, handler: BatchHandler
+    settings: Settings, ladders: Ladders, store: ReadStore, handler: BatchHandler
 ) -> tuple[LossGuard, AutoRebuild | None]:
     """The handler's `LossGuard` (a lost store noticed at assignment, lost ladders held) and,
     with ``on_store_loss = rebuild``, the `AutoRebuild` told of every loss the handler reports."""

@@ -38,7 +38,7 @@ from stream_rater.contracts import Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode_match
 from stream_rater.kafka import LogRecord
 from stream_rater.processor import StoreLost
-from stream_rater.store import StateStore
+from stream_rater.store import ReadStore
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class LossGuard:
 
     def __init__(
         self,
-        store: StateStore,
+        store: ReadStore,
         ladders: Ladders,
         committed: Committed,
         read: ReadRange,
