@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 def register(sub: Subcommands) -> None:
     """Add ``replay``, ``verify``, ``evaluate``, ``tune`` and ``migrate-markers`` to the
     subcommands `sub`."""
+    _add_replay(sub)
+    _add_verify(sub)
+    _add_migrate_markers(sub)
+    _add_evaluate(sub)
+    _add_tune(sub)
+
+
+def _add_replay(sub: Subcommands) -> None:
+    """The ``replay`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "replay",
         help="apply match files (or a ladder's matches from the topic) offline; print rating-changed events",
@@ -73,6 +82,9 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_replay)
 
+
+def _add_verify(sub: Subcommands) -> None:
+    """The ``verify`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "verify",
         help="recompute a ladder from the matches topic and compare with the store; "
@@ -94,6 +106,9 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_verify)
 
+
+def _add_migrate_markers(sub: Subcommands) -> None:
+    """The ``migrate-markers`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "migrate-markers",
         help="upgrade a Redis store written before markers were hash fields (deploy/README.md "
@@ -102,6 +117,9 @@ def register(sub: Subcommands) -> None:
     store_flag(p)
     p.set_defaults(func=cmd_migrate_markers)
 
+
+def _add_evaluate(sub: Subcommands) -> None:
+    """The ``evaluate`` subcommand: its flags and handler."""
     p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
     input_flags(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -110,6 +128,9 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_evaluate)
 
+
+def _add_tune(sub: Subcommands) -> None:
+    """The ``tune`` subcommand: its flags and handler."""
     p = sub.add_parser("tune", help="fit model parameters on the first part of the matches; report the rest")
     input_flags(p)
     p.add_argument(

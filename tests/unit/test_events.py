@@ -28,7 +28,8 @@ from stream_rater.contracts import (
     parse_match,
     parse_timestamp,
 )
-from stream_rater.contracts import match as events
+from stream_rater.contracts import _match_fast as fast_path
+from stream_rater.contracts import _match_parse as full_path
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 
@@ -654,9 +655,9 @@ def test_common_events_take_the_fast_path() -> None:
         one_v_one(teams=_teams(5)),
     ]
     for event in plain:
-        fast = events._parse_plain(event, LADDERS, Limits())
+        fast = fast_path._parse_plain(event, LADDERS, Limits())
         assert fast is not None
-        assert repr(fast) == repr(events._parse_any(event, LADDERS, Limits()))
+        assert repr(fast) == repr(full_path._parse_any(event, LADDERS, Limits()))
 
 
 def test_fast_builders_set_every_field() -> None:
@@ -665,8 +666,8 @@ def test_fast_builders_set_every_field() -> None:
     def values(obj: Any) -> list[Any]:
         return [getattr(obj, f.name) for f in fields(obj)]  # AttributeError for a field left unset
 
-    player, team = events._new_player("p"), events._new_team((Player("p"),), 2.0)
-    match = events._new_match("m", "default", 1.0, (team, team))
+    player, team = fast_path._new_player("p"), fast_path._new_team((Player("p"),), 2.0)
+    match = fast_path._new_match("m", "default", 1.0, (team, team))
     assert values(player) == values(Player("p"))
     assert values(team) == values(Team((Player("p"),), 2.0))
     assert values(match) == values(MatchFinished("m", "default", 1.0, (team, team)))
@@ -704,9 +705,9 @@ def test_fast_path_accepts_only_what_the_full_validation_accepts_equally(
         target.append(value)
     else:
         target[path[-1]] = value
-    fast = events._parse_plain(event, LADDERS, Limits())
+    fast = fast_path._parse_plain(event, LADDERS, Limits())
     if fast is not None:
-        assert repr(fast) == repr(events._parse_any(event, LADDERS, Limits()))
+        assert repr(fast) == repr(full_path._parse_any(event, LADDERS, Limits()))
 
 
 def test_validation_is_fast() -> None:
