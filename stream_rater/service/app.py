@@ -73,38 +73,10 @@ def create_app(
 ) -> faust.App:
     """A configured worker app. `store` defaults to the Redis at ``settings.redis_url``;
     `suspect_empty` see `Processor` and `store_looks_lost`."""
-    app = App(
-        settings.consumer_group,
-        broker=settings.broker,
-        broker_credentials=broker_credentials(settings),
-        env_prefix=ENV_PREFIX,
-        key_serializer="raw",
-        value_serializer="raw",
-        topic_partitions=settings.partitions,
-        topic_allow_declare=False,
-        topic_disable_leader=True,
-        consumer_auto_offset_reset="earliest",
-        broker_session_timeout=settings.session_timeout,
-        broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
-        broker_commit_interval=1.0,
-        producer_acks=-1,  # all in-sync replicas, as `kafka.PRODUCER_ACKS`
-        producer_linger=0.0,  # `kafka.send_batched` hands over whole batches: lingering only adds latency
-        producer_max_batch_size=256 * 1024,
-        web_enabled=True,
-        web_port=settings.web_port,
-        web_bind=settings.web_host,
-        web_host=settings.web_host,
-        web_router_enabled=False,
-        web_tables_enabled=False,
-        loghandlers=[],
-        datadir=os.path.join(tempfile.gettempdir(), f"stream-rater-{settings.consumer_group}"),
-    )
-    app.fetch_max_wait = settings.fetch_max_wait
-    matches = app.topic(settings.topic_matches, partitions=settings.partitions)
+    app = _faust_app(settings)
     batches = app.batch_buffers[settings.topic_matches] = BatchBuffer(
         app, maxsize=max(4096, settings.batch_size * 4), topic=settings.topic_matches
     )
-
     timed = TimedStore(store or open_worker_store(settings))
     stopping = asyncio.Event()
 
@@ -141,18 +113,60 @@ def create_app(
         handler, ack=batches.ack, pause=batches.pause, resume=batches.resume, release=batches.release
     )
     batches.on_clear.append(pipeline.abandon)
+    _rating_agent(app, settings, batches, pipeline, stopping)
+    _correction_task(
+        app,
+        CorrectionHandler(settings, ladders, send, lambda: open_worker_store(settings)),
+        stopping,
+        rebuilder,
+    )
+    return app
 
-    app.rating_store = timed  # type: ignore[attr-defined]
-    app.rating_handler = handler  # type: ignore[attr-defined]
-    app.rating_ladders = ladders  # type: ignore[attr-defined]
+
+def _faust_app(settings: Settings) -> App:
+    """The faust app of a worker: its consumer group, broker, serializers, timeouts and web server."""
+    app = App(
+        settings.consumer_group,
+        broker=settings.broker,
+        broker_credentials=broker_credentials(settings),
+        env_prefix=ENV_PREFIX,
+        key_serializer="raw",
+        value_serializer="raw",
+        topic_partitions=settings.partitions,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=settings.session_timeout,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
+        broker_commit_interval=1.0,
+        producer_acks=-1,  # all in-sync replicas, as `kafka.PRODUCER_ACKS`
+        producer_linger=0.0,  # `kafka.send_batched` hands over whole batches: lingering only adds latency
+        producer_max_batch_size=256 * 1024,
+        web_enabled=True,
+        web_port=settings.web_port,
+        web_bind=settings.web_host,
+        web_host=settings.web_host,
+        web_router_enabled=False,
+        web_tables_enabled=False,
+        loghandlers=[],
+        datadir=os.path.join(tempfile.gettempdir(), f"stream-rater-{settings.consumer_group}"),
+    )
+    app.fetch_max_wait = settings.fetch_max_wait
+    return app
+
+
+def _rating_agent(
+    app: App, settings: Settings, batches: BatchBuffer, pipeline: BatchPipeline, stopping: asyncio.Event
+) -> None:
+    """Register the agent that rates `matches`: faust subscribes the topic for it and runs it,
+    but the records arrive a fetched batch at a time through `batches`, not as the stream's
+    per-message events. `BatchPipeline` overlaps batches: the next one is taken while this one
+    commits. On cancellation (SIGTERM) the batches in hand are finished before the agent stops
+    (parked ones are left unacknowledged)."""
+    matches = app.topic(settings.topic_matches, partitions=settings.partitions)
 
     @app.agent(matches, concurrency=1)
     async def rate(stream: faust.StreamT[Any]) -> None:
-        # faust subscribes `matches` for this agent and runs it, but the records arrive a
-        # fetched batch at a time through `batches`, not as `stream`'s per-message events.
-        # `BatchPipeline` overlaps batches: the next one is taken while this one commits.
-        # On cancellation (SIGTERM) the batches in hand are finished before the agent stops
-        # (parked ones are left unacknowledged).
         try:
             while True:
                 messages = await batches.take(
@@ -165,16 +179,15 @@ def create_app(
             await pipeline.stop()
             raise
 
-    corrections = CorrectionHandler(
-        settings,
-        ladders,
-        send,
-        lambda: open_worker_store(settings),
-    )
 
+def _correction_task(
+    app: App, corrections: CorrectionHandler, stopping: asyncio.Event, rebuilder: AutoRebuild | None
+) -> None:
+    """Register the task that carries out correction requests (its own consumer group, not an
+    agent: see service/corrections.py), and the shutdown hook that cancels it and the
+    automatic rebuilder."""
     carrying_out: set[asyncio.Task[Any]] = set()
 
-    # Its own consumer group, not an agent: see service/corrections.py.
     async def carry_out_corrections() -> None:
         carrying_out.add(cast(asyncio.Task[Any], asyncio.current_task()))
         await corrections.consume()
@@ -192,8 +205,6 @@ def create_app(
         await asyncio.gather(*carrying_out, return_exceptions=True)
         if rebuilder is not None:
             await rebuilder.stop()
-
-    return app
 
 
 def guard_losses(
