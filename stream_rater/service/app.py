@@ -41,9 +41,11 @@ from stream_rater.kafka import (
 from stream_rater.processor import Processor
 from stream_rater.service import metrics
 from stream_rater.service.auto_rebuild import AutoRebuild, TopicRebuild
+from stream_rater.service.batch_handler import BatchHandler, Topics
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
-from stream_rater.service.pipeline import BatchHandler, BatchPipeline, StoreRefusal, Topics
+from stream_rater.service.pipeline import BatchPipeline
+from stream_rater.service.store_faults import StoreRefusal
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.web import register_web

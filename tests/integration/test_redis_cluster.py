@@ -34,7 +34,7 @@ from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor, StoreLost
-from stream_rater.service.pipeline import TRANSIENT_ERRORS
+from stream_rater.service.store_faults import TRANSIENT_ERRORS
 from stream_rater.store import StateStore, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis import RedisStore, ladder_key

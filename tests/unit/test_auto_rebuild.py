@@ -22,7 +22,7 @@ from stream_rater.processor import Processor, StoreLost
 from stream_rater.service import metrics
 from stream_rater.service.app import guard_losses
 from stream_rater.service.auto_rebuild import AutoRebuild, RebuildRunning, rebuild_lock
-from stream_rater.service.pipeline import BatchHandler, Topics
+from stream_rater.service.batch_handler import BatchHandler, Topics
 from stream_rater.service.store_loss import Loss, LossGuard
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore

@@ -21,8 +21,9 @@ from stream_rater.offline.replay import replay
 from stream_rater.offline.verify import compare
 from stream_rater.processor import Processor, Skipped, StoreLost
 from stream_rater.service import metrics
+from stream_rater.service.batch_handler import BatchHandler, Topics, WorkerStopping
 from stream_rater.service.order_watch import OrderWatch
-from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
+from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.store import Commit, CommitConflict, StateWrite
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.status import server_refusal

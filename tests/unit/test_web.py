@@ -20,7 +20,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.service import metrics
-from stream_rater.service.pipeline import StoreRefusal
+from stream_rater.service.store_faults import StoreRefusal
 from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
 from stream_rater.store.memory import MemoryStore
 
