@@ -13,6 +13,7 @@ and the schedule written to a file so that the run can be repeated.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -43,10 +44,16 @@ from stream_rater.kafka import publish
 from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.nemesis import FaultyRedis, TcpProxy, signal_process
 from stream_rater.local.runtime import BrokerKind, LocalRuntime, free_port
+from stream_rater.waiting import wait_until
 
 PARTITIONS = 4
 #: Seconds a correction command may take before it is killed (its outcome is then unknown).
 CORRECTION_TIMEOUT = 180.0
+#: Times a refused correction is tried (a fault may be why), and seconds between tries.
+CORRECTION_TRIES = 4
+CORRECTION_RETRY_DELAY = 3.0
+#: Seconds each worker of the group may take to be ready again after the last fault.
+QUIET_READY_TIMEOUT = 300.0
 
 
 @dataclass
@@ -76,10 +83,11 @@ class Workers:
         self.settings, self.env, self.redis_port, self.logs = settings, env, redis_port, logs
         self.slots: dict[int, _Slot] = {}
         self.proxies: dict[int, TcpProxy] = {}
-        self.lock = threading.Lock()
+        self.wanted: set[int] = set()
+        self.lock = threading.RLock()
 
     def start(self, slot: int) -> subprocess.Popen[bytes]:
-        """Start a worker in `slot` (not waiting until it is ready)."""
+        """Start a worker in `slot` (not waiting until it is ready); it is wanted up from now."""
         with self.lock:
             proxy = self.proxies.setdefault(slot, TcpProxy(self.redis_port))
             port = free_port()
@@ -87,10 +95,14 @@ class Workers:
             with (self.logs / f"worker-{slot}.log").open("a") as log:
                 process = start_worker(settings, self.env, log)
             self.slots[slot] = _Slot(process, port)
+            self.wanted.add(slot)
             return process
 
     def signal(self, slot: int, sig: int) -> None:
+        """Send `sig` to the worker of `slot`; after SIGKILL it is not wanted up until started."""
         process = self.slots[slot].process
+        if sig == signal.SIGKILL:
+            self.wanted.discard(slot)
         if process is not None:
             signal_process(process, sig)
             if sig == signal.SIGKILL:
@@ -98,11 +110,30 @@ class Workers:
 
     def stop(self, slot: int) -> None:
         """Stop the worker of `slot` (SIGCONT first, in case it is frozen; then SIGTERM)."""
+        self.wanted.discard(slot)
         process = self.slots[slot].process
         if process is not None:
             signal_process(process, signal.SIGCONT)
             stop_process(process)
         self.slots[slot] = _Slot()
+
+    def revive(self) -> list[str]:
+        """Start again every wanted worker that exited on its own (a worker exits when it cannot
+        reach the broker at start, or cannot stop in time), as a process supervisor does."""
+        revived = []
+        for slot in sorted(self.wanted):
+            process = self.slots[slot].process
+            if process is not None and process.poll() is not None and slot in self.wanted:
+                revived.append(f"worker #{slot} exited with code {process.returncode}; started again")
+                self.start(slot)
+        return revived
+
+    def ready(self, slot: int) -> bool:
+        """Whether the worker of `slot` answers ``/readyz`` with 200."""
+        try:
+            return _status(self.slots[slot].port) == 200
+        except OSError:
+            return False
 
     def restart(self, slot: int) -> None:
         """Stop the worker of `slot` gracefully and start it again."""
@@ -115,6 +146,7 @@ class Workers:
             return [s.port for s in self.slots.values() if s.process is not None and s.process.poll() is None]
 
     def close(self) -> None:
+        self.wanted.clear()
         for slot in list(self.slots):
             self.stop(slot)
         for proxy in self.proxies.values():
@@ -189,20 +221,28 @@ class Nemesis:
         return (lambda: inject() and None), heal
 
     def _correct(self, fault: Fault) -> str:
-        """Run the correction command of `fault` (one at a time) and log its outcome."""
+        """Run the correction command of `fault` (one at a time; again after a refusal, up to
+        `CORRECTION_TRIES` times) and log its outcome."""
         with self._corrections_lock:
             argv, correction = self._correction_command(fault)
-            try:
-                done = subprocess.run(
-                    argv, env=self.env, capture_output=True, text=True, timeout=CORRECTION_TIMEOUT
-                )
+            for attempt in range(CORRECTION_TRIES):
+                time.sleep(CORRECTION_RETRY_DELAY if attempt else 0.0)
+                try:
+                    done = subprocess.run(
+                        argv, env=self.env, capture_output=True, text=True, timeout=CORRECTION_TIMEOUT
+                    )
+                except subprocess.TimeoutExpired:
+                    correction.outcome, correction.detail = (
+                        "unknown",
+                        f"killed after {CORRECTION_TIMEOUT:g} s",
+                    )
+                    break
                 correction.outcome = "done" if done.returncode == 0 else "refused"
                 correction.detail = (done.stderr.strip().splitlines() or [""])[-1]
-            except subprocess.TimeoutExpired:
-                correction.outcome = "unknown"
-                correction.detail = f"killed after {CORRECTION_TIMEOUT:g} s"
+                if done.returncode == 0:
+                    break
             self.corrections.append(correction)
-            return correction.outcome
+            return f"{correction.outcome} {correction.detail}".strip()
 
     def _correction_command(self, fault: Fault) -> tuple[list[str], Correction]:
         s = self.settings
@@ -288,7 +328,7 @@ def _run_on(
     nemesis = Nemesis(runtime, redis, workers, settings, env, log)
     readiness = ReadinessLog()
     stop = threading.Event()
-    sampler = threading.Thread(target=_sample_readiness, args=(workers, readiness, stop), daemon=True)
+    sampler = threading.Thread(target=_watch, args=(workers, readiness, stop, log), daemon=True)
     sampler.start()
     started = time.monotonic()
     published: list[int] = []
@@ -299,13 +339,27 @@ def _run_on(
     try:
         nemesis.run(schedule, started)
         publisher.join()
+        print(f"published {published[0]} records; every fault healed", file=log, flush=True)
+        for slot in range(options.workers):  # the quiet: every worker of the group back and ready
+            wait_until(
+                functools.partial(_back_and_ready, workers, slot),
+                f"worker #{slot} ready again",
+                QUIET_READY_TIMEOUT,
+                interval=1.0,
+            )
     finally:
         stop.set()
         sampler.join()
-    print(f"published {published[0] if published else 0} records; every fault healed; judging", file=log)
+    print("judging", file=log, flush=True)
     return asyncio.run(
         judge(settings, env, list(LADDER_SHAPES), nemesis.corrections, readiness, nemesis.applied)
     )
+
+
+def _back_and_ready(workers: Workers, slot: int) -> bool:
+    """Start the wanted workers that exited; whether the worker of `slot` is ready."""
+    workers.revive()
+    return workers.ready(slot)
 
 
 def _publish(settings: Settings, options: Options, started: float) -> int:
@@ -327,9 +381,12 @@ def _publish(settings: Settings, options: Options, started: float) -> int:
     return sent
 
 
-def _sample_readiness(workers: Workers, readiness: ReadinessLog, stop: threading.Event) -> None:
-    """Every half second, each running worker's held ladders (``/metrics``) around its ``/readyz``."""
+def _watch(workers: Workers, readiness: ReadinessLog, stop: threading.Event, log: TextIO) -> None:
+    """Every half second: start again the wanted workers that exited, and sample each running
+    worker's held ladders (``/metrics``) around its ``/readyz``."""
     while not stop.wait(0.5):
+        for line in workers.revive():
+            print(f"  supervisor: {line}", file=log, flush=True)
         for port in workers.ports():
             try:
                 held_before = _held(port)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -238,33 +238,44 @@ def _dead_letters(
 
 
 async def _corrections(store: StateStore, names: Sequence[str], corrections: list[Correction]) -> Oracle:
-    """Oracle 4: the store's voids and parameters are those the succeeded commands asked for."""
-    problems, unknown = [], [c for c in corrections if c.outcome == "unknown"]
+    """Oracle 4: the store's voids and parameters are those the succeeded commands asked for;
+    where they differ, only by what a command of uncertain outcome (refused after trying, or
+    killed) might have done."""
+    problems = []
     for name in names:
-        voided: set[str] = set()
-        params: dict[str, float] = {}
-        for c in (c for c in corrections if c.ladder == name and c.outcome == "done"):
-            if c.kind == "void":
-                voided.add(c.match)
-            elif c.kind == "unvoid":
-                voided.discard(c.match)
-            elif c.kind == "rerate":
-                params = {**params, **c.params}
+        asked = _asked(c for c in corrections if c.ladder == name and c.outcome == "done")
+        uncertain = [c for c in corrections if c.ladder == name and c.outcome not in ("done", "")]
         stored = set(await store.voids(name))
         live = {k: float(v) for k, v in ((await store.generations(name)).params or {}).items()}
-        touched = any(c.ladder == name for c in unknown)
-        if not touched and (stored != voided or live != params):
+        odd_voids = (stored ^ asked[0]) - {c.match for c in uncertain if c.kind in ("void", "unvoid")}
+        odd_params = live != asked[1] and not any(c.kind == "rerate" for c in uncertain)
+        if odd_voids or odd_params:
             problems.append(
-                f"ladder {name!r}: voids {sorted(stored)} params {live}, asked {sorted(voided)} {params}"
+                f"ladder {name!r}: voids {sorted(stored)} params {live}, asked {sorted(asked[0])} {asked[1]}"
             )
     done = sum(c.outcome == "done" for c in corrections if c.kind != "season")
+    uncertain_count = sum(c.outcome not in ("done", "") for c in corrections)
     if problems:
         return Oracle(False, "; ".join(problems))
     return Oracle(
         True,
-        f"{done} corrections took effect as asked ({len(unknown)} of unknown outcome), "
+        f"{done} corrections took effect as asked ({uncertain_count} refused or killed, none half-done); "
         "the states equal a replay with them (oracle states)",
     )
+
+
+def _asked(done: Iterable[Correction]) -> tuple[set[str], dict[str, float]]:
+    """The voids and parameter overrides the corrections `done`, in order, leave."""
+    voided: set[str] = set()
+    params: dict[str, float] = {}
+    for c in done:
+        if c.kind == "void":
+            voided.add(c.match)
+        elif c.kind == "unvoid":
+            voided.discard(c.match)
+        elif c.kind == "rerate":
+            params = {**params, **c.params}
+    return voided, params
 
 
 def _readiness(readiness: ReadinessLog) -> Oracle:
