@@ -26,6 +26,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -52,6 +53,8 @@ CORRECTION_TIMEOUT = 180.0
 #: Times a refused correction is tried (a fault may be why), and seconds between tries.
 CORRECTION_TRIES = 4
 CORRECTION_RETRY_DELAY = 3.0
+#: Seconds between two starts of a worker that keeps exiting (its broker down).
+REVIVE_BACKOFF = 5.0
 #: Seconds each worker of the group may take to be ready again after the last fault.
 QUIET_READY_TIMEOUT = 300.0
 
@@ -74,6 +77,7 @@ class Options:
 class _Slot:
     process: subprocess.Popen[bytes] | None = None
     port: int = 0
+    started: float = 0.0
 
 
 class Workers:
@@ -94,7 +98,7 @@ class Workers:
             settings = replace(self.settings, redis_url=proxy.url, web_port=port)
             with (self.logs / f"worker-{slot}.log").open("a") as log:
                 process = start_worker(settings, self.env, log)
-            self.slots[slot] = _Slot(process, port)
+            self.slots[slot] = _Slot(process, port, time.monotonic())
             self.wanted.add(slot)
             return process
 
@@ -122,7 +126,9 @@ class Workers:
         reach the broker at start, or cannot stop in time), as a process supervisor does."""
         revived = []
         for slot in sorted(self.wanted):
-            process = self.slots[slot].process
+            process, started = self.slots[slot].process, self.slots[slot].started
+            if time.monotonic() - started < REVIVE_BACKOFF:
+                continue
             if process is not None and process.poll() is not None and slot in self.wanted:
                 revived.append(f"worker #{slot} exited with code {process.returncode}; started again")
                 self.start(slot)
@@ -163,6 +169,9 @@ class Nemesis:
     settings: Settings
     env: dict[str, str]
     out: TextIO
+    #: A thread that lives as long as the runtime: a child started by another thread would die
+    #: when that thread ends (``PR_SET_PDEATHSIG``, `stream_rater.local.runtime`).
+    spawner: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
     corrections: list[Correction] = field(default_factory=list)
     applied: list[tuple[Fault, str]] = field(default_factory=list)
     _corrections_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -207,7 +216,7 @@ class Nemesis:
             "redis-partition": (lambda: w.proxies[slot].cut(), lambda: w.proxies[slot].heal()),
             "broker-kill": (
                 lambda: os.kill(self.runtime.broker_pids[slot], signal.SIGKILL),
-                lambda: self.runtime.restart_broker(slot),
+                lambda: self.spawner.submit(self.runtime.restart_broker, slot).result(),
             ),
             "broker-freeze": (
                 lambda: os.kill(self.runtime.broker_pids[slot], signal.SIGSTOP),
@@ -215,7 +224,7 @@ class Nemesis:
             ),
             "redis-freeze": (lambda: r.signal(signal.SIGSTOP), lambda: r.signal(signal.SIGCONT)),
             "redis-refuse": (r.refuse_writes, r.accept_writes),
-            "redis-restart": (r.kill, r.start),
+            "redis-restart": (r.kill, lambda: self.spawner.submit(r.start).result()),
         }
         inject, heal = actions[fault.kind]
         return (lambda: inject() and None), heal
@@ -289,12 +298,13 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
         redis.start()
         settings = replace(settings, broker=runtime.broker_url, redis_url=redis.url)
         env = _child_env(workdir)
-        workers = Workers(settings, env, redis.port, workdir)
+        nemesis = Nemesis(runtime, redis, Workers(settings, env, redis.port, workdir), settings, env, log)
         try:
-            verdict = _run_on(options, settings, runtime, redis, workers, schedule, env, log)
+            verdict = _run_on(options, nemesis, schedule, log)
         finally:
-            workers.close()
+            nemesis.workers.close()
             redis.stop()
+            nemesis.spawner.shutdown()
     _report(options, schedule, verdict, out)
     return verdict
 
@@ -305,27 +315,18 @@ def _child_env(workdir: Path) -> dict[str, str]:
     return {**env, **ladders_env(LADDER_SHAPES), "STREAM_RATER_APP_DATADIR": str(workdir / "faust-data")}
 
 
-def _run_on(
-    options: Options,
-    settings: Settings,
-    runtime: LocalRuntime,
-    redis: FaultyRedis,
-    workers: Workers,
-    schedule: list[Fault],
-    env: dict[str, str],
-    log: TextIO,
-) -> Verdict:
+def _run_on(options: Options, nemesis: Nemesis, schedule: list[Fault], log: TextIO) -> Verdict:
     """Start the workers, publish while the nemesis runs, heal, wait, judge."""
+    workers, settings = nemesis.workers, nemesis.settings
     for slot in range(options.workers):
         process = workers.start(slot)
         wait_ready(process, f"http://127.0.0.1:{workers.slots[slot].port}/readyz")
     print(
-        f"chaos: seed {options.seed}, {options.minutes:g} min, {options.broker} x{runtime.brokers}, "
+        f"chaos: seed {options.seed}, {options.minutes:g} min, {options.broker} x{nemesis.runtime.brokers}, "
         f"{options.workers} workers, {options.rate:g} matches/s, {len(schedule)} faults",
         file=log,
         flush=True,
     )
-    nemesis = Nemesis(runtime, redis, workers, settings, env, log)
     readiness = ReadinessLog()
     stop = threading.Event()
     sampler = threading.Thread(target=_watch, args=(workers, readiness, stop, log), daemon=True)
@@ -352,7 +353,7 @@ def _run_on(
         sampler.join()
     print("judging", file=log, flush=True)
     return asyncio.run(
-        judge(settings, env, list(LADDER_SHAPES), nemesis.corrections, readiness, nemesis.applied)
+        judge(settings, nemesis.env, list(LADDER_SHAPES), nemesis.corrections, readiness, nemesis.applied)
     )
 
 
