@@ -51,8 +51,8 @@ PARTITIONS = 4
 #: Seconds a correction command may take before it is killed (its outcome is then unknown).
 CORRECTION_TIMEOUT = 180.0
 #: Times a refused correction is tried (a fault may be why), and seconds between tries.
-CORRECTION_TRIES = 4
-CORRECTION_RETRY_DELAY = 3.0
+CORRECTION_TRIES = 12
+CORRECTION_RETRY_DELAY = 5.0
 #: Seconds between two starts of a worker that keeps exiting (its broker down).
 REVIVE_BACKOFF = 5.0
 #: Seconds each worker of the group may take to be ready again after the last fault.
