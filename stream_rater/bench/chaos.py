@@ -272,7 +272,9 @@ class Nemesis:
             else:
                 args += [match_id(fault.match), "--reason", "chaos"]
         argv = [sys.executable, "-m", "stream_rater", *args, *common]
-        return argv, Correction(fault.kind, fault.ladder, match_id(fault.match), params)
+        return argv, Correction(
+            fault.kind, fault.ladder, match_id(fault.match) if fault.match >= 0 else "", params
+        )
 
 
 def run(options: Options, out: TextIO = sys.stdout) -> Verdict:

@@ -128,7 +128,10 @@ def draw_schedule(
     last healed 15 s before the end; the first rounds go through every kind once (shuffled)."""
     rng = random.Random(seed)
     kinds = [k for k in KINDS if broker_restartable or k != "broker-kill"]
-    pending = rng.sample(kinds, len(kinds))
+    pending = rng.sample(kinds, len(kinds))  # popped from the end: the void before the unvoid
+    if pending.index("unvoid") > pending.index("void"):
+        pending.remove("unvoid")
+        pending.insert(0, "unvoid")
     faults: list[Fault] = []
     busy: dict[str, float] = {}
     at = 8.0
