@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -44,7 +44,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish
 from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.nemesis import FaultyRedis, TcpProxy, signal_process
-from stream_rater.local.runtime import BrokerKind, LocalRuntime, free_port
+from stream_rater.local.runtime import BrokerKind, LocalRuntime, LocalRuntimeError, free_port
 from stream_rater.waiting import wait_until
 
 PARTITIONS = 4
@@ -53,6 +53,8 @@ CORRECTION_TIMEOUT = 180.0
 #: Times a refused correction is tried (a fault may be why), and seconds between tries.
 CORRECTION_TRIES = 12
 CORRECTION_RETRY_DELAY = 5.0
+#: Times a killed broker is started again before the run gives up on healing it.
+BROKER_RESTARTS = 3
 #: Seconds between two starts of a worker that keeps exiting (its broker down).
 REVIVE_BACKOFF = 5.0
 #: Seconds each worker of the group may take to be ready again after the last fault.
@@ -169,12 +171,17 @@ class Nemesis:
     settings: Settings
     env: dict[str, str]
     out: TextIO
-    #: A thread that lives as long as the runtime: a child started by another thread would die
-    #: when that thread ends (``PR_SET_PDEATHSIG``, `stream_rater.local.runtime`).
-    spawner: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=1))
+    #: Threads that live as long as the runtime, one for the brokers and one for Redis: a child
+    #: started by another thread would die when that thread ends (``PR_SET_PDEATHSIG``,
+    #: `stream_rater.local.runtime`).
+    spawners: dict[str, ThreadPoolExecutor] = field(
+        default_factory=lambda: {kind: ThreadPoolExecutor(max_workers=1) for kind in ("broker", "redis")}
+    )
     corrections: list[Correction] = field(default_factory=list)
     applied: list[tuple[Fault, str]] = field(default_factory=list)
-    _corrections_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: A fault waits until the one before it on its resource is healed (a restart can take
+    #: longer than the schedule planned).
+    locks: defaultdict[str, threading.Lock] = field(default_factory=lambda: defaultdict(threading.Lock))
 
     def run(self, schedule: list[Fault], started: float) -> None:
         """Inject each fault at its time; return once every one is healed."""
@@ -189,12 +196,13 @@ class Nemesis:
 
     def _apply(self, fault: Fault) -> None:
         inject, heal = self._actions(fault)
-        try:
-            outcome = inject() or "injected"
-            time.sleep(fault.duration)
-            heal()
-        except Exception as exc:  # a fault that could not be injected or healed is reported
-            outcome = f"error: {type(exc).__name__}: {exc}"
+        with self.locks[fault.resource()]:
+            try:
+                outcome = inject() or "injected"
+                time.sleep(fault.duration)
+                heal()
+            except Exception as exc:  # a fault that could not be injected or healed is reported
+                outcome = f"error: {type(exc).__name__}: {exc}"
         self.applied.append((fault, outcome))
         print(f"  {fault.line()}: {outcome}", file=self.out, flush=True)
 
@@ -216,7 +224,7 @@ class Nemesis:
             "redis-partition": (lambda: w.proxies[slot].cut(), lambda: w.proxies[slot].heal()),
             "broker-kill": (
                 lambda: os.kill(self.runtime.broker_pids[slot], signal.SIGKILL),
-                lambda: self.spawner.submit(self.runtime.restart_broker, slot).result(),
+                lambda: self._restart_broker(slot),
             ),
             "broker-freeze": (
                 lambda: os.kill(self.runtime.broker_pids[slot], signal.SIGSTOP),
@@ -224,34 +232,42 @@ class Nemesis:
             ),
             "redis-freeze": (lambda: r.signal(signal.SIGSTOP), lambda: r.signal(signal.SIGCONT)),
             "redis-refuse": (r.refuse_writes, r.accept_writes),
-            "redis-restart": (r.kill, lambda: self.spawner.submit(r.start).result()),
+            "redis-restart": (r.kill, lambda: self.spawners["redis"].submit(r.start).result()),
         }
         inject, heal = actions[fault.kind]
         return (lambda: inject() and None), heal
 
+    def _restart_broker(self, index: int) -> None:
+        """Start broker `index` again from its log dir; tried again if it exits at startup."""
+        for attempt in range(BROKER_RESTARTS):
+            try:
+                self.spawners["broker"].submit(self.runtime.restart_broker, index).result()
+                return
+            except LocalRuntimeError:
+                if attempt == BROKER_RESTARTS - 1:
+                    raise
+                print(f"  broker #{index} exited at its restart; again", file=self.out, flush=True)
+
     def _correct(self, fault: Fault) -> str:
-        """Run the correction command of `fault` (one at a time; again after a refusal, up to
-        `CORRECTION_TRIES` times) and log its outcome."""
-        with self._corrections_lock:
-            argv, correction = self._correction_command(fault)
-            for attempt in range(CORRECTION_TRIES):
-                time.sleep(CORRECTION_RETRY_DELAY if attempt else 0.0)
-                try:
-                    done = subprocess.run(
-                        argv, env=self.env, capture_output=True, text=True, timeout=CORRECTION_TIMEOUT
-                    )
-                except subprocess.TimeoutExpired:
-                    correction.outcome, correction.detail = (
-                        "unknown",
-                        f"killed after {CORRECTION_TIMEOUT:g} s",
-                    )
-                    break
-                correction.outcome = "done" if done.returncode == 0 else "refused"
-                correction.detail = (done.stderr.strip().splitlines() or [""])[-1]
-                if done.returncode == 0:
-                    break
-            self.corrections.append(correction)
-            return f"{correction.outcome} {correction.detail}".strip()
+        """Run the correction command of `fault` (again after a refusal, up to `CORRECTION_TRIES`
+        times) and log its outcome; one at a time (the corrections' resource lock)."""
+        argv, correction = self._correction_command(fault)
+        for attempt in range(CORRECTION_TRIES):
+            time.sleep(CORRECTION_RETRY_DELAY if attempt else 0.0)
+            try:
+                done = subprocess.run(
+                    argv, env=self.env, capture_output=True, text=True, timeout=CORRECTION_TIMEOUT
+                )
+            except subprocess.TimeoutExpired:
+                correction.outcome = "unknown"
+                correction.detail = f"killed after {CORRECTION_TIMEOUT:g} s"
+                break
+            correction.outcome = "done" if done.returncode == 0 else "refused"
+            correction.detail = (done.stderr.strip().splitlines() or [""])[-1]
+            if done.returncode == 0:
+                break
+        self.corrections.append(correction)
+        return f"{correction.outcome} {correction.detail}".strip()
 
     def _correction_command(self, fault: Fault) -> tuple[list[str], Correction]:
         s = self.settings
@@ -306,7 +322,8 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
         finally:
             nemesis.workers.close()
             redis.stop()
-            nemesis.spawner.shutdown()
+            for spawner in nemesis.spawners.values():
+                spawner.shutdown()
     _report(options, schedule, verdict, out)
     return verdict
 
