@@ -61,15 +61,7 @@ def register(sub: Subcommands) -> None:
         metavar="N",
         help="scale: worker counts to run (default 1 2 4); chaos: workers (2)",
     )
-    p.add_argument("--seed", type=int, default=1, help="chaos: the seed of the matches and the faults (1)")
-    p.add_argument(
-        "--brokers", type=int, default=3, help="chaos: Apache Kafka brokers (3; replication min(3, N))"
-    )
-    p.add_argument(
-        "--failure-file",
-        metavar="FILE.json",
-        help="chaos: where a violation writes the seed and the schedule (chaos-failure-seed-S.json)",
-    )
+    _chaos_flags(p)
     p.add_argument(
         "--redis",
         choices=["single", "cluster", "both"],
@@ -133,6 +125,19 @@ def register(sub: Subcommands) -> None:
     p.set_defaults(func=cmd_bench)
 
 
+def _chaos_flags(p: argparse.ArgumentParser) -> None:
+    """The flags only ``bench chaos`` takes."""
+    p.add_argument("--seed", type=int, default=1, help="chaos: the seed of the matches and the faults (1)")
+    p.add_argument(
+        "--brokers", type=int, default=3, help="chaos: Apache Kafka brokers (3; replication min(3, N))"
+    )
+    p.add_argument(
+        "--failure-file",
+        metavar="FILE.json",
+        help="chaos: where a violation writes the seed and the schedule (chaos-failure-seed-S.json)",
+    )
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """``bench``: run a benchmark and print its table."""
     if args.what == "chaos":
@@ -187,16 +192,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         capacity.run(players=args.players or 10_000_000, per_day=args.per_day)
     else:
-        from stream_rater.bench import e2e
-
-        for broker in BROKERS if args.broker == "both" else (args.broker,):
-            e2e.run(
-                matches=args.matches or 30_000,
-                latency_seconds=args.latency_seconds,
-                rates=args.rates,
-                broker=broker,
-            )
+        _e2e(args)
     return 0
+
+
+def _e2e(args: argparse.Namespace) -> None:
+    """``bench e2e``: on each broker asked for."""
+    from stream_rater.bench import e2e
+
+    for broker in BROKERS if args.broker == "both" else (args.broker,):
+        e2e.run(
+            matches=args.matches or 30_000,
+            latency_seconds=args.latency_seconds,
+            rates=args.rates,
+            broker=broker,
+        )
 
 
 def _chaos(args: argparse.Namespace) -> int:
