@@ -13,14 +13,26 @@ def register(sub: Subcommands) -> None:
     p = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
     p.add_argument(
         "what",
-        choices=["engines", "e2e", "api", "soak", "rerate", "scale", "capacity", "redis", "leaderboard"],
+        choices=[
+            "engines",
+            "e2e",
+            "api",
+            "soak",
+            "rerate",
+            "scale",
+            "capacity",
+            "redis",
+            "leaderboard",
+            "chaos",
+        ],
         help="engines: µs per rate() vs peer packages; e2e: worker vs faust pass-through; "
         "api: the read API under load; soak: one worker for minutes, memory and latency over time; "
         "rerate: void a football match while the worker rates more (re-rate speed, switch block); "
         "scale: K ladders over P partitions, 1 → 2 → 4 workers, single Redis and local cluster; "
         "capacity: Redis and Kafka bytes per state, marker, history entry and record, projected; "
         "redis: Redis's CPU per match, in the scripts and per command they call (no Kafka); "
-        "leaderboard: eligibility-filtered top-100 reads and ranks on a ladder of --players players",
+        "leaderboard: eligibility-filtered top-100 reads and ranks on a ladder of --players players; "
+        "chaos: a seeded nemesis of combined faults for --minutes, then oracles over the topics and store",
     )
     p.add_argument(
         "--repeat", type=int, default=5, help="engines: timing rounds per shape and engine (best is kept)"
@@ -45,10 +57,11 @@ def register(sub: Subcommands) -> None:
         "--workers",
         type=int,
         nargs="+",
-        default=[1, 2, 4],
+        default=None,
         metavar="N",
-        help="scale: worker counts to run (default 1 2 4)",
+        help="scale: worker counts to run (default 1 2 4); chaos: workers (2)",
     )
+    _chaos_flags(p)
     p.add_argument(
         "--redis",
         choices=["single", "cluster", "both"],
@@ -56,13 +69,13 @@ def register(sub: Subcommands) -> None:
         help="scale: the Redis topology of the embedded runtime: a single Redis, the local "
         "3-master Redis Cluster, or both one after the other (default both)",
     )
-    p.add_argument("--json", action="store_true", help="scale: print the runs as JSON")
+    p.add_argument("--json", action="store_true", help="scale, chaos: print the result as JSON")
     p.add_argument(
         "--broker",
         choices=[*BROKERS, "both"],
-        default="tansu",
-        help="e2e, soak: the embedded runtime's broker: Tansu (default), a local Apache Kafka (needs "
-        "java and mvn), or both one after the other (e2e)",
+        default=None,
+        help="e2e, soak, chaos: the embedded runtime's broker: Tansu (default; chaos: apache-kafka), a "
+        "local Apache Kafka (needs java and mvn), or both one after the other (e2e)",
     )
     p.add_argument("--latency-seconds", type=float, default=5.0, help="e2e: seconds of each steady phase (5)")
     p.add_argument(
@@ -77,10 +90,15 @@ def register(sub: Subcommands) -> None:
         type=float,
         default=None,
         help="api: requests/s per query (1000); "
-        "soak: matches/s (2000); rerate: matches/s published during the re-rate (500)",
+        "soak: matches/s (2000); rerate: matches/s published during the re-rate (500); chaos: matches/s (300)",
     )
     p.add_argument("--seconds", type=float, default=10.0, help="api: seconds of load per query")
-    p.add_argument("--minutes", type=float, default=10.0, help="soak: minutes of sustained load")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=10.0,
+        help="soak: minutes of sustained load; chaos: minutes of faults",
+    )
     p.add_argument("--plot", metavar="FILE.png", help="soak: draw latency and memory over time")
     p.add_argument(
         "--players",
@@ -107,8 +125,25 @@ def register(sub: Subcommands) -> None:
     p.set_defaults(func=cmd_bench)
 
 
+def _chaos_flags(p: argparse.ArgumentParser) -> None:
+    """The flags only ``bench chaos`` takes."""
+    p.add_argument("--seed", type=int, default=1, help="chaos: the seed of the matches and the faults (1)")
+    p.add_argument(
+        "--brokers", type=int, default=3, help="chaos: Apache Kafka brokers (3; replication min(3, N))"
+    )
+    p.add_argument(
+        "--failure-file",
+        metavar="FILE.json",
+        help="chaos: where a violation writes the seed and the schedule (chaos-failure-seed-S.json)",
+    )
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """``bench``: run a benchmark and print its table."""
+    if args.what == "chaos":
+        return _chaos(args)
+    args.broker = args.broker or "tansu"
+    args.workers = args.workers or [1, 2, 4]
     if args.what == "engines":
         from stream_rater.bench import engines
 
@@ -157,13 +192,40 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         capacity.run(players=args.players or 10_000_000, per_day=args.per_day)
     else:
-        from stream_rater.bench import e2e
-
-        for broker in BROKERS if args.broker == "both" else (args.broker,):
-            e2e.run(
-                matches=args.matches or 30_000,
-                latency_seconds=args.latency_seconds,
-                rates=args.rates,
-                broker=broker,
-            )
+        _e2e(args)
     return 0
+
+
+def _e2e(args: argparse.Namespace) -> None:
+    """``bench e2e``: on each broker asked for."""
+    from stream_rater.bench import e2e
+
+    for broker in BROKERS if args.broker == "both" else (args.broker,):
+        e2e.run(
+            matches=args.matches or 30_000,
+            latency_seconds=args.latency_seconds,
+            rates=args.rates,
+            broker=broker,
+        )
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    """``bench chaos``: the nemesis; exit 1 on any violation."""
+    from stream_rater.bench import chaos
+
+    if args.broker == "both":
+        raise ValueError("--broker both: chaos runs on one broker")
+    workers = args.workers or [2]
+    if len(workers) != 1 or workers[0] < 1 or args.brokers < 1:
+        raise ValueError("--workers: chaos takes one count of at least 1 (and --brokers at least 1)")
+    options = chaos.Options(
+        minutes=args.minutes,
+        seed=args.seed,
+        broker=args.broker or "apache-kafka",
+        brokers=args.brokers,
+        workers=workers[0],
+        rate=args.rate or 300.0,
+        as_json=args.json,
+        failure_file=args.failure_file,
+    )
+    return 0 if chaos.run(options).passed else 1

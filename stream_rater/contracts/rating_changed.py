@@ -98,8 +98,8 @@ def correction_changed(
 ) -> dict[str, Any]:
     """A rating-changed event of the correction kind: a re-rate (voids, un-voids, new
     parameters) changed the player's state from `before` (what subscribers last saw) to
-    `after`. ``match_id`` is the correction's id (``rerate:<generation>``), so ``event_id``
-    is stable; `cause` is ``{"id", "reason", "voided", "unvoided", "params"}``; ``games``
+    `after`. ``match_id`` is the correction's id (``rerate:<ladder>:<generation>``), so ``event_id``
+    is stable and unique across ladders; `cause` is ``{"id", "reason", "voided", "unvoided", "params"}``; ``games``
     may be 0 (the player's only matches were voided)."""
     event = rating_changed(
         correction_id, ladder, player_id, model, before, after, rating, games, corrected_at, corrected_at

@@ -41,7 +41,9 @@ class Compare:
         self.store, self.ladder, self.model, self.generation = store, ladder, model, generation
         prior = model.initial()
         self.empty = PlayerState(prior.mu, prior.sigma)
-        self.id = f"rerate:{generation}"
+        # The ladder is part of the id: two ladders' first re-rates are both generation 1, and a
+        # player id on both would otherwise get one event_id with two payloads.
+        self.id = f"rerate:{ladder}:{generation}"
         self.cause: dict[str, Any] = {
             "id": self.id,
             "reason": report.reason,

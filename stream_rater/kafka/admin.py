@@ -3,6 +3,8 @@ list a topic's partitions, read a consumer group's committed offsets."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,6 +15,9 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.security import bootstrap_servers, client_options
 from stream_rater.waiting import wait_until_async
+
+#: Seconds between two tries of a topic creation that failed on a broker not ready.
+RETRY_BACKOFF = 0.5
 
 
 class TopicError(RuntimeError):
@@ -36,10 +41,35 @@ async def create_topics(
     at start-up, so a bare broker is enough; Kafka-protocol brokers that auto-create topics
     would otherwise give them their own default partition count. ``configs`` maps a topic
     name to the topic configuration it is created with (`Settings.topic_configs`); a topic
-    that exists already keeps its own.
+    that exists already keeps its own. A retriable broker error (a node of the cluster down,
+    so that a worker can start while one broker is) is tried again until `timeout`.
     """
     if not topics:
         return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            left = max(1.0, deadline - time.monotonic())
+            await _create_topics_once(broker, topics, replication, left, options, configs)
+            return
+        except TopicError as exc:
+            # A broker that is down but still in the metadata (e.g. named as the controller):
+            # another try, with fresh metadata, asks a live one.
+            retriable = isinstance(exc.__cause__, KafkaError) and exc.__cause__.retriable
+            if not retriable or time.monotonic() + RETRY_BACKOFF >= deadline:
+                raise
+        await asyncio.sleep(RETRY_BACKOFF)
+
+
+async def _create_topics_once(
+    broker: str,
+    topics: Mapping[str, int],
+    replication: int,
+    timeout: float,
+    options: Mapping[str, Any] | None,
+    configs: Mapping[str, Mapping[str, str]] | None,
+) -> None:
+    """One attempt of `create_topics`, with an admin client of its own."""
     admin = AIOKafkaAdminClient(
         **{
             **(options or {}),

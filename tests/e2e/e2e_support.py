@@ -7,9 +7,7 @@ import asyncio
 import json
 import shutil
 import signal
-import socket
 import subprocess
-import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -27,6 +25,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.kafka import bootstrap_servers, create_topics, home_partition, read_log
 from stream_rater.local.demo import ladders_env, tagged_settings
+from stream_rater.local.nemesis import TcpProxy
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
@@ -192,69 +191,8 @@ def scraped(port: int, sample: str) -> float:
     return 0.0
 
 
-class Blackhole:
-    """A TCP proxy on a free port to ``127.0.0.1:target`` that a test can `cut` as a network
-    partition does: no socket is closed or reset, nothing arrives — the bytes sent meanwhile
-    are held, as TCP holds unacknowledged data, and go on after `heal` (to a peer that may
-    have given up by then). Threads, stopped by `close`."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.flowing = threading.Event()
-        self.flowing.set()
-        self.closed = False
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def cut(self) -> None:
-        """Stop forwarding in both directions; every connection stays open."""
-        self.flowing.clear()
-
-    def heal(self) -> None:
-        """Forward again, the held bytes first."""
-        self.flowing.set()
-
-    def close(self) -> None:
-        """Stop listening and close every connection."""
-        self.closed = True
-        self.flowing.set()
-        for sock in [self.listener, *self.sockets]:
-            _hang_up(sock)
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-                upstream = socket.create_connection(("127.0.0.1", self.target))
-            except OSError:
-                return
-            self.sockets += [client, upstream]
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                self.flowing.wait()
-                if self.closed:
-                    break
-                sink.sendall(data)
-        except OSError:
-            pass
-        for sock in (source, sink):
-            _hang_up(sock)
-
-
-def _hang_up(sock: socket.socket) -> None:
-    """Shut `sock` down (waking a thread blocked on it) and close it."""
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()
+#: A TCP proxy a test cuts as a network partition does (the nemesis's, `bench chaos`).
+Blackhole = TcpProxy
 
 
 def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings]:

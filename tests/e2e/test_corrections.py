@@ -163,7 +163,7 @@ def test_void_while_the_stream_runs_equals_a_replay_without_the_match(stream_fac
             abs(event["after"]["mu"] - want.mu) <= 1e-9 and abs(event["after"]["sigma"] - want.sigma) <= 1e-9
         )
         assert event["correction"] == {
-            "id": f"rerate:{report['generation']}",
+            "id": f"rerate:{stream.ladder}:{report['generation']}",
             "reason": "fixed match",
             "voided": [voided],
             "unvoided": [],

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Collection
 
 import pytest
-from helpers import poison_model, poisoned
+from helpers import duel, poison_model, poisoned
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
@@ -331,3 +331,24 @@ async def test_a_rerate_applies_a_season_start_at_its_place_in_the_history(store
     first_season = await replayed([e for e in entries[:40] if e[0].match_id != "m7"], seasoned)
     best = max(first_season, key=lambda p: first_season[p].mu - 3 * first_season[p].sigma)
     assert (await store.leaderboard(NAME, 1, season=1))[0][0] == best
+
+
+async def test_first_rerates_of_two_ladders_give_a_shared_player_two_event_ids():
+    """Regression (found by ``bench chaos``): a correction's id was ``rerate:<generation>``, so
+    the first re-rates of two ladders both sent ``rerate:1:<player>`` for a player id on both,
+    with two payloads — a subscriber deduplicating by event_id dropped one ladder's change."""
+    names = (f"{NAME}-a", f"{NAME}-b")
+    ladders = Ladders([Ladder(name, "trueskill") for name in names])
+    store, sent = MemoryStore(), []
+    for name in names:
+        entries = [
+            (parse_match({**duel(f"{name}-m{i}", "p1", f"p{2 + i % 3}"), "ladder": name}, ladders), (0, i))
+            for i in range(12)
+        ]
+        live = LiveLog(entries, Processor(ladders, store), 0, step=0)
+        await live.advance(len(entries))
+        correction = Correction("rerate", name, (), "", {"beta": 2.5})
+        await Rerate(store, ladders, correction, live, lambda e: send_to(sent, e), Tuning()).run()
+    shared = [e for e in sent if e["player_id"] == "p1"]
+    assert [e["ladder"] for e in shared] == list(names)
+    assert len({e["event_id"] for e in shared}) == 2, [e["event_id"] for e in shared]
