@@ -27,9 +27,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (offline, corrections, ratings, stream, bench, synth):
         group.register(sub)
-    for command in sub.choices.values():
+    for command in _commands(sub):
         debug_flag(command, on_command=True)
     return parser
+
+
+def _commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
+    """Every command parser under `sub`, the subcommands of a command group (``bench …``) too."""
+    found = []
+    for command in sub.choices.values():
+        found.append(command)
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found += _commands(action)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

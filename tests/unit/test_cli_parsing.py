@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import stream_rater.bench
 from stream_rater.cli import build_parser
 from stream_rater.cli.common import store_url
 
@@ -44,3 +47,17 @@ def test_dev_on_tansu_names_the_flag_for_librdkafka_clients_and_says_when_java_i
     assert note.endswith(
         "which cannot start here: Apache Kafka needs java 17+ (JAVA_HOME or PATH), and none was found"
     )
+
+
+def test_each_bench_is_a_subcommand_named_after_its_module_with_only_its_own_flags():
+    """``bench <name>`` runs `stream_rater/bench/<name>.py`, and takes no other bench's flags."""
+    parser = build_parser()
+    benches = next(
+        a for a in parser._subparsers._group_actions[0].choices["bench"]._actions if a.dest == "what"
+    )
+    bench_dir = Path(stream_rater.bench.__file__).parent
+    assert {name for name in benches.choices if not (bench_dir / f"{name}.py").exists()} == set()
+    assert parser.parse_args(["bench", "engines", "--repeat", "2"]).repeat == 2
+    assert parser.parse_args(["bench", "chaos", "--debug"]).debug is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "engines", "--minutes", "1"])
