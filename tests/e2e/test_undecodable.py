@@ -20,7 +20,7 @@ from helpers import wait_for
 from streams import exact, replay_events
 from test_stream import by_event_id, decoded
 
-from stream_rater.kafka import bootstrap_servers, home_partition
+from stream_rater.kafka import bootstrap_servers, create_topics, home_partition
 from stream_rater.local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.e2e
@@ -51,8 +51,9 @@ def corrupt_batch() -> bytes:
     return bytes(raw)
 
 
-async def produce_raw(broker_url: str, topic: str, partition: int, batch: bytes) -> None:
-    """Append `batch` as it is (no client-side checks) to `topic`'s `partition`."""
+async def produce_raw(broker_url: str, topic: str, partition: int, batch: bytes) -> int:
+    """Append `batch` as it is (no client-side checks) to `topic`'s `partition`; the broker's
+    error code (0: stored)."""
     client = AIOKafkaClient(bootstrap_servers=bootstrap_servers(broker_url))
     await client.bootstrap()
     try:
@@ -62,7 +63,7 @@ async def produce_raw(broker_url: str, topic: str, partition: int, batch: bytes)
             leader, ProduceRequest(None, -1, 10_000, [(topic, [(partition, batch)])])
         )
         [(_, [(_, error, *_)])] = response.topics
-        assert error == 0, f"the broker refused the batch (error {error})"
+        return int(error)
     finally:
         await client.close()
 
@@ -76,7 +77,8 @@ def test_a_corrupt_batch_holds_its_partition_and_the_others_go_on(stream_factory
     partition = home_partition(held, 2)
     assert home_partition(going, 2) != partition
     worker = stream.start_worker()
-    asyncio.run(produce_raw(broker_url, stream.settings.topic_matches, partition, corrupt_batch()))
+    error = asyncio.run(produce_raw(broker_url, stream.settings.topic_matches, partition, corrupt_batch()))
+    assert error == 0, f"the broker refused the batch (error {error})"
     matches = [
         stream.match(f"m{i}", f"p{i % 7}", f"p{(i + 3) % 7}", at=1_700_000_000.0 + i, ladder=ladder)
         for i in range(40)
@@ -100,3 +102,13 @@ def test_a_corrupt_batch_holds_its_partition_and_the_others_go_on(stream_factory
     assert worker.poll() is None, "the worker must not die"
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         assert "\nstream_rater_partitions_held 1.0\n" in response.read().decode()
+
+
+@pytest.mark.apache_kafka(only=True)
+def test_apache_kafka_refuses_a_corrupt_batch_on_produce(apache_broker_url: str, unique_name: str):
+    """Why the test above runs on Tansu: Apache Kafka validates each batch's CRC on produce and
+    refuses a corrupt one (CORRUPT_MESSAGE, error 2), so through it a worker only meets one that
+    a disk corrupted afterwards."""
+    topic = f"matches-{unique_name}"
+    asyncio.run(create_topics(apache_broker_url, {topic: 1}))
+    assert asyncio.run(produce_raw(apache_broker_url, topic, 0, corrupt_batch())) == 2
