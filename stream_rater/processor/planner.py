@@ -13,7 +13,7 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.config.rules import Rules
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
-from stream_rater.rating.base import Outcome, Rating
+from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
 
 #: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
@@ -36,6 +36,7 @@ class _Setting:
     parts the hot loop calls, the snapshot's stored states, and the batch's own inputs."""
 
     ladder: Ladder
+    model: RatingModel
     rules: Rules
     snapshot: Snapshot
     processed_at: str
@@ -66,6 +67,7 @@ class _Setting:
         initial, initial_effect = model.initial(), model.initial_effect()
         return cls(
             ladder=ladder,
+            model=model,
             rules=rules,
             snapshot=snapshot,
             processed_at=processed_at,
@@ -210,7 +212,7 @@ def _outcome(s: _Setting, match: MatchFinished, elapsed: list[list[float | None]
         pad = [[1.0] * len(team.effects) for team in match.teams]
         weights = [w + e for w, e in zip(_per_player(match, "weight", 1.0), pad)]
         rated = [r + [True] * len(e) for r, e in zip(_per_player(match, "rated", True), pad)]
-    if s.ladder.rating_model.needs_scores:
+    if s.model.needs_scores:
         scores = _per_player(match, "score", 0.0)
         seconds = _per_player(match, "seconds_played", 0.0)
     return _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
@@ -218,7 +220,7 @@ def _outcome(s: _Setting, match: MatchFinished, elapsed: list[list[float | None]
 
 def _posterior(s: _Setting, match_id: str, teams: list[list[Rating]], outcome: Outcome) -> list[list[Rating]]:
     """The model's ratings after the match; `NonFiniteRating` if one is NaN or infinite."""
-    model = s.ladder.rating_model
+    model = s.model
     posterior = model.rate_match(teams, outcome)
     for team_post in posterior:
         for r in team_post:
@@ -238,7 +240,7 @@ def _events(
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` into `changes`, with
     the players' leaderboard scores and history; returns their rating-changed events."""
-    model, ladder_name, processed_at = s.ladder.rating_model, s.ladder.name, s.processed_at
+    model, ladder_name, processed_at = s.model, s.ladder.name, s.processed_at
     display, model_name, provisional, qualifies = model.display, model.name, s.provisional, s.qualifies
     stored_players, new_player = s.snapshot.players, s.new_player
     players, leaderboard, history = changes.players, changes.leaderboard, changes.history
@@ -296,7 +298,7 @@ def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> lis
     each state pulled toward the prior (`Rules.season_reset`) is written into `changes` with
     its leaderboard score; returns one season event per player whose state changed. Games,
     last match and peak stay as they were."""
-    model, rules = s.ladder.rating_model, s.rules
+    model, rules = s.model, s.rules
     overrides = dict(record.season.params) if record.season is not None else {}
     started_at = _timestamp(record.finished_at)
     events: list[Event] = []
