@@ -160,8 +160,7 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     outcome = _outcome(s, match, elapsed, plain)
     if s.observe is not None:
         s.observe(match, teams, outcome)
-    posterior = _posterior(s, match_id, teams, outcome)
-    events = _events(s, changes, match, priors, posterior)
+    events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
     changes.apply(match_id, events, s.generation)
     return MatchResult.applied(match, events)
 
@@ -218,19 +217,6 @@ def _outcome(s: _Setting, match: MatchFinished, elapsed: list[list[float | None]
     return _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
 
 
-def _posterior(s: _Setting, match_id: str, teams: list[list[Rating]], outcome: Outcome) -> list[list[Rating]]:
-    """The model's ratings after the match; `NonFiniteRating` if one is NaN or infinite."""
-    model = s.model
-    posterior = model.rate_match(teams, outcome)
-    for team_post in posterior:
-        for r in team_post:
-            if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
-                raise NonFiniteRating(
-                    f"match {match_id!r}: model {model.name!r} produced a non-finite rating"
-                )
-    return posterior
-
-
 def _events(
     s: _Setting,
     changes: _Changes,
@@ -238,13 +224,20 @@ def _events(
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
 ) -> list[Event]:
-    """Write the rated players' and the effects' states after `match` into `changes`, with
-    the players' leaderboard scores and history; returns their rating-changed events."""
+    """Write the rated players' and the effects' states after `match` (their `posterior`
+    ratings) into `changes`, with the players' leaderboard scores and history; returns their
+    rating-changed events. `NonFiniteRating` if a posterior rating is NaN or infinite."""
     model, ladder_name, processed_at = s.model, s.ladder.name, s.processed_at
     display, model_name, provisional, qualifies = model.display, model.name, s.provisional, s.qualifies
     stored_players, new_player = s.snapshot.players, s.new_player
     players, leaderboard, history = changes.players, changes.leaderboard, changes.history
     at, match_id = match.finished_at, match.match_id
+    for team_post in posterior:
+        for r in team_post:
+            if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
+                raise NonFiniteRating(
+                    f"match {match_id!r}: model {model_name!r} produced a non-finite rating"
+                )
     finished_at = _timestamp(at)
     events: list[Event] = []
     for team, prior, team_post in zip(match.teams, priors, posterior):
