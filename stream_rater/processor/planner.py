@@ -263,7 +263,11 @@ def _events(
                 provisional=None if provisional is None else provisional(after.games, after.sigma),
             )
             events.append(event)
-            history.setdefault(pid, []).append(event)
+            entries = history.get(pid)
+            if entries is None:
+                history[pid] = [event]
+            else:
+                entries.append(event)
         if team.effects:
             n, stored_effects = len(team.players), s.snapshot.effects
             for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
