@@ -1,7 +1,7 @@
 """stream_rater — an event-driven streaming skill-rating service.
 
-Layers, top to bottom; a module imports only from the layers below it (design.md
-"Layering", enforced by the import-linter contracts in pyproject.toml):
+Layers, top to bottom; a module imports only from the layers below it (stream_rater/README.md
+"Layers", enforced by the import-linter contracts in pyproject.toml):
 
 - ``cli`` (and ``__main__``) — the ``stream-rater`` command;
 - ``bench`` — benchmarks and load tests (engines, read API, capacity, end to end, scale, soak);

@@ -17,7 +17,8 @@ is decided here, against the read's own clock:
 - a player's rank counts the active players above them, by walking the leaderboard down to
   the player or by going through the active players, whichever is fewer entries
   (``min(place, active players)``); the percentile's total is one count of the active
-  (`StateStore.active_places`; README "Ladder rules" has the measured costs).
+  (`StateStore.active_places`; stream_rater/bench/README.md "Leaderboard eligibility"
+  has the measured costs).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
-from stream_rater.store import Lookup, PlayerState, StateStore
+from stream_rater.store import Lookup, PlayerState, ReadStore
 
 #: Rows a leaderboard read returns unless asked otherwise.
 LEADERBOARD_TOP = 25
@@ -102,7 +103,7 @@ class Queries:
     """The read API over one store and the configured ladders."""
 
     def __init__(
-        self, store: StateStore, ladders: Ladders, max_players: int = Settings.max_query_players
+        self, store: ReadStore, ladders: Ladders, max_players: int = Settings.max_query_players
     ) -> None:
         """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``)."""
         self.store = store

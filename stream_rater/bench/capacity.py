@@ -1,5 +1,5 @@
 """``stream-rater bench capacity``: what one stored or produced item costs, measured — the
-inputs of README "Capacity".
+inputs of "Capacity" in stream_rater/bench/README.md.
 
 The bundled football results (the demo ladder: TrueSkill with the home effect) are replayed
 through the processor into a local Redis with the worker's default marker TTL and history cap,
@@ -42,7 +42,7 @@ from stream_rater.local.demo import (
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.replay import replay
 from stream_rater.processor import MatchResult, Processor
-from stream_rater.store.redis_store import RedisStore, ladder_key
+from stream_rater.store.redis import RedisStore, ladder_key
 
 DAY = 86_400.0
 

@@ -36,7 +36,7 @@ from stream_rater.config.rules import DAY
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.queries import Queries
 from stream_rater.store.base import Commit, PlayerState, StateWrite
-from stream_rater.store.redis_store import RedisStore, ladder_key
+from stream_rater.store.redis import RedisStore, ladder_key
 
 #: The read's clock.
 NOW = 1_800_000_000.0

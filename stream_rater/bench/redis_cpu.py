@@ -27,7 +27,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.processor import Processor
-from stream_rater.store.redis_store import RedisStore
+from stream_rater.store.redis import RedisStore
 
 #: Players per ladder.
 PLAYERS = 1000

@@ -35,73 +35,86 @@ from stream_rater.waiting import wait_until_async
 
 
 def register(sub: Subcommands) -> None:
-    """Add ``void``, ``unvoid`` and ``rerate`` to the subcommands `sub`."""
+    """Add ``void``, ``unvoid``, ``rerate`` and ``season`` to the subcommands `sub`."""
     for name, what in (
         ("void", "void matches of a ladder"),
         ("unvoid", "count voided matches again"),
         ("rerate", "recompute a ladder from its history (optionally with new parameters)"),
     ):
-        p = sub.add_parser(
-            name,
-            help=f"{what}: re-rate the ladder beside the live one and switch over "
-            "without stopping the stream; subscribers get correction events",
-        )
-        if name != "rerate":
-            p.add_argument("match_ids", nargs="+", metavar="MATCH_ID")
-        p.add_argument("--ladder", required=True)
+        _add_correction(sub, name, what)
+    _add_season(sub)
+
+
+def _add_correction(sub: Subcommands, name: str, what: str) -> None:
+    """The ``void``, ``unvoid`` or ``rerate`` subcommand (`name`, doing `what`): what to
+    correct, the history to read, and how the re-rate runs (`_rerate_flags`)."""
+    p = sub.add_parser(
+        name,
+        help=f"{what}: re-rate the ladder beside the live one and switch over "
+        "without stopping the stream; subscribers get correction events",
+    )
+    if name != "rerate":
+        p.add_argument("match_ids", nargs="+", metavar="MATCH_ID")
+    p.add_argument("--ladder", required=True)
+    p.add_argument(
+        "--reason", required=name == "void", default="", help="why (sent in the correction events)"
+    )
+    if name == "rerate":
         p.add_argument(
-            "--reason", required=name == "void", default="", help="why (sent in the correction events)"
-        )
-        if name == "rerate":
-            p.add_argument(
-                "--param",
-                action="append",
-                default=[],
-                metavar="NAME=VALUE",
-                help="new model parameter of the ladder from now on, repeatable",
-            )
-        p.add_argument(
-            "--history",
+            "--param",
             action="append",
             default=[],
-            metavar="FILE",
-            help="matches older than the topic retains, applied first (repeatable; --format); "
-            "required once retention deleted the head of the ladder's partition (an empty file: "
-            "it held none of the ladder's matches)",
+            metavar="NAME=VALUE",
+            help="new model parameter of the ladder from now on, repeatable",
         )
-        p.add_argument("--format", choices=FORMATS, default="jsonl", help="format of --history files")
-        p.add_argument("--home-effect", action="store_true", help="football --history: the 'home' effect")
-        p.add_argument(
-            "--lease",
-            type=float,
-            default=10.0,
-            help="seconds the re-rate lock (and the freeze) outlive a crashed re-rate (default 10)",
-        )
-        p.add_argument(
-            "--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)"
-        )
-        p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-        p.add_argument(
-            "--via-topic",
-            action="store_true",
-            help="send the request to the corrections topic for a worker to carry out, and return "
-            "(no store needed)",
-        )
-        store_flag(p)
-        settings_flags(
-            p,
-            [
-                "broker",
-                "topic_matches",
-                "topic_updates",
-                "topic_corrections",
-                "max_event_bytes",
-                "ladders_file",
-                *KAFKA_SECURITY,
-            ],
-        )
-        p.set_defaults(func=cmd_correct)
+    p.add_argument(
+        "--history",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="matches older than the topic retains, applied first (repeatable; --format); "
+        "required once retention deleted the head of the ladder's partition (an empty file: "
+        "it held none of the ladder's matches)",
+    )
+    p.add_argument("--format", choices=FORMATS, default="jsonl", help="format of --history files")
+    p.add_argument("--home-effect", action="store_true", help="football --history: the 'home' effect")
+    _rerate_flags(p)
+    p.set_defaults(func=cmd_correct)
 
+
+def _rerate_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a correction's re-rate: its pacing, its output, where it runs."""
+    p.add_argument(
+        "--lease",
+        type=float,
+        default=10.0,
+        help="seconds the re-rate lock (and the freeze) outlive a crashed re-rate (default 10)",
+    )
+    p.add_argument("--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument(
+        "--via-topic",
+        action="store_true",
+        help="send the request to the corrections topic for a worker to carry out, and return "
+        "(no store needed)",
+    )
+    store_flag(p)
+    settings_flags(
+        p,
+        [
+            "broker",
+            "topic_matches",
+            "topic_updates",
+            "topic_corrections",
+            "max_event_bytes",
+            "ladders_file",
+            *KAFKA_SECURITY,
+        ],
+    )
+
+
+def _add_season(sub: Subcommands) -> None:
+    """The ``season`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "season",
         help="start a new season of a ladder: every player's rating is pulled toward the prior "

@@ -36,6 +36,15 @@ if TYPE_CHECKING:
 def register(sub: Subcommands) -> None:
     """Add ``replay``, ``verify``, ``evaluate``, ``tune`` and ``migrate-markers`` to the
     subcommands `sub`."""
+    _add_replay(sub)
+    _add_verify(sub)
+    _add_migrate_markers(sub)
+    _add_evaluate(sub)
+    _add_tune(sub)
+
+
+def _add_replay(sub: Subcommands) -> None:
+    """The ``replay`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "replay",
         help="apply match files (or a ladder's matches from the topic) offline; print rating-changed events",
@@ -73,6 +82,9 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_replay)
 
+
+def _add_verify(sub: Subcommands) -> None:
+    """The ``verify`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "verify",
         help="recompute a ladder from the matches topic and compare with the store; "
@@ -94,14 +106,20 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_verify)
 
+
+def _add_migrate_markers(sub: Subcommands) -> None:
+    """The ``migrate-markers`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "migrate-markers",
-        help="upgrade a Redis store written before markers were hash fields (README "
-        "'Operations'); run once, with no worker running",
+        help="upgrade a Redis store written before markers were hash fields (deploy/README.md "
+        "'Upgrading'); run once, with no worker running",
     )
     store_flag(p)
     p.set_defaults(func=cmd_migrate_markers)
 
+
+def _add_evaluate(sub: Subcommands) -> None:
+    """The ``evaluate`` subcommand: its flags and handler."""
     p = sub.add_parser("evaluate", help="predict each match from the ratings just before it; print accuracy")
     input_flags(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -110,6 +128,9 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_evaluate)
 
+
+def _add_tune(sub: Subcommands) -> None:
+    """The ``tune`` subcommand: its flags and handler."""
     p = sub.add_parser("tune", help="fit model parameters on the first part of the matches; report the rest")
     input_flags(p)
     p.add_argument(
@@ -241,13 +262,13 @@ def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack)
 
 def cmd_migrate_markers(args: argparse.Namespace) -> int:
     """``migrate-markers``: move the store's markers of the earlier layout (a key per match)
-    into the markers hashes (`RedisStore.migrate_markers`)."""
-    from stream_rater.store.redis_store import RedisStore
+    into the markers hashes (`store.redis.migrate_markers`)."""
+    from stream_rater.store.redis import RedisStore, migrate_markers
 
     async def migrate(store: object) -> int:
         if not isinstance(store, RedisStore):
             raise ValueError("--store: only a Redis store has markers to migrate (redis://…)")
-        return await store.migrate_markers()
+        return await migrate_markers(store)
 
     moved = with_store(args, migrate)
     print(f"moved {moved} markers into the markers hashes")

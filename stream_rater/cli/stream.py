@@ -24,11 +24,25 @@ from stream_rater.config.settings import Settings, env_name
 
 def register(sub: Subcommands) -> None:
     """Add ``worker``, ``dev``, ``demo``, ``publish``, ``subscribe`` and ``dlq`` to `sub`."""
+    _add_worker(sub)
+    _add_dev(sub)
+    _add_demo(sub)
+    _add_publish(sub)
+    _add_subscribe(sub)
+    _add_dlq(sub)
+
+
+def _add_worker(sub: Subcommands) -> None:
+    """The ``worker`` subcommand: its flags and handler."""
     service = [f.name for f in fields(Settings)]
     p = sub.add_parser("worker", help="run a worker against the configured Kafka and Redis")
     settings_flags(p, service)
     p.set_defaults(func=cmd_worker)
 
+
+def _add_dev(sub: Subcommands) -> None:
+    """The ``dev`` subcommand: its flags and handler."""
+    service = [f.name for f in fields(Settings)]
     p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
     settings_flags(p, [n for n in service if n not in ("broker", "redis_url", "replication_factor")])
     p.add_argument(
@@ -59,6 +73,9 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_dev)
 
+
+def _add_demo(sub: Subcommands) -> None:
+    """The ``demo`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "demo", help="embedded runtime + worker; rate the football data; print the leaderboard"
     )
@@ -70,6 +87,9 @@ def register(sub: Subcommands) -> None:
     settings_flags(p, ["partitions", "batch_size", "batch_seconds"])
     p.set_defaults(func=cmd_demo)
 
+
+def _add_publish(sub: Subcommands) -> None:
+    """The ``publish`` subcommand: its flags and handler."""
     p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
     input_flags(p)
     p.add_argument("--rate", type=float, help="at most this many events per second")
@@ -87,6 +107,9 @@ def register(sub: Subcommands) -> None:
     )
     p.set_defaults(func=cmd_publish)
 
+
+def _add_subscribe(sub: Subcommands) -> None:
+    """The ``subscribe`` subcommand: its flags and handler."""
     p = sub.add_parser("subscribe", help="print rating-changed events as JSON lines")
     p.add_argument("--ladder", help="only this ladder's events")
     p.add_argument("--player", help="only this player's events (needs --ladder)")
@@ -96,6 +119,9 @@ def register(sub: Subcommands) -> None:
     settings_flags(p, ["broker", "topic_updates", *KAFKA_SECURITY])
     p.set_defaults(func=cmd_subscribe)
 
+
+def _add_dlq(sub: Subcommands) -> None:
+    """The ``dlq`` subcommand: its flags and handler."""
     p = sub.add_parser(
         "dlq", help="list the dead-letter topic, or redrive dead letters after a fix (exactly once)"
     )

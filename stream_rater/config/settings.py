@@ -12,6 +12,9 @@ from typing import Any
 
 ENV_PREFIX = "STREAM_RATER_"
 
+#: The values of ``on_store_loss``: hold a lost ladder for the operator, or rebuild it.
+ON_STORE_LOSS = ("halt", "rebuild")
+
 
 def _field(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
@@ -91,6 +94,18 @@ class Settings:
     kafka_sasl_password: str = _field("", "SASL password")
     kafka_ssl_cafile: str = _field("", "CA bundle for SSL/SASL_SSL")
     log_level: str = _field("info", "debug, info, warning or error")
+    on_store_loss: str = _field(
+        "halt",
+        "what a worker does with a ladder the store lost: halt (hold it until an operator rebuilds it) "
+        "or rebuild (rebuild it from the matches topic by itself, if the topic still holds its whole history)",
+    )
+
+    def __post_init__(self) -> None:
+        if self.on_store_loss not in ON_STORE_LOSS:
+            raise ValueError(
+                f"{env_name('on_store_loss')} (--on-store-loss) = {self.on_store_loss!r}: "
+                f"expected {' or '.join(ON_STORE_LOSS)}"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

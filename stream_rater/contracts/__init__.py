@@ -1,4 +1,4 @@
-"""The wire contracts of design.md — the one place each event's shape is defined.
+"""The wire contracts (README "Event contracts") — the one place each event's shape is defined.
 
 - `match` — match-finished events (topic ``matches``): dataclasses, Kafka key, validation.
 - `rating_changed` — rating-changed events (topic ``rating-updates``): builder, validation.

@@ -24,7 +24,7 @@ def rating_changed(
     late: bool = False,
     provisional: bool | None = None,
 ) -> dict[str, Any]:
-    """A rating-changed event in its wire form (field order as in design.md): `before` and
+    """A rating-changed event in its wire form (field order as in the README's example): `before` and
     `after` are ``(mu, sigma)``; ``event_id`` is ``<match_id>:<player_id>``, stable across
     redeliveries; ``late`` appears only when true; ``provisional`` only on a ladder whose rules
     mark provisional players (`config.rules`)."""
@@ -175,37 +175,8 @@ class RatingChanged:
         after = _state(_required(d, "after", ""), "after")
         if (before["sigma"] is None) != (after["sigma"] is None):
             _fail("after.sigma", "must be null exactly when before.sigma is null")
-        games = _required(d, "games", "")
-        if type(games) is float and games.is_integer():
-            games = int(games)
-        if type(games) is not int:
-            _fail("games", f"must be an integer, got {_kind(games)}")
-        kind = d.get("kind", "match")
-        if kind not in ("match", "correction", "season"):
-            _fail("kind", f"must be 'match', 'correction' or 'season', got {kind!r}")
-        correction = d.get("correction")
-        if (kind == "correction") != (correction is not None):
-            _fail("correction", "must be present exactly when kind is 'correction'")
-        if correction is not None:
-            _correction(correction)
-        season = d.get("season")
-        if (kind == "season") != (season is not None):
-            _fail("season", "must be present exactly when kind is 'season'")
-        if season is not None:
-            _season(season)
-        if games < (1 if kind == "match" else 0):
-            _fail("games", f"must be >= {1 if kind == 'match' else 0}")
-        provisional = d.get("provisional")
-        if provisional is not None and type(provisional) is not bool:
-            _fail("provisional", f"must be a boolean, got {_kind(provisional)}")
-        for name in ("finished_at", "processed_at"):
-            value = _required(d, name, "")
-            if type(value) is not str:
-                _fail(name, f"must be an RFC 3339 date-time string, got {_kind(value)}")
-            _parse_rfc3339(value, name)
-        late = d.get("late", False)
-        if type(late) is not bool:
-            _fail("late", f"must be a boolean, got {_kind(late)}")
+        games, kind, correction, season = _games_and_kind(d)
+        provisional, late = _flags(d)
         return cls(
             event_id=event_id,
             match_id=match_id,
@@ -225,6 +196,48 @@ class RatingChanged:
             provisional=provisional,
             season=season,
         )
+
+
+def _games_and_kind(d: dict[str, Any]) -> tuple[int, str, Any, Any]:
+    """A rating-changed object's ``games``, ``kind`` and the ``correction`` or ``season``
+    that goes with its kind (validated); ``games`` may be 0 for a correction or a season."""
+    games = _required(d, "games", "")
+    if type(games) is float and games.is_integer():
+        games = int(games)
+    if type(games) is not int:
+        _fail("games", f"must be an integer, got {_kind(games)}")
+    kind = d.get("kind", "match")
+    if kind not in ("match", "correction", "season"):
+        _fail("kind", f"must be 'match', 'correction' or 'season', got {kind!r}")
+    correction = d.get("correction")
+    if (kind == "correction") != (correction is not None):
+        _fail("correction", "must be present exactly when kind is 'correction'")
+    if correction is not None:
+        _correction(correction)
+    season = d.get("season")
+    if (kind == "season") != (season is not None):
+        _fail("season", "must be present exactly when kind is 'season'")
+    if season is not None:
+        _season(season)
+    if games < (1 if kind == "match" else 0):
+        _fail("games", f"must be >= {1 if kind == 'match' else 0}")
+    return games, kind, correction, season
+
+
+def _flags(d: dict[str, Any]) -> tuple[bool | None, bool]:
+    """A rating-changed object's ``provisional`` and ``late`` flags, its two times checked."""
+    provisional = d.get("provisional")
+    if provisional is not None and type(provisional) is not bool:
+        _fail("provisional", f"must be a boolean, got {_kind(provisional)}")
+    for name in ("finished_at", "processed_at"):
+        value = _required(d, name, "")
+        if type(value) is not str:
+            _fail(name, f"must be an RFC 3339 date-time string, got {_kind(value)}")
+        _parse_rfc3339(value, name)
+    late = d.get("late", False)
+    if type(late) is not bool:
+        _fail("late", f"must be a boolean, got {_kind(late)}")
+    return provisional, late
 
 
 _CHANGED_STRINGS = ("event_id", "match_id", "ladder", "player_id", "model")

@@ -26,7 +26,7 @@ from stream_rater.kafka import (
     refuse_truncated,
     update_sender,
 )
-from stream_rater.store import StateStore
+from stream_rater.store import RerateStore
 
 
 class TopicHistory:
@@ -82,7 +82,7 @@ async def apply_correction(
     correction: Correction,
     settings: Settings,
     ladders: Ladders,
-    store: StateStore,
+    store: RerateStore,
     *,
     send: Send | None = None,
     files: Iterable[MatchFinished] | None = None,

@@ -28,153 +28,57 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
 abandoned staging one); a crash after it leaves the new generation live and its correction
 events in the store's outbox, sent by the next re-rate of the ladder.
+
+What a re-rate is asked, reports and checks first is in `corrections.planning`, the build in
+`corrections.building`, the comparison in `corrections.switching`; `Rerate` runs the phases.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 import time
-import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import AsyncIterator
+from typing import Any
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.config.rules import refuse_rule_overrides
-from stream_rater.contracts import CorrectionRequest, MatchFinished, correction_changed, format_timestamp
-from stream_rater.contracts.correction_request import KINDS
-from stream_rater.processor import Processor, StoreLost, process_skipping
-from stream_rater.rating.base import Rating, RatingModel
-from stream_rater.store.base import Generations, PlayerState, StateStore
+from stream_rater.corrections.building import Build, covers, players_of, touched
+from stream_rater.corrections.planning import (
+    DEFAULT_TUNING,
+    FOLLOW_ROUNDS,
+    Correction,
+    Entry,
+    History,
+    Progress,
+    RerateReport,
+    Send,
+    Tuning,
+    UnknownMatches,
+    check_not_lost,
+    check_voids,
+    new_owner,
+)
+from stream_rater.corrections.switching import Clock, Compare
+from stream_rater.processor import Processor
+from stream_rater.rating.base import RatingModel
+from stream_rater.store.base import Generations
+from stream_rater.store.roles import RerateStore
 
-#: One entry of a ladder's history: the match and where its record is in the matches topic
-#: (None for a match read from a file).
-Entry = tuple[MatchFinished, tuple[int, int] | None]
-
-
-class History(Protocol):
-    """A ladder's matches in log order; each `read` returns what was appended since the last."""
-
-    async def read(self) -> list[Entry]:
-        """The entries not returned before (all of them the first time)."""
-
-    def reached(self) -> dict[int, int]:
-        """Partition → offset up to which the topic was read."""
-
-    def committed(self) -> dict[int, int]:
-        """Partition → offset the workers' consumer group had committed before the re-rate
-        began (read before it looks at the store; empty when unknown)."""
-
-
-class UnknownMatches(ValueError):
-    """Matches to void (or un-void) that are not in the ladder's history (or not voided)."""
-
-
-@dataclass(slots=True)
-class RerateReport:
-    """What one re-rate did."""
-
-    ladder: str
-    generation: int = 0
-    applied: int = 0
-    voided: list[str] = field(default_factory=list)
-    unvoided: list[str] = field(default_factory=list)
-    params: dict[str, Any] = field(default_factory=dict)
-    reason: str = ""
-    corrections: int = 0
-    seconds: float = 0.0
-    #: From the freeze to its lift: how long live commits of the ladder were refused.
-    blocked_seconds: float = 0.0
-    #: Where that time went: step → seconds (freeze, read, apply, compare, switch, send).
-    blocked_steps: dict[str, float] = field(default_factory=dict)
-    #: Live positions at the switch (partition → next offset).
-    positions: dict[int, int] = field(default_factory=dict)
-    nothing_to_do: bool = False
-    #: A line per match of the history the model could not rate: skipped, as the worker
-    #: dead-letters it.
-    skipped: list[str] = field(default_factory=list)
-
-    def line(self) -> str:
-        """A one-line human summary."""
-        if self.nothing_to_do:
-            return f"ladder {self.ladder!r}: nothing to do (the voids are already as asked)"
-        rate = self.applied / self.seconds if self.seconds > 0 else 0.0
-        return (
-            f"ladder {self.ladder!r}: re-rated {self.applied} matches into generation {self.generation} "
-            f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
-            f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch"
-            + (
-                f"; {len(self.skipped)} matches skipped (the model could not rate them)"
-                if self.skipped
-                else ""
-            )
-        )
-
-
-#: Rounds of following the live generation after the comparison before freezing anyway (when
-#: matches arrive faster than the re-rate applies them, it would never get closer).
-FOLLOW_ROUNDS = 20
-
-#: ``progress(done, known)``: entries of the history processed so far, and known so far.
-Progress = Callable[[int, int], None]
-Send = Callable[[Sequence[dict[str, Any]]], Awaitable[None]]
-
-
-def new_owner() -> str:
-    """A lock owner name that says who holds it: host, process id and a random tag."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-@dataclass(frozen=True, slots=True)
-class Correction:
-    """One correction of one ladder, whoever asked for it (the CLI's flags, a worker's
-    `CorrectionRequest`): void or un-void `match_ids`, or re-rate with `params` overriding the
-    model's parameters from now on. `reason` goes with the correction events."""
-
-    kind: str
-    ladder: str
-    match_ids: tuple[str, ...] = ()
-    reason: str = ""
-    params: Mapping[str, bool | int | float | str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(
-                f"correction kind must be one of {', '.join(map(repr, KINDS))}, got {self.kind!r}"
-            )
-        refuse_rule_overrides(self.params)
-
-    @classmethod
-    def from_request(cls, request: CorrectionRequest) -> Correction:
-        """The correction a (validated) request from the corrections topic asks for."""
-        return cls(request.kind, request.ladder, request.match_ids, request.reason, dict(request.params))
-
-    def request(self, request_id: str | None = None) -> CorrectionRequest:
-        """The request that asks a worker for this correction."""
-        return CorrectionRequest(
-            self.kind, self.ladder, self.match_ids, self.reason, dict(self.params), request_id
-        )
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """How a re-rate paces itself. `lease` (s): how long the lock and the freeze outlive a
-    crashed re-rate. `batch_size`: matches per processor batch. `catch_up`: compare the
-    generations once a round of reading the topic found fewer new matches than this; `close`:
-    freeze once a round found fewer than this (or after `FOLLOW_ROUNDS`), so that few matches
-    are left to apply inside the freeze. `recent`: how many of the last matches applied are
-    checked for events the live worker has not produced (at least twice the worker's batch
-    size: a worker's last batch, and its predecessor's)."""
-
-    lease: float = 10.0
-    batch_size: int = 1000
-    catch_up: int = 1000
-    close: int = 20
-    recent: int = 1000
+__all__ = [
+    "Correction",
+    "Entry",
+    "FOLLOW_ROUNDS",
+    "History",
+    "Progress",
+    "Rerate",
+    "RerateReport",
+    "Send",
+    "Tuning",
+    "UnknownMatches",
+    "new_owner",
+    "players_of",
+    "touched",
+]
 
 
 class Rerate:
@@ -195,18 +99,18 @@ class Rerate:
     #: The staging generation's progress through the history (build), the comparison of the
     #: players and the players of the matches applied after it (compare; None: every player,
     #: once a season start moved them all).
-    staging: _Build
-    comparison: _Compare
+    staging: Build
+    comparison: Compare
     touched: set[str] | None
 
     def __init__(
         self,
-        store: StateStore,
+        store: RerateStore,
         ladders: Ladders,
         correction: Correction,
         history: History,
         send: Send,
-        tuning: Tuning = Tuning(),
+        tuning: Tuning = DEFAULT_TUNING,
         *,
         progress: Progress | None = None,
         owner: str | None = None,
@@ -296,10 +200,8 @@ class Rerate:
         """2. Voids: check the matches to (un-)void against the history, record the voids."""
         self.entries = await self.history.read()
         interrupted = self.live.voids_pending
-        _check_voids(self.ladder, self.entries, self.current, self.void, self.unvoid, interrupted)
-        _check_not_lost(
-            self.ladder, self.entries, self.live.positions, self.history.committed(), self.current
-        )
+        check_voids(self.ladder, self.entries, self.current, self.void, self.unvoid, interrupted)
+        check_not_lost(self.ladder, self.entries, self.live.positions, self.history.committed(), self.current)
         self.now = time.time()
         await self.store.set_voids(
             self.ladder,
@@ -315,7 +217,7 @@ class Rerate:
         """3. Build: apply the history to the staging generation up to the live one's
         position, reading on while the live worker moves, until a round finds few matches."""
         processor = Processor(self.ladders, self.store, generation=self.generation)
-        self.staging = _Build(
+        self.staging = Build(
             processor, self.entries, self.tuning.batch_size, self.tuning.recent, self.progress
         )
         while True:
@@ -329,9 +231,7 @@ class Rerate:
     async def compare(self) -> None:
         """4. Compare: every player of both generations, then follow the live one, noting the
         players of the matches applied since (compared again in the switch)."""
-        self.comparison = _Compare(
-            self.store, self.ladder, self.model, self.generation, self.report, self.now
-        )
+        self.comparison = Compare(self.store, self.ladder, self.model, self.generation, self.report, self.now)
         await self.comparison.all()
         self.touched = set()
         for _ in range(FOLLOW_ROUNDS):
@@ -350,11 +250,11 @@ class Rerate:
         # Markers only ever go from holding events to empty, and every match committed from
         # here on is applied inside the freeze: only these and those can hold events then.
         maybe = set(await store.unproduced(ladder, self.live.live, list(build.recent)))
-        clock = _Clock(self.report.blocked_steps)
+        clock = Clock(self.report.blocked_steps)
         await store.freeze(ladder, self.owner, self.tuning.lease)
         self.live = live = await store.generations(ladder)
         clock.step("freeze")
-        while not _covers(self.history.reached(), live.positions):
+        while not covers(self.history.reached(), live.positions):
             build.add(await self.history.read())
         clock.step("read")
         last = await build.apply_upto(live.positions)
@@ -376,201 +276,3 @@ class Rerate:
         self.report.applied, self.report.corrections = build.applied, len(events)
         self.report.skipped = build.skipped
         self.report.positions = live.positions
-
-
-def _check_voids(
-    ladder: str,
-    entries: list[Entry],
-    current: Mapping[str, dict[str, Any]],
-    void: list[str],
-    unvoid: list[str],
-    pending: bool,
-) -> None:
-    """Refuse to void a match the history lacks, or to un-void one that is not voided
-    (unless an interrupted re-rate already lifted it: then this one completes it)."""
-    known = {match.match_id for match, _ in entries}
-    unknown = [m for m in void if m not in known]
-    if unknown:
-        raise UnknownMatches(
-            f"ladder {ladder!r} has no match {', '.join(map(repr, unknown))} in its history "
-            f"({len(known)} matches read)"
-        )
-    not_voided = [m for m in unvoid if m not in current]
-    if not_voided and not pending:
-        raise UnknownMatches(f"ladder {ladder!r}: match {', '.join(map(repr, not_voided))} is not voided")
-
-
-def _check_not_lost(
-    ladder: str,
-    entries: list[Entry],
-    positions: Mapping[int, int],
-    committed: Mapping[int, int],
-    voids: Mapping[str, dict[str, Any]],
-) -> None:
-    """Refuse to re-rate a ladder whose live generation lacks a match the workers committed
-    the offset of: the store lost data (a failover to a replica that missed writes). A new
-    generation built up to the store's positions would hide the loss from the workers'
-    watermark check, and the matches after them would never be rated. A worker commits its
-    offsets only after the store, so a healthy store is never behind them. Voided matches
-    and repeats of a match id are skipped by the worker, not applied: they prove nothing."""
-    seen: set[str] = set()
-    for match, where in entries:
-        repeat = match.match_id in seen
-        seen.add(match.match_id)
-        if where is None or repeat or match.match_id in voids or where[0] not in positions:
-            continue
-        partition, offset = where
-        if positions[partition] <= offset < committed.get(partition, 0):
-            raise StoreLost(
-                ladder,
-                f"the workers committed matches[{partition}]@{offset} (match "
-                f"{match.match_id!r}) but the store's ladder goes only up to offset "
-                f"{positions[partition]}: the store lost data",
-            )
-
-
-def _covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
-    """True when the topic was read at least up to the live positions."""
-    return all(reached.get(p, 0) >= offset for p, offset in positions.items())
-
-
-class _Build:
-    """The staging generation's progress through the history."""
-
-    def __init__(
-        self,
-        processor: Processor,
-        entries: list[Entry],
-        batch_size: int,
-        recent: int,
-        progress: Progress | None,
-    ) -> None:
-        self.processor, self.batch_size, self.progress = processor, batch_size, progress
-        self.pending: list[Entry] = list(entries)
-        self.applied = 0  # matches newly applied
-        self.done = 0  # entries processed (applied, voided, duplicates or skipped)
-        #: A line per match the model could not rate (skipped, as the worker dead-letters it).
-        self.skipped: list[str] = []
-        #: The events of the last `keep` matches applied, by match id, oldest first.
-        self.recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
-        self.keep = recent
-
-    def add(self, entries: list[Entry]) -> None:
-        self.pending += entries
-
-    async def apply_upto(self, positions: Mapping[int, int]) -> list[Entry]:
-        """Apply the pending entries the live generation has applied (files' entries, and
-        topic records before its positions; all of them when it has no position); returns
-        them."""
-
-        def live_has(entry: Entry) -> bool:
-            where = entry[1]
-            return where is None or not positions or where[1] < positions.get(where[0], 0)
-
-        ready = 0
-        while ready < len(self.pending) and live_has(self.pending[ready]):
-            ready += 1
-        for start in range(0, ready, self.batch_size):
-            chunk = self.pending[start : min(start + self.batch_size, ready)]
-            result, skipped = await process_skipping(
-                self.processor, [m for m, _ in chunk], [w for _, w in chunk]
-            )
-            self.skipped += [skip.line() for skip in skipped]
-            newly = [r for r in result.results if not r.duplicate and not r.voided]
-            self.applied += len(newly)
-            self.recent.update((r.match.match_id, r.events) for r in newly[-self.keep :])
-            while len(self.recent) > self.keep:
-                self.recent.popitem(last=False)
-            self.done += len(chunk)
-            if self.progress is not None:
-                self.progress(self.done, self.done + len(self.pending) - start - len(chunk))
-        applied = self.pending[:ready]
-        del self.pending[:ready]
-        return applied
-
-
-def players_of(entries: Iterable[Entry]) -> set[str]:
-    """The ids of every player of the entries' matches."""
-    return {player.id for match, _ in entries for team in match.teams for player in team.players}
-
-
-def touched(so_far: set[str] | None, entries: Sequence[Entry]) -> set[str] | None:
-    """`so_far` and the players of `entries`; None (every player) once a season-start record
-    is among them, since a season moves every player of the ladder."""
-    if so_far is None or any(match.season is not None for match, _ in entries):
-        return None
-    return so_far | players_of(entries)
-
-
-class _Clock:
-    """Seconds per step, each measured from the end of the previous one."""
-
-    def __init__(self, steps: dict[str, float]) -> None:
-        self.steps, self.last = steps, time.perf_counter()
-
-    def step(self, name: str) -> None:
-        now = time.perf_counter()
-        self.steps[name], self.last = now - self.last, now
-
-
-class _Compare:
-    """The correction events: one per player whose state differs between the live generation
-    and the staging one (a player the staging one lacks is back at the prior). `all` compares
-    every player; `again` re-compares the given ones, whose states may have moved since."""
-
-    def __init__(
-        self,
-        store: StateStore,
-        ladder: str,
-        model: RatingModel,
-        generation: int,
-        report: RerateReport,
-        at: float,
-    ) -> None:
-        self.store, self.ladder, self.model, self.generation = store, ladder, model, generation
-        prior = model.initial()
-        self.empty = PlayerState(prior.mu, prior.sigma)
-        self.id = f"rerate:{generation}"
-        self.cause: dict[str, Any] = {
-            "id": self.id,
-            "reason": report.reason,
-            "voided": report.voided,
-            "unvoided": report.unvoided,
-            "params": report.params,
-        }
-        self.stamp = format_timestamp(at)
-        self.changed: dict[str, tuple[PlayerState, PlayerState]] = {}
-
-    async def all(self) -> None:
-        """Compare every player of both generations."""
-        await self._compare(None)
-
-    async def again(self, players: set[str] | None) -> list[dict[str, Any]]:
-        """Compare `players` (None: every player) again; the events, by player id."""
-        if players is None or players:
-            await self._compare(players)
-        return [self._event(player_id, *self.changed[player_id]) for player_id in sorted(self.changed)]
-
-    async def _compare(self, only: set[str] | None) -> None:
-        before = await self.store.players(self.ladder, only=only)
-        after = await self.store.players(self.ladder, generation=self.generation, only=only)
-        for player_id in before.keys() | after.keys() if only is None else only:
-            old, new = before.get(player_id, self.empty), after.get(player_id, self.empty)
-            if old[:4] == new[:4]:
-                self.changed.pop(player_id, None)
-            else:
-                self.changed[player_id] = (old, new)
-
-    def _event(self, player_id: str, old: PlayerState, new: PlayerState) -> dict[str, Any]:
-        return correction_changed(
-            self.id,
-            self.ladder,
-            player_id,
-            self.model.name,
-            old[:2],
-            new[:2],
-            self.model.display(Rating(new.mu, new.sigma)),
-            new.games,
-            self.stamp,
-            self.cause,
-        )

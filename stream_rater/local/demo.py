@@ -30,7 +30,7 @@ from stream_rater.offline.verify import VerifyReport, verify
 from stream_rater.store import open_store
 from stream_rater.waiting import wait_until
 
-#: The ladder the demo rates on, with the project's best football settings (README).
+#: The ladder the demo rates on, with the project's best football settings (stream_rater/bench/README.md, Accuracy).
 DEMO_LADDER = "football"
 DEMO_LADDER_ENV = {
     "STREAM_RATER_LADDER_FOOTBALL": "trueskill",

@@ -13,7 +13,7 @@ fires when the *thread* that started the runtime exits, so start it from a long-
 With ``redis_cluster=N`` the Redis is a Redis Cluster of N masters (optionally with replicas):
 one ``redis-server --cluster-enabled yes`` child per node, joined by ``redis-cli --cluster
 create``; the runtime waits until every node reports ``cluster_state:ok``. Its URL is
-``redis+cluster://host:port,…`` (`stream_rater.store.cluster`).
+``redis+cluster://host:port,…`` (`stream_rater.store.redis.cluster`).
 
 Topics are created up front with explicit partition counts: Tansu auto-creates unknown topics
 with 4 partitions (faust does not declare non-internal source topics before subscribing).

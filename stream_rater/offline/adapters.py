@@ -2,7 +2,7 @@
 
 Formats (``--format``):
 
-- ``jsonl`` — one match-finished event (design.md) per line; blank lines are skipped.
+- ``jsonl`` — one match-finished event (README "Event contracts") per line; blank lines are skipped.
 - ``football`` — the international football results CSV in ``shared/data``
   (``date,home_team,away_team,home_score,away_score,tournament,city,country,neutral``).
   Each row is a 1-vs-1 match ranked by goals; ``match_id`` is ``date:home:away`` (a repeated

@@ -1,5 +1,5 @@
 """Rebuild a ladder whose store lost data from the matches topic, so that subscribers miss
-nothing: ``stream-rater replay --from-topic --ladder L --store URL`` (README "Operations",
+nothing: ``stream-rater replay --from-topic --ladder L --store URL`` (deploy/README.md, "Store loss",
 recovering a lost store).
 
 The rebuild applies the ladder's history in log order through the same `Processor` a worker

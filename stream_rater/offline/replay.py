@@ -113,37 +113,55 @@ async def replay(
     batch: list[MatchFinished] = []
     places: list[tuple[int, int] | None] = []
     located = iter(where) if where is not None else itertools.repeat(None)
-
-    async def flush() -> None:
-        result, skipped = await process_skipping(processor, batch, places if where is not None else None)
-        summary.skipped += len(skipped)
-        gone = {id(skip.match) for skip in skipped}
-        if on_skip is not None:
-            for skip in skipped:
-                on_skip(skip)
-        placed = [place for match, place in zip(batch, places) if id(match) not in gone]
-        gc.freeze()
-        summary.conflicts += result.conflicts
-        for r in result.results:
-            summary.duplicates += r.duplicate
-            summary.applied += not r.duplicate
-            summary.events += len(r.events)
-            if on_result is not None:
-                on_result(r)
-        if on_batch is not None:
-            await on_batch(result, placed)
-        processor.produced(result)
-        batch.clear()
-        places.clear()
-
+    hooks = _Hooks(on_result, on_skip, on_batch)
     for match in matches:
         summary.read += 1
         batch.append(match)
         places.append(next(located))
         if len(batch) >= batch_size:
-            await flush()
+            await _apply(processor, batch, places if where is not None else None, summary, hooks)
+            batch.clear()
+            places.clear()
     if batch:
-        await flush()
+        await _apply(processor, batch, places if where is not None else None, summary, hooks)
     summary.seconds = time.perf_counter() - start
     summary.round_trips = processor.store.round_trips - trips_before
     return summary
+
+
+@dataclass(frozen=True, slots=True)
+class _Hooks:
+    """`replay`'s callbacks."""
+
+    on_result: Callable[[MatchResult], None] | None
+    on_skip: Callable[[Skipped], None] | None
+    on_batch: BatchHook | None
+
+
+async def _apply(
+    processor: Processor,
+    batch: list[MatchFinished],
+    places: list[tuple[int, int] | None] | None,
+    summary: ReplaySummary,
+    hooks: _Hooks,
+) -> None:
+    """One batch of `replay`: process it, count it into `summary`, call the hooks, then
+    mark its results produced (module docs of `replay`)."""
+    result, skipped = await process_skipping(processor, batch, places)
+    summary.skipped += len(skipped)
+    gone = {id(skip.match) for skip in skipped}
+    if hooks.on_skip is not None:
+        for skip in skipped:
+            hooks.on_skip(skip)
+    placed = [place for match, place in zip(batch, places or itertools.repeat(None)) if id(match) not in gone]
+    gc.freeze()
+    summary.conflicts += result.conflicts
+    for r in result.results:
+        summary.duplicates += r.duplicate
+        summary.applied += not r.duplicate
+        summary.events += len(r.events)
+        if hooks.on_result is not None:
+            hooks.on_result(r)
+    if hooks.on_batch is not None:
+        await hooks.on_batch(result, placed)
+    processor.produced(result)

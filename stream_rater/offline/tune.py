@@ -215,87 +215,130 @@ def tune(
     start = time.perf_counter()
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
-    base = ladders.get(ladder)
-    defaults_space = SPACES.get(base.model, {})
-    space = {**defaults_space, **OPTIONS.get(base.model, {})}
-    names = [n for n in defaults_space if n not in fixed] if names is None else list(names)
-    unknown = [n for n in names if n not in space]
-    if unknown:
-        raise ValueError(
-            f"cannot tune {', '.join(unknown)} of {base.model!r} (tunable: {', '.join(space) or 'none'})"
-        )
-    if not names:
-        raise ValueError("no parameters to tune")
+    model = ladders.get(ladder).model
+    names, transforms = _tunable(model, names, fixed)
     fit = round(len(matches) * fit_fraction)
     if not 0 < fit < len(matches):
         raise ValueError(f"fit fraction {fit_fraction} of {len(matches)} matches leaves a part empty")
-    defaults = registry.model_parameters(base.model)
-    starts = {n: float(base.params.get(n, defaults[n])) for n in names}
-    zero = [n for n in names if starts[n] == 0.0]
-    transforms = [space[n] for n in names]
-
-    def with_params(params: Mapping[str, Any]) -> Ladders:
-        changed = Ladder(ladder, base.model, {**base.params, **params})
-        return Ladders([*(lad for name, lad in ladders.items() if name != ladder), changed])
-
-    def decode(x: np.ndarray) -> dict[str, float]:
-        clipped = np.clip(x, -_LIMIT, _LIMIT)
-        return {n: _BACKWARD[t](float(v)) for n, t, v in zip(names, transforms, clipped)}
-
-    trials: list[Trial] = []
-    seen: dict[tuple[float, ...], float] = {}
-
-    def evaluate(x: np.ndarray) -> float:
-        key = tuple(np.clip(x, -_LIMIT, _LIMIT))
-        if key in seen:
-            return seen[key]
-        params = decode(x)
-        try:
-            trial_ladders = with_params(params)
-            trial_ladders.get(ladder).rating_model  # noqa: B018 -- builds the model: invalid values raise here
-        except ValueError:
-            value = math.inf
-        else:
-            _, summary, _ = score([matches[:fit]], trial_ladders, batch_size=batch_size)
-            value = summary.metric(objective)
-        seen[key] = value
-        trials.append(Trial(len(trials) + 1, params, value))
-        if on_trial is not None:
-            on_trial(trials[-1])
-        return value
-
-    def encode(params: Mapping[str, float]) -> np.ndarray:
-        return np.array([_FORWARD[t](params[n]) for n, t in zip(names, transforms)])
-
-    x0 = encode({n: v or ZERO_SCAN[space[n]][0] for n, v in starts.items()})
-    for name in zero:
-        x0 = min((encode({**decode(x0), name: value}) for value in ZERO_SCAN[space[name]]), key=evaluate)
+    search = _Search(matches, ladders, ladder, names, transforms, fit, objective, batch_size, on_trial)
+    x0 = search.start()
     simplex = np.vstack([x0] + [x0 + _STEP * row for row in np.eye(len(names))])
     minimize(
-        evaluate,
+        search.evaluate,
         x0,
         method="Nelder-Mead",
         options={
-            "maxfev": max(max_trials - len(trials), len(names) + 1),
+            "maxfev": max(max_trials - len(search.trials), len(names) + 1),
             "initial_simplex": simplex,
             "xatol": 0.01,
             "fatol": 1e-5,
         },
     )
-    best = min(trials, key=lambda t: t.value)
-    tuned_params = {n: _round(v) for n, v in best.params.items()}
-
-    def scores(params: dict[str, Any]) -> Scores:
-        trial_ladders = with_params(params)
-        (fit_part, rest), whole, _ = score(
-            [matches[:fit], matches[fit:]], trial_ladders, batch_size=batch_size
-        )
-        return Scores(dict(trial_ladders.get(ladder).params), fit_part, rest, whole)
-
-    baseline = scores({})
-    tuned = scores(tuned_params)
+    best = min(search.trials, key=lambda t: t.value)
+    baseline = search.scores({})
+    tuned = search.scores({n: _round(v) for n, v in best.params.items()})
     if tuned.fit.metric(objective) > baseline.fit.metric(objective):
         tuned = baseline  # the search found nothing better than the configured values
     return TuneResult(
-        ladder, base.model, objective, fit, len(matches), trials, time.perf_counter() - start, baseline, tuned
+        ladder,
+        model,
+        objective,
+        fit,
+        len(matches),
+        search.trials,
+        time.perf_counter() - start,
+        baseline,
+        tuned,
     )
+
+
+def _tunable(model: str, names: Sequence[str] | None, fixed: Collection[str]) -> tuple[list[str], list[str]]:
+    """The parameters of `model` to tune (default: its `SPACES` entry less `fixed`) and the
+    transform of each; refuses a name no space of the model has, or none at all."""
+    defaults_space = SPACES.get(model, {})
+    space = {**defaults_space, **OPTIONS.get(model, {})}
+    names = [n for n in defaults_space if n not in fixed] if names is None else list(names)
+    unknown = [n for n in names if n not in space]
+    if unknown:
+        raise ValueError(
+            f"cannot tune {', '.join(unknown)} of {model!r} (tunable: {', '.join(space) or 'none'})"
+        )
+    if not names:
+        raise ValueError("no parameters to tune")
+    return names, [space[n] for n in names]
+
+
+class _Search:
+    """The objective of one `tune` run on the transformed parameter vector, with every trial
+    it evaluated (each distinct point once) and the scoring of a final parameter set."""
+
+    def __init__(
+        self,
+        matches: Sequence[MatchFinished],
+        ladders: Ladders,
+        ladder: str,
+        names: list[str],
+        transforms: list[str],
+        fit: int,
+        objective: str,
+        batch_size: int,
+        on_trial: Callable[[Trial], None] | None,
+    ) -> None:
+        self.matches, self.ladders, self.ladder, self.fit = matches, ladders, ladder, fit
+        self.names, self.transforms = names, transforms
+        self.objective, self.batch_size, self.on_trial = objective, batch_size, on_trial
+        self.base = ladders.get(ladder)
+        self.trials: list[Trial] = []
+        self.seen: dict[tuple[float, ...], float] = {}
+
+    def with_params(self, params: Mapping[str, Any]) -> Ladders:
+        """The ladders with `params` overriding the tuned ladder's configured ones."""
+        changed = Ladder(self.ladder, self.base.model, {**self.base.params, **params})
+        return Ladders([*(lad for name, lad in self.ladders.items() if name != self.ladder), changed])
+
+    def decode(self, x: np.ndarray) -> dict[str, float]:
+        clipped = np.clip(x, -_LIMIT, _LIMIT)
+        return {n: _BACKWARD[t](float(v)) for n, t, v in zip(self.names, self.transforms, clipped)}
+
+    def encode(self, params: Mapping[str, float]) -> np.ndarray:
+        return np.array([_FORWARD[t](params[n]) for n, t in zip(self.names, self.transforms)])
+
+    def start(self) -> np.ndarray:
+        """The configured values as the search's start; a parameter configured as 0 (which
+        the log transforms cannot take) starts at the best of its `ZERO_SCAN` values."""
+        defaults = registry.model_parameters(self.base.model)
+        starts = {n: float(self.base.params.get(n, defaults[n])) for n in self.names}
+        spaces = dict(zip(self.names, self.transforms))
+        x0 = self.encode({n: v or ZERO_SCAN[spaces[n]][0] for n, v in starts.items()})
+        for name in [n for n in self.names if starts[n] == 0.0]:
+            candidates = (self.encode({**self.decode(x0), name: value}) for value in ZERO_SCAN[spaces[name]])
+            x0 = min(candidates, key=self.evaluate)
+        return x0
+
+    def evaluate(self, x: np.ndarray) -> float:
+        """The objective on the fit part at `x` (inf where the model refuses the values)."""
+        key = tuple(np.clip(x, -_LIMIT, _LIMIT))
+        if key in self.seen:
+            return self.seen[key]
+        params = self.decode(x)
+        try:
+            trial_ladders = self.with_params(params)
+            trial_ladders.get(self.ladder).rating_model  # noqa: B018 -- builds the model: invalid values raise here
+        except ValueError:
+            value = math.inf
+        else:
+            _, summary, _ = score([self.matches[: self.fit]], trial_ladders, batch_size=self.batch_size)
+            value = summary.metric(self.objective)
+        self.seen[key] = value
+        self.trials.append(Trial(len(self.trials) + 1, params, value))
+        if self.on_trial is not None:
+            self.on_trial(self.trials[-1])
+        return value
+
+    def scores(self, params: dict[str, Any]) -> Scores:
+        """Every metric of `params` on the fit part, the rest and all matches."""
+        trial_ladders = self.with_params(params)
+        (fit_part, rest), whole, _ = score(
+            [self.matches[: self.fit], self.matches[self.fit :]], trial_ladders, batch_size=self.batch_size
+        )
+        return Scores(dict(trial_ladders.get(self.ladder).params), fit_part, rest, whole)

@@ -1,5 +1,5 @@
 """`Processor`: batches of validated matches in → state commits + rating-changed events out,
-against a `StateStore`. The design (round trips, retries, exact counts, held states, marker
+against a store (`BatchStore`). The design (round trips, retries, exact counts, held states, marker
 shrinking, generations) is in README.md beside this module."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from stream_rater.processor.known_states import KnownStates
 from stream_rater.processor.ledger import CommitLedger
 from stream_rater.processor.planner import PriorObserver, _Plan, plan_batch
 from stream_rater.processor.results import BatchResult, MatchResult, TooManyConflicts, Unratable
-from stream_rater.store.base import Commit, LadderFrozen, ReadRequest, Snapshot, StateStore
+from stream_rater.store.base import Commit, LadderFrozen, ReadRequest, Snapshot
+from stream_rater.store.roles import BatchStore
 from stream_rater.waiting import backoff
 
 #: Per ladder, match ids the current `Processor.process` call found or made applied.
@@ -63,7 +64,7 @@ class _LadderPart:
 
 
 class Processor:
-    """Applies batches of validated matches to a `StateStore`, exactly once per match, in one
+    """Applies batches of validated matches to a store, exactly once per match, in one
     store read and one commit per batch (README.md beside this module: why and how).
 
     `max_attempts` bounds how often one ladder's part of a batch is recomputed after refused
@@ -76,7 +77,7 @@ class Processor:
     def __init__(
         self,
         ladders: Ladders,
-        store: StateStore,
+        store: BatchStore,
         *,
         clock: Callable[[], float] = time.time,
         max_attempts: int = 50,

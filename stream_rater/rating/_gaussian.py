@@ -101,7 +101,7 @@ def truncate_win(t: float, eps: float) -> tuple[float, float]:
     ``eps`` the standardised draw margin. ``V = N(t-eps) / Phi(t-eps)`` is the posterior mean
     shift and ``1 - W`` the posterior variance factor (in ``(0, 1]``) of a unit normal
     truncated to ``(eps - t, inf)`` after centring. (The EP chain of
-    `stream_rater.rating.trueskill` inlines the branch away from the tail.)
+    `stream_rater.rating._trueskill_graph` inlines the branch away from the tail.)
     """
     x = t - eps
     if x > -_TAIL:

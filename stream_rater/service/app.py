@@ -40,13 +40,14 @@ from stream_rater.kafka import (
 )
 from stream_rater.processor import Processor
 from stream_rater.service import metrics
+from stream_rater.service.auto_rebuild import AutoRebuild, TopicRebuild
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, StoreRefusal, Topics
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.web import register_web
-from stream_rater.store import RedisTimeouts, StateStore, open_store
+from stream_rater.store import ReadStore, RedisTimeouts, StateStore, open_store
 from stream_rater.store.deployment import bind
 
 log = logging.getLogger(__name__)
@@ -101,10 +102,10 @@ def create_app(
     app.fetch_max_wait = settings.fetch_max_wait
     matches = app.topic(settings.topic_matches, partitions=settings.partitions)
     batches = app.batch_buffers[settings.topic_matches] = BatchBuffer(
-        app, maxsize=max(4096, settings.batch_size * 4)
+        app, maxsize=max(4096, settings.batch_size * 4), topic=settings.topic_matches
     )
 
-    store = TimedStore(store or open_worker_store(settings))
+    timed = TimedStore(store or open_worker_store(settings))
     stopping = asyncio.Event()
 
     async def send(records: list[Record]) -> None:
@@ -114,9 +115,9 @@ def create_app(
 
     stopped: dict[str, str] = {}
     refusal = StoreRefusal()
-    recent = register_web(app, store, ladders, settings, stopped, refusal.reason)
+    recent = register_web(app, timed, ladders, settings, stopped, refusal.reason)
     handler = BatchHandler(
-        Processor(ladders, store, suspect_empty=suspect_empty, known_states=settings.known_states),
+        Processor(ladders, timed, suspect_empty=suspect_empty, known_states=settings.known_states),
         ladders,
         send,
         topics=Topics(updates=settings.topic_updates, dlq=settings.topic_dlq),
@@ -127,15 +128,7 @@ def create_app(
         refusal=refusal,
         partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
-    guard = handler.guard = LossGuard(
-        store,
-        ladders,
-        lambda partitions: committed_offsets(settings, settings.topic_matches, partitions),
-        lambda partition, start, end: read_partition(settings, settings.topic_matches, partition, start, end),
-        report=handler.report_loss,
-        recovered=handler.recovered,
-        limits=Limits(max_event_bytes=settings.max_event_bytes),
-    )
+    guard, rebuilder = guard_losses(settings, ladders, timed, handler)
 
     @app.on_partitions_assigned.connect
     async def check_for_lost_store(app: faust.App, /, *assigned: set[TP], **kwargs: Any) -> None:
@@ -143,7 +136,13 @@ def create_app(
         for partitions in assigned:
             guard.assigned(tp.partition for tp in partitions if tp.topic == settings.topic_matches)
 
-    app.rating_store = store  # type: ignore[attr-defined]
+    # A lost ladder parks its partition's records; a rebalance drops them (BatchPipeline).
+    pipeline = BatchPipeline(
+        handler, ack=batches.ack, pause=batches.pause, resume=batches.resume, release=batches.release
+    )
+    batches.on_clear.append(pipeline.abandon)
+
+    app.rating_store = timed  # type: ignore[attr-defined]
     app.rating_handler = handler  # type: ignore[attr-defined]
     app.rating_ladders = ladders  # type: ignore[attr-defined]
 
@@ -152,8 +151,8 @@ def create_app(
         # faust subscribes `matches` for this agent and runs it, but the records arrive a
         # fetched batch at a time through `batches`, not as `stream`'s per-message events.
         # `BatchPipeline` overlaps batches: the next one is taken while this one commits.
-        # On cancellation (SIGTERM) the batches in hand are finished before the agent stops.
-        pipeline = BatchPipeline(handler, ack=batches.ack)
+        # On cancellation (SIGTERM) the batches in hand are finished before the agent stops
+        # (parked ones are left unacknowledged).
         try:
             while True:
                 messages = await batches.take(
@@ -163,7 +162,7 @@ def create_app(
                     await pipeline.submit(messages)
         except asyncio.CancelledError:
             stopping.set()
-            await pipeline.drain()
+            await pipeline.stop()
             raise
 
     corrections = CorrectionHandler(
@@ -191,8 +190,36 @@ def create_app(
         for task in carrying_out:
             task.cancel()
         await asyncio.gather(*carrying_out, return_exceptions=True)
+        if rebuilder is not None:
+            await rebuilder.stop()
 
     return app
+
+
+def guard_losses(
+    settings: Settings, ladders: Ladders, store: ReadStore, handler: BatchHandler
+) -> tuple[LossGuard, AutoRebuild | None]:
+    """The handler's `LossGuard` (a lost store noticed at assignment, lost ladders held) and,
+    with ``on_store_loss = rebuild``, the `AutoRebuild` told of every loss the handler reports."""
+    guard = handler.guard = LossGuard(
+        store,
+        ladders,
+        lambda partitions: committed_offsets(settings, settings.topic_matches, partitions),
+        lambda partition, start, end: read_partition(settings, settings.topic_matches, partition, start, end),
+        report=handler.report_loss,
+        recovered=handler.recovered,
+        limits=Limits(max_event_bytes=settings.max_event_bytes),
+    )
+    if settings.on_store_loss != "rebuild":
+        return guard, None
+    rebuilder = AutoRebuild(
+        TopicRebuild(settings, ladders, lambda: open_worker_store(settings)),
+        settings,
+        holds=guard.rebuilding,
+        report=handler.report_loss,
+    )
+    handler.on_loss = rebuilder.lost
+    return guard, rebuilder
 
 
 #: Allocations (net) between two young-generation collections; Python's default is 700.

@@ -40,7 +40,7 @@ import contextlib
 import inspect
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, cast
 
 import faust
@@ -289,21 +289,44 @@ class BatchBuffer:
 
     Holds at most `maxsize` records (the fetch loop waits while it is full) and is cleared
     with faust's stream buffers when a rebalance suspends the flow: records not yet taken
-    were not acknowledged, and the partition's next owner reads them again.
+    were not acknowledged, and the partition's next owner reads them again. The agent may
+    `pause` and `resume` fetching partitions of `topic`, and `release` records it took but
+    drops unacknowledged; `on_clear` callbacks run when the buffer is cleared (a rebalance),
+    before faust waits for the records taken to be acknowledged.
     """
 
-    def __init__(self, app: faust.App, maxsize: int) -> None:
+    def __init__(self, app: faust.App, maxsize: int, topic: str = "") -> None:
         self.app = app
         self.maxsize = maxsize
+        self.topic = topic
+        self.on_clear: list[Callable[[], None]] = []
         self._records: deque[Message] = deque()
         self._added = asyncio.Event()
         self._removed = asyncio.Event()
         app.flow_control.manage_queue(self)  # type: ignore[arg-type]  # faust only calls clear()
 
     def clear(self) -> None:
-        """Drop every record not taken yet (faust's flow control calls this)."""
+        """Drop every record not taken yet (faust's flow control calls this), then tell
+        `on_clear`."""
         self._records.clear()
         self._removed.set()
+        for callback in self.on_clear:
+            callback()
+
+    def pause(self, partitions: Iterable[int]) -> None:
+        """Fetch nothing more of `partitions` (of `topic`) until `resume` or a rebalance."""
+        self.app.consumer.pause_partitions({TP(self.topic, p) for p in partitions})
+
+    def resume(self, partitions: Iterable[int]) -> None:
+        """Fetch `partitions` (of `topic`) again."""
+        self.app.consumer.resume_partitions({TP(self.topic, p) for p in partitions})
+
+    def release(self, messages: Sequence[Consumed]) -> None:
+        """Stop tracking records `take` returned that are dropped unacknowledged (a rebalance:
+        the partition's next owner reads them again), so that they hold no rebalance back."""
+        unacked = self.app.consumer.unacked
+        for message in messages:
+            unacked.discard(cast(Message, message))
 
     async def put(self, messages: list[Message]) -> None:
         """Add fetched records, waiting while the flow is suspended or the buffer is full."""

@@ -78,6 +78,13 @@ STORE_LOSSES = Counter(
     "Times the store was found to hold less of a ladder than was committed (data lost)",
     ["ladder"],
 )
+STORE_REBUILDS = Counter(
+    "stream_rater_store_rebuilds",
+    "Automatic rebuilds of a lost ladder from the matches topic (STREAM_RATER_ON_STORE_LOSS=rebuild), "
+    "by outcome: rebuilt, refused (the topic lacks its history's head), busy (another holds the "
+    "ladder's lock), failed (an error; tried again)",
+    ["ladder", "outcome"],
+)
 LADDERS_STOPPED = Gauge(
     "stream_rater_ladders_stopped", "Ladders not being applied because their stored data was lost"
 )

@@ -6,7 +6,8 @@ is the correctness model's: decode + validate (invalid → dead-letter topic) �
 only then acknowledge. A Redis or broker error is retried with backoff until it succeeds or
 the worker stops; the batch is then left unacknowledged and Kafka redelivers it, which the
 processor's idempotency makes harmless. `BatchPipeline` runs consecutive batches through the
-handler overlapped, keeping that order per batch and between batches.
+handler overlapped, keeping that order per batch and between batches; a ladder the store lost
+holds only the partition it is on (`BatchPipeline`, parking).
 """
 
 from __future__ import annotations
@@ -63,12 +64,23 @@ class Topics:
 
 @dataclass(frozen=True)
 class CommittedBatch:
-    """A batch after phase 1 (`BatchHandler.commit`): applied, not yet produced."""
+    """A batch after phase 1 (`BatchHandler.commit`): `messages` applied, not yet produced;
+    `parked` the records of partitions held because a ladder on them is lost (narrowed
+    commits only), neither applied nor to be acknowledged with this batch."""
 
     messages: Sequence[Message]
     result: BatchResult
     dead: list[DeadLetter]
     started: float
+    parked: Sequence[Message] = ()
+
+
+class LadderHeld(Exception):
+    """A narrowed commit found `ladder` lost (`StoreLost`): its partition is to be parked."""
+
+    def __init__(self, lost: StoreLost) -> None:
+        super().__init__(str(lost))
+        self.ladder = lost.ladder
 
 
 class WorkerStopping(Exception):
@@ -157,6 +169,7 @@ class BatchHandler:
         stopped: dict[str, str] | None = None,
         guard: LossGuard | None = None,
         refusal: StoreRefusal | None = None,
+        on_loss: Callable[[StoreLost], str | None] | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
         and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
@@ -165,7 +178,9 @@ class BatchHandler:
         it; readiness reads it. `guard`, if given, checks each partition for a lost store before
         its batches are applied, and holds lost ladders (its `report` and `recovered` should be
         this handler's `report_loss` and `recovered`). `refusal` is set while Redis refuses the
-        batch's writes; readiness reads it too."""
+        batch's writes; readiness reads it too. `on_loss`, if given, is told of each report of
+        a lost ladder (the automatic rebuild, `service.auto_rebuild`) and returns what readiness
+        adds to its reason."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -179,6 +194,7 @@ class BatchHandler:
         self.stopped: dict[str, str] = {} if stopped is None else stopped
         self.guard = guard
         self.refusal = StoreRefusal() if refusal is None else refusal
+        self.on_loss = on_loss
 
     def report_loss(self, exc: StoreLost) -> None:
         """Note a ladder not applied because the store lost it: readiness, metrics, the log
@@ -186,7 +202,8 @@ class BatchHandler:
         if exc.ladder not in self.stopped:
             log.error("%s", exc)
             metrics.STORE_LOSSES.labels(exc.ladder).inc()
-        self.stopped[exc.ladder] = str(exc)
+        note = self.on_loss(exc) if self.on_loss is not None else None
+        self.stopped[exc.ladder] = str(exc) if note is None else f"{exc}; {note}"
         metrics.LADDERS_STOPPED.set(len(self.stopped))
 
     def recovered(self, ladder: str) -> None:
@@ -198,15 +215,39 @@ class BatchHandler:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
         return await self.emit(await self.commit(messages))
 
-    async def commit(self, messages: Sequence[Message]) -> CommittedBatch:
+    async def commit(self, messages: Sequence[Message], *, narrow: bool = False) -> CommittedBatch:
         """Phase 1: decode and validate, apply to the store (durable when this returns).
 
         The agent may start the next batch's commit before this batch's `emit` finished:
         that batch reads the states this one committed, and acknowledgements stay in order.
+        A lost ladder (`StoreLost`) holds the whole batch until it is rebuilt — unless
+        `narrow`: then the records of its partition are left out (`CommittedBatch.parked`,
+        nothing of them applied or dead-lettered) and the rest is applied. A ladder's
+        records share a partition, so what is applied keeps every ladder's order.
         """
         started = time.perf_counter()
         metrics.MATCHES_CONSUMED.inc(len(messages))
         metrics.BATCH_SIZE.observe(len(messages))
+        valid, dead = self._decode(messages)
+        held: set[int] = set()
+        while True:
+            try:
+                result, skipped = await self._apply(valid, narrow=narrow)
+                break
+            except LadderHeld as exc:
+                partitions = {m.partition for m, match in valid if match.ladder == exc.ladder}
+                narrow = bool(partitions)  # not a ladder of the batch: hold it all
+                held |= partitions
+                valid = [(m, match) for m, match in valid if m.partition not in held]
+        dead = [d for d in dead if d[0].partition not in held] + skipped
+        kept = [m for m in messages if m.partition not in held]
+        parked = [m for m in messages if m.partition in held]
+        return CommittedBatch(kept, result, dead, started, parked)
+
+    def _decode(
+        self, messages: Sequence[Message]
+    ) -> tuple[list[tuple[Message, MatchFinished]], list[DeadLetter]]:
+        """The valid matches of `messages` with their records, and the invalid ones as dead letters."""
         valid: list[tuple[Message, MatchFinished]] = []
         dead: list[DeadLetter] = []
         for message in messages:
@@ -218,8 +259,7 @@ class BatchHandler:
                 continue
             valid.append((message, match))
             self.order_watch.check(message, match.ladder)
-        result = await self._apply(valid, dead)
-        return CommittedBatch(messages, result, dead, started)
+        return valid, dead
 
     async def emit(self, batch: CommittedBatch) -> BatchResult:
         """Phase 2: produce the dead letters and rating-changed events, wait until the broker
@@ -264,20 +304,26 @@ class BatchHandler:
             self.on_batch(batch.messages, result)
         return result
 
-    async def _apply(self, valid: list[tuple[Message, MatchFinished]], dead: list[DeadLetter]) -> BatchResult:
-        """The processor's result; a match the model cannot rate (`process_skipping`: the rule
-        the offline tools skip by) goes to `dead` with its original record, the exception type
-        and a short traceback (the full one is logged), never stopping the partition (the
-        worker never dies on input)."""
+    async def _apply(
+        self, valid: list[tuple[Message, MatchFinished]], *, narrow: bool = False
+    ) -> tuple[BatchResult, list[DeadLetter]]:
+        """The processor's result, and the matches the model cannot rate (`process_skipping`:
+        the rule the offline tools skip by) as dead letters with their original records, the
+        exception type and a short traceback (the full one is logged), never stopping the
+        partition (the worker never dies on input). `narrow`: a lost ladder raises `LadderHeld`."""
         matches = [match for _, match in valid]
         where = [(message.partition, message.offset) for message, _ in valid]
         records = {id(match): message for message, match in valid}
+        ladders = frozenset(m.ladder for m in matches)
         result, skipped = await process_skipping(
             self.processor,
             matches,
             where,
-            attempt=lambda action: self._retry("store", lambda: self._guarded(matches, where, action)),
+            attempt=lambda action: self._retry(
+                "store", lambda: self._guarded(matches, where, action), ladders=ladders, narrow=narrow
+            ),
         )
+        dead: list[DeadLetter] = []
         for skip in skipped:
             exc, message = skip.error, records[id(skip.match)]
             log.error(
@@ -292,7 +338,7 @@ class BatchHandler:
             short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
             headers = [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]
             dead.append((message, skip.reason, headers))
-        return result
+        return result, dead
 
     async def _guard(self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int]]) -> None:
         """Wait until the batch's partitions are checked for a lost store (`LossGuard`);
@@ -315,7 +361,14 @@ class BatchHandler:
         if outgoing:
             await self.send(outgoing)
 
-    async def _retry(self, what: str, action: Callable[[], Awaitable[_T]]) -> _T:
+    async def _retry(
+        self,
+        what: str,
+        action: Callable[[], Awaitable[_T]],
+        *,
+        ladders: frozenset[str] = frozenset(),
+        narrow: bool = False,
+    ) -> _T:
         """Run `action` until it succeeds; errors back off (jittered, capped).
 
         Only a match the model cannot rate (`Unratable`, input) is raised, to be dead-lettered.
@@ -325,7 +378,9 @@ class BatchHandler:
         other error (logged with its traceback at every retry). A lost store (`StoreLost`)
         too — nothing of the batch is applied or acknowledged until an operator rebuilds the
         ladder — and, meanwhile, the ladder is in `stopped` (readiness says so), counted, and
-        logged once as an error."""
+        logged once as an error; with `narrow` it is raised as `LadderHeld` instead, for the
+        caller to leave the ladder's partition out. `ladders`: those of a store action's batch,
+        applied again once it succeeds."""
         retry_delays = backoff(0.05, self.max_backoff)
         lost_delays = backoff(self.max_backoff, self.max_backoff)
         while True:
@@ -333,6 +388,8 @@ class BatchHandler:
                 outcome = await action()
             except StoreLost as exc:
                 self.report_loss(exc)
+                if narrow:
+                    raise LadderHeld(exc) from exc
                 if self.stopping():
                     raise WorkerStopping(f"{what}: {exc}") from exc
                 await asyncio.sleep(next(lost_delays))
@@ -354,23 +411,34 @@ class BatchHandler:
                 await asyncio.sleep(delay)
                 continue
             if what == "store":
-                self._applying()
+                self._applying(ladders)
             return outcome
 
-    def _applying(self) -> None:
-        """A store action succeeded: a refusal is over, and the stopped ladders are applied
-        again, but those the guard still holds."""
+    def _applying(self, ladders: frozenset[str]) -> None:
+        """A store action on `ladders` succeeded: a refusal is over, and those of them that
+        were stopped are applied again, but those the guard still holds (a ladder held on a
+        parked partition stays stopped while other partitions' batches go through)."""
         self.refusal.lift()
-        held = self.guard.lost if self.guard is not None else {}
-        back = sorted(ladder for ladder in self.stopped if ladder not in held)
+        held = {*self.guard.lost, *self.guard.rebuilding} if self.guard is not None else set()
+        back = sorted(ladder for ladder in self.stopped if ladder in ladders and ladder not in held)
         if back:
             log.warning("ladders %s are applied again", ", ".join(back))
             for ladder in back:
                 self.recovered(ladder)
 
 
+#: Parked records applied at most at once when their partition is unparked.
+UNPARK_BATCH = 1000
+
+
+def _generation(message: Message) -> int:
+    """The consumer generation `message` was fetched in (faust's; 0 where there is none)."""
+    return int(getattr(message, "generation_id", 0) or 0)
+
+
 class BatchPipeline:
-    """Overlaps consecutive batches so the worker is not idle while Redis works.
+    """Overlaps consecutive batches so the worker is not idle while Redis works, and holds a
+    lost ladder's partition alone.
 
     The caller takes batch N+1 while batch N waits for its Redis commit, and N+1 is
     committed while batch N's events travel to the broker. Commits run one at a time in
@@ -378,18 +446,48 @@ class BatchPipeline:
     acknowledgements: a batch is acknowledged only after its own events are with the broker
     and every earlier batch was acknowledged. If a batch fails, no later batch is committed
     or acknowledged, and the failure is raised by `submit` or `drain`.
+
+    Parking: when a batch finds a ladder lost (`StoreLost`), the records of the ladder's
+    partition are parked (`CommittedBatch.parked`) and the rest of the batch goes on. The
+    partition is paused (`pause`), and its records in later batches join its parked ones, in
+    offset order. Once every earlier batch is acknowledged, a task of the partition's own
+    retries the parked records (held in place, with the handler's backoff) until the ladder is
+    back, produces and acknowledges them, then resumes the partition. So per partition nothing
+    is applied after a later record of it, and nothing is acknowledged before an earlier one;
+    other partitions flow meanwhile. A rebalance (`abandon`) drops the parked records
+    unacknowledged (`release`: the partition's next owner reads them again) with whatever of
+    those partitions the batches in hand still carry; `stop` leaves them unacknowledged.
+    Errors that hit every ladder alike (Redis down or refusing, the broker) still hold the
+    batch in place, everything waiting on it.
     """
 
     def __init__(
-        self, handler: BatchHandler, ack: Callable[[Sequence[Message]], None], depth: int = 3
+        self,
+        handler: BatchHandler,
+        ack: Callable[[Sequence[Message]], None],
+        depth: int = 3,
+        *,
+        pause: Callable[[set[int]], None] = lambda partitions: None,
+        resume: Callable[[set[int]], None] = lambda partitions: None,
+        release: Callable[[Sequence[Message]], None] = lambda messages: None,
     ) -> None:
-        """`ack(messages)` acknowledges a finished batch; at most `depth` batches are in hand."""
+        """`ack(messages)` acknowledges a finished batch; at most `depth` batches are in hand.
+        `pause`/`resume` stop and restart fetching partitions of the matches topic; `release`
+        forgets records taken but dropped unacknowledged."""
         self.handler = handler
         self.ack = ack
         self.depth = depth
+        self.pause, self.resume, self.release = pause, resume, release
         self._committing: asyncio.Task[CommittedBatch] | None = None
         self._finishing: asyncio.Task[None] | None = None
         self._in_hand: deque[asyncio.Task[None]] = deque()
+        #: Parked partition → its records not yet acknowledged, in offset order.
+        self.parked: dict[int, list[Message]] = {}
+        self._unparking: dict[int, asyncio.Task[None]] = {}
+        #: Partitions whose records of consumer generations up to `_stale` are dropped (a rebalance).
+        self._abandoned: set[int] = set()
+        self._stale = -1
+        self._newest = 0
 
     async def submit(self, messages: Sequence[Message]) -> None:
         """Start on a batch; returns once fewer than `depth` batches are in hand. Cancelling
@@ -415,19 +513,71 @@ class BatchPipeline:
         return idle
 
     async def drain(self) -> None:
-        """Wait until every submitted batch is acknowledged or failed; raises the first
+        """Wait until every submitted batch is acknowledged, parked or failed; raises the first
         failure (every later batch fails with it)."""
         in_hand, self._in_hand = self._in_hand, deque()
         for outcome in await asyncio.gather(*in_hand, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 raise outcome
 
+    async def stop(self) -> None:
+        """`drain`, then give up the parked records, unacknowledged (the worker stops)."""
+        try:
+            await self.drain()
+        finally:
+            unparking = list(self._unparking.values())
+            for task in unparking:
+                task.cancel()
+            await asyncio.gather(*unparking, return_exceptions=True)
+
+    def abandon(self) -> None:
+        """A rebalance: drop the parked records unacknowledged, and those of their partitions
+        that batches in hand still carry (records of the same consumer generation)."""
+        self._stale = self._newest
+        self._abandoned.update(self.parked)
+        for records in self.parked.values():
+            self.release(records)
+        for task in self._unparking.values():
+            task.cancel()
+        partitions = set(self.parked)
+        self.parked.clear()
+        self._unparking.clear()
+        if partitions:
+            log.warning("partitions %s: parked records dropped in a rebalance", sorted(partitions))
+            self.resume(partitions)
+
     async def _commit(
         self, messages: Sequence[Message], previous: asyncio.Task[CommittedBatch] | None
     ) -> CommittedBatch:
         if previous is not None:
             await previous
-        return await self.handler.commit(messages)
+        committed = await self.handler.commit(self._sort_out(messages), narrow=True)
+        # Held by a batch taken before a rebalance that came meanwhile: dropped with the others.
+        self._abandoned.update(m.partition for m in committed.parked if _generation(m) <= self._stale)
+        parked = self._sort_out(committed.parked, park=False)
+        held = {m.partition for m in parked} - set(self.parked)
+        for message in parked:
+            self.parked.setdefault(message.partition, []).append(message)
+        if held:
+            log.warning("partitions %s held (a ladder on them is lost); the others go on", sorted(held))
+            self.pause(held)
+        return committed
+
+    def _sort_out(self, messages: Sequence[Message], *, park: bool = True) -> list[Message]:
+        """`messages` but those of partitions abandoned in a rebalance (released) and, with
+        `park`, those of parked partitions (they join the parked records)."""
+        going: list[Message] = []
+        dropped: list[Message] = []
+        for message in messages:
+            self._newest = max(self._newest, _generation(message))
+            if message.partition in self._abandoned and _generation(message) <= self._stale:
+                dropped.append(message)
+            elif park and message.partition in self.parked:
+                self.parked[message.partition].append(message)
+            else:
+                going.append(message)
+        self.release(dropped)
+        return going
 
     async def _finish(
         self, committing: asyncio.Task[CommittedBatch], previous: asyncio.Task[None] | None
@@ -437,6 +587,23 @@ class BatchPipeline:
             await previous
         await self.handler.emit(committed)
         self.ack(committed.messages)
+        for partition in {m.partition for m in committed.parked}:
+            if partition in self.parked and partition not in self._unparking:
+                self._unparking[partition] = asyncio.ensure_future(self._unpark(partition))
+
+    async def _unpark(self, partition: int) -> None:
+        """Apply, produce and acknowledge `partition`'s parked records (held in place until
+        their ladder is back), then resume it."""
+        records = self.parked[partition]
+        while records:
+            batch = records[:UNPARK_BATCH]
+            committed = await self.handler.commit(batch)
+            await self.handler.emit(committed)
+            self.ack(committed.messages)
+            del records[: len(batch)]
+        del self.parked[partition], self._unparking[partition]
+        log.warning("partition %d: its parked records are applied; fetching it again", partition)
+        self.resume({partition})
 
 
 def dead_letter(

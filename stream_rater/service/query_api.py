@@ -24,7 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError
-from stream_rater.store import StateStore
+from stream_rater.store import ReadStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
 
@@ -85,7 +85,7 @@ async def _openapi(request: web.Request) -> web.FileResponse:
     return web.FileResponse(OPENAPI)
 
 
-def serve_app(queries: Queries, store: StateStore) -> web.Application:
+def serve_app(queries: Queries, store: ReadStore) -> web.Application:
     """The read-only server of ``stream-rater serve``: the read API plus health endpoints."""
 
     async def healthz(request: web.Request) -> web.Response:

@@ -38,7 +38,7 @@ from stream_rater.contracts import Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode_match
 from stream_rater.kafka import LogRecord
 from stream_rater.processor import StoreLost
-from stream_rater.store import StateStore
+from stream_rater.store import ReadStore
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class LossGuard:
 
     def __init__(
         self,
-        store: StateStore,
+        store: ReadStore,
         ladders: Ladders,
         committed: Committed,
         read: ReadRange,
@@ -84,6 +84,9 @@ class LossGuard:
         self.report, self.recovered = report, recovered
         #: Ladder → its loss, while it is held.
         self.lost: dict[str, Loss] = {}
+        #: Ladder → what to raise while the worker rebuilds it (`service.auto_rebuild`): held
+        #: even where the check above or the processor's watermark would let it through.
+        self.rebuilding: dict[str, StoreLost] = {}
         self._checks: dict[int, asyncio.Future[None]] = {}
         self._watch: asyncio.Task[None] | None = None
 
@@ -104,8 +107,12 @@ class LossGuard:
             await self._checks[partition]
 
     async def hold(self, ladders: Iterable[str]) -> None:
-        """Raise `StoreLost` for the first of `ladders` still lost (asking the store again)."""
-        for ladder in set(ladders) & set(self.lost):
+        """Raise `StoreLost` for the first of `ladders` being rebuilt or still lost (asking the
+        store again)."""
+        ladders = set(ladders)
+        for ladder in ladders & set(self.rebuilding):
+            raise self.rebuilding[ladder]
+        for ladder in ladders & set(self.lost):
             loss = self.lost.get(ladder)
             if loss is not None and not await self._back(ladder):
                 raise loss.error
@@ -160,10 +167,14 @@ class LossGuard:
         return missing
 
     async def _back(self, ladder: str) -> bool:
-        """True (and the ladder no longer held) once the store has every match found missing."""
+        """True (and the ladder no longer held) once the store has every match found missing
+        and nobody holds the ladder's re-rate lock (a rebuild by this worker or another may
+        have applied those matches and not yet the rest)."""
         loss = self.lost.get(ladder)
         if loss is None:
             return True
+        if ladder in self.rebuilding or (await self.store.generations(ladder)).lock_owner is not None:
+            return False
         snapshot = await self.store.read(ladder, [], [], list(loss.missing))
         if not all(m in snapshot.applied or m in snapshot.voided for m in loss.missing):
             return False

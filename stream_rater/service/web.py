@@ -59,7 +59,7 @@ from stream_rater.service import metrics
 from stream_rater.service.faust_transport import broker_answers, held_partitions
 from stream_rater.service.order_watch import Message
 from stream_rater.service.query_api import query_routes
-from stream_rater.store import PlayerState, StateStore
+from stream_rater.store import PlayerState, ReadStore
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class Dashboard:
     def __init__(
         self,
         app: faust.App,
-        store: StateStore,
+        store: ReadStore,
         ladders: Ladders,
         settings: Settings,
         recent: Recent,
@@ -454,7 +454,7 @@ class WebServer(Service):
 
 def register_web(
     app: faust.App,
-    store: StateStore,
+    store: ReadStore,
     ladders: Ladders,
     settings: Settings,
     stopped: Mapping[str, str],

@@ -1,7 +1,8 @@
-"""Player-state persistence behind one small interface (`StateStore`).
+"""Player-state persistence: one small protocol per kind of caller (`roles`: `BatchStore`,
+`ReadStore`, `RerateStore`, `VoidStore`, `DeploymentStore`), all of them at once in `StateStore`.
 
 - `memory.MemoryStore` — in-process, for replay and unit tests.
-- `redis_store.RedisStore` — the real one: one Lua read + one atomic Lua commit per batch.
+- `redis.RedisStore` — the real one: one Lua read + one atomic Lua commit per batch.
 
 `open_store` picks one by URL; it lives here, above both, so that `base` imports neither.
 """
@@ -19,8 +20,14 @@ from stream_rater.store.base import (
     StateStore,
     StateWrite,
 )
+from stream_rater.store.roles import BatchStore, DeploymentStore, ReadStore, RerateStore, VoidStore
 
 __all__ = [
+    "BatchStore",
+    "DeploymentStore",
+    "ReadStore",
+    "RerateStore",
+    "VoidStore",
     "Commit",
     "CommitConflict",
     "Lookup",
@@ -51,7 +58,7 @@ def open_store(
 
         return MemoryStore(history_limit=history_limit)
     if url.startswith(("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")):
-        from stream_rater.store.redis_store import RedisStore
+        from stream_rater.store.redis import RedisStore
 
         return RedisStore.from_url(
             url, timeouts=timeouts, history_limit=history_limit, marker_ttl=marker_ttl, prefix=prefix

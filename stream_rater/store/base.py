@@ -1,275 +1,65 @@
-"""The state-store interface and the value types that cross it.
+"""The state store: `StateStore`, every role of `store.roles` at once, the base the memory and
+Redis stores implement; and `OneLadder`, the one-ladder `read`/`commit` over the batch calls.
 
-A batch is processed as: one read (states + "match applied" markers of every player and
-match in the batch), pure computation, one commit — per ladder, and for a batch that spans
-several ladders `read_many` and `commit_many` do every ladder's part in one round trip. `commit` is atomic: it verifies that
-every state is still at the version that was read and that no match of the batch has been
-applied meanwhile, then writes all states, markers, leaderboard scores and history entries —
-or writes nothing and raises `CommitConflict`, after which the caller re-reads and recomputes.
-Every commit that writes applies at least one match, so the ladder's watermark moves with every
-change of its states: a commit that carries the generation and watermark it was computed from
-(`Commit.read_at`), and finds the generation it writes to be that one with that watermark still,
-knows that no state changed since its read without looking at them one by one.
-
-A "match applied" marker holds the match's rating-changed events until they are known to be
-with the broker, so that a batch committed but never produced (the worker died in between)
-re-emits them when it is redelivered. Once they are produced, a later commit of the ladder
-drops the marker's events (`Commit.produced`): the marker itself stays, with its expiry, so the
-match stays a duplicate for the whole idempotency window, but no longer holds its events (an
-empty list — nothing left to re-emit); README "Capacity" gives both sizes.
+The value types that cross the interface live in `store.values` and are re-exported here.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 
-import msgpack
+from stream_rater.store.roles import DeploymentStore, ReadStore, RerateStore
+from stream_rater.store.values import (
+    DEFAULT_TIMEOUTS,
+    Commit,
+    CommitConflict,
+    Event,
+    GenerationGone,
+    Generations,
+    LadderFrozen,
+    LockLost,
+    Lookup,
+    PlayerState,
+    ReadRequest,
+    RedisTimeouts,
+    RerateRunning,
+    Snapshot,
+    StateWrite,
+    Void,
+)
 
-from stream_rater.config.settings import Settings
-
-
-@dataclass(frozen=True)
-class RedisTimeouts:
-    """How long a Redis client waits, in seconds (0 = forever): for a reply (`socket`), for a
-    connection to open (`connect`); and after how long idle a connection is checked with a
-    PING before its next use (`health_check`, 0 = never). TCP keepalive is always on. So a
-    network partition — packets dropped, no connection reset — ends in an error the worker
-    retries rather than in a wait without end."""
-
-    socket: float = Settings.redis_socket_timeout
-    connect: float = Settings.redis_connect_timeout
-    health_check: float = Settings.redis_health_check_interval
-
-    @classmethod
-    def of(cls, settings: Settings) -> RedisTimeouts:
-        """The timeouts `settings` configure."""
-        return cls(
-            settings.redis_socket_timeout,
-            settings.redis_connect_timeout,
-            settings.redis_health_check_interval,
-        )
-
-    def client_options(self) -> dict[str, Any]:
-        """The redis-py client (or connection pool) keyword arguments for these timeouts."""
-        return {
-            "socket_timeout": self.socket or None,
-            "socket_connect_timeout": self.connect or None,
-            "health_check_interval": self.health_check,
-            "socket_keepalive": True,
-        }
-
-
-#: The `Settings` defaults: what a client made without settings waits.
-DEFAULT_TIMEOUTS = RedisTimeouts()
-
-#: A rating-changed event in its wire form (`stream_rater.contracts.rating_changed`).
-Event = dict[str, Any]
-#: Why a match was voided: ``{"reason", "at"}``.
-Void = dict[str, Any]
+__all__ = [
+    "Commit",
+    "CommitConflict",
+    "DEFAULT_TIMEOUTS",
+    "Event",
+    "GenerationGone",
+    "Generations",
+    "LadderFrozen",
+    "LockLost",
+    "Lookup",
+    "OneLadder",
+    "PlayerState",
+    "ReadRequest",
+    "RedisTimeouts",
+    "RerateRunning",
+    "Snapshot",
+    "StateStore",
+    "StateWrite",
+    "Void",
+]
 
 
-class PlayerState(NamedTuple):
-    """A stored rating state. ``version`` counts commits that changed it (0 = never stored).
+class OneLadder:
+    """`read` and `commit` of one ladder, as one-request `read_many`/`commit_many` calls (so
+    a wrapper that times those times these too)."""
 
-    ``peak`` is the player's highest display rating after a match so far, ``peak_at`` the
-    ``finished_at`` of that match (None until the player's first match).
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
+        raise NotImplementedError
 
-    A named tuple rather than a dataclass: the processor creates one per player per match.
-    """
-
-    mu: float
-    sigma: float | None
-    games: int = 0
-    last_played: float | None = None
-    version: int = 0
-    #: The model's extra per-player number (`Rating.extra`: Glicko-2's volatility), else None.
-    extra: float | None = None
-    peak: float | None = None
-    peak_at: float | None = None
-
-    def pack(self) -> bytes:
-        """Compact msgpack form: ``[mu, sigma, games, last_played, version]``, then
-        ``extra`` and then ``peak, peak_at`` only as far as they are set (so that states
-        written before these fields existed read back as they were)."""
-        fields = self if self.peak is not None else self[:5] if self.extra is None else self[:6]
-        packed: bytes = _PACKER.pack(fields)  # tuples pack as arrays
-        return packed
-
-    @classmethod
-    def unpack(cls, raw: bytes) -> PlayerState:
-        """Inverse of `pack`."""
-        return cls.of(msgpack.unpackb(raw, raw=False))
-
-    @classmethod
-    def of(cls, fields: list[Any]) -> PlayerState:
-        """The state from its packed fields: five, six with ``extra``, eight with the peak."""
-        return cls._make(fields if len(fields) == 8 else (*fields, *_MISSING[len(fields) - 5 :]))
-
-
-_MISSING = (None, None, None)
-
-
-#: Reused rather than one per `msgpack.packb` call. Packing a state is one C call that runs no
-#: Python code, so sharing the packer is safe under the GIL.
-_PACKER = msgpack.Packer(use_bin_type=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """What one `read` returns: stored states (absent = never rated), applied matches, and the
-    ladder's watermark — how many matches were applied to it so far (0 for a new ladder). The
-    watermark only grows within a generation; a store that shows less than was committed has
-    lost data.
-
-    `applied` maps each applied match to the events a redelivery must re-emit: its stored
-    events while they may not have reached the broker, none once its marker was shrunk.
-
-    `generation` is the generation read (see `Generations`), `voided` the match ids of the
-    read that an operator voided (they are not applied), `params` the model parameters the
-    generation overrides (set by a re-rate; None = the configured ones)."""
-
-    players: dict[str, PlayerState]
-    effects: dict[str, PlayerState]
-    applied: dict[str, list[Event]]
-    watermark: int = 0
-    generation: int = 0
-    voided: frozenset[str] = frozenset()
-    params: dict[str, Any] | None = None
-
-
-class ReadRequest(NamedTuple):
-    """One ladder's part of a `StateStore.read_many`: the arguments of `StateStore.read`."""
-
-    ladder: str
-    player_ids: Sequence[str]
-    effect_ids: Sequence[str]
-    match_ids: Sequence[str]
-    generation: int | None = None
-
-
-class StateWrite(NamedTuple):
-    """A new state for one player or effect, valid only if the stored one is still at
-    ``expected_version`` (0 = must not exist yet).
-
-    A player's `leaderboard_score` None takes them off the leaderboard (the ladder's rules do
-    not rank them yet); effects are never on it. `active` (the player's last match) is set on
-    ladders that rank only recently active players, for ranked players."""
-
-    player_id: str
-    state: PlayerState
-    expected_version: int
-    is_effect: bool = False
-    leaderboard_score: float | None = None
-    active: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """Everything one batch of one ladder writes, atomically.
-
-    `positions` (partition → offset after the batch's last record of the ladder) records how
-    far into the matches topic the ladder's states go; a re-rate catches up to it.
-    `generation` None writes the live generation (refused while a re-rate switches it);
-    a number writes that staging generation of a re-rate.
-
-    `produced` names applied matches (of earlier commits) whose events are now with the
-    broker: their markers are left holding an empty event list, keeping their expiry. It
-    rides on the next commit of the ladder rather than costing a round trip of its own; a
-    marker that no longer exists (expired, or of another generation) is left absent.
-
-    `read_at` is the generation and its watermark in the read the commit was computed from
-    (None: not known). A store that writes the commit to that same generation and still shows
-    that watermark there may skip the per-write version checks: every commit that writes
-    applies a match and so moves the watermark, hence an unchanged one means no state changed
-    since that read. (A live commit whose read was of a generation a re-rate has switched away
-    from since goes to the new one: its versions are checked, as without `read_at`.) The writes' versions must then be the ones of
-    that read, as `plan_batch` makes them. A commit that writes without applying a match
-    would break this, so it is refused (`ValueError`) when it is made."""
-
-    ladder: str
-    writes: Sequence[StateWrite]
-    markers: Mapping[str, list[Event]]
-    history: Mapping[str, list[Event]] = field(default_factory=dict)
-    positions: Mapping[int, int] = field(default_factory=dict)
-    generation: int | None = None
-    produced: Sequence[str] = ()
-    #: The id of a season-start record this commit applies: before writing, the leaderboard
-    #: is kept as the final one of the season that ends (`StateStore.leaderboard` ``season``).
-    season: str | None = None
-    read_at: tuple[int, int] | None = None
-
-    def __post_init__(self) -> None:
-        if self.writes and not self.markers:
-            raise ValueError(f"ladder {self.ladder!r}: a commit that writes states must apply a match")
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    """What one `StateStore.lookup` returns: stored states, each ranked player's 0-based
-    place on the leaderboard (best first), and how many players the leaderboard has."""
-
-    players: dict[str, PlayerState]
-    places: dict[str, int]
-    ranked: int
-
-
-class CommitConflict(Exception):
-    """The commit was refused: a state changed since it was read, or a match was applied."""
-
-
-class LadderFrozen(CommitConflict):
-    """The commit was refused because a re-rate is switching the ladder's generation (for
-    milliseconds): wait a moment and re-read, the states may be new."""
-
-
-class GenerationGone(RuntimeError):
-    """A staging generation is no longer the ladder's staging one: its re-rate was aborted
-    (its lock expired and another re-rate took over)."""
-
-
-class RerateRunning(RuntimeError):
-    """Another re-rate holds the ladder's lock."""
-
-    def __init__(self, ladder: str, owner: str, seconds_left: float) -> None:
-        super().__init__(
-            f"ladder {ladder!r}: a re-rate is already running ({owner}); its lock "
-            f"expires in {seconds_left:.1f} s unless it is renewed"
-        )
-        self.ladder, self.owner, self.seconds_left = ladder, owner, seconds_left
-
-
-class LockLost(RuntimeError):
-    """The re-rate's lock expired (or was taken over) while it ran; nothing was switched."""
-
-
-@dataclass(frozen=True, slots=True)
-class Generations:
-    """A ladder's generations: the live one (0 until a first re-rate switches), the staging
-    one a running re-rate builds (None when there is none), how far into the matches topic
-    the live one goes (partition → next offset), its parameter overrides, who holds the
-    re-rate lock (None: nobody), and whether the voids changed since the live generation was
-    built (a re-rate that recorded them was interrupted: the next one completes it)."""
-
-    live: int
-    staging: int | None
-    positions: dict[int, int]
-    params: dict[str, Any] | None
-    lock_owner: str | None
-    voids_pending: bool = False
-
-
-class StateStore(ABC):
-    """Persistence of ladders' player states, match markers, leaderboards and histories.
-
-    Each ladder's data lives in a *generation*. The worker and every read use the live one;
-    a re-rate (`stream_rater.corrections`) builds a staging generation beside it, freezes the
-    live one for a moment, and `switch` makes the staging one live in one atomic step."""
-
-    #: Round trips to the backing service so far (reads + commits; counted alike in memory).
-    round_trips: int = 0
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        raise NotImplementedError
 
     async def read(
         self,
@@ -285,11 +75,6 @@ class StateStore(ABC):
         [snapshot] = await self.read_many([request])
         return snapshot
 
-    @abstractmethod
-    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
-        """`read` of several ladders (one request each), in `requests`' order, in one round
-        trip."""
-
     async def commit(self, commit: Commit) -> None:
         """Apply `commit` atomically or raise `CommitConflict` having written nothing
         (`LadderFrozen` while a re-rate switches; `GenerationGone` for an aborted staging
@@ -298,139 +83,32 @@ class StateStore(ABC):
         if refused is not None:
             raise refused
 
-    @abstractmethod
-    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
-        """`commit` of several ladders (one commit each: two of one ladder would have no
-        defined order, their calls may run concurrently) in one round trip, every one atomic
-        on its own: for each, None if it was applied, or its refusal (a `CommitConflict`,
-        `LadderFrozen` included). Any other error is raised, and then any of the commits may
-        have been applied."""
 
-    @abstractmethod
-    async def players(
-        self,
-        ladder: str,
-        effects: bool = False,
-        generation: int | None = None,
-        only: Collection[str] | None = None,
-    ) -> dict[str, PlayerState]:
-        """Every stored player (or effect) state of `ladder` (live, or the given generation);
-        with `only`, just those of these ids that are stored."""
+class StateStore(OneLadder, ReadStore, RerateStore, DeploymentStore):
+    """Persistence of ladders' player states, match markers, leaderboards and histories: every
+    role of `store.roles` (their methods are documented there), implemented by the memory and
+    Redis stores.
 
-    @abstractmethod
-    async def leaderboard(
-        self, ladder: str, top: int, start: int = 0, season: int | None = None
-    ) -> list[tuple[str, float]]:
-        """The `top` players of `ladder` by display rating from place `start` (0-based) on,
-        best first; of the live leaderboard, or the final one of an ended `season` (1-based,
-        see `seasons`; `KeyError` if it has not ended)."""
+    Each ladder's data lives in a *generation*. The worker and every read use the live one;
+    a re-rate (`stream_rater.corrections`) builds a staging generation beside it, freezes the
+    live one for a moment, and `switch` makes the staging one live in one atomic step."""
 
-    @abstractmethod
-    async def seasons(self, ladder: str) -> list[str]:
-        """The ids of the season-start records applied to the live generation, in order:
-        season n + 1 began with the n-th; the current season is ``len(...) + 1``."""
-
-    @abstractmethod
-    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
-        """The first `top` players of the live leaderboard whose last match is at or after
-        `since` (ladders whose rules rank only active players), best first."""
-
-    @abstractmethod
-    async def active_places(
-        self, ladder: str, player_ids: Sequence[str], since: float
-    ) -> tuple[dict[str, int], int]:
-        """Each of `player_ids`' 0-based place among the live leaderboard's players active
-        since `since` (absent: not ranked, or not active), and how many those are."""
-
-    @abstractmethod
-    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
-        """The player's most recent rating-changed events, newest first."""
-
-    @abstractmethod
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
-        """States and leaderboard places of many players, in one round trip."""
-
-    @abstractmethod
-    async def ladders(self) -> list[str]:
-        """Names of the ladders that have stored players."""
-
-    @abstractmethod
-    async def generations(self, ladder: str) -> Generations:
-        """The ladder's live and staging generations, live position and lock holder."""
-
-    @abstractmethod
-    async def begin_rerate(
-        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
-    ) -> tuple[int, int | None]:
-        """Take the ladder's re-rate lock for `lease` seconds and open a new, empty staging
-        generation with parameter overrides `params`. Returns it and the staging generation
-        of an abandoned re-rate (None if none) for the caller to drop. `RerateRunning` if
-        another owner holds the lock."""
-
-    @abstractmethod
-    async def renew(self, ladder: str, owner: str, lease: float) -> None:
-        """Extend the lock (and a freeze `owner` set) by `lease` seconds; `LockLost` if it
-        is no longer `owner`'s."""
-
-    @abstractmethod
-    async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
-        """Refuse live commits of the ladder (`LadderFrozen`) for `ttl` seconds at most."""
-
-    @abstractmethod
-    async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
-    ) -> None:
-        """Atomically make `staging` the live generation and store `outbox` (the correction
-        events still to send), if `owner` holds the lock and the freeze, and the live
-        generation is still `live` at the same positions; else `LockLost` or
-        `CommitConflict`, having changed nothing."""
-
-    @abstractmethod
-    async def finish_rerate(self, ladder: str, owner: str) -> None:
-        """Drop the sent outbox, lift the freeze, release the lock."""
-
-    @abstractmethod
-    async def abort_rerate(self, ladder: str, owner: str) -> int | None:
-        """Give up: lift the freeze, forget the staging generation (returned, to drop),
-        release the lock. A no-op if `owner` no longer holds it."""
-
-    @abstractmethod
-    async def drop_generation(self, ladder: str, generation: int) -> None:
-        """Delete every key of a generation that is not live."""
-
-    @abstractmethod
-    async def outbox(self, ladder: str) -> list[Event]:
-        """Correction events a switch stored and nobody has sent yet."""
-
-    @abstractmethod
-    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
-        """Of `match_ids`, those whose markers in `generation` still hold their events (not
-        known to be with the broker: a worker died between its commit and its produce, or
-        is producing them now)."""
-
-    @abstractmethod
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
-        """Make the existing markers of the staging `generation` of the given matches hold
-        `events` (keeping their expiry), so that a redelivery after the switch re-emits them
-        (a re-rate writes its markers empty; see `unproduced`)."""
-
-    @abstractmethod
-    async def voids(self, ladder: str) -> dict[str, Void]:
-        """Voided match ids of the ladder and why (``{"reason", "at"}``)."""
-
-    @abstractmethod
-    async def set_voids(
-        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
-    ) -> None:
-        """Record voids (match id → why), lift others, and note that the staging `generation`
-        is built with the voids as they now are."""
-
+    #: Round trips to the backing service so far (reads + commits; counted alike in memory).
+    round_trips: int = 0
     #: What the store's keys are, for messages (a Redis store: its key prefix).
     namespace: str = "the memory store"
     #: The deployment record of a store kept in memory (`deployment_record`).
     _record: dict[str, str] | None = None
     #: Ladder → its matches topic, of a store kept in memory (`ladder_topics`).
     _topics: dict[str, str] | None = None
+
+    @abstractmethod
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
+        """See `BatchStore.read_many`."""
+
+    @abstractmethod
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        """See `BatchStore.commit_many`."""
 
     async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
         """The store's deployment record (``format``: see `store.deployment`),
@@ -457,5 +135,5 @@ class StateStore(ABC):
         """True when the store answers."""
         return True
 
-    async def close(self) -> None:  # noqa: B027 -- optional: stores without connections need nothing
+    async def close(self) -> None:
         """Release connections."""

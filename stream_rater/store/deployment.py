@@ -5,7 +5,7 @@ Every key of a Redis store starts with its prefix (``STREAM_RATER_REDIS_PREFIX``
 
 - **The stored format** is one record for the whole prefix, ``<prefix>:deployment`` (a hash,
   field ``format``; `StateStore.deployment_record`). Format 1 is the layout documented in
-  `redis_store`; a store with no record is format 1 (its layout predates the record), and gets
+  `store.redis.keys`; a store with no record is format 1 (its layout predates the record), and gets
   the record at first use.
 - **The matches topic** is recorded per ladder, in the ladder's ``control`` hash (field
   ``topic``; `StateStore.ladder_topics`): a ladder's positions (``p:<partition>`` in its
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from stream_rater.config.settings import env_name
 from stream_rater.store.base import StateStore
 
-#: The stored format this release writes and reads (README "Operations → Upgrading").
+#: The stored format this release writes and reads (deploy/README.md "Operations → Upgrading").
 STORE_FORMAT = 1
 
 #: A key prefix: letters, digits, ``_``, ``-`` and ``.``. No ``{`` or ``}`` (the ladder must
@@ -65,7 +65,7 @@ async def bind(store: StateStore, topic: str | None = None, ladders: Sequence[st
     if found > STORE_FORMAT:
         raise StoreRefused(
             f"{store.namespace} is in stored format {found}, newer than format {STORE_FORMAT} "
-            "that this release of stream-rater reads: run the newer release (README: Operations → Upgrading)"
+            "that this release of stream-rater reads: run the newer release (deploy/README.md: Operations → Upgrading)"
         )
     if not (topic and ladders):
         return

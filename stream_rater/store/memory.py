@@ -19,6 +19,7 @@ from stream_rater.store.base import (
     ReadRequest,
     Snapshot,
     StateStore,
+    StateWrite,
     Void,
 )
 from stream_rater.store.status import refusal
@@ -104,6 +105,7 @@ class MemoryStore(StateStore):
         return outcomes
 
     def _commit(self, commit: Commit) -> None:
+        """Refuse `commit` as the commit script would, or apply it."""
         ladder = commit.ladder
         if commit.generation is None and _holder(self._ladders[ladder].frozen):
             raise refusal("frozen", ladder)
@@ -117,19 +119,14 @@ class MemoryStore(StateStore):
             current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:
                 raise refusal("conflict", ladder, write.player_id)
+        self._apply(gen, commit)
+
+    def _apply(self, gen: _Generation, commit: Commit) -> None:
+        """Write `commit` (checked) into `gen`."""
         if commit.season is not None:
             gen.seasons[commit.season] = dict(gen.scores)
         for write in commit.writes:
-            (gen.effects if write.is_effect else gen.players)[write.player_id] = write.state
-            if write.is_effect:
-                continue
-            if write.leaderboard_score is not None:
-                gen.scores[write.player_id] = write.leaderboard_score
-                if write.active is not None:
-                    gen.active[write.player_id] = write.active
-            else:
-                gen.scores.pop(write.player_id, None)
-                gen.active.pop(write.player_id, None)
+            _write(gen, write)
         for match_id in commit.produced:  # before the new markers, as the Redis script does
             if match_id in gen.applied:
                 gen.applied[match_id] = []
@@ -292,3 +289,17 @@ class MemoryStore(StateStore):
                 state.voids.pop(match_id, None)
             state.voids_version += 1
         state.generations[generation].voids_version = state.voids_version
+
+
+def _write(gen: _Generation, write: StateWrite) -> None:
+    """Store one state of a commit, and its player's leaderboard and activity entries."""
+    (gen.effects if write.is_effect else gen.players)[write.player_id] = write.state
+    if write.is_effect:
+        return
+    if write.leaderboard_score is not None:
+        gen.scores[write.player_id] = write.leaderboard_score
+        if write.active is not None:
+            gen.active[write.player_id] = write.active
+    else:
+        gen.scores.pop(write.player_id, None)
+        gen.active.pop(write.player_id, None)

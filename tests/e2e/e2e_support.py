@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from helpers import stored_players
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
-from stream_rater.kafka import create_topics, read_log
+from stream_rater.kafka import bootstrap_servers, create_topics, home_partition, read_log
 from stream_rater.local.demo import ladders_env, tagged_settings
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
 from stream_rater.offline.replay import replay
@@ -261,3 +263,14 @@ def one_partition_stream(broker_url: str, redis_url: str) -> tuple[str, Settings
     settings = tagged_settings(name, broker=broker_url, redis_url=redis_url, partitions=1, batch_size=200)
     asyncio.run(create_topics(broker_url, settings.topics()))
     return f"l-{name}", settings
+
+
+async def delete_head(settings: Settings, ladder: str, before: int) -> None:
+    """Delete the records before offset `before` of the ladder's partition of the matches topic."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(settings.broker))
+    await admin.start()
+    try:
+        tp = TopicPartition(settings.topic_matches, home_partition(ladder, settings.partitions))
+        await admin.delete_records({tp: RecordsToDelete(before)}, timeout_ms=10_000)
+    finally:
+        await admin.close()

@@ -239,11 +239,14 @@ def test_migrate_markers_moves_markers_of_the_earlier_layout(redis_url):
 
 def test_bench_redis_splits_redis_cpu_per_match_into_scripts_and_commands():
     """`bench redis` on its own local Redis: Redis's CPU per match, the scripts' share of it
-    and the commands they call (a smoke run: only that the figures are there and add up)."""
+    and the commands they call (a smoke run: only that the figures are there and add up; the
+    scripts' time is Redis's own clock, which on a loaded machine may exceed its CPU time, so
+    only the commands are held to be a part of the scripts)."""
     out = cli("bench", "redis", "--matches", "2000").stdout
     total = float(out.split("Redis CPU per match ")[1].split(" µs")[0])
     scripts = float(out.split("in the scripts ")[1].split(" µs")[0])
-    assert 0 < scripts <= total, out
+    commands = float(out.split("of which the commands they call ")[1].split(" µs")[0])
+    assert total > 0 and 0 < commands <= scripts, out
     table = dict(line.split(maxsplit=1) for line in out.splitlines()[3:])
     assert {"hset", "hdel", "lpush", "hmget", "zadd"} <= set(table), out
 

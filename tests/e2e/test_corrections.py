@@ -251,7 +251,7 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
 KILLED_AFTER = """
 import os, signal, sys
 from stream_rater.cli import main
-from stream_rater.store.redis_store import RedisStore
+from stream_rater.store.redis import RedisStore
 step = sys.argv[1]
 original = getattr(RedisStore, step)
 async def then_die(self, *args, **kwargs):

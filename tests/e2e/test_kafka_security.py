@@ -134,7 +134,10 @@ def test_publish_worker_subscribe_verify_and_void_over_sasl_ssl(
             )
             verified = cli(*verify, env=env, check=True).stdout
             players_rated = len({e["player_id"] for e in rated})
-            summary = f"{MATCHES} matches from the topic (0 invalid records skipped); {players_rated} players"
+            summary = (
+                f"{MATCHES} matches from the topic (0 invalid records skipped, 0 the model could not rate); "
+                f"{players_rated} players"
+            )
             assert verified.splitlines() == [f"ladder {ladder!r}: {summary}; 0 match"], verified
 
             voided = cli("void", "m3", "--reason", "proof", "--ladder", ladder, "--json", env=env, check=True)

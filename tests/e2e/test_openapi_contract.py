@@ -95,7 +95,8 @@ def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
 def schemathesis_config(ladders: list[str]) -> str:
     """The run's configuration: the ladder path parameter is one of `ladders`; a schema-valid
     request must get 200, or 413 over the server's player limit (a setting the schema cannot
-    know); predict, balance and leaderboard may also answer 400 for the rule JSON Schema cannot state, which
+    know), and a request that breaks the schema is rejected with a 4xx, 413 among them (too
+    many players breaks the schema's maxItems too); predict, balance and leaderboard may also answer 400 for the rule JSON Schema cannot state, which
     `openapi_hooks` checks the request really breaks; any warning (such as every request
     answered 404) fails the run."""
     return f"""
@@ -110,6 +111,9 @@ fail-on = true
 
 [checks.positive_data_acceptance]
 expected-statuses = ["200", "413"]
+
+[checks.negative_data_rejection]
+expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 
 [[operations]]
 include-path-regex = "/(predict|balance|leaderboard)$"

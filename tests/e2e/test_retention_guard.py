@@ -13,30 +13,16 @@ import random
 from pathlib import Path
 
 import pytest
-from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+from e2e_support import delete_head
 from helpers import cli, wait_for
 from streams import Stream, exact, read_topic, replay_events, void_args
 
-from stream_rater.config.settings import Settings
-from stream_rater.kafka import bootstrap_servers, home_partition
 from stream_rater.local.demo import ladders_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 
 MATCHES = 300
 DELETED = 120
-
-
-async def delete_head(settings: Settings, ladder: str, before: int) -> None:
-    """Delete the records before offset `before` of the ladder's partition of the matches topic."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(settings.broker))
-    await admin.start()
-    try:
-        tp = TopicPartition(settings.topic_matches, home_partition(ladder, settings.partitions))
-        await admin.delete_records({tp: RecordsToDelete(before)}, timeout_ms=10_000)
-    finally:
-        await admin.close()
 
 
 def duels(stream: Stream) -> list[dict]:

@@ -21,7 +21,7 @@ from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor
 from stream_rater.store import Commit, CommitConflict, open_store
 from stream_rater.store.memory import MemoryStore
-from stream_rater.store.redis_store import RedisStore
+from stream_rater.store.redis import RedisStore
 
 pytestmark = pytest.mark.integration
 

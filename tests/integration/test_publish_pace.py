@@ -2,7 +2,6 @@
 so a source that stamps its events (the e2e bench's latency phase) stamps when each is sent."""
 
 import asyncio
-import itertools
 import time
 import uuid
 
@@ -25,5 +24,7 @@ def test_a_paced_publish_takes_each_event_at_its_turn(broker_url):
 
     summary = asyncio.run(publish(source(), settings, rate=rate, linger=0.0))
     assert summary.sent == n
-    gaps = [later - earlier for earlier, later in itertools.pairwise(taken)]
-    assert min(gaps) >= 1 / rate - 0.005, gaps  # taken early, an event's stamp would run ahead
+    # The pace is a schedule (event i at i / rate from the first): taken before its turn, an
+    # event's stamp would run ahead. After a late one (a loaded machine) the next may come sooner.
+    since_first = [at - taken[0] for at in taken]
+    assert all(t >= i / rate - 0.005 for i, t in enumerate(since_first)), since_first

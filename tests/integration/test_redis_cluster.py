@@ -36,9 +36,9 @@ from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor, StoreLost
 from stream_rater.service.pipeline import TRANSIENT_ERRORS
 from stream_rater.store import StateStore, open_store
-from stream_rater.store.cluster import parse_cluster_url
 from stream_rater.store.memory import MemoryStore
-from stream_rater.store.redis_store import RedisStore, ladder_key
+from stream_rater.store.redis import RedisStore, ladder_key
+from stream_rater.store.redis.cluster import parse_cluster_url
 from stream_rater.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration

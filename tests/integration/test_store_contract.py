@@ -9,7 +9,7 @@ import pytest
 
 from stream_rater.contracts import rating_changed
 from stream_rater.store import Commit, CommitConflict, PlayerState, ReadRequest, StateWrite, open_store
-from stream_rater.store.redis_store import RedisStore, ladder_key
+from stream_rater.store.redis import RedisStore, ladder_key, migrate_markers
 from stream_rater.store.stored_events import pack_events
 
 
@@ -207,7 +207,7 @@ async def test_redis_markers_of_the_earlier_layout_migrate_into_the_markers_hash
     await client.set(ladder_key(ladder, "m:m2"), pack_events(events, ladder))
     await client.set(ladder_key(ladder, "g2:m:m3"), msgpack.packb([]))
     await client.rpush(ladder_key(ladder, "h:m:x"), b"kept")  # a history, of player "m:x"
-    assert await store.migrate_markers() == 3
+    assert await migrate_markers(store) == 3
     assert (await store.read(ladder, [], [], ["m1", "m2", "m9"])).applied == {"m1": [], "m2": events}
     assert await client.hget(ladder_key(ladder, "g2:mk"), "m3") == b""  # generation 2's markers
     assert await client.exists(*(ladder_key(ladder, k) for k in ("m:m1", "m:m2", "g2:m:m3"))) == 0
@@ -217,7 +217,7 @@ async def test_redis_markers_of_the_earlier_layout_migrate_into_the_markers_hash
     now[0] += 1801  # past m1's remaining TTL: the next commit removes its marker
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m4": []}))
     assert set((await store.read(ladder, [], [], ["m1", "m2", "m4"])).applied) == {"m2", "m4"}
-    assert await store.migrate_markers() == 0
+    assert await migrate_markers(store) == 0
     await store.close()
 
 
@@ -412,7 +412,7 @@ async def test_active_reads_skip_players_idle_since_a_time(store, ladder, deep, 
     order (ties: id descending) — by walking the leaderboard (`deep` False: few places) or by
     going through the active players (`deep`: the asked players are below most of them); in
     one step of the Redis script or in many (`step` entries each)."""
-    monkeypatch.setattr("stream_rater.store.redis_store.BOARD_STEP", step)
+    monkeypatch.setattr("stream_rater.store.redis.store.BOARD_STEP", step)
     players = [(f"p{i:03d}", float(i % 50), 1000.0 + (i * 37) % 200) for i in range(120)]
     await store.commit(
         Commit(

@@ -9,8 +9,8 @@ from redis.asyncio.connection import SSLConnection
 
 from stream_rater.config.settings import Settings
 from stream_rater.store import RedisTimeouts, open_store
-from stream_rater.store.cluster import ClusterClient, is_cluster_url, parse_cluster_url
-from stream_rater.store.redis_store import RedisStore
+from stream_rater.store.redis import RedisStore
+from stream_rater.store.redis.cluster import ClusterClient, is_cluster_url, parse_cluster_url
 
 
 def test_a_cluster_url_names_every_startup_node_and_keeps_credentials_and_options():

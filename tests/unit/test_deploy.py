@@ -21,7 +21,7 @@ import stream_rater.service.metrics
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
 from stream_rater.kafka import bootstrap_servers
-from stream_rater.store.cluster import parse_cluster_url
+from stream_rater.store.redis.cluster import parse_cluster_url
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -28,7 +28,8 @@ from stream_rater.contracts import (
     parse_match,
     parse_timestamp,
 )
-from stream_rater.contracts import match as events
+from stream_rater.contracts import _match_fast as fast_path
+from stream_rater.contracts import _match_parse as full_path
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 
@@ -74,7 +75,7 @@ def test_minimal_event_parses_with_defaults_filled_in() -> None:
 
 
 def test_design_example_parses() -> None:
-    """The match-finished example of design.md is valid and keeps every field it gives."""
+    """The documented match-finished example is valid and keeps every field it gives."""
     match = parse_match(
         {
             "match_id": "h2-281884",
@@ -557,7 +558,7 @@ def test_timestamps_round_trip(epoch: float) -> None:
 
 
 def test_rating_changed_round_trips() -> None:
-    """RatingChanged.from_dict(d).to_dict() == d for the design.md example, Elo-style null sigmas too."""
+    """RatingChanged.from_dict(d).to_dict() == d for the documented example, Elo-style null sigmas too."""
     assert RatingChanged.from_dict(CHANGED).to_dict() == CHANGED
     elo = {**CHANGED, "before": {"mu": 500.0, "sigma": None}, "after": {"mu": 510.0, "sigma": None}}
     assert RatingChanged.from_dict(elo).to_dict() == elo
@@ -654,9 +655,9 @@ def test_common_events_take_the_fast_path() -> None:
         one_v_one(teams=_teams(5)),
     ]
     for event in plain:
-        fast = events._parse_plain(event, LADDERS, Limits())
+        fast = fast_path._parse_plain(event, LADDERS, Limits())
         assert fast is not None
-        assert repr(fast) == repr(events._parse_any(event, LADDERS, Limits()))
+        assert repr(fast) == repr(full_path._parse_any(event, LADDERS, Limits()))
 
 
 def test_fast_builders_set_every_field() -> None:
@@ -665,8 +666,8 @@ def test_fast_builders_set_every_field() -> None:
     def values(obj: Any) -> list[Any]:
         return [getattr(obj, f.name) for f in fields(obj)]  # AttributeError for a field left unset
 
-    player, team = events._new_player("p"), events._new_team((Player("p"),), 2.0)
-    match = events._new_match("m", "default", 1.0, (team, team))
+    player, team = fast_path._new_player("p"), fast_path._new_team((Player("p"),), 2.0)
+    match = fast_path._new_match("m", "default", 1.0, (team, team))
     assert values(player) == values(Player("p"))
     assert values(team) == values(Team((Player("p"),), 2.0))
     assert values(match) == values(MatchFinished("m", "default", 1.0, (team, team)))
@@ -704,9 +705,9 @@ def test_fast_path_accepts_only_what_the_full_validation_accepts_equally(
         target.append(value)
     else:
         target[path[-1]] = value
-    fast = events._parse_plain(event, LADDERS, Limits())
+    fast = fast_path._parse_plain(event, LADDERS, Limits())
     if fast is not None:
-        assert repr(fast) == repr(events._parse_any(event, LADDERS, Limits()))
+        assert repr(fast) == repr(full_path._parse_any(event, LADDERS, Limits()))
 
 
 def test_validation_is_fast() -> None:

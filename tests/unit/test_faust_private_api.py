@@ -214,7 +214,24 @@ USED = [
         "consumer",
         "unacked",
         lambda s, c: isinstance(s, MutableSet) and s is c.unacked,
-        f"{FT}'s BatchBuffer.take adds taken records to this live set, holding a rebalance back",
+        (
+            f"{FT}'s BatchBuffer.take adds taken records to this live set, holding a rebalance back "
+            "(BatchBuffer.release takes out those dropped unacknowledged)"
+        ),
+    ),
+    (
+        "faust-streaming",
+        faust_consumer.Consumer,
+        "pause_partitions",
+        ("self", "tps"),
+        f"{FT}'s BatchBuffer.pause stops fetching a partition whose ladder is lost (parked)",
+    ),
+    (
+        "faust-streaming",
+        faust_consumer.Consumer,
+        "resume_partitions",
+        ("self", "tps"),
+        f"{FT}'s BatchBuffer.resume fetches a parked partition again once its records are applied",
     ),
     (
         "faust-streaming",
@@ -345,6 +362,15 @@ CALLED = [
     ),
     (
         "faust-streaming",
+        faust_consumer.Consumer.on_partitions_revoked,
+        "self._paused_partitions.difference_update(revoked)",
+        (
+            "a rebalance must un-pause the partitions it revokes: a parked partition (its ladder "
+            "lost) is dropped then, and whoever gets it fetches it from its committed offset"
+        ),
+    ),
+    (
+        "faust-streaming",
         faust_consumer.Consumer.perform_seek,
         "self._committed_offset.update(",
         "perform_seek must leave the committed offsets it sought to in _committed_offset",
@@ -442,4 +468,16 @@ def test_faust_still_calls_what_we_override_or_set(package: str, caller: Any, te
     assert text in inspect.getsource(caller), (
         f"{package} {version(package)}: {caller.__qualname__} no longer contains {text!r}, but "
         f"{why} — re-check before raising the pin"
+    )
+
+
+def test_a_rebalance_clears_the_buffers_before_it_waits_for_the_records_taken() -> None:
+    """BatchBuffer's `on_clear` releases the records parked for a lost ladder (the pipeline's
+    `abandon`); faust must clear the buffers before it waits for every record taken to be
+    acknowledged, or a parked partition would hold the rebalance back until the ladder is back."""
+    source = inspect.getsource(faust.App._on_partitions_revoked)
+    clear, wait = source.find("self.flow_control.clear"), source.find("self._consumer_wait_empty")
+    assert 0 <= clear < wait, (
+        f"faust-streaming {version('faust-streaming')}: App._on_partitions_revoked no longer clears the "
+        "buffers before it waits for the records taken — re-check BatchBuffer.on_clear before raising the pin"
     )

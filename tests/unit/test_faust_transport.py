@@ -171,3 +171,21 @@ async def test_records_fetched_but_never_delivered_are_read_again(app, monkeypat
     position[PART] = 710
     await consumer._find_dropped()
     assert sought == [(PART, 14)] and len(gaps) == 1
+
+
+async def test_pause_resume_release_and_on_clear_reach_faust(app):
+    """What the pipeline parks a partition by: `pause`/`resume` fetching it, `release` taken
+    records from what holds a rebalance back, and `on_clear` told when a rebalance clears."""
+    buffer = BatchBuffer(app, maxsize=100, topic=TOPIC)
+    buffer.pause([0])
+    assert PART in app.consumer._paused_partitions and PART not in app.consumer._get_active_partitions()
+    buffer.resume([0])
+    assert PART not in app.consumer._paused_partitions
+    await buffer.put(messages(app, [0, 1]))
+    taken = await buffer.take(2, within=0.01)
+    buffer.release(taken[:1])
+    assert taken[0] not in app.consumer.unacked and taken[1] in app.consumer.unacked
+    cleared: list[bool] = []
+    buffer.on_clear.append(lambda: cleared.append(True))
+    app.flow_control.clear()
+    assert cleared == [True]

@@ -1,4 +1,4 @@
-"""The layering of design.md holds: the import-linter contracts in pyproject.toml are kept, and
+"""The layering of stream_rater/README.md holds: the import-linter contracts in pyproject.toml are kept, and
 each of them breaks (so the suite, and CI with it, fails) when the package violates it."""
 
 from __future__ import annotations

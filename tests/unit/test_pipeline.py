@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -19,7 +19,7 @@ from stream_rater.contracts import Limits, parse_match
 from stream_rater.kafka import LadderHistory, home_partition
 from stream_rater.offline.replay import replay
 from stream_rater.offline.verify import compare
-from stream_rater.processor import Processor, Skipped
+from stream_rater.processor import Processor, Skipped, StoreLost
 from stream_rater.service import metrics
 from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchHandler, BatchPipeline, Topics, WorkerStopping
@@ -629,3 +629,262 @@ async def test_a_refusal_in_the_one_by_one_fallback_is_held_not_dead_lettered(mo
     assert dead == ["m2"]
     assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "updates"} == {"m1", "m3"}
     assert (await store.players("default"))["a"].games == 1
+
+
+# A lost ladder holds only its partition (BatchPipeline parking): "east" lives on partition 0,
+# "west" on partition 1, both consumed by one worker.
+TWO = Ladders([Ladder("east", "trueskill"), Ladder("west", "trueskill")])
+HOME = {"east": 0, "west": 1}
+
+
+def on_home(match_id: str, ladder: str, offset: int, a: str, b: str, generation: int = 0) -> Record:
+    """A consumed record of `ladder`'s match on the ladder's partition (`HOME`)."""
+    value = json.dumps(duel(match_id, f"{ladder}-{a}", f"{ladder}-{b}", ladder=ladder, at=1.7e9 + offset))
+    found = Record(value.encode(), key=ladder.encode(), partition=HOME[ladder], offset=offset)
+    found.generation_id = generation  # type: ignore[attr-defined]  # faust's Message has one
+    return found
+
+
+def stream(offsets: range, generation: int = 0) -> list[list[Record]]:
+    """Batches of one match of each ladder per offset (p0: east, p1: west)."""
+    return [
+        [on_home(f"{ladder[0]}{o}", ladder, o, str(o % 3), str((o + 1) % 3), generation) for ladder in HOME]
+        for o in offsets
+    ]
+
+
+class FakeGuard:
+    """`LossGuard`'s `ready`/`hold` for a ladder held while it is in `lost` (none rebuilding)."""
+
+    def __init__(self) -> None:
+        self.lost: dict[str, StoreLost] = {}
+        self.rebuilding: dict[str, str] = {}
+
+    async def ready(self, partitions: object) -> None:
+        return None
+
+    async def hold(self, ladders: Iterable[str]) -> None:
+        for ladder in ladders:
+            if ladder in self.lost:
+                raise self.lost[ladder]
+
+
+class Parking:
+    """A two-ladder worker (`TWO`) with a pipeline whose acknowledgements, pauses, resumes and
+    releases are recorded. `lose()` loses "east" the way `how` says ("store": a Redis that lost
+    its keys, found by the processor; "guard": held by `LossGuard.hold`); `rebuild()` brings it back."""
+
+    def __init__(
+        self, how: str = "store", producer: Producer | None = None, max_backoff: float = 0.01
+    ) -> None:
+        self.how, self.store, self.guard = how, MemoryStore(), FakeGuard()
+        self.producer = Producer() if producer is None else producer
+        self.acked: list[tuple[int, int]] = []
+        self.paused: list[set[int]] = []
+        self.resumed: list[set[int]] = []
+        self.released: list[tuple[int, int]] = []
+        self.handler = BatchHandler(
+            Processor(TWO, self.store),
+            TWO,
+            self.producer.send,
+            topics=Topics(updates="updates", dlq="dlq"),
+            max_backoff=max_backoff,
+            guard=self.guard,  # type: ignore[arg-type]  # the part of LossGuard the handler uses
+        )
+        self.pipeline = BatchPipeline(
+            self.handler,
+            ack=lambda ms: self.acked.extend((m.partition, m.offset) for m in ms),
+            pause=self.paused.append,
+            resume=self.resumed.append,
+            release=lambda ms: self.released.extend((m.partition, m.offset) for m in ms),
+        )
+        self._kept: object = None
+
+    def lose(self) -> None:
+        if self.how == "store":
+            self._kept = self.store._ladders.pop("east")  # as if its sr:{east}:* keys were deleted
+        else:
+            self.guard.lost["east"] = StoreLost("east", "the guard found it lost")
+
+    def rebuild(self) -> None:
+        if self.how == "store":
+            self.store._ladders["east"] = self._kept  # type: ignore[assignment]
+        else:
+            self.guard.lost.clear()
+            self.handler.recovered("east")  # what LossGuard calls once the ladder is back
+
+    def applied(self, ladder: str) -> list[str]:
+        """Match ids of `ladder` whose events were produced, in order (one entry per event pair)."""
+        ids = [json.loads(v)["match_id"] for t, _, v, _ in self.producer.sent if t == "updates"]
+        return [i for i in ids[::2] if i[0] == ladder[0]]
+
+    async def feed(self, batches: list[list[Record]], drain: bool = True) -> None:
+        """Submit `batches` (then drain the pipeline), failing after 5 s."""
+
+        async def submit() -> None:
+            for batch in batches:
+                await self.pipeline.submit(batch)
+            if drain:
+                await self.pipeline.drain()
+
+        await asyncio.wait_for(submit(), 5)
+
+    async def parked_offsets(self, partition: int) -> list[int]:
+        await settle()
+        return [m.offset for m in self.pipeline.parked.get(partition, [])]
+
+
+async def wait_for_async(condition: Callable[[], bool], what: str) -> None:
+    async def check() -> bool:
+        return condition()
+
+    await wait_until_async(check, what, 5, interval=0.001)
+
+
+@pytest.mark.parametrize("how", ["store", "guard"])
+async def test_a_lost_ladder_holds_only_its_partition_until_rebuilt(how):
+    """East (partition 0) is lost after its first match, west (partition 1) is healthy: west's
+    matches are applied, produced and acknowledged while east's are neither and partition 0 is
+    paused; once east is rebuilt its parked matches go through in order, exactly once, are
+    acknowledged in offset order after the partition's earlier ones, and partition 0 resumes."""
+    work = Parking(how)
+    batches = stream(range(7))
+    losses = counted(metrics.STORE_LOSSES, "east")
+    await work.feed(batches[:1])
+    work.lose()
+    await work.feed(batches[1:4])
+    assert "east" in work.handler.stopped and "west" not in work.handler.stopped
+    assert work.applied("west") == ["w0", "w1", "w2", "w3"] and work.applied("east") == ["e0"]
+    assert [a for a in work.acked if a[0] == 1] == [(1, o) for o in range(4)]
+    assert [a for a in work.acked if a[0] == 0] == [(0, 0)]
+    assert (work.paused, work.resumed, await work.parked_offsets(0)) == ([{0}], [], [1, 2, 3])
+
+    await work.feed(batches[4:6])  # fetched before the pause took effect: east's join the parked ones
+    assert work.applied("west")[-2:] == ["w4", "w5"] and await work.parked_offsets(0) == [1, 2, 3, 4, 5]
+    assert work.handler.stopped.keys() == {"east"}
+
+    work.rebuild()
+    await work.feed(batches[6:])  # east is back, its parked records are not yet applied: e6 waits
+    await wait_for_async(lambda: not work.pipeline.parked, "partition 0 unparked")
+    assert work.applied("east") == [f"e{o}" for o in range(7)]
+    assert [a for a in work.acked if a[0] == 0] == [(0, o) for o in range(7)]
+    assert (work.resumed, work.handler.stopped, work.released) == ([{0}], {}, [])
+    assert counted(metrics.STORE_LOSSES, "east") - losses == 1  # reported once, not again per batch
+    replayed = Processor(TWO, MemoryStore())
+    await replay([parse_match(json.loads(r.value), TWO) for b in batches for r in b], replayed)
+    for ladder in HOME:
+        assert unversioned(await replayed.store.players(ladder)) == unversioned(
+            await work.store.players(ladder)
+        )
+
+
+class HoldingProducer(Producer):
+    """Holds the sends that carry `match_id`'s events until `gate` is set."""
+
+    def __init__(self, match_id: str) -> None:
+        super().__init__()
+        self.match_id, self.gate = match_id, asyncio.Event()
+
+    async def send(self, records: list[tuple[str, bytes | None, bytes, list]]) -> None:
+        if any(json.loads(v).get("match_id") == self.match_id for _, _, v, _ in records):
+            await self.gate.wait()
+        await super().send(records)
+
+
+async def test_parked_records_are_acknowledged_only_after_their_partitions_earlier_ones():
+    """e1 is committed but its events wait for the broker when east is lost; e2 is parked, and
+    east is back at once. e2 is applied and acknowledged only after e1 was (faust commits a
+    partition's acknowledged offsets up to the first gap it sees, not from the committed one)."""
+    producer = HoldingProducer("e1")
+    work = Parking("guard", producer, max_backoff=0.0)
+    batches = stream(range(3))
+    await work.feed(batches[:1])
+    await work.feed(batches[1:2], drain=False)
+    await settle()
+    work.lose()
+    await work.feed(batches[2:], drain=False)
+    await settle()
+    assert await work.parked_offsets(0) == [2]
+    work.rebuild()
+    await settle()
+    assert [a for a in work.acked if a[0] == 0] == [(0, 0)]
+    producer.gate.set()
+    await work.feed([])
+    await wait_for_async(lambda: not work.pipeline.parked, "partition 0 unparked")
+    assert [a for a in work.acked if a[0] == 0] == [(0, 0), (0, 1), (0, 2)]
+    assert work.applied("east") == ["e0", "e1", "e2"]
+
+
+async def test_a_rebalance_drops_the_parked_records_unacknowledged():
+    """A rebalance while partition 0 is parked: its parked records, and those a batch in hand
+    still carries, are released, never applied nor acknowledged, even once the ladder is
+    back; partition 1 goes on. The partition's records of the next generation are applied."""
+    work = Parking()
+    batches = stream(range(4))
+    await work.feed(batches[:1])
+    work.lose()
+    await work.feed(batches[1:2])
+    assert await work.parked_offsets(0) == [1]
+    work.pipeline.abandon()
+    work.rebuild()
+    await work.feed(batches[2:3])  # taken before the rebalance (same generation)
+    await settle()
+    assert work.applied("east") == ["e0"] and [a for a in work.acked if a[0] == 0] == [(0, 0)]
+    assert work.released == [(0, 1), (0, 2)] and work.applied("west") == ["w0", "w1", "w2"]
+    assert work.pipeline.parked == {} and work.resumed == [{0}]
+
+    await work.feed(stream(range(1, 4), generation=1))  # the new owner reads from the committed offset
+    assert work.applied("east") == ["e0", "e1", "e2", "e3"]
+    assert [a for a in work.acked if a[0] == 0] == [(0, o) for o in range(4)]
+
+
+async def test_a_worker_stopping_leaves_the_parked_records_unacknowledged():
+    """`stop` while partition 0 is parked returns without waiting for the ladder; its records
+    are neither applied nor acknowledged."""
+    work = Parking()
+    batches = stream(range(3))
+    await work.feed(batches[:1])
+    work.lose()
+    await work.feed(batches[1:], drain=False)
+    await asyncio.wait_for(work.pipeline.stop(), 5)
+    assert work.applied("east") == ["e0"] and [a for a in work.acked if a[0] == 0] == [(0, 0)]
+    assert work.applied("west") == ["w0", "w1", "w2"]
+
+
+async def test_a_store_refusing_every_ladder_holds_every_partition_in_place():
+    """A refusal that hits every ladder (a Redis at maxmemory) parks nothing: the batch is held
+    in place with backoff, nothing acknowledged, until the store accepts writes again."""
+    store = RefusingStore(redis.exceptions.OutOfMemoryError("command not allowed when used memory"))
+    producer, acked = Producer(), []
+    work = BatchHandler(
+        Processor(TWO, store),
+        TWO,
+        producer.send,
+        topics=Topics(updates="updates", dlq="dlq"),
+        max_backoff=0.05,
+    )
+    pipeline = BatchPipeline(work, ack=acked.extend, pause=lambda ps: pytest.fail(f"paused {ps}"))
+    store.refusing.set()
+    await pipeline.submit(stream(range(1))[0])
+    await refused(store, 3)
+    assert (acked, producer.sent, pipeline.parked) == ([], [], {})
+    store.refusing.clear()
+    await asyncio.wait_for(pipeline.drain(), 5)
+    assert [(m.partition, m.offset) for m in acked] == [(0, 0), (1, 0)]
+
+
+async def test_a_parked_partitions_invalid_record_is_dead_lettered_once_after_the_rebuild():
+    """An invalid record on the held partition is parked with the partition's matches: not
+    dead-lettered (nor acknowledged) while the ladder is lost, dead-lettered once after."""
+    work = Parking()
+    await work.feed(stream(range(1)))
+    work.lose()
+    invalid = Record(b"not json", key=b"east", partition=0, offset=1)
+    await work.feed([[invalid, on_home("e2", "east", 2, "1", "2"), on_home("w1", "west", 1, "1", "2")]])
+    assert [t for t, _, _, _ in work.producer.sent].count("dlq") == 0
+    assert await work.parked_offsets(0) == [1, 2]
+    work.rebuild()
+    await wait_for_async(lambda: not work.pipeline.parked, "partition 0 unparked")
+    assert [t for t, _, _, _ in work.producer.sent].count("dlq") == 1
+    assert work.applied("east") == ["e0", "e2"]
+    assert [a for a in work.acked if a[0] == 0] == [(0, 0), (0, 1), (0, 2)]

@@ -428,7 +428,7 @@ CHANGED_INVALID["correction voided not ids"] = {
 
 
 def test_rating_changed_example_passes_schema_and_validator() -> None:
-    """The design.md rating-changed example, and its Elo form with null sigmas, pass both checks."""
+    """The README's rating-changed example, and its Elo form with null sigmas, pass both checks."""
     elo = {**CHANGED_EXAMPLE, "before": {"mu": 500, "sigma": None}, "after": {"mu": 510, "sigma": None}}
     for example in (CHANGED_EXAMPLE, elo, CORRECTION_EXAMPLE):
         assert (CHANGED.is_valid(example), we_accept_changed(example)) == (True, True)

@@ -19,14 +19,14 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
-from stream_rater.store.redis_store import commit_args
+from stream_rater.store.redis.scripts import commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 
 SCRIPTS = ("common.lua", "commit.lua", "read.lua", "control.lua")
 
 
 def _lua(name: str) -> str:
-    return files("stream_rater.store").joinpath(name).read_text()
+    return files("stream_rater.store.redis").joinpath(name).read_text()
 
 
 def _fields_read(name: str) -> set[str]:

@@ -432,7 +432,17 @@ def lag_series() -> dict[str, float]:
 
 def test_metrics_follow_the_naming_conventions():
     """Service metrics are counters named ``*_total``, histograms in seconds (or sizes), and no label can hold a player id."""
-    allowed_labels = {"ladder", "reason", "error", "operation", "topic", "partition", "generation", "le"}
+    allowed_labels = {
+        "ladder",
+        "reason",
+        "error",
+        "operation",
+        "topic",
+        "partition",
+        "generation",
+        "outcome",
+        "le",
+    }
     families = [f for f in REGISTRY.collect() if f.name.startswith("stream_rater_")]
     assert len(families) >= 14
     for family in families:

@@ -1,4 +1,4 @@
--- A re-rate's steps on one ladder's control keys (see redis_store.py for the key layout and
+-- A re-rate's steps on one ladder's control keys (see keys.py for the key layout and
 -- stream_rater/corrections/rerate.py for the protocol). One script, one step per call, so
 -- each step is atomic.
 --

@@ -1,4 +1,4 @@
--- Read of one batch of one or more ladders (see redis_store.py for the key layout).
+-- Read of one batch of one or more ladders (see keys.py for the key layout).
 --
 -- KEYS: each ladder's keys in turn: 1 players hash, 2 effects hash, 3 meta hash (field
 --       'applied': the watermark), 4 markers hash, 5 unproduced-events hash, all of the

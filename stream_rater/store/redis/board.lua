@@ -1,4 +1,4 @@
--- Leaderboard reads that count only recently active players (ladder rules; see redis_store.py
+-- Leaderboard reads that count only recently active players (ladder rules; see keys.py
 -- for the key layout), done beside the data so that the entries skipped never leave Redis,
 -- and done in steps of at most `budget` entries per call, so that a read of a large ladder
 -- never blocks Redis for long: the client calls again from `cursor` until the answer is whole.

@@ -1,4 +1,4 @@
--- Helpers shared by the scripts (redis_store.py puts this file first).
+-- Helpers shared by the scripts (scripts.py puts this file first).
 
 -- The header of a msgpack array of n items, as msgpack-python's Packer.pack_array_header.
 local function array_header(n)

@@ -1,4 +1,4 @@
--- Atomic commit of one batch of one or more ladders (see redis_store.py for the key layout):
+-- Atomic commit of one batch of one or more ladders (see keys.py for the key layout):
 -- each ladder's part is checked and written on its own — checks first, writes after, so a
 -- refused part writes nothing — and the parts of the other ladders go on.
 --
@@ -12,7 +12,7 @@
 --       touches, all of one ladder with its hash tag (one cluster slot; a call spans several
 --       ladders only on a single Redis).
 -- ARGV: per ladder, its commit as one msgpack map (packed with raw strings, which cmsgpack
---       reads; `commit_args` in redis_store.py builds it):
+--       reads; `commit_args` in scripts.py builds it):
 --         keys             how many of KEYS are the ladder's
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be

@@ -1,0 +1,83 @@
+"""The build step of a re-rate: the ladder's history applied to the staging generation."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from stream_rater.corrections.planning import Entry, Progress
+from stream_rater.processor import Processor, process_skipping
+
+
+def covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
+    """True when the topic was read at least up to the live positions."""
+    return all(reached.get(p, 0) >= offset for p, offset in positions.items())
+
+
+class Build:
+    """The staging generation's progress through the history."""
+
+    def __init__(
+        self,
+        processor: Processor,
+        entries: list[Entry],
+        batch_size: int,
+        recent: int,
+        progress: Progress | None,
+    ) -> None:
+        self.processor, self.batch_size, self.progress = processor, batch_size, progress
+        self.pending: list[Entry] = list(entries)
+        self.applied = 0  # matches newly applied
+        self.done = 0  # entries processed (applied, voided, duplicates or skipped)
+        #: A line per match the model could not rate (skipped, as the worker dead-letters it).
+        self.skipped: list[str] = []
+        #: The events of the last `keep` matches applied, by match id, oldest first.
+        self.recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self.keep = recent
+
+    def add(self, entries: list[Entry]) -> None:
+        self.pending += entries
+
+    async def apply_upto(self, positions: Mapping[int, int]) -> list[Entry]:
+        """Apply the pending entries the live generation has applied (files' entries, and
+        topic records before its positions; all of them when it has no position); returns
+        them."""
+
+        def live_has(entry: Entry) -> bool:
+            where = entry[1]
+            return where is None or not positions or where[1] < positions.get(where[0], 0)
+
+        ready = 0
+        while ready < len(self.pending) and live_has(self.pending[ready]):
+            ready += 1
+        for start in range(0, ready, self.batch_size):
+            chunk = self.pending[start : min(start + self.batch_size, ready)]
+            result, skipped = await process_skipping(
+                self.processor, [m for m, _ in chunk], [w for _, w in chunk]
+            )
+            self.skipped += [skip.line() for skip in skipped]
+            newly = [r for r in result.results if not r.duplicate and not r.voided]
+            self.applied += len(newly)
+            self.recent.update((r.match.match_id, r.events) for r in newly[-self.keep :])
+            while len(self.recent) > self.keep:
+                self.recent.popitem(last=False)
+            self.done += len(chunk)
+            if self.progress is not None:
+                self.progress(self.done, self.done + len(self.pending) - start - len(chunk))
+        applied = self.pending[:ready]
+        del self.pending[:ready]
+        return applied
+
+
+def players_of(entries: Iterable[Entry]) -> set[str]:
+    """The ids of every player of the entries' matches."""
+    return {player.id for match, _ in entries for team in match.teams for player in team.players}
+
+
+def touched(so_far: set[str] | None, entries: Sequence[Entry]) -> set[str] | None:
+    """`so_far` and the players of `entries`; None (every player) once a season-start record
+    is among them, since a season moves every player of the ladder."""
+    if so_far is None or any(match.season is not None for match, _ in entries):
+        return None
+    return so_far | players_of(entries)

@@ -1,0 +1,169 @@
+"""The Redis store's re-rate control (`store.roles.RerateStore` beyond the batch path) and
+voids: the control script's steps, generations, dropping one, outbox, held events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import msgpack
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
+
+from stream_rater.store.redis.keys import KeyLayout
+from stream_rater.store.redis.scripts import script_args
+from stream_rater.store.status import check_reply, text
+from stream_rater.store.stored_events import PACKER, pack_events
+from stream_rater.store.values import Event, Generations, LockLost, Void
+
+
+class RerateControl(KeyLayout):
+    """The re-rate and voids methods of `RedisStore` (which sets these attributes)."""
+
+    client: aioredis.Redis | RedisCluster
+    _control_script: AsyncScript
+    #: Ladder → its live generation as last seen.
+    _live: dict[str, int]
+
+    async def _control(
+        self, ladder: str, step: str, owner: str, seconds: float, live: int = 0, **fields: Any
+    ) -> list[Any]:
+        """Run one re-rate `step` of the control script on `ladder` whose live generation is
+        `live` (its other `fields` are described in ``control.lua``); raise what a refusal
+        means."""
+        reply: list[Any] = await self._control_script(
+            keys=[self._key(ladder, k) for k in ("control", "lock", "frozen", "outbox")]
+            + [self._gen_key(ladder, live, "meta")],
+            args=[script_args(step=step, owner=owner, ms=max(1, int(seconds * 1000)), live=live, **fields)],
+        )
+        check_reply(ladder, reply)
+        return reply
+
+    async def generations(self, ladder: str) -> Generations:
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self._key(ladder, "control"))
+            pipe.get(self._key(ladder, "lock"))
+            control, lock = await pipe.execute()
+        control = {text(k): v for k, v in control.items()}
+        live = int(control.get("live", 0))
+        meta = await self.client.hgetall(self._gen_key(ladder, live, "meta"))
+        params = control.get(f"params:{live}")
+        return Generations(
+            live=live,
+            staging=int(control["staging"]) if "staging" in control else None,
+            positions={int(text(k)[2:]): int(v) for k, v in meta.items() if text(k).startswith("p:")},
+            params=msgpack.unpackb(params, raw=False) if params else None,
+            lock_owner=text(lock) if lock else None,
+            voids_pending=control.get(f"voids:{live}", b"0") != control.get("voids", b"0"),
+        )
+
+    async def begin_rerate(
+        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+    ) -> tuple[int, int | None]:
+        overrides = msgpack.packb(dict(params), use_bin_type=False) if params else None
+        reply = await self._control(ladder, "begin", owner, lease, params=overrides)
+        abandoned = int(reply[2])
+        return int(reply[1]), abandoned if abandoned >= 0 else None
+
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        await self._control(ladder, "renew", owner, lease)
+
+    async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
+        await self._control(ladder, "freeze", owner, ttl)
+
+    async def switch(
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
+    ) -> None:
+        await self._control(
+            ladder,
+            "switch",
+            owner,
+            0,
+            live=live.live,
+            staging=staging,
+            positions=dict(live.positions),
+            outbox=msgpack.packb(list(outbox), use_bin_type=True),
+        )
+        self._live[ladder] = staging
+
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        await self._control(ladder, "finish", owner, 0)
+
+    async def abort_rerate(self, ladder: str, owner: str) -> int | None:
+        try:
+            reply = await self._control(ladder, "abort", owner, 0)
+        except LockLost:
+            return None
+        staging = int(reply[1])
+        return staging if staging >= 0 else None
+
+    async def drop_generation(self, ladder: str, generation: int) -> None:
+        found = await self.generations(ladder)
+        if generation in (found.live, found.staging):
+            return
+        if generation:
+            patterns = [self._gen_key(ladder, generation, "*")]
+            keys = []
+        else:
+            patterns = [self._key(ladder, "h:*"), self._key(ladder, "lb:season:*")]
+            keys = [
+                self._key(ladder, k)
+                for k in (
+                    "players",
+                    "effects",
+                    "lb",
+                    "meta",
+                    "act",
+                    "seasons",
+                    "mk",
+                    "unproduced",
+                    "mk:expiry",
+                )
+            ]
+        for pattern in patterns:
+            async for key in self.client.scan_iter(match=pattern, count=1000):
+                keys.append(key)
+                if len(keys) >= 500:
+                    await self.client.unlink(*keys)
+                    keys = []
+        if keys:
+            await self.client.unlink(*keys)
+        await self.client.hdel(self._key(ladder, "control"), f"params:{generation}", f"voids:{generation}")
+
+    async def outbox(self, ladder: str) -> list[Event]:
+        raw = await self.client.get(self._key(ladder, "outbox"))
+        return msgpack.unpackb(raw, raw=False) if raw else []
+
+    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+        if not match_ids:
+            return []
+        held = await self.client.hmget(self._gen_key(ladder, generation, "unproduced"), list(match_ids))
+        return [m for m, events in zip(match_ids, held) if events is not None]
+
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
+        ids = [m for m, held in events.items() if held]
+        marked = await self.client.hmget(self._gen_key(ladder, generation, "mk"), ids) if ids else []
+        held = [m for m, marker in zip(ids, marked) if marker is not None]
+        if held:
+            pairs = [value for m in held for value in (m, pack_events(events[m], ladder))]
+            await self.client.hset(self._gen_key(ladder, generation, "unproduced"), items=pairs)
+
+    async def voids(self, ladder: str) -> dict[str, Void]:
+        rows = await self.client.hgetall(self._key(ladder, "voids"))
+        return {text(k): msgpack.unpackb(v, raw=False) for k, v in rows.items()}
+
+    async def set_voids(
+        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
+    ) -> None:
+        key, control, remove = self._key(ladder, "voids"), self._key(ladder, "control"), list(remove)
+        async with self.client.pipeline(transaction=True) as pipe:
+            if add:
+                pipe.hset(key, mapping={m: PACKER.pack(why) for m, why in add.items()})
+            if remove:
+                pipe.hdel(key, *remove)
+            if add or remove:
+                pipe.hincrby(control, "voids", 1)
+            pipe.hget(control, "voids")
+            version = (await pipe.execute())[-1]
+        await self.client.hset(control, f"voids:{generation}", version or 0)

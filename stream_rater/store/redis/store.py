@@ -1,0 +1,336 @@
+"""The Redis state store: a batch is read by one Lua script and committed by another, every
+ladder of it in one round trip each way (see `BatchStore.read_many`): on a single Redis one
+call of the script for all of them, on a Redis Cluster one call per ladder, sent concurrently;
+each ladder's part is atomic on its own. The keys are described in `keys`, the scripts'
+arguments in `scripts`; the re-rate control is `control.RerateControl`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+import msgpack
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
+
+from stream_rater.store.base import StateStore
+from stream_rater.store.deployment import check_prefix
+from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
+from stream_rater.store.redis.control import RerateControl
+from stream_rater.store.redis.keys import DEFAULT_PREFIX, ladder_of_players
+from stream_rater.store.redis.scripts import (
+    BOARD_SCRIPT,
+    BOARD_STEP,
+    COMMIT_SCRIPT,
+    CONTROL_SCRIPT,
+    READ_SCRIPT,
+    commit_args,
+    mode,
+    script_args,
+    snapshot,
+    stored_states,
+)
+from stream_rater.store.status import check_reply, text
+from stream_rater.store.stored_events import stored_event
+from stream_rater.store.values import (
+    DEFAULT_TIMEOUTS,
+    Commit,
+    CommitConflict,
+    Event,
+    Lookup,
+    PlayerState,
+    ReadRequest,
+    RedisTimeouts,
+    Snapshot,
+)
+
+#: Connections a store opens at most (`RedisStore.from_url`).
+MAX_CONNECTIONS = 64
+
+
+class RedisStore(RerateControl, StateStore):
+    """`StateStore` on Redis or Redis Cluster (any client exposing the asyncio Redis API)."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis | RedisCluster,
+        history_limit: int = 100,
+        marker_ttl: float = 0.0,
+        clock: Callable[[], float] = time.time,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        self.client = client
+        self.prefix = check_prefix(prefix)
+        self.namespace = f"the Redis store of prefix {prefix!r}"
+        self.history_limit = history_limit
+        self.marker_ttl = int(marker_ttl)
+        self.clock = clock
+        self.round_trips = 0
+        self._read = client.register_script(READ_SCRIPT)
+        self._commit = client.register_script(COMMIT_SCRIPT)
+        self._control_script = client.register_script(CONTROL_SCRIPT)
+        self._board_script = client.register_script(BOARD_SCRIPT)
+        #: Ladder → its live generation as last seen (scripts check it, see the docstring).
+        self._live: dict[str, int] = {}
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        max_connections: int = MAX_CONNECTIONS,
+        timeouts: RedisTimeouts = DEFAULT_TIMEOUTS,
+        **kwargs: Any,
+    ) -> RedisStore:
+        """A store on the Redis at `url` (``redis://``, ``rediss://`` for TLS, ``unix://``), or
+        on the Redis Cluster at ``redis+cluster://host:port[,host:port…]`` (``rediss+cluster://``
+        for TLS; see `stream_rater.store.redis.cluster`).
+
+        At most `max_connections` connections (per cluster node); a request beyond them waits
+        for a free one (rather than failing with "Too many connections", as concurrent reads of
+        the read API under load otherwise do). Every connection waits as `timeouts` say."""
+        options = timeouts.client_options()
+        if is_cluster_url(url):
+            return cls(cluster_client(url, max_connections, **options), **kwargs)
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, **options)
+        return cls(aioredis.Redis(connection_pool=pool), **kwargs)
+
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
+        snapshots: dict[int, Snapshot] = {}
+        pending = list(range(len(requests)))
+        while pending:  # again for the ladders whose live generation moved on
+            calls = [self._read_call(requests[i]) for i in pending]
+            replies = await self._run_script(self._read, [(keys, arg) for _, keys, arg in calls])
+            again = []
+            for i, (gen, _, _), reply in zip(pending, calls, replies):
+                request = requests[i]
+                if isinstance(reply, list):  # a refusal; an answer is one msgpack document
+                    if text(reply[0]) != "generation":
+                        check_reply(request.ladder, reply)  # raises
+                    self._live[request.ladder] = int(reply[1])
+                    again.append(i)
+                else:
+                    snapshots[i] = snapshot(request, gen, reply)
+            pending = again
+        return [snapshots[i] for i in range(len(requests))]
+
+    def _read_call(self, request: ReadRequest) -> tuple[int, list[str], bytes]:
+        """The generation, keys and argument of the read script for `request`."""
+        ladder, generation = request.ladder, request.generation
+        gen = self._live.get(ladder, 0) if generation is None else generation
+        keys = self.read_keys(ladder, gen)
+        arg = script_args(
+            players=request.player_ids,
+            effects=request.effect_ids,
+            matches=request.match_ids,
+            generation=gen,
+            mode=mode(generation),
+        )
+        return gen, keys, arg
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        replies = await self._run_script(self._commit, [self._commit_call(c) for c in commits])
+        outcomes: list[CommitConflict | None] = []
+        for commit, reply in zip(commits, replies):
+            if text(reply[0]) == "generation":
+                self._live[commit.ladder] = int(reply[1])  # for the re-read after the conflict
+            try:
+                check_reply(commit.ladder, reply)
+            except CommitConflict as refused:
+                outcomes.append(refused)
+            else:
+                outcomes.append(None)
+        return outcomes
+
+    def _commit_call(self, commit: Commit) -> tuple[list[str], bytes]:
+        """The keys and argument of the commit script for `commit`."""
+        ladder = commit.ladder
+        gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
+        keys = self.commit_keys(ladder, gen, commit.history, commit.season)
+        return keys, commit_args(commit, len(keys), gen, self.marker_ttl, self.history_limit, self.clock())
+
+    async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
+        """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each
+        ladder's part atomic on its own, in one round trip: one call of the script for them
+        all on a single Redis; on a Redis Cluster one call per ladder, sent concurrently (each
+        to its ladder's master). A call that finds the script unloaded (a Redis restarted or
+        flushed since) loads it and is sent again, an extra round trip `round_trips` does not
+        count. If a call fails with an error rather than a reply, the first such error is
+        raised once every call is answered."""
+        if not calls:
+            return []
+        self.round_trips += 1
+        if not isinstance(self.client, RedisCluster):
+            keys = [key for call_keys, _ in calls for key in call_keys]
+            replies: list[Any] = await script(keys=keys, args=[arg for _, arg in calls])
+            return replies
+        answered = await asyncio.gather(
+            *(script(keys=keys, args=[arg]) for keys, arg in calls), return_exceptions=True
+        )
+        ladders: list[Any] = []
+        for reply in answered:
+            if isinstance(reply, BaseException):
+                raise reply
+            ladders.append(reply[0])
+        return ladders
+
+    async def _live_generation(self, ladder: str) -> int:
+        """The ladder's live generation, asked of Redis (and cached)."""
+        live = await self.client.hget(self._key(ladder, "control"), "live")
+        self._live[ladder] = int(live or 0)
+        return self._live[ladder]
+
+    async def _on_live(self, ladder: str, build: Callable[[Any, int], None]) -> list[Any]:
+        """Replies of the commands `build(pipeline, generation)` queues for the live
+        generation, in one round trip that also checks the cached generation is live."""
+        while True:
+            gen = self._live.get(ladder, 0)
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hget(self._key(ladder, "control"), "live")
+                build(pipe, gen)
+                replies = await pipe.execute()
+            self.round_trips += 1
+            if int(replies[0] or 0) == gen:
+                return replies[1:]
+            self._live[ladder] = int(replies[0] or 0)
+
+    async def players(
+        self,
+        ladder: str,
+        effects: bool = False,
+        generation: int | None = None,
+        only: Collection[str] | None = None,
+    ) -> dict[str, PlayerState]:
+        gen = await self._live_generation(ladder) if generation is None else generation
+        key = self._gen_key(ladder, gen, "effects" if effects else "players")
+        if only is not None:
+            ids = list(only)
+            found = await self.client.hmget(key, ids) if ids else []
+            return stored_states(ids, found)
+        return {
+            field.decode(): PlayerState.unpack(raw)
+            async for field, raw in self.client.hscan_iter(key, count=1000)
+            if field  # the field '' is commit.lua's, not a player
+        }
+
+    async def leaderboard(
+        self, ladder: str, top: int, start: int = 0, season: int | None = None
+    ) -> list[tuple[str, float]]:
+        board = "lb"
+        if season is not None:
+            ended = await self.seasons(ladder)
+            if not 1 <= season <= len(ended):
+                raise KeyError(season)
+            board = f"lb:season:{ended[season - 1]}"
+        [rows] = await self._on_live(
+            ladder,
+            lambda pipe, gen: pipe.zrevrange(
+                self._gen_key(ladder, gen, board), start, start + top - 1, withscores=True
+            ),
+        )
+        return [(member.decode(), float(score)) for member, score in rows]
+
+    async def seasons(self, ladder: str) -> list[str]:
+        [ids] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.lrange(self._gen_key(ladder, gen, "seasons"), 0, -1)
+        )
+        return [text(i) for i in ids]
+
+    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
+        rows: list[tuple[str, float]] = []
+        cursor = 0
+        while cursor >= 0 and len(rows) < top:
+            step = await self._board(ladder, mode="top", since=since, cursor=cursor, top=top - len(rows))
+            cursor = int(step[0])
+            rows += [(text(step[i]), float(step[i + 1])) for i in range(1, len(step), 2)]
+        return rows
+
+    async def active_places(
+        self, ladder: str, player_ids: Sequence[str], since: float
+    ) -> tuple[dict[str, int], int]:
+        ids = list(player_ids)
+        counts = [0] * len(ids)
+        cursor, path, total = 0, None, 0
+        while cursor >= 0:
+            step = await self._board(ladder, mode="places", since=since, ids=ids, cursor=cursor, path=path)
+            total, path, cursor = int(step[0]), text(step[1]), int(step[2])
+            counts = [c + n if n >= 0 and c >= 0 else -1 for c, n in zip(counts, step[3:])]
+        return {p: c for p, c in zip(ids, counts) if c >= 0}, total
+
+    async def _board(self, ladder: str, **fields: Any) -> list[Any]:
+        """One step of the board script on the ladder's live leaderboard (see ``board.lua``):
+        the live generation is asked first (one more round trip, so that a switch by another
+        process is never missed)."""
+        gen = await self._live_generation(ladder)
+        self.round_trips += 2
+        keys = [self._gen_key(ladder, gen, "lb"), self._gen_key(ladder, gen, "act")]
+        reply: list[Any] = await self._board_script(
+            keys=keys, args=[script_args(budget=BOARD_STEP, **fields)]
+        )
+        return reply
+
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
+        [rows] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.lrange(self._gen_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
+        )
+        return [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
+
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        ids = list(player_ids)
+
+        def build(pipe: Any, gen: int) -> None:
+            board = self._gen_key(ladder, gen, "lb")
+            pipe.hmget(self._gen_key(ladder, gen, "players"), ids) if ids else pipe.zcard(
+                board
+            )  # keyed: cluster-safe
+            for player_id in ids:
+                pipe.zrevrank(board, player_id)
+            pipe.zcard(board)
+
+        replies = await self._on_live(ladder, build)
+        states = replies[0] if ids else []
+        return Lookup(
+            stored_states(ids, states),
+            {i: place for i, place in zip(ids, replies[1:-1]) if place is not None},
+            replies[-1],
+        )
+
+    async def ladders(self) -> list[str]:
+        names = set()
+        of_players = ladder_of_players(self.prefix)
+        async for key in self.client.scan_iter(match=self.prefix + ":{*players", count=1000):
+            found = of_players.match(key.decode())
+            if found:
+                names.add(found.group(1))
+        return sorted(names)
+
+    async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
+        key = self.prefix + ":deployment"
+        async with self.client.pipeline(transaction=False) as pipe:
+            for name, value in (fields or {}).items():
+                pipe.hsetnx(key, name, value)
+            pipe.hgetall(key)
+            record = (await pipe.execute())[-1]
+        return {text(k): text(v) for k, v in record.items()}
+
+    async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for ladder in ladders:
+                if topic is not None:
+                    pipe.hsetnx(self._key(ladder, "control"), "topic", topic)
+                pipe.hget(self._key(ladder, "control"), "topic")
+            replies = await pipe.execute()
+        found = replies[1::2] if topic is not None else replies
+        return {ladder: text(bound) for ladder, bound in zip(ladders, found) if bound is not None}
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.client.ping())
+        except Exception:
+            return False
+
+    async def close(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,221 @@
+"""The store by role: one small protocol per kind of caller, each with the few methods it
+calls, so that a caller declares what it needs and a wrapper (`service.timed_store`) or a test
+double implements only that. `StateStore` (`store.base`) is all of them at once: the base the
+memory and Redis stores implement.
+
+- `BatchStore` — the batch path (`Processor`): read, commit, a whole ladder's states.
+- `ReadStore` — the read side (`Queries`, the worker's pages, its loss guard).
+- `RerateStore` — a re-rate (`corrections.Rerate`): generations, lock, freeze, switch, outbox,
+  on top of the batch path (it rebuilds with a `Processor`) and the voids.
+- `VoidStore` — the voided matches.
+- `DeploymentStore` — what `store.deployment.bind` checks: stored format, ladders' topics.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from stream_rater.store.values import (
+    Commit,
+    CommitConflict,
+    Event,
+    Generations,
+    Lookup,
+    PlayerState,
+    ReadRequest,
+    Snapshot,
+    Void,
+)
+
+
+class BatchStore(Protocol):
+    """What the batch path calls (`Processor`): one read and one commit per batch for every
+    ladder of it, and a whole ladder's states when a season starts."""
+
+    @property
+    def round_trips(self) -> int:
+        """Round trips to the backing service so far (reads + commits; counted alike in memory)."""
+        ...
+
+    @abstractmethod
+    async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
+        """`read` of several ladders (one request each), in `requests`' order, in one round
+        trip."""
+
+    @abstractmethod
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        """`commit` of several ladders (one commit each: two of one ladder would have no
+        defined order, their calls may run concurrently) in one round trip, every one atomic
+        on its own: for each, None if it was applied, or its refusal (a `CommitConflict`,
+        `LadderFrozen` included). Any other error is raised, and then any of the commits may
+        have been applied."""
+
+    @abstractmethod
+    async def players(
+        self,
+        ladder: str,
+        effects: bool = False,
+        generation: int | None = None,
+        only: Collection[str] | None = None,
+    ) -> dict[str, PlayerState]:
+        """Every stored player (or effect) state of `ladder` (live, or the given generation);
+        with `only`, just those of these ids that are stored."""
+
+
+class GenerationsStore(Protocol):
+    """A ladder's generations (see `StateStore`): the read side and a re-rate both need them."""
+
+    @abstractmethod
+    async def generations(self, ladder: str) -> Generations:
+        """The ladder's live and staging generations, live position and lock holder."""
+
+
+class ReadStore(GenerationsStore, Protocol):
+    """What the read side calls: the read API (`Queries`), the worker's pages and its loss
+    guard. Everything of the live generation."""
+
+    async def read(
+        self,
+        ladder: str,
+        player_ids: Iterable[str],
+        effect_ids: Iterable[str],
+        match_ids: Iterable[str],
+        generation: int | None = None,
+    ) -> Snapshot:
+        """States of the given players/effects and the stored events of applied matches, of
+        the live generation (or the staging `generation`; `GenerationGone` if it is not)."""
+
+    @abstractmethod
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        """States and leaderboard places of many players, in one round trip."""
+
+    @abstractmethod
+    async def leaderboard(
+        self, ladder: str, top: int, start: int = 0, season: int | None = None
+    ) -> list[tuple[str, float]]:
+        """The `top` players of `ladder` by display rating from place `start` (0-based) on,
+        best first; of the live leaderboard, or the final one of an ended `season` (1-based,
+        see `seasons`; `KeyError` if it has not ended)."""
+
+    @abstractmethod
+    async def seasons(self, ladder: str) -> list[str]:
+        """The ids of the season-start records applied to the live generation, in order:
+        season n + 1 began with the n-th; the current season is ``len(...) + 1``."""
+
+    @abstractmethod
+    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
+        """The first `top` players of the live leaderboard whose last match is at or after
+        `since` (ladders whose rules rank only active players), best first."""
+
+    @abstractmethod
+    async def active_places(
+        self, ladder: str, player_ids: Sequence[str], since: float
+    ) -> tuple[dict[str, int], int]:
+        """Each of `player_ids`' 0-based place among the live leaderboard's players active
+        since `since` (absent: not ranked, or not active), and how many those are."""
+
+    @abstractmethod
+    async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
+        """The player's most recent rating-changed events, newest first."""
+
+    async def ping(self) -> bool:
+        """True when the store answers."""
+
+
+class VoidStore(Protocol):
+    """The voided matches of a ladder."""
+
+    @abstractmethod
+    async def voids(self, ladder: str) -> dict[str, Void]:
+        """Voided match ids of the ladder and why (``{"reason", "at"}``)."""
+
+    @abstractmethod
+    async def set_voids(
+        self, ladder: str, add: Mapping[str, Void], remove: Iterable[str], generation: int
+    ) -> None:
+        """Record voids (match id → why), lift others, and note that the staging `generation`
+        is built with the voids as they now are."""
+
+
+class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
+    """What a re-rate calls (`corrections.Rerate`): the batch path (it rebuilds the staging
+    generation with a `Processor`), the voids, and the steps of its protocol."""
+
+    @abstractmethod
+    async def begin_rerate(
+        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+    ) -> tuple[int, int | None]:
+        """Take the ladder's re-rate lock for `lease` seconds and open a new, empty staging
+        generation with parameter overrides `params`. Returns it and the staging generation
+        of an abandoned re-rate (None if none) for the caller to drop. `RerateRunning` if
+        another owner holds the lock."""
+
+    @abstractmethod
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        """Extend the lock (and a freeze `owner` set) by `lease` seconds; `LockLost` if it
+        is no longer `owner`'s."""
+
+    @abstractmethod
+    async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
+        """Refuse live commits of the ladder (`LadderFrozen`) for `ttl` seconds at most."""
+
+    @abstractmethod
+    async def switch(
+        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
+    ) -> None:
+        """Atomically make `staging` the live generation and store `outbox` (the correction
+        events still to send), if `owner` holds the lock and the freeze, and the live
+        generation is still `live` at the same positions; else `LockLost` or
+        `CommitConflict`, having changed nothing."""
+
+    @abstractmethod
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        """Drop the sent outbox, lift the freeze, release the lock."""
+
+    @abstractmethod
+    async def abort_rerate(self, ladder: str, owner: str) -> int | None:
+        """Give up: lift the freeze, forget the staging generation (returned, to drop),
+        release the lock. A no-op if `owner` no longer holds it."""
+
+    @abstractmethod
+    async def drop_generation(self, ladder: str, generation: int) -> None:
+        """Delete every key of a generation that is not live."""
+
+    @abstractmethod
+    async def outbox(self, ladder: str) -> list[Event]:
+        """Correction events a switch stored and nobody has sent yet."""
+
+    @abstractmethod
+    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+        """Of `match_ids`, those whose markers in `generation` still hold their events (not
+        known to be with the broker: a worker died between its commit and its produce, or
+        is producing them now)."""
+
+    @abstractmethod
+    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
+        """Make the existing markers of the staging `generation` of the given matches hold
+        `events` (keeping their expiry), so that a redelivery after the switch re-emits them
+        (a re-rate writes its markers empty; see `unproduced`)."""
+
+
+class DeploymentStore(Protocol):
+    """What `store.deployment.bind` checks: the stored format and the ladders' matches topics."""
+
+    #: What the store's keys are, for messages (a Redis store: its key prefix).
+    namespace: str
+
+    async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The store's deployment record (``format``: see `store.deployment`),
+        after first writing each of `fields` the record does not have yet (in one step: two
+        processes binding at once cannot both write). Kept in the store object itself here,
+        as a memory store's data is."""
+
+    async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
+        """The matches topic recorded for each of `ladders` that has one, after recording
+        `topic` (if given) for those that had none (`store.deployment`)."""
+
+    @abstractmethod
+    async def ladders(self) -> list[str]:
+        """Names of the ladders that have stored players."""
