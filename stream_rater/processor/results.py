@@ -31,25 +31,25 @@ class MatchResult(NamedTuple):
     voided: bool = False
     unrated: str | None = None
 
-    @classmethod
-    def applied(cls, match: MatchFinished, events: list[Event]) -> MatchResult:
+    @staticmethod
+    def applied(match: MatchFinished, events: list[Event]) -> MatchResult:
         """`match` newly applied, with its `events`."""
-        return _new(cls, (match, events, False, False, None))
+        return _new(MatchResult, (match, events, False, False, None))
 
-    @classmethod
-    def duplicate_of(cls, match: MatchFinished, events: list[Event]) -> MatchResult:
+    @staticmethod
+    def duplicate_of(match: MatchFinished, events: list[Event]) -> MatchResult:
         """`match` found applied before; `events` are what its marker still holds."""
-        return _new(cls, (match, events, True, False, None))
+        return _new(MatchResult, (match, events, True, False, None))
 
-    @classmethod
-    def voided_by_operator(cls, match: MatchFinished) -> MatchResult:
+    @staticmethod
+    def voided_by_operator(match: MatchFinished) -> MatchResult:
         """`match` voided by an operator: not applied, no events."""
-        return _new(cls, (match, [], False, True, None))
+        return _new(MatchResult, (match, [], False, True, None))
 
-    @classmethod
-    def unrated_because(cls, match: MatchFinished, reason: str) -> MatchResult:
+    @staticmethod
+    def unrated_because(match: MatchFinished, reason: str) -> MatchResult:
         """`match` recorded as applied but rating no one, for `reason`."""
-        return _new(cls, (match, [], False, False, reason))
+        return _new(MatchResult, (match, [], False, False, reason))
 
 
 @dataclass(slots=True)
