@@ -50,7 +50,7 @@ def test_the_contracts_are_kept() -> None:
     [
         ("rating/base.py", "import stream_rater.cli", LAYERS),
         ("contracts/codecs.py", "from stream_rater.config.ladders import Ladders", LAYERS),
-        ("processor.py", "import aiokafka", NO_TRANSPORT),
+        ("processor/core.py", "import aiokafka", NO_TRANSPORT),
         ("store/base.py", "from stream_rater.store.memory import MemoryStore", ACYCLIC),
     ],
 )

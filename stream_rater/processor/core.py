@@ -1,0 +1,277 @@
+"""`Processor`: batches of validated matches in → state commits + rating-changed events out,
+against a store (`BatchStore`). The design (round trips, retries, exact counts, held states, marker
+shrinking, generations) is in README.md beside this module."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, format_timestamp
+from stream_rater.processor.known_states import KnownStates
+from stream_rater.processor.ledger import CommitLedger
+from stream_rater.processor.planner import PriorObserver, _Plan, plan_batch
+from stream_rater.processor.results import BatchResult, MatchResult, TooManyConflicts, Unratable
+from stream_rater.store.base import Commit, LadderFrozen, ReadRequest, Snapshot
+from stream_rater.store.roles import BatchStore
+from stream_rater.waiting import backoff
+
+#: Per ladder, match ids the current `Processor.process` call found or made applied.
+_Settled = list[tuple[str, set[str]]]
+
+
+@dataclass(slots=True)
+class _LadderPart:
+    """One ladder's matches of a batch, where they are in it, and how far they got."""
+
+    ladder: Ladder
+    indices: list[int] = field(default_factory=list)
+    matches: list[MatchFinished] = field(default_factory=list)
+    #: Partition → the offset after the ladder's last record of the batch in it.
+    positions: dict[int, int] = field(default_factory=dict)
+    attempts: int = 0
+    snapshot: Snapshot = field(default_factory=lambda: Snapshot({}, {}, {}))
+    results: list[MatchResult] = field(default_factory=list)
+
+    def add(self, index: int, match: MatchFinished, record: tuple[int, int] | None) -> None:
+        """Add the batch's `index`-th match, from `record` (partition, offset) if known."""
+        self.indices.append(index)
+        self.matches.append(match)
+        if record is not None:
+            partition, offset = record
+            self.positions[partition] = max(self.positions.get(partition, 0), offset + 1)
+
+    @property
+    def starts_season(self) -> bool:
+        """True for a part that is a season-start record (alone: see `Processor.process`)."""
+        return self.matches[0].season is not None
+
+    def ids(self) -> tuple[list[str], list[str]]:
+        """The players and the effects of these matches, each once."""
+        players = dict.fromkeys(p.id for m in self.matches for t in m.teams for p in t.players)
+        effects = dict.fromkeys(e for m in self.matches for t in m.teams for e in t.effects)
+        return list(players), list(effects)
+
+    def request(self, generation: int | None, players: list[str], effects: list[str]) -> ReadRequest:
+        """What to read for these matches: the states of `players` and `effects`."""
+        match_ids = dict.fromkeys(m.match_id for m in self.matches)
+        return ReadRequest(self.ladder.name, players, effects, list(match_ids), generation)
+
+
+class Processor:
+    """Applies batches of validated matches to a store, exactly once per match, in one
+    store read and one commit per batch (README.md beside this module: why and how).
+
+    `max_attempts` bounds how often one ladder's part of a batch is recomputed after refused
+    commits; `observe` is passed to `plan_batch`; `suspect_empty` makes a ladder the store
+    knows nothing of count as lost (`StoreLost`); `generation` None applies to each ladder's
+    live generation (the worker), a number to that staging generation (a re-rate);
+    `freeze_poll` is the wait while a re-rate switches a ladder; `known_states` bounds the
+    states held between batches."""
+
+    def __init__(
+        self,
+        ladders: Ladders,
+        store: BatchStore,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_attempts: int = 50,
+        observe: PriorObserver | None = None,
+        suspect_empty: bool = False,
+        generation: int | None = None,
+        freeze_poll: float = 0.002,
+        known_states: int = 200_000,
+    ) -> None:
+        self.ladders = ladders
+        self.known = KnownStates(known_states)
+        self.ledger = CommitLedger(suspect_empty=suspect_empty)
+        self.generation = generation
+        self.freeze_poll = freeze_poll
+        self._overridden: dict[tuple[str, str], Ladder] = {}
+        self.store = store
+        self.clock = clock
+        self.max_attempts = max_attempts
+        self.observe = observe
+
+    @property
+    def suspect_empty(self) -> bool:
+        """Whether a ladder the store knows nothing of counts as lost (see `CommitLedger`)."""
+        return self.ledger.suspect_empty
+
+    @suspect_empty.setter
+    def suspect_empty(self, value: bool) -> None:
+        self.ledger.suspect_empty = value
+
+    def produced(self, result: BatchResult) -> None:
+        """Note that `result`'s events are with the broker: the next commit of each ladder
+        shrinks the markers of its matches that still hold events."""
+        self.ledger.produced(result)
+
+    async def process(
+        self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int] | None] | None = None
+    ) -> BatchResult:
+        """Apply `matches` in order; results come back in the same order. `where` gives
+        each match's (partition, offset) in the matches topic (None: not from there).
+
+        A season-start record is applied on its own, between the records before and after it
+        (processed as batches of their own), after reading every player of its ladder."""
+        # Match ids known applied by this processor's own commits — confirmed by a re-read, or
+        # committed in this call — are settled only once this call returns: if it raises after
+        # some ladders (or segments) committed, the retry still counts them as applied.
+        settled: _Settled = []
+        cuts = [i for i, m in enumerate(matches) if m.season is not None]
+        bounds = sorted({0, len(matches), *cuts, *(i + 1 for i in cuts)})
+        batch = BatchResult()
+        for lo, hi in itertools.pairwise(bounds):
+            done = await self._process(matches[lo:hi], None if where is None else where[lo:hi], settled)
+            batch.results += done.results
+            batch.conflicts += done.conflicts
+        for name, ids in settled:
+            if ids:
+                self.ledger.settle(name, ids)
+        return batch
+
+    async def _process(
+        self,
+        matches: Sequence[MatchFinished],
+        where: Sequence[tuple[int, int] | None] | None,
+        settled: _Settled,
+    ) -> BatchResult:
+        """`process` of records among which a season start can only be the only one; the ids
+        it finds or makes applied go to `settled`."""
+        parts: dict[str, _LadderPart] = {}
+        for i, match in enumerate(matches):
+            part = parts.get(match.ladder)
+            if part is None:
+                part = parts[match.ladder] = _LadderPart(self.ladders.get(match.ladder))
+            part.add(i, match, where[i] if where is not None else None)
+        batch = BatchResult()
+        pending = list(parts.values())
+        delays = backoff(0.001, 0.05, jitter=1.0)
+        while pending:
+            planned = await self._plan_all(pending, settled)
+            if not planned:
+                break
+            pending, conflicted = await self._commit_all(planned, settled, batch)
+            if pending:
+                await asyncio.sleep(next(delays) if conflicted else self.freeze_poll)
+        ordered: list[MatchResult | None] = [None] * len(matches)
+        for part in parts.values():
+            for i, result in zip(part.indices, part.results):
+                ordered[i] = result
+        batch.results = [r for r in ordered if r is not None]
+        return batch
+
+    async def _plan_all(
+        self, pending: list[_LadderPart], settled: _Settled
+    ) -> list[tuple[_LadderPart, _Plan]]:
+        """Read and compute every part of `pending`; the parts with something to commit."""
+        snapshots = await self._read(pending)
+        for i, part in enumerate(pending):
+            if part.starts_season:
+                everyone = await self.store.players(part.ladder.name, generation=self.generation)
+                snapshots[i] = replace(snapshots[i], players=everyone)
+        planned = []
+        for part, snapshot in zip(pending, snapshots):
+            plan, confirmed = self._plan(part, snapshot)
+            settled.append((part.ladder.name, confirmed))
+            if plan.commit.markers:
+                planned.append((part, plan))
+        return planned
+
+    async def _commit_all(
+        self, planned: list[tuple[_LadderPart, _Plan]], settled: _Settled, batch: BatchResult
+    ) -> tuple[list[_LadderPart], bool]:
+        """Commit every plan in one round trip; the parts whose commit was refused, and
+        whether one was refused by a conflict (counted in `batch`), not a frozen ladder."""
+        commits = []
+        for part, plan in planned:
+            shrink = self.ledger.sending(part.ladder.name, plan.commit.markers)
+            commits.append(replace(plan.commit, produced=shrink) if shrink else plan.commit)
+        refusals = await self.store.commit_many(commits)
+        pending, conflicted = [], False
+        for (part, plan), commit, refused in zip(planned, commits, refusals):
+            name = part.ladder.name
+            if refused is None:
+                self._hold(part, plan.commit)
+                settled.append((name, set(plan.commit.markers)))
+                self.ledger.applied(name, part.snapshot, len(plan.commit.markers), commit.produced)
+                continue
+            self.ledger.refused(name, plan.commit.markers)
+            self.known.drop(name)
+            pending.append(part)
+            if not isinstance(refused, LadderFrozen):  # a freeze lasts milliseconds: not counted
+                conflicted = True
+                part.attempts += 1
+                batch.conflicts += 1
+                if part.attempts >= self.max_attempts:
+                    raise TooManyConflicts(
+                        f"ladder {name!r}: commit refused {self.max_attempts} times in a row"
+                    )
+        return pending, conflicted
+
+    async def _read(self, parts: Sequence[_LadderPart]) -> list[Snapshot]:
+        """The snapshots of `parts`, read in one round trip without the states held of them;
+        in a second one, whole, those of the ladders whose held states turned out stale."""
+        ids = [part.ids() for part in parts]
+        held = [self.known.held(part.ladder.name) for part in parts]
+        snapshots = await self.store.read_many(
+            [
+                part.request(self.generation, *self.known.missing(h, players, effects))
+                for part, h, (players, effects) in zip(parts, held, ids)
+            ]
+        )
+        stale = []
+        for i, (part, h, (players, effects)) in enumerate(zip(parts, held, ids)):
+            complete = self.known.complete(part.ladder.name, h, snapshots[i], players, effects)
+            if complete is None:
+                stale.append(i)
+            else:
+                snapshots[i] = complete
+        if stale:
+            again = await self.store.read_many([parts[i].request(self.generation, *ids[i]) for i in stale])
+            for i, snapshot in zip(stale, again):
+                snapshots[i] = snapshot
+        return snapshots
+
+    def _hold(self, part: _LadderPart, commit: Commit) -> None:
+        """Keep what `part`'s applied `commit` leaves stored, for the ladder's next batch."""
+        players = {w.player_id: w.state for w in commit.writes if not w.is_effect}
+        effects = {w.player_id: w.state for w in commit.writes if w.is_effect}
+        self.known.committed(part.ladder.name, part.snapshot, players, effects, len(commit.markers))
+
+    def _plan(self, part: _LadderPart, snapshot: Snapshot) -> tuple[_Plan, set[str]]:
+        """Compute `part` on `snapshot` (its results are kept on `part`); also the match ids
+        found applied by this processor's own unconfirmed commits (`CommitLedger.confirm`)."""
+        name = part.ladder.name
+        self.ledger.read(name, snapshot)
+        try:
+            plan = plan_batch(
+                self._with_params(part.ladder, snapshot.params),
+                part.matches,
+                snapshot,
+                format_timestamp(self.clock()),
+                observe=self.observe,
+                positions=part.positions,
+                generation=self.generation,
+            )
+        except Exception as exc:  # pure computation on the input: see `Unratable`
+            raise Unratable(name, exc) from exc
+        part.snapshot = snapshot
+        part.results, confirmed = self.ledger.confirm(name, plan.results)
+        return plan, confirmed
+
+    def _with_params(self, ladder: Ladder, params: dict[str, Any] | None) -> Ladder:
+        """`ladder` with a generation's parameter overrides (built once per distinct set)."""
+        if not params:
+            return ladder
+        key = (ladder.name, repr(sorted(params.items())))
+        found = self._overridden.get(key)
+        if found is None:
+            found = self._overridden[key] = Ladder(ladder.name, ladder.model, {**ladder.params, **params})
+        return found

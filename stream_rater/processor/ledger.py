@@ -1,0 +1,82 @@
+"""What a processor remembers of its own commits, per ladder: how far each ladder's history
+went (its watermark), the commits sent without a reply, and the matches whose events were
+produced but whose markers still hold them (see README.md beside this module)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from stream_rater.processor.results import BatchResult, MatchResult, StoreLost
+from stream_rater.store.base import Snapshot
+
+
+class CommitLedger:
+    """A processor's record of its commits: watermarks, unconfirmed and produced matches."""
+
+    def __init__(self, *, suspect_empty: bool = False) -> None:
+        #: See `Processor`: a ladder the store knows nothing of counts as lost.
+        self.suspect_empty = suspect_empty
+        #: Ladder → (generation, watermark) as of this processor's last read or commit.
+        self._watermarks: dict[str, tuple[int, int]] = {}
+        #: Match ids (per ladder) of commits sent whose outcome is unknown (no reply).
+        self._unconfirmed: dict[str, set[str]] = {}
+        #: Match ids (per ladder) whose events were produced and whose markers are still whole.
+        self._produced: dict[str, set[str]] = {}
+
+    def read(self, ladder: str, snapshot: Snapshot) -> None:
+        """Note `snapshot`, just read of `ladder`; `StoreLost` if it shows less of the ladder
+        than was seen or committed: an older generation than seen, or fewer matches applied
+        to the same one."""
+        seen = self._watermarks.get(ladder)
+        now = (snapshot.generation, snapshot.watermark)
+        if seen is not None and now < seen:
+            raise StoreLost(
+                ladder,
+                f"the store shows {now[1]} matches applied, {seen[1]} were"
+                if now[0] == seen[0]
+                else f"the store shows generation {now[0]} live, generation {seen[0]} was",
+            )
+        if seen is None and now == (0, 0) and self.suspect_empty:
+            raise StoreLost(ladder, "the store is empty although the consumer group has committed offsets")
+        self._watermarks[ladder] = now
+
+    def sending(self, ladder: str, match_ids: Iterable[str]) -> list[str]:
+        """A commit of `ladder` applying `match_ids` is about to be sent: they are unconfirmed
+        until it is known applied or refused. Returns the matches whose markers it may shrink
+        (their events are produced)."""
+        self._unconfirmed.setdefault(ladder, set()).update(match_ids)
+        return list(self._produced.get(ladder, ()))
+
+    def applied(self, ladder: str, snapshot: Snapshot, applied: int, shrunk: Iterable[str]) -> None:
+        """A commit of `ladder`, computed from `snapshot`, applied `applied` matches and
+        shrank the markers of `shrunk`. (Its matches stay unconfirmed until `settle`.)"""
+        self._produced.get(ladder, set()).difference_update(shrunk)
+        self._watermarks[ladder] = (snapshot.generation, snapshot.watermark + applied)
+
+    def refused(self, ladder: str, match_ids: Iterable[str]) -> None:
+        """A commit of `ladder` applying `match_ids` was refused: they were not applied."""
+        self._unconfirmed[ladder].difference_update(match_ids)
+
+    def settle(self, ladder: str, match_ids: Iterable[str]) -> None:
+        """`match_ids` of `ladder` are known applied, and the call that applied them returns."""
+        self._unconfirmed[ladder].difference_update(match_ids)
+
+    def produced(self, result: BatchResult) -> None:
+        """`result`'s events are with the broker: the next commit of each ladder may shrink
+        the markers of its matches that still hold events."""
+        for r in result.results:
+            if r.events:
+                self._produced.setdefault(r.match.ladder, set()).add(r.match.match_id)
+
+    def confirm(self, ladder: str, results: list[MatchResult]) -> tuple[list[MatchResult], set[str]]:
+        """`results`, with matches found applied by this processor's own unconfirmed commit
+        (its reply was lost) reported as newly applied, not as duplicates; and their ids (the
+        caller settles them once its call returns)."""
+        unconfirmed = self._unconfirmed.get(ladder)
+        if not unconfirmed:
+            return results, set()
+        mine = [r.duplicate and r.match.match_id in unconfirmed for r in results]
+        if not any(mine):
+            return results, set()
+        confirmed = {r.match.match_id for r, m in zip(results, mine) if m}
+        return [r._replace(duplicate=False) if m else r for r, m in zip(results, mine)], confirmed

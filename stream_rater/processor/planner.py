@@ -1,0 +1,360 @@
+"""The pure part of processing: one ladder's matches applied in order to a snapshot of its
+states, giving each match's result and the commit that makes them durable. No I/O."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import isfinite
+from typing import Any
+
+from stream_rater.config.ladders import Ladder
+from stream_rater.config.rules import Rules
+from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
+from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
+from stream_rater.rating.base import Outcome, Rating, RatingModel
+from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
+
+#: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
+_timestamp = functools.lru_cache(maxsize=4096)(format_timestamp)
+
+#: Sees each match with its prior team ratings (effects last in their teams) just before
+#: the model rates it — how `evaluate` makes its predictions with the very same states.
+PriorObserver = Callable[[MatchFinished, list[list[Rating]], Outcome], None]
+
+
+@dataclass(slots=True)
+class _Plan:
+    results: list[MatchResult]
+    commit: Commit
+
+
+@dataclass(slots=True)
+class _Setting:
+    """What one batch of one ladder is computed with: the ladder, its model's and rules'
+    parts the hot loop calls, the snapshot's stored states, and the batch's own inputs."""
+
+    ladder: Ladder
+    model: RatingModel
+    rules: Rules
+    snapshot: Snapshot
+    processed_at: str
+    observe: PriorObserver | None
+    #: None: a live batch (markers hold the events); a number: a re-rate's staging one.
+    generation: int | None
+    #: Set when some match may be unrated by the ladder's duration or player-count rules.
+    checks_rated: bool
+    #: Display rating (games, sigma) → whether the player is on the leaderboard; None: all are.
+    qualifies: Callable[[int, float | None], bool] | None
+    provisional: Callable[[int, float | None], bool] | None
+    new_player: PlayerState
+    new_effect: PlayerState
+    #: Match ids an operator voided (`Snapshot.voided`).
+    voided: Collection[str]
+
+    @classmethod
+    def of(
+        cls,
+        ladder: Ladder,
+        snapshot: Snapshot,
+        processed_at: str,
+        observe: PriorObserver | None,
+        generation: int | None,
+    ) -> _Setting:
+        """The setting of a batch of `ladder` computed on `snapshot`."""
+        model, rules = ladder.rating_model, ladder.rules
+        initial, initial_effect = model.initial(), model.initial_effect()
+        return cls(
+            ladder=ladder,
+            model=model,
+            rules=rules,
+            snapshot=snapshot,
+            processed_at=processed_at,
+            observe=observe,
+            generation=generation,
+            checks_rated=rules.min_duration is not None or rules.min_players is not None,
+            qualifies=rules.qualifies if rules.filters_leaderboard else None,
+            provisional=rules.provisional if rules.marks_provisional else None,
+            new_player=PlayerState(initial.mu, initial.sigma, extra=initial.extra),
+            new_effect=PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra),
+            voided=snapshot.voided,
+        )
+
+
+@dataclass(slots=True)
+class _Changes:
+    """What a batch has changed so far, as it will be written: states one version past the
+    one read, markers, history entries, leaderboard scores and the results."""
+
+    applied: dict[str, list[Event]]
+    players: dict[str, PlayerState] = field(default_factory=dict)
+    effects: dict[str, PlayerState] = field(default_factory=dict)
+    markers: dict[str, list[Event]] = field(default_factory=dict)
+    history: dict[str, list[Event]] = field(default_factory=dict)
+    leaderboard: dict[str, float | None] = field(default_factory=dict)
+    results: list[MatchResult] = field(default_factory=list)
+    #: The id of the season-start record the batch applies, if any.
+    season: str | None = None
+
+    def apply(self, match_id: str, events: list[Event], generation: int | None) -> None:
+        """Mark `match_id` applied with `events` (a staging generation's marker holds none:
+        its events are never produced)."""
+        self.applied[match_id] = events
+        self.markers[match_id] = events if generation is None else []
+
+    def player(self, pid: str, after: PlayerState, rating: float, s: _Setting) -> None:
+        """Write player `pid`'s state `after` the match and its leaderboard score."""
+        self.players[pid] = after
+        qualifies = s.qualifies
+        self.leaderboard[pid] = rating if qualifies is None or qualifies(after.games, after.sigma) else None
+
+
+def plan_batch(
+    ladder: Ladder,
+    matches: Sequence[MatchFinished],
+    snapshot: Snapshot,
+    processed_at: str,
+    observe: PriorObserver | None = None,
+    positions: Mapping[int, int] | None = None,
+    generation: int | None = None,
+) -> _Plan:
+    """Apply `matches` (all of `ladder`) in order to `snapshot`; pure, no I/O.
+
+    Returns the results and the commit that makes them durable: new states expecting the
+    versions of the snapshot, one marker per newly applied match, leaderboard scores and
+    history entries, and `positions` (how far into the topic the matches go) for the
+    `generation` read. Voided matches are skipped. `observe`, if given, sees every newly
+    applied match's priors.
+
+    A staging generation's markers (`generation` not None: a re-rate) are written without
+    events, as shrunk ones: its events are never produced (the re-rate sends correction
+    events instead), so there is nothing a redelivery could re-emit.
+    """
+    setting = _Setting.of(ladder, snapshot, processed_at, observe, generation)
+    changes = _Changes(applied=dict(snapshot.applied))
+    results = changes.results
+    for match in matches:
+        results.append(_one_match(setting, changes, match))
+    return _Plan(results, _commit(setting, changes, positions))
+
+
+def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchResult:
+    """Apply `match` on top of `changes`: the steps a match goes through, in order."""
+    match_id = match.match_id
+    if match_id in changes.applied:
+        return MatchResult.duplicate_of(match, changes.applied[match_id])
+    if match_id in s.voided:
+        return MatchResult.voided_by_operator(match)
+    if match.season is not None:
+        changes.season = match_id
+        resets = _season_events(s, match, changes)
+        changes.apply(match_id, resets, s.generation)
+        return MatchResult.applied(match, resets)
+    if s.checks_rated or not match.rated:
+        reason = s.rules.unrated_reason(match)
+        if reason is not None:
+            changes.applied[match_id] = changes.markers[match_id] = []
+            return MatchResult.unrated_because(match, reason)
+    priors, teams, elapsed, plain = _priors(s, changes, match)
+    outcome = _outcome(s, match, elapsed, plain)
+    if s.observe is not None:
+        s.observe(match, teams, outcome)
+    events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
+    changes.apply(match_id, events, s.generation)
+    return MatchResult.applied(match, events)
+
+
+def _priors(
+    s: _Setting, changes: _Changes, match: MatchFinished
+) -> tuple[list[list[PlayerState]], list[list[Rating]], list[list[float | None]], bool]:
+    """Per team: its players' states before `match`, then its effects' (as changed by the
+    batch, else as stored, else new); their ratings; the time since each last played; and
+    whether the match is plain (every weight 1, every player rated, no effects)."""
+    players, stored_players, new_player = changes.players, s.snapshot.players, s.new_player
+    at = match.finished_at
+    priors: list[list[PlayerState]] = []
+    teams: list[list[Rating]] = []
+    elapsed: list[list[float | None]] = []
+    plain = True
+    for team in match.teams:
+        prior = [players.get(p.id) or stored_players.get(p.id) or new_player for p in team.players]
+        if team.effects:
+            effects, stored_effects, new_effect = changes.effects, s.snapshot.effects, s.new_effect
+            prior += [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
+            plain = False
+        elif plain:
+            for p in team.players:
+                if p.weight != 1.0 or not p.rated:
+                    plain = False
+                    break
+        priors.append(prior)
+        ratings: list[Rating] = []
+        gaps: list[float | None] = []
+        for state in prior:
+            ratings.append(_new(Rating, (state[0], state[1], state[5])))  # mu, sigma, extra
+            gaps.append(None if state.last_played is None else max(0.0, at - state.last_played))
+        teams.append(ratings)
+        elapsed.append(gaps)
+    return priors, teams, elapsed, plain
+
+
+def _per_player(match: MatchFinished, attr: str, default: Any) -> list[list[Any]]:
+    return [[default if (v := getattr(p, attr)) is None else v for p in team.players] for team in match.teams]
+
+
+def _outcome(s: _Setting, match: MatchFinished, elapsed: list[list[float | None]], plain: bool) -> Outcome:
+    """What the model learns `match`'s teams from besides their ratings: the ranks, and
+    weights and rated flags (unless `plain`), scores and times played (if the model uses them)."""
+    weights = rated = scores = seconds = None
+    if not plain:
+        pad = [[1.0] * len(team.effects) for team in match.teams]
+        weights = [w + e for w, e in zip(_per_player(match, "weight", 1.0), pad)]
+        rated = [r + [True] * len(e) for r, e in zip(_per_player(match, "rated", True), pad)]
+    if s.model.needs_scores:
+        scores = _per_player(match, "score", 0.0)
+        seconds = _per_player(match, "seconds_played", 0.0)
+    return _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
+
+
+def _events(
+    s: _Setting,
+    changes: _Changes,
+    match: MatchFinished,
+    priors: list[list[PlayerState]],
+    posterior: list[list[Rating]],
+) -> list[Event]:
+    """Write the rated players' and the effects' states after `match` (their `posterior`
+    ratings) into `changes`, with the players' leaderboard scores and history; returns their
+    rating-changed events. `NonFiniteRating` if a posterior rating is NaN or infinite."""
+    model, ladder_name, processed_at = s.model, s.ladder.name, s.processed_at
+    display, model_name, provisional, qualifies = model.display, model.name, s.provisional, s.qualifies
+    stored_players, new_player = s.snapshot.players, s.new_player
+    players, leaderboard, history = changes.players, changes.leaderboard, changes.history
+    at, match_id = match.finished_at, match.match_id
+    for team_post in posterior:
+        for r in team_post:
+            if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
+                raise NonFiniteRating(
+                    f"match {match_id!r}: model {model_name!r} produced a non-finite rating"
+                )
+    finished_at = _timestamp(at)
+    events: list[Event] = []
+    for team, prior, team_post in zip(match.teams, priors, posterior):
+        for player, before, new in zip(team.players, prior, team_post):
+            if not player.rated:
+                continue
+            pid = player.id
+            rating = display(new)
+            players[pid] = after = _after(before, new, at, stored_players.get(pid, new_player), rating)
+            leaderboard[pid] = rating if qualifies is None or qualifies(after.games, after.sigma) else None
+            event = rating_changed(
+                match_id=match_id,
+                ladder=ladder_name,
+                player_id=pid,
+                model=model_name,
+                before=before[:2],
+                after=new[:2],
+                rating=rating,
+                games=after.games,
+                finished_at=finished_at,
+                processed_at=processed_at,
+                late=before.last_played is not None and at < before.last_played,  # see `is_late`
+                provisional=None if provisional is None else provisional(after.games, after.sigma),
+            )
+            events.append(event)
+            entries = history.get(pid)
+            if entries is None:
+                history[pid] = [event]
+            else:
+                entries.append(event)
+        if team.effects:
+            n, stored_effects = len(team.players), s.snapshot.effects
+            for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
+                changes.effects[name] = _after(before, new, at, stored_effects.get(name, s.new_effect), None)
+    return events
+
+
+def _after(
+    before: PlayerState, new: Rating, at: float, stored: PlayerState, rating: float | None
+) -> PlayerState:
+    """The state to write after a match at `at`: one version past the `stored` one; its peak
+    raised to the display `rating` if that is higher (None for effects: no peak)."""
+    last = at if before.last_played is None else max(before.last_played, at)
+    extra = new[2] if len(new) > 2 else None  # a model may build (mu, sigma) by tuple.__new__
+    peak, peak_at = before.peak, before.peak_at
+    if rating is not None and (peak is None or rating > peak):
+        peak, peak_at = rating, at
+    return _new(
+        PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1, extra, peak, peak_at)
+    )
+
+
+def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> list[Event]:
+    """Apply the season-start `record` to every player of the snapshot (which holds them all):
+    each state pulled toward the prior (`Rules.season_reset`) is written into `changes` with
+    its leaderboard score; returns one season event per player whose state changed. Games,
+    last match and peak stay as they were."""
+    model, rules = s.model, s.rules
+    overrides = dict(record.season.params) if record.season is not None else {}
+    started_at = _timestamp(record.finished_at)
+    events: list[Event] = []
+    for pid, stored in s.snapshot.players.items():
+        state = changes.players.get(pid, stored)
+        reset = rules.season_reset(model, Rating(state.mu, state.sigma, state.extra), overrides)
+        if (reset.mu, reset.sigma) == (state.mu, state.sigma):
+            continue
+        after = state._replace(mu=reset.mu, sigma=reset.sigma, version=stored.version + 1)
+        rating = model.display(reset)
+        changes.player(pid, after, rating, s)
+        event = season_changed(
+            season_id=record.match_id,
+            ladder=s.ladder.name,
+            player_id=pid,
+            model=model.name,
+            before=(state.mu, state.sigma),
+            after=(reset.mu, reset.sigma),
+            rating=rating,
+            games=after.games,
+            started_at=started_at,
+            processed_at=s.processed_at,
+            provisional=None if s.provisional is None else s.provisional(after.games, after.sigma),
+            params=overrides,
+        )
+        events.append(event)
+        changes.history.setdefault(pid, []).append(event)
+    return events
+
+
+def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None) -> Commit:
+    """The commit that makes `changes` durable: each changed state expecting the version
+    read, the players' leaderboard scores (and last played, where the rules track activity)."""
+    tracks_activity = s.rules.leaderboard_active_days is not None
+    leaderboard = changes.leaderboard
+    writes = [
+        _new(
+            StateWrite,
+            (
+                pid,
+                state,
+                state.version - 1,
+                False,
+                score := leaderboard[pid],
+                state.last_played if tracks_activity and score is not None else None,
+            ),
+        )
+        for pid, state in changes.players.items()
+    ] + [
+        _new(StateWrite, (name, state, state.version - 1, True, None, None))
+        for name, state in changes.effects.items()
+    ]
+    return Commit(
+        ladder=s.ladder.name,
+        writes=writes,
+        markers=changes.markers,
+        history=changes.history,
+        positions=positions or {},
+        generation=s.generation,
+        season=changes.season,
+        read_at=(s.snapshot.generation, s.snapshot.watermark),
+    )
