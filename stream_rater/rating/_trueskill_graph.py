@@ -98,7 +98,7 @@ class Chain:
 
     # One EP kernel, kept whole on purpose: splitting the sweep loop would add calls per factor
     # update in the hot multi-team path and scatter eqs. 5-6 / Table 1 over helpers.
-    def run(self, order: list[int], draws: list[bool]) -> list[TeamMove]:  # noqa: PLR0912, PLR0915, RUF100
+    def run(self, order: list[int], draws: list[bool]) -> list[TeamMove]:  # noqa: PLR0915
         """How the performances of the teams ranked in `order` (best first) move.
 
         ``draws[f]`` says whether positions ``f`` and ``f + 1`` drew. Factor ``f``
