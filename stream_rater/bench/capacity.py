@@ -137,22 +137,7 @@ async def measure(
         pick = random.Random(0)
         player_ids = sorted({p.id for m in matches for t in m.teams for p in t.players})
         histories = pick.sample(player_ids, min(sample, len(player_ids)))
-        prefix = ladder_key(ladder, "")
-        async with client.pipeline(transaction=False) as pipe:
-            for suffix in ("players", "lb"):
-                pipe.memory_usage(prefix + suffix, samples=0)
-                pipe.object("encoding", prefix + suffix)
-            pipe.hlen(prefix + "players")
-            pipe.zcard(prefix + "lb")
-            for suffix in ("mk", "mk:expiry", "unproduced"):
-                pipe.memory_usage(prefix + suffix, samples=0)
-            pipe.hlen(prefix + "mk")
-            pipe.hlen(prefix + "unproduced")
-            for player_id in histories:
-                pipe.memory_usage(f"{prefix}h:{player_id}", samples=0)
-                pipe.llen(f"{prefix}h:{player_id}")
-            pipe.object("encoding", f"{prefix}h:{histories[0]}")
-            replies = await pipe.execute()
+        replies = await _key_sizes(client, ladder_key(ladder, ""), histories)
     finally:
         await store.close()
     players_bytes, players_encoding, lb_bytes, lb_encoding, fields, members = replies[:6]
@@ -180,6 +165,28 @@ async def measure(
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
+
+
+async def _key_sizes(client: Any, prefix: str, histories: Sequence[str]) -> list[Any]:
+    """One pipeline of the sizes and encodings of a ladder's keys (`prefix` its key prefix):
+    players and leaderboard (bytes, encoding), their counts, the markers' three hashes and their
+    counts, then the bytes and length of each player's history in `histories`, and the encoding
+    of the first."""
+    async with client.pipeline(transaction=False) as pipe:
+        for suffix in ("players", "lb"):
+            pipe.memory_usage(prefix + suffix, samples=0)
+            pipe.object("encoding", prefix + suffix)
+        pipe.hlen(prefix + "players")
+        pipe.zcard(prefix + "lb")
+        for suffix in ("mk", "mk:expiry", "unproduced"):
+            pipe.memory_usage(prefix + suffix, samples=0)
+        pipe.hlen(prefix + "mk")
+        pipe.hlen(prefix + "unproduced")
+        for player_id in histories:
+            pipe.memory_usage(f"{prefix}h:{player_id}", samples=0)
+            pipe.llen(f"{prefix}h:{player_id}")
+        pipe.object("encoding", f"{prefix}h:{histories[0]}")
+        return list(await pipe.execute())
 
 
 def _text(value: bytes | str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import os
 import random
 import subprocess
@@ -185,15 +186,7 @@ async def _measure(
 
         await wait_until_async(backlog_rated, "the output of the backlog", 600)
         sample()
-        # The middle 90 % of the outputs, by the time the pipeline produced them: no start-up
-        # (group join, first fetch) and no tail.
-        stamps = sorted(outputs.timestamps)[: n * per_match]
-        first, last = stamps[len(stamps) // 20] / 1000, stamps[len(stamps) * 19 // 20] / 1000
-        if last - first < 0.05:
-            raise ValueError(
-                f"the backlog of {n:,} matches was rated in {last - first:.3f} s, too short to "
-                "measure: give a larger --matches"
-            )
+        first, last = _middle(outputs.timestamps, n, per_match)
         matches = 0.9 * n
 
         def used(samples: list[tuple[float, float]]) -> float:
@@ -209,6 +202,19 @@ async def _measure(
         await outputs.stop()
     rss, peak = _rss_mb(pid)
     return PipelineResult(name, throughput, per_cpu_second, latency, rss, peak, services_cores, redis_us)
+
+
+def _middle(timestamps: Sequence[float], n: int, per_match: int) -> tuple[float, float]:
+    """When the middle 90 % of the backlog's outputs were produced (seconds): no start-up
+    (group join, first fetch) and no tail."""
+    stamps = sorted(timestamps)[: n * per_match]
+    first, last = stamps[len(stamps) // 20] / 1000, stamps[len(stamps) * 19 // 20] / 1000
+    if last - first < 0.05:
+        raise ValueError(
+            f"the backlog of {n:,} matches was rated in {last - first:.3f} s, too short to "
+            "measure: give a larger --matches"
+        )
+    return first, last
 
 
 async def _latency(
@@ -258,23 +264,7 @@ def run(
                 partitions=partitions,
             )
             started: list[subprocess.Popen[bytes]] = []
-
-            def start(kind: str = kind, settings: Settings = settings) -> int:
-                log = (Path(runtime.log_dir or ".") / f"{kind}.log").open("w")
-                if kind == "worker":
-                    started.append(start_worker(settings, {}, log))  # noqa: B023
-                else:
-                    started.append(  # noqa: B023
-                        subprocess.Popen(
-                            [sys.executable, "-m", "stream_rater.bench.passthrough"],
-                            env=worker_env(settings, {}),
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                        )
-                    )
-                log.close()
-                return started[-1].pid  # noqa: B023
-
+            start = functools.partial(_start_pipeline, kind, settings, Path(runtime.log_dir or "."), started)
             try:
                 results.append(
                     asyncio.run(
@@ -296,6 +286,27 @@ def run(
                     stop_process(process)
     _print(results, matches, latency_seconds, broker, out)
     return results
+
+
+def _start_pipeline(
+    kind: str, settings: Settings, log_dir: Path, started: list[subprocess.Popen[bytes]]
+) -> int:
+    """Start the worker or the faust pass-through (`kind`) with its log in `log_dir`, add it to
+    `started` and return its PID."""
+    log = (log_dir / f"{kind}.log").open("w")
+    if kind == "worker":
+        started.append(start_worker(settings, {}, log))
+    else:
+        started.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "stream_rater.bench.passthrough"],
+                env=worker_env(settings, {}),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+    log.close()
+    return started[-1].pid
 
 
 def _print(results: list[PipelineResult], n: int, latency_seconds: float, broker: str, out: TextIO) -> None:

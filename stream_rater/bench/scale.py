@@ -297,26 +297,13 @@ async def _measure(
             await progress.sample(time.perf_counter() - started)
             return False
 
-        async def all_counted() -> bool:  # the workers' counters follow their commits
-            await progress.sample(time.perf_counter() - started)
-            return sum(progress.applied()) >= len(events)
-
         await wait_until_async(all_applied, lambda: f"all {len(events)} matches applied, {applied} are", 600)
         seconds = time.perf_counter() - started
         used = {pid: _cpu_seconds(pid) - before for pid, before in cpu.items()}
         own = time.process_time() - own_cpu
         await publisher
-        await wait_until_async(
-            all_counted,
-            lambda: f"the workers to count {len(events)} matches applied, not {sum(progress.applied())}",
-            30,
-        )
-        shares = [
-            WorkerShare(partitions, applied, busy, used[pid], *await asyncio.to_thread(_batches, port))
-            for partitions, applied, busy, pid, port in zip(
-                progress.partitions, progress.applied(), progress.busy(), pids, ports
-            )
-        ]
+        await _counted(progress, started, len(events))
+        shares = await _shares(progress, used, pids, ports)
         redis = sum(used[pid] for name, pid in services.items() if name.startswith("redis"))
         result = ScaleRun(
             store_kind,
@@ -335,6 +322,32 @@ async def _measure(
     finally:
         await store.close()
     return result
+
+
+async def _counted(progress: _Progress, started: float, matches: int) -> None:
+    """Wait until the workers' counters (which follow their commits) count `matches` applied."""
+
+    async def all_counted() -> bool:
+        await progress.sample(time.perf_counter() - started)
+        return sum(progress.applied()) >= matches
+
+    await wait_until_async(
+        all_counted,
+        lambda: f"the workers to count {matches} matches applied, not {sum(progress.applied())}",
+        30,
+    )
+
+
+async def _shares(
+    progress: _Progress, used: dict[int, float], pids: list[int], ports: list[int]
+) -> list[WorkerShare]:
+    """Each worker's partitions, matches applied, busy time, CPU (`used`) and batches."""
+    return [
+        WorkerShare(partitions, applied, busy, used[pid], *await asyncio.to_thread(_batches, port))
+        for partitions, applied, busy, pid, port in zip(
+            progress.partitions, progress.applied(), progress.busy(), pids, ports
+        )
+    ]
 
 
 class _Progress:
