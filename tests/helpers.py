@@ -1,6 +1,6 @@
 """What many test files share: 1-vs-1 match events, a rating-changed event, running the CLI,
 waiting for a condition, reading a topic until enough has arrived, a ladder's stored players.
-Import it as ``from helpers import ...`` (pytest puts ``tests/`` on the path for its conftest)."""
+Import it as ``from tests.helpers import ...`` (``tests`` is a package)."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from helpers import cli
 
 from stream_rater.kafka import bootstrap_servers, create_topics, topic_partitions
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
+from tests.helpers import cli
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Collection
 
 import pytest
-from helpers import poison_model, poisoned
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
@@ -18,6 +17,7 @@ from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.store import open_store
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import poison_model, poisoned
 
 #: The tests' ladder: a fresh name, so they never share Redis state with other tests.
 NAME = f"rr-{uuid.uuid4().hex[:8]}"

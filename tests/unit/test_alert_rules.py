@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_deploy import exported_series, load_yaml, promql_metric_names
+
+from tests.unit.test_deploy import exported_series, load_yaml, promql_metric_names
 
 PROMETHEUS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 #: Metrics the rules read that the worker does not export: `up` is Prometheus's own.

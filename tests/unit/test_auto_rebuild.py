@@ -11,7 +11,6 @@ import asyncio
 import json
 
 import pytest
-from helpers import cli, duel
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
@@ -26,6 +25,7 @@ from stream_rater.service.batch_handler import BatchHandler, Topics
 from stream_rater.service.store_loss import Loss, LossGuard
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import cli, duel
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 SETTINGS = Settings(consumer_group="raters")

@@ -7,7 +7,6 @@ import math
 from functools import partial
 
 import pytest
-from helpers import parsed_duel
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
@@ -17,6 +16,7 @@ from stream_rater.queries import Queries
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.predict import predict
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import parsed_duel
 
 # Logistic Elo with scale 1: P(a beats b) = 1 / (1 + exp(r_b - r_a)), so r = ln 3 vs 0 is 3/4.
 LADDERS = Ladders([Ladder("default", "elo", {"scale": 1.0})])

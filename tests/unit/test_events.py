@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from helpers import RATING_CHANGED as CHANGED
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,6 +29,7 @@ from stream_rater.contracts import (
 )
 from stream_rater.contracts import _match_fast as fast_path
 from stream_rater.contracts import _match_parse as full_path
+from tests.helpers import RATING_CHANGED as CHANGED
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_processor import LADDERS, fixed_clock, match
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.known_states import KnownStates
 from stream_rater.processor import Processor
 from stream_rater.store import PlayerState, ReadRequest, Snapshot
 from stream_rater.store.memory import MemoryStore
+from tests.unit.test_processor import LADDERS, fixed_clock, match
 
 
 class AskedStore(MemoryStore):

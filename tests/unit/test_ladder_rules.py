@@ -8,7 +8,6 @@ import random
 from typing import Any
 
 import pytest
-from helpers import duel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +19,7 @@ from stream_rater.processor import MatchResult, Processor
 from stream_rater.queries import Queries, QueryError
 from stream_rater.rating.base import Rating
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import duel
 
 T0 = 1_700_000_000.0
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import duel
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
@@ -16,6 +15,7 @@ from stream_rater.kafka import LogRecord
 from stream_rater.processor import Processor, StoreLost
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import duel
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import pytest
 import redis.exceptions
 from aiokafka.errors import KafkaConnectionError
-from helpers import duel, poison_model, poisoned
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import Limits, parse_match
@@ -28,6 +27,7 @@ from stream_rater.store import Commit, CommitConflict, StateWrite
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.status import server_refusal
 from stream_rater.waiting import wait_until_async
+from tests.helpers import duel, poison_model, poisoned
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 

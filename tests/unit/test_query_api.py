@@ -11,7 +11,6 @@ import pytest
 import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from helpers import parsed_duel
 from scipy.stats import norm
 
 from stream_rater.config.ladders import Ladder, Ladders
@@ -19,6 +18,7 @@ from stream_rater.processor import Processor
 from stream_rater.queries import Queries
 from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import parsed_duel
 
 DAY = 86400.0
 LADDERS = Ladders(

@@ -4,14 +4,13 @@ when the group has none — and through `replay`, the markers it leaves holding 
 
 from __future__ import annotations
 
-from helpers import duel
-
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.offline.rebuild import unacknowledged
 from stream_rater.offline.replay import replay
 from stream_rater.processor import BatchResult, Processor
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import duel
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 

@@ -10,7 +10,6 @@ from importlib import resources
 from typing import Any
 
 import pytest
-from helpers import RATING_CHANGED as CHANGED_EXAMPLE
 from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -28,6 +27,7 @@ from stream_rater.contracts import (
 )
 from stream_rater.contracts.codecs import FORMATS, decode, encode
 from stream_rater.contracts.correction_request import CorrectionRequest
+from tests.helpers import RATING_CHANGED as CHANGED_EXAMPLE
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 

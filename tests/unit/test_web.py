@@ -13,7 +13,6 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiokafka.errors import KafkaConnectionError
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
-from helpers import parsed_duel
 from prometheus_client import REGISTRY
 
 from stream_rater.config.ladders import Ladder, Ladders
@@ -23,6 +22,7 @@ from stream_rater.service import metrics
 from stream_rater.service.store_faults import StoreRefusal
 from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import parsed_duel
 
 LADDERS = Ladders([Ladder("default", "trueskill"), Ladder("chess", "elo")])
 TOPIC = "matches-web"
