@@ -1,36 +1,16 @@
-"""A worker's stop is bounded (`StopWatch`), and every producer of ours waits for all in-sync
-replicas (acks=all) so that an acknowledged record survives a broker failover."""
+"""Every producer of ours waits for all in-sync replicas (acks=all) so that an acknowledged
+record survives a broker failover."""
 
 from __future__ import annotations
-
-import threading
 
 import stream_rater.kafka.produce
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.produce import PRODUCER_ACKS, new_producer
-from stream_rater.service.app import EXIT_STOP_TIMEOUT, StopWatch, create_app
+from stream_rater.service.app import create_app
 from stream_rater.store.memory import MemoryStore
 
 SETTINGS = Settings(broker="kafka://127.0.0.1:9", consumer_group="acks-test")
-
-
-def test_the_stop_watch_exits_once_after_the_timeout_less_a_margin_saying_what_it_waited_for(caplog):
-    exited: list[int] = []
-    done = threading.Event()
-
-    def exit(code: int) -> None:
-        exited.append(code)
-        done.set()
-
-    watch = StopWatch(0.2, lambda: "the agent's last batch", exit=exit)
-    assert watch.deadline == 0.2 - 0.02 and StopWatch(30.0, str).deadline == 29.0
-    watch.arm()
-    watch.arm()
-    assert done.wait(10)
-    assert exited == [EXIT_STOP_TIMEOUT]
-    [record] = [r for r in caplog.records if "still waiting for" in r.getMessage()]
-    assert "the agent's last batch" in record.getMessage()
 
 
 def test_our_producers_wait_for_all_in_sync_replicas(monkeypatch):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_deploy import exported_series, load_yaml, promql_metric_names
+from tests.unit.project.test_deploy import exported_series, load_yaml, promql_metric_names
 
-PROMETHEUS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+PROMETHEUS = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 #: Metrics the rules read that the worker does not export: `up` is Prometheus's own.
 NOT_EXPORTED = {"up"}
 #: Commands a runbook may name to recover.

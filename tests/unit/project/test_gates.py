@@ -1,5 +1,5 @@
 """The code-health gates run with the suite, so CI fails on them: ruff's lint and format checks
-and mypy, each configured in pyproject.toml (the import contracts are tests/unit/test_layers.py).
+and mypy, each configured in pyproject.toml (the import contracts are tests/unit/project/test_layers.py).
 
 They run the tools installed beside this interpreter (the ``dev`` extra), on the whole tree."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_module(*argv: str) -> subprocess.CompletedProcess[str]:

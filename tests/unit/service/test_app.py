@@ -1,10 +1,11 @@
 """The worker app: its consumer is faust's with one guard per fetched batch, and records of the
 matches topic go to the agent's batch buffer (no broker needed: the delivery loop is driven
-with records in memory); the worker's garbage-collector set-up."""
+with records in memory); the worker's garbage-collector set-up; its bounded stop (`StopWatch`)."""
 
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
@@ -13,7 +14,14 @@ from faust.types import TP
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.service import metrics
-from stream_rater.service.app import GC_YOUNG_THRESHOLD, create_app, settle_gc, time_gc_pauses
+from stream_rater.service.app import (
+    EXIT_STOP_TIMEOUT,
+    GC_YOUNG_THRESHOLD,
+    StopWatch,
+    create_app,
+    settle_gc,
+    time_gc_pauses,
+)
 from stream_rater.service.faust_transport import YIELD_EVERY, BatchGuardConsumer
 from stream_rater.store.memory import MemoryStore
 
@@ -164,3 +172,21 @@ def test_faust_credentials_follow_the_plain_clients_security_mapping():
         options["sasl_plain_password"],
     )
     assert credentials.ssl_context is not None
+
+
+def test_the_stop_watch_exits_once_after_the_timeout_less_a_margin_saying_what_it_waited_for(caplog):
+    exited: list[int] = []
+    done = threading.Event()
+
+    def exit(code: int) -> None:
+        exited.append(code)
+        done.set()
+
+    watch = StopWatch(0.2, lambda: "the agent's last batch", exit=exit)
+    assert watch.deadline == 0.2 - 0.02 and StopWatch(30.0, str).deadline == 29.0
+    watch.arm()
+    watch.arm()
+    assert done.wait(10)
+    assert exited == [EXIT_STOP_TIMEOUT]
+    [record] = [r for r in caplog.records if "still waiting for" in r.getMessage()]
+    assert "the agent's last batch" in record.getMessage()

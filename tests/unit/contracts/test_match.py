@@ -1,14 +1,12 @@
-"""Match-finished validation, the event dataclasses and timestamps (stream_rater.contracts)."""
+"""Match-finished validation and the match dataclasses (stream_rater.contracts.match, its fast and full parse paths)."""
 
 from __future__ import annotations
 
 import copy
 import pickle
-import re
 import statistics
 import time
 from dataclasses import fields
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,16 +18,12 @@ from stream_rater.contracts import (
     Limits,
     MatchFinished,
     Player,
-    RatingChanged,
     Team,
     ValidationError,
-    format_timestamp,
     parse_match,
-    parse_timestamp,
 )
 from stream_rater.contracts import _match_fast as fast_path
 from stream_rater.contracts import _match_parse as full_path
-from tests.helpers import RATING_CHANGED as CHANGED
 
 LADDERS = Ladders([Ladder("halo2-ffa", "trueskill", {"draw_probability": 0.0}), Ladder("mw4", "sph-elo")])
 
@@ -479,132 +473,6 @@ def test_to_dict_parses_back_to_the_same_match() -> None:
         LADDERS,
     )
     assert parse_match(match.to_dict(), LADDERS) == match
-
-
-@pytest.mark.parametrize(
-    ("text", "epoch"),
-    [
-        ("1970-01-01T00:00:00Z", 0.0),
-        ("1970-01-01t01:00:00+01:00", 0.0),
-        ("1970-01-01 00:00:00-00:30", 1800.0),
-        ("1872-11-30T00:00:00Z", -3063744000.0),
-        ("2004-08-06T18:13:50.123456789z", 1091816030.123456),
-        ("0001-01-01T00:00:00Z", -62135596800.0),
-        ("9999-12-31T23:59:59Z", 253402300799.0),
-    ],
-)
-def test_rfc3339_strings_parse_to_epoch_seconds(text: str, epoch: float) -> None:
-    """RFC 3339 date-times (Z or offsets, t/T/space, any fraction truncated to microseconds) parse to UTC epoch seconds."""
-    assert parse_timestamp(text) == epoch
-
-
-@pytest.mark.parametrize(
-    ("epoch", "text"),
-    [
-        (0, "1970-01-01T00:00:00Z"),
-        (-3063744000, "1872-11-30T00:00:00Z"),
-        (1091816030.25, "2004-08-06T18:13:50.25Z"),
-        (1091816030.0000004, "2004-08-06T18:13:50Z"),
-        (-62135596800, "0001-01-01T00:00:00Z"),
-    ],
-)
-def test_format_timestamp_writes_utc_z_strings(epoch: float, text: str) -> None:
-    """format_timestamp writes RFC 3339 UTC with four-digit years and the fraction only when non-zero."""
-    assert format_timestamp(epoch) == text
-
-
-def test_epoch_numbers_are_rounded_to_the_microsecond() -> None:
-    """Epoch numbers are kept to the microsecond, like strings, so a match survives to_dict unchanged."""
-    assert parse_timestamp(1.0000004) == 1.0
-    assert parse_timestamp(1) == 1.0
-
-
-def _reference_format(epoch: float) -> str:
-    """format_timestamp as it was first written, through datetime (the reference)."""
-    t = datetime(1970, 1, 1) + timedelta(seconds=epoch)
-    text = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
-    if t.microsecond:
-        text += f".{t.microsecond:06d}".rstrip("0")
-    return text + "Z"
-
-
-HALF_MICROSECONDS = st.builds(
-    lambda us: (us + 0.5) / 1e6, st.integers(-62135596800 * 10**6, 253402300799 * 10**6)
-)
-
-
-@given(st.floats(min_value=-62135596800, max_value=253402300799.99) | HALF_MICROSECONDS)
-def test_timestamps_round_to_the_microsecond_like_timedelta(epoch: float) -> None:
-    """Epoch numbers are parsed and formatted with timedelta's rounding (half to even), ties included."""
-    assert format_timestamp(epoch) == _reference_format(epoch)
-    if epoch <= 253402300799:
-        assert parse_timestamp(epoch) == timedelta(seconds=epoch) / timedelta(seconds=1)
-
-
-@pytest.mark.parametrize("epoch", [1e12, -1e12, float("nan"), float("inf")])
-def test_format_timestamp_fails_like_datetime_out_of_range(epoch: float) -> None:
-    """Out of datetime's range (or not finite), format_timestamp raises what datetime raises."""
-    with pytest.raises((OverflowError, ValueError)) as expected:
-        _reference_format(epoch)
-    with pytest.raises(expected.type, match=f"^{re.escape(str(expected.value))}$"):
-        format_timestamp(epoch)
-
-
-@given(st.floats(min_value=-62135596800, max_value=253402300799))
-def test_timestamps_round_trip(epoch: float) -> None:
-    """Any in-range epoch, once parsed, formats to a string that parses back to the same float."""
-    parsed = parse_timestamp(epoch)
-    assert parse_timestamp(format_timestamp(parsed)) == parsed
-
-
-def test_rating_changed_round_trips() -> None:
-    """RatingChanged.from_dict(d).to_dict() == d for the documented example, Elo-style null sigmas too."""
-    assert RatingChanged.from_dict(CHANGED).to_dict() == CHANGED
-    elo = {**CHANGED, "before": {"mu": 500.0, "sigma": None}, "after": {"mu": 510.0, "sigma": None}}
-    assert RatingChanged.from_dict(elo).to_dict() == elo
-
-
-def test_rating_changed_accepts_integral_numbers() -> None:
-    """Integers for mu, rating and delta and an integral float for games are accepted (JSON does not tell them apart)."""
-    changed = RatingChanged.from_dict(
-        {**CHANGED, "before": {"mu": 25, "sigma": 8}, "rating": 6, "games": 3.0}
-    )
-    assert (changed.before, changed.rating, changed.games) == ({"mu": 25.0, "sigma": 8.0}, 6.0, 3)
-
-
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"extra": 1}, "extra: unknown field"),
-        ({"player_id": None}, "player_id: must be a string, got null"),
-        ({"before": {"mu": 1.0}}, "before.sigma: is required"),
-        ({"after": {"mu": 1.0, "sigma": 1.0, "x": 0}}, "after.x: unknown field"),
-        ({"after": {"mu": float("nan"), "sigma": 1.0}}, "after.mu: must be a finite number"),
-        ({"after": {"mu": 1.0, "sigma": -1.0}}, "after.sigma: must be >= 0"),
-        (
-            {"after": {"mu": 1.0, "sigma": None}},
-            "after.sigma: must be null exactly when before.sigma is null",
-        ),
-        ({"games": 0}, "games: must be >= 1"),
-        ({"games": True}, "games: must be an integer, got boolean"),
-        ({"rating": "6"}, "rating: must be a number, got string"),
-        (
-            {"processed_at": "yesterday"},
-            "processed_at: 'yesterday' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)",
-        ),
-    ],
-)
-def test_invalid_rating_changed_is_rejected(changes: dict[str, Any], message: str) -> None:
-    """RatingChanged.from_dict rejects a broken rating-changed object with the field path and reason."""
-    with pytest.raises(ValidationError) as info:
-        RatingChanged.from_dict({**CHANGED, **changes})
-    assert str(info.value) == message
-
-
-def test_missing_rating_changed_field_is_named() -> None:
-    """A missing rating-changed field is reported as required."""
-    with pytest.raises(ValidationError, match=r"^delta: is required$"):
-        RatingChanged.from_dict({k: v for k, v in CHANGED.items() if k != "delta"})
 
 
 JSON = st.recursive(

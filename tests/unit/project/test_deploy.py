@@ -23,7 +23,7 @@ from stream_rater.config.settings import Settings, env_name
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.store.redis.cluster import parse_cluster_url
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 WEB_PORT = Settings().web_port

@@ -1,4 +1,5 @@
-"""Parameter fitting on a small synthetic history: search budget, guarantees and argument checks."""
+"""Parameter fitting on a small synthetic history: search budget, guarantees and argument checks;
+the evidence options' parameters fitted only when named."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, parse_match
-from stream_rater.offline.tune import ZERO_SCAN, tune
+from stream_rater.offline.synth import SynthConfig, generate
+from stream_rater.offline.tune import OPTIONS, SPACES, ZERO_SCAN, tune
 
 ELO = Ladders([Ladder("default", "elo", {"k": 4.0})])
 TIMED = Ladders([Ladder("default", "trueskill", {"time_unit": "days"})])
@@ -76,3 +78,15 @@ def test_bad_arguments_are_refused(kwargs: dict, message: str) -> None:
     """Untunable names, nothing to tune, an empty part or an unknown objective raise ValueError."""
     with pytest.raises(ValueError, match=message):
         tune(history(ELO, n=20), ELO, "default", **kwargs)
+
+
+def test_option_parameters_are_tuned_only_when_named() -> None:
+    """By default tune fits the usual parameters; named, margin_scale is scanned up from 0."""
+    assert not set(OPTIONS["trueskill"]) & set(SPACES["trueskill"])
+    ladders = Ladders([Ladder("default", "trueskill")])
+    matches = [parse_match(e, ladders) for e in generate(SynthConfig(matches=200, seed=3)).events]
+    result = tune(matches, ladders, "default", ["margin_scale"], max_trials=len(ZERO_SCAN["log"]) + 1)
+    assert [t.params["margin_scale"] for t in result.trials[:5]] == pytest.approx(ZERO_SCAN["log"])
+    assert result.tuned.fit.log_loss <= result.baseline.fit.log_loss
+    with pytest.raises(ValueError, match="cannot tune player_scores"):
+        tune(matches, ladders, "default", ["player_scores"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 

@@ -1,17 +1,12 @@
-"""The evidence options offline: the football adapter's goals as player scores, and `tune`
-fitting the options' parameters only when asked."""
+"""The offline adapters: the football adapter's goals as player scores, ids and ranks unchanged."""
 
 from __future__ import annotations
 
 import io
 
-import pytest
-
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.offline.adapters import read_records
-from stream_rater.offline.synth import SynthConfig, generate
-from stream_rater.offline.tune import OPTIONS, SPACES, ZERO_SCAN, tune
 
 FOOTBALL = """date,home_team,away_team,home_score,away_score,tournament,city,country,neutral
 1872-11-30,Scotland,England,0,0,Friendly,Glasgow,Scotland,FALSE
@@ -34,15 +29,3 @@ def test_football_goals_are_each_sides_player_score_with_ids_and_ranks_unchanged
             assert [p["score"] for p in team["players"]] == [team["score"]]
     matches = [parse_match(r.event, MARGINS) for r in records]
     assert [m.ranks() for m in matches] == [[1.0, 1.0], [1.0, 2.0], [2.0, 1.0]]
-
-
-def test_option_parameters_are_tuned_only_when_named() -> None:
-    """By default tune fits the usual parameters; named, margin_scale is scanned up from 0."""
-    assert not set(OPTIONS["trueskill"]) & set(SPACES["trueskill"])
-    ladders = Ladders([Ladder("default", "trueskill")])
-    matches = [parse_match(e, ladders) for e in generate(SynthConfig(matches=200, seed=3)).events]
-    result = tune(matches, ladders, "default", ["margin_scale"], max_trials=len(ZERO_SCAN["log"]) + 1)
-    assert [t.params["margin_scale"] for t in result.trials[:5]] == pytest.approx(ZERO_SCAN["log"])
-    assert result.tuned.fit.log_loss <= result.baseline.fit.log_loss
-    with pytest.raises(ValueError, match="cannot tune player_scores"):
-        tune(matches, ladders, "default", ["player_scores"])

@@ -16,7 +16,7 @@ import pytest
 from stream_rater.cli import build_parser
 from stream_rater.config.settings import Settings, env_name
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text()
 DESIGN = (ROOT / "stream_rater" / "README.md").read_text()
 DOCS = ["README.md", "deploy/README.md", "stream_rater/README.md", "stream_rater/bench/README.md"]

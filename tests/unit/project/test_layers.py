@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 LAYERS = "Layers: dependencies point down, pure math at the bottom, the CLI on top"
 NO_TRANSPORT = "The core is transport-agnostic: no faust, mode or aiokafka below the service"
