@@ -18,6 +18,7 @@ from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit, CommitConflict
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import parsed_match
 
 LADDERS = Ladders(
     [
@@ -30,15 +31,7 @@ LADDERS = Ladders(
 
 def match(mid: str, *teams: list[str], ladder: str = "default", at: float = 1_000_000.0, **team_extra):
     """A valid match where team i has rank i and players given by id."""
-    return parse_match(
-        {
-            "match_id": mid,
-            "ladder": ladder,
-            "finished_at": at,
-            "teams": [{"rank": i, "players": [{"id": p} for p in team]} for i, team in enumerate(teams)],
-        },
-        LADDERS,
-    )
+    return parsed_match(LADDERS, mid, *teams, ladder=ladder, at=at)
 
 
 def fixed_clock() -> float:

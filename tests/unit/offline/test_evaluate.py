@@ -9,14 +9,13 @@ from functools import partial
 import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import parse_match
 from stream_rater.offline.evaluate import PROBABILITY_FLOOR, Scorer, score
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.predict import predict
 from stream_rater.store.memory import MemoryStore
-from tests.helpers import parsed_duel
+from tests.helpers import parsed_duel, parsed_match
 
 # Logistic Elo with scale 1: P(a beats b) = 1 / (1 + exp(r_b - r_a)), so r = ln 3 vs 0 is 3/4.
 LADDERS = Ladders([Ladder("default", "elo", {"scale": 1.0})])
@@ -25,14 +24,7 @@ STRONG = math.log(3.0)
 
 def observe(scorer: Scorer, ratings: list[float], ranks: list[float], at: float = 0.0) -> None:
     """Feed one match of single-player teams with the given prior ratings and ranks."""
-    match = parse_match(
-        {
-            "match_id": "x",
-            "finished_at": at,
-            "teams": [{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate(ranks)],
-        },
-        LADDERS,
-    )
+    match = parsed_match(LADDERS, "x", *([f"p{i}"] for i in range(len(ranks))), ranks=ranks, at=at)
     scorer.observe(match, [[Rating(r)] for r in ratings], Outcome(ranks=ranks))
 
 
@@ -207,15 +199,7 @@ def test_many_trueskill_teams_are_scored_with_each_pairs_prediction() -> None:
     """In a three-team match each pair (draws included) is scored with `predict` of the pair alone."""
     model = TIMED.get("timed").rating_model
     teams = [[Rating(30.0, 3.0)], [Rating(25.0, 3.0)], [Rating(20.0, 3.0)]]
-    match = parse_match(
-        {
-            "match_id": "ffa",
-            "ladder": "timed",
-            "finished_at": 0.0,
-            "teams": [{"rank": r, "players": [{"id": f"p{i}"}]} for i, r in enumerate([1, 2, 2])],
-        },
-        TIMED,
-    )
+    match = parsed_match(TIMED, "ffa", ["p0"], ["p1"], ["p2"], ladder="timed", ranks=[1, 2, 2], at=0.0)
     scorer = Scorer(TIMED, bins=1)
     scorer.observe(match, teams, Outcome(ranks=[1, 2, 2]))
     s = scorer.summary()

@@ -126,20 +126,8 @@ async def test_late_matches_are_counted_once_per_applied_match():
     """The late counter moves by the number of newly applied late matches, not redeliveries."""
     late = lambda: metrics.MATCHES_LATE.labels("default")._value.get()  # noqa: E731
     store, producer = MemoryStore(), Producer()
-    first = json.dumps(
-        {
-            "match_id": "new",
-            "finished_at": 100,
-            "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
-        }
-    )
-    old = json.dumps(
-        {
-            "match_id": "old",
-            "finished_at": 50,
-            "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
-        }
-    )
+    first = json.dumps(duel("new", "a", "b", at=100))
+    old = json.dumps(duel("old", "a", "b", at=50))
     start = late()
     await handler(store, producer).handle([Record(first.encode()), Record(old.encode(), offset=1)])
     await handler(store, producer).handle([Record(old.encode(), offset=1)])
