@@ -66,6 +66,13 @@ def test_every_test_folder_is_a_package():
     assert not [str(f.relative_to(ROOT)) for f in sorted(folders) if not (f / "__init__.py").exists()]
 
 
+def test_the_tests_package_is_this_trees():
+    """Not a top-level `tests` an installed distribution ships (glicko2's does)."""
+    import tests
+
+    assert Path(tests.__file__).resolve() == TESTS / "__init__.py"
+
+
 def test_shared_test_code_is_imported_by_its_full_name():
     bare = [
         f"{path.relative_to(ROOT)}: {match.group(0).strip()}"
