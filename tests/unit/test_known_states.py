@@ -15,7 +15,7 @@ from stream_rater.known_states import KnownStates
 from stream_rater.processor import Processor
 from stream_rater.store import PlayerState, ReadRequest, Snapshot
 from stream_rater.store.memory import MemoryStore
-from tests.unit.test_processor import LADDERS, fixed_clock, match
+from tests.unit.processing import LADDERS, fixed_clock, match
 
 
 class AskedStore(MemoryStore):

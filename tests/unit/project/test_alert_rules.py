@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.project.test_deploy import exported_series, load_yaml, promql_metric_names
+from tests.unit.project.deploy_files import exported_series, load_yaml, promql_metric_names
 
 PROMETHEUS = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 #: Metrics the rules read that the worker does not export: `up` is Prometheus's own.

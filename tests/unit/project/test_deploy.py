@@ -15,13 +15,13 @@ import kubernetes_validate
 import pytest
 import yaml
 from compose_spec import PyCompose
-from prometheus_client import REGISTRY
 
 import stream_rater.service.metrics
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.store.redis.cluster import parse_cluster_url
+from tests.unit.project.deploy_files import exported_series, load_yaml, promql_metric_names
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "deploy"
@@ -39,10 +39,6 @@ CURRENT_API_VERSIONS = {
 }
 #: Kinds of custom resources: no Kubernetes schema, checked structurally (`SCALED_OBJECT_SCHEMA`).
 CUSTOM_KINDS = {"ScaledObject"}
-
-
-def load_yaml(path: Path) -> list[dict]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
 
 
 def k8s_objects() -> list[dict]:
@@ -234,30 +230,6 @@ def test_grafana_is_provisioned_with_the_datasource_and_dashboard_it_uses():
     assert f"./grafana/dashboards:{folder}:ro" in compose()["services"]["grafana"]["volumes"]
 
 
-_PROMQL_KEYWORDS = {
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "bool",
-    "and",
-    "or",
-    "unless",
-    "offset",
-}
-
-
-def promql_metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression reads (label matchers, label lists, ranges,
-    strings, functions and keywords removed)."""
-    expr = re.sub(r'"(?:[^"\\]|\\.)*"|\{[^}]*\}|\[[^\]]*\]', " ", expr)
-    expr = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
-    names = re.findall(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()", expr)
-    return {n for n in names if n not in _PROMQL_KEYWORDS}
-
-
 def test_promql_metric_names_are_found():
     """The PromQL name extraction finds metrics and skips functions, labels, ranges and numbers."""
     expr = (
@@ -265,17 +237,6 @@ def test_promql_metric_names_are_found():
         " / sum without (p) (b_total) + c"
     )
     assert promql_metric_names(expr) == {"a_seconds_bucket", "b_total", "c"}
-
-
-def exported_series() -> dict[str, str]:
-    """Series name → metric family, for the service's metrics in the default registry."""
-    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
-    return {
-        family.name + suffix: family.name
-        for family in REGISTRY.collect()
-        if family.name.startswith("stream_rater_")
-        for suffix in suffixes[family.type]
-    }
 
 
 def test_grafana_panels_query_only_exported_metrics_and_chart_every_one():

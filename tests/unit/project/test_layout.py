@@ -25,6 +25,8 @@ SPANNING = {
 BARE_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+(?:helpers|e2e_support|streams|openapi_hooks|conftest|test_\w+)\b", re.M
 )
+#: An import from another test module: what tests share belongs in a module of its own.
+TEST_MODULE_IMPORT = re.compile(r"^\s*(?:from|import)\s+tests(?:\.\w+)*\.test_\w+", re.M)
 
 
 def named_after(test_file: Path) -> list[Path]:
@@ -80,3 +82,12 @@ def test_shared_test_code_is_imported_by_its_full_name():
         for match in BARE_IMPORT.finditer(path.read_text())
     ]
     assert not bare, f"import shared test code as `from tests.<module> import ...`: {bare}"
+
+
+def test_no_test_module_imports_another():
+    shared = [
+        f"{path.relative_to(ROOT)}: {match.group(0).strip()}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for match in TEST_MODULE_IMPORT.finditer(path.read_text())
+    ]
+    assert not shared, f"move what test files share into a module that is not a test file: {shared}"
