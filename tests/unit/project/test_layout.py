@@ -15,11 +15,9 @@ UNIT = TESTS / "unit"
 PACKAGE = ROOT / "stream_rater"
 #: Unit test folders that mirror no package: checks of the project as a whole.
 NOT_MIRRORED = {"project"}
-#: Unit test files of several modules with no clean seam between them (shared helpers and
-#: properties every model of the family must have), and why.
+#: Unit test files of several modules with no clean seam between them, and why.
 SPANNING = {
     "rating/test_elo_family.py": "Elo, duelling Elo, Plackett-Luce, Thurstonian: the Elo family's common properties",
-    "rating/test_multiplayer_elo.py": "Plackett-Luce and Thurstonian on the log-space integration they share (_latent)",
 }
 #: A shared module of the test tree imported by its bare name, the way pytest's sys.path allows.
 BARE_IMPORT = re.compile(
