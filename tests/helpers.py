@@ -1,6 +1,6 @@
-"""What many test files share: 1-vs-1 match events, a rating-changed event, running the CLI,
-waiting for a condition, reading a topic until enough has arrived, a ladder's stored players.
-Import it as ``from helpers import ...`` (pytest puts ``tests/`` on the path for its conftest)."""
+"""What many test files share: the one set of match-event builders (`match`, `duel`, parsed or
+not), a rating-changed event, running the CLI, waiting for a condition, reading a topic until enough has arrived, a ladder's stored players.
+Import it as ``from tests.helpers import ...`` (``tests`` is a package)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -43,6 +43,26 @@ RATING_CHANGED: dict[str, Any] = {
 }
 
 
+def match(
+    match_id: str,
+    *teams: Sequence[str],
+    ladder: str = "default",
+    ranks: Sequence[float] | None = None,
+    at: float | str = FINISHED_AT,
+) -> dict:
+    """A valid match-finished event (wire form): one team per sequence of player ids, team i
+    ranked `ranks[i]` (default: i, the order given)."""
+    return {
+        "match_id": match_id,
+        "ladder": ladder,
+        "finished_at": at,
+        "teams": [
+            {"rank": rank, "players": [{"id": player} for player in team]}
+            for rank, team in zip(range(len(teams)) if ranks is None else ranks, teams)
+        ],
+    }
+
+
 def duel(
     match_id: str,
     first: str,
@@ -52,17 +72,14 @@ def duel(
     ranks: tuple[int, int] = (0, 1),
     at: float | str = FINISHED_AT,
 ) -> dict:
-    """A valid match-finished event (wire form): `first` against `second`, ranked `ranks`
+    """A valid 1-vs-1 match-finished event (wire form): `first` against `second`, ranked `ranks`
     (default: `first` wins; equal ranks are a draw)."""
-    return {
-        "match_id": match_id,
-        "ladder": ladder,
-        "finished_at": at,
-        "teams": [
-            {"rank": ranks[0], "players": [{"id": first}]},
-            {"rank": ranks[1], "players": [{"id": second}]},
-        ],
-    }
+    return match(match_id, [first], [second], ladder=ladder, ranks=ranks, at=at)
+
+
+def parsed_match(ladders: Ladders, match_id: str, *teams: Sequence[str], **fields: Any) -> MatchFinished:
+    """`match` validated against `ladders`: the form the processor takes."""
+    return parse_match(match(match_id, *teams, **fields), ladders)
 
 
 def parsed_duel(ladders: Ladders, match_id: str, first: str, second: str, **fields: Any) -> MatchFinished:

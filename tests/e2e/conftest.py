@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_support import VolatileRedis, worker_test_env
-from helpers import FINISHED_AT, duel, wait_for
 from prometheus_client.parser import text_string_to_metric_families
-from streams import Stream, spread_ladders
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import create_topics, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
+from tests.e2e.e2e_support import VolatileRedis, worker_test_env
+from tests.e2e.streams import Stream, spread_ladders
+from tests.helpers import FINISHED_AT, duel, wait_for
 
 PARTITIONS = 2
 STARTUP_TIMEOUT = 90.0

@@ -18,7 +18,6 @@ from typing import Any
 import redis
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
-from helpers import stored_players
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
@@ -31,6 +30,7 @@ from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.store.memory import MemoryStore
 from stream_rater.waiting import wait_until
+from tests.helpers import stored_players
 
 
 def worker_test_env(

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import cli
 
 from stream_rater.bench.chaos_schedule import KINDS
+from tests.helpers import cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 

@@ -12,7 +12,6 @@ import sys
 from functools import partial
 from pathlib import Path
 
-import helpers
 import msgpack
 import pytest
 import redis
@@ -22,6 +21,7 @@ from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.demo import stop_process, wait_ready
 from stream_rater.local.runtime import free_port
+from tests import helpers
 
 pytestmark = pytest.mark.e2e
 

@@ -13,20 +13,14 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from helpers import cli
 
 from stream_rater.kafka import bootstrap_servers, create_topics, topic_partitions
 from stream_rater.local.runtime import free_port, redis_server_binary, wait_for_port
+from tests.helpers import cli, duel
 
 pytestmark = pytest.mark.e2e
 
-GOOD = json.dumps(
-    {
-        "match_id": "m1",
-        "finished_at": 0,
-        "teams": [{"rank": 0, "players": [{"id": "a"}]}, {"rank": 1, "players": [{"id": "b"}]}],
-    }
-)
+GOOD = json.dumps(duel("m1", "a", "b", at=0))
 
 
 @pytest.fixture

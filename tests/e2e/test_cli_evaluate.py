@@ -9,10 +9,10 @@ import math
 from functools import partial
 from pathlib import Path
 
-import helpers
 import pytest
 
 from stream_rater.local.demo import default_data_file
+from tests import helpers
 
 pytestmark = pytest.mark.e2e
 

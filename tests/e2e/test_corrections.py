@@ -16,12 +16,12 @@ import urllib.request
 import pytest
 import redis
 from aiokafka import AIOKafkaProducer
-from helpers import cli, wait_for
-from streams import Stream, read_topic, replay_events, void_args
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.demo import default_data_file, football_events, ladders_env, stop_process
+from tests.e2e.streams import Stream, read_topic, replay_events, void_args
+from tests.helpers import cli, wait_for
 
 #: On the broker users run (Apache Kafka) only: the stream suite runs on both brokers, this one
 #: would add minutes to CI for a second pass over Tansu, which only `demo` and `dev` use.

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from e2e_support import VolatileRedis, equals_replay, one_partition_stream, worker_test_env
-from helpers import cli, duel, stored_players, wait_for
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish
@@ -23,6 +21,8 @@ from stream_rater.local.demo import start_worker, stop_process, wait_ready
 from stream_rater.local.runtime import free_port
 from stream_rater.store import Commit, PlayerState, StateWrite, open_store
 from stream_rater.store.deployment import STORE_FORMAT
+from tests.e2e.e2e_support import VolatileRedis, equals_replay, one_partition_stream, worker_test_env
+from tests.helpers import cli, duel, stored_players, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 

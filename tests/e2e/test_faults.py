@@ -15,7 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from e2e_support import (
+
+from stream_rater.kafka import publish, read_log
+from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
+from stream_rater.local.runtime import LocalRuntime, free_port
+from tests.e2e.e2e_support import (
     VolatileRedis,
     applied,
     counted,
@@ -24,11 +28,7 @@ from e2e_support import (
     readiness,
     worker_test_env,
 )
-from helpers import duel, wait_for
-
-from stream_rater.kafka import publish, read_log
-from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
-from stream_rater.local.runtime import LocalRuntime, free_port
+from tests.helpers import duel, wait_for
 
 #: On the broker users run (Apache Kafka) only: the stream suite runs on both brokers, this one
 #: would add minutes to CI for a second pass over Tansu, which only `demo` and `dev` use.

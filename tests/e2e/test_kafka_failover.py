@@ -22,15 +22,14 @@ from typing import Any
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
-from helpers import wait_for
-from streams import Stream
-from test_faults import counted, readiness
-from test_stream import assert_equals_replay, random_matches
 
 from stream_rater.kafka import create_topics
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.demo import stop_process, tagged_settings
 from stream_rater.local.runtime import LocalRuntime
+from tests.e2e.e2e_support import counted, readiness
+from tests.e2e.streams import Stream, assert_equals_replay, random_matches
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 

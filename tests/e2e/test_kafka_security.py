@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization  # trustme's own dependency
-from e2e_support import worker_test_env
-from helpers import assert_gone, cli, duel
 
 from stream_rater.config.settings import env_name
 from stream_rater.local.apache_kafka import (
@@ -30,6 +28,8 @@ from stream_rater.local.apache_kafka import (
 )
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready, worker_env
 from stream_rater.local.runtime import free_port
+from tests.e2e.e2e_support import worker_test_env
+from tests.helpers import assert_gone, cli, duel
 
 pytestmark = pytest.mark.e2e
 

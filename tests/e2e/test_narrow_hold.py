@@ -14,14 +14,21 @@ from pathlib import Path
 
 import pytest
 import redis
-from e2e_support import VolatileRedis, applied, equals_replay, missing_updates, readiness, worker_test_env
-from helpers import cli, duel, wait_for
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import committed_offsets, create_topics, home_partition, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
 from stream_rater.store.redis import ladder_key
+from tests.e2e.e2e_support import (
+    VolatileRedis,
+    applied,
+    equals_replay,
+    missing_updates,
+    readiness,
+    worker_test_env,
+)
+from tests.helpers import cli, duel, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 

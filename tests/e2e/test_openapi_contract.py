@@ -26,6 +26,7 @@ import yaml
 from stream_rater.local.demo import stop_process, wait_ready
 from stream_rater.local.runtime import free_port
 from stream_rater.service.query_api import OPENAPI
+from tests.helpers import duel
 
 pytestmark = pytest.mark.e2e
 
@@ -68,12 +69,7 @@ def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
     players = example_players(yaml.safe_load(OPENAPI.read_text()))
     rng = random.Random(7)
     events = [
-        {
-            "match_id": f"m{i}",
-            "ladder": ladder,
-            "finished_at": 1_700_000_000 + 3600 * i,
-            "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
-        }
+        duel(f"m{i}", a, b, ladder=ladder, at=1_700_000_000 + 3600 * i)
         for ladder in ladders
         for i, (a, b) in enumerate(rng.sample(players, 2) for _ in range(60))
     ]

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from e2e_support import applied, equals_replay, worker_test_env
-from helpers import cli, duel, topic_config, wait_for
 
 from stream_rater.kafka import bootstrap_servers, committed_offsets, match_record, read_log, send_records
 from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
+from tests.e2e.e2e_support import applied, equals_replay, worker_test_env
+from tests.helpers import cli, duel, topic_config, wait_for
 
 #: Apache Kafka alone: a broker's size limit and topic configs are what production brokers enforce.
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]

@@ -21,14 +21,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
-from e2e_support import worker_test_env
-from helpers import cli, wait_for
-from streams import Stream, exact, replay_events
-from test_stream import by_event_id
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers, read_log
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
+from tests.e2e.e2e_support import worker_test_env
+from tests.e2e.streams import Stream, by_event_id, exact, replay_events
+from tests.helpers import cli, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 

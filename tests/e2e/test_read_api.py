@@ -13,11 +13,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import FINISHED_AT, cli, duel, stored_players
 from scipy.stats import norm
 
 from stream_rater.local.demo import serving
 from stream_rater.rating import TrueSkill
+from tests.helpers import FINISHED_AT, cli, duel, stored_players
 
 pytestmark = pytest.mark.e2e
 

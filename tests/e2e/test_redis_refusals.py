@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 import redis
-from e2e_support import (
+
+from stream_rater.config.settings import Settings, env_name
+from stream_rater.kafka import publish, read_log
+from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.runtime import free_port
+from tests.e2e.e2e_support import (
     Blackhole,
     VolatileRedis,
     applied,
@@ -26,12 +31,7 @@ from e2e_support import (
     scraped,
     worker_test_env,
 )
-from helpers import duel, wait_for
-
-from stream_rater.config.settings import Settings, env_name
-from stream_rater.kafka import publish, read_log
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
-from stream_rater.local.runtime import free_port
+from tests.helpers import duel, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 

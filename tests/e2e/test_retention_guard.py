@@ -13,11 +13,11 @@ import random
 from pathlib import Path
 
 import pytest
-from e2e_support import delete_head
-from helpers import cli, wait_for
-from streams import Stream, exact, read_topic, replay_events, void_args
 
 from stream_rater.local.demo import ladders_env
+from tests.e2e.e2e_support import delete_head
+from tests.e2e.streams import Stream, exact, read_topic, replay_events, void_args
+from tests.helpers import cli, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 

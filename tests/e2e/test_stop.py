@@ -22,9 +22,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from e2e_support import worker_test_env
-from helpers import cli, duel, wait_for
-from streams import Stream, exact, replay_events
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings, env_name
@@ -38,6 +35,9 @@ from stream_rater.local.demo import (
 )
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.service.app import EXIT_STOP_TIMEOUT
+from tests.e2e.e2e_support import worker_test_env
+from tests.e2e.streams import Stream, exact, replay_events
+from tests.helpers import cli, duel, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from e2e_support import (
+
+from stream_rater.config.settings import Settings
+from stream_rater.kafka import committed_offsets, publish
+from stream_rater.local.demo import start_worker, stop_process, wait_ready
+from stream_rater.local.runtime import free_port
+from stream_rater.service.app import store_looks_lost
+from tests.e2e.e2e_support import (
     VolatileRedis,
     applied,
     counted,
@@ -24,13 +30,7 @@ from e2e_support import (
     scraped,
     worker_test_env,
 )
-from helpers import cli, duel, wait_for
-
-from stream_rater.config.settings import Settings
-from stream_rater.kafka import committed_offsets, publish
-from stream_rater.local.demo import start_worker, stop_process, wait_ready
-from stream_rater.local.runtime import free_port
-from stream_rater.service.app import store_looks_lost
+from tests.helpers import cli, duel, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 

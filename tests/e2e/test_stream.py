@@ -15,80 +15,26 @@ import urllib.request
 import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from e2e_support import worker_test_env
-from helpers import cli, wait_for
-from streams import Stream, exact, read_topic, replay_events
 
 from stream_rater.kafka import bootstrap_servers, home_partition, topic_partitions
 from stream_rater.local.demo import ladders_env, stop_process
 from stream_rater.store import PlayerState
+from tests.e2e.e2e_support import worker_test_env
+from tests.e2e.streams import (
+    Stream,
+    assert_equals_replay,
+    assert_unbroken_chains,
+    by_event_id,
+    decoded,
+    exact,
+    random_matches,
+    read_topic,
+    replay_events,
+    without_processed_at,
+)
+from tests.helpers import cli, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
-
-
-def random_matches(stream: Stream, n: int, players: int, seed: int) -> list[dict]:
-    """`n` duels among `players` ids, each on a random one of the stream's ladders, in
-    increasing finished_at."""
-    rng = random.Random(seed)
-    ids = [f"p{i}" for i in range(players)]
-    return [
-        stream.match(
-            f"m{i}",
-            *rng.sample(ids, 2),
-            rank_b=rng.choice([0, 1, 1]),
-            at=1_700_000_000.0 + i,
-            ladder=rng.choice(stream.names),
-        )
-        for i in range(n)
-    ]
-
-
-def by_event_id(events: list[dict]) -> dict[str, dict]:
-    """Events by id, without the processing time (the only field a replay cannot reproduce)."""
-    return {e["event_id"]: {k: v for k, v in e.items() if k != "processed_at"} for e in events}
-
-
-def without_processed_at(events: list[dict]) -> list[dict]:
-    return [{k: v for k, v in e.items() if k != "processed_at"} for e in events]
-
-
-def decoded(records: list) -> list[dict]:
-    """Rating-changed events in (partition, offset) order, each event id once."""
-    seen, out = set(), []
-    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
-        event = json.loads(record.value)
-        if event["event_id"] not in seen:
-            seen.add(event["event_id"])
-            out.append(event)
-    return out
-
-
-def assert_unbroken_chains(events: list[dict], states: dict) -> None:
-    """Each player's events, ordered by games, chain before→after and end at the stored state."""
-    chains: dict[str, list[dict]] = {}
-    for e in sorted(events, key=lambda e: e["games"]):
-        chains.setdefault(e["player_id"], []).append(e)
-    assert set(chains) == set(states)
-    for player, chain in chains.items():
-        assert [e["games"] for e in chain] == list(range(1, len(chain) + 1)), player
-        for prev, nxt in itertools.pairwise(chain):
-            assert nxt["before"] == prev["after"], player
-        assert chain[-1]["after"] == {"mu": states[player].mu, "sigma": states[player].sigma}
-        assert states[player].games == len(chain)
-
-
-def assert_equals_replay(stream: Stream, matches: list[dict], records: list) -> None:
-    """The oracle: every rating-changed event and every ladder's final states are exactly
-    what a replay of the published matches, in publish order, computes; each player's
-    events chain unbroken to the stored state."""
-    events = decoded(records)
-    expected, replay_states = replay_events(stream, matches)
-    assert len(events) == len(expected) == 2 * len(matches)
-    assert by_event_id(events) == by_event_id(expected)
-    states = stream.all_states()
-    assert exact(states) == exact(replay_states)
-    for name in stream.names:
-        assert_unbroken_chains([e for e in events if e["ladder"] == name], states[name])
 
 
 @pytest.mark.parametrize("model", ["trueskill", "glicko", "glicko2"])

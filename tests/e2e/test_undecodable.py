@@ -15,13 +15,12 @@ import pytest
 from aiokafka import AIOKafkaClient, TopicPartition
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from e2e_support import readiness
-from helpers import wait_for
-from streams import exact, replay_events
-from test_stream import by_event_id, decoded
 
 from stream_rater.kafka import bootstrap_servers, create_topics, home_partition
 from stream_rater.local.runtime import LocalRuntime
+from tests.e2e.e2e_support import readiness
+from tests.e2e.streams import by_event_id, decoded, exact, replay_events
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 

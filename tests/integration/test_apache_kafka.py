@@ -18,12 +18,12 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
-from helpers import assert_gone, topic_config
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import Record, create_topics, read_log, send_batched
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.runtime import LocalRuntime, LocalRuntimeError
+from tests.helpers import assert_gone, topic_config
 
 pytestmark = pytest.mark.integration
 

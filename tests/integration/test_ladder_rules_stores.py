@@ -7,13 +7,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from helpers import duel
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
 from stream_rater.store import open_store
+from tests.helpers import duel
 
 T0 = 1_700_000_000.0
 

@@ -16,7 +16,6 @@ import pytest
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from helpers import consume_until, topic_config, wait_for
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import TopicError, create_topics, send_batched
@@ -28,6 +27,7 @@ from stream_rater.local.runtime import (
     free_port,
     wait_for_port,
 )
+from tests.helpers import consume_until, topic_config, wait_for
 
 integration = pytest.mark.integration
 MATCHES = "matches"

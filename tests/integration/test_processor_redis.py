@@ -22,6 +22,7 @@ from stream_rater.processor import Processor
 from stream_rater.store import Commit, CommitConflict, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis import RedisStore
+from tests.helpers import parsed_duel
 
 pytestmark = pytest.mark.integration
 
@@ -110,16 +111,7 @@ async def test_two_concurrent_processors_lose_no_update(redis_url, ladders):
     matches = []
     for i in range(600):
         a, b = rng.sample(players, 2)
-        event = {
-            "match_id": f"m{i}",
-            "ladder": name,
-            "finished_at": i,
-            "teams": [
-                {"rank": 0, "players": [{"id": a}]},
-                {"rank": rng.choice([0, 1]), "players": [{"id": b}]},
-            ],
-        }
-        matches.append(parse_match(event, ladders))
+        matches.append(parsed_duel(ladders, f"m{i}", a, b, ladder=name, ranks=(0, rng.choice([0, 1])), at=i))
     halves = [matches[0::2], matches[1::2]]
     processors = [
         Processor(ladders, RacingStore.from_url(redis_url), clock=clock, max_attempts=1000) for _ in range(2)
@@ -181,13 +173,7 @@ async def test_two_processors_taking_turns_hold_states_and_equal_one_replay(redi
         batch = []
         for i in range(rng.randint(1, 6)):
             a, b = rng.sample([f"p{i}" for i in range(8)], 2)
-            event = {
-                "match_id": f"m{n}-{i}",
-                "ladder": name,
-                "finished_at": n,
-                "teams": [{"rank": 0, "players": [{"id": a}]}, {"rank": 1, "players": [{"id": b}]}],
-            }
-            batch.append(parse_match(event, ladders))
+            batch.append(parsed_duel(ladders, f"m{n}-{i}", a, b, ladder=name, at=n))
         assert (await workers[who].process(batch)).events == (await plain.process(batch)).events
     assert await stores[0].players(name) == await plain.store.players(name)
     for store in stores:

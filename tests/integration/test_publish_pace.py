@@ -5,10 +5,9 @@ import asyncio
 import time
 import uuid
 
-from helpers import duel
-
 from stream_rater.kafka import create_topics, publish
 from stream_rater.local.demo import tagged_settings
+from tests.helpers import duel
 
 
 def test_a_paced_publish_takes_each_event_at_its_turn(broker_url):

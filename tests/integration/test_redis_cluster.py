@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
-from helpers import cli
 from redis.asyncio.cluster import RedisCluster
 
 from stream_rater.config.ladders import Ladder, Ladders
@@ -40,6 +39,7 @@ from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis import RedisStore, ladder_key
 from stream_rater.store.redis.cluster import parse_cluster_url
 from stream_rater.waiting import wait_until_async
+from tests.helpers import cli
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Collection
 
 import pytest
-from helpers import duel, poison_model, poisoned
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
@@ -18,6 +17,7 @@ from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.store import open_store
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import duel, parsed_duel, poison_model, poisoned
 
 #: The tests' ladder: a fresh name, so they never share Redis state with other tests.
 NAME = f"rr-{uuid.uuid4().hex[:8]}"
@@ -46,12 +46,7 @@ def matches(n: int, seed: int = 7, players: int = 12, poison: Collection[int] = 
     out = []
     for i in range(n):
         a, b = rng.sample(range(players), 2)
-        event = {
-            "match_id": f"m{i}",
-            "ladder": NAME,
-            "finished_at": 1_700_000_000 + 3600 * i,
-            "teams": [{"rank": 0, "players": [{"id": f"p{a}"}]}, {"rank": 1, "players": [{"id": f"p{b}"}]}],
-        }
+        event = duel(f"m{i}", f"p{a}", f"p{b}", ladder=NAME, at=1_700_000_000 + 3600 * i)
         out.append((parse_match(poisoned(event) if i in poison else event, LADDERS), (0, i)))
     return out
 
@@ -289,13 +284,7 @@ async def test_a_store_that_lost_committed_matches_is_refused_and_left_as_it_was
 
 
 def record(match_id: str, winner: str, loser: str, i: int) -> Entry:
-    event = {
-        "match_id": match_id,
-        "ladder": NAME,
-        "finished_at": 1_700_000_000 + 3600 * i,
-        "teams": [{"rank": 0, "players": [{"id": winner}]}, {"rank": 1, "players": [{"id": loser}]}],
-    }
-    return parse_match(event, LADDERS), (0, i)
+    return parsed_duel(LADDERS, match_id, winner, loser, ladder=NAME, at=1_700_000_000 + 3600 * i), (0, i)
 
 
 async def test_a_peak_rating_falls_after_the_void_of_the_match_that_made_it(store):

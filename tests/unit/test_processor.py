@@ -18,31 +18,7 @@ from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit, CommitConflict
 from stream_rater.store.memory import MemoryStore
-
-LADDERS = Ladders(
-    [
-        Ladder("default", "trueskill"),
-        Ladder("timed", "trueskill", {"time_tau": 1.0, "time_unit": "days"}),
-        Ladder("sph", "sph-elo"),
-    ]
-)
-
-
-def match(mid: str, *teams: list[str], ladder: str = "default", at: float = 1_000_000.0, **team_extra):
-    """A valid match where team i has rank i and players given by id."""
-    return parse_match(
-        {
-            "match_id": mid,
-            "ladder": ladder,
-            "finished_at": at,
-            "teams": [{"rank": i, "players": [{"id": p} for p in team]} for i, team in enumerate(teams)],
-        },
-        LADDERS,
-    )
-
-
-def fixed_clock() -> float:
-    return 1_700_000_000.0
+from tests.unit.processing import LADDERS, fixed_clock, match
 
 
 @pytest.fixture

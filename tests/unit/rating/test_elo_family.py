@@ -16,6 +16,7 @@ from stream_rater.rating.elo import Elo
 from stream_rater.rating.plackett_luce import PlackettLuce
 from stream_rater.rating.registry import create_model, model_parameters
 from stream_rater.rating.thurstonian import Thurstonian
+from tests.unit.rating.ratings import solo
 
 PHI_0_OVER_CDF_0 = math.sqrt(2.0 / math.pi)  # φ(0)/Φ(0)
 
@@ -26,10 +27,6 @@ def Phi(x: float) -> float:
 
 def R(*mus: float) -> list[Rating]:
     return [Rating(m) for m in mus]
-
-
-def solo(*mus: float) -> list[list[Rating]]:
-    return [[Rating(m)] for m in mus]
 
 
 def mus(result: list[list[Rating]]) -> list[list[float]]:

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import parse_match
 from stream_rater.processor import Processor
 from stream_rater.rating import Glicko, Glicko2, Rating, create_model
 from stream_rater.rating.base import Outcome
@@ -21,6 +20,7 @@ from stream_rater.rating.glicko import GLICKO2_SCALE, SECONDS_PER_DAY, new_volat
 from stream_rater.rating.predict import balance, predict
 from stream_rater.store import PlayerState
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import parsed_duel
 
 #: Glickman's example: 1500/200 beats 1400/30, loses to 1550/100 and to 1700/300.
 PAPER_GAMES = [(Rating(1400.0, 30.0), 1.0), (Rating(1550.0, 100.0), 0.0), (Rating(1700.0, 300.0), 0.0)]
@@ -272,13 +272,9 @@ def test_the_volatility_rides_in_the_stored_state_and_old_states_still_load():
 
     async def run() -> dict[str, PlayerState]:
         for mid, first, second, at in events:
-            raw = {
-                "match_id": mid,
-                "ladder": "g2",
-                "finished_at": 1_700_000_000.0 + at,
-                "teams": [{"rank": 0, "players": [{"id": first}]}, {"rank": 1, "players": [{"id": second}]}],
-            }
-            await processor.process([parse_match(raw, ladders)])
+            await processor.process(
+                [parsed_duel(ladders, mid, first, second, ladder="g2", at=1_700_000_000.0 + at)]
+            )
         return await processor.store.players("g2")
 
     stored = asyncio.run(run())

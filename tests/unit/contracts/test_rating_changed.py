@@ -1,0 +1,63 @@
+"""The rating-changed event: its wire form round-trips and a broken one is rejected naming the field (stream_rater.contracts.rating_changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stream_rater.contracts import (
+    RatingChanged,
+    ValidationError,
+)
+from tests.helpers import RATING_CHANGED as CHANGED
+
+
+def test_rating_changed_round_trips() -> None:
+    """RatingChanged.from_dict(d).to_dict() == d for the documented example, Elo-style null sigmas too."""
+    assert RatingChanged.from_dict(CHANGED).to_dict() == CHANGED
+    elo = {**CHANGED, "before": {"mu": 500.0, "sigma": None}, "after": {"mu": 510.0, "sigma": None}}
+    assert RatingChanged.from_dict(elo).to_dict() == elo
+
+
+def test_rating_changed_accepts_integral_numbers() -> None:
+    """Integers for mu, rating and delta and an integral float for games are accepted (JSON does not tell them apart)."""
+    changed = RatingChanged.from_dict(
+        {**CHANGED, "before": {"mu": 25, "sigma": 8}, "rating": 6, "games": 3.0}
+    )
+    assert (changed.before, changed.rating, changed.games) == ({"mu": 25.0, "sigma": 8.0}, 6.0, 3)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"extra": 1}, "extra: unknown field"),
+        ({"player_id": None}, "player_id: must be a string, got null"),
+        ({"before": {"mu": 1.0}}, "before.sigma: is required"),
+        ({"after": {"mu": 1.0, "sigma": 1.0, "x": 0}}, "after.x: unknown field"),
+        ({"after": {"mu": float("nan"), "sigma": 1.0}}, "after.mu: must be a finite number"),
+        ({"after": {"mu": 1.0, "sigma": -1.0}}, "after.sigma: must be >= 0"),
+        (
+            {"after": {"mu": 1.0, "sigma": None}},
+            "after.sigma: must be null exactly when before.sigma is null",
+        ),
+        ({"games": 0}, "games: must be >= 1"),
+        ({"games": True}, "games: must be an integer, got boolean"),
+        ({"rating": "6"}, "rating: must be a number, got string"),
+        (
+            {"processed_at": "yesterday"},
+            "processed_at: 'yesterday' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)",
+        ),
+    ],
+)
+def test_invalid_rating_changed_is_rejected(changes: dict[str, Any], message: str) -> None:
+    """RatingChanged.from_dict rejects a broken rating-changed object with the field path and reason."""
+    with pytest.raises(ValidationError) as info:
+        RatingChanged.from_dict({**CHANGED, **changes})
+    assert str(info.value) == message
+
+
+def test_missing_rating_changed_field_is_named() -> None:
+    """A missing rating-changed field is reported as required."""
+    with pytest.raises(ValidationError, match=r"^delta: is required$"):
+        RatingChanged.from_dict({k: v for k, v in CHANGED.items() if k != "delta"})

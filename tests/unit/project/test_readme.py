@@ -1,0 +1,209 @@
+"""The documentation stays true to the code and to itself.
+
+The user's guide (README.md): its test command is what CI runs, its configuration table lists
+every setting with its flag and default, its command table every command. The design
+(stream_rater/README.md): its layout table is the tree. All four documents: every table is
+well formed, every relative link and anchor resolves, and every repository path named in
+backticks exists — so no document refers to a file that is not in the repository."""
+
+import argparse
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from stream_rater.cli import build_parser
+from stream_rater.config.settings import Settings, env_name
+
+ROOT = Path(__file__).resolve().parents[3]
+README = (ROOT / "README.md").read_text()
+DESIGN = (ROOT / "stream_rater" / "README.md").read_text()
+DOCS = ["README.md", "deploy/README.md", "stream_rater/README.md", "stream_rater/bench/README.md"]
+
+#: File endings that make a backticked `a/b.ext` a repository path.
+PATH_ENDINGS = (
+    ".py",
+    ".lua",
+    ".yaml",
+    ".yml",
+    ".json",
+    ".toml",
+    ".md",
+    ".sh",
+    ".txt",
+    ".html",
+    ".js",
+    ".css",
+)
+
+
+def section(text: str, heading: str) -> str:
+    """The body of the section under `heading` (a whole heading line), up to the next heading
+    of the same or a higher level."""
+    level = heading.split(" ", 1)[0]
+    body = text.split(f"\n{heading}\n", 1)[1]
+    return re.split(rf"\n#{{1,{len(level)}}} ", body, maxsplit=1)[0]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """The README's test command appears verbatim as a line of .ci/run."""
+    blocks = README.split("```sh\n")
+    test_command = blocks[2].split("\n```")[0].strip()
+    assert test_command.endswith("python -m pytest")
+    assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_configuration_table_lists_every_setting():
+    """Each Settings field has a README row with its variable, flag, default and help."""
+    for f in fields(Settings):
+        row = f"| `{env_name(f.name)}` | `--{f.name.replace('_', '-')}` | `{f.default!r}` | {f.metadata['help']} |"
+        assert row in README, f"README lacks: {row}"
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of `parser` by name (empty if it has none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def test_command_table_lists_every_command():
+    """Each `stream-rater` command opens a row of the README's command table (a row may list
+    several, `/`-separated), and each benchmark is named in the bench row."""
+    table = section(README, "## Command line")
+    named = set(re.findall(r"`(?:stream-rater )?([a-z][a-z-]*)[ `]", table))
+    commands = subcommands(build_parser())
+    assert set(commands) <= named, f"the command table lacks {sorted(set(commands) - named)}"
+    benches = set(re.findall(r"`bench ([a-z0-9-]+)", table)) | set(
+        re.findall(r"`stream-rater bench ([a-z0-9-]+)", table)
+    )
+    bench_choices = subcommands(commands["bench"])
+    assert set(bench_choices) <= benches, f"the bench row lacks {sorted(set(bench_choices) - benches)}"
+
+
+def layout_rows() -> dict[str, str]:
+    """The design's code layout table: the path each row is about (``stream_rater/x/`` or
+    ``stream_rater/x.py``) → the row's text."""
+    table = DESIGN.split("Code layout —", 1)[1].split("\n\n", 2)[1]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        where = line.split("|")[2]
+        rows[re.search(r"`(stream_rater/[^`]*)`", where).group(1)] = where
+    return rows
+
+
+def test_the_layout_table_names_every_module_and_only_modules_that_exist():
+    """Each top-level module of the package has a row; a package's row names each of its public
+    modules and scripts; every file a row names exists."""
+    rows = layout_rows()
+    package = ROOT / "stream_rater"
+    tops = {
+        f"stream_rater/{p.name}/" if p.is_dir() else f"stream_rater/{p.name}"
+        for p in package.iterdir()
+        if not p.name.startswith("_") and p.name not in ("data", "py.typed", "README.md")
+    }
+    assert set(rows) == tops
+    for top, row in rows.items():
+        if not top.endswith("/"):
+            continue
+        named = set(re.findall(r"`([\w.]+\.(?:py|lua|yaml))`", row))
+        for name in named:
+            assert (ROOT / top / name).is_file(), f"{top}{name} is in the README but not in the tree"
+        public = {
+            p.name
+            for p in (ROOT / top).iterdir()
+            if p.suffix in (".py", ".lua") and not p.name.startswith("_")
+        }
+        assert public <= named, f"README's row of {top} lacks {sorted(public - named)}"
+
+
+def prose(text: str) -> list[str]:
+    """The lines of a markdown text outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a markdown text: lower case, punctuation
+    dropped, spaces as hyphens, a repeated one suffixed -1, -2, …"""
+    seen: dict[str, int] = {}
+    for line in prose(text):
+        if m := re.match(r"#{1,6} (.+)", line):
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            count = seen.get(slug, 0)
+            seen[slug] = count + 1
+            if count:
+                seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_table_is_well_formed(doc):
+    """Every row of every table has as many cells as its header (`\\|` is a cell's pipe)."""
+    for block in "\n".join(prose((ROOT / doc).read_text())).split("\n\n"):
+        rows = [r for r in block.splitlines() if r.startswith("|")]
+        if len(rows) < 2:
+            continue
+        widths = {len(re.split(r"(?<!\\)\|", r.strip())) for r in rows}
+        assert len(widths) == 1, f"{doc}: a table's rows have different cell counts: {rows[0][:60]}…"
+        assert re.fullmatch(r"\|( *:?-+:? *\|)+", rows[1].strip()), f"{doc}: {rows[0][:60]}… lacks its rule"
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_relative_link_and_anchor_resolves(doc):
+    """A relative link names a file or folder of the repository, and its #anchor (or a bare
+    #anchor in the same document) a heading of the target."""
+    here = (ROOT / doc).parent
+    for line in prose((ROOT / doc).read_text()):
+        for target in re.findall(r"\]\(([^)\s]+)\)", line):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            where = (here / path).resolve() if path else ROOT / doc
+            assert where.exists(), f"{doc} links to {target}: no such file"
+            assert ROOT in where.parents or where == ROOT, f"{doc} links outside the repository: {target}"
+            if anchor:
+                assert anchor in anchors(where.read_text()), f"{doc} links to {target}: no such heading"
+
+
+def named_paths(text: str) -> set[str]:
+    """The backticked words of a markdown text that look like repository paths: two or more
+    segments, and a known file ending, a trailing slash or a first segment that is a top-level
+    entry of the repository."""
+    tops = {p.name for p in ROOT.iterdir()}
+    found = set()
+    for line in prose(text):
+        for word in re.findall(r"`([^`\s]+)`", line):
+            if not re.fullmatch(r"[\w.\-*]+(/[\w.\-*]+)+/?", word):
+                continue
+            if word.endswith(PATH_ENDINGS) or word.endswith("/") or word.split("/")[0] in tops:
+                found.add(word)
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_path_a_document_names_exists(doc):
+    """Each repository path named in backticks exists, from the repository's root or from the
+    document's folder (a `*` matches as a glob)."""
+    here = (ROOT / doc).parent
+    for path in named_paths((ROOT / doc).read_text()):
+        assert any(any(base.glob(path.rstrip("/"))) for base in (ROOT, here)), (
+            f"{doc} names `{path}`: no such file"
+        )
+
+
+def test_the_path_check_sees_a_missing_file():
+    """The path check is not vacuous: a made-up path is caught, a real one passes."""
+    assert named_paths("see `stream_rater/nowhere.py` and `deploy/k8s/base/`") == {
+        "stream_rater/nowhere.py",
+        "deploy/k8s/base/",
+    }
+    assert not any(ROOT.glob("stream_rater/nowhere.py"))
+    assert "order-the-ladder-is-the-unit-of-order" in anchors(README)

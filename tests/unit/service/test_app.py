@@ -1,0 +1,192 @@
+"""The worker app: its consumer is faust's with one guard per fetched batch, and records of the
+matches topic go to the agent's batch buffer (no broker needed: the delivery loop is driven
+with records in memory); the worker's garbage-collector set-up; its bounded stop (`StopWatch`)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+
+from faust.types import TP
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.settings import Settings
+from stream_rater.service import metrics
+from stream_rater.service.app import (
+    EXIT_STOP_TIMEOUT,
+    GC_YOUNG_THRESHOLD,
+    StopWatch,
+    create_app,
+    settle_gc,
+    time_gc_pauses,
+)
+from stream_rater.service.faust_transport import YIELD_EVERY, BatchGuardConsumer
+from stream_rater.store.memory import MemoryStore
+
+TOPIC = "matches-transport"
+PART = TP(TOPIC, 0)
+OTHER = TP("another-topic", 0)
+
+
+def consumer(**settings: float) -> BatchGuardConsumer:
+    app = create_app(
+        Settings(
+            broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="transport-test", **settings
+        ),
+        Ladders([Ladder("default", "trueskill")]),
+        store=MemoryStore(),
+    )
+    return app.consumer
+
+
+async def records(offsets: list[int], tp: TP = PART) -> AsyncIterator[tuple[TP, SimpleNamespace]]:
+    for offset in offsets:
+        yield tp, SimpleNamespace(topic=tp.topic, offset=offset)
+
+
+def test_the_worker_app_consumes_with_the_batch_guard_consumer():
+    assert isinstance(consumer(), BatchGuardConsumer)
+
+
+async def test_a_batch_is_delivered_in_order_from_the_read_offset_on():
+    """Records before the read offset are skipped; the rest reach the conductor in order and
+    move the read offset, across the loop's periodic yields."""
+    c = consumer()
+    delivered: list[int] = []
+
+    async def callback(message: SimpleNamespace) -> None:
+        delivered.append(message.offset)
+
+    c.callback = callback
+    c._read_offset[OTHER] = 3
+    offsets = [1, 2, *range(3, 3 + 2 * YIELD_EVERY)]
+    await c._deliver(records(offsets, OTHER))
+    assert delivered == offsets[2:]
+    assert c._read_offset[OTHER] == offsets[-1]
+
+
+async def test_the_matches_topic_goes_to_the_batch_buffer_in_one_step():
+    """The agent's topic bypasses the conductor: the fetched records land in its buffer, in
+    order, and move the read offset."""
+    c = consumer()
+    c.app.flow_control.resume()
+    delivered: list[int] = []
+
+    async def callback(message: SimpleNamespace) -> None:
+        delivered.append(message.offset)
+
+    c.callback = callback
+    offsets = list(range(2 * YIELD_EVERY))
+    await c._deliver(records(offsets))
+    buffer = c.app.batch_buffers[TOPIC]
+    assert delivered == []
+    assert [m.offset for m in buffer._records] == offsets
+    assert c._read_offset[PART] == offsets[-1]
+
+
+async def test_the_consumers_fetch_wait_is_the_configured_one():
+    """faust fixes 1.5 s; the worker's aiokafka consumer gets ``fetch_max_wait`` instead."""
+    c = consumer(fetch_max_wait=0.2)
+    assert c._new_consumer_thread()._create_worker_consumer(c.transport)._fetch_max_wait_ms == 200
+
+
+def test_settle_gc_freezes_start_up_objects_and_collects_young_objects_less_often():
+    before = gc.get_threshold()
+    try:
+        settle_gc()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
+def test_every_collection_is_timed_by_generation_once_per_process():
+    """A full collection shows in the gen-2 pause histogram; installing twice times it once."""
+    time_gc_pauses()
+    time_gc_pauses()
+    timed = [c for c in gc.callbacks if getattr(c, "times_gc_pauses", False)]
+    assert len(timed) == 1
+    full = metrics.GC_PAUSE.labels("2")
+    before = full._sum.get(), sum(b.get() for b in full._buckets)
+    gc.collect(2)
+    after = full._sum.get(), sum(b.get() for b in full._buckets)
+    assert after[1] == before[1] + 1 and after[0] > before[0]
+    gc.callbacks.remove(timed[0])
+
+
+async def test_a_buffered_partition_is_delivered_strictly_in_sequence():
+    """After a seek, a jump in the matches topic's offsets is not a gap: the partition is sought
+    back to the expected offset and nothing past the jump is delivered; what was delivered
+    already is skipped; a jump to the same offset twice in a row is a real gap."""
+    c = consumer()
+    c.app.flow_control.resume()
+    sought: list[tuple[TP, int]] = []
+    gaps: list[tuple[int, int]] = []
+
+    async def seek(tp: TP, offset: int) -> None:
+        sought.append((tp, offset))
+
+    async def add_gap(tp: TP, start: int, end: int) -> None:
+        gaps.append((start, end))
+
+    c._seek, c._add_gap = seek, add_gap
+    buffer = c.app.batch_buffers[TOPIC]
+    await c.seek(PART, 10)
+    await c._deliver(records([10, 11, 15, 16]))
+    assert [m.offset for m in buffer._records] == [10, 11]
+    assert sought[-1] == (PART, 12) and gaps == []
+    await c._deliver(records([10, 11, 12, 13]))
+    assert [m.offset for m in buffer._records] == [10, 11, 12, 13]
+    await c._deliver(records([20]))
+    await c._deliver(records([20, 21]))
+    assert [m.offset for m in buffer._records][-2:] == [20, 21]
+    assert gaps == [(14, 20)]
+
+
+def test_faust_credentials_follow_the_plain_clients_security_mapping():
+    """The worker's faust credentials and the plain clients' options come from one mapping."""
+    import faust
+
+    from stream_rater.kafka import client_options
+    from stream_rater.service.app import broker_credentials
+
+    assert broker_credentials(Settings(broker="kafka://h:1")) is None
+    assert isinstance(
+        broker_credentials(Settings(broker="kafka://h:1", kafka_security_protocol="SSL")),
+        faust.SSLCredentials,
+    )
+    sasl = Settings(
+        broker="kafka://h:1",
+        kafka_security_protocol="sasl_ssl",
+        kafka_sasl_mechanism="SCRAM-SHA-256",
+        kafka_sasl_username="u",
+        kafka_sasl_password="p",
+    )
+    credentials, options = broker_credentials(sasl), client_options(sasl)
+    assert (credentials.mechanism.value, credentials.username, credentials.password) == (
+        options["sasl_mechanism"],
+        options["sasl_plain_username"],
+        options["sasl_plain_password"],
+    )
+    assert credentials.ssl_context is not None
+
+
+def test_the_stop_watch_exits_once_after_the_timeout_less_a_margin_saying_what_it_waited_for(caplog):
+    exited: list[int] = []
+    done = threading.Event()
+
+    def exit(code: int) -> None:
+        exited.append(code)
+        done.set()
+
+    watch = StopWatch(0.2, lambda: "the agent's last batch", exit=exit)
+    assert watch.deadline == 0.2 - 0.02 and StopWatch(30.0, str).deadline == 29.0
+    watch.arm()
+    watch.arm()
+    assert done.wait(10)
+    assert exited == [EXIT_STOP_TIMEOUT]
+    [record] = [r for r in caplog.records if "still waiting for" in r.getMessage()]
+    assert "the agent's last batch" in record.getMessage()

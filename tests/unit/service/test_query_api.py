@@ -1,0 +1,250 @@
+"""The read API over HTTP on a memory store: lookups, the leaderboard, predictions and balanced
+teams answered from live states (time-aware), and every kind of bad request answered with its status and the
+field — never a traceback."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from scipy.stats import norm
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.processor import Processor
+from stream_rater.queries import Queries
+from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
+from stream_rater.store.memory import MemoryStore
+from tests.helpers import parsed_duel
+
+DAY = 86400.0
+LADDERS = Ladders(
+    [Ladder("default", "trueskill"), Ladder("timed", "trueskill", {"time_tau": 1.0}), Ladder("elo", "elo")]
+)
+NOW = 1_700_000_000.0 + 10 * DAY
+
+
+#: A valid 1-vs-1 match on `LADDERS`: the first player wins.
+duel = partial(parsed_duel, LADDERS)
+
+
+@pytest.fixture
+async def client() -> TestClient:
+    store = MemoryStore()
+    await Processor(LADDERS, store).process(
+        [
+            duel("m1", "ann", "bob"),
+            duel("m2", "ann", "cat"),
+            duel("t1", "ann", "bob", ladder="timed"),
+            duel("e1", "ann", "bob", ladder="elo"),
+        ]
+    )
+    queries = Queries(store, LADDERS, max_players=6)
+    application = serve_app(queries, store)
+    client = TestClient(TestServer(application))
+    await client.start_server()
+    yield client
+    await client.close()
+
+
+async def post(client: TestClient, path: str, body: object) -> tuple[int, dict]:
+    response = await client.post(path, json=body)
+    return response.status, await response.json()
+
+
+async def test_players_are_looked_up_with_rank_percentile_and_new_flag(client):
+    """Known players get their state, rank and percentile; an unknown one the prior, flagged new."""
+    status, body = await post(client, "/api/ladders/default/players", {"players": ["bob", "ann", "zed"]})
+    assert status == 200
+    bob, ann, zed = body["players"]
+    assert (ann["rank"], ann["percentile"], ann["games"], ann["new"]) == (1, 100.0, 2, False)
+    assert bob["rank"] in (2, 3) and bob["games"] == 1
+    assert (zed["new"], zed["mu"], zed["sigma"], zed["rank"]) == (True, 25.0, 25 / 3, None)
+
+
+async def test_a_time_scaled_ladder_reads_sigma_as_of_now_without_writing_it():
+    """σ² grows by γ²·Δt (γ = 1 per day) since the last match at read time; the stored state
+    is unchanged by the read."""
+    store = MemoryStore()
+    await Processor(LADDERS, store).process([duel("t1", "ann", "bob", ladder="timed")])
+    stored = (await store.players("timed"))["ann"]
+    queries = Queries(store, LADDERS)
+    later = (await queries.players("timed", ["ann"], stored.last_played + 3 * DAY))["players"][0]
+    assert later["sigma"] == pytest.approx(math.sqrt(stored.sigma**2 + 3.0))
+    assert (await queries.players("timed", ["ann"], stored.last_played))["players"][0][
+        "sigma"
+    ] == stored.sigma
+    assert (await store.players("timed"))["ann"] == stored
+
+
+async def test_predict_two_players_equals_the_closed_form_and_sums_to_one(client):
+    """Win, loss and draw probabilities from the stored states equal the TrueSkill closed form."""
+    status, body = await post(client, "/api/ladders/elo/predict", {"teams": [["ann"], ["bob"]]})
+    assert status == 200 and body["draw_probability"] == 0.0
+    status, body = await post(client, "/api/ladders/default/predict", {"teams": [["ann"], ["zed"]]})
+    assert status == 200
+    _, looked = await post(client, "/api/ladders/default/players", {"players": ["ann", "zed"]})
+    ann, zed = looked["players"]
+    model = LADDERS.get("default").rating_model
+    c = math.sqrt(ann["sigma"] ** 2 + zed["sigma"] ** 2 + 2 * (model.tau**2 + model.beta**2))
+    eps = norm.ppf((model.draw_probability + 1) / 2) * model.beta * math.sqrt(2)
+    delta = ann["mu"] - zed["mu"]
+    wins = [t["win_probability"] for t in body["teams"]]
+    assert wins == pytest.approx([norm.cdf((delta - eps) / c), norm.cdf((-delta - eps) / c)], abs=1e-12)
+    assert sum(wins) + body["draw_probability"] == pytest.approx(1.0)
+    assert body["teams"][1]["new"] == ["zed"] and 0 < body["quality"] <= 1
+
+
+async def test_balance_splits_the_pool_into_the_sizes_asked(client):
+    """Four players into 2 v 2: every player once, the quality and the search reported."""
+    status, body = await post(
+        client,
+        "/api/ladders/default/balance",
+        {"players": ["ann", "bob", "cat", "zed"], "team_sizes": [2, 2]},
+    )
+    assert status == 200 and body["exhaustive"] is True
+    assert sorted(p for team in body["teams"] for p in team) == ["ann", "bob", "cat", "zed"]
+    assert {"ann", "zed"} not in [set(team) for team in body["teams"]] or body["quality"] > 0
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "says"),
+    [
+        ("/api/ladders/nosuch/predict", {"teams": [["a"], ["b"]]}, 404, "unknown ladder 'nosuch'"),
+        (
+            "/api/ladders/default/predict",
+            {"teams": [["a"]]},
+            400,
+            "teams: must be an array of at least two teams",
+        ),
+        (
+            "/api/ladders/default/predict",
+            {"teams": [["a"], [7]]},
+            400,
+            "teams[1][0]: must be a non-empty string",
+        ),
+        (
+            "/api/ladders/default/predict",
+            {"teams": [["a", "b", "c"], ["d", "e", "f", "g"]]},
+            413,
+            "at most 6",
+        ),
+        ("/api/ladders/default/predict", {"teams": [["a"], ["a"]]}, 400, "a player is on two teams"),
+        ("/api/ladders/default/players", [1, 2], 400, "body: must be a JSON object"),
+        (
+            "/api/ladders/default/balance",
+            {"players": ["a", "b", "c"], "team_sizes": [2, 2]},
+            400,
+            "team_sizes: add up to 4",
+        ),
+    ],
+)
+async def test_bad_requests_get_their_status_and_the_field(client, path, body, status, says):
+    """Unknown ladder 404, malformed body 400 naming the field, too many players 413."""
+    got, answer = await post(client, path, body)
+    assert got == status and says in answer["error"] and "Traceback" not in answer["error"]
+
+
+async def test_the_openapi_file_documents_every_query_route(client):
+    """The shipped OpenAPI document names each route and is served at /api/openapi.yaml."""
+    spec = yaml.safe_load(OPENAPI.read_text())
+    assert set(spec["paths"]) == {
+        f"/api/ladders/{{ladder}}/{name}" for name in ("players", "leaderboard", "predict", "balance")
+    }
+    response = await client.get("/api/openapi.yaml")
+    assert response.status == 200 and yaml.safe_load(await response.text()) == spec
+
+
+@pytest.mark.parametrize(
+    ("operation", "example", "body"),
+    [
+        ("predict", "two_teams", {"teams": [["a"], ["b", "a"]]}),
+        ("balance", "sizes", {"players": ["a", "b", "c"], "team_sizes": [2, 2]}),
+    ],
+)
+async def test_the_openapi_file_documents_the_refusals_json_schema_cannot_state(
+    client, operation, example, body
+):
+    """A rule JSON Schema cannot state is documented by its 400 answer, word for word."""
+    spec = yaml.safe_load(OPENAPI.read_text())
+    refusal = spec["paths"][f"/api/ladders/{{ladder}}/{operation}"]["post"]["responses"]["400"]
+    documented = refusal["content"]["application/json"]["examples"][example]["value"]
+    assert await post(client, f"/api/ladders/default/{operation}", body) == (400, documented)
+
+
+async def test_predict_gives_ranking_probabilities_when_asked(client):
+    """With "rankings": true, every order of three teams with its probability, summing to 1."""
+    status, body = await post(
+        client, "/api/ladders/default/predict", {"teams": [["ann"], ["bob"], ["cat"]], "rankings": True}
+    )
+    assert status == 200 and len(body["rankings"]) == 6
+    assert sum(r["probability"] for r in body["rankings"]) == pytest.approx(1.0)
+    assert body["rankings"][0]["order"][0] == 0  # ann, who beat both, most likely leads
+    status, body = await post(
+        client, "/api/ladders/default/predict", {"teams": [["ann"], ["bob"]], "rankings": "yes"}
+    )
+    assert status == 400 and body["error"] == "rankings: must be true or false"
+
+
+async def test_leaderboard_rows_give_the_stored_state_and_sigma_as_of_now():
+    """Each row has the stored state and display rating beside σ and rating as of the read's
+    clock (σ² + γ²·Δt, γ = 1 per day), the same σ a players lookup gives; nothing is written."""
+    store = MemoryStore()
+    await Processor(LADDERS, store).process(
+        [
+            duel("t1", "ann", "bob", ladder="timed"),
+            duel("t2", "ann", "cat", ladder="timed", at=1_700_000_000.0 + DAY),
+        ]
+    )
+    stored = await store.players("timed")
+    queries = Queries(store, LADDERS)
+    application = web.Application()
+    application.add_routes(query_routes(queries, clock=lambda: NOW))
+    async with TestClient(TestServer(application)) as client:
+        response = await client.get("/api/ladders/timed/leaderboard?top=3")
+        assert response.status == 200
+        body = await response.json()
+    assert (body["ladder"], body["model"]) == ("timed", "trueskill")
+    assert next((r["rank"], r["player_id"]) for r in body["rows"]) == (1, "ann")
+    looked = {
+        p["player_id"]: p for p in (await queries.players("timed", ["ann", "bob", "cat"], NOW))["players"]
+    }
+    for row in body["rows"]:
+        state = stored[row["player_id"]]
+        idle_days = (NOW - state.last_played) / DAY
+        assert (row["mu"], row["sigma"], row["games"], row["last_played"]) == (
+            state.mu,
+            state.sigma,
+            state.games,
+            state.last_played,
+        )
+        assert row["rating"] == pytest.approx(state.mu - 3 * state.sigma, abs=1e-12)
+        assert row["sigma_now"] == pytest.approx(math.sqrt(state.sigma**2 + idle_days), rel=1e-12)
+        assert row["sigma_now"] == looked[row["player_id"]]["sigma"]
+        assert row["rating_now"] == pytest.approx(state.mu - 3 * row["sigma_now"], abs=1e-12)
+    assert await store.players("timed") == stored
+
+
+async def test_leaderboard_takes_top_and_answers_bad_requests_with_the_field(client):
+    """``top`` bounds the rows (default 25); a bad ``top`` is 400 naming it, an unknown ladder 404."""
+    body = await (await client.get("/api/ladders/default/leaderboard?top=1")).json()
+    assert [(r["rank"], r["player_id"], r["games"]) for r in body["rows"]] == [(1, "ann", 2)]
+    assert len((await (await client.get("/api/ladders/default/leaderboard")).json())["rows"]) == 3
+    for bad in ("0", "501", "many", "2.5"):
+        response = await client.get(f"/api/ladders/default/leaderboard?top={bad}")
+        assert response.status == 400
+        assert (await response.json())["error"] == "top: must be an integer from 1 to 500"
+    response = await client.get("/api/ladders/nosuch/leaderboard")
+    assert response.status == 404 and "unknown ladder 'nosuch'" in (await response.json())["error"]
+
+
+async def test_leaderboard_of_an_elo_ladder_has_no_sigma(client):
+    """An Elo ladder's rows have no σ, stored or now, and the rating now is the stored one."""
+    body = await (await client.get("/api/ladders/elo/leaderboard")).json()
+    assert [
+        (r["player_id"], r["sigma"], r["sigma_now"], r["rating_now"] == r["rating"] == r["mu"])
+        for r in body["rows"]
+    ] == [("ann", None, None, True), ("bob", None, None, True)]
