@@ -205,21 +205,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
-    from stream_rater.kafka import TopicError, client_options, create_topics, publish
+    from stream_rater.kafka import TopicError, create_service_topics, publish
 
     settings = settings_of(args)
     require(settings, "broker")
     ladders = ladders_of(args)
     try:  # as the worker would, so that a broker that auto-creates topics never picks the count
-        asyncio.run(
-            create_topics(
-                settings.broker,
-                settings.topics(),
-                settings.replication_factor,
-                options=client_options(settings),
-                configs=settings.topic_configs(),
-            )
-        )
+        asyncio.run(create_service_topics(settings))
     except TopicError as exc:
         print(f"stream-rater publish: warning: {exc}; publishing anyway", file=sys.stderr)
     with ExitStack() as stack:

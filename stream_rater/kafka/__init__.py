@@ -12,7 +12,13 @@ and the benches: plain aiokafka clients, no faust.
   (`deleted_heads`), and the refusal when it does not (`HistoryTruncated`).
 """
 
-from stream_rater.kafka.admin import TopicError, committed_offsets, create_topics, topic_partitions
+from stream_rater.kafka.admin import (
+    TopicError,
+    committed_offsets,
+    create_service_topics,
+    create_topics,
+    topic_partitions,
+)
 from stream_rater.kafka.history import LadderHistory, ladder_history
 from stream_rater.kafka.log import ISOLATION_LEVEL, LogReader, LogRecord, read_log, read_partition, subscribe
 from stream_rater.kafka.produce import (
@@ -45,6 +51,7 @@ __all__ = [
     "bootstrap_servers",
     "client_options",
     "committed_offsets",
+    "create_service_topics",
     "create_topics",
     "deleted_heads",
     "home_partition",

@@ -100,6 +100,20 @@ async def _create_topics_once(
         await admin.close()
 
 
+async def create_service_topics(settings: Settings) -> None:
+    """Create the service's topics as `settings` configure them (`Settings.topics`, their
+    configs, the replication factor, the connection's security), as the worker does before it
+    starts and `publish` before it sends: a broker that auto-creates topics never picks the
+    partition count."""
+    await create_topics(
+        settings.broker,
+        settings.topics(),
+        settings.replication_factor,
+        options=client_options(settings),
+        configs=settings.topic_configs(),
+    )
+
+
 async def _await_partitions(admin: AIOKafkaAdminClient, topics: Mapping[str, int], timeout: float) -> None:
     """Poll the metadata until every topic reports its expected partition count."""
     found: dict[str, int] = {}

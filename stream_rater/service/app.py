@@ -34,7 +34,7 @@ from stream_rater.kafka import (
     Record,
     client_options,
     committed_offsets,
-    create_topics,
+    create_service_topics,
     read_partition,
     send_batched,
 )
@@ -411,15 +411,7 @@ def run_worker(settings: Settings, ladders: Ladders) -> None:
     (faust handles the signals; `Worker` bounds the stop by ``stop_timeout``). faust itself
     only creates its internal topics, and a broker that auto-creates the input topic would
     pick its own partition count."""
-    asyncio.run(
-        create_topics(
-            settings.broker,
-            settings.topics(),
-            settings.replication_factor,
-            options=client_options(settings),
-            configs=settings.topic_configs(),
-        )
-    )
+    asyncio.run(create_service_topics(settings))
     suspect_empty = asyncio.run(store_looks_lost(settings, ladders))
     app = create_app(settings, ladders, suspect_empty=suspect_empty)
     settle_gc()
