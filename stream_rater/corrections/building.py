@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from stream_rater.corrections.planning import Entry, Progress
 from stream_rater.processor import Processor, process_skipping
@@ -32,8 +31,8 @@ class Build:
         self.done = 0  # entries processed (applied, voided, duplicates or skipped)
         #: A line per match the model could not rate (skipped, as the worker dead-letters it).
         self.skipped: list[str] = []
-        #: The events of the last `keep` matches applied, by match id, oldest first.
-        self.recent: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        #: The ids of the last `keep` matches processed, oldest first.
+        self.recent: OrderedDict[str, None] = OrderedDict()
         self.keep = recent
 
     def add(self, entries: list[Entry]) -> None:
@@ -59,7 +58,7 @@ class Build:
             self.skipped += [skip.line() for skip in skipped]
             newly = [r for r in result.results if not r.duplicate and not r.voided]
             self.applied += len(newly)
-            self.recent.update((r.match.match_id, r.events) for r in newly[-self.keep :])
+            self.recent.update((match.match_id, None) for match, _ in chunk[-self.keep :])
             while len(self.recent) > self.keep:
                 self.recent.popitem(last=False)
             self.done += len(chunk)

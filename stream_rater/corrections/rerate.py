@@ -19,11 +19,13 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
    again, and in one atomic step make the staging generation live and store the correction
    events (one per player whose state changed). Send them, lift the freeze, release the
    lock, drop the old generation. The live ladder is blocked only from the freeze to the
-   lift: a fetch from the topic, a few matches, a few reads and one produce — milliseconds,
-   whatever the ladder's size. The staging generation's markers are written empty (its
-   events are never produced), except those of the live ladder's last matches whose live
-   markers still hold their events (a worker died between its commit and its produce):
-   those hold the staging generation's events, so that the redelivery re-emits them.
+   lift: a fetch from the topic, a few matches, a few reads and one or two produces —
+   milliseconds, whatever the ladder's size. The staging generation's markers are written
+   empty (its events are never produced). The live ladder's last matches whose live markers
+   still hold their events (a worker died between its commit and its produce, or is
+   producing them now) are sent by the re-rate itself, in log order, before the switch: on
+   `rating-updates` every player's events then chain, the live ones ending where the
+   correction event begins (a worker still producing them adds duplicates after it).
 
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
 abandoned staging one); a crash after it leaves the new generation live and its correction
@@ -244,8 +246,9 @@ class Rerate:
 
     async def switch(self) -> None:
         """5. Switch: freeze the live generation, apply its last matches, compare their players
-        again, switch atomically storing the correction events, send them, lift the freeze
-        and release the lock; each step's time goes to the report's `blocked_steps`."""
+        again, send the live events not yet produced, switch atomically storing the correction
+        events, send them, lift the freeze and release the lock; each step's time goes to the
+        report's `blocked_steps`."""
         store, ladder, build = self.store, self.ladder, self.staging
         # Markers only ever go from holding events to empty, and every match committed from
         # here on is applied inside the freeze: only these and those can hold events then.
@@ -262,9 +265,9 @@ class Rerate:
         events = await self.comparison.again(touched(self.touched, last))
         clock.step("compare")
         maybe |= {match.match_id for match, _ in last}
-        unproduced = await store.unproduced(ladder, live.live, [m for m in build.recent if m in maybe])
-        if unproduced:
-            await store.hold_events(ladder, self.generation, {m: build.recent[m] for m in unproduced})
+        held = await store.unproduced(ladder, live.live, [m for m in build.recent if m in maybe])
+        if held:
+            await self.send([event for events in held.values() for event in events])
         clock.step("unproduced")
         await store.switch(ladder, self.owner, self.generation, live, events)
         self.switched = True

@@ -265,15 +265,11 @@ class MemoryStore(StateStore):
     async def outbox(self, ladder: str) -> list[Event]:
         return list(self._ladders[ladder].outbox)
 
-    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+    async def unproduced(
+        self, ladder: str, generation: int, match_ids: Sequence[str]
+    ) -> dict[str, list[Event]]:
         applied = self._ladders[ladder].generations[generation].applied
-        return [m for m in match_ids if applied.get(m)]
-
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
-        applied = self._generation(ladder, generation).applied
-        for match_id, held in events.items():
-            if match_id in applied:
-                applied[match_id] = list(held)
+        return {m: list(applied[m]) for m in match_ids if applied.get(m)}
 
     async def voids(self, ladder: str) -> dict[str, Void]:
         return dict(self._ladders[ladder].voids)

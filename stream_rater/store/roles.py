@@ -188,16 +188,12 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
         """Correction events a switch stored and nobody has sent yet."""
 
     @abstractmethod
-    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+    async def unproduced(
+        self, ladder: str, generation: int, match_ids: Sequence[str]
+    ) -> dict[str, list[Event]]:
         """Of `match_ids`, those whose markers in `generation` still hold their events (not
         known to be with the broker: a worker died between its commit and its produce, or
-        is producing them now)."""
-
-    @abstractmethod
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
-        """Make the existing markers of the staging `generation` of the given matches hold
-        `events` (keeping their expiry), so that a redelivery after the switch re-emits them
-        (a re-rate writes its markers empty; see `unproduced`)."""
+        is producing them now), with those events, in the order of `match_ids`."""
 
 
 class DeploymentStore(Protocol):

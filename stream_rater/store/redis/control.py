@@ -14,7 +14,7 @@ from redis.commands.core import AsyncScript
 from stream_rater.store.redis.keys import KeyLayout
 from stream_rater.store.redis.scripts import script_args
 from stream_rater.store.status import check_reply, text
-from stream_rater.store.stored_events import PACKER, pack_events
+from stream_rater.store.stored_events import PACKER, stored_event
 from stream_rater.store.values import Event, Generations, LockLost, Void
 
 
@@ -135,19 +135,17 @@ class RerateControl(KeyLayout):
         raw = await self.client.get(self._key(ladder, "outbox"))
         return msgpack.unpackb(raw, raw=False) if raw else []
 
-    async def unproduced(self, ladder: str, generation: int, match_ids: Sequence[str]) -> list[str]:
+    async def unproduced(
+        self, ladder: str, generation: int, match_ids: Sequence[str]
+    ) -> dict[str, list[Event]]:
         if not match_ids:
-            return []
+            return {}
         held = await self.client.hmget(self._gen_key(ladder, generation, "unproduced"), list(match_ids))
-        return [m for m, events in zip(match_ids, held) if events is not None]
-
-    async def hold_events(self, ladder: str, generation: int, events: Mapping[str, list[Event]]) -> None:
-        ids = [m for m, held in events.items() if held]
-        marked = await self.client.hmget(self._gen_key(ladder, generation, "mk"), ids) if ids else []
-        held = [m for m, marker in zip(ids, marked) if marker is not None]
-        if held:
-            pairs = [value for m in held for value in (m, pack_events(events[m], ladder))]
-            await self.client.hset(self._gen_key(ladder, generation, "unproduced"), items=pairs)
+        return {
+            m: [stored_event(e, ladder) for e in msgpack.unpackb(events, raw=False)]
+            for m, events in zip(match_ids, held)
+            if events is not None
+        }
 
     async def voids(self, ladder: str) -> dict[str, Void]:
         rows = await self.client.hgetall(self._key(ladder, "voids"))

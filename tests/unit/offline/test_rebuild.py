@@ -44,4 +44,4 @@ async def test_without_a_committed_offset_every_match_s_events_are_produced():
 
 async def test_the_store_keeps_only_the_last_batch_s_events_unproduced():
     _, store = await _rebuilt({0: 4})
-    assert await store.unproduced("default", 0, [f"m{i}" for i in range(6)]) == ["m4", "m5"]
+    assert list(await store.unproduced("default", 0, [f"m{i}" for i in range(6)])) == ["m4", "m5"]
