@@ -4,7 +4,7 @@ stream published at a steady rate over several ladders and shapes, with invalid 
 records mixed in, while a seeded schedule (`chaos_schedule`) injects faults several at a time:
 workers killed, frozen, restarted, added and removed; brokers killed or frozen; Redis frozen,
 refusing writes, killed and restarted from its AOF; a worker cut off from Redis (a TCP proxy
-per worker); ``void``, ``unvoid``, ``rerate`` and a season start issued mid-run. Every fault is
+per worker) or from every broker (a proxy per worker and broker, behind a listener of its own); ``void``, ``unvoid``, ``rerate`` and a season start issued mid-run. Every fault is
 healed before the end; after a quiet period the verdict (`chaos_verdict`) is read from the
 topics and the store, not from the workers' counters. Exit 1 on any violation, with the seed
 and the schedule written to a file so that the run can be repeated.
@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from stream_rater.bench.chaos_schedule import (
     CORRECTIONS,
+    EXTRA_WORKER_SLOTS,
     LADDER_SHAPES,
     Fault,
     draw_schedule,
@@ -43,7 +44,7 @@ from stream_rater.bench.chaos_verdict import Correction, ReadinessLog, Verdict, 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish
 from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
-from stream_rater.local.nemesis import FaultyRedis, TcpProxy, signal_process
+from stream_rater.local.nemesis import BrokerLinks, FaultyRedis, TcpProxy, signal_process
 from stream_rater.local.runtime import BrokerKind, LocalRuntime, LocalRuntimeError, free_port
 from stream_rater.waiting import wait_until
 
@@ -83,10 +84,14 @@ class _Slot:
 
 
 class Workers:
-    """The worker processes by slot, each reaching Redis through its own `TcpProxy`."""
+    """The worker processes by slot, each reaching Redis through its own `TcpProxy`, and the
+    brokers through its own `BrokerLinks` when there are some (Apache Kafka)."""
 
-    def __init__(self, settings: Settings, env: dict[str, str], redis_port: int, logs: Path) -> None:
+    def __init__(
+        self, settings: Settings, env: dict[str, str], redis_port: int, logs: Path, links: BrokerLinks | None
+    ) -> None:
         self.settings, self.env, self.redis_port, self.logs = settings, env, redis_port, logs
+        self.links = links
         self.slots: dict[int, _Slot] = {}
         self.proxies: dict[int, TcpProxy] = {}
         self.wanted: set[int] = set()
@@ -98,6 +103,8 @@ class Workers:
             proxy = self.proxies.setdefault(slot, TcpProxy(self.redis_port))
             port = free_port()
             settings = replace(self.settings, redis_url=proxy.url, web_port=port)
+            if self.links is not None:
+                settings = replace(settings, broker=self.links.broker_url(slot))
             with (self.logs / f"worker-{slot}.log").open("a") as log:
                 process = start_worker(settings, self.env, log)
             self.slots[slot] = _Slot(process, port, time.monotonic())
@@ -159,6 +166,8 @@ class Workers:
             self.stop(slot)
         for proxy in self.proxies.values():
             proxy.close()
+        if self.links is not None:
+            self.links.close()
 
 
 @dataclass
@@ -222,6 +231,7 @@ class Nemesis:
             "worker-remove": (lambda: w.stop(slot), lambda: w.start(slot)),
             "worker-add": (lambda: w.start(slot), lambda: w.stop(slot)),
             "redis-partition": (lambda: w.proxies[slot].cut(), lambda: w.proxies[slot].heal()),
+            "broker-partition": (lambda: _links(w).cut(slot), lambda: _links(w).heal(slot)),
             "broker-kill": (
                 lambda: os.kill(self.runtime.broker_pids[slot], signal.SIGKILL),
                 lambda: self._restart_broker(slot),
@@ -306,17 +316,26 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
         seconds,
         options.workers,
         brokers,
-        broker_restartable=options.broker == "apache-kafka",
+        apache_kafka=options.broker == "apache-kafka",
         rate=options.rate,
     )
     log = sys.stderr if options.as_json else out
-    with LocalRuntime(topics=topics, broker=options.broker, brokers=brokers, redis=False) as runtime:
+    links = (
+        BrokerLinks(options.workers + EXTRA_WORKER_SLOTS, brokers)
+        if options.broker == "apache-kafka"
+        else None
+    )
+    listeners = links.listeners() if links is not None else None
+    with LocalRuntime(
+        topics=topics, broker=options.broker, brokers=brokers, redis=False, kafka_listeners=listeners
+    ) as runtime:
         workdir = Path(runtime.log_dir or ".")
         redis = FaultyRedis(workdir)
         redis.start()
         settings = replace(settings, broker=runtime.broker_url, redis_url=redis.url)
         env = _child_env(workdir)
-        nemesis = Nemesis(runtime, redis, Workers(settings, env, redis.port, workdir), settings, env, log)
+        workers = Workers(settings, env, redis.port, workdir, links)
+        nemesis = Nemesis(runtime, redis, workers, settings, env, log)
         try:
             verdict = _run_on(options, nemesis, schedule, log)
         finally:
@@ -326,6 +345,13 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
                 spawner.shutdown()
     _report(options, schedule, verdict, out)
     return verdict
+
+
+def _links(workers: Workers) -> BrokerLinks:
+    """The workers' links to the brokers (a broker partition is drawn on Apache Kafka only)."""
+    if workers.links is None:
+        raise LocalRuntimeError("a worker-broker partition needs Apache Kafka (per-worker listeners)")
+    return workers.links
 
 
 def _child_env(workdir: Path) -> dict[str, str]:

@@ -17,6 +17,8 @@ LADDER_SHAPES: dict[str, tuple[int, int]] = {
     "ffa": (1, 4),
 }
 PLAYERS_PER_LADDER = 300
+#: Worker slots beyond the run's workers that ``worker-add`` takes turns starting.
+EXTRA_WORKER_SLOTS = 2
 #: Every INVALID_EVERY-th record is invalid, every OVERSIZED_EVERY-th larger than the limit.
 INVALID_EVERY = 47
 OVERSIZED_EVERY = 211
@@ -24,12 +26,22 @@ OVERSIZED_BYTES = 70 * 1024
 #: ``finished_at`` of record 0 (epoch seconds); record i finished i / rate seconds later.
 EPOCH = 1_780_000_000.0
 
-WORKER_FAULTS = ("worker-kill", "worker-pause", "worker-restart", "worker-remove", "redis-partition")
+WORKER_FAULTS = (
+    "worker-kill",
+    "worker-pause",
+    "worker-restart",
+    "worker-remove",
+    "redis-partition",
+    "broker-partition",
+)
 BROKER_FAULTS = ("broker-kill", "broker-freeze")
 REDIS_FAULTS = ("redis-freeze", "redis-refuse", "redis-restart")
 CORRECTIONS = ("void", "unvoid", "rerate", "season")
 #: Every kind of fault the nemesis injects.
 KINDS = (*WORKER_FAULTS, "worker-add", *BROKER_FAULTS, *REDIS_FAULTS, *CORRECTIONS)
+#: The kinds only a cluster of Apache Kafka brokers can take: a broker restarted from its log
+#: dir, and a worker cut off from every broker (per-worker listeners advertised behind proxies).
+APACHE_KAFKA_ONLY = ("broker-kill", "broker-partition")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +134,12 @@ def _break(event: dict[str, Any], rng: random.Random) -> None:
 
 
 def draw_schedule(
-    seed: int, seconds: float, workers: int, brokers: int, *, broker_restartable: bool, rate: float
+    seed: int, seconds: float, workers: int, brokers: int, *, apache_kafka: bool, rate: float
 ) -> list[Fault]:
     """The faults of a run of `seconds`: a round every 2–5 s of 1–3 faults lasting 1–6 s, the
     last healed 15 s before the end; the first rounds go through every kind once (shuffled)."""
     rng = random.Random(seed)
-    kinds = [k for k in KINDS if broker_restartable or k != "broker-kill"]
+    kinds = [k for k in KINDS if apache_kafka or k not in APACHE_KAFKA_ONLY]
     pending = rng.sample(kinds, len(kinds))  # popped from the end: the void before the unvoid
     if pending.index("unvoid") > pending.index("void"):
         pending.remove("unvoid")
@@ -156,7 +168,7 @@ def _drawn(
     duration = round(rng.uniform(1.0, 6.0), 1)
     target = rng.randrange(brokers if kind in BROKER_FAULTS else workers)
     if kind == "worker-add":
-        target = workers + len([f for f in before if f.kind == "worker-add"]) % 2
+        target = workers + len([f for f in before if f.kind == "worker-add"]) % EXTRA_WORKER_SLOTS
     if kind not in CORRECTIONS:
         return Fault(round(at, 1), kind, target, duration)
     if kind == "unvoid":

@@ -17,7 +17,6 @@ run, not from the workers' counters. Five oracles:
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -187,31 +186,45 @@ def _classify(matches: list[LogRecord]) -> tuple[dict[tuple[int, int], dict[str,
 def _events(valid: Mapping[tuple[int, int], dict[str, Any]], updates: list[LogRecord]) -> tuple[Oracle, int]:
     """Oracle 2, and how many valid matches have all their events."""
     payloads: dict[str, set[bytes]] = defaultdict(set)
-    chains: dict[bytes | None, list[dict[str, Any]]] = defaultdict(list)
     for record in updates:
         event = json.loads(record.value)
-        same = json.dumps({**event, "processed_at": None}, sort_keys=True).encode()
-        if not payloads[event["event_id"]]:
-            chains[record.key].append(event)
-        payloads[event["event_id"]].add(same)
+        payloads[event["event_id"]].add(json.dumps({**event, "processed_at": None}, sort_keys=True).encode())
     problems = [f"event {eid} has {len(p)} payloads" for eid, p in payloads.items() if len(p) > 1]
     expected = {
         m["match_id"]: [p["id"] for team in m["teams"] for p in team["players"]] for m in valid.values()
     }
     missing = [f"{mid}:{p}" for mid, ps in expected.items() for p in ps if f"{mid}:{p}" not in payloads]
     problems += [f"no event {eid}" for eid in missing]
-    for key, events in chains.items():
-        for before, after in itertools.pairwise(events):
-            if after["before"] != before["after"]:
-                problems.append(f"{key!r}: {after['event_id']} before != {before['event_id']} after")
+    chains, breaks = broken_chains(updates)
+    problems += breaks
     applied = len(set(expected) - {eid.rsplit(":", 1)[0] for eid in missing})
     if problems:
         return Oracle(False, f"{len(problems)} problems: " + "; ".join(problems[:_SHOWN])), applied
     detail = (
         f"{len(payloads):,} event ids on the topic ({len(updates):,} records), every valid match's "
-        f"events there with one payload each, {len(chains):,} players' chains unbroken"
+        f"events there with one payload each, {chains:,} players' chains unbroken"
     )
     return Oracle(True, detail), applied
+
+
+def broken_chains(updates: Iterable[LogRecord]) -> tuple[int, list[str]]:
+    """How many players' chains `updates` (rating-updates records in log order, keyed by
+    player) hold, and where a chain breaks: each event id counted at its first occurrence (a
+    redelivery's duplicate later is no break), its ``before`` must equal the ``after`` of the
+    player's event before it."""
+    seen: set[str] = set()
+    last: dict[bytes | None, dict[str, Any]] = {}
+    breaks = []
+    for record in updates:
+        event = json.loads(record.value)
+        if event["event_id"] in seen:
+            continue
+        seen.add(event["event_id"])
+        previous = last.get(record.key)
+        if previous is not None and event["before"] != previous["after"]:
+            breaks.append(f"{record.key!r}: {event['event_id']} before != {previous['event_id']} after")
+        last[record.key] = event
+    return len(last), breaks
 
 
 def _dead_letters(

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,9 +160,12 @@ class ApacheKafkaCluster:
         port_attempts: int = 3,
         version: str = KAFKA_VERSION,
         sasl_ssl: SaslSslListener | None = None,
+        extra_listeners: Mapping[str, Sequence[tuple[int, int]]] | None = None,
     ) -> None:
         """Configure (not start) the cluster; `start` resolves the jars if needed. With
-        ``sasl_ssl`` every node also listens for SASL_SSL clients."""
+        ``sasl_ssl`` every node also listens for SASL_SSL clients. ``extra_listeners`` maps a
+        listener name to, per node, the port it listens on and the port it advertises (a
+        proxy's, so that a client bootstrapping there reaches every node through proxies)."""
         if brokers < 1:
             raise ValueError(f"an Apache Kafka cluster needs at least 1 broker, not {brokers}")
         self.workdir = workdir
@@ -172,6 +175,7 @@ class ApacheKafkaCluster:
         self.port_attempts = port_attempts
         self.version = version
         self.sasl_ssl = sasl_ssl
+        self.extra_listeners = {name: list(ports) for name, ports in (extra_listeners or {}).items()}
         self.replication_factor = min(3, brokers)
         self.min_insync_replicas = max(1, self.replication_factor - 1)
         self._nodes: list[_Node] = []
@@ -255,18 +259,19 @@ class ApacheKafkaCluster:
             listeners = {"PLAINTEXT": port, "CONTROLLER": controller}
             if self.sasl_ssl is not None:
                 node.sasl_ssl_port = listeners["SASL_SSL"] = free_port()
+            advertised = {name: p for name, p in listeners.items() if name != "CONTROLLER"}
+            for name, ports in self.extra_listeners.items():
+                listeners[name], advertised[name] = ports[node_id]
             settings = {
                 "process.roles": "broker,controller",
                 "node.id": node_id,
                 "controller.quorum.voters": voters,
                 "listeners": ",".join(f"{name}://{HOST}:{p}" for name, p in listeners.items()),
-                "advertised.listeners": ",".join(
-                    f"{name}://{HOST}:{p}" for name, p in listeners.items() if name != "CONTROLLER"
-                ),
+                "advertised.listeners": ",".join(f"{name}://{HOST}:{p}" for name, p in advertised.items()),
                 "controller.listener.names": "CONTROLLER",
                 "inter.broker.listener.name": "PLAINTEXT",
                 "listener.security.protocol.map": ",".join(
-                    f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}" for name in listeners
+                    f"{name}:{'SASL_SSL' if name == 'SASL_SSL' else 'PLAINTEXT'}" for name in listeners
                 ),
                 **security,
                 "log.dirs": node.directory / "data",

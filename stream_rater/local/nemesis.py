@@ -1,6 +1,7 @@
 """What a nemesis needs of the local runtime beyond `LocalRuntime`: a TCP proxy that can be cut
-as a network partition cuts a link, and a Redis server that can be frozen, made to refuse
-writes, and killed and restarted from its append-only file on the same port.
+as a network partition cuts a link, a set of them between each worker and the brokers, and a
+Redis server that can be frozen, made to refuse writes, and killed and restarted from its
+append-only file on the same port.
 
 Used by ``stream-rater bench chaos`` (`stream_rater.bench.chaos`) and the fault tests.
 """
@@ -80,6 +81,39 @@ class TcpProxy:
             pass
         for sock in (source, sink):
             _hang_up(sock)
+
+
+class BrokerLinks:
+    """Each worker slot's own links to the Apache Kafka brokers, each a `TcpProxy` that can be
+    cut: every broker gets a listener per slot (``WORKER<slot>``) that advertises the slot's
+    proxy in front of it, so a worker bootstrapping there reaches every broker through its
+    proxies only, and cutting them partitions that worker from the whole cluster while the
+    other workers, the publisher and the tools go on. Stopped by `close`."""
+
+    def __init__(self, slots: int, brokers: int) -> None:
+        self.proxies = {slot: [TcpProxy(free_port()) for _ in range(brokers)] for slot in range(slots)}
+
+    def listeners(self) -> dict[str, list[tuple[int, int]]]:
+        """The brokers' extra listeners (`ApacheKafkaCluster`): per slot, per broker, the port
+        the broker listens on and the proxy's port it advertises."""
+        return {f"WORKER{slot}": [(p.target, p.port) for p in ps] for slot, ps in self.proxies.items()}
+
+    def broker_url(self, slot: int) -> str:
+        """The ``broker`` setting of the worker in `slot`."""
+        return ";".join(f"kafka://{HOST}:{proxy.port}" for proxy in self.proxies[slot])
+
+    def cut(self, slot: int) -> None:
+        for proxy in self.proxies[slot]:
+            proxy.cut()
+
+    def heal(self, slot: int) -> None:
+        for proxy in self.proxies[slot]:
+            proxy.heal()
+
+    def close(self) -> None:
+        for proxies in self.proxies.values():
+            for proxy in proxies:
+                proxy.close()
 
 
 def _hang_up(sock: socket.socket) -> None:

@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
@@ -163,6 +163,7 @@ class LocalRuntime:
         port_attempts: int = 3,
         redis_cluster: int = 0,
         cluster_replicas: int = 0,
+        kafka_listeners: Mapping[str, Sequence[tuple[int, int]]] | None = None,
     ) -> None:
         """Configure (not start) the runtime.
 
@@ -175,6 +176,7 @@ class LocalRuntime:
         dies at startup (e.g. its port was taken meanwhile) is retried on a new port up to
         ``port_attempts`` times. ``redis_cluster`` (at least 3, or 0 for none) makes the Redis
         a cluster of that many masters, each with ``cluster_replicas`` replicas.
+        ``kafka_listeners``: Apache Kafka's extra listeners (`ApacheKafkaCluster`).
         """
         if redis_cluster and redis_cluster < 3:
             raise ValueError(f"a Redis Cluster needs at least 3 masters, not {redis_cluster}")
@@ -195,6 +197,7 @@ class LocalRuntime:
         self.port_attempts = port_attempts
         self.redis_cluster = redis_cluster
         self.cluster_replicas = cluster_replicas
+        self.kafka_listeners = kafka_listeners
         self._workdir: Path | None = None
         self._broker: Child | None = None
         self._kafka: ApacheKafkaCluster | None = None
@@ -335,6 +338,7 @@ class LocalRuntime:
             startup_timeout=self._kafka_startup_timeout,
             stop_timeout=self.stop_timeout,
             port_attempts=self.port_attempts,
+            extra_listeners=self.kafka_listeners,
         )
         self._kafka.start()
 

@@ -17,6 +17,7 @@ import pytest
 import redis
 from aiokafka import AIOKafkaProducer
 
+from stream_rater.bench.chaos_verdict import broken_chains
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.demo import default_data_file, football_events, ladders_env, stop_process
@@ -178,7 +179,8 @@ def test_void_while_the_stream_runs_equals_a_replay_without_the_match(stream_fac
 
 def test_rerate_with_a_new_beta_while_publishing_equals_a_replay_with_that_beta(stream_factory):
     """Re-rate with another β while matches keep arriving: everything published ends up rated
-    as a replay with that β computes (the worker takes the new parameter at the switch)."""
+    as a replay with that β computes (the worker takes the new parameter at the switch), and on
+    `rating-updates` every player's events chain, the correction event included, in log order."""
     stream = stream_factory(partitions=1)
     stream.start_worker()
     events = football(stream, 2000)
@@ -193,6 +195,8 @@ def test_rerate_with_a_new_beta_while_publishing_equals_a_replay_with_that_beta(
         lambda: games(stream) == sum(s.games for s in final[stream.ladder].values()), "all matches applied"
     )
     close(stream.states(), final[stream.ladder])
+    players, breaks = broken_chains(stream.updates(2 * len(events) + json.loads(done.stdout)["corrections"]))
+    assert breaks == [] and players == len(final[stream.ladder])
 
 
 def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_completes(stream_factory):

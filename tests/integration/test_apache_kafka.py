@@ -22,6 +22,7 @@ from aiokafka.errors import KafkaError
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import Record, create_topics, read_log, send_batched
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
+from stream_rater.local.nemesis import BrokerLinks
 from stream_rater.local.runtime import LocalRuntime, LocalRuntimeError
 from tests.helpers import assert_gone, topic_config
 
@@ -42,14 +43,24 @@ def _toolchain() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
-    """Three KRaft nodes, their logs in a kept work dir (a killed node restarts from it)."""
+def links() -> Iterator[BrokerLinks]:
+    """One client slot's cuttable links to each of the cluster's three nodes."""
+    made = BrokerLinks(1, 3)
+    yield made
+    made.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, links: BrokerLinks) -> Iterator[LocalRuntime]:
+    """Three KRaft nodes, their logs in a kept work dir (a killed node restarts from it), each
+    with a listener advertised behind `links`."""
     runtime = LocalRuntime(
         broker="apache-kafka",
         brokers=3,
         redis=False,
         startup_timeout=STARTUP_TIMEOUT,
         workdir=tmp_path_factory.mktemp("kafka-cluster"),
+        kafka_listeners=links.listeners(),
     )
     with runtime:
         yield runtime
@@ -166,3 +177,40 @@ def test_killed_node_rejoins_from_its_log(cluster: LocalRuntime) -> None:
     assert all(2 in p["isr"] for p in partitions)
     expected = sorted(f"{phase}-{n}".encode() for phase in ("before", "during") for n in range(100))
     assert read_values(cluster, topic) == expected
+
+
+def test_a_client_behind_broker_links_is_partitioned_from_every_node_by_a_cut(
+    cluster: LocalRuntime, links: BrokerLinks
+) -> None:
+    """A producer bootstrapped through the links learns the proxies' addresses for every node
+    (its metadata names no direct port), so cutting the links stops its sends to every
+    partition leader while the direct listeners go on; healed, the same producer sends again."""
+    topic = fresh_topic()
+    asyncio.run(create_topics(cluster.broker_url, {topic: 3}, replication=3))
+    wait_isr(cluster.bootstrap_servers, topic, 3)
+    behind = ",".join(address.removeprefix("kafka://") for address in links.broker_url(0).split(";"))
+
+    async def cut_then_healed() -> tuple[bool, set[int]]:
+        producer = AIOKafkaProducer(bootstrap_servers=behind, acks="all", request_timeout_ms=3000)
+        await producer.start()
+        try:
+            await send_batched(producer, records(topic, 30, "linked"))
+            links.cut(0)
+            try:
+                await asyncio.wait_for(send_batched(producer, records(topic, 30, "cut")), timeout=8)
+                blocked = False
+            except (TimeoutError, KafkaError):
+                blocked = True
+            finally:
+                links.heal(0)
+            await send_batched(producer, records(topic, 30, "healed"))
+            return blocked, {node.port for node in producer.client.cluster.brokers()}
+        finally:
+            await producer.stop()
+
+    blocked, ports = asyncio.run(cut_then_healed())
+    assert blocked and ports == {proxy.port for proxy in links.proxies[0]}
+    got = read_values(cluster, topic)
+    assert {f"linked-{n}".encode() for n in range(30)} | {f"healed-{n}".encode() for n in range(30)} <= set(
+        got
+    )

@@ -15,7 +15,7 @@ from stream_rater.kafka import LogRecord
 
 
 def schedule(seed: int = 7, minutes: float = 2.5):
-    return draw_schedule(seed, minutes * 60, 2, 3, broker_restartable=True, rate=300)
+    return draw_schedule(seed, minutes * 60, 2, 3, apache_kafka=True, rate=300)
 
 
 def test_the_schedule_is_the_seeds_covers_every_kind_and_heals_before_the_end():
