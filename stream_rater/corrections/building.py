@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -14,8 +16,15 @@ def covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
     return all(reached.get(p, 0) >= offset for p, offset in positions.items())
 
 
+#: The fewest matches a build applies in one processor batch, however slow they are.
+MIN_CHUNK = 10
+
+
 class Build:
-    """The staging generation's progress through the history."""
+    """The staging generation's progress through the history. Its processor batches hold at
+    most `batch_size` matches and take about `budget` seconds at most: the rating is CPU work
+    on the event loop the re-rate's lock keeper shares, so a batch that took the whole lease
+    (a big free-for-all ladder on a loaded machine) would let the lock expire, every time."""
 
     def __init__(
         self,
@@ -24,8 +33,10 @@ class Build:
         batch_size: int,
         recent: int,
         progress: Progress | None,
+        budget: float,
     ) -> None:
         self.processor, self.batch_size, self.progress = processor, batch_size, progress
+        self.budget, self.chunk = budget, min(batch_size, MIN_CHUNK)  # the first batch measures the pace
         self.pending: list[Entry] = list(entries)
         self.applied = 0  # matches newly applied
         self.done = 0  # entries processed (applied, voided, duplicates or skipped)
@@ -50,11 +61,14 @@ class Build:
         ready = 0
         while ready < len(self.pending) and live_has(self.pending[ready]):
             ready += 1
-        for start in range(0, ready, self.batch_size):
-            chunk = self.pending[start : min(start + self.batch_size, ready)]
+        start = 0
+        while start < ready:
+            chunk = self.pending[start : min(start + self.chunk, ready)]
+            began = time.perf_counter()
             result, skipped = await process_skipping(
                 self.processor, [m for m, _ in chunk], [w for _, w in chunk]
             )
+            self._pace(time.perf_counter() - began, len(chunk))
             self.skipped += [skip.line() for skip in skipped]
             newly = [r for r in result.results if not r.duplicate and not r.voided]
             self.applied += len(newly)
@@ -64,9 +78,17 @@ class Build:
             self.done += len(chunk)
             if self.progress is not None:
                 self.progress(self.done, self.done + len(self.pending) - start - len(chunk))
+            start += len(chunk)
+            await asyncio.sleep(0)  # the lock keeper's turn
         applied = self.pending[:ready]
         del self.pending[:ready]
         return applied
+
+    def _pace(self, seconds: float, matches: int) -> None:
+        """Size the next batch so that it takes about half the budget at this batch's pace."""
+        per_match = seconds / matches
+        fits = int(self.budget / 2 / per_match) if per_match > 0 else self.batch_size
+        self.chunk = max(MIN_CHUNK, min(self.batch_size, fits))
 
 
 def players_of(entries: Iterable[Entry]) -> set[str]:

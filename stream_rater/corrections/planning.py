@@ -132,7 +132,8 @@ class Correction:
 @dataclass(frozen=True)
 class Tuning:
     """How a re-rate paces itself. `lease` (s): how long the lock and the freeze outlive a
-    crashed re-rate. `batch_size`: matches per processor batch. `catch_up`: compare the
+    crashed re-rate. `batch_size`: matches per processor batch at most (fewer when a batch
+    would take more than a sixth of the lease: see `corrections.building.Build`). `catch_up`: compare the
     generations once a round of reading the topic found fewer new matches than this; `close`:
     freeze once a round found fewer than this (or after `FOLLOW_ROUNDS`), so that few matches
     are left to apply inside the freeze. `recent`: how many of the last matches applied are

@@ -220,7 +220,12 @@ class Rerate:
         position, reading on while the live worker moves, until a round finds few matches."""
         processor = Processor(self.ladders, self.store, generation=self.generation)
         self.staging = Build(
-            processor, self.entries, self.tuning.batch_size, self.tuning.recent, self.progress
+            processor,
+            self.entries,
+            self.tuning.batch_size,
+            self.tuning.recent,
+            self.progress,
+            budget=self.tuning.lease / 6,
         )
         while True:
             self.live = await self.store.generations(self.ladder)
