@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable
 
@@ -65,7 +66,9 @@ class TopicHistory:
         """The entries not returned before (all of them the first time)."""
         records = await self._reader.read()
         self._reached = await self._reader.reached()
-        found = ladder_history(records, self.ladders, self.ladder, self.limits)
+        # Decoding a whole topic takes seconds; in a thread, the re-rate's lock keeper still
+        # gets its turns on the event loop (the GIL is handed over every few ms).
+        found = await asyncio.to_thread(ladder_history, records, self.ladders, self.ladder, self.limits)
         entries, self._files = self._files + list(zip(found.matches, found.where)), []
         return entries
 
