@@ -141,13 +141,18 @@ class VerifyReport:
                 "warning: the worker group had not committed every record read (lagging or stopped); "
                 "differences may be matches it has not applied yet"
             )
-        verdict = "differ" if self.differences else "match"
         out.append(
             f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
-            f"records skipped, {len(self.skipped)} the model could not rate); {self.players} players; "
-            f"{len(self.differences)} {verdict}"
+            f"records skipped, {len(self.skipped)} the model could not rate); "
+            f"{verdict(self.players, len(self.differences))}"
         )
         return out
+
+
+def verdict(players: int, differing: int) -> str:
+    """How every command words a verify result (``verify``, ``demo``, the benches), so that
+    "all agree" reads the same everywhere: ``7 players, none differ from the replay``."""
+    return f"{players} players, {differing or 'none'} differ from the replay"
 
 
 async def _caught_up(settings: Settings, positions: dict[int, int], wait: float) -> bool:
