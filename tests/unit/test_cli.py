@@ -9,6 +9,7 @@ import pytest
 import stream_rater.bench
 from stream_rater.cli import build_parser
 from stream_rater.cli.common import store_url
+from tests.helpers import cli
 
 
 def test_store_is_the_flag_else_STREAM_RATER_REDIS_URL(monkeypatch: pytest.MonkeyPatch):
@@ -61,3 +62,24 @@ def test_each_bench_is_a_subcommand_named_after_its_module_with_only_its_own_fla
     assert parser.parse_args(["bench", "chaos", "--debug"]).debug is True
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "engines", "--minutes", "1"])
+
+
+@pytest.mark.parametrize("command", [["synth", "--matches", "4000"], ["replay", "--model", "elo"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(command: list[str], tmp_path: Path):
+    """``stream-rater … | head -1``: no "[Errno 32] Broken pipe" line, exit 128 + SIGPIPE."""
+    import subprocess
+    import sys
+
+    matches = tmp_path / "matches.jsonl"
+    matches.write_text(cli("synth", "--matches", "3000", check=True).stdout)
+    args = [*command, str(matches)] if command[0] == "replay" else command
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stream_rater", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()
+    proc.stdout.close()  # like `head -1`: the reader is gone with most of the output unread
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Broken pipe" not in stderr, stderr
