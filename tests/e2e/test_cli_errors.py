@@ -105,6 +105,11 @@ def one_match(tmp_path: Path) -> Path:
         ),
         (["season", "--ladder", "nosuch", "--broker", "kafka://127.0.0.1:1"], 2, ["unknown ladder 'nosuch'"]),
         (
+            ["season", "--ladder", "default", "--via-topic", "--broker", "kafka://127.0.0.1:1"],
+            2,
+            ["ladder 'default' has no season rules: season_shrink and season_sigma are unset"],
+        ),
+        (
             ["leaderboard", "--season", "1", "--store", "memory"],
             2,
             ["--season: the ladder has had no season start yet"],
