@@ -249,4 +249,4 @@ def ladders_of(args: argparse.Namespace) -> Ladders:
         check_params(ladder.model, ladder.params)  # a bad parameter fails before any input is read
     except ParamError as exc:
         raise ValueError(f"--param {exc}" if exc.name else f"--model {ladder.model}: {exc}") from None
-    return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder])
+    return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder], source=ladders.source)

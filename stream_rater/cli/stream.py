@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 from contextlib import ExitStack
 from dataclasses import fields
@@ -89,22 +90,18 @@ def _add_demo(sub: Subcommands) -> None:
 
 
 def _add_publish(sub: Subcommands) -> None:
-    """The ``publish`` subcommand: its flags and handler."""
-    p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
-    input_flags(p)
-    p.add_argument("--rate", type=float, help="at most this many events per second")
-    settings_flags(
-        p,
-        [
-            "broker",
-            "topic_matches",
-            "topic_updates",
-            "topic_dlq",
-            "partitions",
-            "replication_factor",
-            *KAFKA_SECURITY,
-        ],
+    """The ``publish`` subcommand: only the flags it uses (none of the rating commands')."""
+    p = sub.add_parser(
+        "publish",
+        help="send match events from files or stdin to the matches topic",
+        description="Validate each line as the worker will, and send the valid ones to the matches "
+        "topic keyed by ladder. The ladder names are checked against the ladders the worker is "
+        f"configured with: give publish the same ladders file (--ladders-file / {env_name('ladders_file')}) "
+        "as the worker.",
     )
+    input_flags(p, ladder_help="send every match on this ladder (overrides the events')", rating=False)
+    p.add_argument("--rate", type=float, help="at most this many events per second")
+    settings_flags(p, ["broker", "topic_matches", "partitions", "replication_factor", *KAFKA_SECURITY])
     p.set_defaults(func=cmd_publish)
 
 
@@ -169,13 +166,20 @@ def cmd_dev(args: argparse.Namespace) -> int:
             f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
             f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
             f"web      http://{settings.web_host}:{settings.web_port}/\n"
-            f"publish: stream-rater publish --broker {runtime.broker_url} FILE",
+            f"publish: {publish_hint(runtime.broker_url, settings.ladders_file)}",
             file=sys.stderr,
         )
         if runtime.broker_kind == "tansu":
             print(f"clients  {tansu_clients_note()}", file=sys.stderr)
         run_worker(settings, ladders_of(args))
     return 0
+
+
+def publish_hint(broker_url: str, ladders_file: str) -> str:
+    """The ``publish`` command `dev` suggests: its broker, and its ladders file if it has one
+    (publish checks ladder names against the same ladders as the worker)."""
+    ladders = f" --ladders-file {shlex.quote(ladders_file)}" if ladders_file else ""
+    return f"stream-rater publish --broker {broker_url}{ladders} FILE"
 
 
 def tansu_clients_note() -> str:

@@ -51,7 +51,8 @@ async def corrected(store: StateStore, ladders: Ladders, ladder: str) -> tuple[L
         return ladders, voided
     base = ladders.get(ladder)
     changed = Ladder(ladder, base.model, {**base.params, **generations.params})
-    return Ladders([*(lad for lad in ladders.values() if lad.name != ladder), changed]), voided
+    others = (lad for lad in ladders.values() if lad.name != ladder)
+    return Ladders([*others, changed], source=ladders.source), voided
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,15 +168,15 @@ def test_publish_then_subscribe_through_a_worker(web_worker):
         settings.broker,
         "--topic-matches",
         settings.topic_matches,
-        "--topic-updates",
-        settings.topic_updates,
-        "--topic-dlq",
-        settings.topic_dlq,
         "--partitions",
         str(settings.partitions),
         "--ladders-file",
         str(_trueskill_file(web_worker)),
         stdin=lines,
+        env={
+            "STREAM_RATER_TOPIC_UPDATES": settings.topic_updates,
+            "STREAM_RATER_TOPIC_DLQ": settings.topic_dlq,
+        },
         check=False,
     )
     assert sent.returncode == 2 and "warning" not in sent.stderr
