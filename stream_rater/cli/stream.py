@@ -14,6 +14,7 @@ from dataclasses import fields
 from stream_rater.cli.common import (
     KAFKA_SECURITY,
     Subcommands,
+    embedded_broker_flag,
     ladders_of,
     require,
     settings_flags,
@@ -46,8 +47,8 @@ def _add_dev(sub: Subcommands) -> None:
     service = [f.name for f in fields(Settings)]
     p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
     settings_flags(p, [n for n in service if n not in ("broker", "redis_url", "replication_factor")])
-    p.add_argument(
-        "--broker",
+    embedded_broker_flag(
+        p,
         dest="local_broker",
         choices=["tansu", "apache-kafka"],
         default="tansu",
@@ -58,7 +59,7 @@ def _add_dev(sub: Subcommands) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="with --broker apache-kafka: KRaft nodes (default 1; 3 gives replication 3)",
+        help="with --embedded-broker apache-kafka: KRaft nodes (default 1; 3 gives replication 3)",
     )
     p.add_argument(
         "--redis-cluster",
@@ -146,7 +147,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from stream_rater.service.app import run_worker
 
     if args.brokers != 1 and args.local_broker != "apache-kafka":
-        raise ValueError(f"--brokers {args.brokers} needs --broker apache-kafka")
+        raise ValueError(f"--brokers {args.brokers} needs --embedded-broker apache-kafka")
     settings = settings_of(args)
     cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
     with LocalRuntime(
@@ -191,7 +192,7 @@ def tansu_clients_note() -> str:
     note = (
         "Tansu takes aiokafka and Java producers, not librdkafka ones (kcat, confluent-kafka "
         "for Go, .NET or Python, node-rdkafka: 'ApiVersionRequest failed'); for those, start "
-        "`stream-rater dev --broker apache-kafka`"
+        "`stream-rater dev --embedded-broker apache-kafka`"
     )
     missing = apache_kafka_missing()
     return note if missing is None else f"{note}, which cannot start here: {missing}"

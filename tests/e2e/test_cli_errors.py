@@ -88,7 +88,7 @@ def one_match(tmp_path: Path) -> Path:
             2,
             ["--param beta=-1"],
         ),
-        (["dev", "--brokers", "3"], 2, ["--brokers 3 needs --broker apache-kafka"]),
+        (["dev", "--brokers", "3"], 2, ["--brokers 3 needs --embedded-broker apache-kafka"]),
         (
             ["season", "--ladder", "default", "--param", "k=0.5", "--broker", "kafka://127.0.0.1:1"],
             2,
