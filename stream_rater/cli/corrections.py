@@ -109,6 +109,7 @@ def _rerate_flags(p: argparse.ArgumentParser) -> None:
             "topic_updates",
             "topic_corrections",
             "max_event_bytes",
+            "max_clock_skew",
             "ladders_file",
             *KAFKA_SECURITY,
         ],

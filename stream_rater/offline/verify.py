@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.contracts import MatchFinished
 from stream_rater.kafka import (
     DeletedHead,
     LadderHistory,
@@ -186,7 +186,7 @@ async def verify(
     ladder that pauses for a moment is compared at one consistent position.
     """
     topic = settings.topic_matches
-    limits = Limits(max_event_bytes=settings.max_event_bytes)
+    limits = settings.limits()
     records, end = await read_log(settings, topic)
     for _ in range(rounds):
         history = ladder_history(records, ladders, ladder, limits)

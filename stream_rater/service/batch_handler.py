@@ -187,7 +187,12 @@ class BatchHandler:
         dead: list[DeadLetter] = []
         for message in messages:
             try:
-                match = decode_match(message.value or b"", self.ladders, self.limits)
+                match = decode_match(
+                    message.value or b"",
+                    self.ladders,
+                    self.limits,
+                    record_time=getattr(message, "timestamp", None),
+                )
             except (DecodeError, ValidationError) as exc:
                 metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
                 dead.append(DeadLetter(message, str(exc), []))
