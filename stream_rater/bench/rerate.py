@@ -33,7 +33,7 @@ from stream_rater.local.demo import (
     wait_ready,
 )
 from stream_rater.local.runtime import LocalRuntime, free_port
-from stream_rater.offline.verify import verify
+from stream_rater.offline.verify import verdict, verify
 from stream_rater.store import open_store
 
 
@@ -77,7 +77,7 @@ def run(before: int = 30_000, rate: float = 500.0, out: TextIO = sys.stdout) -> 
         file=out,
     )
     print(
-        f"verify after the stream ended: {checked} players differ from a replay without the voided match",
+        f"verify after the stream ended (the replay without the voided match): {checked}",
         file=out,
     )
     return report
@@ -97,9 +97,10 @@ async def _void(settings: Settings, ladders: Ladders, match_id: str) -> RerateRe
         await store.close()
 
 
-async def _verify(settings: Settings, ladders: Ladders) -> int:
+async def _verify(settings: Settings, ladders: Ladders) -> str:
     store = open_store(settings.redis_url, prefix=settings.redis_prefix)
     try:
-        return len((await verify(settings, ladders, DEMO_LADDER, store)).differences)
+        report = await verify(settings, ladders, DEMO_LADDER, store)
+        return verdict(report.players, len(report.differences))
     finally:
         await store.close()

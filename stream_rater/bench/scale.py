@@ -47,6 +47,7 @@ from stream_rater.kafka import home_partition, ladder_history, publish, read_log
 from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.offline.verify import compare
+from stream_rater.offline.verify import verdict as verify_verdict
 from stream_rater.store import StateStore, open_store
 from stream_rater.waiting import wait_until_async
 
@@ -413,7 +414,7 @@ def _print_header(partitions: int, matches: int, out: TextIO) -> None:
 
 def _print_row(r: ScaleRun, out: TextIO) -> None:
     total = r.worker_cpu_seconds + r.redis_cpu_seconds + r.broker_cpu_seconds + r.bench_cpu_seconds
-    verdict = "ok" if not r.differences else f"FAILED: {r.differences} players differ from a replay"
+    verdict = "ok" if not r.differences else f"FAILED: {verify_verdict(r.players, r.differences)}"
     print(
         f"{r.store:<9}{r.ladders:>8}{r.workers:>8}{r.players:>9,}{r.seconds:>9.2f}{r.matches_per_s:>11,.0f}{r.matches_per_cpu_s:>11,.0f}"
         f"{r.cores(r.worker_cpu_seconds):>9.2f}{r.cores(r.redis_cpu_seconds):>7.2f}"

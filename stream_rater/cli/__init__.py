@@ -11,6 +11,7 @@ publish, subscribe, dlq), `bench` and `synth`. `common` holds what they share: s
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -43,22 +44,41 @@ def _commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> list[
     return found
 
 
+#: The exit code of a command whose stdout reader went away: 128 + SIGPIPE, as a shell reports
+#: a tool SIGPIPE ended (``yes | head -1``).
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_gone() -> int:
+    """Quietly `EXIT_BROKEN_PIPE`: stdout now points at /dev/null, so that the interpreter's own
+    flush at exit does not report the broken pipe either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stream-rater`` console script.
 
     Every failure is one line on stderr, ``stream-rater <command>: <what>``, and an exit code:
     2 for bad usage or input (a flag, a parameter, a file line, an unknown ladder), 1 when a
     service cannot be reached or something else fails (a Kafka broker: why, e.g. its SASL
-    credentials or TLS certificate). ``--debug`` shows the traceback.
+    credentials or TLS certificate). ``--debug`` shows the traceback. A reader of stdout that
+    went away (``stream-rater ratings | head -3``) ends the command quietly with 141, as SIGPIPE
+    ends other Unix tools.
     """
     args = build_parser().parse_args(argv)
     kafka_connect = KafkaConnectFailures()
     if not args.debug and args.command not in ("worker", "dev", "demo"):
         kafka_connect.install()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader gone before the last buffered lines is a broken pipe too
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:
         if args.debug:
             raise

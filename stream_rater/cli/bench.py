@@ -9,7 +9,7 @@ import argparse
 from importlib import import_module
 from typing import Any
 
-from stream_rater.cli.common import Subcommands
+from stream_rater.cli.common import Subcommands, embedded_broker_flag
 from stream_rater.local.runtime import BROKERS
 
 
@@ -54,8 +54,9 @@ def _e2e(benches: Subcommands) -> None:
         metavar="N[,N…]",
         help="matches/s of the steady phases, one latency measurement each (100,500,5000)",
     )
-    p.add_argument(
-        "--broker",
+    embedded_broker_flag(
+        p,
+        dest="broker",
         choices=[*BROKERS, "both"],
         default="tansu",
         help="the embedded runtime's broker: Tansu, a local Apache Kafka (needs java and mvn), or both",
@@ -84,7 +85,9 @@ def _soak(benches: Subcommands) -> None:
     p.add_argument("--minutes", type=float, default=10.0, help="minutes of sustained load (10)")
     p.add_argument("--rate", type=float, default=2000.0, help="matches/s (2000)")
     p.add_argument("--plot", metavar="FILE.png", help="draw latency and memory over time")
-    p.add_argument("--broker", choices=BROKERS, default="tansu", help="the embedded runtime's broker")
+    embedded_broker_flag(
+        p, dest="broker", choices=BROKERS, default="tansu", help="the embedded runtime's broker"
+    )
     p.set_defaults(**_runs("soak", "minutes", "rate", "plot", "broker"))
 
 
@@ -180,7 +183,9 @@ def _chaos(benches: Subcommands) -> None:
     )
     p.add_argument("--minutes", type=float, default=10.0, help="minutes of faults (10)")
     p.add_argument("--seed", type=int, default=1, help="the seed of the matches and the faults (1)")
-    p.add_argument("--broker", choices=BROKERS, default="apache-kafka", help="the embedded runtime's broker")
+    embedded_broker_flag(
+        p, dest="broker", choices=BROKERS, default="apache-kafka", help="the embedded runtime's broker"
+    )
     p.add_argument("--brokers", type=int, default=3, help="Apache Kafka brokers (3; replication min(3, N))")
     p.add_argument("--workers", type=int, default=2, help="workers (2)")
     p.add_argument("--rate", type=float, default=300.0, help="matches/s (300)")

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import ssl
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import fields
@@ -127,6 +128,41 @@ def failure(exc: Exception, kafka_connect: KafkaConnectFailures | None = None) -
     if isinstance(exc, (ValueError, OSError)):
         return EXIT_BAD_INPUT, str(exc)
     return EXIT_RUNTIME, f"{type(exc).__name__}: {exc} (run with --debug for the traceback)"
+
+
+class _DeprecatedBrokerChoice(argparse.Action):
+    """``--broker tansu|apache-kafka`` where `embedded_broker_flag` is meant: still taken, with
+    one deprecation line on stderr (everywhere else ``--broker`` is a Kafka URL)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"{parser.prog}: --broker {values} is deprecated here (--broker is a Kafka URL elsewhere): "
+            f"use --embedded-broker {values}",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def embedded_broker_flag(
+    parser: argparse.ArgumentParser, *, dest: str, choices: Sequence[str], default: str, help: str
+) -> None:
+    """``--embedded-broker``: which broker a command's embedded runtime starts (`dev`, the
+    benches), and ``--broker`` as its deprecated alias (hidden from ``--help``)."""
+    parser.add_argument("--embedded-broker", dest=dest, choices=choices, default=default, help=help)
+    parser.add_argument(
+        "--broker",
+        dest=dest,
+        choices=choices,
+        default=argparse.SUPPRESS,
+        action=_DeprecatedBrokerChoice,
+        help=argparse.SUPPRESS,
+    )
 
 
 def settings_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> None:
@@ -249,4 +285,4 @@ def ladders_of(args: argparse.Namespace) -> Ladders:
         check_params(ladder.model, ladder.params)  # a bad parameter fails before any input is read
     except ParamError as exc:
         raise ValueError(f"--param {exc}" if exc.name else f"--model {ladder.model}: {exc}") from None
-    return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder])
+    return Ladders([*(lad for lad in ladders.values() if lad.name != name), ladder], source=ladders.source)

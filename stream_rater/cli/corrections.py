@@ -10,7 +10,9 @@ import dataclasses
 import json
 import sys
 import uuid
+from collections.abc import Mapping
 from contextlib import ExitStack
+from typing import Any
 
 from stream_rater.cli.common import (
     KAFKA_SECURITY,
@@ -25,9 +27,9 @@ from stream_rater.cli.common import (
     with_store,
 )
 from stream_rater.cli.inputs import bar, valid_matches
-from stream_rater.config.ladders import parse_param
-from stream_rater.config.rules import refuse_rule_overrides
-from stream_rater.config.settings import Settings
+from stream_rater.config.ladders import Ladder, parse_param
+from stream_rater.config.rules import Rules, refuse_rule_overrides
+from stream_rater.config.settings import Settings, env_name
 from stream_rater.contracts import CorrectionRequest, MatchFinished
 from stream_rater.offline.adapters import FORMATS
 from stream_rater.store import StateStore
@@ -107,6 +109,7 @@ def _rerate_flags(p: argparse.ArgumentParser) -> None:
             "topic_updates",
             "topic_corrections",
             "max_event_bytes",
+            "max_clock_skew",
             "ladders_file",
             *KAFKA_SECURITY,
         ],
@@ -174,6 +177,7 @@ def cmd_season(args: argparse.Namespace) -> int:
         raise ValueError(f"--param: {e}" if "params" in str(e) else str(e)) from None
     if not args.via_topic:
         store_url(args)
+    refuse_neutral_season(ladders.get(args.ladder), params)
     asyncio.run(send_records(settings, [match_record(settings.topic_matches, record)]))
     if args.via_topic:
         print(
@@ -193,6 +197,19 @@ def cmd_season(args: argparse.Namespace) -> int:
     season = with_store(args, started)
     print(f"ladder {args.ladder!r}: season {season} started (record {record['match_id']})")
     return 0
+
+
+def refuse_neutral_season(ladder: Ladder, overrides: Mapping[str, Any]) -> None:
+    """A usage error when a season start of `ladder` (with the record's `overrides`) would
+    change nobody: neither ``season_shrink`` nor ``season_sigma`` is set (their neutral values,
+    1 and 0, pull no rating toward the prior)."""
+    rules = Rules.of({**ladder.params, **overrides})
+    if rules.season_shrink == 1.0 and rules.season_sigma == 0.0:
+        raise ValueError(
+            f"ladder {ladder.name!r} has no season rules: season_shrink and season_sigma are unset, "
+            "so a season start would change nobody; set them in the ladders file "
+            f"(or {env_name('ladder')}_<NAME>__SEASON_SHRINK), or give --param season_shrink=K"
+        )
 
 
 def cmd_correct(args: argparse.Namespace) -> int:

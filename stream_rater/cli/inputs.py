@@ -15,9 +15,18 @@ from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import MatchFinished
 from stream_rater.offline.adapters import FORMATS, open_text, read_records
 
+#: ``--ladder``'s help where it is a rating command's.
+RATE_ON_LADDER = (
+    "rate every match on this ladder (overrides the events'); with --from-topic, the ladder whose "
+    "matches are read"
+)
 
-def input_flags(parser: argparse.ArgumentParser) -> None:
-    """The files, their format, the ladder and model to rate them on, and bad-line handling."""
+
+def input_flags(
+    parser: argparse.ArgumentParser, *, ladder_help: str = RATE_ON_LADDER, rating: bool = True
+) -> None:
+    """The files, their format, the ladder (`ladder_help`) and the ladders file, bad-line
+    handling, and — for a command `rating` them — the model, its parameters and the batch size."""
     parser.add_argument("files", nargs="*", metavar="FILE", help="input files ('-' or none: stdin)")
     parser.add_argument("--format", choices=FORMATS, default="jsonl", help="input format (default jsonl)")
     parser.add_argument(
@@ -25,19 +34,16 @@ def input_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="football: mark the home team of non-neutral matches with the 'home' effect",
     )
-    parser.add_argument(
-        "--ladder",
-        help="rate every match on this ladder (overrides the events'); with "
-        "--from-topic, the ladder whose matches are read",
-    )
-    parser.add_argument("--model", help="model of that ladder (e.g. trueskill, sph-elo, elo)")
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="model parameter (constructor keyword), repeatable",
-    )
+    parser.add_argument("--ladder", help=ladder_help)
+    if rating:
+        parser.add_argument("--model", help="model of that ladder (e.g. trueskill, sph-elo, elo)")
+        parser.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="model parameter (constructor keyword), repeatable",
+        )
     parser.add_argument(
         "--strict", action="store_true", help="stop at the first bad line instead of skipping it"
     )
@@ -46,9 +52,10 @@ def input_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 0 although some lines were rejected (each is still reported)",
     )
-    parser.add_argument(
-        "--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)"
-    )
+    if rating:
+        parser.add_argument(
+            "--batch-size", type=int, default=1000, help="matches per processor batch (default 1000)"
+        )
     settings_flags(parser, ["ladders_file"])
 
 

@@ -25,7 +25,6 @@ from stream_rater.cli.common import (
 )
 from stream_rater.cli.inputs import bad_lines_code, input_flags, progress, valid_matches
 from stream_rater.config.ladders import DEFAULT_LADDER, Ladders, parse_param
-from stream_rater.contracts import Limits
 from stream_rater.contracts.codecs import encode_event
 
 if TYPE_CHECKING:
@@ -57,7 +56,9 @@ def _add_replay(sub: Subcommands) -> None:
         action="store_true",
         help="read --ladder's matches from the matches topic (earliest retained offset to its "
         "end, in log order) instead of files; into a Redis --store this rebuilds a lost ladder and "
-        "produces the rating changes of the matches the consumer group had not acknowledged",
+        "produces the rating changes of the matches the consumer group had not acknowledged; skips "
+        "what the worker dead-letters, --max-clock-skew too (a file replay has no record "
+        "timestamps and does not check it)",
     )
     settings_flags(
         p,
@@ -68,6 +69,7 @@ def _add_replay(sub: Subcommands) -> None:
             "consumer_group",
             "marker_ttl",
             "history_limit",
+            "max_clock_skew",
             *KAFKA_SECURITY,
         ],
     )
@@ -102,7 +104,16 @@ def _add_verify(sub: Subcommands) -> None:
     )
     store_flag(p)
     settings_flags(
-        p, ["broker", "topic_matches", "consumer_group", "max_event_bytes", "ladders_file", *KAFKA_SECURITY]
+        p,
+        [
+            "broker",
+            "topic_matches",
+            "consumer_group",
+            "max_event_bytes",
+            "max_clock_skew",
+            "ladders_file",
+            *KAFKA_SECURITY,
+        ],
     )
     p.set_defaults(func=cmd_verify)
 
@@ -243,7 +254,7 @@ def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack)
     settings = settings_of(args)
     require(settings, "broker")
     records, _ = asyncio.run(read_log(settings, settings.topic_matches))
-    history = ladder_history(records, ladders, args.ladder, Limits(max_event_bytes=settings.max_event_bytes))
+    history = ladder_history(records, ladders, args.ladder, settings.limits())
     if not history.ordered:
         print(
             f"warning: ladder {args.ladder!r} has records on partitions {sorted(history.positions)}; "

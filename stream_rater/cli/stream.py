@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 from contextlib import ExitStack
 from dataclasses import fields
@@ -13,6 +14,7 @@ from dataclasses import fields
 from stream_rater.cli.common import (
     KAFKA_SECURITY,
     Subcommands,
+    embedded_broker_flag,
     ladders_of,
     require,
     settings_flags,
@@ -45,8 +47,8 @@ def _add_dev(sub: Subcommands) -> None:
     service = [f.name for f in fields(Settings)]
     p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
     settings_flags(p, [n for n in service if n not in ("broker", "redis_url", "replication_factor")])
-    p.add_argument(
-        "--broker",
+    embedded_broker_flag(
+        p,
         dest="local_broker",
         choices=["tansu", "apache-kafka"],
         default="tansu",
@@ -57,7 +59,7 @@ def _add_dev(sub: Subcommands) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="with --broker apache-kafka: KRaft nodes (default 1; 3 gives replication 3)",
+        help="with --embedded-broker apache-kafka: KRaft nodes (default 1; 3 gives replication 3)",
     )
     p.add_argument(
         "--redis-cluster",
@@ -89,22 +91,18 @@ def _add_demo(sub: Subcommands) -> None:
 
 
 def _add_publish(sub: Subcommands) -> None:
-    """The ``publish`` subcommand: its flags and handler."""
-    p = sub.add_parser("publish", help="send match events from files or stdin to the matches topic")
-    input_flags(p)
-    p.add_argument("--rate", type=float, help="at most this many events per second")
-    settings_flags(
-        p,
-        [
-            "broker",
-            "topic_matches",
-            "topic_updates",
-            "topic_dlq",
-            "partitions",
-            "replication_factor",
-            *KAFKA_SECURITY,
-        ],
+    """The ``publish`` subcommand: only the flags it uses (none of the rating commands')."""
+    p = sub.add_parser(
+        "publish",
+        help="send match events from files or stdin to the matches topic",
+        description="Validate each line as the worker will, and send the valid ones to the matches "
+        "topic keyed by ladder. The ladder names are checked against the ladders the worker is "
+        f"configured with: give publish the same ladders file (--ladders-file / {env_name('ladders_file')}) "
+        "as the worker.",
     )
+    input_flags(p, ladder_help="send every match on this ladder (overrides the events')", rating=False)
+    p.add_argument("--rate", type=float, help="at most this many events per second")
+    settings_flags(p, ["broker", "topic_matches", "partitions", "replication_factor", *KAFKA_SECURITY])
     p.set_defaults(func=cmd_publish)
 
 
@@ -149,7 +147,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from stream_rater.service.app import run_worker
 
     if args.brokers != 1 and args.local_broker != "apache-kafka":
-        raise ValueError(f"--brokers {args.brokers} needs --broker apache-kafka")
+        raise ValueError(f"--brokers {args.brokers} needs --embedded-broker apache-kafka")
     settings = settings_of(args)
     cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
     with LocalRuntime(
@@ -169,13 +167,20 @@ def cmd_dev(args: argparse.Namespace) -> int:
             f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
             f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
             f"web      http://{settings.web_host}:{settings.web_port}/\n"
-            f"publish: stream-rater publish --broker {runtime.broker_url} FILE",
+            f"publish: {publish_hint(runtime.broker_url, settings.ladders_file)}",
             file=sys.stderr,
         )
         if runtime.broker_kind == "tansu":
             print(f"clients  {tansu_clients_note()}", file=sys.stderr)
         run_worker(settings, ladders_of(args))
     return 0
+
+
+def publish_hint(broker_url: str, ladders_file: str) -> str:
+    """The ``publish`` command `dev` suggests: its broker, and its ladders file if it has one
+    (publish checks ladder names against the same ladders as the worker)."""
+    ladders = f" --ladders-file {shlex.quote(ladders_file)}" if ladders_file else ""
+    return f"stream-rater publish --broker {broker_url}{ladders} FILE"
 
 
 def tansu_clients_note() -> str:
@@ -187,7 +192,7 @@ def tansu_clients_note() -> str:
     note = (
         "Tansu takes aiokafka and Java producers, not librdkafka ones (kcat, confluent-kafka "
         "for Go, .NET or Python, node-rdkafka: 'ApiVersionRequest failed'); for those, start "
-        "`stream-rater dev --broker apache-kafka`"
+        "`stream-rater dev --embedded-broker apache-kafka`"
     )
     missing = apache_kafka_missing()
     return note if missing is None else f"{note}, which cannot start here: {missing}"

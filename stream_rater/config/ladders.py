@@ -88,13 +88,16 @@ class LadderConfigError(ValueError):
 class UnknownLadderError(KeyError):
     """A ladder name that is not configured."""
 
-    def __init__(self, name: str, known: Iterable[str]) -> None:
+    def __init__(self, name: str, known: Iterable[str], source: str = "") -> None:
+        """`source`: where the configured ladders came from (`Ladders.source`), which `str`
+        adds; `message` leaves it out (the read API's 404 shows no file path)."""
         super().__init__(name)
         self.name = name
         self.message = f"unknown ladder {name!r} (configured: {', '.join(sorted(known))})"
+        self.source = source
 
     def __str__(self) -> str:
-        return self.message
+        return f"{self.message[:-1]}; {self.source})" if self.source else self.message
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,10 @@ def model_params(params: Mapping[str, Any]) -> dict[str, Any]:
 class Ladders(Mapping[str, Ladder]):
     """The configured ladders by name; ``default`` is always among them."""
 
-    def __init__(self, ladders: Iterable[Ladder] = ()) -> None:
+    def __init__(self, ladders: Iterable[Ladder] = (), *, source: str = "") -> None:
+        """`source` says where the ladders came from, for the unknown-ladder error (`load_ladders`
+        sets it: the ladders file, or that there is none)."""
+        self.source = source
         table: dict[str, Ladder] = {}
         for ladder in ladders:
             if ladder.name in table:
@@ -148,7 +154,7 @@ class Ladders(Mapping[str, Ladder]):
         try:
             return self._table[name]
         except KeyError:
-            raise UnknownLadderError(name, self._table) from None
+            raise UnknownLadderError(name, self._table, self.source) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._table
@@ -175,7 +181,7 @@ class Ladders(Mapping[str, Ladder]):
         if ladder is not None:
             return ladder
         if default is _REQUIRED:
-            raise UnknownLadderError(name, self._table)
+            raise UnknownLadderError(name, self._table, self.source)
         return default
 
     @property
@@ -205,7 +211,8 @@ def load_ladders(path: str | None, environ: Mapping[str, str], prefix: str = ENV
             sources[name] = env
         else:
             base.params.update(env.params)
-    return Ladders(_build(name, source) for name, source in sources.items())
+    where = f"ladders file {path}" if path else f"no ladders file: set {prefix}LADDERS_FILE or --ladders-file"
+    return Ladders((_build(name, source) for name, source in sources.items()), source=where)
 
 
 def parse_value(text: str) -> bool | int | float | str:

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from stream_rater.contracts import Limits
+
 ENV_PREFIX = "STREAM_RATER_"
 
 #: The values of ``on_store_loss``: hold a lost ladder for the operator, or rebuild it.
@@ -88,6 +90,11 @@ class Settings:
         100, "most players one read-API query (players, predict, balance) may name"
     )
     max_event_bytes: int = _field(64 * 1024, "largest accepted match-finished event, in bytes")
+    max_clock_skew: float = _field(
+        300.0,
+        "seconds a match's finished_at may lie after its record's Kafka timestamp (the broker's clock); "
+        "a later one is dead-lettered, and replay --from-topic and verify skip it alike (0 = no check)",
+    )
     kafka_security_protocol: str = _field("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     kafka_sasl_mechanism: str = _field("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     kafka_sasl_username: str = _field("", "SASL user name")
@@ -130,9 +137,15 @@ class Settings:
 
     def topic_configs(self) -> dict[str, dict[str, str]]:
         """The topic configurations `topics` are created with: the matches topic is the source
-        of truth (replays, voids and re-rates read it from its start), so it is kept forever;
-        the others keep the broker's default retention."""
-        return {self.topic_matches: {"retention.ms": "-1"}}
+        of truth (replays, voids and re-rates read it from its start), so it is kept forever,
+        and its records carry the broker's append time (``LogAppendTime``), not a producer's
+        clock, for the ``max_clock_skew`` check; the others keep the broker's defaults."""
+        return {self.topic_matches: {"retention.ms": "-1", "message.timestamp.type": "LogAppendTime"}}
+
+    def limits(self) -> Limits:
+        """The limits every reader of the matches topic validates its records with (the worker,
+        ``replay --from-topic``, ``verify``, re-rates), so that they decide alike."""
+        return Limits(max_event_bytes=self.max_event_bytes, max_clock_skew=self.max_clock_skew)
 
     def override(self, **flags: Any) -> Settings:
         """A copy with the CLI flags that were given (None = not given)."""

@@ -39,13 +39,16 @@ class LadderTable(Protocol):
 
 @dataclass(frozen=True)
 class Limits:
-    """Size limits on one match-finished event (string lengths in characters)."""
+    """Size limits on one match-finished event (string lengths in characters), and how far its
+    ``finished_at`` may lie after its record's Kafka timestamp (`max_clock_skew` seconds, 0 =
+    unchecked; `codecs.decode_match` checks it where a record has a timestamp)."""
 
     max_event_bytes: int = 64 * 1024
     max_teams: int = 64
     max_players: int = 256
     max_id_length: int = 128
     max_effects: int = 8
+    max_clock_skew: float = 300.0
 
 
 DEFAULT_LIMITS = Limits()

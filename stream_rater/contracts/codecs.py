@@ -19,8 +19,9 @@ import orjson
 
 from stream_rater.contracts import DEFAULT_LIMITS, Limits, MatchFinished, ValidationError, parse_match
 from stream_rater.contracts.match import LadderTable
+from stream_rater.contracts.timestamps import format_timestamp
 
-__all__ = ["FORMATS", "DecodeError", "decode", "decode_match", "encode", "encode_event"]
+__all__ = ["FORMATS", "DecodeError", "check_clock_skew", "decode", "decode_match", "encode", "encode_event"]
 
 FORMATS = ("json", "msgpack")
 
@@ -45,9 +46,13 @@ def decode(raw: bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
     )
 
 
-def decode_match(raw: bytes, ladders: LadderTable, limits: Limits = DEFAULT_LIMITS) -> MatchFinished:
+def decode_match(
+    raw: bytes, ladders: LadderTable, limits: Limits = DEFAULT_LIMITS, *, record_time: float | None = None
+) -> MatchFinished:
     """A validated match-finished event from bytes; raises `DecodeError` or
-    `contracts.ValidationError` (both ValueErrors).
+    `contracts.ValidationError` (both ValueErrors). `record_time` is the Kafka timestamp of the
+    record that held it, in epoch seconds (None: a file's line, which has none): a match
+    finished later than that plus ``limits.max_clock_skew`` is refused (`check_clock_skew`).
 
     A JSON object is first parsed with orjson, about twice as fast as `decode`. Where both
     parse, they give the same values (both round floats correctly), except that orjson
@@ -57,6 +62,31 @@ def decode_match(raw: bytes, ladders: LadderTable, limits: Limits = DEFAULT_LIMI
     NaN, 1e400, ...) and an invalid event whose values might differ go through `decode`
     as before, so errors stay the same too.
     """
+    match = _decoded_match(raw, ladders, limits)
+    if record_time is not None:
+        check_clock_skew(match, record_time, limits.max_clock_skew)
+    return match
+
+
+def check_clock_skew(match: MatchFinished, record_time: float, max_clock_skew: float) -> None:
+    """`ValidationError` at ``finished_at`` when `match` finished more than `max_clock_skew`
+    seconds after `record_time` (its record's Kafka timestamp: with the matches topic's
+    ``message.timestamp.type=LogAppendTime``, the broker's clock), naming both times and the
+    setting. The worker, ``replay --from-topic``, ``verify`` and re-rates all compare with the
+    record's timestamp, never a clock of their own, so they decide alike. A record without a
+    timestamp (Kafka's -1, or 0) or `max_clock_skew` 0 is not checked."""
+    if max_clock_skew <= 0 or record_time <= 0 or match.finished_at <= record_time + max_clock_skew:
+        return
+    raise ValidationError(
+        "finished_at",
+        f"{format_timestamp(match.finished_at)} is {match.finished_at - record_time:.0f} s after its "
+        f"record's timestamp {format_timestamp(record_time)}, more than max_clock_skew "
+        f"({max_clock_skew:g} s, STREAM_RATER_MAX_CLOCK_SKEW)",
+    )
+
+
+def _decoded_match(raw: bytes, ladders: LadderTable, limits: Limits) -> MatchFinished:
+    """`decode_match` without the clock-skew check."""
     if raw[:1] == b"{" and len(raw) <= limits.max_event_bytes:
         try:
             obj = orjson.loads(raw)

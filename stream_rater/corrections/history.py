@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.contracts import MatchFinished
 from stream_rater.corrections.rerate import (
     Correction,
     Entry,
@@ -41,7 +41,7 @@ class TopicHistory:
         self, settings: Settings, ladders: Ladders, ladder: str, files: Iterable[MatchFinished] = ()
     ) -> None:
         self.ladders, self.ladder = ladders, ladder
-        self.limits = Limits(max_event_bytes=settings.max_event_bytes)
+        self.limits = settings.limits()
         self._reader = LogReader(settings, settings.topic_matches)
         self._files: list[Entry] = [(match, None) for match in files]
         self._reached: dict[int, int] = {}

@@ -46,7 +46,7 @@ def ladder_history(
     found: list[tuple[LogRecord, MatchFinished]] = []
     for record in records:
         try:
-            match = decode_match(record.value, ladders, limits)
+            match = decode_match(record.value, ladders, limits, record_time=record.timestamp / 1000.0)
         except (DecodeError, ValidationError):
             history.rejected.append(f"{record.partition}@{record.offset}")
             continue

@@ -26,7 +26,7 @@ from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
 from stream_rater.kafka import publish, subscribe
 from stream_rater.offline.adapters import open_text, read_records
-from stream_rater.offline.verify import VerifyReport, verify
+from stream_rater.offline.verify import VerifyReport, verdict, verify
 from stream_rater.store import open_store
 from stream_rater.waiting import wait_until
 
@@ -232,12 +232,13 @@ def run_demo(
         )
         asyncio.run(_print_leaderboard(settings, top, out))
         report = asyncio.run(_verify(settings))
-        print(
-            f"verify: recomputed from the matches topic, {report.players} teams, "
-            f"{len(report.differences)} differ from the stream's states",
-            file=out,
-        )
+        print(verify_line(report), file=out)
     return 0 if not report.differences else 1
+
+
+def verify_line(report: VerifyReport) -> str:
+    """The demo's last line: its verify result, worded as `stream-rater verify` words it."""
+    return f"verify: recomputed from the matches topic, {verdict(report.players, len(report.differences))}"
 
 
 async def _verify(settings: Settings) -> VerifyReport:

@@ -19,6 +19,24 @@ from stream_rater.contracts import DEFAULT_LADDER, match_key
 from stream_rater.kafka import LogRecord, Record, read_log, send_records
 
 REDRIVEN_FROM = "sr-redriven-from"
+#: Characters of a dead letter's value `DeadLetter.line` shows.
+PREVIEW = 80
+#: The control characters (C0, DEL, C1): text with one is shown as bytes by `printable`.
+_CONTROL = frozenset([*range(0x20), *range(0x7F, 0xA0)])
+
+
+def printable(data: bytes) -> str:
+    """`data` safe to show on a terminal: valid UTF-8 text without control characters as it
+    is; anything else as ``bytes:`` and its bytes, printable ASCII kept and every other byte
+    (and the backslash) hex-escaped, e.g. ``bytes:{\\x00\\xff`` — so no escape sequence or
+    NUL reaches the terminal, and the prefix says the text is not the value itself."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not any(ord(c) in _CONTROL for c in text):
+        return text
+    return "bytes:" + "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}" for b in data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +60,23 @@ class DeadLetter:
         return self.headers.get("sr-reason", "")
 
     def line(self) -> str:
-        h = self.headers
+        """One line for a terminal: where, from where, why, the key and the value's start, each
+        `printable` (a garbage record's bytes never reach the terminal raw)."""
+        h = {name: printable(value) for name, value in self.record.headers}
         origin = f"{h.get('sr-origin-topic', '?')}[{h.get('sr-origin-partition', '?')}]@{h.get('sr-origin-offset', '?')}"
-        preview = self.record.value[:80].decode(errors="replace")
-        return f"{self.where} from {origin}: {self.reason} | key {self.record.key!r} | {preview}"
+        key = "(none)" if self.record.key is None else printable(self.record.key)
+        preview = printable(self.record.value)
+        if len(preview) > PREVIEW:
+            preview = preview[:PREVIEW] + "…"
+        return f"{self.where} from {origin}: {h.get('sr-reason', '')} | key {key} | {preview}"
 
     def to_dict(self) -> dict[str, object]:
+        """For ``dlq list --json``: the key and value `printable` (null: no key)."""
         return {
             "where": self.where,
             "headers": self.headers,
-            "key": (self.record.key or b"").decode(errors="replace"),
-            "value": self.record.value.decode(errors="replace"),
+            "key": None if self.record.key is None else printable(self.record.key),
+            "value": printable(self.record.value),
         }
 
     def redrive_record(self, matches_topic: str) -> Record:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import Limits, MatchFinished
+from stream_rater.contracts import MatchFinished
 from stream_rater.kafka import (
     DeletedHead,
     LadderHistory,
@@ -51,7 +51,8 @@ async def corrected(store: StateStore, ladders: Ladders, ladder: str) -> tuple[L
         return ladders, voided
     base = ladders.get(ladder)
     changed = Ladder(ladder, base.model, {**base.params, **generations.params})
-    return Ladders([*(lad for lad in ladders.values() if lad.name != ladder), changed]), voided
+    others = (lad for lad in ladders.values() if lad.name != ladder)
+    return Ladders([*others, changed], source=ladders.source), voided
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +142,18 @@ class VerifyReport:
                 "warning: the worker group had not committed every record read (lagging or stopped); "
                 "differences may be matches it has not applied yet"
             )
-        verdict = "differ" if self.differences else "match"
         out.append(
             f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
-            f"records skipped, {len(self.skipped)} the model could not rate); {self.players} players; "
-            f"{len(self.differences)} {verdict}"
+            f"records skipped, {len(self.skipped)} the model could not rate); "
+            f"{verdict(self.players, len(self.differences))}"
         )
         return out
+
+
+def verdict(players: int, differing: int) -> str:
+    """How every command words a verify result (``verify``, ``demo``, the benches), so that
+    "all agree" reads the same everywhere: ``7 players, none differ from the replay``."""
+    return f"{players} players, {differing or 'none'} differ from the replay"
 
 
 async def _caught_up(settings: Settings, positions: dict[int, int], wait: float) -> bool:
@@ -180,7 +186,7 @@ async def verify(
     ladder that pauses for a moment is compared at one consistent position.
     """
     topic = settings.topic_matches
-    limits = Limits(max_event_bytes=settings.max_event_bytes)
+    limits = settings.limits()
     records, end = await read_log(settings, topic)
     for _ in range(rounds):
         history = ladder_history(records, ladders, ladder, limits)

@@ -29,7 +29,6 @@ from faust.types import TP
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import ENV_PREFIX, Settings
-from stream_rater.contracts import Limits
 from stream_rater.kafka import (
     Record,
     client_options,
@@ -95,7 +94,7 @@ def create_app(
         ladders,
         send,
         topics=Topics(updates=settings.topic_updates, dlq=settings.topic_dlq),
-        limits=Limits(max_event_bytes=settings.max_event_bytes),
+        limits=settings.limits(),
         stopping=stopping.is_set,
         on_batch=recent.record,
         stopped=stopped,
@@ -221,7 +220,7 @@ def guard_losses(
         lambda partition, start, end: read_partition(settings, settings.topic_matches, partition, start, end),
         report=handler.report_loss,
         recovered=handler.recovered,
-        limits=Limits(max_event_bytes=settings.max_event_bytes),
+        limits=settings.limits(),
     )
     if settings.on_store_loss != "rebuild":
         return guard, None

@@ -36,7 +36,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import Limits
 from stream_rater.corrections.rerate import new_owner
 from stream_rater.kafka import (
     HistoryTruncated,
@@ -214,7 +213,7 @@ class TopicRebuild:
         """`ladder`'s valid matches on the topic up to its end now; `HistoryTruncated` if the
         topic no longer starts at offset 0 on the ladder's partitions."""
         records, _ = await read_log(self.settings, self.settings.topic_matches)
-        limits = Limits(max_event_bytes=self.settings.max_event_bytes)
+        limits = self.settings.limits()
         history = await asyncio.to_thread(ladder_history, records, self.ladders, ladder, limits)
         heads = await deleted_heads(self.settings, ladder, partitions=history.positions)
         refuse_truncated(ladder, heads, supplied=False)

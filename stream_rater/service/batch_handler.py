@@ -34,7 +34,7 @@ from stream_rater.processor import (
     process_skipping,
 )
 from stream_rater.service import metrics
-from stream_rater.service.dead_letter import dead_letter
+from stream_rater.service.dead_letter import DeadLetter, DeadLetterLog, dead_letter
 from stream_rater.service.order_watch import Message, OrderWatch
 from stream_rater.service.store_faults import TRANSIENT_ERRORS, StoreRefusal
 from stream_rater.store.status import server_refusal
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-
-
-#: A dead letter on its way: the consumed record, the reason, extra headers.
-DeadLetter = tuple[Message, str, list[tuple[str, bytes]]]
 
 
 #: send(records) returns when the broker has every (topic, key, value, headers) record.
@@ -107,6 +103,7 @@ class BatchHandler:
         guard: LossGuard | None = None,
         refusal: StoreRefusal | None = None,
         on_loss: Callable[[StoreLost], str | None] | None = None,
+        dead_log: DeadLetterLog | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
         and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
@@ -117,7 +114,7 @@ class BatchHandler:
         this handler's `report_loss` and `recovered`). `refusal` is set while Redis refuses the
         batch's writes; readiness reads it too. `on_loss`, if given, is told of each report of
         a lost ladder (the automatic rebuild, `service.auto_rebuild`) and returns what readiness
-        adds to its reason."""
+        adds to its reason. `dead_log` logs the dead letters produced (default: 10 lines a minute)."""
         self.processor = processor
         self.ladders = ladders
         self.send = send
@@ -132,6 +129,7 @@ class BatchHandler:
         self.guard = guard
         self.refusal = StoreRefusal() if refusal is None else refusal
         self.on_loss = on_loss
+        self.dead_log = DeadLetterLog() if dead_log is None else dead_log
 
     def report_loss(self, exc: StoreLost) -> None:
         """Note a ladder not applied because the store lost it: readiness, metrics, the log
@@ -189,10 +187,15 @@ class BatchHandler:
         dead: list[DeadLetter] = []
         for message in messages:
             try:
-                match = decode_match(message.value or b"", self.ladders, self.limits)
+                match = decode_match(
+                    message.value or b"",
+                    self.ladders,
+                    self.limits,
+                    record_time=getattr(message, "timestamp", None),
+                )
             except (DecodeError, ValidationError) as exc:
                 metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
-                dead.append((message, str(exc), []))
+                dead.append(DeadLetter(message, str(exc), []))
                 continue
             valid.append((message, match))
             self.order_watch.check(message, match.ladder)
@@ -204,12 +207,13 @@ class BatchHandler:
         acknowledges the batch after this returns."""
         result, dead = batch.result, batch.dead
         outgoing = [
-            dead_letter(self.topics.dlq, m, reason, extra, limit=self.limits.max_event_bytes)
-            for m, reason, extra in dead
+            dead_letter(self.topics.dlq, d.message, d.reason, d.headers, limit=self.limits.max_event_bytes)
+            for d in dead
         ]
         outgoing += [update_record(self.topics.updates, e) for e in result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
         self.processor.produced(result)
+        self.dead_log.note(dead)
 
         now = time.time()
         counts: Counter[tuple[bool, str]] = Counter()
@@ -246,7 +250,7 @@ class BatchHandler:
     ) -> tuple[BatchResult, list[DeadLetter]]:
         """The processor's result, and the matches the model cannot rate (`process_skipping`:
         the rule the offline tools skip by) as dead letters with their original records, the
-        exception type and a short traceback (the full one is logged), never stopping the
+        exception type and a short traceback (the full one is logged: `DeadLetterLog`), never stopping the
         partition (the worker never dies on input). `narrow`: a lost ladder raises `LadderHeld`."""
         matches = [match for _, match in valid]
         where = [(message.partition, message.offset) for message, _ in valid]
@@ -263,18 +267,10 @@ class BatchHandler:
         dead: list[DeadLetter] = []
         for skip in skipped:
             exc, message = skip.error, records[id(skip.match)]
-            log.error(
-                "match %r (%s[%d]@%d) failed in processing; dead-lettered",
-                skip.match.match_id,
-                message.topic,
-                message.partition,
-                message.offset,
-                exc_info=exc,
-            )
             metrics.MATCHES_REJECTED.labels("processing").inc()
             short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
             headers = [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]
-            dead.append((message, skip.reason, headers))
+            dead.append(DeadLetter(message, skip.reason, headers, skip.match.ladder, exc))
         return result, dead
 
     async def _guard(self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int]]) -> None:

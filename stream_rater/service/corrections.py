@@ -28,7 +28,7 @@ from aiokafka.errors import KafkaError
 from stream_rater.config.ladders import Ladders, UnknownLadderError, check_params
 from stream_rater.config.rules import refuse_rule_overrides
 from stream_rater.config.settings import Settings
-from stream_rater.contracts import CorrectionRequest, Limits, ValidationError
+from stream_rater.contracts import CorrectionRequest, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction, RerateReport, UnknownMatches, new_owner
@@ -74,7 +74,7 @@ class CorrectionHandler:
         `open_store()` a store for one re-rate (closed after it)."""
         self.settings, self.ladders, self.send, self.open_store = settings, ladders, send, open_store
         self.max_backoff, self.lease = max_backoff, lease
-        self.limits = Limits(max_event_bytes=settings.max_event_bytes)
+        self.limits = settings.limits()
 
     async def consume(self) -> None:
         """Carry out the requests of the corrections topic one at a time, committing each

@@ -1,13 +1,86 @@
 """A dead letter: a record the worker cannot rate, copied to the dead-letter topic with where
-it came from and why, bounded so that it always fits."""
+it came from and why, bounded so that it always fits; and the worker's log of them, one line
+each, rate-limited (`DeadLetterLog`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+import orjson
 
 from stream_rater.contracts import Limits
 from stream_rater.kafka import Record
 from stream_rater.service.order_watch import Message
+
+log = logging.getLogger(__name__)
+
+
+class DeadLetter(NamedTuple):
+    """A dead letter on its way: the consumed record, the reason, extra headers, and — for a
+    match the model could not rate — its ladder and the error."""
+
+    message: Message
+    reason: str
+    headers: list[tuple[str, bytes]]
+    ladder: str | None = None
+    error: BaseException | None = None
+
+
+class DeadLetterLog:
+    """Logs each dead letter once, with where it came from, its ladder if known and why — at
+    most `burst` lines per `interval` seconds; the ones beyond are counted and summed up in one
+    line (``… and K more dead letters in the last T s``) once the interval is over, so that a
+    flood of bad records cannot flood the log (``stream_rater_dead_letters_total`` counts all)."""
+
+    def __init__(
+        self, *, burst: int = 10, interval: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.burst, self.interval, self.clock = burst, interval, clock
+        self.started = clock()
+        self.logged = 0
+        self.held = 0
+
+    def note(self, letters: Iterable[DeadLetter]) -> None:
+        """Log `letters` (produced to the dead-letter topic just now), within the rate."""
+        self.tick()
+        for letter in letters:
+            if self.logged >= self.burst:
+                self.held += 1
+                continue
+            self.logged += 1
+            m = letter.message
+            ladder = letter.ladder or _ladder_in(m.value or b"")
+            log.warning(
+                "dead letter %s[%d]@%d%s: %s",
+                m.topic,
+                m.partition,
+                m.offset,
+                "" if ladder is None else f" (ladder {ladder!r})",
+                letter.reason,
+                exc_info=letter.error,
+            )
+
+    def tick(self) -> None:
+        """End the interval if it is over: sum up the dead letters it did not log."""
+        now = self.clock()
+        if now - self.started < self.interval:
+            return
+        if self.held:
+            log.warning("… and %d more dead letters in the last %.0f s", self.held, now - self.started)
+        self.started, self.logged, self.held = now, 0, 0
+
+
+def _ladder_in(value: bytes) -> str | None:
+    """The ladder an invalid record names, if it is a JSON object with a short string there."""
+    try:
+        event = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    ladder = event.get("ladder") if isinstance(event, dict) else None
+    return ladder if isinstance(ladder, str) and len(ladder) <= 128 else None
 
 
 def dead_letter(

@@ -154,7 +154,9 @@ class LossGuard:
         found: dict[str, list[tuple[str, int]]] = {}
         for record in records:
             try:
-                match = decode_match(record.value, self.ladders, self.limits)
+                match = decode_match(
+                    record.value, self.ladders, self.limits, record_time=record.timestamp / 1000.0
+                )
             except (DecodeError, ValidationError):
                 continue  # dead-lettered: never in the store
             found.setdefault(match.ladder, []).append((match.match_id, record.offset))

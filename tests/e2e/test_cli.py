@@ -168,15 +168,15 @@ def test_publish_then_subscribe_through_a_worker(web_worker):
         settings.broker,
         "--topic-matches",
         settings.topic_matches,
-        "--topic-updates",
-        settings.topic_updates,
-        "--topic-dlq",
-        settings.topic_dlq,
         "--partitions",
         str(settings.partitions),
         "--ladders-file",
         str(_trueskill_file(web_worker)),
         stdin=lines,
+        env={
+            "STREAM_RATER_TOPIC_UPDATES": settings.topic_updates,
+            "STREAM_RATER_TOPIC_DLQ": settings.topic_dlq,
+        },
         check=False,
     )
     assert sent.returncode == 2 and "warning" not in sent.stderr
@@ -298,11 +298,11 @@ def kcat_publishes(bootstrap: str) -> bool:
 
 @pytest.mark.parametrize(
     ("flags", "nodes"),
-    [([], 1), (["--broker", "apache-kafka", "--brokers", "3"], 3)],
+    [([], 1), (["--embedded-broker", "apache-kafka", "--brokers", "3"], 3)],
     ids=["tansu", "kafka-3"],
 )
 def test_dev_becomes_ready_and_stops_on_sigint(tmp_path: Path, flags: list[str], nodes: int):
-    """`dev` (Tansu) and `dev --broker apache-kafka --brokers 3` (three KRaft nodes) start a
+    """`dev` (Tansu) and `dev --embedded-broker apache-kafka --brokers 3` (three KRaft nodes) start a
     worker that turns ready (/readyz 200) on a broker kcat (librdkafka) publishes to, or whose
     startup lines say which flag gives one (Tansu); SIGINT by PID ends it with exit 0 and its
     broker nodes with it."""

@@ -38,7 +38,12 @@ def one_match(tmp_path: Path) -> Path:
         (
             ["leaderboard", "--ladder", "nosuch", "--store", "memory"],
             2,
-            ["unknown ladder 'nosuch' (configured: default)"],
+            [
+                (
+                    "unknown ladder 'nosuch' (configured: default; "
+                    "no ladders file: set STREAM_RATER_LADDERS_FILE or --ladders-file)"
+                )
+            ],
         ),
         (["publish", "--broker", "kafka://127.0.0.1:1"], 1, ["Kafka broker", "127.0.0.1"]),
         (["replay", "no-such-file.jsonl"], 2, ["no-such-file.jsonl"]),
@@ -83,7 +88,7 @@ def one_match(tmp_path: Path) -> Path:
             2,
             ["--param beta=-1"],
         ),
-        (["dev", "--brokers", "3"], 2, ["--brokers 3 needs --broker apache-kafka"]),
+        (["dev", "--brokers", "3"], 2, ["--brokers 3 needs --embedded-broker apache-kafka"]),
         (
             ["season", "--ladder", "default", "--param", "k=0.5", "--broker", "kafka://127.0.0.1:1"],
             2,
@@ -104,6 +109,11 @@ def one_match(tmp_path: Path) -> Path:
             ["--param: params.season_shrink: must be a number from 0 to 1"],
         ),
         (["season", "--ladder", "nosuch", "--broker", "kafka://127.0.0.1:1"], 2, ["unknown ladder 'nosuch'"]),
+        (
+            ["season", "--ladder", "default", "--via-topic", "--broker", "kafka://127.0.0.1:1"],
+            2,
+            ["ladder 'default' has no season rules: season_shrink and season_sigma are unset"],
+        ),
         (
             ["leaderboard", "--season", "1", "--store", "memory"],
             2,
@@ -182,15 +192,13 @@ def test_publish_creates_the_topics_and_exits_2_when_lines_were_rejected(broker_
         "3",
         "--topic-matches",
         f"matches-{name}",
-        "--topic-updates",
-        f"updates-{name}",
-        "--topic-dlq",
-        f"dlq-{name}",
         str(path),
     ]
-    strict = cli("publish", *flags)
+    # publish has no flags for the topics it does not write; it creates them as the environment names them
+    env = {"STREAM_RATER_TOPIC_UPDATES": f"updates-{name}", "STREAM_RATER_TOPIC_DLQ": f"dlq-{name}"}
+    strict = cli("publish", *flags, env=env)
     assert strict.returncode == 2 and f"{path}:2:" in strict.stderr and "sent 2 match events" in strict.stderr
-    assert cli("publish", "--allow-bad-lines", *flags).returncode == 0
+    assert cli("publish", "--allow-bad-lines", *flags, env=env).returncode == 0
 
     async def counts() -> dict[str, int]:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(broker_url))

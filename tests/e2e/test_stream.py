@@ -79,7 +79,7 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
             env=env,
         )
         assert ok.returncode == 0, ok.stdout + ok.stderr
-        assert ok.stdout.strip().endswith("0 match")
+        assert ok.stdout.strip().endswith(" players, none differ from the replay")
     first = stream.ladder
     out = tmp_path / "from-topic.jsonl"
     replayed = cli("replay", "--from-topic", "--ladder", first, "--out", str(out), *topic_flags, env=env)
@@ -103,7 +103,7 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
     )
     assert bad.returncode == 1
     assert f"player {player}: live mu={state.mu + 1e-6!r}" in bad.stdout
-    assert bad.stdout.strip().endswith("1 differ")
+    assert bad.stdout.strip().endswith(" players, 1 differ from the replay")
 
 
 def tamper(redis_url: str, ladder: str, player: str, state: PlayerState) -> None:

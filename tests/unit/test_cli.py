@@ -9,6 +9,7 @@ import pytest
 import stream_rater.bench
 from stream_rater.cli import build_parser
 from stream_rater.cli.common import store_url
+from tests.helpers import cli
 
 
 def test_store_is_the_flag_else_STREAM_RATER_REDIS_URL(monkeypatch: pytest.MonkeyPatch):
@@ -36,14 +37,14 @@ def test_bench_chooses_the_redis_topology_with_redis():
 
 
 def test_dev_on_tansu_names_the_flag_for_librdkafka_clients_and_says_when_java_is_missing(monkeypatch):
-    """`dev`'s note on Tansu names `--broker apache-kafka`, and says why that cannot start here
+    """`dev`'s note on Tansu names `--embedded-broker apache-kafka`, and says why that cannot start here
     when java is missing (`demo` and `dev` on Tansu need no java)."""
     from stream_rater.cli.stream import tansu_clients_note
 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     note = tansu_clients_note()
-    assert "librdkafka" in note and "`stream-rater dev --broker apache-kafka`" in note
+    assert "librdkafka" in note and "`stream-rater dev --embedded-broker apache-kafka`" in note
     assert note.endswith(
         "which cannot start here: Apache Kafka needs java 17+ (JAVA_HOME or PATH), and none was found"
     )
@@ -61,3 +62,24 @@ def test_each_bench_is_a_subcommand_named_after_its_module_with_only_its_own_fla
     assert parser.parse_args(["bench", "chaos", "--debug"]).debug is True
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "engines", "--minutes", "1"])
+
+
+@pytest.mark.parametrize("command", [["synth", "--matches", "4000"], ["replay", "--model", "elo"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(command: list[str], tmp_path: Path):
+    """``stream-rater … | head -1``: no "[Errno 32] Broken pipe" line, exit 128 + SIGPIPE."""
+    import subprocess
+    import sys
+
+    matches = tmp_path / "matches.jsonl"
+    matches.write_text(cli("synth", "--matches", "3000", check=True).stdout)
+    args = [*command, str(matches)] if command[0] == "replay" else command
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stream_rater", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()
+    proc.stdout.close()  # like `head -1`: the reader is gone with most of the output unread
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Broken pipe" not in stderr, stderr

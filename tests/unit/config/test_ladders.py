@@ -306,3 +306,19 @@ def test_parse_param_rejects_malformed_input(text: str) -> None:
     """parse_param raises ValueError without a name=value shape, a parameter-like name, or for NaN."""
     with pytest.raises(ValueError):
         parse_param(text)
+
+
+def test_the_unknown_ladder_error_says_where_the_ladder_list_came_from(tmp_path: Path) -> None:
+    """The ladders file's path, or how to give one; the read API's message (`message`) names no path."""
+    with pytest.raises(UnknownLadderError) as none:
+        load_ladders(None, {}).get("ranked-1v1")
+    assert str(none.value) == (
+        "unknown ladder 'ranked-1v1' (configured: default; "
+        "no ladders file: set STREAM_RATER_LADDERS_FILE or --ladders-file)"
+    )
+    path = tmp_path / "ladders.toml"
+    path.write_text('[ladders.duel]\nmodel = "elo"\n')
+    with pytest.raises(UnknownLadderError) as filed:
+        load_ladders(str(path), {})["ranked-1v1"]
+    assert str(filed.value) == f"unknown ladder 'ranked-1v1' (configured: default, duel; ladders file {path})"
+    assert filed.value.message == "unknown ladder 'ranked-1v1' (configured: default, duel)"

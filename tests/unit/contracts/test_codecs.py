@@ -253,3 +253,33 @@ def test_decode_match_equals_the_standard_parser(data: st.DataObject) -> None:
     assert _outcome(decode_match, bytes(raw), Ladders()) == _outcome(
         _reference_decode_match, bytes(raw), Ladders()
     )
+
+
+#: EVENT's finished_at in epoch seconds.
+FINISHED = 1_091_816_030.0
+
+
+@pytest.mark.parametrize("after", [-3600.0, 0.0, 299.0, 300.0])
+def test_a_match_finished_up_to_max_clock_skew_after_its_record_is_accepted(after: float):
+    raw = json.dumps(EVENT).encode()
+    assert decode_match(raw, Ladders(), record_time=FINISHED - after).finished_at == FINISHED
+
+
+def test_a_match_finished_beyond_max_clock_skew_after_its_record_names_both_times_and_the_setting():
+    """7 hours after the record's (broker's) timestamp: refused, whatever the reader's clock."""
+    with pytest.raises(ValidationError) as info:
+        decode_match(json.dumps(EVENT).encode(), Ladders(), record_time=FINISHED - 7 * 3600)
+    assert str(info.value) == (
+        "finished_at: 2004-08-06T18:13:50Z is 25200 s after its record's timestamp 2004-08-06T11:13:50Z, "
+        "more than max_clock_skew (300 s, STREAM_RATER_MAX_CLOCK_SKEW)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("record_time", "limits"),
+    [(None, Limits()), (-0.001, Limits()), (0.0, Limits()), (FINISHED - 7 * 3600, Limits(max_clock_skew=0))],
+    ids=["a file line", "a record without a timestamp", "a zero timestamp", "the check off"],
+)
+def test_no_record_timestamp_or_a_zero_skew_checks_nothing(record_time: float | None, limits: Limits):
+    raw = json.dumps(EVENT).encode()
+    assert decode_match(raw, Ladders(), limits, record_time=record_time).finished_at == FINISHED

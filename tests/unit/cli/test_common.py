@@ -1,0 +1,41 @@
+"""What the commands share: the embedded runtime's broker flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from stream_rater.cli import build_parser
+
+#: Each command that starts an embedded broker, and the attribute its choice lands in.
+EMBEDDED = [
+    (["dev"], "local_broker"),
+    (["bench", "e2e"], "broker"),
+    (["bench", "soak"], "broker"),
+    (["bench", "chaos"], "broker"),
+]
+
+
+@pytest.mark.parametrize(("command", "dest"), EMBEDDED)
+def test_the_embedded_broker_is_chosen_with_embedded_broker(command: list[str], dest: str, capsys):
+    """Not `--broker`, which is a Kafka URL in every other command."""
+    args = build_parser().parse_args([*command, "--embedded-broker", "apache-kafka"])
+    assert getattr(args, dest) == "apache-kafka" and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("command", "dest"), EMBEDDED)
+def test_broker_still_works_there_with_one_deprecation_line(command: list[str], dest: str, capsys):
+    args = build_parser().parse_args([*command, "--broker", "tansu"])
+    assert getattr(args, dest) == "tansu"
+    deprecated = (
+        f"stream-rater {' '.join(command)}: --broker tansu is deprecated here (--broker is a Kafka URL "
+        "elsewhere): use --embedded-broker tansu"
+    )
+    assert capsys.readouterr().err.splitlines() == [deprecated]
+
+
+@pytest.mark.parametrize(("command", "dest"), EMBEDDED)
+def test_the_help_offers_only_embedded_broker(command: list[str], dest: str, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*command, "--help"])
+    shown = capsys.readouterr().out
+    assert "--embedded-broker" in shown and "--broker " not in shown and "--broker\n" not in shown
