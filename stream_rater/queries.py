@@ -53,6 +53,10 @@ class TooManyPlayers(QueryError):
     status = 413
 
 
+class UnknownPlayer(QueryError):
+    status = 404
+
+
 def ladder_of(ladders: Ladders, name: str) -> Ladder:
     """The configured ladder `name`, or `UnknownLadder`."""
     try:
@@ -86,6 +90,20 @@ def top_of(value: Any) -> int:
     return top
 
 
+def limit_of(value: Any, field: str, default: int, maximum: int) -> int:
+    """A positive integer (or its decimal string, from a URL), capped at `maximum`; `default`
+    (capped too) when absent."""
+    if value is None:
+        return min(default, maximum)
+    try:
+        limit = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise QueryError(f"{field}: must be a positive integer")
+    return min(limit, maximum)
+
+
 def teams_of(value: Any, limit: int) -> list[list[str]]:
     """``teams``: an array of 2+ arrays of player ids, no player twice, at most `limit` in all."""
     if not isinstance(value, list) or len(value) < 2:
@@ -103,12 +121,48 @@ class Queries:
     """The read API over one store and the configured ladders."""
 
     def __init__(
-        self, store: ReadStore, ladders: Ladders, max_players: int = Settings.max_query_players
+        self,
+        store: ReadStore,
+        ladders: Ladders,
+        max_players: int = Settings.max_query_players,
+        history_limit: int = Settings.history_limit,
     ) -> None:
-        """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``)."""
+        """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``);
+        `history_limit`: most rating changes a player's history gives (``STREAM_RATER_HISTORY_LIMIT``,
+        what the store keeps)."""
         self.store = store
         self.ladders = ladders
         self.max_players = max_players
+        self.history_limit = history_limit
+
+    def ladder_list(self) -> dict[str, Any]:
+        """The configured ladders: name, model and parameters, typed as configured (numbers as
+        numbers, booleans as booleans)."""
+        return {
+            "ladders": [
+                {"name": ladder.name, "model": ladder.model, "params": dict(ladder.params)}
+                for ladder in self.ladders.values()
+            ]
+        }
+
+    async def history(self, ladder_name: str, player_id: str, limit: Any = None) -> dict[str, Any]:
+        """One player's stored state and latest rating-changed events, newest first (at most
+        `limit`, default and cap `history_limit`: what the store keeps); a player the ladder has
+        no trace of is `UnknownPlayer`."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        limit = limit_of(limit, "limit", self.history_limit, self.history_limit)
+        snapshot = await self.store.read(ladder.name, [player_id], [], [])
+        history = await self.store.history(ladder.name, player_id, limit)
+        state = snapshot.players.get(player_id)
+        if state is None and not history:
+            raise UnknownPlayer(f"no player {player_id!r} on ladder {ladder.name!r}")
+        return {
+            "ladder": ladder.name,
+            "model": ladder.model,
+            "player_id": player_id,
+            "state": None if state is None else _state_json(ladder, state),
+            "history": history,
+        }
 
     async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:
         """State, display rating, leaderboard rank and percentile, games and last match of
@@ -175,7 +229,7 @@ class Queries:
             "model": ladder.model,
             "season": len(ended) + 1 if season is None else season,
             "generation": generations.live,
-            "params": {k: str(v) for k, v in (generations.params or {}).items()},
+            "params": dict(generations.params or {}),
             "rerate": generations.lock_owner,
             "rows": rows,
         }
@@ -281,6 +335,17 @@ class Queries:
             "rank": None if place is None else place + 1,
             "percentile": None if place is None else _percentile(place, found.ranked),
         }
+
+
+def _state_json(ladder: Ladder, state: PlayerState) -> dict[str, Any]:
+    """A stored state as the history answer gives it: display rating, μ, σ, games, last match."""
+    return {
+        "rating": ladder.rating_model.display(Rating(state.mu, state.sigma)),
+        "mu": state.mu,
+        "sigma": state.sigma,
+        "games": state.games,
+        "last_played": state.last_played,
+    }
 
 
 def season_of(value: Any, ended: int) -> int:
