@@ -183,13 +183,14 @@ class Queries:
     async def leaderboard(self, ladder_name: str, top: Any, now: float, season: Any = None) -> dict[str, Any]:
         """The `top` eligible players by display rating, best first (three store round trips,
         more when inactive players are skipped); of an ended `season` (1-based), its final
-        leaderboard as it was (activity is not applied to it): each row's ``rating`` is then
-        the season's final one, the other fields the player's state now.
+        leaderboard as it was (activity is not applied to it), every field of a row the
+        player's state as that season left it.
 
         Each row has the stored state (``mu``, ``sigma``) and the stored display rating the
         board is ordered by (``rating``), beside the time-aware view the other reads give:
         ``sigma_now`` (``σ² + γ²·Δt`` since the player's last match) and ``rating_now``, its
         display rating. A player whose σ grew while idle keeps their place until they play.
+        An ended season's rows are frozen: ``sigma_now`` and ``rating_now`` are its own.
         """
         ladder = ladder_of(self.ladders, ladder_name)
         top = top_of(top)
@@ -199,30 +200,12 @@ class Queries:
             board = await self.store.leaderboard(ladder.name, top, season=season)
         else:
             board = await self._eligible_top(ladder, top, now)
-        found = await self.store.lookup(ladder.name, [p for p, _ in board])
-        display = ladder.rating_model.display
-        rows = []
-        for rank, (player_id, score) in enumerate(board, start=1):
-            state = found.players.get(player_id)
-            if state is None:
-                continue
-            current = self._rating(ladder, state, now)
-            rows.append(
-                {
-                    "rank": rank,
-                    "player_id": player_id,
-                    "rating": score,
-                    "mu": state.mu,
-                    "sigma": state.sigma,
-                    "sigma_now": current.sigma,
-                    "rating_now": display(current),
-                    "games": state.games,
-                    "last_played": state.last_played,
-                    "provisional": self._provisional(ladder, state),
-                    "peak": state.peak,
-                    "peak_at": state.peak_at,
-                }
-            )
+        states = await self._board_states(ladder, [p for p, _ in board], season)
+        rows = [
+            self._row(ladder, rank, player_id, score, states[player_id], None if season else now)
+            for rank, (player_id, score) in enumerate(board, start=1)
+            if player_id in states
+        ]
         generations = await self.store.generations(ladder.name)
         return {
             "ladder": ladder.name,
@@ -232,6 +215,39 @@ class Queries:
             "params": dict(generations.params or {}),
             "rerate": generations.lock_owner,
             "rows": rows,
+        }
+
+    async def _board_states(
+        self, ladder: Ladder, ids: list[str], season: int | None
+    ) -> dict[str, PlayerState]:
+        """The states of a board's players: live, or as the ended `season` left them (a season
+        archived before the store kept its states: the live ones)."""
+        if season is None:
+            return (await self.store.lookup(ladder.name, ids)).players
+        states = await self.store.season_states(ladder.name, season, ids)
+        missing = [p for p in ids if p not in states]
+        if missing:
+            states.update((await self.store.lookup(ladder.name, missing)).players)
+        return states
+
+    def _row(
+        self, ladder: Ladder, rank: int, player_id: str, score: float, state: PlayerState, now: float | None
+    ) -> dict[str, Any]:
+        """A leaderboard row; time-aware as of `now`, or frozen (``now`` None: an ended season)."""
+        current = self._rating(ladder, state, now) if now is not None else Rating(state.mu, state.sigma)
+        return {
+            "rank": rank,
+            "player_id": player_id,
+            "rating": score,
+            "mu": state.mu,
+            "sigma": state.sigma,
+            "sigma_now": current.sigma,
+            "rating_now": ladder.rating_model.display(current),
+            "games": state.games,
+            "last_played": state.last_played,
+            "provisional": self._provisional(ladder, state),
+            "peak": state.peak,
+            "peak_at": state.peak_at,
         }
 
     async def predict(
