@@ -5,6 +5,7 @@ field — never a traceback."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -18,6 +19,7 @@ from stream_rater.processor import Processor
 from stream_rater.queries import Queries
 from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
+from stream_rater.store.values import Generations
 from tests.helpers import parsed_duel
 
 DAY = 86400.0
@@ -266,3 +268,18 @@ async def test_serve_gives_a_players_history_newest_first(client):
     assert body["state"]["games"] == 2 and body["history"][0]["after"]["mu"] == body["state"]["mu"]
     missing = await client.get("/api/ladders/default/players/nobody")
     assert missing.status == 404 and "no player 'nobody'" in (await missing.json())["error"]
+
+
+async def test_the_leaderboard_gives_a_rerates_parameters_typed():
+    """The parameter overrides a re-rate left are given as they are: a number stays a number,
+    a boolean a boolean."""
+
+    class Rerated(MemoryStore):
+        async def generations(self, ladder: str) -> Generations:
+            return replace(await super().generations(ladder), params={"beta": 2.5, "player_scores": True})
+
+    store = Rerated()
+    await Processor(LADDERS, store).process([duel("m1", "ann", "bob")])
+    async with TestClient(TestServer(serve_app(Queries(store, LADDERS), store))) as client:
+        body = await (await client.get("/api/ladders/default/leaderboard")).json()
+    assert body["params"] == {"beta": 2.5, "player_scores": True}
