@@ -225,7 +225,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
+    """``publish``: validate each line, send the good ones keyed by ladder (`contracts.match.match_key`)."""
     from stream_rater.kafka import TopicError, create_service_topics, publish
 
     settings = settings_of(args)
