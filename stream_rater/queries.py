@@ -53,6 +53,10 @@ class TooManyPlayers(QueryError):
     status = 413
 
 
+class UnknownPlayer(QueryError):
+    status = 404
+
+
 def ladder_of(ladders: Ladders, name: str) -> Ladder:
     """The configured ladder `name`, or `UnknownLadder`."""
     try:
@@ -86,6 +90,20 @@ def top_of(value: Any) -> int:
     return top
 
 
+def limit_of(value: Any, field: str, default: int, maximum: int) -> int:
+    """A positive integer (or its decimal string, from a URL), capped at `maximum`; `default`
+    (capped too) when absent."""
+    if value is None:
+        return min(default, maximum)
+    try:
+        limit = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise QueryError(f"{field}: must be a positive integer")
+    return min(limit, maximum)
+
+
 def teams_of(value: Any, limit: int) -> list[list[str]]:
     """``teams``: an array of 2+ arrays of player ids, no player twice, at most `limit` in all."""
     if not isinstance(value, list) or len(value) < 2:
@@ -103,12 +121,48 @@ class Queries:
     """The read API over one store and the configured ladders."""
 
     def __init__(
-        self, store: ReadStore, ladders: Ladders, max_players: int = Settings.max_query_players
+        self,
+        store: ReadStore,
+        ladders: Ladders,
+        max_players: int = Settings.max_query_players,
+        history_limit: int = Settings.history_limit,
     ) -> None:
-        """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``)."""
+        """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``);
+        `history_limit`: most rating changes a player's history gives (``STREAM_RATER_HISTORY_LIMIT``,
+        what the store keeps)."""
         self.store = store
         self.ladders = ladders
         self.max_players = max_players
+        self.history_limit = history_limit
+
+    def ladder_list(self) -> dict[str, Any]:
+        """The configured ladders: name, model and parameters, typed as configured (numbers as
+        numbers, booleans as booleans)."""
+        return {
+            "ladders": [
+                {"name": ladder.name, "model": ladder.model, "params": dict(ladder.params)}
+                for ladder in self.ladders.values()
+            ]
+        }
+
+    async def history(self, ladder_name: str, player_id: str, limit: Any = None) -> dict[str, Any]:
+        """One player's stored state and latest rating-changed events, newest first (at most
+        `limit`, default and cap `history_limit`: what the store keeps); a player the ladder has
+        no trace of is `UnknownPlayer`."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        limit = limit_of(limit, "limit", self.history_limit, self.history_limit)
+        snapshot = await self.store.read(ladder.name, [player_id], [], [])
+        history = await self.store.history(ladder.name, player_id, limit)
+        state = snapshot.players.get(player_id)
+        if state is None and not history:
+            raise UnknownPlayer(f"no player {player_id!r} on ladder {ladder.name!r}")
+        return {
+            "ladder": ladder.name,
+            "model": ladder.model,
+            "player_id": player_id,
+            "state": None if state is None else _state_json(ladder, state),
+            "history": history,
+        }
 
     async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:
         """State, display rating, leaderboard rank and percentile, games and last match of
@@ -129,13 +183,14 @@ class Queries:
     async def leaderboard(self, ladder_name: str, top: Any, now: float, season: Any = None) -> dict[str, Any]:
         """The `top` eligible players by display rating, best first (three store round trips,
         more when inactive players are skipped); of an ended `season` (1-based), its final
-        leaderboard as it was (activity is not applied to it): each row's ``rating`` is then
-        the season's final one, the other fields the player's state now.
+        leaderboard as it was (activity is not applied to it), every field of a row the
+        player's state as that season left it.
 
         Each row has the stored state (``mu``, ``sigma``) and the stored display rating the
         board is ordered by (``rating``), beside the time-aware view the other reads give:
         ``sigma_now`` (``σ² + γ²·Δt`` since the player's last match) and ``rating_now``, its
         display rating. A player whose σ grew while idle keeps their place until they play.
+        An ended season's rows are frozen: ``sigma_now`` and ``rating_now`` are its own.
         """
         ladder = ladder_of(self.ladders, ladder_name)
         top = top_of(top)
@@ -145,39 +200,54 @@ class Queries:
             board = await self.store.leaderboard(ladder.name, top, season=season)
         else:
             board = await self._eligible_top(ladder, top, now)
-        found = await self.store.lookup(ladder.name, [p for p, _ in board])
-        display = ladder.rating_model.display
-        rows = []
-        for rank, (player_id, score) in enumerate(board, start=1):
-            state = found.players.get(player_id)
-            if state is None:
-                continue
-            current = self._rating(ladder, state, now)
-            rows.append(
-                {
-                    "rank": rank,
-                    "player_id": player_id,
-                    "rating": score,
-                    "mu": state.mu,
-                    "sigma": state.sigma,
-                    "sigma_now": current.sigma,
-                    "rating_now": display(current),
-                    "games": state.games,
-                    "last_played": state.last_played,
-                    "provisional": self._provisional(ladder, state),
-                    "peak": state.peak,
-                    "peak_at": state.peak_at,
-                }
-            )
+        states = await self._board_states(ladder, [p for p, _ in board], season)
+        rows = [
+            self._row(ladder, rank, player_id, score, states[player_id], None if season else now)
+            for rank, (player_id, score) in enumerate(board, start=1)
+            if player_id in states
+        ]
         generations = await self.store.generations(ladder.name)
         return {
             "ladder": ladder.name,
             "model": ladder.model,
             "season": len(ended) + 1 if season is None else season,
             "generation": generations.live,
-            "params": {k: str(v) for k, v in (generations.params or {}).items()},
+            "params": dict(generations.params or {}),
             "rerate": generations.lock_owner,
             "rows": rows,
+        }
+
+    async def _board_states(
+        self, ladder: Ladder, ids: list[str], season: int | None
+    ) -> dict[str, PlayerState]:
+        """The states of a board's players: live, or as the ended `season` left them (a season
+        archived before the store kept its states: the live ones)."""
+        if season is None:
+            return (await self.store.lookup(ladder.name, ids)).players
+        states = await self.store.season_states(ladder.name, season, ids)
+        missing = [p for p in ids if p not in states]
+        if missing:
+            states.update((await self.store.lookup(ladder.name, missing)).players)
+        return states
+
+    def _row(
+        self, ladder: Ladder, rank: int, player_id: str, score: float, state: PlayerState, now: float | None
+    ) -> dict[str, Any]:
+        """A leaderboard row; time-aware as of `now`, or frozen (``now`` None: an ended season)."""
+        current = self._rating(ladder, state, now) if now is not None else Rating(state.mu, state.sigma)
+        return {
+            "rank": rank,
+            "player_id": player_id,
+            "rating": score,
+            "mu": state.mu,
+            "sigma": state.sigma,
+            "sigma_now": current.sigma,
+            "rating_now": ladder.rating_model.display(current),
+            "games": state.games,
+            "last_played": state.last_played,
+            "provisional": self._provisional(ladder, state),
+            "peak": state.peak,
+            "peak_at": state.peak_at,
         }
 
     async def predict(
@@ -281,6 +351,17 @@ class Queries:
             "rank": None if place is None else place + 1,
             "percentile": None if place is None else _percentile(place, found.ranked),
         }
+
+
+def _state_json(ladder: Ladder, state: PlayerState) -> dict[str, Any]:
+    """A stored state as the history answer gives it: display rating, μ, σ, games, last match."""
+    return {
+        "rating": ladder.rating_model.display(Rating(state.mu, state.sigma)),
+        "mu": state.mu,
+        "sigma": state.sigma,
+        "games": state.games,
+        "last_played": state.last_played,
+    }
 
 
 def season_of(value: Any, ended: int) -> int:

@@ -50,7 +50,7 @@ def register(sub: Subcommands) -> None:
 
     p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
     store_flag(p)
-    settings_flags(p, ["web_host", "web_port", "ladders_file", "max_query_players"])
+    settings_flags(p, ["web_host", "web_port", "ladders_file", "max_query_players", "history_limit"])
     p.set_defaults(func=cmd_serve)
 
 
@@ -153,7 +153,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     async def application() -> web.Application:
         stores = AsyncExitStack()
         store = await stores.enter_async_context(store_for(args))
-        served = serve_app(Queries(store, ladders, settings.max_query_players), store)
+        queries = Queries(store, ladders, settings.max_query_players, history_limit=settings.history_limit)
+        served = serve_app(queries, store)
 
         async def close_store(_: web.Application) -> None:
             await stores.aclose()

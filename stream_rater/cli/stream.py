@@ -34,6 +34,11 @@ def register(sub: Subcommands) -> None:
     _add_dlq(sub)
 
 
+#: `dev`'s fixed ports, so that the README's tutorial can name them: Kafka's and Redis's usual ones.
+DEV_KAFKA_PORT = 9092
+DEV_REDIS_PORT = 6379
+
+
 def _add_worker(sub: Subcommands) -> None:
     """The ``worker`` subcommand: its flags and handler."""
     service = [f.name for f in fields(Settings)]
@@ -72,6 +77,20 @@ def _add_dev(sub: Subcommands) -> None:
         default=0,
         metavar="N",
         help="with --redis-cluster: replicas per master (default 0)",
+    )
+    p.add_argument(
+        "--kafka-port",
+        type=int,
+        default=DEV_KAFKA_PORT,
+        metavar="P",
+        help=f"port of the Tansu broker (default {DEV_KAFKA_PORT}; 0: a free one; Apache Kafka takes free ones)",
+    )
+    p.add_argument(
+        "--redis-port",
+        type=int,
+        default=DEV_REDIS_PORT,
+        metavar="P",
+        help=f"port of Redis (default {DEV_REDIS_PORT}; 0: a free one; a Redis Cluster takes free ones)",
     )
     p.set_defaults(func=cmd_dev)
 
@@ -155,6 +174,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         topic_configs=settings.topic_configs(),
         broker=args.local_broker,
         brokers=args.brokers,
+        tansu_port=args.kafka_port,
+        redis_port=args.redis_port,
         **cluster,
     ) as runtime:
         settings = settings.override(
@@ -209,7 +230,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    """``publish``: validate each line, send the good ones keyed by ladder (`events.match_key`)."""
+    """``publish``: validate each line, send the good ones keyed by ladder (`contracts.match.match_key`)."""
     from stream_rater.kafka import TopicError, create_service_topics, publish
 
     settings = settings_of(args)

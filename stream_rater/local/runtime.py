@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -136,6 +137,24 @@ def _stop_live_runtimes() -> None:
         runtime.stop()
 
 
+def fixed_or_free(port: int) -> Callable[[], int]:
+    """A port picker: ``port`` if it is free now (else `LocalRuntimeError` naming it), or a free
+    port when ``port`` is 0."""
+    if not port:
+        return free_port
+
+    def pick() -> int:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+            try:
+                sock.bind((HOST, port))
+            except OSError as exc:
+                raise LocalRuntimeError(f"port {port} on {HOST} is taken ({exc.strerror})") from exc
+        return port
+
+    return pick
+
+
 class LocalRuntime:
     """A Tansu broker (memory storage) or an Apache Kafka of one or more KRaft nodes (log dirs
     on disk, `stream_rater.local.apache_kafka`), and a Redis server or Redis Cluster
@@ -164,19 +183,22 @@ class LocalRuntime:
         redis_cluster: int = 0,
         cluster_replicas: int = 0,
         kafka_listeners: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+        tansu_port: int = 0,
+        redis_port: int = 0,
     ) -> None:
         """Configure (not start) the runtime.
 
         ``topics`` maps names to partition counts, created at start (on Apache Kafka with its
-        replication factor), each with its ``topic_configs`` entry if it has one (e.g.
-        `Settings.topic_configs`: the matches topic kept forever). ``broker`` is ``"tansu"`` (or True), ``"apache-kafka"`` (a
-        cluster of ``brokers`` nodes) or False for none; ``redis`` whether Redis runs.
+        replication factor), each with its ``topic_configs`` entry if it has one. ``broker``
+        is ``"tansu"`` (or True), ``"apache-kafka"`` (``brokers`` nodes) or False for none.
         ``startup_timeout`` defaults to 30 s per service, 120 s for Apache Kafka. Logs (and
         Kafka's log dirs) go to ``workdir`` (kept) or a temp dir (removed at stop). A child that
         dies at startup (e.g. its port was taken meanwhile) is retried on a new port up to
         ``port_attempts`` times. ``redis_cluster`` (at least 3, or 0 for none) makes the Redis
         a cluster of that many masters, each with ``cluster_replicas`` replicas.
-        ``kafka_listeners``: Apache Kafka's extra listeners (`ApacheKafkaCluster`).
+        ``kafka_listeners``: Apache Kafka's extra listeners (`ApacheKafkaCluster`). ``tansu_port``
+        and ``redis_port`` (0: a free port) fix the ports of Tansu and of a single Redis, so
+        that `dev` is where a tutorial says; a fixed port that is taken is an error, not retried.
         """
         if redis_cluster and redis_cluster < 3:
             raise ValueError(f"a Redis Cluster needs at least 3 masters, not {redis_cluster}")
@@ -195,9 +217,8 @@ class LocalRuntime:
         self.stop_timeout = stop_timeout
         self._workdir_arg = Path(workdir) if workdir is not None else None
         self.port_attempts = port_attempts
-        self.redis_cluster = redis_cluster
-        self.cluster_replicas = cluster_replicas
-        self.kafka_listeners = kafka_listeners
+        self.redis_cluster, self.cluster_replicas = redis_cluster, cluster_replicas
+        self.kafka_listeners, self.tansu_port, self.redis_port = kafka_listeners, tansu_port, redis_port
         self._workdir: Path | None = None
         self._broker: Child | None = None
         self._kafka: ApacheKafkaCluster | None = None
@@ -220,7 +241,9 @@ class LocalRuntime:
             _live_runtimes.add(self)
         try:
             if self.broker_kind == "tansu":
-                self._broker = self._start_with_retries("tansu", self._tansu_argv, self._broker_ready)
+                self._broker = self._start_with_retries(
+                    "tansu", self._tansu_argv, self._broker_ready, pick_port=fixed_or_free(self.tansu_port)
+                )
             elif self.broker_kind == "apache-kafka":
                 self._start_apache_kafka()
             if self.broker_kind:
@@ -236,7 +259,9 @@ class LocalRuntime:
             if self._want_redis and self.redis_cluster:
                 self._start_cluster()
             elif self._want_redis:
-                self._redis = self._start_with_retries("redis", self._redis_argv, self._redis_ready)
+                self._redis = self._start_with_retries(
+                    "redis", self._redis_argv, self._redis_ready, pick_port=fixed_or_free(self.redis_port)
+                )
         except BaseException:
             self.stop()
             raise
@@ -392,7 +417,7 @@ class LocalRuntime:
             "--port", str(port),
             "--bind", HOST,
             "--save", "",
-            "--appendonly", "yes",  # `dev` survives a restart of its own Redis
+            "--appendonly", "yes",  # survives a restart of this Redis (the nemesis tests); not a run of `dev`
             "--appendfsync", "everysec",
             "--dir", str(directory or self._workdir),
             "--daemonize", "no",

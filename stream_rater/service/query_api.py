@@ -8,6 +8,9 @@
                                         probabilities, match quality
 ``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
                                         fairest split
+``GET /api/ladders``                    the configured ladders, models and parameters
+``GET /api/ladders/{ladder}/players/{player}?limit=N``  a player's state and rating changes,
+                                        newest first
 
 Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder, 413 says the
 player limit; never a traceback.
@@ -59,7 +62,19 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         except QueryError as exc:
             return web.json_response({"error": str(exc)}, status=exc.status)
 
+    async def ladder_list(request: web.Request) -> web.Response:
+        return web.json_response(queries.ladder_list())
+
+    async def history(request: web.Request) -> web.Response:
+        ladder, player = request.match_info["ladder"], request.match_info["player"]
+        try:
+            return web.json_response(await queries.history(ladder, player, request.query.get("limit")))
+        except QueryError as exc:
+            return web.json_response({"error": str(exc)}, status=exc.status)
+
     return [
+        web.get("/api/ladders", ladder_list),
+        web.get("/api/ladders/{ladder}/players/{player}", history),
         web.get("/api/ladders/{ladder}/leaderboard", leaderboard),
         web.post(
             "/api/ladders/{ladder}/players",
@@ -81,8 +96,8 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
     ]
 
 
-async def _openapi(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(OPENAPI)
+async def _openapi(request: web.Request) -> web.Response:
+    return web.Response(text=OPENAPI.read_text(), content_type="application/yaml")
 
 
 def serve_app(queries: Queries, store: ReadStore) -> web.Application:

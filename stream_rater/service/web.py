@@ -12,11 +12,12 @@ dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
 ``GET /``                                              the dashboard (static page + ``/static/*``)
 ``GET /api/overview``                                  totals, lag per partition, per-second series
 ``GET /api/feed?limit=&ladder=``                       recent rating changes, newest first
-``GET /api/ladders``                                   configured ladders and their models
+``GET /api/ladders``                                   configured ladders and their models — the read API's
 ``GET /api/ladders/{ladder}/leaderboard?top=``         top players with display rating, μ, σ (stored
                                                        and as of now), games — the read API's
 ``GET /api/ladders/{ladder}/distribution?bins=``       histogram of display ratings
-``GET /api/ladders/{ladder}/players/{player}?limit=``  state and rating history, newest first
+``GET /api/ladders/{ladder}/players/{player}?limit=``  state and rating history, newest first — the
+                                                       read API's
 =====================================================  ==========================================
 
 faust's own web stack always mounts a view at ``/`` (its "production index" when web stats
@@ -54,12 +55,11 @@ from stream_rater.config.ladders import Ladder, Ladders, UnknownLadderError
 from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult
 from stream_rater.queries import Queries
-from stream_rater.rating.base import Rating
 from stream_rater.service import metrics
 from stream_rater.service.faust_transport import broker_answers, held_partitions
 from stream_rater.service.order_watch import Message
 from stream_rater.service.query_api import query_routes
-from stream_rater.store import PlayerState, ReadStore
+from stream_rater.store import ReadStore
 
 log = logging.getLogger(__name__)
 
@@ -233,10 +233,15 @@ class Dashboard:
                 web.get("/readyz", self.readiness),
                 web.get("/api/overview", self.overview),
                 web.get("/api/feed", self.feed),
-                web.get("/api/ladders", self.ladder_list),
                 web.get("/api/ladders/{ladder}/distribution", self.distribution),
-                web.get("/api/ladders/{ladder}/players/{player}", self.player),
-                *query_routes(Queries(self.store, self.ladders, self.settings.max_query_players)),
+                *query_routes(
+                    Queries(
+                        self.store,
+                        self.ladders,
+                        self.settings.max_query_players,
+                        history_limit=self.settings.history_limit,
+                    )
+                ),
                 web.static("/static", STATIC_DIR),
             ]
         )
@@ -329,21 +334,6 @@ class Dashboard:
         events = [e for e in reversed(self.recent.feed) if ladder is None or e["ladder"] == ladder]
         return web.json_response({"events": events[:limit]})
 
-    async def ladder_list(self, request: web.Request) -> web.Response:
-        """The configured ladders (the ones this worker rates)."""
-        return web.json_response(
-            {
-                "ladders": [
-                    {
-                        "name": lad.name,
-                        "model": lad.model,
-                        "params": {k: str(v) for k, v in lad.params.items()},
-                    }
-                    for lad in self.ladders.values()
-                ]
-            }
-        )
-
     async def distribution(self, request: web.Request) -> web.Response:
         """A histogram of the ladder's display ratings (of its top `DISTRIBUTION_LIMIT`);
         ``bins`` defaults to √players within 5..40."""
@@ -362,42 +352,11 @@ class Dashboard:
             }
         )
 
-    async def player(self, request: web.Request) -> web.Response:
-        """One player's current state and rating history (newest first)."""
-        ladder = self._ladder(request)
-        player_id = request.match_info["player"]
-        limit = _int_query(request, "limit", self.settings.history_limit, maximum=self.settings.history_limit)
-        snapshot = await self.store.read(ladder.name, [player_id], [], [])
-        history = await self.store.history(ladder.name, player_id, limit)
-        state = snapshot.players.get(player_id)
-        if state is None and not history:
-            raise web.HTTPNotFound(reason=f"no player {player_id!r} on ladder {ladder.name!r}")
-        return web.json_response(
-            {
-                "ladder": ladder.name,
-                "model": ladder.model,
-                "player_id": player_id,
-                "state": None if state is None else _state_json(ladder, state),
-                "history": history,
-            }
-        )
-
     def _ladder(self, request: web.Request) -> Ladder:
         try:
             return self.ladders[request.match_info["ladder"]]
         except UnknownLadderError as exc:
             raise web.HTTPNotFound(reason=exc.message) from None
-
-
-def _state_json(ladder: Ladder, state: PlayerState) -> dict[str, Any]:
-    rating = ladder.rating_model.display(Rating(state.mu, state.sigma))
-    return {
-        "rating": rating,
-        "mu": state.mu,
-        "sigma": state.sigma,
-        "games": state.games,
-        "last_played": state.last_played,
-    }
 
 
 def _int_query(request: web.Request, name: str, default: int, *, maximum: int) -> int:

@@ -34,6 +34,8 @@ class _Generation:
     active: dict[str, float] = field(default_factory=dict)
     #: Season-start record id → the leaderboard as the season it ended left it.
     seasons: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Season-start record id → every player's state as the season it ended left it.
+    season_states: dict[str, dict[str, PlayerState]] = field(default_factory=dict)
     history: dict[str, deque[Event]] = field(default_factory=dict)
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
@@ -125,6 +127,7 @@ class MemoryStore(StateStore):
         """Write `commit` (checked) into `gen`."""
         if commit.season is not None:
             gen.seasons[commit.season] = dict(gen.scores)
+            gen.season_states[commit.season] = dict(gen.players)
         for write in commit.writes:
             _write(gen, write)
         for match_id in commit.produced:  # before the new markers, as the Redis script does
@@ -160,6 +163,15 @@ class MemoryStore(StateStore):
         else:
             raise KeyError(season)
         return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[start : start + top]
+
+    async def season_states(
+        self, ladder: str, season: int, player_ids: Sequence[str]
+    ) -> dict[str, PlayerState]:
+        gen = self._generation(ladder, None)
+        if not 1 <= season <= len(gen.season_states):
+            raise KeyError(season)
+        states = list(gen.season_states.values())[season - 1]
+        return {p: states[p] for p in player_ids if p in states}
 
     async def seasons(self, ladder: str) -> list[str]:
         return list(self._generation(ladder, None).seasons)

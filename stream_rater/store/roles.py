@@ -100,6 +100,14 @@ class ReadStore(GenerationsStore, Protocol):
         see `seasons`; `KeyError` if it has not ended)."""
 
     @abstractmethod
+    async def season_states(
+        self, ladder: str, season: int, player_ids: Sequence[str]
+    ) -> dict[str, PlayerState]:
+        """The states of `player_ids` (those it has) as the ended `season` (1-based) left them:
+        μ, σ, games, last match and peak at the season start that ended it; `KeyError` if
+        it has not ended."""
+
+    @abstractmethod
     async def seasons(self, ladder: str) -> list[str]:
         """The ids of the season-start records applied to the live generation, in order:
         season n + 1 began with the n-th; the current season is ``len(...) + 1``."""

@@ -127,16 +127,18 @@ def applied(redis_url: str, ladder: str) -> int:
     return sum(s.games for s in stored_players(redis_url, ladder).values()) // 2
 
 
-def replay_of(ladder: str, matches: list[dict]) -> tuple[dict, dict[str, dict]]:
-    """What a replay of `matches` (a TrueSkill `ladder`) computes: the players' states, and
-    every rating-changed event by its event_id."""
+def replay_of(
+    ladder: str, matches: list[dict], ladders: Ladders | None = None
+) -> tuple[dict, dict[str, dict]]:
+    """What a replay of `matches` computes on `ladder` (TrueSkill unless `ladders` configures
+    it): the ladder's players' states, and every rating-changed event by its event_id."""
+    configured = ladders or Ladders([Ladder(ladder, "trueskill")])
 
     async def replayed() -> tuple[dict, dict[str, dict]]:
-        ladders = Ladders([Ladder(ladder, "trueskill")])
-        processor = Processor(ladders, MemoryStore())
+        processor = Processor(configured, MemoryStore())
         events: dict[str, dict] = {}
         await replay(
-            [parse_match(m, ladders) for m in matches],
+            [parse_match(m, configured) for m in matches],
             processor,
             on_result=lambda r: events.update((e["event_id"], e) for e in r.events),
         )

@@ -75,3 +75,25 @@ async def test_activity_and_seasons_on_every_store(store):
     assert {s.mu for s in (await store.players(name)).values()} == {1500.0}
     ended = await queries.leaderboard(name, 10, now, season=1)
     assert [r["player_id"] for r in ended["rows"]][:2] in (["old", "new"], ["new", "old"])
+
+
+async def test_an_ended_seasons_leaderboard_shows_the_states_it_ended_with(store):
+    """`leaderboard --season 1` (and `?season=1`) shows each player as the season left them,
+    on every store: μ, σ, games and last match from before the soft reset, and a rating that
+    is μ − 3σ of those, not the final rating beside the reset μ and σ."""
+    name = f"r-{uuid.uuid4().hex[:10]}"
+    ladders = Ladders([Ladder(name, "trueskill", {"season_shrink": 0.5, "season_sigma": 2.0})])
+    await apply(
+        store, ladders, name, duel("m1", "alice", "bob", at=T0), duel("m2", "alice", "cat", at=T0 + 1)
+    )
+    before = await store.players(name)
+    await apply(store, ladders, name, {"kind": "season", "match_id": "s2", "finished_at": T0 + 2})
+    await apply(store, ladders, name, duel("m3", "bob", "alice", at=T0 + 3))
+    assert (await store.players(name))["alice"].mu != before["alice"].mu
+    rows = (await Queries(store, ladders).leaderboard(name, 10, T0 + 10**6, season=1))["rows"]
+    assert {r["player_id"]: (r["mu"], r["sigma"], r["games"], r["last_played"]) for r in rows} == {
+        p: (s.mu, s.sigma, s.games, s.last_played) for p, s in before.items()
+    }
+    for row in rows:
+        assert row["rating"] == pytest.approx(row["mu"] - 3 * row["sigma"])
+        assert (row["sigma_now"], row["rating_now"]) == (row["sigma"], row["rating"])

@@ -451,6 +451,29 @@ async def test_a_season_commit_keeps_the_ending_seasons_leaderboard(store, ladde
         await store.leaderboard(ladder, 10, season=2)
 
 
+async def test_a_season_commit_keeps_every_players_state_as_the_season_left_it(store, ladder):
+    """A commit that starts a season keeps every player's whole state as it was before its
+    writes (μ, σ, games, last match), the same on every store; later commits do not touch it,
+    and an unended season is a KeyError."""
+    await store.commit(
+        Commit(ladder, [write("a", 30.0, 1, 0, score=30.0), write("b", 20.0, 1, 0, score=20.0)], {"m1": []})
+    )
+    before = await store.players(ladder)
+    await store.commit(
+        Commit(
+            ladder,
+            [write("a", 25.0, 2, 1, score=15.0), write("b", 22.0, 2, 1, score=21.0)],
+            {"s1": []},
+            season="s1",
+        )
+    )
+    await store.commit(Commit(ladder, [write("a", 26.0, 3, 2, score=16.0)], {"m2": []}))
+    assert await store.season_states(ladder, 1, ["a", "b", "nobody"]) == {"a": before["a"], "b": before["b"]}
+    assert await store.season_states(ladder, 1, []) == {}
+    with pytest.raises(KeyError):
+        await store.season_states(ladder, 2, ["a"])
+
+
 async def test_a_state_with_a_peak_reads_back_whole(store, ladder):
     """The peak and its time are stored with the state."""
     state = PlayerState(27.0, 1.0, 3, 100.0, 1, None, 31.5, 90.0)

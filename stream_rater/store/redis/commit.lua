@@ -8,7 +8,7 @@
 --       ladder's control hash, 6 its freeze key, 7 the activity zset, 8 the seasons list, 9 the
 --       markers hash, 10 the unproduced-events hash and 11 the markers' expiry zset of the
 --       generation written, then the history key of each history id, then (with `season`) the
---       key that keeps the ending season's leaderboard, in order: every key the script
+--       keys that keep the ending season's leaderboard and its players' states, in order: every key the script
 --       touches, all of one ladder with its hash tag (one cluster slot; a call spans several
 --       ladders only on a single Redis).
 -- ARGV: per ladder, its commit as one msgpack map (packed with raw strings, which cmsgpack
@@ -31,8 +31,9 @@
 --                          a player is removed from it, from the activity zset too)
 --         activity         nil, or per write the player's last match for the activity zset
 --                          (nil for writes not ranked)
---         season           nil, or the id of a season-start record: the leaderboard is copied
---                          to the last key first and the id appended to the seasons list
+--         season           nil, or the id of a season-start record: the leaderboard and the
+--                          players hash are copied to the last two keys first and the id
+--                          appended to the seasons list
 --         marker_ids       the matches applied: each gets a marker
 --         unproduced_at    the matches among them with events, as indices into marker_ids, and
 --         unproduced       their events, each match's as one msgpack array, kept until produced
@@ -133,11 +134,13 @@ local function commit(o, args)
     end
   end
 
-  -- Every check passed: the writes begin. A season start first keeps the ending season's board.
+  -- Every check passed: the writes begin. A season start first keeps the ending season's board
+  -- and every player's state as the season left it.
   if args.season then
-    local archive = key(args.keys)
-    redis.call('DEL', archive)
-    if redis.call('EXISTS', key(3)) == 1 then redis.call('COPY', key(3), archive) end
+    local board, states = key(args.keys - 1), key(args.keys)
+    redis.call('DEL', board, states)
+    if redis.call('EXISTS', key(3)) == 1 then redis.call('COPY', key(3), board) end
+    if redis.call('EXISTS', key(1)) == 1 then redis.call('COPY', key(1), states) end
     redis.call('RPUSH', key(8), args.season)
   end
 

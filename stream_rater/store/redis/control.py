@@ -106,7 +106,11 @@ class RerateControl(KeyLayout):
             patterns = [self._gen_key(ladder, generation, "*")]
             keys = []
         else:
-            patterns = [self._key(ladder, "h:*"), self._key(ladder, "lb:season:*")]
+            patterns = [
+                self._key(ladder, "h:*"),
+                self._key(ladder, "lb:season:*"),
+                self._key(ladder, "players:season:*"),
+            ]
             keys = [
                 self._key(ladder, k)
                 for k in (

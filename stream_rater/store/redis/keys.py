@@ -18,7 +18,8 @@ A ladder's ratings live in a *generation* (see `StateStore`); generation 0's key
 - ``act``     zset  ranked player id scored by their last match (only on ladders whose rules
   rank only recently active players)
 - ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
-  leaderboard as the season that record ended left it
+  leaderboard and ``players:season:<id>`` every player's state (as in ``players``) as the
+  season that record ended left it
 - ``mk``      hash  match id → empty string: the "match applied" markers
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
@@ -108,7 +109,8 @@ class KeyLayout:
         self, ladder: str, generation: int, players: Iterable[str], season: str | None
     ) -> list[str]:
         """The keys the commit script gets for `ladder`'s `generation`: with the histories of
-        `players`, and the final leaderboard of the season a `season` start ends."""
+        `players`, and the final leaderboard and players' states of the season a `season` start
+        ends (the last two keys)."""
         prefix = self._gen_key(ladder, generation, "")
         keys = [
             prefix + "players",
@@ -125,5 +127,5 @@ class KeyLayout:
             *(f"{prefix}h:{p}" for p in players),
         ]
         if season is not None:
-            keys.append(f"{prefix}lb:season:{season}")
+            keys += [f"{prefix}lb:season:{season}", f"{prefix}players:season:{season}"]
         return keys

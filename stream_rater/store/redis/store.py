@@ -233,6 +233,21 @@ class RedisStore(RerateControl, StateStore):
         )
         return [(member.decode(), float(score)) for member, score in rows]
 
+    async def season_states(
+        self, ladder: str, season: int, player_ids: Sequence[str]
+    ) -> dict[str, PlayerState]:
+        ended = await self.seasons(ladder)
+        if not 1 <= season <= len(ended):
+            raise KeyError(season)
+        ids = list(player_ids)
+        if not ids:
+            return {}
+        archive = f"players:season:{ended[season - 1]}"
+        [found] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.hmget(self._gen_key(ladder, gen, archive), ids)
+        )
+        return stored_states(ids, found)
+
     async def seasons(self, ladder: str) -> list[str]:
         [ids] = await self._on_live(
             ladder, lambda pipe, gen: pipe.lrange(self._gen_key(ladder, gen, "seasons"), 0, -1)

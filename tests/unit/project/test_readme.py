@@ -7,11 +7,13 @@ well formed, every relative link and anchor resolves, and every repository path 
 backticks exists — so no document refers to a file that is not in the repository."""
 
 import argparse
+import importlib
 import re
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stream_rater.cli import build_parser
 from stream_rater.config.settings import Settings, env_name
@@ -207,3 +209,113 @@ def test_the_path_check_sees_a_missing_file():
     }
     assert not any(ROOT.glob("stream_rater/nowhere.py"))
     assert "order-the-ladder-is-the-unit-of-order" in anchors(README)
+
+
+def code_blocks(text: str) -> list[str]:
+    """The contents of the fenced code blocks of a markdown text."""
+    return re.findall(r"^```[\w-]*\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+
+
+#: A backticked dotted name that reads as code (`stream_rater.queries.Queries`,
+#: `contracts.match.match_key`): identifiers, one with an underscore or a capital — not a Kafka
+#: setting (`min.insync.replicas`) nor a file (`ladders.toml`).
+CODE_NAME = re.compile(r"`((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)`")
+
+
+def code_names(text: str) -> set[str]:
+    """The dotted code names of the prose of a markdown text, each as a `stream_rater.` name."""
+    names = set()
+    for line in prose(text):
+        for name in CODE_NAME.findall(line):
+            if name.endswith(PATH_ENDINGS) or not re.search(r"_|[A-Z]", name):
+                continue
+            names.add(name if name.startswith("stream_rater.") else f"stream_rater.{name}")
+    return names
+
+
+def resolves(name: str) -> bool:
+    """Whether `name` is a module of the package or an attribute of one (`module.Class.attr`)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_code_name_a_document_gives_exists(doc):
+    """Each dotted code name in backticks (`stream_rater.x.y`, or `x.y` within the package)
+    is a module of the package or an attribute of one."""
+    missing = sorted(n for n in code_names((ROOT / doc).read_text()) if not resolves(n))
+    assert not missing, f"{doc} names code that does not exist: {missing}"
+
+
+def test_the_code_name_check_sees_a_missing_name():
+    """The check is not vacuous: made-up names fail, real ones pass, settings are not code."""
+    assert code_names("`events.match_key`, `min.insync.replicas`, `ladders.toml`") == {
+        "stream_rater.events.match_key"
+    }
+    assert not resolves("stream_rater.events.match_key")
+    assert not resolves("stream_rater.service.pipeline.NoSuchPipeline")
+    assert resolves("stream_rater.service.pipeline.BatchPipeline")
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_command_a_document_runs_exists(doc):
+    """Each `stream-rater <command>` a document names (prose or example) is a command of the
+    parser, and each `stream-rater bench <name>` a benchmark."""
+    commands = subcommands(build_parser())
+    text = (ROOT / doc).read_text()
+    named = set(re.findall(r"stream-rater ([a-z][a-z0-9-]*)", text))
+    assert named <= set(commands), f"{doc} names no such command: {sorted(named - set(commands))}"
+    benches = set(re.findall(r"stream-rater bench ([a-z][a-z0-9-]*)", text))
+    bench_choices = set(subcommands(commands["bench"]))
+    assert benches <= bench_choices, f"{doc} names no such benchmark: {sorted(benches - bench_choices)}"
+
+
+#: Where an example names a ladder: a flag, a read-API URL, a JSON field.
+LADDER_USES = (r"--ladder[ =]([a-z0-9-]+)", r"/api/ladders/([a-z0-9-]+)/", r'"ladder": "([a-z0-9-]+)"')
+
+
+def defined_ladders(block: str) -> set[str]:
+    """The ladders a code block configures: TOML tables and environment variables (whose name
+    is lower-cased with `_` as `-`, as `stream_rater.config.ladders` reads them)."""
+    toml = set(re.findall(r"^\[ladders\.([a-z0-9-]+)\]", block, flags=re.MULTILINE))
+    env = {
+        n.lower().replace("_", "-") for n in re.findall(r"STREAM_RATER_LADDER_([A-Z0-9_]+?)(?:__|=)", block)
+    }
+    return toml | env
+
+
+def test_every_ladder_an_example_uses_exists():
+    """Each ladder a README example uses is `dev`'s `default`, one of the tutorial's ladders
+    (so the example runs against the tutorial's `dev`) or one the same example configures."""
+    tutorial = set().union(*map(defined_ladders, code_blocks(section(README, "## Your first ladder"))))
+    assert tutorial, "the tutorial configures no ladder"
+    for block in code_blocks(README):
+        used = {name for pattern in LADDER_USES for name in re.findall(pattern, block)}
+        unknown = used - tutorial - defined_ladders(block) - {"default"}
+        assert not unknown, f"a README example uses ladders dev does not have: {sorted(unknown)}\n{block}"
+
+
+def openapi_paths() -> list[re.Pattern[str]]:
+    """The paths of openapi.yaml, each as a pattern of the concrete URL paths it serves."""
+    spec = yaml.safe_load((ROOT / "stream_rater" / "service" / "openapi.yaml").read_text())
+    return [re.compile(re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path))) for path in spec["paths"]]
+
+
+def test_every_api_path_the_readme_names_is_in_openapi():
+    """Each read-API URL path the README gives (examples and prose; the query string aside)
+    is a path of stream_rater/service/openapi.yaml."""
+    paths = openapi_paths()
+    named = {p.rstrip(".,") for p in re.findall(r"(/api/[^\s'\"`?)]*)", README)}
+    assert named, "the README names no API path"
+    unknown = sorted(p for p in named if not any(pattern.fullmatch(p) for pattern in paths))
+    assert not unknown, f"the README names API paths openapi.yaml lacks: {unknown}"

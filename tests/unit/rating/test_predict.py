@@ -170,3 +170,21 @@ def test_elo_family_rankings_are_a_distribution_with_the_models_first_place_marg
     assert len(rankings) == 6 and sum(rankings.values()) == pytest.approx(1.0, abs=1e-12)
     for team, p in enumerate(model.win_probabilities(teams)):
         assert sum(q for order, q in rankings.items() if order[0] == team) == pytest.approx(p, abs=1e-12)
+
+
+def test_two_team_rankings_fold_the_draw_by_the_side_the_performances_fell():
+    """What README and openapi.yaml say of a 2v2: the ranking [0, 1] is P(d > 0) — team 0's
+    win (d > eps) plus the part of the draw band where it did better, P(0 < d <= eps) —
+    computed here from the closed form, not from the sampler."""
+    model = TrueSkill()
+    teams = [[Rating(27.0, 4.0), Rating(24.0, 5.0)], [Rating(25.0, 3.0), Rating(24.5, 6.0)]]
+    answer, ranked = predict(model, teams), ranking_probabilities(model, teams)
+    delta = 27.0 + 24.0 - 25.0 - 24.5
+    c = math.sqrt(sum(v for row in model.performance_variances(teams) for v in row))
+    eps = model.draw_margin(4)
+    in_band_better = norm.cdf(eps / c - delta / c) - norm.cdf(-delta / c)
+    assert ranked[(0, 1)] == pytest.approx(answer.win_probabilities[0] + in_band_better, abs=0.004)
+    assert ranked[(1, 0)] == pytest.approx(
+        answer.win_probabilities[1] + answer.draw_probability - in_band_better, abs=0.004
+    )
+    assert ranked[(0, 1)] - answer.win_probabilities[0] > 0.01  # the fold is not nothing

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import faust
 import pytest
 import redis.exceptions
+import yaml
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from aiokafka.errors import KafkaConnectionError
 from faust.exceptions import ConsumerNotStarted
@@ -18,7 +20,9 @@ from prometheus_client import REGISTRY
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult, MatchResult, Processor
+from stream_rater.queries import Queries
 from stream_rater.service import metrics
+from stream_rater.service.query_api import OPENAPI, serve_app
 from stream_rater.service.store_faults import StoreRefusal
 from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
 from stream_rater.store.memory import MemoryStore
@@ -452,3 +456,41 @@ def test_metrics_follow_the_naming_conventions():
         if family.type == "histogram":
             assert family.name.endswith("_seconds") or family.name == "stream_rater_batch_size"
         assert {label for s in family.samples for label in s.labels} <= allowed_labels, family.name
+
+
+def served_operations(application: web.Application) -> set[tuple[str, str]]:
+    """(method, path) of every route of an aiohttp application, HEAD (aiohttp's twin of each
+    GET) aside."""
+    return {
+        (route.method.lower(), route.resource.canonical)
+        for route in application.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+
+
+def test_every_served_endpoint_is_in_openapi():
+    """The routes a worker and `serve` register are the operations of openapi.yaml, the
+    dashboard's page and static files aside; those tagged `worker` are exactly the ones `serve`
+    lacks."""
+    spec = yaml.safe_load(OPENAPI.read_text())
+    documented = {(m, p) for p, operations in spec["paths"].items() for m in operations}
+    worker_only = {
+        (m, p)
+        for p, operations in spec["paths"].items()
+        for m, o in operations.items()
+        if "worker" in o.get("tags", [])
+    }
+    store = MemoryStore()
+    dashboard = Dashboard(
+        SimpleNamespace(consumer=NotStarted(), producer=Broker(), held={}),
+        store,
+        LADDERS,
+        Settings(),
+        Recent(),
+        {},
+        StoreRefusal().reason,
+    )
+    worker = served_operations(dashboard.routes()) - {("get", "/"), ("get", "/static")}
+    served = served_operations(serve_app(Queries(store, LADDERS), store))
+    assert worker | served == documented, sorted((worker | served) ^ documented)
+    assert worker - served == worker_only, sorted((worker - served) ^ worker_only)
