@@ -54,9 +54,10 @@ class TooManyPlayers(QueryError):
 
 
 def ladder_of(ladders: Ladders, name: str) -> Ladder:
-    """The configured ladder `name`, or `UnknownLadder`."""
+    """The configured ladder `name` or shadow (``<ladder>~<shadow>``: `Ladders.lookup`), or
+    `UnknownLadder`."""
     try:
-        return ladders.get(name)
+        return ladders.lookup(name)
     except KeyError as exc:
         raise UnknownLadder(str(exc)) from None
 

@@ -338,6 +338,7 @@ class Dashboard:
                         "name": lad.name,
                         "model": lad.model,
                         "params": {k: str(v) for k, v in lad.params.items()},
+                        "shadows": [{"name": s.name, "model": s.model} for s in lad.shadows],
                     }
                     for lad in self.ladders.values()
                 ]
@@ -384,7 +385,7 @@ class Dashboard:
 
     def _ladder(self, request: web.Request) -> Ladder:
         try:
-            return self.ladders[request.match_info["ladder"]]
+            return self.ladders.lookup(request.match_info["ladder"])
         except UnknownLadderError as exc:
             raise web.HTTPNotFound(reason=exc.message) from None
 

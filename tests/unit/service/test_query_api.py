@@ -19,6 +19,7 @@ from stream_rater.queries import Queries
 from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import parsed_duel
+from tests.unit.shadowing import SHADOWED, duels
 
 DAY = 86400.0
 LADDERS = Ladders(
@@ -248,3 +249,30 @@ async def test_leaderboard_of_an_elo_ladder_has_no_sigma(client):
         (r["player_id"], r["sigma"], r["sigma_now"], r["rating_now"] == r["rating"] == r["mu"])
         for r in body["rows"]
     ] == [("ann", None, None, True), ("bob", None, None, True)]
+
+
+async def test_a_shadow_is_read_side_by_side_with_its_ladder_and_an_unknown_one_is_404():
+    """``<ladder>~<shadow>`` answers from the shadow's own states (README "Shadow models")."""
+    store = MemoryStore()
+    await Processor(SHADOWED, store).process(duels(30))
+    client = TestClient(TestServer(serve_app(Queries(store, SHADOWED), store)))
+    await client.start_server()
+    try:
+        boards = {}
+        for name in ("duel", "duel~elo"):
+            response = await client.get(f"/api/ladders/{name}/leaderboard?top=3")
+            assert response.status == 200
+            boards[name] = await response.json()
+        elo = await store.players("duel~elo")
+        best = sorted(elo, key=lambda p: -elo[p].mu)[:3]
+        assert (
+            boards["duel~elo"]["model"] == "elo"
+            and [r["player_id"] for r in boards["duel~elo"]["rows"]] == best
+        )
+        assert boards["duel"]["rows"][0]["mu"] != boards["duel~elo"]["rows"][0]["mu"]
+        status, body = await post(client, "/api/ladders/duel~elo/predict", {"teams": [["a"], ["b"]]})
+        assert status == 200 and body["ladder"] == "duel~elo"
+        response = await client.get("/api/ladders/duel~nope/leaderboard")
+        assert response.status == 404 and "duel~nope" in (await response.json())["error"]
+    finally:
+        await client.close()
