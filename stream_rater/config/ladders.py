@@ -36,15 +36,9 @@ Beside the model's parameters a ladder may set its rules (`config.rules`: provis
 players, leaderboard eligibility, rated-game rules, season resets), in the same table and the
 same environment form (``STREAM_RATER_LADDER_MW4__PROVISIONAL_GAMES=10``).
 
-Shadows (`Ladder.shadows`, issue #38): a ladder may declare other models rated beside it
-from the same matches, in the file only::
-
-    [ladders.halo2-ffa.shadows.glicko]
-    model = "glicko2"         # required, as for a ladder
-    tau = 0.5                 # that model's parameters; the live ladder's rules are inherited
-
-A shadow is an internal ladder ``<ladder>~<shadow>`` (`shadow_name`): its own keys in the store,
-never published, never named by an event (``~`` is no ladder-name character).
+Shadows (`Ladder.shadows`; README "Shadow models"), in the file only: ``[ladders.L.shadows.S]``
+with a model and its parameters (the live ladder's rules inherited) is the internal ladder
+``L~S`` (`shadow_name`), rated beside L, never published nor named by an event.
 
 ``k``, the multiplier of the μ − kσ leaderboard rating, is an ordinary parameter of the
 TrueSkill model. Other models have no ``k``: giving one is an unknown-parameter error
