@@ -354,7 +354,9 @@ def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> lis
 
 def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None) -> Commit:
     """The commit that makes `changes` durable: each changed state expecting the version
-    read, the players' leaderboard scores (and last played, where the rules track activity)."""
+    read, the players' leaderboard scores (and last played, where the rules track activity),
+    and the players' history entries — none for a shadow: they would double the largest item
+    of a ladder's memory (deploy/README.md, "Shadow models") for a view nobody compares."""
     tracks_activity = s.rules.leaderboard_active_days is not None
     leaderboard = changes.leaderboard
     writes = [
@@ -378,7 +380,7 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         ladder=s.ladder.name,
         writes=writes,
         markers=changes.markers,
-        history=changes.history,
+        history=changes.history if s.ladder.shadow_of is None else {},  # a shadow keeps no history
         positions=positions or {},
         generation=s.generation,
         season=changes.season,
