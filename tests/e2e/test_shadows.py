@@ -52,3 +52,7 @@ def test_a_shadow_is_rated_beside_its_ladder_unpublished_verified_and_readable(s
         board = json.load(response)
     top = sorted(oracle[name].items(), key=lambda p: -(p[1].mu - 3 * p[1].sigma))[:5]
     assert board["ladder"] == shadow and [r["player_id"] for r in board["rows"]] == [p for p, _ in top]
+    listed = cli(
+        "leaderboard", "--ladder", shadow, "--top", "5", "--json", "--store", s.redis_url, *topic[-2:]
+    )
+    assert json.loads(listed.stdout)["rows"] == board["rows"], listed.stderr
