@@ -368,7 +368,7 @@ def _shadow(name: str, shadow: tuple[str, _Source], live: _Source, params: dict[
     live ladder's `params` it does not set itself (so both rate the same matches)."""
     sname, source = shadow
     for rule in RULE_PARAMS.keys() & params.keys() - source.params.keys():
-        source.params[rule] = _Param(params[rule], live.params[rule].where, ignore_case=False)
+        source.params[rule] = _Param(params[rule], live.where, ignore_case=False)
     return _build(shadow_name(name, sname), source, shadow_of=name)
 
 

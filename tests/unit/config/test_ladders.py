@@ -347,6 +347,8 @@ def test_shadows_load_as_internal_ladders_inheriting_the_live_rules(tmp_path: Pa
     assert ladders.lookup("duel") is duel
     with pytest.raises(UnknownLadderError, match="duel~nope"):
         ladders.lookup("duel~nope")
+    by_env = load_ladders(write(tmp_path, SHADOWS), {"STREAM_RATER_LADDER_DUEL__MIN_PLAYERS": "2"})
+    assert by_env.lookup("duel~wide").params == {"beta": 10.0, "provisional_games": 5, "min_players": 2}
     switched = load_ladders(write(tmp_path, SHADOWS), {"STREAM_RATER_LADDER_DUEL": "elo"})
     assert switched["duel"].model == "elo" and [s.name for s in switched["duel"].shadows] == [
         "duel~wide",
