@@ -58,9 +58,10 @@ class UnknownPlayer(QueryError):
 
 
 def ladder_of(ladders: Ladders, name: str) -> Ladder:
-    """The configured ladder `name`, or `UnknownLadder`."""
+    """The configured ladder `name` or shadow (``<ladder>~<shadow>``: `Ladders.lookup`), or
+    `UnknownLadder`."""
     try:
-        return ladders.get(name)
+        return ladders.lookup(name)
     except KeyError as exc:
         raise UnknownLadder(str(exc)) from None
 
@@ -137,10 +138,15 @@ class Queries:
 
     def ladder_list(self) -> dict[str, Any]:
         """The configured ladders: name, model and parameters, typed as configured (numbers as
-        numbers, booleans as booleans)."""
+        numbers, booleans as booleans), and each one's shadow models."""
         return {
             "ladders": [
-                {"name": ladder.name, "model": ladder.model, "params": dict(ladder.params)}
+                {
+                    "name": ladder.name,
+                    "model": ladder.model,
+                    "params": dict(ladder.params),
+                    "shadows": [{"name": s.name, "model": s.model} for s in ladder.shadows],
+                }
                 for ladder in self.ladders.values()
             ]
         }

@@ -8,6 +8,10 @@ batch's events are kept with its markers until the next commit drops them). Repo
 and commit scripts (``INFO commandstats`` of ``EVALSHA``), and per command the scripts call,
 its calls per match and µs per match; what the scripts' time does not explain of the
 commands' is the Lua interpreter's own (argument decoding, tables, strings).
+
+With ``--shadows N`` each ladder has N shadow models (TrueSkill with another β, README "Shadow
+models"): the cost of a shadow is the difference to a run without (Redis CPU and memory per
+match, the processor's own CPU per match).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import TextIO
 import redis
 
 from stream_rater.bench.e2e import _matches
-from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.ladders import Ladder, Ladders, shadow_name
 from stream_rater.contracts import parse_match
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.processor import Processor
@@ -46,12 +50,30 @@ class RedisProfile:
     #: Command → (calls per match, µs per match).
     commands: dict[str, tuple[float, float]] = field(default_factory=dict)
     round_trips: int = 0
+    #: The processor's own CPU per match (this process), µs.
+    worker_us: float = 0.0
+    #: Redis ``used_memory`` grown by the run, bytes.
+    redis_bytes: int = 0
 
 
-async def profile(redis_url: str, matches: int, ladders: int, batch_size: int) -> RedisProfile:
+def _ladders(names: list[str], shadows: int) -> Ladders:
+    """TrueSkill ladders `names`, each with `shadows` shadows (TrueSkill, β 5, 6, …)."""
+
+    def shadowed(name: str) -> tuple[Ladder, ...]:
+        return tuple(
+            Ladder(shadow_name(name, f"s{i}"), "trueskill", {"beta": 5.0 + i}, shadow_of=name)
+            for i in range(shadows)
+        )
+
+    return Ladders([Ladder(name, "trueskill", shadows=shadowed(name)) for name in names])
+
+
+async def profile(
+    redis_url: str, matches: int, ladders: int, batch_size: int, shadows: int = 0
+) -> RedisProfile:
     """Apply the synthetic matches to the (empty) Redis at `redis_url` and read its counters."""
     names = [f"bench-{i}" for i in range(ladders)]
-    table = Ladders([Ladder(name, "trueskill") for name in names])
+    table = _ladders(names, shadows)
     clock = itertools.count(1_000_000).__next__  # one second apart
     events = [parse_match(e, table) for e in _matches("m", matches, PLAYERS, random.Random(1), clock, names)]
     store = RedisStore.from_url(redis_url, marker_ttl=MARKER_TTL)
@@ -59,13 +81,15 @@ async def profile(redis_url: str, matches: int, ladders: int, batch_size: int) -
     client = redis.Redis.from_url(redis_url)
     try:
         client.config_resetstat()
-        before = client.info("cpu")
+        before, memory, cpu = client.info("cpu"), client.info("memory")["used_memory"], time.process_time()
         for start in range(0, matches, batch_size):
             chunk = events[start : start + batch_size]
             result = await processor.process(chunk, [(0, start + i) for i in range(len(chunk))])
             processor.produced(result)
+        worker = time.process_time() - cpu
         after = client.info("cpu")
         stats = client.info("commandstats")
+        grown = client.info("memory")["used_memory"] - memory
     finally:
         client.close()
         await store.close()
@@ -76,19 +100,29 @@ async def profile(redis_url: str, matches: int, ladders: int, batch_size: int) -
         if not name.startswith(("cmdstat_info", "cmdstat_config", "cmdstat_hello", "cmdstat_script"))
     }
     scripts = commands.pop("evalsha", (0.0, 0.0))[1]
-    return RedisProfile(matches, ladders, 1e6 * used / matches, scripts, commands, store.round_trips)
+    return RedisProfile(
+        matches,
+        ladders,
+        1e6 * used / matches,
+        scripts,
+        commands,
+        store.round_trips,
+        1e6 * worker / matches,
+        grown,
+    )
 
 
 def run(
-    matches: int = 40_000, ladders: int = 1, batch_size: int = 500, out: TextIO = sys.stdout
+    matches: int = 40_000, ladders: int = 1, batch_size: int = 500, shadows: int = 0, out: TextIO = sys.stdout
 ) -> RedisProfile:
     """Profile on a local Redis started (and stopped) for the run; print the table."""
     with LocalRuntime(broker=False) as runtime:
         started = time.perf_counter()
-        result = asyncio.run(profile(runtime.redis_url, matches, ladders, batch_size))
+        result = asyncio.run(profile(runtime.redis_url, matches, ladders, batch_size, shadows))
         seconds = time.perf_counter() - started
     print(
-        f"redis: {matches:,} 1v1 TrueSkill matches over {ladders} ladder(s) ({PLAYERS:,} players each), "
+        f"redis: {matches:,} 1v1 TrueSkill matches over {ladders} ladder(s) ({PLAYERS:,} players each, "
+        f"{shadows} shadow(s) each), "
         f"batches of {batch_size}, events dropped after each batch; {result.round_trips} round trips in "
         f"{seconds:.1f} s",
         file=out,
@@ -98,6 +132,11 @@ def run(
         f"Redis CPU per match {result.redis_us:.1f} µs (INFO cpu); in the scripts {result.scripts_us:.1f} µs, "
         f"of which the commands they call {inside:.1f} µs and the Lua interpreter the other "
         f"{result.scripts_us - inside:.1f} µs",
+        file=out,
+    )
+    print(
+        f"processor CPU per match {result.worker_us:.1f} µs; Redis memory grown {result.redis_bytes / 1e6:.1f} MB "
+        f"({result.redis_bytes / matches:.0f} bytes per match)",
         file=out,
     )
     print(f"{'command':<10}{'calls/match':>13}{'µs/match':>10}", file=out)

@@ -166,7 +166,10 @@ def _redis(benches: Subcommands) -> None:
     p = benches.add_parser("redis", help="Redis's CPU per match, in the scripts and per command (no Kafka)")
     p.add_argument("--matches", type=int, default=40_000, help="matches applied (40000)")
     p.add_argument("--ladders", type=int, default=1, help="ladders the matches spread over (1)")
-    p.set_defaults(**_runs("redis", "matches", "ladders"))
+    p.add_argument(
+        "--shadows", type=int, default=0, help="shadow models per ladder (0; README 'Shadow models')"
+    )
+    p.set_defaults(**_runs("redis", "matches", "ladders", "shadows"))
 
 
 def _leaderboard(benches: Subcommands) -> None:

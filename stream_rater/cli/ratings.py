@@ -58,7 +58,7 @@ def cmd_ratings(args: argparse.Namespace) -> int:
     """``ratings``: every stored player (or effect) of a ladder as JSON lines."""
     from stream_rater.rating.base import Rating
 
-    model = ladders_of(args).get(args.ladder).rating_model
+    model = ladders_of(args).lookup(args.ladder).rating_model
     states = with_store(args, lambda store: store.players(args.ladder, effects=args.effects))
     for player_id, s in sorted(states.items()):
         row = {
@@ -82,7 +82,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from stream_rater.queries import Queries, QueryError, top_of
 
     ladders = ladders_of(args)
-    ladders.get(args.ladder)
+    ladders.lookup(args.ladder)
     try:
         top_of(args.top)
     except QueryError as e:

@@ -36,6 +36,10 @@ Beside the model's parameters a ladder may set its rules (`config.rules`: provis
 players, leaderboard eligibility, rated-game rules, season resets), in the same table and the
 same environment form (``STREAM_RATER_LADDER_MW4__PROVISIONAL_GAMES=10``).
 
+Shadows (`Ladder.shadows`; README "Shadow models"), in the file only: ``[ladders.L.shadows.S]``
+with a model and its parameters (the live ladder's rules inherited) is the internal ladder
+``L~S`` (`shadow_name`), rated beside L, never published nor named by an event.
+
 ``k``, the multiplier of the μ − kσ leaderboard rating, is an ordinary parameter of the
 TrueSkill model. Other models have no ``k``: giving one is an unknown-parameter error
 like any other.
@@ -50,7 +54,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -73,9 +77,13 @@ __all__ = [
     "load_ladders",
     "parse_param",
     "parse_value",
+    "shadow_name",
+    "split_shadow",
 ]
 
 DEFAULT_MODEL = "trueskill"
+#: Between a ladder's name and its shadow's in the shadow's internal ladder name.
+SHADOW_SEPARATOR = "~"
 
 _T = TypeVar("_T")
 _REQUIRED: Any = object()
@@ -107,11 +115,21 @@ class Ladder:
     name: str
     model: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: The shadow models rated beside this ladder (each a `Ladder` with `shadow_of` set).
+    shadows: tuple[Ladder, ...] = ()
+    #: For a shadow, the live ladder's name (this one's is ``<shadow_of>~<shadow>``); else None.
+    shadow_of: str | None = None
 
     def __post_init__(self) -> None:
-        problem = _name_problem(self.name)
+        live, shadow = split_shadow(self.name)
+        problem = _name_problem(live) or (None if shadow is None else _name_problem(shadow))
+        if shadow is not None and self.shadow_of != live:
+            problem = f"ladder name {self.name!r}: '~' names a shadow of {live!r} only"
         if problem:
             raise LadderConfigError(problem)
+        for s in self.shadows:
+            if s.shadow_of != self.name:
+                raise LadderConfigError(f"ladder {s.name!r} is no shadow of {self.name!r}")
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     @cached_property
@@ -184,6 +202,17 @@ class Ladders(Mapping[str, Ladder]):
             raise UnknownLadderError(name, self._table, self.source)
         return default
 
+    def lookup(self, name: str) -> Ladder:
+        """The ladder `name`, or the shadow so named (``<ladder>~<shadow>``): for reads. Events
+        name live ladders only (`get`); raises `UnknownLadderError`."""
+        live, shadow = split_shadow(name)
+        if shadow is None:
+            return self.get(name)
+        for s in self.get(live).shadows:
+            if s.name == name:
+                return s
+        raise UnknownLadderError(name, [s.name for s in self.get(live).shadows] or ["no shadows"])
+
     @property
     def default(self) -> Ladder:
         """The ladder of events that name none."""
@@ -209,6 +238,7 @@ def load_ladders(path: str | None, environ: Mapping[str, str], prefix: str = ENV
         base = sources.get(name)
         if base is None or (env.model is not None and env.model != base.model):
             sources[name] = env
+            env.shadows = base.shadows if base is not None else {}
         else:
             base.params.update(env.params)
     where = f"ladders file {path}" if path else f"no ladders file: set {prefix}LADDERS_FILE or --ladders-file"
@@ -262,6 +292,18 @@ def check_params(model: str, params: Mapping[str, Any]) -> None:
         raise ParamError(None, str(exc)) from None
 
 
+def shadow_name(ladder: str, shadow: str) -> str:
+    """The internal ladder name of `ladder`'s shadow `shadow`: ``<ladder>~<shadow>``."""
+    return f"{ladder}{SHADOW_SEPARATOR}{shadow}"
+
+
+def split_shadow(name: str) -> tuple[str, str | None]:
+    """(live ladder, shadow) of a ladder name: ``("l", "s")`` for ``l~s``, ``("l", None)`` for ``l``
+    — how the quality scoring keys a shadow's predictions by (ladder, scorer)."""
+    live, sep, shadow = name.partition(SHADOW_SEPARATOR)
+    return (live, shadow) if sep else (name, None)
+
+
 def parse_param(text: str) -> tuple[str, bool | int | float | str]:
     """A CLI ``--param name=value`` string → ``(name, typed value)``; raises ValueError."""
     name, sep, value = text.partition("=")
@@ -297,9 +339,11 @@ class _Source:
     model_where: str
     where: str
     params: dict[str, _Param] = field(default_factory=dict)
+    #: Shadow name → its source (`Ladder.shadows`).
+    shadows: dict[str, _Source] = field(default_factory=dict)
 
 
-def _build(name: str, source: _Source) -> Ladder:
+def _build(name: str, source: _Source, shadow_of: str | None = None) -> Ladder:
     if source.model is None:
         first = next(iter(source.params.values())).where
         raise LadderConfigError(f"{first}: ladder {name!r} has parameters but no model")
@@ -316,13 +360,23 @@ def _build(name: str, source: _Source) -> Ladder:
                 f"(allowed: {', '.join(sorted(allowed))})"
             )
         params[actual] = param.value
-    ladder = Ladder(name, source.model, params)
+    shadows = tuple(_shadow(name, s, source, params) for s in source.shadows.items())
+    ladder = Ladder(name, source.model, params, shadows, shadow_of)
     try:
         ladder.rating_model  # noqa: B018 -- builds the model: unknown parameters raise here
         ladder.rules  # noqa: B018 -- and the rules
     except (ValueError, TypeError, RuleError) as e:
         raise LadderConfigError(f"{source.where}: {e}") from e
     return ladder
+
+
+def _shadow(name: str, shadow: tuple[str, _Source], live: _Source, params: dict[str, Any]) -> Ladder:
+    """Shadow `shadow` (name, source) of ladder `name`, which inherits the rules among the
+    live ladder's `params` it does not set itself (so both rate the same matches)."""
+    sname, source = shadow
+    for rule in RULE_PARAMS.keys() & params.keys() - source.params.keys():
+        source.params[rule] = _Param(params[rule], live.where, ignore_case=False)
+    return _build(shadow_name(name, sname), source, shadow_of=name)
 
 
 def _resolve(key: str, allowed: Mapping[str, Any], ignore_case: bool) -> str | None:
@@ -369,20 +423,35 @@ def _read_toml(path: str) -> dict[str, _Source]:
             raise LadderConfigError(f"{here}: {problem}")
         if not isinstance(table, dict):
             raise LadderConfigError(f"{here}: must be a table")
-        model = table.get("model")
-        if not isinstance(model, str):
-            raise LadderConfigError(f"{here}: 'model' must be given as a string")
-        sources[name] = _Source(
-            model,
-            f"{where(header, 'model')}: [{header}] model",
-            here,
-            {
-                key: _Param(value, f"{where(header, key)}: [{header}] {key}", ignore_case=False)
-                for key, value in table.items()
-                if key != "model"
-            },
-        )
+        sources[name] = source = _table_source(header, table, where)
+        shadows = table.get("shadows", {})
+        if not isinstance(shadows, dict):
+            raise LadderConfigError(f"{where(header, 'shadows')}: [{header}] shadows: must be a table")
+        for shadow, shadow_table in shadows.items():
+            sub = f"{header}.shadows.{shadow}"
+            problem = _name_problem(shadow)
+            if problem or not isinstance(shadow_table, dict) or "shadows" in shadow_table:
+                why = problem or "must be a table of a model and its parameters"
+                raise LadderConfigError(f"{where(sub)}: [{sub}]: {why.replace('ladder name', 'shadow name')}")
+            source.shadows[shadow] = _table_source(sub, shadow_table, where)
     return sources
+
+
+def _table_source(header: str, table: dict[str, Any], where: Callable[..., str]) -> _Source:
+    """The source of the ladder (or shadow) of TOML table `header`; `where` gives its places."""
+    model = table.get("model")
+    if not isinstance(model, str):
+        raise LadderConfigError(f"{where(header)}: [{header}]: 'model' must be given as a string")
+    return _Source(
+        model,
+        f"{where(header, 'model')}: [{header}] model",
+        f"{where(header)}: [{header}]",
+        {
+            key: _Param(value, f"{where(header, key)}: [{header}] {key}", ignore_case=False)
+            for key, value in table.items()
+            if key not in ("model", "shadows")
+        },
+    )
 
 
 _HEADER = re.compile(r"\s*\[([^\[\]]*)\]\s*(?:#.*)?\Z")

@@ -275,7 +275,7 @@ def score(
     scoring each match before it is rated; the summaries of each part and of all of them,
     and the replay counts (summed over the parts)."""
     whole = Scorer(ladders)
-    processor = Processor(ladders, MemoryStore())
+    processor = Processor(ladders, MemoryStore(), shadows=False)  # scores the live models
     total = ReplaySummary()
     summaries = []
     for part in parts:

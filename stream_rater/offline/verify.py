@@ -8,10 +8,10 @@ compares the result with the states in the store: ``stream-rater verify``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
-from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.ladders import Ladders, split_shadow
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
 from stream_rater.kafka import (
@@ -37,9 +37,18 @@ async def recompute(
 ) -> tuple[dict[str, PlayerState], dict[str, PlayerState]]:
     """Players' and effects' states after applying `matches` in order to an empty store (a
     match the model cannot rate is skipped, as the worker dead-letters it: `on_skip`)."""
+    store = await replayed(matches, ladders, on_skip)
+    return await store.players(ladder), await store.players(ladder, effects=True)
+
+
+async def replayed(
+    matches: Iterable[MatchFinished], ladders: Ladders, on_skip: Callable[[Skipped], None] | None = None
+) -> MemoryStore:
+    """An empty store after applying `matches` in order, shadows included (`recompute`)."""
     processor = Processor(ladders, MemoryStore())
     await replay(matches, processor, on_skip=on_skip)
-    return await processor.store.players(ladder), await processor.store.players(ladder, effects=True)
+    assert isinstance(processor.store, MemoryStore)
+    return processor.store
 
 
 async def corrected(store: StateStore, ladders: Ladders, ladder: str) -> tuple[Ladders, set[str]]:
@@ -50,7 +59,7 @@ async def corrected(store: StateStore, ladders: Ladders, ladder: str) -> tuple[L
     if not generations.params:
         return ladders, voided
     base = ladders.get(ladder)
-    changed = Ladder(ladder, base.model, {**base.params, **generations.params})
+    changed = replace(base, params={**base.params, **generations.params})  # its shadows kept
     others = (lad for lad in ladders.values() if lad.name != ladder)
     return Ladders([*others, changed], source=ladders.source), voided
 
@@ -63,6 +72,8 @@ class Difference:
     is_effect: bool
     live: PlayerState | None
     recomputed: PlayerState | None
+    #: The shadow (`Ladder.shadows`) whose state this is; None: the live ladder's.
+    shadow: str | None = None
 
     def line(self) -> str:
         def show(s: PlayerState | None) -> str:
@@ -73,7 +84,8 @@ class Difference:
             return f"mu={s.mu!r}{sigma}{extra} games={s.games}"
 
         kind = "effect" if self.is_effect else "player"
-        return f"{kind} {self.player_id}: live {show(self.live)}; recomputed {show(self.recomputed)}"
+        whose = "" if self.shadow is None else f"shadow {self.shadow}: "
+        return f"{whose}{kind} {self.player_id}: live {show(self.live)}; recomputed {show(self.recomputed)}"
 
 
 def differences(
@@ -123,6 +135,8 @@ class VerifyReport:
     truncated: list[DeletedHead] = field(default_factory=list)
     #: Matches the model could not rate: skipped, as the worker dead-letters them.
     skipped: list[Skipped] = field(default_factory=list)
+    #: The internal names of the shadows compared too.
+    shadows: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [s.line() for s in self.skipped] + [d.line() for d in self.differences]
@@ -146,6 +160,7 @@ class VerifyReport:
             f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
             f"records skipped, {len(self.skipped)} the model could not rate); "
             f"{verdict(self.players, len(self.differences))}"
+            + (f" (shadows {', '.join(self.shadows)} included)" if self.shadows else "")
         )
         return out
 
@@ -192,14 +207,30 @@ async def verify(
         history = ladder_history(records, ladders, ladder, limits)
         caught_up = await _caught_up(settings, history.positions, wait)
         live = await store.players(ladder), await store.players(ladder, effects=True)
+        shadows = {s.name: await _states(store, s.name) for s in ladders.get(ladder).shadows}
         newer, end = await read_log(settings, topic, start=end)
         if not ladder_history(newer, ladders, ladder, limits).matches:
             break
         records += newer
-    report = await compare(store, ladders, history, live, tolerance, caught_up)
+    report = await compare(store, ladders, history, live, tolerance, caught_up, shadows)
     known = (await store.generations(ladder)).positions
     report.truncated = await deleted_heads(settings, ladder, partitions={*history.positions, *known})
     return report
+
+
+#: A ladder's players' and effects' states.
+_States = tuple[dict[str, PlayerState], dict[str, PlayerState]]
+
+
+async def _states(store: StateStore, ladder: str) -> _States:
+    return await store.players(ladder), await store.players(ladder, effects=True)
+
+
+def _shadow_differences(name: str, live: _States, recomputed: _States, tolerance: float) -> list[Difference]:
+    """`differences` of the shadow `name` (``<ladder>~<shadow>``), each naming the shadow."""
+    found = differences(live[0], recomputed[0], tolerance)
+    found += differences(live[1], recomputed[1], tolerance, is_effect=True)
+    return [replace(d, shadow=split_shadow(name)[1]) for d in found]
 
 
 async def compare(
@@ -209,19 +240,26 @@ async def compare(
     live: tuple[dict[str, PlayerState], dict[str, PlayerState]],
     tolerance: float = 1e-9,
     caught_up: bool = True,
+    shadows: Mapping[str, _States] | None = None,
 ) -> VerifyReport:
     """Compare the `live` states (players, effects) of `history`'s ladder with a recomputation
     of `history` with the store's live parameter overrides and voids: `verify` once the
-    history is read and the worker group has caught up with it."""
+    history is read and the worker group has caught up with it. `shadows` (internal name →
+    live states) are compared with the same recomputation's shadows — made without the voids,
+    which are the live ladder's (a shadow rates every match its ladder's records bring)."""
     ladder = history.ladder
     ladders, voided = await corrected(store, ladders, ladder)
     skipped: list[Skipped] = []
-    players, effects = await recompute(
-        [m for m in history.matches if m.match_id not in voided], ladders, ladder, skipped.append
-    )
+    oracle = await replayed([m for m in history.matches if m.match_id not in voided], ladders, skipped.append)
+    players, effects = await _states(oracle, ladder)
     found = differences(live[0], players, tolerance) + differences(
         live[1], effects, tolerance, is_effect=True
     )
+    if shadows:
+        if voided:
+            oracle = await replayed(history.matches, ladders)
+        for name, states in shadows.items():
+            found += _shadow_differences(name, states, await _states(oracle, name), tolerance)
     return VerifyReport(
         ladder,
         len(history.matches),
@@ -231,4 +269,5 @@ async def compare(
         len(history.rejected),
         caught_up,
         skipped=skipped,
+        shadows=sorted(shadows or ()),
     )

@@ -51,6 +51,13 @@ class _LadderPart:
         """True for a part that is a season-start record (alone: see `Processor.process`)."""
         return self.matches[0].season is not None
 
+    def shadowed(self, shadow: Ladder) -> _LadderPart:
+        """This part's matches for `shadow`, one of its ladder's shadows: the same records,
+        renamed to the shadow's internal ladder (so its keys, markers and observed priors are
+        its own), at the same positions."""
+        matches = [replace(m, ladder=shadow.name) for m in self.matches]
+        return _LadderPart(shadow, list(self.indices), matches, dict(self.positions))
+
     def ids(self) -> tuple[list[str], list[str]]:
         """The players and the effects of these matches, each once."""
         players = dict.fromkeys(p.id for m in self.matches for t in m.teams for p in t.players)
@@ -72,7 +79,8 @@ class Processor:
     knows nothing of count as lost (`StoreLost`); `generation` None applies to each ladder's
     live generation (the worker), a number to that staging generation (a re-rate);
     `freeze_poll` is the wait while a re-rate switches a ladder; `known_states` bounds the
-    states held between batches."""
+    states held between batches; `shadows` rates each ladder's shadows (`Ladder.shadows`)
+    beside it — never in a staging generation."""
 
     def __init__(
         self,
@@ -86,11 +94,13 @@ class Processor:
         generation: int | None = None,
         freeze_poll: float = 0.002,
         known_states: int = 200_000,
+        shadows: bool = True,
     ) -> None:
         self.ladders = ladders
         self.known = KnownStates(known_states)
         self.ledger = CommitLedger(suspect_empty=suspect_empty)
         self.generation = generation
+        self.shadows = shadows and generation is None
         self.freeze_poll = freeze_poll
         self._overridden: dict[tuple[str, str], Ladder] = {}
         self.store = store
@@ -150,6 +160,9 @@ class Processor:
             if part is None:
                 part = parts[match.ladder] = _LadderPart(self.ladders.get(match.ladder))
             part.add(i, match, where[i] if where is not None else None)
+        if self.shadows:
+            for part in list(parts.values()):
+                parts.update((s.name, part.shadowed(s)) for s in part.ladder.shadows)
         batch = BatchResult()
         pending = list(parts.values())
         delays = backoff(0.001, 0.05, jitter=1.0)
@@ -162,6 +175,8 @@ class Processor:
                 await asyncio.sleep(next(delays) if conflicted else self.freeze_poll)
         ordered: list[MatchResult | None] = [None] * len(matches)
         for part in parts.values():
+            if part.ladder.shadow_of is not None:
+                continue  # a shadow's results are not the batch's: never published
             for i, result in zip(part.indices, part.results):
                 ordered[i] = result
         batch.results = [r for r in ordered if r is not None]

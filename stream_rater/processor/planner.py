@@ -43,6 +43,9 @@ class _Setting:
     observe: PriorObserver | None
     #: None: a live batch (markers hold the events); a number: a re-rate's staging one.
     generation: int | None
+    #: Whether markers hold the events until produced: not a staging generation's nor a
+    #: shadow's (their events are never produced).
+    keeps_events: bool
     #: Set when some match may be unrated by the ladder's duration or player-count rules.
     checks_rated: bool
     #: Display rating (games, sigma) → whether the player is on the leaderboard; None: all are.
@@ -73,6 +76,7 @@ class _Setting:
             processed_at=processed_at,
             observe=observe,
             generation=generation,
+            keeps_events=generation is None and ladder.shadow_of is None,
             checks_rated=rules.min_duration is not None or rules.min_players is not None,
             qualifies=rules.qualifies if rules.filters_leaderboard else None,
             provisional=rules.provisional if rules.marks_provisional else None,
@@ -97,11 +101,11 @@ class _Changes:
     #: The id of the season-start record the batch applies, if any.
     season: str | None = None
 
-    def apply(self, match_id: str, events: list[Event], generation: int | None) -> None:
-        """Mark `match_id` applied with `events` (a staging generation's marker holds none:
-        its events are never produced)."""
+    def apply(self, match_id: str, events: list[Event], keeps_events: bool) -> None:
+        """Mark `match_id` applied with `events`, which its marker holds if `keeps_events`
+        (see `_Setting.keeps_events`)."""
         self.applied[match_id] = events
-        self.markers[match_id] = events if generation is None else []
+        self.markers[match_id] = events if keeps_events else []
 
     def player(self, pid: str, after: PlayerState, rating: float, s: _Setting) -> None:
         """Write player `pid`'s state `after` the match and its leaderboard score."""
@@ -149,7 +153,7 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     if match.season is not None:
         changes.season = match_id
         resets = _season_events(s, match, changes)
-        changes.apply(match_id, resets, s.generation)
+        changes.apply(match_id, resets, s.keeps_events)
         return MatchResult.applied(match, resets)
     if s.checks_rated or not match.rated:
         reason = s.rules.unrated_reason(match)
@@ -160,8 +164,30 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     outcome = _outcome(s, match, elapsed, plain)
     if s.observe is not None:
         s.observe(match, teams, outcome)
+    if s.ladder.shadow_of is not None:
+        return _shadow_match(s, changes, match, priors, teams, outcome)
     events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
-    changes.apply(match_id, events, s.generation)
+    changes.apply(match_id, events, s.keeps_events)
+    return MatchResult.applied(match, events)
+
+
+def _shadow_match(
+    s: _Setting,
+    changes: _Changes,
+    match: MatchFinished,
+    priors: list[list[PlayerState]],
+    teams: list[list[Rating]],
+    outcome: Outcome,
+) -> MatchResult:
+    """`_one_match`'s last step for a shadow: a match its model fails on is recorded unrated
+    (``shadow model failed``) instead of raising, so that a shadow never dead-letters a match
+    of the live ladder; a replay computes the same (the same rule, in the same planner)."""
+    try:
+        events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
+    except Exception as exc:  # any failure of the model on this input
+        changes.applied[match.match_id] = changes.markers[match.match_id] = []
+        return MatchResult.unrated_because(match, f"shadow model failed: {type(exc).__name__}")
+    changes.apply(match.match_id, events, s.keeps_events)
     return MatchResult.applied(match, events)
 
 
@@ -328,7 +354,9 @@ def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> lis
 
 def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None) -> Commit:
     """The commit that makes `changes` durable: each changed state expecting the version
-    read, the players' leaderboard scores (and last played, where the rules track activity)."""
+    read, the players' leaderboard scores (and last played, where the rules track activity),
+    and the players' history entries — none for a shadow: they would double the largest item
+    of a ladder's memory (deploy/README.md, "Shadow models") for a view nobody compares."""
     tracks_activity = s.rules.leaderboard_active_days is not None
     leaderboard = changes.leaderboard
     writes = [
@@ -352,7 +380,7 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         ladder=s.ladder.name,
         writes=writes,
         markers=changes.markers,
-        history=changes.history,
+        history=changes.history if s.ladder.shadow_of is None else {},  # a shadow keeps no history
         positions=positions or {},
         generation=s.generation,
         season=changes.season,

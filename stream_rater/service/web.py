@@ -354,7 +354,7 @@ class Dashboard:
 
     def _ladder(self, request: web.Request) -> Ladder:
         try:
-            return self.ladders[request.match_info["ladder"]]
+            return self.ladders.lookup(request.match_info["ladder"])
         except UnknownLadderError as exc:
             raise web.HTTPNotFound(reason=exc.message) from None
 

@@ -44,6 +44,8 @@ class Stream:
     workers: list[subprocess.Popen] = field(default_factory=list)
     #: Each started worker's web port, in start order.
     web_ports: list[int] = field(default_factory=list)
+    #: Variables a worker gets beyond `worker_test_env`'s (e.g. a ladders file).
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def ladder(self) -> str:
@@ -59,7 +61,9 @@ class Stream:
         settings = replace(self.settings, web_port=free_port())
         log = (self.tmp / f"worker-{len(self.workers)}.log").open("w")
         process = start_worker(
-            settings, worker_test_env(self.names, self.tmp / "faust-data", self.model, self.params), log
+            settings,
+            {**worker_test_env(self.names, self.tmp / "faust-data", self.model, self.params), **self.env},
+            log,
         )
         self.workers.append(process)
         self.web_ports.append(settings.web_port)

@@ -16,6 +16,8 @@ from stream_rater.config.ladders import (
     load_ladders,
     parse_param,
     parse_value,
+    shadow_name,
+    split_shadow,
 )
 from stream_rater.rating.sph_elo import SphElo
 from stream_rater.rating.trueskill import TrueSkill
@@ -322,3 +324,98 @@ def test_the_unknown_ladder_error_says_where_the_ladder_list_came_from(tmp_path:
         load_ladders(str(path), {})["ranked-1v1"]
     assert str(filed.value) == f"unknown ladder 'ranked-1v1' (configured: default, duel; ladders file {path})"
     assert filed.value.message == "unknown ladder 'ranked-1v1' (configured: default, duel)"
+
+
+SHADOWS = """\
+[ladders.duel]
+model = "trueskill"
+draw_probability = 0.0
+provisional_games = 5
+
+[ladders.duel.shadows.wide]
+model = "trueskill"
+beta = 10.0
+
+[ladders.duel.shadows.glicko]
+model = "glicko2"
+tau = 0.4
+provisional_games = 3
+"""
+
+
+def test_shadows_load_as_internal_ladders_inheriting_the_live_rules(tmp_path: Path) -> None:
+    ladders = load_ladders(write(tmp_path, SHADOWS), {"STREAM_RATER_LADDER_DUEL__DRAW_PROBABILITY": "0.1"})
+    duel = ladders["duel"]
+    wide, glicko = duel.shadows
+    assert (wide.name, wide.shadow_of, wide.params) == (
+        "duel~wide",
+        "duel",
+        {"beta": 10.0, "provisional_games": 5},
+    )
+    assert (glicko.name, glicko.model, glicko.params) == (
+        "duel~glicko",
+        "glicko2",
+        {"tau": 0.4, "provisional_games": 3},
+    )
+    assert duel.params == {"draw_probability": 0.1, "provisional_games": 5}
+    assert list(ladders) == ["duel", "default"]  # shadows are no ladder an event may name
+    assert "duel~wide" not in ladders and ladders.lookup("duel~wide") is wide
+    assert ladders.lookup("duel") is duel
+    with pytest.raises(UnknownLadderError, match="duel~nope"):
+        ladders.lookup("duel~nope")
+    by_env = load_ladders(write(tmp_path, SHADOWS), {"STREAM_RATER_LADDER_DUEL__MIN_PLAYERS": "2"})
+    assert by_env.lookup("duel~wide").params == {"beta": 10.0, "provisional_games": 5, "min_players": 2}
+    switched = load_ladders(write(tmp_path, SHADOWS), {"STREAM_RATER_LADDER_DUEL": "elo"})
+    assert switched["duel"].model == "elo" and [s.name for s in switched["duel"].shadows] == [
+        "duel~wide",
+        "duel~glicko",
+    ]
+
+
+def test_shadow_names_split_into_ladder_and_shadow() -> None:
+    assert split_shadow("duel~wide") == ("duel", "wide") and split_shadow("duel") == ("duel", None)
+    assert shadow_name("duel", "wide") == "duel~wide"
+    with pytest.raises(LadderConfigError, match="shadow of 'duel' only"):
+        Ladder("duel~wide", "trueskill")
+    with pytest.raises(LadderConfigError, match="no shadow of 'duel'"):
+        Ladder("duel", "trueskill", shadows=(Ladder("other~wide", "trueskill", shadow_of="other"),))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[ladders.d]\nmodel = "elo"\nshadows = 3\n',
+            ":3: [ladders.d] shadows: must be a table",
+        ),
+        (
+            '[ladders.d]\nmodel = "elo"\n\n[ladders.d.shadows.w]\nk = 3\n',
+            ":4: [ladders.d.shadows.w]: 'model' must be given as a string",
+        ),
+        (
+            '[ladders.d]\nmodel = "elo"\n\n[ladders.d.shadows.W]\nmodel = "elo"\n',
+            ":4: [ladders.d.shadows.W]: shadow name 'W': use lower-case",
+        ),
+        (
+            '[ladders.d]\nmodel = "elo"\n\n[ladders.d.shadows.w]\nmodel = "nope"\n',
+            ":5: [ladders.d.shadows.w] model: unknown model 'nope'",
+        ),
+        (
+            '[ladders.d]\nmodel = "elo"\n\n[ladders.d.shadows.w]\nmodel = "elo"\nbeta = 3\n',
+            ":6: [ladders.d.shadows.w] beta: model 'elo' has no parameter 'beta'",
+        ),
+        (
+            '[ladders.d]\nmodel = "elo"\n\n[ladders.d.shadows.w]\nmodel = "elo"\nk = -1\n',
+            ":4: [ladders.d.shadows.w]: k",
+        ),
+        (
+            '[ladders.d]\nmodel = "elo"\n\n[ladders.d.shadows.w]\nmodel = "elo"\n\n[ladders.d.shadows.w.shadows.x]\nmodel = "elo"\n',
+            ":4: [ladders.d.shadows.w]: must be a table of a model and its parameters",
+        ),
+    ],
+)
+def test_shadow_errors_name_file_line_and_table(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    assert config_error(Ladders.from_toml, path).startswith(path) and message in config_error(
+        Ladders.from_toml, path
+    )

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from stream_rater.offline.verify import VerifyReport, differences
+from dataclasses import replace
+
+from stream_rater.config.ladders import Ladders
+from stream_rater.kafka import LadderHistory
+from stream_rater.offline.verify import VerifyReport, compare, differences
+from stream_rater.processor import Processor
 from stream_rater.store import PlayerState
+from stream_rater.store.memory import MemoryStore
+from tests.unit.shadowing import SHADOWED, duels
 
 GLICKO2 = PlayerState(1500.0, 200.0, 3, 1_700_000_000.0, 3, extra=0.06)
 
@@ -40,3 +47,31 @@ def test_the_summary_says_none_differ_when_all_agree_and_how_many_when_not() -> 
     differ = differences({"a": GLICKO2}, {"a": GLICKO2._replace(games=4)}, 1e-9)
     two = VerifyReport("eu", 10, 7, differ * 2, ordered=True, rejected=0, caught_up=True)
     assert two.lines()[-1].endswith("; 7 players, 2 differ from the replay")
+
+
+async def test_compare_checks_each_shadow_and_names_the_one_that_differs() -> None:
+    """A store whose shadow was rated with other parameters than configured: the live ladder
+    and the other shadow match their recomputation, the differing shadow's players are named."""
+    matches = duels(25)
+    drifted = Ladders(
+        [
+            replace(
+                SHADOWED["duel"],
+                shadows=(
+                    replace(SHADOWED["duel"].shadows[0], params={"beta": 12.0}),
+                    SHADOWED["duel"].shadows[1],
+                ),
+            )
+        ]
+    )
+    for rated_with, differing in ((SHADOWED, set()), (drifted, {"wide"})):
+        store = MemoryStore()
+        await Processor(rated_with, store).process(matches)
+        live = await store.players("duel"), await store.players("duel", effects=True)
+        shadows = {s.name: (await store.players(s.name), {}) for s in SHADOWED["duel"].shadows}
+        history = LadderHistory("duel", matches)
+        report = await compare(store, SHADOWED, history, live, shadows=shadows)
+        assert {d.shadow for d in report.differences} == differing
+        assert report.shadows == ["duel~elo", "duel~wide"]
+    assert report.differences[0].line().startswith("shadow wide: player ")
+    assert "(shadows duel~elo, duel~wide included)" in report.lines()[-1]

@@ -21,6 +21,7 @@ from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.values import Generations
 from tests.helpers import parsed_duel
+from tests.unit.shadowing import SHADOWED, duels
 
 DAY = 86400.0
 LADDERS = Ladders(
@@ -255,7 +256,12 @@ async def test_ladders_list_their_parameters_typed(client):
     """`/api/ladders` gives each ladder's parameters as configured: a number stays a number."""
     response = await client.get("/api/ladders")
     ladders = {ladder["name"]: ladder for ladder in (await response.json())["ladders"]}
-    assert ladders["timed"] == {"name": "timed", "model": "trueskill", "params": {"time_tau": 1.0}}
+    assert ladders["timed"] == {
+        "name": "timed",
+        "model": "trueskill",
+        "params": {"time_tau": 1.0},
+        "shadows": [],
+    }
     assert ladders["elo"]["params"] == {}
 
 
@@ -283,3 +289,30 @@ async def test_the_leaderboard_gives_a_rerates_parameters_typed():
     async with TestClient(TestServer(serve_app(Queries(store, LADDERS), store))) as client:
         body = await (await client.get("/api/ladders/default/leaderboard")).json()
     assert body["params"] == {"beta": 2.5, "player_scores": True}
+
+
+async def test_a_shadow_is_read_side_by_side_with_its_ladder_and_an_unknown_one_is_404():
+    """``<ladder>~<shadow>`` answers from the shadow's own states (README "Shadow models")."""
+    store = MemoryStore()
+    await Processor(SHADOWED, store).process(duels(30))
+    client = TestClient(TestServer(serve_app(Queries(store, SHADOWED), store)))
+    await client.start_server()
+    try:
+        boards = {}
+        for name in ("duel", "duel~elo"):
+            response = await client.get(f"/api/ladders/{name}/leaderboard?top=3")
+            assert response.status == 200
+            boards[name] = await response.json()
+        elo = await store.players("duel~elo")
+        best = sorted(elo, key=lambda p: -elo[p].mu)[:3]
+        assert (
+            boards["duel~elo"]["model"] == "elo"
+            and [r["player_id"] for r in boards["duel~elo"]["rows"]] == best
+        )
+        assert boards["duel"]["rows"][0]["mu"] != boards["duel~elo"]["rows"][0]["mu"]
+        status, body = await post(client, "/api/ladders/duel~elo/predict", {"teams": [["a"], ["b"]]})
+        assert status == 200 and body["ladder"] == "duel~elo"
+        response = await client.get("/api/ladders/duel~nope/leaderboard")
+        assert response.status == 404 and "duel~nope" in (await response.json())["error"]
+    finally:
+        await client.close()
