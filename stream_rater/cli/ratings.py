@@ -43,6 +43,13 @@ def register(sub: Subcommands) -> None:
         "teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas"
     )
     p.add_argument("--ladder", default="default")
+    p.add_argument(
+        "--party",
+        action="append",
+        default=[],
+        metavar="A,B",
+        help="players who queued together (repeatable): their team gets the ladder's party:<size> effect",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     store_flag(p)
     settings_flags(p, ["ladders_file", "max_query_players"])
@@ -123,7 +130,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     answer: dict[str, Any] = with_store(
         args,
         lambda store: Queries(store, ladders, settings.max_query_players).predict(
-            args.ladder, team_arguments(args.teams), time.time()
+            args.ladder, team_arguments(args.teams), time.time(), parties=team_arguments(args.party) or None
         ),
     )
     if args.json:
@@ -131,6 +138,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     for team in answer["teams"]:
         new = f"  (new: {', '.join(team['new'])})" if team["new"] else ""
+        new += f"  (+ {', '.join(team['effects'])})" if team["effects"] else ""
         print(f"{','.join(team['players']):<40} wins {100 * team['win_probability']:6.2f} %{new}")
     if answer["draw_probability"] is not None:
         print(f"{'draw':<40}      {100 * answer['draw_probability']:6.2f} %")

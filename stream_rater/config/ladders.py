@@ -312,7 +312,8 @@ def _build(name: str, source: _Source) -> Ladder:
     ladder = Ladder(name, source.model, params)
     try:
         ladder.rating_model  # noqa: B018 -- builds the model: unknown parameters raise here
-        ladder.rules  # noqa: B018 -- and the rules
+        if ladder.rules.party_effects and not ladder.model_class.supports_effects:
+            raise RuleError(f"party_effects: model {source.model!r} does not support effects")
     except (ValueError, TypeError, RuleError) as e:
         raise LadderConfigError(f"{source.where}: {e}") from e
     return ladder

@@ -50,6 +50,8 @@ class _Setting:
     provisional: Callable[[int, float | None], bool] | None
     new_player: PlayerState
     new_effect: PlayerState
+    #: The ladder's ``rating_floor`` (None: no floor).
+    floor: float | None
     #: Match ids an operator voided (`Snapshot.voided`).
     voided: Collection[str]
 
@@ -78,6 +80,7 @@ class _Setting:
             provisional=rules.provisional if rules.marks_provisional else None,
             new_player=PlayerState(initial.mu, initial.sigma, extra=initial.extra),
             new_effect=PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra),
+            floor=rules.rating_floor,
             voided=snapshot.voided,
         )
 
@@ -160,7 +163,10 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     outcome = _outcome(s, match, elapsed, plain)
     if s.observe is not None:
         s.observe(match, teams, outcome)
-    events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
+    posterior = s.model.rate_match(teams, outcome)
+    if s.floor is not None:
+        posterior = _floored(s.model, s.floor, match, posterior)
+    events = _events(s, changes, match, priors, posterior)
     changes.apply(match_id, events, s.generation)
     return MatchResult.applied(match, events)
 
@@ -215,6 +221,18 @@ def _outcome(s: _Setting, match: MatchFinished, elapsed: list[list[float | None]
         scores = _per_player(match, "score", 0.0)
         seconds = _per_player(match, "seconds_played", 0.0)
     return _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
+
+
+def _floored(
+    model: RatingModel, floor: float, match: MatchFinished, posterior: list[list[Rating]]
+) -> list[list[Rating]]:
+    """`posterior` with each player's rating raised to the ladder's `floor` (`Rules`:
+    ``rating_floor``); the team's context effects, listed after its players, stay as rated."""
+    return [
+        [model.floored(r, floor) for r in team_post[: len(team.players)]]
+        + list(team_post[len(team.players) :])
+        for team, team_post in zip(match.teams, posterior)
+    ]
 
 
 def _events(

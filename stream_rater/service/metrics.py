@@ -60,6 +60,18 @@ MATCHES_UNRATED = Counter(
     'Matches recorded but not rated, by reason: declared ("rated": false), min_duration, min_players',
     ["ladder", "reason"],
 )
+RATING_POINTS_CREATED = Counter(
+    "stream_rater_rating_points_created",
+    "Display-rating points newly applied matches created: per match, the sum over its players of "
+    "after - before when positive (0 for zero-sum Elo; a rating floor lifting a loser adds)",
+    ["ladder"],
+)
+RATING_POINTS_REMOVED = Counter(
+    "stream_rater_rating_points_removed",
+    "Display-rating points newly applied matches removed: per match, minus the sum over its players "
+    "of after - before when negative",
+    ["ladder"],
+)
 SEASONS_STARTED = Counter(
     "stream_rater_seasons_started", "Season-start records applied (soft resets of every player)", ["ladder"]
 )

@@ -4,10 +4,10 @@
 ``POST /api/ladders/{ladder}/players``  ``{"players": [ids]}`` → states, ratings, ranks
 ``GET /api/ladders/{ladder}/leaderboard?top=N[&season=S]``  the top N (default 25, at most 500) with
                                         stored states and σ and rating as of now
-``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...]}`` → win and draw
-                                        probabilities, match quality
-``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
-                                        fairest split
+``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...], "parties"?: [[ids]]}``
+                                        → win and draw probabilities, match quality
+``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...], "parties"?:
+                                        [[ids]]}`` → the fairest split, parties kept together
 
 Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder, 413 says the
 player limit; never a traceback.
@@ -68,13 +68,17 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         web.post(
             "/api/ladders/{ladder}/predict",
             answering(
-                lambda ladder, b: queries.predict(ladder, b.get("teams"), clock(), b.get("rankings", False))
+                lambda ladder, b: queries.predict(
+                    ladder, b.get("teams"), clock(), b.get("rankings", False), b.get("parties")
+                )
             ),
         ),
         web.post(
             "/api/ladders/{ladder}/balance",
             answering(
-                lambda ladder, b: queries.balance(ladder, b.get("players"), b.get("team_sizes"), clock())
+                lambda ladder, b: queries.balance(
+                    ladder, b.get("players"), b.get("team_sizes"), clock(), b.get("parties")
+                )
             ),
         ),
         web.get("/api/openapi.yaml", _openapi),
