@@ -72,6 +72,31 @@ RATING_POINTS_REMOVED = Counter(
     "of after - before when negative",
     ["ladder"],
 )
+RANKED_PLAYERS = Gauge("stream_rater_ranked_players", "Players on the ladder's live leaderboard", ["ladder"])
+RANKED_RATING_SUM = Gauge(
+    "stream_rater_ranked_rating_sum", "Sum of the display ratings of the ladder's ranked players", ["ladder"]
+)
+RANKED_RATING_MEAN = Gauge(
+    "stream_rater_ranked_rating_mean", "Mean display rating of the ladder's ranked players", ["ladder"]
+)
+ACTIVE_PLAYERS = Gauge(
+    "stream_rater_active_players",
+    "Ranked players active within leaderboard_active_days (every ranked player without that rule)",
+    ["ladder"],
+)
+ACTIVE_RATING_SUM = Gauge(
+    "stream_rater_active_rating_sum",
+    "Sum of the display ratings of the ladder's active ranked players",
+    ["ladder"],
+)
+ACTIVE_RATING_MEAN = Gauge(
+    "stream_rater_active_rating_mean", "Mean display rating of the ladder's active ranked players", ["ladder"]
+)
+RATING_TOTALS_AGE = Gauge(
+    "stream_rater_rating_totals_timestamp_seconds",
+    "When the ladder's rating totals (ranked and active players, sums, means) were computed (Unix time)",
+    ["ladder"],
+)
 SEASONS_STARTED = Counter(
     "stream_rater_seasons_started", "Season-start records applied (soft resets of every player)", ["ladder"]
 )
