@@ -182,3 +182,35 @@ async def stored_effects(redis_url: str, ladder: str) -> dict:
         return await store.players(ladder, effects=True)
     finally:
         await store.close()
+
+
+def test_balance_keeps_a_party_on_one_team(redis_url: str, tmp_path: Path):
+    """``balance --party`` puts the party on one team; without it the split is the fairest of
+    all; bad sizes are a one-line usage error."""
+    ladder = f"bl-{uuid.uuid4().hex[:10]}"
+    ladders = tmp_path / "ladders.toml"
+    ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\nparty_effects = true\n')
+    events = [
+        duel(f"m{i}", f"p{i % 2}", f"p{2 + i % 2}", ladder=ladder, at=FINISHED_AT + i) for i in range(20)
+    ]
+    replay_into(redis_url, ladders, events, tmp_path)
+    args = [
+        "balance",
+        "--ladder",
+        ladder,
+        "--store",
+        redis_url,
+        "--sizes",
+        "2,2",
+        "--json",
+        "p0",
+        "p1",
+        "p2",
+        "p3",
+    ]
+    free = json.loads(cli(*args, "--ladders-file", str(ladders), check=True).stdout)
+    assert {"p0", "p1"} not in [set(t) for t in free["teams"]]  # the two winners are split up
+    kept = json.loads(cli(*args, "--party", "p0,p1", "--ladders-file", str(ladders), check=True).stdout)
+    assert {"p0", "p1"} in [set(t) for t in kept["teams"]] and kept["quality"] < free["quality"]
+    bad = cli("balance", "--ladder", ladder, "--store", redis_url, "--sizes", "2,x", "a", "b", "c", "d")
+    assert bad.returncode == 2 and "--sizes" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
