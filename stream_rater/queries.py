@@ -101,14 +101,15 @@ def teams_of(value: Any, limit: int) -> list[list[str]]:
     return teams
 
 
-def parties_of(value: Any, players: Sequence[str]) -> list[list[str]]:
+def parties_of(value: Any, players: Sequence[str], limit: int) -> list[list[str]]:
     """``parties``: absent/null, or an array of arrays of ids of `players` who queued
-    together (a premade party each), no player in two parties; else `QueryError`."""
+    together (a premade party each; at most `limit` ids each), no player in two parties; else
+    `QueryError`."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise QueryError("parties: must be an array of arrays of player ids")
-    parties = [player_ids(party, f"parties[{i}]", len(players)) for i, party in enumerate(value)]
+    parties = [player_ids(party, f"parties[{i}]", limit) for i, party in enumerate(value)]
     known, seen = set(players), set()
     for i, party in enumerate(parties):
         for p in party:
@@ -222,7 +223,9 @@ class Queries:
         with the ``party_effects`` rule, as rating the match would."""
         ladder = ladder_of(self.ladders, ladder_name)
         teams = teams_of(teams, self.max_players)
-        names = party_effect_names(ladder, teams, parties_of(parties, [p for team in teams for p in team]))
+        names = party_effect_names(
+            ladder, teams, parties_of(parties, [p for team in teams for p in team], self.max_players)
+        )
         found = await self.store.lookup(ladder.name, [p for team in teams for p in team])
         effects = await self._effects(ladder, [e for team in names for e in team])
         ratings = [
@@ -266,7 +269,7 @@ class Queries:
         a ladder with the ``party_effects`` rule, brings its ``party:<size>`` effect."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(pool, "players", self.max_players)
-        groups = parties_of(parties, ids)
+        groups = parties_of(parties, ids, self.max_players)
         if (
             not isinstance(team_sizes, list)
             or len(team_sizes) < 2

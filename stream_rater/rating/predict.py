@@ -208,15 +208,16 @@ def _labelled_splits(players: list[int], sizes: list[int]) -> Iterator[list[list
 def _snake_draft(
     pool: Sequence[Rating], team_sizes: Sequence[int], parties: Sequence[Sequence[int]] = ()
 ) -> list[list[int]]:
-    """The `parties` first, largest first, each into the team with the most room (`ValueError`
-    if one fits nowhere); then the other players by mean rating, best first, dealt 0, 1, …,
+    """The `parties` first, each into a team with room (`_pack`; `ValueError` if they fit in no
+    split); then the other players by mean rating, best first, dealt 0, 1, …,
     n−1, n−1, …, 0 to teams with room."""
     teams: list[list[int]] = [[] for _ in team_sizes]
-    for party in sorted(parties, key=len, reverse=True):
-        room = max(range(len(teams)), key=lambda t: team_sizes[t] - len(teams[t]))
-        if team_sizes[room] - len(teams[room]) < len(party):
-            raise ValueError("parties: they fit in no split of team_sizes")
-        teams[room].extend(party)
+    ordered = sorted(parties, key=len, reverse=True)
+    placement = _pack([len(p) for p in ordered], list(team_sizes))
+    if placement is None:
+        raise ValueError("parties: they fit in no split of team_sizes")
+    for party, team in zip(ordered, placement):
+        teams[team].extend(party)
     placed = {i for party in parties for i in party}
     order = sorted((i for i in range(len(pool)) if i not in placed), key=lambda i: -pool[i].mu)
     turn = itertools.cycle(list(range(len(team_sizes))) + list(reversed(range(len(team_sizes)))))
@@ -224,3 +225,21 @@ def _snake_draft(
         team = next(t for t in turn if len(teams[t]) < team_sizes[t])
         teams[team].append(player)
     return teams
+
+
+def _pack(sizes: list[int], room: list[int]) -> list[int] | None:
+    """A team for each party of `sizes` (largest first) within the teams' `room`, or None when
+    there is none: a depth-first search that tries each distinct room left once per party."""
+    if not sizes:
+        return []
+    tried = set()
+    for team, left in enumerate(room):
+        if left < sizes[0] or left in tried:
+            continue
+        tried.add(left)
+        room[team] -= sizes[0]
+        rest = _pack(sizes[1:], room)
+        room[team] += sizes[0]
+        if rest is not None:
+            return [team, *rest]
+    return None
