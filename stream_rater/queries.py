@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.rules import party_effects
 from stream_rater.config.settings import Settings
+from stream_rater.contracts.match import Player
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
 from stream_rater.store import Lookup, PlayerState, ReadStore
@@ -116,6 +118,37 @@ def teams_of(value: Any, limit: int) -> list[list[str]]:
     if len(set(everyone)) != len(everyone):
         raise QueryError("teams: a player is on two teams")
     return teams
+
+
+def parties_of(value: Any, players: Sequence[str], limit: int) -> list[list[str]]:
+    """``parties``: absent/null, or an array of arrays of ids of `players` who queued
+    together (a premade party each; at most `limit` ids each), no player in two parties; else
+    `QueryError`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise QueryError("parties: must be an array of arrays of player ids")
+    parties = [player_ids(party, f"parties[{i}]", limit) for i, party in enumerate(value)]
+    known, seen = set(players), set()
+    for i, party in enumerate(parties):
+        for p in party:
+            if p not in known:
+                raise QueryError(f"parties[{i}]: {p!r} is not one of the players")
+            if p in seen:
+                raise QueryError(f"parties[{i}]: {p!r} is in two parties")
+            seen.add(p)
+    return parties
+
+
+def party_effect_names(
+    ladder: Ladder, teams: Sequence[Sequence[str]], parties: Sequence[Sequence[str]]
+) -> list[list[str]]:
+    """Per team, the ``party:<size>`` effects the ladder's ``party_effects`` rule gives it
+    (none when the rule is off), as rating the match would (`config.rules.party_effects`)."""
+    if not ladder.rules.party_effects:
+        return [[] for _ in teams]
+    label = {p: str(i) for i, party in enumerate(parties) for p in party}
+    return [party_effects(Player(p, party=label.get(p)) for p in team) for team in teams]
 
 
 class Queries:
@@ -257,15 +290,25 @@ class Queries:
         }
 
     async def predict(
-        self, ladder_name: str, teams: Any, now: float, rankings: Any = False
+        self, ladder_name: str, teams: Any, now: float, rankings: Any = False, parties: Any = None
     ) -> dict[str, Any]:
         """Each team's probability of finishing first, the draw probability (two teams) and
         the match quality, by the ladder's model (`rating.predict`); with `rankings`, the
-        probability of each full ranking too (up to four teams)."""
+        probability of each full ranking too (up to four teams). `parties` (groups of the
+        players who queued together) add each team's ``party:<size>`` effects on a ladder
+        with the ``party_effects`` rule, as rating the match would."""
         ladder = ladder_of(self.ladders, ladder_name)
         teams = teams_of(teams, self.max_players)
+        names = party_effect_names(
+            ladder, teams, parties_of(parties, [p for team in teams for p in team], self.max_players)
+        )
         found = await self.store.lookup(ladder.name, [p for team in teams for p in team])
-        ratings = [[self._rating(ladder, found.players.get(p), now) for p in team] for team in teams]
+        effects = await self._effects(ladder, [e for team in names for e in team])
+        ratings = [
+            [self._rating(ladder, found.players.get(p), now) for p in team]
+            + [effects[e] for e in team_effects]
+            for team, team_effects in zip(teams, names)
+        ]
         answer = predict(ladder.rating_model, ratings)
         extra: dict[str, Any] = {}
         if rankings is not False:
@@ -286,17 +329,23 @@ class Queries:
                     "win_probability": p,
                     "new": [x for x in team if x not in found.players],
                     "provisional": [x for x in team if self._provisional(ladder, found.players.get(x))],
+                    "effects": team_effects,
                 }
-                for team, p in zip(teams, answer.win_probabilities)
+                for team, p, team_effects in zip(teams, answer.win_probabilities, names)
             ],
             "draw_probability": answer.draw_probability,
             "quality": answer.quality,
         }
 
-    async def balance(self, ladder_name: str, pool: Any, team_sizes: Any, now: float) -> dict[str, Any]:
-        """The split of `pool` into teams of `team_sizes` with the highest match quality."""
+    async def balance(
+        self, ladder_name: str, pool: Any, team_sizes: Any, now: float, parties: Any = None
+    ) -> dict[str, Any]:
+        """The split of `pool` into teams of `team_sizes` with the highest match quality;
+        each of `parties` (groups of the pool who queued together) stays on one team and, on
+        a ladder with the ``party_effects`` rule, brings its ``party:<size>`` effect."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(pool, "players", self.max_players)
+        groups = parties_of(parties, ids, self.max_players)
         if (
             not isinstance(team_sizes, list)
             or len(team_sizes) < 2
@@ -306,15 +355,36 @@ class Queries:
         if sum(team_sizes) != len(ids):
             raise QueryError(f"team_sizes: add up to {sum(team_sizes)}, but {len(ids)} players were given")
         found = await self.store.lookup(ladder.name, ids)
-        best = balance(
-            ladder.rating_model, [self._rating(ladder, found.players.get(p), now) for p in ids], team_sizes
-        )
+        sizes = range(2, max(team_sizes) + 1) if ladder.rules.party_effects and groups else ()
+        effects = await self._effects(ladder, [f"party:{n}" for n in sizes])
+        index = {p: i for i, p in enumerate(ids)}
+        try:
+            best = balance(
+                ladder.rating_model,
+                [self._rating(ladder, found.players.get(p), now) for p in ids],
+                team_sizes,
+                parties=[[index[p] for p in party] for party in groups],
+                party_effect=(lambda n: effects[f"party:{n}"]) if effects else None,
+            )
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
         return {
             "ladder": ladder.name,
             "teams": [[ids[i] for i in team] for team in best.teams],
             "quality": best.quality,
             "seconds": best.seconds,
             "exhaustive": best.exhaustive,
+        }
+
+    async def _effects(self, ladder: Ladder, names: Sequence[str]) -> dict[str, Rating]:
+        """The stored ratings of the context effects `names` (the prior for one never learned)."""
+        if not names:
+            return {}
+        stored = (await self.store.read(ladder.name, [], names, [])).effects
+        model = ladder.rating_model
+        return {
+            n: model.initial_effect() if (s := stored.get(n)) is None else Rating(s.mu, s.sigma, s.extra)
+            for n in names
         }
 
     async def _eligible_top(self, ladder: Ladder, top: int, now: float) -> list[tuple[str, float]]:

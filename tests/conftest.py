@@ -36,10 +36,16 @@ from urllib.parse import urlparse
 
 import pytest
 import redis
+from hypothesis import settings
 
 from stream_rater.kafka import bootstrap_servers, create_topics
 from stream_rater.local.apache_kafka import JavaToolMissing
 from stream_rater.local.runtime import BROKERS, BrokerKind, LocalExtraMissing, LocalRuntime
+
+# Property tests judge results, never speed: on a loaded CI machine a first example that
+# builds caches can take longer than hypothesis's 200 ms default deadline.
+settings.register_profile("stream_rater", deadline=None)
+settings.load_profile("stream_rater")
 
 BROKER_ENV = "STREAM_RATER_TEST_BROKER"
 KAFKA_ENV = "STREAM_RATER_TEST_KAFKA"

@@ -15,8 +15,9 @@ ranked (the commit leaves them off the leaderboard); the others are ranked while
 Reported per ladder: the p50 / p99 time of an eligibility-filtered top-100 read
 (`Queries.leaderboard`) and of the same read with the rule off (the plain leaderboard), and
 of a rank lookup of an active player in the top 1 %, at the median and at the bottom of the
-active ones (`Queries.players`), with the store round trips each took; and the activity set's bytes per
-ranked player (``MEMORY USAGE``).
+active ones (`Queries.players`), and of the inflation monitor's rating totals of the ranked
+players, alone and with the active ones (`RedisStore.rating_totals`), with the store round trips
+each took; and the activity set's bytes per ranked player (``MEMORY USAGE``).
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ async def measure(redis_url: str, players: int, repeat: int, out: TextIO) -> dic
                 row[f"rank {label}"] = await _timed(
                     store, _rank(ruled_queries, ruled.name, pid), max(3, repeat // 5)
                 )
+            row["totals"] = await _timed(store, _totals(store, ruled.name, None), 3)
+            row["totals_active"] = await _timed(store, _totals(store, ruled.name, since), 3)
             usage = client.memory_usage(ladder_key(ruled.name, "act")) or 0
             row["act_bytes_per_ranked"] = usage / max(1, ranked)
             report[name] = row
@@ -135,6 +138,10 @@ async def measure(redis_url: str, players: int, repeat: int, out: TextIO) -> dic
         await store.close()
     _print(report, out)
     return report
+
+
+def _totals(store: RedisStore, ladder: str, since: float | None) -> Callable[[], Awaitable[Any]]:
+    return lambda: store.rating_totals(ladder, since)
 
 
 def _top(queries: Queries, ladder: str) -> Callable[[], Awaitable[Any]]:
@@ -165,6 +172,8 @@ def _print(report: dict[str, dict[str, Any]], out: TextIO) -> None:
             ("rank top 1 %", "rank of a top-1 % player"),
             ("rank median", "rank of the median player"),
             ("rank last", "rank of the last player"),
+            ("totals", "rating totals, ranked"),
+            ("totals_active", "rating totals, ranked + active"),
         ]:
             p50, p99, trips = row[key]
             print(f"  {label:<32}{p50:>9.2f}{p99:>9.2f}{trips:>13}", file=out)

@@ -2,7 +2,7 @@
 
 Each command group is a module that registers its subcommands (``register(sub)``) and holds
 their ``cmd_*`` functions: `offline` (replay, verify, evaluate, tune), `corrections` (void,
-unvoid, rerate), `ratings` (ratings, leaderboard, predict, serve), `stream` (worker, dev, demo,
+unvoid, rerate), `ratings` (ratings, leaderboard, predict, balance, serve), `stream` (worker, dev, demo,
 publish, subscribe, dlq), `bench` and `synth`. `common` holds what they share: service flags mirror
 `Settings` fields and default to their ``STREAM_RATER_*`` variables, ``--store`` defaults to
 ``STREAM_RATER_REDIS_URL``, and every failure is one line with its exit code.

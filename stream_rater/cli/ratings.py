@@ -1,4 +1,4 @@
-"""Reading the live ratings from the store: ``ratings``, ``leaderboard``, ``predict``, and the
+"""Reading the live ratings from the store: ``ratings``, ``leaderboard``, ``predict``, ``balance``, and the
 read API ``serve``."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from stream_rater.cli.common import (
 
 
 def register(sub: Subcommands) -> None:
-    """Add ``ratings``, ``leaderboard``, ``predict`` and ``serve`` to the subcommands `sub`."""
+    """Add ``ratings``, ``leaderboard``, ``predict``, ``balance`` and ``serve`` to the subcommands `sub`."""
     p = sub.add_parser("ratings", help="every player's state as JSON lines")
     p.add_argument("--ladder", default="default")
     p.add_argument("--effects", action="store_true", help="list the ladder's context effects instead")
@@ -43,10 +43,29 @@ def register(sub: Subcommands) -> None:
         "teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas"
     )
     p.add_argument("--ladder", default="default")
+    p.add_argument(
+        "--party",
+        action="append",
+        default=[],
+        metavar="A,B",
+        help="players who queued together (repeatable): their team gets the ladder's party:<size> effect",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     store_flag(p)
     settings_flags(p, ["ladders_file", "max_query_players"])
     p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("balance", help="the fairest split of players into teams, parties kept together")
+    p.add_argument("players", nargs="+", metavar="PLAYER", help="the pool, one player id per argument")
+    p.add_argument("--sizes", required=True, metavar="N,N", help="the team sizes, joined by commas")
+    p.add_argument("--ladder", default="default")
+    p.add_argument(
+        "--party", action="append", default=[], metavar="A,B", help="players who queued together (repeatable)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    store_flag(p)
+    settings_flags(p, ["ladders_file", "max_query_players"])
+    p.set_defaults(func=cmd_balance)
 
     p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
     store_flag(p)
@@ -123,7 +142,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     answer: dict[str, Any] = with_store(
         args,
         lambda store: Queries(store, ladders, settings.max_query_players).predict(
-            args.ladder, team_arguments(args.teams), time.time()
+            args.ladder, team_arguments(args.teams), time.time(), parties=team_arguments(args.party) or None
         ),
     )
     if args.json:
@@ -131,6 +150,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     for team in answer["teams"]:
         new = f"  (new: {', '.join(team['new'])})" if team["new"] else ""
+        new += f"  (+ {', '.join(team['effects'])})" if team["effects"] else ""
         print(f"{','.join(team['players']):<40} wins {100 * team['win_probability']:6.2f} %{new}")
     if answer["draw_probability"] is not None:
         print(f"{'draw':<40}      {100 * answer['draw_probability']:6.2f} %")
@@ -163,4 +183,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return served
 
     web.run_app(application(), host=settings.web_host, port=settings.web_port, print=None)
+    return 0
+
+
+def cmd_balance(args: argparse.Namespace) -> int:
+    """``balance``: the split of the pool into teams of ``--sizes`` with the best quality."""
+    import time
+
+    from stream_rater.queries import Queries, team_arguments
+
+    try:
+        sizes = [int(n) for n in args.sizes.split(",")]
+    except ValueError:
+        raise ValueError(f"--sizes: expected team sizes joined by commas, got {args.sizes!r}") from None
+    settings = settings_of(args)
+    ladders = ladders_of(args)
+    answer: dict[str, Any] = with_store(
+        args,
+        lambda store: Queries(store, ladders, settings.max_query_players).balance(
+            args.ladder, args.players, sizes, time.time(), parties=team_arguments(args.party) or None
+        ),
+    )
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    for team in answer["teams"]:
+        print(",".join(team))
+    search = "exhaustive" if answer["exhaustive"] else "heuristic"
+    print(f"match quality {answer['quality']:.4f} ({search}, {answer['seconds']:.3f} s)")
     return 0

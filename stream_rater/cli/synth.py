@@ -44,6 +44,12 @@ def register(sub: Subcommands) -> None:
         help="print the skill recovery of TrueSkill order-only, with player_scores, with margins, and "
         "the placebo instead of the events",
     )
+    p.add_argument(
+        "--compare-parties",
+        action="store_true",
+        help="print the learned party effect and TrueSkill's wrong-order rate and log-loss without "
+        "and with party_effects, on the data (--party-share, --party-bonus) and on its placebo (bonus 0)",
+    )
     p.set_defaults(func=cmd_synth)
 
 
@@ -56,6 +62,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
     events = shuffle_scores(data.events, config.seed) if args.placebo else data.events
     if args.compare:
         print(_comparison(data.events, data.truth, config.seed))
+        return 0
+    if args.compare_parties:
+        print(_party_comparison(config))
         return 0
     with ExitStack() as stack:
         out = stack.enter_context(open(args.out, "w", encoding="utf-8")) if args.out else sys.stdout
@@ -85,4 +94,20 @@ def _comparison(events: list[dict[str, Any]], truth: dict[str, float], seed: int
         real = recovery(final_means(events, ladders, f"setup-{i}"), truth)
         shuffled = recovery(final_means(placebo, ladders, f"setup-{i}"), truth)
         lines.append(f"{name:<32} {real:>21.4f} {shuffled:>8.4f}")
+    return "\n".join(lines)
+
+
+def _party_comparison(config: Any) -> str:
+    """The table of ``--compare-parties``."""
+    from stream_rater.offline.synth import party_study
+
+    lines = [
+        f"{'data':<8} {'party effect':>16} {'wrong order':>22} {'log-loss':>22}",
+        f"{'':<8} {'(mu ± sigma)':>16} {'plain -> parties':>22} {'plain -> parties':>22}",
+    ]
+    for name, row in party_study(config).items():
+        wrong = f"{row['plain_wrong_order']:.4f} -> {row['parties_wrong_order']:.4f}"
+        loss = f"{row['plain_log_loss']:.4f} -> {row['parties_log_loss']:.4f}"
+        effect = f"{row['effect']:+.2f} ± {row['effect_sigma']:.2f}"
+        lines.append(f"{name:<8} {effect:>16} {wrong:>22} {loss:>22}")
     return "\n".join(lines)

@@ -40,9 +40,7 @@ Shadows (`Ladder.shadows`; README "Shadow models"), in the file only: ``[ladders
 with a model and its parameters (the live ladder's rules inherited) is the internal ladder
 ``L~S`` (`shadow_name`), rated beside L, never published nor named by an event.
 
-``k``, the multiplier of the μ − kσ leaderboard rating, is an ordinary parameter of the
-TrueSkill model. Other models have no ``k``: giving one is an unknown-parameter error
-like any other.
+``k`` (of μ − kσ) is an ordinary TrueSkill parameter; another model given one refuses it.
 
 The loaders build every ladder's model once, so a bad parameter fails at start-up, not on
 the first event. Errors (`LadderConfigError`) say where: ``ladders.toml:7: [ladders.mw4]
@@ -364,7 +362,8 @@ def _build(name: str, source: _Source, shadow_of: str | None = None) -> Ladder:
     ladder = Ladder(name, source.model, params, shadows, shadow_of)
     try:
         ladder.rating_model  # noqa: B018 -- builds the model: unknown parameters raise here
-        ladder.rules  # noqa: B018 -- and the rules
+        if ladder.rules.party_effects and not ladder.model_class.supports_effects:
+            raise RuleError(f"party_effects: model {source.model!r} does not support effects")
     except (ValueError, TypeError, RuleError) as e:
         raise LadderConfigError(f"{source.where}: {e}") from e
     return ladder

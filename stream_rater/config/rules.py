@@ -19,16 +19,24 @@ beside the model's own (README "Ladder rules"):
 - ``season_shrink`` k, ``season_sigma`` s — at a season start every player's rating is pulled
   toward the prior, ``μ ← μ0 + k·(μ − μ0)`` (k = 1 keeps it), and σ grows toward σ0,
   ``σ ← min(σ0, √(σ² + s²))`` (models with σ; s = 0 keeps it).
+- ``party_effects`` (true/false) — each team with a premade party (two or more of its players
+  sharing a ``party`` id) gets the context effect ``party:<size>``, learned like ``home``: one
+  effect per distinct party size in the team (two pairs in one team add ``party:2`` once).
+  Parties are counted within a team; unrated players count too (they queued together).
+- ``rating_floor`` F — no player's display rating goes below F: after a match (and a season
+  reset) a state whose display rating is below F has its μ raised until it equals F
+  (`RatingModel.floored`). The raised points are created, not taken from anyone.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from stream_rater.contracts.match import MatchFinished
+from stream_rater.contracts.match import MatchFinished, Player, Team
 from stream_rater.rating.base import Rating, RatingModel
 
 #: Seconds in one day of ``leaderboard_active_days``.
@@ -51,8 +59,14 @@ class Rules:
     min_players: int | None = None
     season_shrink: float = 1.0
     season_sigma: float = 0.0
+    party_effects: bool = False
+    rating_floor: float | None = None
 
     def __post_init__(self) -> None:
+        if type(self.party_effects) is not bool:
+            raise RuleError(f"party_effects={self.party_effects}: must be true or false")
+        if self.rating_floor is not None and not _real(self.rating_floor):
+            raise RuleError(f"rating_floor={self.rating_floor}: must be a finite number")
         for name in ("provisional_games", "leaderboard_min_games", "min_players"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
@@ -115,16 +129,33 @@ class Rules:
                 return "min_players"
         return None
 
+    def with_parties(self, match: MatchFinished) -> MatchFinished:
+        """`match` as the model sees it: with ``party_effects`` on, each team's ``party:<size>``
+        effects (`party_effects`) appended to its own; otherwise `match` itself."""
+        if not self.party_effects or match.season is not None:
+            return match
+        teams = []
+        changed = False
+        for team in match.teams:
+            added = [e for e in party_effects(team.players) if e not in team.effects]
+            if added:
+                changed = True
+                team = Team(team.players, team.rank, team.score, (*team.effects, *added))
+            teams.append(team)
+        return replace(match, teams=tuple(teams)) if changed else match
+
     def season_reset(self, model: RatingModel, rating: Rating, overrides: Mapping[str, Any]) -> Rating:
         """`rating` pulled toward the model's prior at a season start (module docstring), with
-        the season record's `overrides` of ``season_shrink`` / ``season_sigma``."""
+        the season record's `overrides` of ``season_shrink`` / ``season_sigma``, and raised to
+        the ``rating_floor`` if it fell below."""
         rules = Rules.of({**_season_params(self), **overrides})
         prior = model.initial()
         mu = prior.mu + rules.season_shrink * (rating.mu - prior.mu)
         sigma = rating.sigma
         if sigma is not None and prior.sigma is not None and rules.season_sigma:
             sigma = min(prior.sigma, math.sqrt(sigma * sigma + rules.season_sigma**2))
-        return Rating(mu, sigma, rating.extra)
+        reset = Rating(mu, sigma, rating.extra)
+        return reset if self.rating_floor is None else model.floored(reset, self.rating_floor)
 
 
 #: The parameter names of the rules, with their defaults.
@@ -145,6 +176,13 @@ def refuse_rule_overrides(params: Mapping[str, Any], where: str = "params.") -> 
             "STREAM_RATER_LADDER_<NAME>__<PARAM>), where reads find it too; change it there and "
             "re-rate without it"
         )
+
+
+def party_effects(players: Iterable[Player]) -> list[str]:
+    """The ``party:<size>`` effects of one team's `players`: one per distinct size (>= 2) of
+    the parties among them, smallest first."""
+    sizes = Counter(p.party for p in players if p.party is not None)
+    return [f"party:{n}" for n in sorted({n for n in sizes.values() if n >= 2})]
 
 
 def _season_params(rules: Rules) -> dict[str, Any]:

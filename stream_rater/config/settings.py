@@ -95,6 +95,12 @@ class Settings:
         "seconds a match's finished_at may lie after its record's Kafka timestamp (the broker's clock); "
         "a later one is dead-lettered, and replay --from-topic and verify skip it alike (0 = no check)",
     )
+    inflation_interval: float = _field(
+        300.0,
+        "seconds between two computations of a ladder's rating totals for the inflation metrics, by the "
+        "worker holding its home partition (a scrape recomputes them when older; each reads the whole "
+        "leaderboard in steps: seconds of Redis time per million ranked players; 0 = every scrape)",
+    )
     kafka_security_protocol: str = _field("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     kafka_sasl_mechanism: str = _field("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     kafka_sasl_username: str = _field("", "SASL user name")

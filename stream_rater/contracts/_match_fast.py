@@ -93,12 +93,13 @@ _PLAYER_SLOTS, _TEAM_SLOTS, _MATCH_SLOTS = (
 def _new_player(pid: str) -> Player:
     """``Player(pid)``, built through the slots."""
     player = _new_object(Player)
-    set_id, set_weight, set_score, set_seconds_played, set_rated = _PLAYER_SLOTS
+    set_id, set_weight, set_score, set_seconds_played, set_rated, set_party = _PLAYER_SLOTS
     set_id(player, pid)
     set_weight(player, 1.0)
     set_score(player, None)
     set_seconds_played(player, None)
     set_rated(player, True)
+    set_party(player, None)
     return player
 
 

@@ -139,7 +139,7 @@ def _season_start(obj: dict[str, Any], ladders: LadderTable, limits: Limits) -> 
 _TEAM_FIELDS = frozenset({"players", "rank", "score", "effects"})
 
 
-_PLAYER_FIELDS = frozenset({"id", "weight", "score", "seconds_played", "rated"})
+_PLAYER_FIELDS = frozenset({"id", "weight", "score", "seconds_played", "rated", "party"})
 
 
 def _describe(ladder: LadderRules) -> str:
@@ -207,12 +207,15 @@ def _player(value: Any, id_limit: int, scored_by: LadderRules | None) -> Player:
     if seconds is not None and seconds <= 0.0:
         _fail("seconds_played", "must be > 0")
     rated = _rated(value)
+    party = value.get("party")
+    if party is not None:
+        party = _string(party, "", "party", id_limit)
     if scored_by is not None and rated:
         if score is None:
             _fail("score", f"is required by {_describe(scored_by)}")
         if seconds is None:
             _fail("seconds_played", f"is required by {_describe(scored_by)}")
-    return Player(pid, weight, score, seconds, rated)
+    return Player(pid, weight, score, seconds, rated, party)
 
 
 def _fail_duplicate(teams: list[Team]) -> NoReturn:

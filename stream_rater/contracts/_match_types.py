@@ -14,13 +14,16 @@ DEFAULT_LADDER = "default"
 
 @dataclass(frozen=True, slots=True)
 class Player:
-    """One player of a team; `score` and `seconds_played` feed SPH Elo, `weight` TrueSkill."""
+    """One player of a team; `score` and `seconds_played` feed SPH Elo, `weight` TrueSkill;
+    `party` an opaque id shared by players who queued together (a premade party), which a
+    ladder with the ``party_effects`` rule learns as a context effect (`config.rules`)."""
 
     id: str
     weight: float = 1.0
     score: float | None = None
     seconds_played: float | None = None
     rated: bool = True
+    party: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,4 +136,6 @@ def _player_dict(player: Player) -> dict[str, Any]:
         d["seconds_played"] = _number(player.seconds_played)
     if not player.rated:
         d["rated"] = False
+    if player.party is not None:
+        d["party"] = player.party
     return d

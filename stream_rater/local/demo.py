@@ -61,6 +61,7 @@ WORKER_FIELDS = (
     "topic_updates",
     "topic_dlq",
     "topic_corrections",
+    "inflation_interval",
 )
 
 

@@ -15,6 +15,11 @@ The generative model (`SynthConfig` holds its parameters):
    performance relative to everyone in the match, per time played.
 5. A team's score is the sum of its players' points; the ranking follows the team scores
    (equal scores draw), so the margin is the points difference.
+6. Premade parties (off unless ``party_share`` > 0): with probability ``party_share`` a team's
+   first ``party_size`` players queued together — they carry one ``party`` id and perform as
+   if ``party_bonus`` more skilled (coordination). ``party_bonus = 0`` is the placebo: the
+   same party ids, no strength behind them. The parties draw from a random stream of their
+   own, so the rest of the data is the same with and without them.
 
 The events are match-finished wire objects with per-player ``score`` and
 ``seconds_played`` and no ``rank``. `shuffle_scores` is the placebo: it permutes the
@@ -55,6 +60,9 @@ class SynthConfig:
     partial: float = 0.2
     points_per_minute: float = 0.5
     score_slope: float = 0.25
+    party_share: float = 0.0
+    party_size: int = 2
+    party_bonus: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -62,8 +70,10 @@ class SynthConfig:
             raise ValueError("need at least 2 teams of 1 player, and enough players to fill a match")
         if self.matches < 1 or self.matches_per_day < 1:
             raise ValueError("matches and matches_per_day must be at least 1")
-        if not 0.0 <= self.partial <= 1.0:
-            raise ValueError("partial must be a probability")
+        if not (0.0 <= self.partial <= 1.0 and 0.0 <= self.party_share <= 1.0):
+            raise ValueError("partial and party_share must be probabilities")
+        if not 2 <= self.party_size <= self.team_size and self.party_share:
+            raise ValueError("party_size must be from 2 to team_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +95,7 @@ def generate(config: SynthConfig) -> Synthetic:
     skills = rng.normal(config.mu, config.skill_sd, config.players)
     size = config.teams * config.team_size
     full = config.minutes * 60.0
+    party_rng = np.random.default_rng([config.seed, 1])
     events = []
     for n in range(config.matches):
         day, slot = divmod(n, config.matches_per_day)
@@ -93,6 +104,8 @@ def generate(config: SynthConfig) -> Synthetic:
         chosen = rng.choice(config.players, size, replace=False)
         seconds = np.where(rng.random(size) < config.partial, rng.uniform(0.3, 1.0, size) * full, full)
         performance = rng.normal(skills[chosen], config.beta)
+        parties = _parties(party_rng, config)
+        performance += config.party_bonus * (parties >= 0)
         rate = config.points_per_minute * seconds / 60.0
         points = rng.poisson(rate * np.exp(config.score_slope * (performance - performance.mean())))
         teams = [
@@ -103,6 +116,7 @@ def generate(config: SynthConfig) -> Synthetic:
                         "score": int(points[k]),
                         "seconds_played": round(float(seconds[k]), 1),
                     }
+                    | ({"party": f"synth-{n}-{parties[k]}"} if parties[k] >= 0 else {})
                     for k in range(t * config.team_size, (t + 1) * config.team_size)
                 ]
             }
@@ -110,6 +124,19 @@ def generate(config: SynthConfig) -> Synthetic:
         ]
         events.append({"match_id": f"synth-{n}", "finished_at": day * 86400 + slot, "teams": teams})
     return Synthetic(events, {pid: float(s) for pid, s in zip(ids, skills)})
+
+
+def _parties(rng: Any, config: SynthConfig) -> Any:
+    """Per slot of one match: the index of the team whose party the player is in, or -1
+    (module docs, step 6); all -1 without parties, drawing nothing from `rng`."""
+    import numpy as np
+
+    parties = np.full(config.teams * config.team_size, -1)
+    if config.party_share > 0.0:
+        for t in np.flatnonzero(rng.random(config.teams) < config.party_share):
+            start = t * config.team_size
+            parties[start : start + config.party_size] = t
+    return parties
 
 
 def shuffle_scores(events: Iterable[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
@@ -152,6 +179,39 @@ def final_means(events: Iterable[dict[str, Any]], ladders: Ladders, ladder: str)
     matches = [parse_match({**e, "ladder": ladder}, ladders) for e in events]
     asyncio.run(replay(matches, Processor(ladders, MemoryStore()), on_result=keep))
     return means
+
+
+def party_study(config: SynthConfig) -> dict[str, dict[str, float]]:
+    """What ``party_effects`` does on `config`'s data (``real``) and on its placebo (the same
+    parties with ``party_bonus`` 0): per data set, the learned ``party:<party_size>`` effect
+    (its final μ and σ; the effect drifts like a player, so σ stays near 1.3) and TrueSkill's wrong-order rate and log-loss (`offline.evaluate`) without
+    and with the rule."""
+    from dataclasses import replace
+
+    from stream_rater.config.ladders import Ladder, Ladders
+    from stream_rater.offline.evaluate import score
+    from stream_rater.offline.replay import replay
+    from stream_rater.processor import Processor
+    from stream_rater.store.memory import MemoryStore
+
+    ladders = Ladders([Ladder("plain", "trueskill"), Ladder("parties", "trueskill", {"party_effects": True})])
+    study: dict[str, dict[str, float]] = {}
+    for name, bonus in (("real", config.party_bonus), ("placebo", 0.0)):
+        events = generate(replace(config, party_bonus=bonus)).events
+        row: dict[str, float] = {}
+        for ladder in ("plain", "parties"):
+            matches = [parse_match({**e, "ladder": ladder}, ladders) for e in events]
+            _, whole, _ = score([matches], ladders)
+            row[f"{ladder}_wrong_order"] = whole.metric("wrong_order")
+            row[f"{ladder}_log_loss"] = whole.metric("log_loss")
+        store = MemoryStore()
+        matches = [parse_match({**e, "ladder": "parties"}, ladders) for e in events]
+        asyncio.run(replay(matches, Processor(ladders, store)))
+        effects = asyncio.run(store.players("parties", effects=True))
+        learned = effects[f"party:{config.party_size}"]
+        row["effect"], row["effect_sigma"] = learned.mu, learned.sigma or 0.0
+        study[name] = row
+    return study
 
 
 def recovery(means: Mapping[str, float], truth: Mapping[str, float]) -> float:

@@ -22,6 +22,7 @@ from stream_rater.processor.results import (
     TooManyConflicts,
     Unratable,
     is_late,
+    points_created,
 )
 from stream_rater.processor.skipping import Attempt, Skipped, process_skipping
 
@@ -38,5 +39,6 @@ __all__ = [
     "Unratable",
     "is_late",
     "plan_batch",
+    "points_created",
     "process_skipping",
 ]

@@ -41,7 +41,7 @@ class _LadderPart:
     def add(self, index: int, match: MatchFinished, record: tuple[int, int] | None) -> None:
         """Add the batch's `index`-th match, from `record` (partition, offset) if known."""
         self.indices.append(index)
-        self.matches.append(match)
+        self.matches.append(self.ladder.rules.with_parties(match))
         if record is not None:
             partition, offset = record
             self.positions[partition] = max(self.positions.get(partition, 0), offset + 1)

@@ -53,6 +53,8 @@ class _Setting:
     provisional: Callable[[int, float | None], bool] | None
     new_player: PlayerState
     new_effect: PlayerState
+    #: The ladder's ``rating_floor`` (None: no floor).
+    floor: float | None
     #: Match ids an operator voided (`Snapshot.voided`).
     voided: Collection[str]
 
@@ -82,6 +84,7 @@ class _Setting:
             provisional=rules.provisional if rules.marks_provisional else None,
             new_player=PlayerState(initial.mu, initial.sigma, extra=initial.extra),
             new_effect=PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra),
+            floor=rules.rating_floor,
             voided=snapshot.voided,
         )
 
@@ -166,7 +169,7 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
         s.observe(match, teams, outcome)
     if s.ladder.shadow_of is not None:
         return _shadow_match(s, changes, match, priors, teams, outcome)
-    events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
+    events = _events(s, changes, match, priors, _rated(s, match, teams, outcome))
     changes.apply(match_id, events, s.keeps_events)
     return MatchResult.applied(match, events)
 
@@ -183,12 +186,20 @@ def _shadow_match(
     (``shadow model failed``) instead of raising, so that a shadow never dead-letters a match
     of the live ladder; a replay computes the same (the same rule, in the same planner)."""
     try:
-        events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
+        events = _events(s, changes, match, priors, _rated(s, match, teams, outcome))
     except Exception as exc:  # any failure of the model on this input
         changes.applied[match.match_id] = changes.markers[match.match_id] = []
         return MatchResult.unrated_because(match, f"shadow model failed: {type(exc).__name__}")
     changes.apply(match.match_id, events, s.keeps_events)
     return MatchResult.applied(match, events)
+
+
+def _rated(
+    s: _Setting, match: MatchFinished, teams: list[list[Rating]], outcome: Outcome
+) -> list[list[Rating]]:
+    """The model's posterior ratings of `match`, raised to the ladder's floor if it has one."""
+    posterior = s.model.rate_match(teams, outcome)
+    return posterior if s.floor is None else _floored(s.model, s.floor, match, posterior)
 
 
 def _priors(
@@ -241,6 +252,18 @@ def _outcome(s: _Setting, match: MatchFinished, elapsed: list[list[float | None]
         scores = _per_player(match, "score", 0.0)
         seconds = _per_player(match, "seconds_played", 0.0)
     return _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
+
+
+def _floored(
+    model: RatingModel, floor: float, match: MatchFinished, posterior: list[list[Rating]]
+) -> list[list[Rating]]:
+    """`posterior` with each player's rating raised to the ladder's `floor` (`Rules`:
+    ``rating_floor``); the team's context effects, listed after its players, stay as rated."""
+    return [
+        [model.floored(r, floor) for r in team_post[: len(team.players)]]
+        + list(team_post[len(team.players) :])
+        for team, team_post in zip(match.teams, posterior)
+    ]
 
 
 def _events(

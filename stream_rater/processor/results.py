@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from stream_rater.contracts import MatchFinished
+from stream_rater.rating.base import Rating
 from stream_rater.store.base import Event
 
 #: ``_new(Cls, values)`` makes a named tuple without its Python-level ``__new__`` (about
@@ -75,6 +77,18 @@ def is_late(result: MatchResult) -> bool:
     player's rating-changed event ``"late": true``; the worker counts such matches.
     """
     return any("late" in event for event in result.events)
+
+
+def points_created(result: MatchResult, display: Callable[[Rating], float]) -> float:
+    """The display-rating points `result`'s match created: the sum over its rating-changed
+    events of after − before display rating (`display`: the ladder model's). Zero for a
+    zero-sum update (Elo between established players); rules and models that add or remove
+    points (a ``rating_floor``, per-game caps, new players' larger K) show here."""
+    total = 0.0
+    for event in result.events:
+        before, after = event["before"], event["after"]
+        total += display(Rating(after["mu"], after["sigma"])) - display(Rating(before["mu"], before["sigma"]))
+    return total
 
 
 class NonFiniteRating(ArithmeticError):

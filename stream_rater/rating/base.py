@@ -86,6 +86,16 @@ class RatingModel(ABC):
         """What a leaderboard shows; the rating itself unless the model says otherwise."""
         return rating.mu
 
+    def floored(self, rating: Rating, floor: float) -> Rating:
+        """`rating` with μ raised so that its display rating is at least `floor` (a ladder's
+        ``rating_floor``); `rating` itself when it already is. The display rating is μ plus
+        a term without μ (μ − kσ, or μ), so raising μ by the shortfall lands it on `floor`."""
+        shortfall = floor - self.display(rating)
+        if not shortfall > 0.0:
+            return rating
+        extra = rating[2] if len(rating) > 2 else None  # a model may build (mu, sigma) by tuple.__new__
+        return Rating(rating.mu + shortfall, rating.sigma, extra)
+
     def as_of(self, rating: Rating, idle_seconds: float) -> Rating:
         """The state as a read `idle_seconds` after the player's last match sees it; the
         stored one unless the model has time-scaled dynamics. Never written back."""

@@ -21,7 +21,8 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from stream_rater.rating._gaussian import cdf
@@ -114,7 +115,13 @@ class Balance:
 
 
 def balance(
-    model: RatingModel, pool: Sequence[Rating], team_sizes: Sequence[int], budget: float = 0.5
+    model: RatingModel,
+    pool: Sequence[Rating],
+    team_sizes: Sequence[int],
+    budget: float = 0.5,
+    *,
+    parties: Sequence[Sequence[int]] = (),
+    party_effect: Callable[[int], Rating] | None = None,
 ) -> Balance:
     """The split of `pool` into teams of `team_sizes` with the highest `predict` quality.
 
@@ -122,20 +129,38 @@ def balance(
     5 v 5: 252; teams of equal size are interchangeable, so each split is scored once). Beyond that, a heuristic: a snake
     draft by mean rating, then the best swap of two players between two teams, repeated while
     it improves the quality or until `budget` seconds have passed.
+
+    `parties` (pool indices that queued together) stay on one team; with `party_effect`, each
+    team's distinct party sizes n >= 2 add the rating ``party_effect(n)`` as a member, as the
+    ladder's ``party_effects`` rule does when it rates. The heuristic then drafts the parties
+    first (largest first, into the team with the most room) and swaps only their members'
+    places with no one.
     """
     if len(team_sizes) < 2 or any(size < 1 for size in team_sizes):
         raise ValueError("team_sizes: at least two teams of at least one player")
     if sum(team_sizes) != len(pool):
         raise ValueError(f"team_sizes add up to {sum(team_sizes)}, the pool has {len(pool)} players")
+    if parties and max(len(p) for p in parties) > max(team_sizes):
+        raise ValueError(f"parties: a party of {max(len(p) for p in parties)} fits in no team")
     started = time.perf_counter()
+    party_of = {i: k for k, party in enumerate(parties) for i in party}
 
     def score(split: Sequence[Sequence[int]]) -> float:
-        return predict(model, [[pool[i] for i in team] for team in split]).quality
+        teams = []
+        for team in split:
+            sizes = Counter(party_of[i] for i in team if i in party_of)
+            if any(n != len(parties[k]) for k, n in sizes.items()):
+                return -1.0  # a party split over teams
+            effects = sorted({n for n in sizes.values() if n >= 2}) if party_effect else []
+            teams.append([pool[i] for i in team] + [party_effect(n) for n in effects])  # type: ignore[misc]
+        return predict(model, teams).quality
 
     if labelled_splits(team_sizes) <= EXHAUSTIVE_SPLITS:
         best = max(_splits(list(range(len(pool))), list(team_sizes)), key=score)
+        if score(best) < 0.0:
+            raise ValueError("parties: they fit in no split of team_sizes")
         return Balance([list(t) for t in best], score(best), time.perf_counter() - started, True)
-    split = _snake_draft(pool, team_sizes)
+    split = _snake_draft(pool, team_sizes, parties)
     best_quality = score(split)
     improved = True
     while improved and time.perf_counter() - started < budget:
@@ -180,12 +205,41 @@ def _labelled_splits(players: list[int], sizes: list[int]) -> Iterator[list[list
             yield [list(chosen), *tail]
 
 
-def _snake_draft(pool: Sequence[Rating], team_sizes: Sequence[int]) -> list[list[int]]:
-    """Players by mean rating, best first, dealt 0, 1, …, n−1, n−1, …, 0 to teams with room."""
-    order = sorted(range(len(pool)), key=lambda i: -pool[i].mu)
+def _snake_draft(
+    pool: Sequence[Rating], team_sizes: Sequence[int], parties: Sequence[Sequence[int]] = ()
+) -> list[list[int]]:
+    """The `parties` first, each into a team with room (`_pack`; `ValueError` if they fit in no
+    split); then the other players by mean rating, best first, dealt 0, 1, …,
+    n−1, n−1, …, 0 to teams with room."""
     teams: list[list[int]] = [[] for _ in team_sizes]
+    ordered = sorted(parties, key=len, reverse=True)
+    placement = _pack([len(p) for p in ordered], list(team_sizes))
+    if placement is None:
+        raise ValueError("parties: they fit in no split of team_sizes")
+    for party, team in zip(ordered, placement):
+        teams[team].extend(party)
+    placed = {i for party in parties for i in party}
+    order = sorted((i for i in range(len(pool)) if i not in placed), key=lambda i: -pool[i].mu)
     turn = itertools.cycle(list(range(len(team_sizes))) + list(reversed(range(len(team_sizes)))))
     for player in order:
         team = next(t for t in turn if len(teams[t]) < team_sizes[t])
         teams[team].append(player)
     return teams
+
+
+def _pack(sizes: list[int], room: list[int]) -> list[int] | None:
+    """A team for each party of `sizes` (largest first) within the teams' `room`, or None when
+    there is none: a depth-first search that tries each distinct room left once per party."""
+    if not sizes:
+        return []
+    tried = set()
+    for team, left in enumerate(room):
+        if left < sizes[0] or left in tried:
+            continue
+        tried.add(left)
+        room[team] -= sizes[0]
+        rest = _pack(sizes[1:], room)
+        room[team] += sizes[0]
+        if rest is not None:
+            return [team, *rest]
+    return None

@@ -31,6 +31,7 @@ from stream_rater.processor import (
     StoreLost,
     Unratable,
     is_late,
+    points_created,
     process_skipping,
 )
 from stream_rater.service import metrics
@@ -230,8 +231,12 @@ class BatchHandler:
                     metrics.SEASONS_STARTED.labels(r.match.ladder).inc()
                 continue
             counts[r.duplicate, r.match.ladder] += 1
-            if not r.duplicate and is_late(r):
-                late[r.match.ladder] += 1
+            if not r.duplicate:
+                points = points_created(r, self.ladders[r.match.ladder].rating_model.display)
+                created = metrics.RATING_POINTS_CREATED if points > 0 else metrics.RATING_POINTS_REMOVED
+                created.labels(r.match.ladder).inc(abs(points))
+                if is_late(r):
+                    late[r.match.ladder] += 1
             metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
         for (duplicate, ladder), n in counts.items():
             (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)

@@ -60,6 +60,43 @@ MATCHES_UNRATED = Counter(
     'Matches recorded but not rated, by reason: declared ("rated": false), min_duration, min_players',
     ["ladder", "reason"],
 )
+RATING_POINTS_CREATED = Counter(
+    "stream_rater_rating_points_created",
+    "Display-rating points newly applied matches created: per match, the sum over its players of "
+    "after - before when positive (0 for zero-sum Elo; a rating floor lifting a loser adds)",
+    ["ladder"],
+)
+RATING_POINTS_REMOVED = Counter(
+    "stream_rater_rating_points_removed",
+    "Display-rating points newly applied matches removed: per match, minus the sum over its players "
+    "of after - before when negative",
+    ["ladder"],
+)
+RANKED_PLAYERS = Gauge("stream_rater_ranked_players", "Players on the ladder's live leaderboard", ["ladder"])
+RANKED_RATING_SUM = Gauge(
+    "stream_rater_ranked_rating_sum", "Sum of the display ratings of the ladder's ranked players", ["ladder"]
+)
+RANKED_RATING_MEAN = Gauge(
+    "stream_rater_ranked_rating_mean", "Mean display rating of the ladder's ranked players", ["ladder"]
+)
+ACTIVE_PLAYERS = Gauge(
+    "stream_rater_active_players",
+    "Ranked players active within leaderboard_active_days (every ranked player without that rule)",
+    ["ladder"],
+)
+ACTIVE_RATING_SUM = Gauge(
+    "stream_rater_active_rating_sum",
+    "Sum of the display ratings of the ladder's active ranked players",
+    ["ladder"],
+)
+ACTIVE_RATING_MEAN = Gauge(
+    "stream_rater_active_rating_mean", "Mean display rating of the ladder's active ranked players", ["ladder"]
+)
+RATING_TOTALS_AGE = Gauge(
+    "stream_rater_rating_totals_timestamp_seconds",
+    "When the ladder's rating totals (ranked and active players, sums, means) were computed (Unix time)",
+    ["ladder"],
+)
 SEASONS_STARTED = Counter(
     "stream_rater_seasons_started", "Season-start records applied (soft resets of every player)", ["ladder"]
 )

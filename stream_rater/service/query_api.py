@@ -4,10 +4,10 @@
 ``POST /api/ladders/{ladder}/players``  ``{"players": [ids]}`` → states, ratings, ranks
 ``GET /api/ladders/{ladder}/leaderboard?top=N[&season=S]``  the top N (default 25, at most 500) with
                                         stored states and σ and rating as of now
-``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...]}`` → win and draw
-                                        probabilities, match quality
-``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
-                                        fairest split
+``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...], "parties"?: [[ids]]}``
+                                        → win and draw probabilities, match quality
+``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...], "parties"?:
+                                        [[ids]]}`` → the fairest split, parties kept together
 ``GET /api/ladders``                    the configured ladders, models and parameters
 ``GET /api/ladders/{ladder}/players/{player}?limit=N``  a player's state and rating changes,
                                         newest first
@@ -45,32 +45,20 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
                 body = None
             if not isinstance(body, dict):
                 return web.json_response({"error": "body: must be a JSON object"}, status=400)
-            try:
-                return web.json_response(await ask(request.match_info["ladder"], body))
-            except QueryError as exc:
-                return web.json_response({"error": str(exc)}, status=exc.status)
+            return await _reply(ask(request.match_info["ladder"], body))
 
         return handle
 
     async def leaderboard(request: web.Request) -> web.Response:
-        top = request.query.get("top", LEADERBOARD_TOP)
-        season = request.query.get("season")
-        try:
-            return web.json_response(
-                await queries.leaderboard(request.match_info["ladder"], top, clock(), season)
-            )
-        except QueryError as exc:
-            return web.json_response({"error": str(exc)}, status=exc.status)
+        top, season = request.query.get("top", LEADERBOARD_TOP), request.query.get("season")
+        return await _reply(queries.leaderboard(request.match_info["ladder"], top, clock(), season))
 
     async def ladder_list(request: web.Request) -> web.Response:
         return web.json_response(queries.ladder_list())
 
     async def history(request: web.Request) -> web.Response:
         ladder, player = request.match_info["ladder"], request.match_info["player"]
-        try:
-            return web.json_response(await queries.history(ladder, player, request.query.get("limit")))
-        except QueryError as exc:
-            return web.json_response({"error": str(exc)}, status=exc.status)
+        return await _reply(queries.history(ladder, player, request.query.get("limit")))
 
     return [
         web.get("/api/ladders", ladder_list),
@@ -83,17 +71,29 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         web.post(
             "/api/ladders/{ladder}/predict",
             answering(
-                lambda ladder, b: queries.predict(ladder, b.get("teams"), clock(), b.get("rankings", False))
+                lambda ladder, b: queries.predict(
+                    ladder, b.get("teams"), clock(), b.get("rankings", False), b.get("parties")
+                )
             ),
         ),
         web.post(
             "/api/ladders/{ladder}/balance",
             answering(
-                lambda ladder, b: queries.balance(ladder, b.get("players"), b.get("team_sizes"), clock())
+                lambda ladder, b: queries.balance(
+                    ladder, b.get("players"), b.get("team_sizes"), clock(), b.get("parties")
+                )
             ),
         ),
         web.get("/api/openapi.yaml", _openapi),
     ]
+
+
+async def _reply(answer: Awaitable[dict[str, Any]]) -> web.Response:
+    """The answer as JSON, or a query error as ``{"error": ...}`` with its status."""
+    try:
+        return web.json_response(await answer)
+    except QueryError as exc:
+        return web.json_response({"error": str(exc)}, status=exc.status)
 
 
 async def _openapi(request: web.Request) -> web.Response:

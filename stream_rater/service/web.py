@@ -57,6 +57,7 @@ from stream_rater.processor import BatchResult
 from stream_rater.queries import Queries
 from stream_rater.service import metrics
 from stream_rater.service.faust_transport import broker_answers, held_partitions
+from stream_rater.service.inflation import InflationMonitor, home_here
 from stream_rater.service.order_watch import Message
 from stream_rater.service.query_api import query_routes
 from stream_rater.store import ReadStore
@@ -219,6 +220,7 @@ class Dashboard:
         self.stopped = stopped
         self.refusal = refusal
         self.started = time.time()
+        self.inflation = InflationMonitor(store, ladders, settings.inflation_interval)
         #: Dependency → monotonic time of the first failed probe of its current outage.
         self._failing_since: dict[str, float] = {}
 
@@ -242,6 +244,7 @@ class Dashboard:
                         history_limit=self.settings.history_limit,
                     )
                 ),
+                *self.inflation.routes(),
                 web.static("/static", STATIC_DIR),
             ]
         )
@@ -252,10 +255,12 @@ class Dashboard:
         return web.FileResponse(STATIC_DIR / "index.html")
 
     async def metrics(self, request: web.Request) -> web.Response:
-        """Prometheus scrape endpoint; evaluates readiness and the partition gauges first, so
-        that every scrape has them current."""
+        """Prometheus scrape endpoint; evaluates readiness, the partition gauges and (when older
+        than ``inflation_interval``) the ladders' rating totals first, so that every scrape has
+        them current."""
         await self.readiness(request)
         update_partition_gauges(self.app, self.settings.topic_matches)
+        await self.inflation.refresh(home_here(self.app, self.settings.topic_matches))
         body, content_type = metrics.exposition()
         return web.Response(body=body, headers={"Content-Type": content_type})
 

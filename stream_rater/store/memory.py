@@ -16,6 +16,7 @@ from stream_rater.store.base import (
     Generations,
     Lookup,
     PlayerState,
+    RatingTotals,
     ReadRequest,
     Snapshot,
     StateStore,
@@ -185,6 +186,11 @@ class MemoryStore(StateStore):
         board = self._active_board(ladder, since)
         place = {p: i for i, (p, _) in enumerate(board)}
         return {p: place[p] for p in player_ids if p in place}, len(board)
+
+    async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
+        gen = self._generation(ladder, None)
+        active = [s for p, s in gen.scores.items() if since is None or gen.active.get(p, -math.inf) >= since]
+        return RatingTotals(len(gen.scores), math.fsum(gen.scores.values()), len(active), math.fsum(active))
 
     def _active_board(self, ladder: str, since: float) -> list[tuple[str, float]]:
         gen = self._generation(ladder, None)

@@ -24,6 +24,7 @@ from stream_rater.store.values import (
     Generations,
     Lookup,
     PlayerState,
+    RatingTotals,
     ReadRequest,
     Snapshot,
     Void,
@@ -123,6 +124,12 @@ class ReadStore(GenerationsStore, Protocol):
     ) -> tuple[dict[str, int], int]:
         """Each of `player_ids`' 0-based place among the live leaderboard's players active
         since `since` (absent: not ranked, or not active), and how many those are."""
+
+    @abstractmethod
+    async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
+        """The live leaderboard's player count and display-rating sum, and those of its
+        players whose last match is at or after `since` (None: all of them count as active).
+        Read in bounded steps on a large ladder: not one snapshot while the ladder moves."""
 
     @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:

@@ -216,6 +216,18 @@ class Lookup:
     ranked: int
 
 
+@dataclass(frozen=True, slots=True)
+class RatingTotals:
+    """The live leaderboard's display ratings added up (`ReadStore.rating_totals`): how many
+    players are ranked and the sum of their ratings, and the same of those among them active
+    since the read's `since` (every ranked player when no `since` is given)."""
+
+    ranked: int
+    ranked_sum: float
+    active: int
+    active_sum: float
+
+
 class CommitConflict(Exception):
     """The commit was refused: a state changed since it was read, or a match was applied."""
 

@@ -1,8 +1,9 @@
 """Schemathesis hooks of `test_openapi_contract` (loaded by the CLI through ``SCHEMATHESIS_HOOKS``).
 
-Three rules of the read API cannot be stated in JSON Schema, so a request the schema allows may
+Some rules of the read API cannot be stated in JSON Schema, so a request the schema allows may
 break them and is rightly answered 400, as ``openapi.yaml`` documents: a player on two teams
-(``predict``), team sizes that do not add up to the players (``balance``) and a season that has
+(``predict``), team sizes that do not add up to the players (``balance``), parties naming a
+player not in the query or one twice, or that fit in no split (``balance``), and a season that has
 not ended (``leaderboard?season=N``; the test's ladders have had no season start, so every
 season asked for is one). The test's configuration lets those operations answer schema-valid
 data with 400, and the check here keeps that narrow: such a 400 must come with a request that
@@ -19,11 +20,29 @@ import schemathesis
 
 def _player_on_two_teams(case: Any) -> bool:
     everyone = [player for team in case.body["teams"] for player in team]
-    return len(set(everyone)) != len(everyone)
+    return len(set(everyone)) != len(everyone) or _bad_parties(case.body.get("parties"), everyone)
 
 
 def _sizes_not_adding_up(case: Any) -> bool:
-    return sum(case.body["team_sizes"]) != len(case.body["players"])
+    sizes, players, parties = case.body["team_sizes"], case.body["players"], case.body.get("parties")
+    return sum(sizes) != len(players) or _bad_parties(parties, players) or not _fits(parties or [], sizes)
+
+
+def _bad_parties(parties: Any, players: list[str]) -> bool:
+    """Parties naming a player not in the query, or one player twice."""
+    named = [player for party in parties or [] for player in party]
+    return bool(set(named) - set(players)) or len(set(named)) != len(named)
+
+
+def _fits(parties: list[list[str]], sizes: list[int]) -> bool:
+    """Whether every party can sit whole in one team of `sizes` (brute force)."""
+    if not parties:
+        return True
+    first, rest = parties[0], parties[1:]
+    for i, size in enumerate(sizes):
+        if size >= len(first) and _fits(rest, [*sizes[:i], size - len(first), *sizes[i + 1 :]]):
+            return True
+    return False
 
 
 def _season_not_ended(case: Any) -> bool:

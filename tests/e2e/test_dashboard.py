@@ -3,10 +3,13 @@ package, never a browser that Playwright downloads). Screenshots go to ``test-ar
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import stored_players
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -72,6 +75,16 @@ def test_dashboard_shows_leaderboard_charts_feed_and_player_history(rated_worker
         assert page.locator(f"{chart} canvas").count() == 1, chart
     page.locator("#feed li").first.wait_for()
     assert page.locator("#status").inner_text() == "ready"
+    # The inflation panel: the ranked players and their total as stored (TrueSkill's μ − 3σ).
+    page.locator("#inflation-tiles .tile").first.wait_for()
+    tiles = page.locator("#inflation-tiles .tile .value").all_inner_texts()
+    with ThreadPoolExecutor(1) as thread:  # playwright's sync API runs an event loop in this one
+        stored = thread.submit(stored_players, rated_worker.settings.redis_url, rated_worker.ladder).result()
+    total = sum(s.mu - 3 * s.sigma for s in stored.values())
+    assert tiles[0] == str(len(PLAYERS)) and float(tiles[2].replace(",", "")) == pytest.approx(
+        total, abs=0.01
+    )
+    assert page.locator("#chart-inflation canvas").count() == 1
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
 
     first = page.locator("#leaderboard tbody td.player a").first

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
+import random
+import time
+from dataclasses import replace
 
 import pytest
+
+from tests.e2e.e2e_support import counted, scraped
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -105,3 +112,64 @@ def test_consumer_lag_is_exported_per_assigned_partition(web_worker):
 
     expected = {str(p) for p in range(web_worker.settings.partitions)}
     web_worker.wait_until(lambda: lag_partitions() == expected, "a lag series per partition", timeout=30)
+
+
+def test_inflation_metrics_equal_the_stored_states_and_the_events(stream_factory):
+    """An Elo ladder with a rating floor and a 1-day activity rule, on a real broker and Redis:
+    the ranked and active players' count, rating sum and mean on /metrics equal those computed
+    from the states in Redis; the points created and removed equal the sums over the matches
+    of after − before read back from the updates topic (the floor makes them non-zero)."""
+    stream = stream_factory(
+        partitions=1, model="elo", params={"rating_floor": 1480, "leaderboard_active_days": 1}
+    )
+    stream.settings = replace(stream.settings, inflation_interval=0.0)
+    now = time.time()
+    rng = random.Random(4)
+    events = []
+    for i in range(120):
+        recent = i >= 60  # players p6.. only play recently, p0..p5 long ago
+        loser, winner = (
+            (f"p{rng.randrange(6, 9)}", f"p{rng.randrange(9, 12)}")
+            if recent
+            else (f"p{rng.randrange(3)}", f"p{rng.randrange(3, 6)}")
+        )
+        events.append(
+            stream.match(f"m{i}", winner, loser, at=(now - 60 + i * 0.1) if recent else 1_700_000_000 + i)
+        )
+    stream.start_worker()
+    stream.publish(events)
+    updates = [json.loads(r.value) for r in stream.updates(2 * len(events))]
+    states = stream.states()
+    port = stream.web_ports[0]
+    wait_for(lambda: counted(port, stream.ladder) == len(events), "every match counted", 30)
+
+    since = time.time() - 86_400
+    active = [s.mu for s in states.values() if s.last_played >= since]
+    assert len(active) == 6 and len(states) == 12
+    expected = {
+        "ranked_players": len(states),
+        "ranked_rating_sum": math.fsum(s.mu for s in states.values()),
+        "ranked_rating_mean": math.fsum(s.mu for s in states.values()) / len(states),
+        "active_players": len(active),
+        "active_rating_sum": math.fsum(active),
+        "active_rating_mean": math.fsum(active) / len(active),
+    }
+    for name, value in expected.items():
+        assert scraped(port, f'stream_rater_{name}{{ladder="{stream.ladder}"}}') == pytest.approx(
+            value, rel=1e-12
+        )
+
+    per_match: dict[str, float] = {}
+    for event in updates:
+        per_match[event["match_id"]] = (
+            per_match.get(event["match_id"], 0.0) + event["after"]["mu"] - event["before"]["mu"]
+        )
+    created = math.fsum(p for p in per_match.values() if p > 0)
+    removed = -math.fsum(p for p in per_match.values() if p < 0)
+    assert created > 10.0
+    assert counted(port, stream.ladder, "stream_rater_rating_points_created_total") == pytest.approx(
+        created, abs=1e-6
+    )
+    assert counted(port, stream.ladder, "stream_rater_rating_points_removed_total") == pytest.approx(
+        removed, abs=1e-6
+    )

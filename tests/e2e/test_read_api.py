@@ -4,6 +4,7 @@ stored states."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import random
@@ -17,6 +18,7 @@ from scipy.stats import norm
 
 from stream_rater.local.demo import serving
 from stream_rater.rating import TrueSkill
+from stream_rater.store import open_store
 from tests.helpers import FINISHED_AT, cli, duel, stored_players
 
 pytestmark = pytest.mark.e2e
@@ -129,3 +131,86 @@ def test_serve_leaderboard_gives_stored_states_and_sigma_as_of_now(redis_url: st
         low, high = (math.sqrt(state.sigma**2 + gamma2 * (t - state.last_played)) for t in (before, after))
         assert state.sigma < low <= row["sigma_now"] <= high
         assert row["rating_now"] == pytest.approx(state.mu - 3 * row["sigma_now"], abs=1e-12)
+
+
+def test_predict_with_a_party_adds_the_learned_party_effect(redis_url: str, tmp_path: Path):
+    """On a ``party_effects`` ladder replayed into Redis, ``predict --party p0,p1`` adds the
+    stored ``party:2`` effect to that team: its win chance is the closed form with the effect
+    as a member, above the one without the party."""
+    ladder = f"pp-{uuid.uuid4().hex[:10]}"
+    ladders = tmp_path / "ladders.toml"
+    ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\nparty_effects = true\n')
+    rng = random.Random(4)
+    events = []
+    for i in range(80):
+        a, b, c, d = rng.sample([f"p{k}" for k in range(8)], 4)
+        team = [{"id": a, "party": "q"}, {"id": b, "party": "q"}]
+        events.append(
+            {
+                "match_id": f"m{i}",
+                "ladder": ladder,
+                "finished_at": FINISHED_AT + i,
+                "teams": [{"rank": 1, "players": team}, {"rank": 2, "players": [{"id": c}, {"id": d}]}],
+            }
+        )
+    replay_into(redis_url, ladders, events, tmp_path)
+
+    def win_chance(*party: str) -> tuple[float, list]:
+        args = ["predict", "--ladder", ladder, "--store", redis_url, "--json", "p0,p1", "p2,p3"]
+        answer = cli(*args, *party, "--ladders-file", str(ladders))
+        assert answer.returncode == 0, answer.stderr
+        body = json.loads(answer.stdout)
+        return body["teams"][0]["win_probability"], [t["effects"] for t in body["teams"]]
+
+    alone, no_effects = win_chance()
+    together, effects = win_chance("--party", "p0,p1")
+    assert no_effects == [[], []] and effects == [["party:2"], []]
+    states = stored_players(redis_url, ladder)
+    effect = asyncio.run(stored_effects(redis_url, ladder))["party:2"]
+    ts = TrueSkill()
+    members = [states[p] for p in ("p0", "p1", "p2", "p3")] + [effect]
+    c = math.sqrt(sum(s.sigma**2 + ts.tau**2 + ts.beta**2 for s in members))
+    eps = norm.ppf((ts.draw_probability + 1) / 2) * ts.beta * math.sqrt(5)
+    delta = states["p0"].mu + states["p1"].mu + effect.mu - states["p2"].mu - states["p3"].mu
+    assert together == pytest.approx(norm.cdf((delta - eps) / c), abs=1e-12)
+    assert together > alone
+
+
+async def stored_effects(redis_url: str, ladder: str) -> dict:
+    store = open_store(redis_url)
+    try:
+        return await store.players(ladder, effects=True)
+    finally:
+        await store.close()
+
+
+def test_balance_keeps_a_party_on_one_team(redis_url: str, tmp_path: Path):
+    """``balance --party`` puts the party on one team; without it the split is the fairest of
+    all; bad sizes are a one-line usage error."""
+    ladder = f"bl-{uuid.uuid4().hex[:10]}"
+    ladders = tmp_path / "ladders.toml"
+    ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\nparty_effects = true\n')
+    events = [
+        duel(f"m{i}", f"p{i % 2}", f"p{2 + i % 2}", ladder=ladder, at=FINISHED_AT + i) for i in range(20)
+    ]
+    replay_into(redis_url, ladders, events, tmp_path)
+    args = [
+        "balance",
+        "--ladder",
+        ladder,
+        "--store",
+        redis_url,
+        "--sizes",
+        "2,2",
+        "--json",
+        "p0",
+        "p1",
+        "p2",
+        "p3",
+    ]
+    free = json.loads(cli(*args, "--ladders-file", str(ladders), check=True).stdout)
+    assert {"p0", "p1"} not in [set(t) for t in free["teams"]]  # the two winners are split up
+    kept = json.loads(cli(*args, "--party", "p0,p1", "--ladders-file", str(ladders), check=True).stdout)
+    assert {"p0", "p1"} in [set(t) for t in kept["teams"]] and kept["quality"] < free["quality"]
+    bad = cli("balance", "--ladder", ladder, "--store", redis_url, "--sizes", "2,x", "a", "b", "c", "d")
+    assert bad.returncode == 2 and "--sizes" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -348,3 +348,32 @@ async def test_first_rerates_of_two_ladders_give_a_shared_player_two_event_ids()
     shared = [e for e in sent if e["player_id"] == "p1"]
     assert [e["ladder"] for e in shared] == list(names)
     assert len({e["event_id"] for e in shared}) == 2, [e["event_id"] for e in shared]
+
+
+async def test_a_rerate_with_a_rating_floor_equals_a_replay_with_it(store):
+    """A ladder with ``rating_floor``: a void re-rated while the live worker goes on gives the
+    states a replay with the floor gives (the floor binds: without it the replay differs),
+    and no stored state is below the floor."""
+    floored = Ladders([Ladder(NAME, "elo", {"rating_floor": 1480.0})])
+    rng = random.Random(3)
+    entries = []
+    for i in range(300):
+        loser = f"p{rng.randrange(4)}"  # four habitual losers sink to the floor
+        winner = f"p{rng.randrange(4, 12)}"
+        entries.append(
+            (
+                parse_match(duel(f"m{i}", winner, loser, ladder=NAME, at=1_700_000_000 + 60 * i), floored),
+                (0, i),
+            )
+        )
+    live = LiveLog(entries, Processor(floored, store), 0, 25)
+    await live.advance(200)
+    correction = Correction("void", NAME, ("m5",), "", {})
+    await Rerate(store, floored, correction, live, lambda e: send_to([], e), Tuning(catch_up=50)).run()
+    await live.advance(len(entries))
+    kept = [e for e in entries if e[0].match_id != "m5"]
+    stored = await store.players(NAME)
+    same(stored, await replayed(kept, floored))
+    assert min(s.mu for s in stored.values()) == pytest.approx(1480.0)
+    unfloored = await replayed(kept, Ladders([Ladder(NAME, "elo")]))
+    assert min(s.mu for s in unfloored.values()) < 1470.0

@@ -597,3 +597,25 @@ def test_a_bad_prefix_is_one_line_naming_the_variable(prefix):
     """A prefix that could break the key layout, the hash tag or a scan pattern is refused."""
     with pytest.raises(ValueError, match=r"^STREAM_RATER_REDIS_PREFIX=.*letters, digits"):
         open_store("redis://127.0.0.1:1/0", prefix=prefix)
+
+
+@pytest.mark.parametrize("step", [10_000, 1500, 7])
+async def test_rating_totals_add_up_the_leaderboard_and_its_active_players(store, ladder, step, monkeypatch):
+    """The ranked players' count and display-rating sum, and those of the ones active since a
+    time (all of them without one), equal the sums over what was written — in one step of the
+    Redis script or many (`step` entries each, across its chunks of 1000); a player off the
+    leaderboard counts in neither."""
+    monkeypatch.setattr("stream_rater.store.redis.store.TOTALS_STEP", step)
+    players = [(f"p{i:04d}", 1400.0 + (i * 0.37) % 211, 1000.0 + (i * 37) % 200) for i in range(2600)]
+    writes = [write(p, score, 1, 0, score=score, active=last) for p, score, last in players]
+    await store.commit(Commit(ladder, [*writes, write("off", 9999.0, 1, 0)], {"m1": []}))
+    since = 1100.0
+    active = [score for _, score, last in players if last >= since]
+    totals = await store.rating_totals(ladder, since)
+    assert (totals.ranked, totals.active) == (len(players), len(active))
+    assert totals.ranked_sum == pytest.approx(sum(s for _, s, _ in players), rel=1e-12)
+    assert totals.active_sum == pytest.approx(sum(active), rel=1e-12)
+    everyone = await store.rating_totals(ladder, None)
+    assert (everyone.active, everyone.active_sum) == (everyone.ranked, everyone.ranked_sum)
+    empty = await store.rating_totals(f"{ladder}-none", since)
+    assert (empty.ranked, empty.ranked_sum, empty.active, empty.active_sum) == (0, 0.0, 0, 0.0)

@@ -191,6 +191,7 @@ async function refreshLadder(ladder) {
     el("td", { class: "num", text: count(row.games) }),
     el("td", { text: epochDay(row.last_played) }))));
 
+  refreshInflation(ladder).catch((error) => console.warn(error));
   const { edges, counts } = distribution;
   document.getElementById("distribution-note").textContent =
     `${count(distribution.players)} ${distribution.truncated ? "top-rated " : ""}players by leaderboard rating`;
@@ -202,6 +203,40 @@ async function refreshLadder(ladder) {
     axes: [{}, { size: 50 }],
     legend: { show: false },
   }, [centers, counts]);
+}
+
+// The mean display ratings seen on each ladder's panel (sampled at each refresh), and the
+// marks: a season start or a re-rate switch noticed between two samples.
+const inflationSeries = {};
+
+async function refreshInflation(ladder) {
+  const now = await api(`/api/ladders/${encodeURIComponent(ladder)}/inflation`);
+  const seen = inflationSeries[ladder] ??= { t: [], ranked: [], active: [], marks: [], last: null };
+  const t = Date.now() / 1000;
+  if (seen.last && now.season !== seen.last.season) seen.marks.push(`${utcClock(t)} season ${now.season} started`);
+  if (seen.last && now.generation !== seen.last.generation) {
+    seen.marks.push(`${utcClock(t)} re-rated: generation ${now.generation} live`);
+  }
+  seen.last = now;
+  seen.t.push(t);
+  seen.ranked.push(now.ranked.mean);
+  seen.active.push(now.active.mean);
+  document.getElementById("inflation-note").textContent =
+    `season ${now.season} · generation ${now.generation} · totals of ${epochDay(now.computed_at)} ${now.computed_at ? utcClock(now.computed_at) : ""}`;
+  document.getElementById("inflation-tiles").replaceChildren(
+    tile("ranked players", count(now.ranked.players)),
+    tile("ranked mean", num(now.ranked.mean)),
+    tile("ranked total", num(now.ranked.sum)),
+    tile("active players", count(now.active.players)),
+    tile("active mean", num(now.active.mean)),
+    tile("active total", num(now.active.sum)),
+    tile("points created", signed(now.points_created - now.points_removed)),
+  );
+  chart("chart-inflation", "inflation", {
+    ...timeChart([line("ranked mean", BLUE), line("active mean", GREEN)]),
+    scales: { x: { range: timeRange }, y: {} },
+  }, [seen.t, seen.ranked, seen.active]);
+  document.getElementById("inflation-marks").replaceChildren(...seen.marks.slice(-5).map((m) => el("li", { text: m })));
 }
 
 // ---- player view ----------------------------------------------------------------------

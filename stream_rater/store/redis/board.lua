@@ -6,8 +6,8 @@
 -- KEYS: 1 the leaderboard zset, 2 the activity zset (ranked player → last match), both of one
 --       generation of one ladder.
 -- ARGV: 1 one msgpack map (raw strings):
---         mode    'top' or 'places'
---         since   the oldest last match that counts as active
+--         mode    'top', 'places' or 'totals'
+--         since   the oldest last match that counts as active ('totals': absent = everyone)
 --         cursor  where this step starts (0 on the first call)
 --         budget  most entries this step reads
 --         top     ('top') rows still wanted
@@ -20,6 +20,9 @@
 -- counts up), -1 for a player who is not ranked or not active. The first call chooses the
 -- cheaper path: 'walk' down the leaderboard to the deepest asked player, or go through the
 -- 'set' of active players, whichever is fewer entries.
+-- 'totals' returns {next cursor or -1, ranked, sum of their scores, active, sum of theirs} of
+-- places cursor .. cursor + budget - 1 (sums as strings, "%.17g": a Lua number in a reply
+-- would be cut to an integer); the client adds the steps up.
 local args = cmsgpack.unpack(ARGV[1])
 local board, activity, since = KEYS[1], KEYS[2], args.since
 local cursor, budget = args.cursor, args.budget
@@ -60,6 +63,29 @@ if args.mode == 'top' then
   end
   out[1] = start
   return out
+end
+
+if args.mode == 'totals' then
+  local ranked, ranked_sum, active, active_sum = 0, 0, 0, 0
+  local start, stop = cursor, cursor + budget
+  while start < stop do
+    local last = math.min(start + CHUNK, stop) - 1
+    local page = redis.call('ZRANGE', board, start, last, 'WITHSCORES')
+    local members = {}
+    for i = 1, #page, 2 do members[#members + 1] = page[i] end
+    local counts = since and active_of(members)
+    for i = 1, #members do
+      local score = tonumber(page[2 * i])
+      ranked, ranked_sum = ranked + 1, ranked_sum + score
+      if not counts or counts[i] then active, active_sum = active + 1, active_sum + score end
+    end
+    start = start + #members
+    if #members < last - (start - #members) + 1 then
+      start = -1
+      break
+    end
+  end
+  return {start, ranked, string.format('%.17g', ranked_sum), active, string.format('%.17g', active_sum)}
 end
 
 local total = redis.call('ZCOUNT', activity, since, '+inf')

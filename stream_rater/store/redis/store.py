@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
-from stream_rater.store.base import StateStore
+from stream_rater.store.base import RatingTotals, StateStore
 from stream_rater.store.deployment import check_prefix
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
 from stream_rater.store.redis.control import RerateControl
@@ -28,6 +28,7 @@ from stream_rater.store.redis.scripts import (
     COMMIT_SCRIPT,
     CONTROL_SCRIPT,
     READ_SCRIPT,
+    TOTALS_STEP,
     commit_args,
     mode,
     script_args,
@@ -275,7 +276,18 @@ class RedisStore(RerateControl, StateStore):
             counts = [c + n if n >= 0 and c >= 0 else -1 for c, n in zip(counts, step[3:])]
         return {p: c for p, c in zip(ids, counts) if c >= 0}, total
 
-    async def _board(self, ladder: str, **fields: Any) -> list[Any]:
+    async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
+        ranked, ranked_sum, active, active_sum = 0, 0.0, 0, 0.0
+        cursor = 0
+        window = {} if since is None else {"since": since}
+        while cursor >= 0:
+            step = await self._board(ladder, TOTALS_STEP, mode="totals", cursor=cursor, **window)
+            cursor = int(step[0])
+            ranked, ranked_sum = ranked + int(step[1]), ranked_sum + float(step[2])
+            active, active_sum = active + int(step[3]), active_sum + float(step[4])
+        return RatingTotals(ranked, ranked_sum, active, active_sum)
+
+    async def _board(self, ladder: str, budget: int | None = None, **fields: Any) -> list[Any]:
         """One step of the board script on the ladder's live leaderboard (see ``board.lua``):
         the live generation is asked first (one more round trip, so that a switch by another
         process is never missed)."""
@@ -283,7 +295,7 @@ class RedisStore(RerateControl, StateStore):
         self.round_trips += 2
         keys = [self._gen_key(ladder, gen, "lb"), self._gen_key(ladder, gen, "act")]
         reply: list[Any] = await self._board_script(
-            keys=keys, args=[script_args(budget=BOARD_STEP, **fields)]
+            keys=keys, args=[script_args(budget=budget or BOARD_STEP, **fields)]
         )
         return reply
 

@@ -313,3 +313,92 @@ async def test_matches_committed_before_a_failed_season_still_count_as_applied_o
     again = await processor.process(batch)
     assert [r.duplicate for r in again.results] == [False, False, False]
     assert await store.seasons("l") == ["s2"]
+
+
+def team_match(match_id: str, first: list[dict[str, Any]], second: list[dict[str, Any]]) -> dict[str, Any]:
+    """A two-team match on ladder ``l``, the first team winning."""
+    return {
+        "match_id": match_id,
+        "ladder": "l",
+        "finished_at": T0,
+        "teams": [{"rank": 1, "players": first}, {"rank": 2, "players": second}],
+    }
+
+
+def test_party_effects_name_each_distinct_party_size_of_a_team():
+    """``party_effects``: a team's parties of two or more become ``party:<size>``, one per
+    distinct size, after the team's own effects; off, the match is unchanged."""
+    table = ladders("trueskill", party_effects=True)
+    players = [{"id": "a", "party": "x"}, {"id": "b", "party": "x"}, {"id": "c", "party": "y"}]
+    players += [{"id": "d", "party": "z"}, {"id": "e", "party": "z"}, {"id": "f", "party": "z"}]
+    event = team_match("m1", players, [{"id": "g", "party": "x"}, {"id": "h"}])
+    event["teams"][0]["effects"] = ["home"]
+    parsed = parse_match(event, table)
+    seen = table["l"].rules.with_parties(parsed)
+    assert [t.effects for t in seen.teams] == [("home", "party:2", "party:3"), ()]
+    assert ladders("trueskill").get("l").rules.with_parties(parsed) is parsed
+    with pytest.raises(RuleError, match="party_effects"):
+        Rules(party_effects=1)  # type: ignore[arg-type]
+
+
+def test_party_effects_need_a_model_with_effects():
+    """A ladder whose model learns no effects (SPH Elo) refuses ``party_effects``."""
+    with pytest.raises(LadderConfigError, match="party_effects: model 'sph-elo' does not support effects"):
+        load_ladders(
+            None, {"STREAM_RATER_LADDER_MW4": "sph-elo", "STREAM_RATER_LADDER_MW4__PARTY_EFFECTS": "true"}
+        )
+
+
+@pytest.mark.parametrize("model", ["trueskill", "elo", "glicko2"])
+async def test_a_party_effect_is_learned_and_stream_equals_replay(model):
+    """A pair that queued together and keeps winning: the ladder learns ``party:2`` as an
+    effect (positive, never on the leaderboard), identically in batches of 1 and of 1000."""
+    table = ladders(model, party_effects=True)
+    rng = random.Random(5)
+    events = []
+    for i in range(60):
+        a, b, c, d = rng.sample("abcdefgh", 4)
+        events.append(
+            team_match(f"m{i}", [{"id": a, "party": "p"}, {"id": b, "party": "p"}], [{"id": c}, {"id": d}])
+        )
+    one, _ = await run(table, events, batch_size=1)
+    many, _ = await run(table, events)
+    effects = await many.players("l", effects=True)
+    assert list(effects) == ["party:2"] and effects["party:2"].mu > 0
+
+    def values(states):
+        return {k: (s.mu, s.sigma, s.games) for k, s in states.items()}
+
+    assert values(effects) == values(await one.players("l", effects=True))
+    assert values(await many.players("l")) == values(await one.players("l"))
+    assert "party:2" not in dict(await many.leaderboard("l", 100))
+
+
+@pytest.mark.parametrize(("model", "floor"), [("elo", 1490.0), ("trueskill", 2.0), ("glicko", 1450.0)])
+async def test_no_state_goes_below_the_rating_floor(model, floor):
+    """``rating_floor``: a player who loses every match stops at the floor (display rating
+    equal to it, never below), in events and stored states; without the floor they sink below
+    it, and the floor leaves them above where they would have been (points created)."""
+    events = [match(f"m{i}", "w", "loser") for i in range(40)]
+    table = ladders(model, rating_floor=floor)
+    store, results = await run(table, events)
+    display = table["l"].rating_model.display
+    ratings = [e["rating"] for r in results for e in r.events if e["player_id"] == "loser"]
+    assert min(ratings) == pytest.approx(floor) and all(r >= floor - 1e-9 for r in ratings)
+    stored = (await store.players("l"))["loser"]
+    assert display(Rating(stored.mu, stored.sigma)) >= floor - 1e-9
+    plain, unfloored = await run(ladders(model), events)
+    assert min(e["rating"] for r in unfloored for e in r.events if e["player_id"] == "loser") < floor - 1.0
+    assert (await plain.players("l"))["loser"].mu < stored.mu
+
+
+async def test_a_season_reset_respects_the_rating_floor():
+    """A season's soft reset that grows σ would push μ − kσ under the floor: it stops there."""
+    table = ladders("trueskill", rating_floor=0.0, season_sigma=8.0)
+    store, _ = await run(table, [match(f"m{i}", "a", "b") for i in range(20)] + [season("s1")])
+    for state in (await store.players("l")).values():
+        assert state.mu - 3 * state.sigma >= -1e-9
+    unfloored, _ = await run(
+        ladders("trueskill", season_sigma=8.0), [match(f"m{i}", "a", "b") for i in range(20)] + [season("s1")]
+    )
+    assert min(s.mu - 3 * s.sigma for s in (await unfloored.players("l")).values()) < -1.0

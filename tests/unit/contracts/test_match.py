@@ -116,6 +116,27 @@ def test_effects_are_kept_on_a_ladder_that_supports_them() -> None:
     assert parse_match(event, LADDERS).teams[0].effects == ("home", "map-a")
 
 
+def test_a_party_id_is_kept_and_written_back() -> None:
+    """A player's ``party`` is parsed (null = absent) and `to_dict` writes it back."""
+    match = parse_match(with_player(party="g1"), LADDERS)
+    assert match.teams[1].players[0] == Player("p2", party="g1")
+    assert parse_match(match.to_dict(), LADDERS) == match
+    assert parse_match(with_player(party=None), LADDERS) == parse_match(one_v_one(), LADDERS)
+
+
+@pytest.mark.parametrize(
+    ("party", "message"),
+    [
+        (7, "teams[1].players[0].party: must be a string, got integer"),
+        ("", "teams[1].players[0].party: must not be empty"),
+        ("g" * 129, "teams[1].players[0].party: is 129 characters, limit 128"),
+    ],
+)
+def test_a_bad_party_id_is_rejected_with_its_path(party: Any, message: str) -> None:
+    """A party id is a non-empty string within the id length limit."""
+    assert rejection(with_player(party=party)) == message
+
+
 def test_unrated_player_needs_no_score_on_a_scores_ladder() -> None:
     """On a ladder whose model needs scores, an unrated player may omit score and seconds_played."""
     match = parse_match(

@@ -188,3 +188,30 @@ def test_two_team_rankings_fold_the_draw_by_the_side_the_performances_fell():
         answer.win_probabilities[1] + answer.draw_probability - in_band_better, abs=0.004
     )
     assert ranked[(0, 1)] - answer.win_probabilities[0] > 0.01  # the fold is not nothing
+
+
+def test_balance_keeps_parties_together_and_counts_their_effect():
+    """A pair that queued together stays on one team, exhaustively and in the heuristic; with
+    a party effect the best split is the brute-force best over the splits that keep the pair,
+    scored with the effect as an extra member of the pair's team."""
+    rng = np.random.default_rng(8)
+    pool = [Rating(float(m), 2.0) for m in rng.normal(25, 6, 6)]
+    effect = Rating(6.0, 1.0)
+    found = balance(TS, pool, [3, 3], parties=[[0, 5]], party_effect=lambda n: effect)
+    assert any({0, 5} <= set(team) for team in found.teams)
+    best = max(
+        TS.quality([[pool[i] for i in team] + [effect], [pool[i] for i in range(6) if i not in team]])
+        for team in itertools.combinations(range(6), 3)
+        if {0, 5} <= set(team)
+    )
+    assert found.quality == pytest.approx(best, rel=1e-12)
+    big = [Rating(float(m), 2.0) for m in rng.normal(25, 8, 16)]
+    heuristic = balance(TS, big, [4, 4, 4, 4], budget=0.3, parties=[[0, 1, 2], [3, 4]])
+    assert not heuristic.exhaustive
+    assert any({0, 1, 2} <= set(t) for t in heuristic.teams) and any(
+        {3, 4} <= set(t) for t in heuristic.teams
+    )
+    with pytest.raises(ValueError, match="parties: a party of 3 fits in no team"):
+        balance(TS, pool[:4], [2, 2], parties=[[0, 1, 2]])
+    with pytest.raises(ValueError, match="parties: they fit in no split"):
+        balance(TS, pool, [3, 3], parties=[[0, 1], [2, 3], [4, 5]])

@@ -15,8 +15,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from scipy.stats import norm
 
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import parse_match
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
+from stream_rater.rating.base import Rating
+from stream_rater.rating.predict import predict
 from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.values import Generations
@@ -316,3 +319,41 @@ async def test_a_shadow_is_read_side_by_side_with_its_ladder_and_an_unknown_one_
         assert response.status == 404 and "duel~nope" in (await response.json())["error"]
     finally:
         await client.close()
+
+
+async def test_predict_and_balance_take_parties_on_a_party_effects_ladder():
+    """On a ladder with ``party_effects``: predict adds the learned ``party:2`` to the team of
+    a pair (named per team, and its win probability equals `predict` with the effect as a
+    member), and balance keeps the pair together; parties naming strangers are refused."""
+    ladders = Ladders([Ladder("party", "trueskill", {"party_effects": True})])
+    store = MemoryStore()
+    teams = [[{"id": "a", "party": "q"}, {"id": "b", "party": "q"}], [{"id": "c"}, {"id": "d"}]]
+    event = {
+        "match_id": "m1",
+        "ladder": "party",
+        "finished_at": NOW,
+        "teams": [{"rank": 1, "players": teams[0]}, {"rank": 2, "players": teams[1]}],
+    }
+    await Processor(ladders, store).process([parse_match(event, ladders)])
+    effect = (await store.players("party", effects=True))["party:2"]
+    assert effect.mu > 0
+    application = serve_app(Queries(store, ladders), store)
+    async with TestClient(TestServer(application)) as client:
+        body = {"teams": [["c", "a"], ["b", "d"]], "parties": [["a", "b"]]}
+        status, split = await post(client, "/api/ladders/party/predict", body)
+        assert status == 200 and [t["effects"] for t in split["teams"]] == [[], []]
+        body = {"teams": [["a", "b"], ["c", "d"]], "parties": [["a", "b"]]}
+        status, together = await post(client, "/api/ladders/party/predict", body)
+        assert status == 200 and [t["effects"] for t in together["teams"]] == [["party:2"], []]
+        states = await store.players("party")
+        rated = [[Rating(states[p].mu, states[p].sigma) for p in team] for team in body["teams"]]
+        expected = predict(
+            ladders["party"].rating_model, [rated[0] + [Rating(effect.mu, effect.sigma)], rated[1]]
+        )
+        assert [t["win_probability"] for t in together["teams"]] == pytest.approx(expected.win_probabilities)
+        body = {"players": ["a", "b", "c", "d"], "team_sizes": [2, 2], "parties": [["a", "c"]]}
+        status, balanced = await post(client, "/api/ladders/party/balance", body)
+        assert status == 200 and {"a", "c"} in [set(t) for t in balanced["teams"]]
+        body["parties"] = [["a", "zed"]]
+        status, refused = await post(client, "/api/ladders/party/balance", body)
+        assert (status, refused["error"]) == (400, "parties[0]: 'zed' is not one of the players")
