@@ -14,6 +14,7 @@ from stream_rater.config.rules import Rules
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
 from stream_rater.rating.base import Outcome, Rating, RatingModel
+from stream_rater.rating.predict import as_read, expected
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
 
 #: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
@@ -94,6 +95,8 @@ class _Changes:
     history: dict[str, list[Event]] = field(default_factory=dict)
     leaderboard: dict[str, float | None] = field(default_factory=dict)
     results: list[MatchResult] = field(default_factory=list)
+    #: Match id → ``[player id, team rank]`` of its rated players (`Commit.placings`).
+    placings: dict[str, list[list[Any]]] = field(default_factory=dict)
     #: The id of the season-start record the batch applies, if any.
     season: str | None = None
 
@@ -160,8 +163,12 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     outcome = _outcome(s, match, elapsed, plain)
     if s.observe is not None:
         s.observe(match, teams, outcome)
-    events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome))
+    expectation = expected(s.model, as_read(s.model, teams, elapsed))
+    events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome), expectation)
     changes.apply(match_id, events, s.generation)
+    changes.placings[match_id] = [
+        [p.id, rank] for team, rank in zip(match.teams, outcome.ranks) for p in team.players if p.rated
+    ]
     return MatchResult.applied(match, events)
 
 
@@ -223,10 +230,12 @@ def _events(
     match: MatchFinished,
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
+    expectation: list[dict[str, float]],
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
     ratings) into `changes`, with the players' leaderboard scores and history; returns their
-    rating-changed events. `NonFiniteRating` if a posterior rating is NaN or infinite."""
+    rating-changed events, each with its team's `expectation`. `NonFiniteRating` if a
+    posterior rating is NaN or infinite."""
     model, ladder_name, processed_at = s.model, s.ladder.name, s.processed_at
     display, model_name, provisional, qualifies = model.display, model.name, s.provisional, s.qualifies
     stored_players, new_player = s.snapshot.players, s.new_player
@@ -240,7 +249,7 @@ def _events(
                 )
     finished_at = _timestamp(at)
     events: list[Event] = []
-    for team, prior, team_post in zip(match.teams, priors, posterior):
+    for team, prior, team_post, team_expected in zip(match.teams, priors, posterior, expectation):
         for player, before, new in zip(team.players, prior, team_post):
             if not player.rated:
                 continue
@@ -261,6 +270,7 @@ def _events(
                 processed_at=processed_at,
                 late=before.last_played is not None and at < before.last_played,  # see `is_late`
                 provisional=None if provisional is None else provisional(after.games, after.sigma),
+                expected=dict(team_expected),
             )
             events.append(event)
             entries = history.get(pid)
@@ -357,4 +367,5 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         generation=s.generation,
         season=changes.season,
         read_at=(s.snapshot.generation, s.snapshot.watermark),
+        placings=changes.placings,
     )

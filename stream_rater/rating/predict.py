@@ -10,6 +10,11 @@ split of a pool into teams is fairest. Pure: models and `Rating`s in, numbers ou
 - **Elo-family models** (Elo, SPH Elo, Plackett-Luce, Thurstonian, duelling Elo) have no draw
   outcome to predict: a draw is a result they score as half a win. Their draw probability is
   0 for two teams, and the two win probabilities sum to 1.
+- **Expected outcome** of a match, per team (`expected`, carried by rating-changed events):
+  for two teams the team's win probability and the draw probability, as `predict` gives them;
+  for more, the probability of finishing ahead of each other team (`predict` of the pair
+  alone, as `evaluate` scores pairs) averaged over the others, and the expected rank
+  ``1 + Σ P(another team finishes ahead)`` (1 = first; a draw shares the better rank).
 - **Match quality**: TrueSkill's is the paper's eq. (7) (`TrueSkill.quality`). For the other
   models it is the normalised entropy of the first-place distribution,
   ``−Σ p log p / log n`` — 1 when every team is equally likely to win, towards 0 as one
@@ -60,6 +65,34 @@ def predict(model: RatingModel, teams: Teams) -> Prediction:
     eps = model.draw_margin(len(teams[0]) + len(teams[1]))
     wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
     return Prediction(wins, max(0.0, 1.0 - wins[0] - wins[1]), model.quality(teams))
+
+
+def as_read(model: RatingModel, teams: Teams, elapsed: Sequence[Sequence[float | None]] | None) -> Teams:
+    """`teams` as a read at the match's time sees them: each rating `RatingModel.as_of` its
+    idle time in `elapsed` (None: no previous match, or no idle time known)."""
+    if elapsed is None:
+        return teams
+    return [
+        [r if gap is None else model.as_of(r, gap) for r, gap in zip(team, gaps)]
+        for team, gaps in zip(teams, elapsed)
+    ]
+
+
+def expected(model: RatingModel, teams: Teams) -> list[dict[str, float]]:
+    """Per team, what `predict` expected of it: ``{"win", "draw"}`` for two teams,
+    ``{"ahead", "rank"}`` for more (see the module docstring)."""
+    if len(teams) == 2:
+        answer = predict(model, teams)
+        draw = answer.draw_probability or 0.0
+        return [{"win": p, "draw": draw} for p in answer.win_probabilities]
+    n = len(teams)
+    ahead = [[0.0] * n for _ in range(n)]  # ahead[i][j]: P(team i finishes ahead of team j)
+    for i, j in itertools.combinations(range(n), 2):
+        ahead[i][j], ahead[j][i] = predict(model, [teams[i], teams[j]]).win_probabilities
+    return [
+        {"ahead": math.fsum(row) / (n - 1), "rank": 1.0 + math.fsum(ahead[j][i] for j in range(n))}
+        for i, row in enumerate(ahead)
+    ]
 
 
 def ranking_probabilities(model: RatingModel, teams: Teams, seed: int = 0) -> dict[tuple[int, ...], float]:

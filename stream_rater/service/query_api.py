@@ -8,6 +8,8 @@
                                         probabilities, match quality
 ``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
                                         fairest split
+``GET /api/ladders/{ladder}/matches/{match_id}``  why each player's rating moved in that match
+                                        (`stream_rater.explain`); 404 for an unknown match
 
 Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder, 413 says the
 player limit; never a traceback.
@@ -23,7 +25,9 @@ from typing import Any
 
 from aiohttp import web
 
-from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError
+from stream_rater.config.settings import Settings
+from stream_rater.explain import explain_match
+from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError, ladder_of
 from stream_rater.store import ReadStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -31,8 +35,11 @@ OPENAPI = Path(__file__).with_name("openapi.yaml")
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> list[web.RouteDef]:
-    """The read API's routes over `queries`; `clock` is "now" for time-aware reads."""
+def query_routes(
+    queries: Queries, clock: Callable[[], float] = time.time, history_limit: int = Settings.history_limit
+) -> list[web.RouteDef]:
+    """The read API's routes over `queries`; `clock` is "now" for time-aware reads;
+    `history_limit` the events of a player's history a match is looked for in."""
 
     def answering(ask: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]) -> Handler:
         async def handle(request: web.Request) -> web.Response:
@@ -59,8 +66,17 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         except QueryError as exc:
             return web.json_response({"error": str(exc)}, status=exc.status)
 
+    async def explain(request: web.Request) -> web.Response:
+        try:
+            ladder = ladder_of(queries.ladders, request.match_info["ladder"])
+            answer = await explain_match(queries.store, ladder, request.match_info["match_id"], history_limit)
+        except QueryError as exc:
+            return web.json_response({"error": str(exc)}, status=exc.status)
+        return web.json_response(answer)
+
     return [
         web.get("/api/ladders/{ladder}/leaderboard", leaderboard),
+        web.get("/api/ladders/{ladder}/matches/{match_id}", explain),
         web.post(
             "/api/ladders/{ladder}/players",
             answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock())),
@@ -85,7 +101,9 @@ async def _openapi(request: web.Request) -> web.FileResponse:
     return web.FileResponse(OPENAPI)
 
 
-def serve_app(queries: Queries, store: ReadStore) -> web.Application:
+def serve_app(
+    queries: Queries, store: ReadStore, history_limit: int = Settings.history_limit
+) -> web.Application:
     """The read-only server of ``stream-rater serve``: the read API plus health endpoints."""
 
     async def healthz(request: web.Request) -> web.Response:
@@ -97,5 +115,6 @@ def serve_app(queries: Queries, store: ReadStore) -> web.Application:
         return web.json_response({"ready": False, "reason": "the store does not answer PING"}, status=503)
 
     application = web.Application()
-    application.add_routes([*query_routes(queries), web.get("/healthz", healthz), web.get("/readyz", readyz)])
+    routes = query_routes(queries, history_limit=history_limit)
+    application.add_routes([*routes, web.get("/healthz", healthz), web.get("/readyz", readyz)])
     return application

@@ -17,6 +17,7 @@ dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
                                                        and as of now), games — the read API's
 ``GET /api/ladders/{ladder}/distribution?bins=``       histogram of display ratings
 ``GET /api/ladders/{ladder}/players/{player}?limit=``  state and rating history, newest first
+``GET /api/ladders/{ladder}/matches/{match_id}``       why each player's rating moved (read API)
 =====================================================  ==========================================
 
 faust's own web stack always mounts a view at ``/`` (its "production index" when web stats
@@ -236,7 +237,10 @@ class Dashboard:
                 web.get("/api/ladders", self.ladder_list),
                 web.get("/api/ladders/{ladder}/distribution", self.distribution),
                 web.get("/api/ladders/{ladder}/players/{player}", self.player),
-                *query_routes(Queries(self.store, self.ladders, self.settings.max_query_players)),
+                *query_routes(
+                    Queries(self.store, self.ladders, self.settings.max_query_players),
+                    history_limit=self.settings.history_limit,
+                ),
                 web.static("/static", STATIC_DIR),
             ]
         )

@@ -35,6 +35,7 @@ class _Generation:
     #: Season-start record id → the leaderboard as the season it ended left it.
     seasons: dict[str, dict[str, float]] = field(default_factory=dict)
     history: dict[str, deque[Event]] = field(default_factory=dict)
+    placings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     params: dict[str, Any] | None = None
@@ -131,6 +132,7 @@ class MemoryStore(StateStore):
             if match_id in gen.applied:
                 gen.applied[match_id] = []
         gen.applied.update(commit.markers)
+        gen.placings.update((m, [(p, r) for p, r in rows]) for m, rows in commit.placings.items())
         gen.watermark += len(commit.markers)
         for partition, offset in commit.positions.items():
             gen.positions[partition] = max(offset, gen.positions.get(partition, 0))
@@ -181,6 +183,10 @@ class MemoryStore(StateStore):
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
+
+    async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
+        gen = self._generation(ladder, None)
+        return list(gen.placings.get(match_id, ())) if match_id in gen.applied else None
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         self.round_trips += 1

@@ -200,6 +200,9 @@ class Commit:
     #: is kept as the final one of the season that ends (`StateStore.leaderboard` ``season``).
     season: str | None = None
     read_at: tuple[int, int] | None = None
+    #: Match id → ``[player id, team rank]`` of each rated player of that newly applied match:
+    #: kept in its marker, so that a match's events can be found (`ReadStore.placings`).
+    placings: Mapping[str, list[list[Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.writes and not self.markers:

@@ -574,3 +574,19 @@ def test_a_bad_prefix_is_one_line_naming_the_variable(prefix):
     """A prefix that could break the key layout, the hash tag or a scan pattern is refused."""
     with pytest.raises(ValueError, match=r"^STREAM_RATER_REDIS_PREFIX=.*letters, digits"):
         open_store("redis://127.0.0.1:1/0", prefix=prefix)
+
+
+async def test_a_markers_placings_are_the_index_by_match(store, ladder):
+    """A commit's placings are kept in its markers and read back by match id: None for a
+    match never applied, empty for a marker without them."""
+    await store.commit(
+        Commit(
+            ladder,
+            [write("a", 27.0, 1, 0), write("b", 23.0, 1, 0)],
+            {"m1": [{"event_id": "m1:a"}], "m2": []},
+            placings={"m1": [["a", 0], ["b", 1]]},
+        )
+    )
+    assert await store.placings(ladder, "m1") == [("a", 0), ("b", 1)]
+    assert await store.placings(ladder, "m2") == []
+    assert await store.placings(ladder, "m3") is None

@@ -33,7 +33,9 @@
 --                          (nil for writes not ranked)
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to the last key first and the id appended to the seasons list
---         marker_ids       the matches applied: each gets a marker
+--         marker_ids       the matches applied: each gets a marker, whose value is
+--         placings         per match, its rated players' [player id, team rank] (packed), or
+--                          '' (a match without rated players' events): the index by match
 --         unproduced_at    the matches among them with events, as indices into marker_ids, and
 --         unproduced       their events, each match's as one msgpack array, kept until produced
 --         produced         match ids of earlier commits whose events are with the broker:
@@ -173,7 +175,7 @@ local function commit(o, args)
   local marked = {'', HASH_TABLE}
   for m = 1, #marker_ids do
     marked[2 * m + 1] = marker_ids[m]
-    marked[2 * m + 2] = ''
+    marked[2 * m + 2] = args.placings[m]
   end
   chunked('HSET', MARKERS, marked)
   local kept = {}

@@ -19,7 +19,9 @@ A ladder's ratings live in a *generation* (see `StateStore`); generation 0's key
   rank only recently active players)
 - ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
   leaderboard as the season that record ended left it
-- ``mk``      hash  match id → empty string: the "match applied" markers
+- ``mk``      hash  match id → the "match applied" markers: msgpack ``[[player id, team rank],
+  …]`` of the match's rated players (the index by match: `ReadStore.placings`), or an empty
+  string (a match with no rated players' events, or a marker written before the index)
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
   event in the stored form of `stored_events` (a compact array)

@@ -80,6 +80,7 @@ def commit_args(
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         marker_ids=marker_ids,
+        placings=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in marker_ids],
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
         unproduced=[
             PACKER.pack_array_header(len(events)) + b"".join(packed[id(e)] for e in events)

@@ -278,6 +278,14 @@ class RedisStore(RerateControl, StateStore):
         )
         return [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
 
+    async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
+        [raw] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.hget(self._gen_key(ladder, gen, "mk"), match_id)
+        )
+        if raw is None:
+            return None
+        return [(p, r) for p, r in msgpack.unpackb(raw, raw=False)] if raw else []
+
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         ids = list(player_ids)
 

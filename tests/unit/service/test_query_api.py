@@ -152,7 +152,8 @@ async def test_the_openapi_file_documents_every_query_route(client):
     """The shipped OpenAPI document names each route and is served at /api/openapi.yaml."""
     spec = yaml.safe_load(OPENAPI.read_text())
     assert set(spec["paths"]) == {
-        f"/api/ladders/{{ladder}}/{name}" for name in ("players", "leaderboard", "predict", "balance")
+        f"/api/ladders/{{ladder}}/{name}"
+        for name in ("players", "leaderboard", "predict", "balance", "matches/{match_id}")
     }
     response = await client.get("/api/openapi.yaml")
     assert response.status == 200 and yaml.safe_load(await response.text()) == spec
@@ -248,3 +249,20 @@ async def test_leaderboard_of_an_elo_ladder_has_no_sigma(client):
         (r["player_id"], r["sigma"], r["sigma_now"], r["rating_now"] == r["rating"] == r["mu"])
         for r in body["rows"]
     ] == [("ann", None, None, True), ("bob", None, None, True)]
+
+
+async def test_a_match_is_explained_and_an_unknown_one_is_a_404(client):
+    """``GET …/matches/{id}``: the match's players with expected and actual; 404 naming an
+    unknown match or ladder."""
+    response = await client.get("/api/ladders/default/matches/m2")
+    answer = await response.json()
+    assert response.status == 200 and answer["match_id"] == "m2"
+    assert [(p["player_id"], p["actual"]["result"]) for p in answer["players"]] == [
+        ("ann", "win"),
+        ("cat", "loss"),
+    ]
+    assert answer["players"][0]["expected"]["win"] > answer["players"][1]["expected"]["win"]
+    response = await client.get("/api/ladders/default/matches/nope")
+    assert response.status == 404 and "no match 'nope'" in (await response.json())["error"]
+    response = await client.get("/api/ladders/nowhere/matches/m1")
+    assert response.status == 404
