@@ -53,18 +53,26 @@ class Prediction:
 
 def predict(model: RatingModel, teams: Teams) -> Prediction:
     """Win probabilities, the draw probability (two teams) and the match quality of `teams`."""
+    wins, draw = probabilities(model, teams)
+    if not isinstance(model, TrueSkill):
+        return Prediction(wins, draw, evenness(wins))
+    return Prediction(wins, draw, model.quality(teams))
+
+
+def probabilities(model: RatingModel, teams: Teams) -> tuple[list[float], float | None]:
+    """`predict`'s win probabilities and draw probability without the match quality (which
+    costs a TrueSkill 1v1 some 11 µs of the 13): what the processor asks of every match."""
     if len(teams) < 2 or not all(teams):
         raise ValueError("a match needs at least two teams, each with a player")
     if not isinstance(model, TrueSkill):
-        wins = list(model.win_probabilities(teams))
-        return Prediction(wins, 0.0 if len(teams) == 2 else None, evenness(wins))
+        return list(model.win_probabilities(teams)), 0.0 if len(teams) == 2 else None
     if len(teams) != 2:
-        return Prediction(model.win_probabilities(teams), None, model.quality(teams))
+        return model.win_probabilities(teams), None
     delta = math.fsum(r.mu for r in teams[0]) - math.fsum(r.mu for r in teams[1])
     c = math.sqrt(math.fsum(v for row in model.performance_variances(teams) for v in row))
     eps = model.draw_margin(len(teams[0]) + len(teams[1]))
     wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
-    return Prediction(wins, max(0.0, 1.0 - wins[0] - wins[1]), model.quality(teams))
+    return wins, max(0.0, 1.0 - wins[0] - wins[1])
 
 
 def as_read(model: RatingModel, teams: Teams, elapsed: Sequence[Sequence[float | None]] | None) -> Teams:
@@ -82,13 +90,12 @@ def expected(model: RatingModel, teams: Teams) -> list[dict[str, float]]:
     """Per team, what `predict` expected of it: ``{"win", "draw"}`` for two teams,
     ``{"ahead", "rank"}`` for more (see the module docstring)."""
     if len(teams) == 2:
-        answer = predict(model, teams)
-        draw = answer.draw_probability or 0.0
-        return [{"win": p, "draw": draw} for p in answer.win_probabilities]
+        wins, draw = probabilities(model, teams)
+        return [{"win": p, "draw": draw or 0.0} for p in wins]
     n = len(teams)
     ahead = [[0.0] * n for _ in range(n)]  # ahead[i][j]: P(team i finishes ahead of team j)
     for i, j in itertools.combinations(range(n), 2):
-        ahead[i][j], ahead[j][i] = predict(model, [teams[i], teams[j]]).win_probabilities
+        ahead[i][j], ahead[j][i] = probabilities(model, [teams[i], teams[j]])[0]
     return [
         {"ahead": math.fsum(row) / (n - 1), "rank": 1.0 + math.fsum(ahead[j][i] for j in range(n))}
         for i, row in enumerate(ahead)
