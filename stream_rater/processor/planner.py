@@ -12,9 +12,11 @@ from typing import Any
 from stream_rater.config.ladders import Ladder
 from stream_rater.config.rules import Rules
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
+from stream_rater.processor.quality import LIVE, increments, record
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.rating.predict import as_read, expected
+from stream_rater.rating.scoring import predicts_draws, score_match
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
 
 #: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
@@ -51,6 +53,8 @@ class _Setting:
     provisional: Callable[[int, float | None], bool] | None
     new_player: PlayerState
     new_effect: PlayerState
+    #: Whether the model predicts draws (`rating.scoring.predicts_draws`).
+    draws: bool
     #: Match ids an operator voided (`Snapshot.voided`).
     voided: Collection[str]
 
@@ -79,6 +83,7 @@ class _Setting:
             provisional=rules.provisional if rules.marks_provisional else None,
             new_player=PlayerState(initial.mu, initial.sigma, extra=initial.extra),
             new_effect=PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra),
+            draws=predicts_draws(model),
             voided=snapshot.voided,
         )
 
@@ -97,6 +102,8 @@ class _Changes:
     results: list[MatchResult] = field(default_factory=list)
     #: Match id → ``[player id, team rank]`` of its rated players (`Commit.placings`).
     placings: dict[str, list[list[Any]]] = field(default_factory=dict)
+    #: The newly applied matches' prediction scores, in order (`processor.quality.record`).
+    scores: list[list[Any]] = field(default_factory=list)
     #: The id of the season-start record the batch applies, if any.
     season: str | None = None
 
@@ -163,7 +170,9 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     outcome = _outcome(s, match, elapsed, plain)
     if s.observe is not None:
         s.observe(match, teams, outcome)
-    expectation = expected(s.model, as_read(s.model, teams, elapsed))
+    read = as_read(s.model, teams, elapsed)
+    expectation = expected(s.model, read)
+    changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks)))
     events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome), expectation)
     changes.apply(match_id, events, s.generation)
     changes.placings[match_id] = [
@@ -368,4 +377,5 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         season=changes.season,
         read_at=(s.snapshot.generation, s.snapshot.watermark),
         placings=changes.placings,
+        quality={LIVE: (increments(changes.scores), changes.scores)} if changes.scores else {},
     )

@@ -8,6 +8,8 @@
                                         probabilities, match quality
 ``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
                                         fairest split
+``GET /api/ladders/{ladder}/quality?last=N&scorer=live``  the ladder's live prediction quality,
+                                        cumulative and over its last N matches (`processor.quality`)
 ``GET /api/ladders/{ladder}/matches/{match_id}``  why each player's rating moved in that match
                                         (`stream_rater.explain`); 404 for an unknown match
 
@@ -19,14 +21,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from stream_rater.config.ladders import Ladder
 from stream_rater.config.settings import Settings
 from stream_rater.explain import explain_match
+from stream_rater.processor import quality
 from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError, ladder_of
 from stream_rater.store import ReadStore
 
@@ -66,17 +70,9 @@ def query_routes(
         except QueryError as exc:
             return web.json_response({"error": str(exc)}, status=exc.status)
 
-    async def explain(request: web.Request) -> web.Response:
-        try:
-            ladder = ladder_of(queries.ladders, request.match_info["ladder"])
-            answer = await explain_match(queries.store, ladder, request.match_info["match_id"], history_limit)
-        except QueryError as exc:
-            return web.json_response({"error": str(exc)}, status=exc.status)
-        return web.json_response(answer)
-
     return [
         web.get("/api/ladders/{ladder}/leaderboard", leaderboard),
-        web.get("/api/ladders/{ladder}/matches/{match_id}", explain),
+        *_judging_routes(queries, history_limit),
         web.post(
             "/api/ladders/{ladder}/players",
             answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock())),
@@ -95,6 +91,61 @@ def query_routes(
         ),
         web.get("/api/openapi.yaml", _openapi),
     ]
+
+
+def _judging_routes(queries: Queries, history_limit: int) -> list[web.RouteDef]:
+    """The routes that judge ratings: a ladder's live prediction quality, a match explained."""
+    store = queries.store
+    return [
+        web.get(
+            "/api/ladders/{ladder}/quality",
+            _of_ladder(queries, lambda ladder, r: quality_of(store, ladder.name, r.query)),
+        ),
+        web.get(
+            "/api/ladders/{ladder}/matches/{match_id}",
+            _of_ladder(
+                queries,
+                lambda ladder, r: explain_match(store, ladder, r.match_info["match_id"], history_limit),
+            ),
+        ),
+    ]
+
+
+def _of_ladder(queries: Queries, ask: Callable[[Ladder, web.Request], Awaitable[dict[str, Any]]]) -> Handler:
+    """A GET handler answering `ask` of the request's configured ladder (404 if unknown; a
+    `QueryError` answered with its status)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            answer = await ask(ladder_of(queries.ladders, request.match_info["ladder"]), request)
+        except QueryError as exc:
+            return web.json_response({"error": str(exc)}, status=exc.status)
+        return web.json_response(answer)
+
+    return handle
+
+
+async def quality_of(store: ReadStore, ladder: str, query: Mapping[str, str]) -> dict[str, Any]:
+    """The answer of ``…/quality``: `offline.evaluate`'s figures of `ladder`'s scorer
+    (``scorer``, default ``live``), cumulative and over the ``last`` N matches (1 to
+    `quality.WINDOW`; absent: not asked)."""
+    scorer = query.get("scorer", quality.LIVE)
+    raw = query.get("last")
+    last = 0
+    if raw is not None:
+        try:
+            last = int(raw)
+        except ValueError:
+            last = 0
+        if not 1 <= last <= quality.WINDOW:
+            raise QueryError(f"last: must be an integer from 1 to {quality.WINDOW}, got {raw!r}")
+    sums, window = await store.quality(ladder, scorer, last)
+    return {
+        "ladder": ladder,
+        "scorer": scorer,
+        "cumulative": quality.summary(sums),
+        "last": quality.summary({}, window) if last else None,
+    }
 
 
 async def _openapi(request: web.Request) -> web.FileResponse:

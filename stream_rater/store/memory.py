@@ -23,6 +23,7 @@ from stream_rater.store.base import (
     Void,
 )
 from stream_rater.store.status import refusal
+from stream_rater.store.values import QUALITY_WINDOW
 
 
 @dataclass
@@ -36,6 +37,8 @@ class _Generation:
     seasons: dict[str, dict[str, float]] = field(default_factory=dict)
     history: dict[str, deque[Event]] = field(default_factory=dict)
     placings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    quality: dict[str, dict[str, float]] = field(default_factory=dict)
+    quality_window: dict[str, deque[list[Any]]] = field(default_factory=dict)
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     params: dict[str, Any] | None = None
@@ -132,6 +135,11 @@ class MemoryStore(StateStore):
             if match_id in gen.applied:
                 gen.applied[match_id] = []
         gen.applied.update(commit.markers)
+        for scorer, (add, scores) in commit.quality.items():
+            totals = gen.quality.setdefault(scorer, {})
+            for name, value in add.items():
+                totals[name] = totals.get(name, 0) + value
+            gen.quality_window.setdefault(scorer, deque(maxlen=QUALITY_WINDOW)).extendleft(scores)
         gen.placings.update((m, [(p, r) for p, r in rows]) for m, rows in commit.placings.items())
         gen.watermark += len(commit.markers)
         for partition, offset in commit.positions.items():
@@ -183,6 +191,10 @@ class MemoryStore(StateStore):
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
+
+    async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
+        gen = self._generation(ladder, None)
+        return dict(gen.quality.get(scorer, {})), list(gen.quality_window.get(scorer, ()))[:last]
 
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
         gen = self._generation(ladder, None)

@@ -121,6 +121,11 @@ class ReadStore(GenerationsStore, Protocol):
         """The player's most recent rating-changed events, newest first."""
 
     @abstractmethod
+    async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
+        """The live generation's cumulative prediction-quality sums of `scorer` on `ladder`
+        and its newest `last` match scores, newest first (`processor.quality`)."""
+
+    @abstractmethod
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
         """The rated players of an applied match of the live generation with their team's
         rank (`Commit.placings`), in the match's order; None when the match has no marker

@@ -590,3 +590,26 @@ async def test_a_markers_placings_are_the_index_by_match(store, ladder):
     assert await store.placings(ladder, "m1") == [("a", 0), ("b", 1)]
     assert await store.placings(ladder, "m2") == []
     assert await store.placings(ladder, "m3") is None
+
+
+async def test_quality_sums_and_window_are_kept_with_the_commit(store, ladder):
+    """Each commit adds its scorer's increments to the sums and pushes its match scores onto
+    the window, newest first; a refused commit adds nothing."""
+    first = Commit(
+        ladder,
+        [write("a", 1.0, 1, 0)],
+        {"m1": []},
+        quality={"live": ({"matches": 1, "log_loss": 0.5}, [[1, 0.0, 0.5, 0.1, []]])},
+    )
+    await store.commit(first)
+    with pytest.raises(CommitConflict):
+        await store.commit(first)
+    second = Commit(
+        ladder, [write("a", 1.0, 2, 1)], {"m2": [], "m3": []},
+        quality={"live": ({"matches": 2, "log_loss": 0.25}, [[1, 1.0, None, None, [[3, 0.3, True]]], [0, 0.0, None, None, []]])},
+    )  # fmt: skip
+    await store.commit(second)
+    sums, window = await store.quality(ladder, "live", 2)
+    assert sums == {"matches": 3.0, "log_loss": 0.75}
+    assert window == [[0, 0.0, None, None, []], [1, 1.0, None, None, [[3, 0.3, True]]]]
+    assert await store.quality(ladder, "shadow", 5) == ({}, [])

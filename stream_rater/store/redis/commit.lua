@@ -49,6 +49,10 @@
 --         history          for each history list in turn, its new entries (oldest first),
 --                          each a packed rating-changed event
 --         positions        map partition → offset after the batch's last record of it
+--         quality_add      per scorer (its two keys follow the history keys: sums hash,
+--                          window list), its sums' increments as field, decimal string, …
+--         quality_window   per scorer, the batch's match scores (packed), oldest first,
+--         quality_cap      pushed onto the window list, which keeps the newest quality_cap
 -- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
 -- (a marker exists), {'conflict', id} (a write whose stored version is not the expected one),
 -- {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'} (a re-rate is
@@ -208,6 +212,17 @@ local function commit(o, args)
     end
     if length > args.history_cap then
       redis.call('LTRIM', list, 0, args.history_cap - 1)
+    end
+  end
+
+  -- Prediction quality, exactly once with the batch's markers.
+  for s = 1, #args.quality_add do
+    local sums, window = key(FIXED + #history_sizes + 2 * s - 1), key(FIXED + #history_sizes + 2 * s)
+    local add = args.quality_add[s]
+    for i = 1, #add, 2 do redis.call('HINCRBYFLOAT', sums, add[i], add[i + 1]) end
+    if #args.quality_window[s] > 0 then
+      chunked('LPUSH', window, args.quality_window[s])
+      redis.call('LTRIM', window, 0, args.quality_cap - 1)
     end
   end
 

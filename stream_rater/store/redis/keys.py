@@ -29,6 +29,9 @@ A ladder's ratings live in a *generation* (see `StateStore`); generation 0's key
   with a marker TTL (the idempotency window): a commit removes the markers past it
 - ``h:<player_id>`` list, newest first, of msgpack rating-changed events in the stored form
   of `stored_events` (capped)
+- ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
+  ladder's model; `processor.quality`), written with each batch; ``qw:<scorer>`` list, newest
+  first, of the last `QUALITY_WINDOW` matches' scores (msgpack)
 - ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
   it only grows, so a read that finds less than a worker committed means the store lost
   data); ``p:<partition>`` → offset after the last record of the ladder applied
@@ -107,10 +110,16 @@ class KeyLayout:
         ]
 
     def commit_keys(
-        self, ladder: str, generation: int, players: Iterable[str], season: str | None
+        self,
+        ladder: str,
+        generation: int,
+        players: Iterable[str],
+        season: str | None,
+        scorers: Iterable[str] = (),
     ) -> list[str]:
         """The keys the commit script gets for `ladder`'s `generation`: with the histories of
-        `players`, and the final leaderboard of the season a `season` start ends."""
+        `players`, the prediction-quality sums and window of each of `scorers`, and the final
+        leaderboard of the season a `season` start ends."""
         prefix = self._gen_key(ladder, generation, "")
         keys = [
             prefix + "players",
@@ -125,6 +134,7 @@ class KeyLayout:
             prefix + "unproduced",
             prefix + "mk:expiry",
             *(f"{prefix}h:{p}" for p in players),
+            *(f"{prefix}{kind}:{scorer}" for scorer in scorers for kind in ("q", "qw")),
         ]
         if season is not None:
             keys.append(f"{prefix}lb:season:{season}")

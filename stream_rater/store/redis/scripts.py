@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 
 from stream_rater.store.stored_events import PACKER, pack_event, stored_event
-from stream_rater.store.values import Commit, PlayerState, ReadRequest, Snapshot
+from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
 
 def _script(name: str) -> str:
@@ -94,6 +94,12 @@ def commit_args(
         history_sizes=[len(v) for v in commit.history.values()],
         history=history,
         positions=dict(commit.positions),
+        quality_add=[
+            [x for name, value in add.items() for x in (name, repr(float(value)))]
+            for add, _ in commit.quality.values()
+        ],
+        quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
+        quality_cap=QUALITY_WINDOW,
     )
 
 

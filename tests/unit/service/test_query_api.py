@@ -153,7 +153,7 @@ async def test_the_openapi_file_documents_every_query_route(client):
     spec = yaml.safe_load(OPENAPI.read_text())
     assert set(spec["paths"]) == {
         f"/api/ladders/{{ladder}}/{name}"
-        for name in ("players", "leaderboard", "predict", "balance", "matches/{match_id}")
+        for name in ("players", "leaderboard", "predict", "balance", "quality", "matches/{match_id}")
     }
     response = await client.get("/api/openapi.yaml")
     assert response.status == 200 and yaml.safe_load(await response.text()) == spec
@@ -266,3 +266,22 @@ async def test_a_match_is_explained_and_an_unknown_one_is_a_404(client):
     assert response.status == 404 and "no match 'nope'" in (await response.json())["error"]
     response = await client.get("/api/ladders/nowhere/matches/m1")
     assert response.status == 404
+
+
+async def test_quality_is_evaluates_figures_cumulative_and_over_the_last_n(client):
+    """``GET …/quality``: the fixture's two default-ladder matches scored as `evaluate` does;
+    ``?last=1`` the newest alone; a bad ``last`` is a 400 naming it."""
+    response = await client.get("/api/ladders/default/quality?last=1")
+    answer = await response.json()
+    assert response.status == 200 and answer["scorer"] == "live"
+    cumulative, last = answer["cumulative"], answer["last"]
+    assert (cumulative["matches"], cumulative["pairs"], last["matches"]) == (2, 2, 1)
+    assert cumulative["wrong_order"] == 0.25  # m1: newcomers, a tie (½); m2: ann favoured and won
+    assert last["wrong_order"] == 0.0 and last["log_loss"] < cumulative["log_loss"]
+    assert sum(b["count"] for b in cumulative["calibration"]) == 2
+    assert (await client.get("/api/ladders/default/quality")).status == 200
+    response = await client.get("/api/ladders/default/quality?last=0")
+    assert (
+        response.status == 400
+        and "last: must be an integer from 1 to 1000" in (await response.json())["error"]
+    )
