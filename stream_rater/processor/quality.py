@@ -30,6 +30,8 @@ LIVE = "live"
 BINS = 10
 #: Most recent match scores kept per (ladder, scorer): the largest ``?last=N``.
 WINDOW = QUALITY_WINDOW
+#: Consecutive stretches of the last N matches that ``over_time`` gives.
+STRETCHES = 10
 
 
 def record(score: MatchScore) -> list[Any]:
@@ -66,6 +68,19 @@ def increments(records: Iterable[Sequence[Any]]) -> dict[str, float]:
             add[f"bin:{k}:p"] = add.get(f"bin:{k}:p", 0.0) + p
             add[f"bin:{k}:o"] = add.get(f"bin:{k}:o", 0) + won
     return add
+
+
+def over_time(window: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """The window's matches (newest first) in up to `STRETCHES` consecutive stretches of equal
+    numbers of matches, oldest first, each with its ``matches``, ``pairs``, ``wrong_order``
+    and ``log_loss``."""
+    ordered = list(reversed(window))
+    n = min(STRETCHES, len(ordered))
+    stretches = []
+    for w in range(n):
+        part = summary({}, ordered[w * len(ordered) // n : (w + 1) * len(ordered) // n])
+        stretches.append({k: part[k] for k in ("matches", "pairs", "wrong_order", "log_loss")})
+    return stretches
 
 
 def summary(totals: Mapping[str, float], window: Sequence[Sequence[Any]] | None = None) -> dict[str, Any]:

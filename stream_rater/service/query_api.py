@@ -128,7 +128,7 @@ def _of_ladder(queries: Queries, ask: Callable[[Ladder, web.Request], Awaitable[
 async def quality_of(store: ReadStore, ladder: str, query: Mapping[str, str]) -> dict[str, Any]:
     """The answer of ``…/quality``: `offline.evaluate`'s figures of `ladder`'s scorer
     (``scorer``, default ``live``), cumulative and over the ``last`` N matches (1 to
-    `quality.WINDOW`; absent: not asked)."""
+    `quality.WINDOW`; absent: not asked), these also in consecutive stretches (``over_time``)."""
     scorer = query.get("scorer", quality.LIVE)
     raw = query.get("last")
     last = 0
@@ -144,7 +144,7 @@ async def quality_of(store: ReadStore, ladder: str, query: Mapping[str, str]) ->
         "ladder": ladder,
         "scorer": scorer,
         "cumulative": quality.summary(sums),
-        "last": quality.summary({}, window) if last else None,
+        "last": {**quality.summary({}, window), "over_time": quality.over_time(window)} if last else None,
     }
 
 

@@ -10,7 +10,7 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.offline.evaluate import Scorer
 from stream_rater.processor import Processor
-from stream_rater.processor.quality import LIVE, summary
+from stream_rater.processor.quality import LIVE, over_time, summary
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import parsed_match
 
@@ -69,3 +69,14 @@ async def test_live_quality_equals_evaluate_and_a_redelivery_counts_nothing(ladd
     same(summary(sums), whole.summary())
     same(summary({}, window), recent.summary())
     assert summary(sums)["matches"] == 300 and len(window) == 100
+
+
+def test_over_time_splits_the_window_oldest_first():
+    """Ten stretches of equal size, oldest first, each summed as `summary` sums."""
+    window = [[1, float(i % 2), None, None, []] for i in range(20)]  # newest first
+    stretches = over_time(window)
+    assert len(stretches) == 10 and all(s["matches"] == 2 and s["pairs"] == 2 for s in stretches)
+    assert [s["wrong_order"] for s in stretches] == [0.5] * 10
+    assert over_time(window[:3]) == [
+        {"matches": 1, "pairs": 1, "wrong_order": w, "log_loss": None} for w in (0.0, 1.0, 0.0)
+    ]
