@@ -15,7 +15,7 @@ from stream_rater.contracts import MatchFinished, format_timestamp, rating_chang
 from stream_rater.processor.quality import LIVE, increments, record
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.rating.predict import as_read, expected
+from stream_rater.rating.predict import as_read, expected, pairwise
 from stream_rater.rating.scoring import predicts_draws, score_match
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
 
@@ -171,8 +171,9 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     if s.observe is not None:
         s.observe(match, teams, outcome)
     read = as_read(s.model, teams, elapsed)
-    expectation = expected(s.model, read)
-    changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks)))
+    pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
+    expectation = expected(s.model, read, pairs)
+    changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
     events = _events(s, changes, match, priors, s.model.rate_match(teams, outcome), expectation)
     changes.apply(match_id, events, s.generation)
     changes.placings[match_id] = [

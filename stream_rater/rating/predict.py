@@ -86,16 +86,34 @@ def as_read(model: RatingModel, teams: Teams, elapsed: Sequence[Sequence[float |
     ]
 
 
-def expected(model: RatingModel, teams: Teams) -> list[dict[str, float]]:
+#: (team i, team j) with i < j → the pair's `probabilities` asked alone: P(i wins), P(j
+#: wins), P(draw) (0 for a model without draws).
+Pairs = dict[tuple[int, int], tuple[float, float, float]]
+
+
+def pairwise(model: RatingModel, teams: Teams) -> Pairs:
+    """`probabilities` of every pair of `teams` asked alone (of the match, for two teams):
+    what `expected` and `rating.scoring.score_match` both read, computed once per match."""
+    pairs: Pairs = {}
+    for i, j in itertools.combinations(range(len(teams)), 2):
+        (p_i, p_j), draw = probabilities(model, [teams[i], teams[j]])
+        pairs[i, j] = (p_i, p_j, draw or 0.0)
+    return pairs
+
+
+def expected(model: RatingModel, teams: Teams, pairs: Pairs | None = None) -> list[dict[str, float]]:
     """Per team, what `predict` expected of it: ``{"win", "draw"}`` for two teams,
-    ``{"ahead", "rank"}`` for more (see the module docstring)."""
+    ``{"ahead", "rank"}`` for more (see the module docstring); `pairs`: `pairwise` of
+    `teams`, if known."""
+    if pairs is None:
+        pairs = pairwise(model, teams)
     if len(teams) == 2:
-        wins, draw = probabilities(model, teams)
-        return [{"win": p, "draw": draw or 0.0} for p in wins]
+        p_0, p_1, draw = pairs[0, 1]
+        return [{"win": p_0, "draw": draw}, {"win": p_1, "draw": draw}]
     n = len(teams)
     ahead = [[0.0] * n for _ in range(n)]  # ahead[i][j]: P(team i finishes ahead of team j)
-    for i, j in itertools.combinations(range(n), 2):
-        ahead[i][j], ahead[j][i] = probabilities(model, [teams[i], teams[j]])[0]
+    for (i, j), (p_i, p_j, _) in pairs.items():
+        ahead[i][j], ahead[j][i] = p_i, p_j
     return [
         {"ahead": math.fsum(row) / (n - 1), "rank": 1.0 + math.fsum(ahead[j][i] for j in range(n))}
         for i, row in enumerate(ahead)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stream_rater.rating.base import RatingModel, Teams
-from stream_rater.rating.predict import probabilities
+from stream_rater.rating.predict import Pairs, probabilities
 
 PROBABILITY_FLOOR = 1e-15
 
@@ -47,9 +47,12 @@ def predicts_draws(model: RatingModel) -> bool:
     return bool(probabilities(model, [newcomer, newcomer])[1])
 
 
-def score_match(model: RatingModel, draws: bool, teams: Teams, ranks: Sequence[float]) -> MatchScore:
+def score_match(
+    model: RatingModel, draws: bool, teams: Teams, ranks: Sequence[float], pairs: Pairs | None = None
+) -> MatchScore:
     """The scores of the prediction for a match of `teams` (as read at its time) that ended
-    in `ranks`; `draws`: `predicts_draws` of `model`."""
+    in `ranks`; `draws`: `predicts_draws` of `model`; `pairs`: `predict.pairwise` of `teams`,
+    if known (else each pair scored is asked)."""
     wrong: list[float] = []
     calibration: list[tuple[float, bool]] = []
     log_loss = brier = None
@@ -58,7 +61,10 @@ def score_match(model: RatingModel, draws: bool, teams: Teams, ranks: Sequence[f
             decisive = ranks[a] != ranks[b]
             if not (decisive or draws):
                 continue
-            (p_a, p_b), draw = probabilities(model, [teams[a], teams[b]])
+            if pairs is None:
+                (p_a, p_b), draw = probabilities(model, [teams[a], teams[b]])
+            else:
+                p_a, p_b, draw = pairs[a, b]
             a_won = ranks[a] < ranks[b]
             if decisive:
                 wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
