@@ -106,7 +106,7 @@ class RerateControl(KeyLayout):
             patterns = [self._gen_key(ladder, generation, "*")]
             keys = []
         else:
-            patterns = [self._key(ladder, "h:*"), self._key(ladder, "lb:season:*")]
+            patterns = [self._key(ladder, f"{kind}:*") for kind in ("h", "lb:season", "q", "qw")]
             keys = [
                 self._key(ladder, k)
                 for k in (
