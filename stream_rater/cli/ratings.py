@@ -19,7 +19,8 @@ from stream_rater.cli.common import (
 
 
 def register(sub: Subcommands) -> None:
-    """Add ``ratings``, ``leaderboard``, ``predict``, ``balance`` and ``serve`` to the subcommands `sub`."""
+    """Add ``ratings``, ``leaderboard``, ``predict``, ``balance``, ``explain`` and ``serve`` to
+    the subcommands `sub`."""
     p = sub.add_parser("ratings", help="every player's state as JSON lines")
     p.add_argument("--ladder", default="default")
     p.add_argument("--effects", action="store_true", help="list the ladder's context effects instead")
@@ -38,6 +39,23 @@ def register(sub: Subcommands) -> None:
     settings_flags(p, ["ladders_file"])
     p.set_defaults(func=cmd_leaderboard)
 
+    _register_teams(sub)
+    p = sub.add_parser("explain", help="why each player's rating moved in one match")
+    p.add_argument("match_id", metavar="MATCH_ID")
+    p.add_argument("--ladder", default="default")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    store_flag(p)
+    settings_flags(p, ["ladders_file", "history_limit"])
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
+    store_flag(p)
+    settings_flags(p, ["web_host", "web_port", "ladders_file", "max_query_players", "history_limit"])
+    p.set_defaults(func=cmd_serve)
+
+
+def _register_teams(sub: Subcommands) -> None:
+    """Add ``predict`` and ``balance``: questions about proposed teams."""
     p = sub.add_parser("predict", help="win/draw probabilities and match quality of proposed teams")
     p.add_argument(
         "teams", nargs="+", metavar="A,B", help="one argument per team: player ids joined by commas"
@@ -66,11 +84,6 @@ def register(sub: Subcommands) -> None:
     store_flag(p)
     settings_flags(p, ["ladders_file", "max_query_players"])
     p.set_defaults(func=cmd_balance)
-
-    p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
-    store_flag(p)
-    settings_flags(p, ["web_host", "web_port", "ladders_file", "max_query_players", "history_limit"])
-    p.set_defaults(func=cmd_serve)
 
 
 def cmd_ratings(args: argparse.Namespace) -> int:
@@ -156,6 +169,51 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"{'draw':<40}      {100 * answer['draw_probability']:6.2f} %")
     print(f"match quality {answer['quality']:.4f}")
     return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """``explain``: before, after, expected and actual per player of one match, and what
+    besides the result moved each rating (idle time, a season reset, corrections since)."""
+    from stream_rater.explain import explain_match
+
+    ladder = ladders_of(args).get(args.ladder)
+    limit = settings_of(args).history_limit
+    answer = with_store(args, lambda store: explain_match(store, ladder, args.match_id, limit))
+    if args.json:
+        print(json.dumps(answer))
+        return 0
+    print(f"match {answer['match_id']} on ladder {answer['ladder']} ({answer['model']})")
+    for row in answer["players"]:
+        print(_explained(row))
+    return 0
+
+
+def _explained(row: dict[str, Any]) -> str:
+    """One player's explanation as text lines."""
+    actual = row["actual"]
+    happened = actual.get("result") or f"rank {actual['rank']}, ahead of {100 * actual['ahead']:.0f} %"
+    if not row["found"]:
+        return f"{row['player_id']}: {happened}; its event has left the player's history"
+    expected = row["expected"] or {}
+    hoped = (
+        f"win {100 * expected['win']:.1f} %, draw {100 * expected['draw']:.1f} %"
+        if "win" in expected
+        else f"ahead {100 * expected.get('ahead', 0):.1f} %, rank {expected.get('rank', 0):.2f}"
+    )
+    moved = f"mu {row['before']['mu']:.3f} -> {row['after']['mu']:.3f} ({row['delta']:+.3f})"
+    lines = [f"{row['player_id']}: {happened} (expected {hoped}); {moved}, rating {row['rating']:.3f}"]
+    if row["idle"]:
+        idle = row["idle"]
+        lines.append(
+            f"  idle {idle['seconds'] / 86400:.1f} days: sigma {idle['sigma_stored']:.3f} grew to "
+            f"{idle['sigma_as_of_match']:.3f}"
+        )
+    if row["season_reset"]:
+        lines.append(f"  season reset before it: {row['season_reset']}")
+    for c in row["corrections"]:
+        voided = " (voided this match)" if c["voided_this_match"] else ""
+        lines.append(f"  corrected since by {c['id']}: {c['reason']}{voided}")
+    return "\n".join(lines)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ processor, and its validation, used by consumers and tests."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -23,11 +24,13 @@ def rating_changed(
     processed_at: str,
     late: bool = False,
     provisional: bool | None = None,
+    expected: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """A rating-changed event in its wire form (field order as in the README's example): `before` and
     `after` are ``(mu, sigma)``; ``event_id`` is ``<match_id>:<player_id>``, stable across
     redeliveries; ``late`` appears only when true; ``provisional`` only on a ladder whose rules
-    mark provisional players (`config.rules`)."""
+    mark provisional players (`config.rules`); ``expected`` (a match's events: what the read
+    API expected of the player's team before it, `rating.predict.expected`) when given."""
     event = {
         "event_id": f"{match_id}:{player_id}",
         "match_id": match_id,
@@ -46,6 +49,8 @@ def rating_changed(
         event["late"] = True
     if provisional is not None:
         event["provisional"] = provisional
+    if expected is not None:
+        event["expected"] = expected
     return event
 
 
@@ -138,6 +143,7 @@ class RatingChanged:
     correction: dict[str, Any] | None = None
     provisional: bool | None = None
     season: dict[str, Any] | None = None
+    expected: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form (`rating_changed` or `correction_changed`)."""
@@ -154,6 +160,7 @@ class RatingChanged:
             self.processed_at,
             self.late,
             self.provisional,
+            self.expected,
         )
         wire["event_id"], wire["delta"] = self.event_id, self.delta
         if self.kind == "correction":
@@ -177,6 +184,11 @@ class RatingChanged:
             _fail("after.sigma", "must be null exactly when before.sigma is null")
         games, kind, correction, season = _games_and_kind(d)
         provisional, late = _flags(d)
+        expected = d.get("expected")
+        if expected is not None:
+            if kind != "match":
+                _fail("expected", "only a match's events carry it")
+            _expected(expected)
         return cls(
             event_id=event_id,
             match_id=match_id,
@@ -195,6 +207,7 @@ class RatingChanged:
             correction=correction,
             provisional=provisional,
             season=season,
+            expected=expected,
         )
 
 
@@ -258,8 +271,27 @@ _CHANGED_FIELDS = frozenset(
         "correction",
         "provisional",
         "season",
+        "expected",
     )
 )
+
+#: The two forms of ``expected``: two teams, more teams.
+_EXPECTED_FORMS = (frozenset({"win", "draw"}), frozenset({"ahead", "rank"}))
+
+
+def _expected(value: Any) -> None:
+    """Check a match event's ``expected``: ``{"win", "draw"}`` probabilities or ``{"ahead"
+    (a probability), "rank" (>= 1)}``."""
+    if not isinstance(value, dict):
+        _fail("expected", f"must be an object, got {_kind(value)}")
+    if frozenset(value) not in _EXPECTED_FORMS:
+        _fail("expected", f"must have the fields win and draw, or ahead and rank; got {sorted(value)}")
+    for name, number in value.items():
+        x = _finite(number, "expected", name)
+        low, high = (1.0, math.inf) if name == "rank" else (0.0, 1.0)
+        if not low <= x <= high:
+            _fail(f"expected.{name}", f"must be within [{low}, {high}], got {x}")
+
 
 _SEASON_FIELDS = frozenset({"id", "params"})
 

@@ -46,10 +46,17 @@ from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.offline.replay import ReplaySummary, replay
 from stream_rater.processor import PriorObserver, Processor
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.rating.predict import predict
+from stream_rater.rating.predict import as_read
+from stream_rater.rating.scoring import (
+    PROBABILITY_FLOOR,
+    MatchScore,
+    calibration_bin,
+    predicts_draws,
+    score_match,
+)
 from stream_rater.store.memory import MemoryStore
 
-PROBABILITY_FLOOR = 1e-15
+__all__ = ["PROBABILITY_FLOOR", "CalibrationBin", "Period", "Scorer", "Summary", "plot", "score"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,46 +190,34 @@ class Scorer:
         known = self._models.get(ladder)
         if known is None:
             model = self._ladders.get(ladder).rating_model
-            newcomer = [model.initial()]
-            known = self._models[ladder] = (
-                model,
-                bool(predict(model, [newcomer, newcomer]).draw_probability),
-            )
+            known = self._models[ladder] = (model, predicts_draws(model))
         return known
 
     def observe(self, match: MatchFinished, teams: Sequence[Sequence[Rating]], outcome: Outcome) -> None:
         """Score the read API's prediction for `match` from the prior ratings `teams`, each
         as of the match's time (`RatingModel.as_of` with ``outcome.elapsed``)."""
-        model, predicts_draws = self._model(match.ladder)
-        if outcome.elapsed is not None:
-            teams = [
-                [r if gap is None else model.as_of(r, gap) for r, gap in zip(team, gaps)]
-                for team, gaps in zip(teams, outcome.elapsed)
-            ]
-        ranks = outcome.ranks
+        model, draws = self._model(match.ladder)
+        self.add(
+            score_match(model, draws, as_read(model, teams, outcome.elapsed), outcome.ranks),
+            match.finished_at,
+        )
+
+    def add(self, score: MatchScore, finished_at: float) -> None:
+        """Count one match's `score` (`rating.scoring.score_match`), finished at `finished_at`."""
         bins = len(self._bin_count)
         self.matches += 1
-        for a in range(len(teams)):
-            for b in range(a + 1, len(teams)):
-                decisive = ranks[a] != ranks[b]
-                if not (decisive or predicts_draws):
-                    continue
-                answer = predict(model, [teams[a], teams[b]])
-                p_a, p_b = answer.win_probabilities
-                a_won = ranks[a] < ranks[b]
-                if decisive:
-                    self._times.append(match.finished_at)
-                    self._wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
-                k = min(int(p_a * bins), bins - 1)
-                self._bin_count[k] += 1
-                self._bin_predicted[k] += p_a
-                self._bin_observed[k] += a_won
-                if len(teams) == 2:
-                    outcomes = (p_a, p_b, answer.draw_probability or 0.0)  # a wins, b wins, draw
-                    observed = 0 if a_won else 1 if decisive else 2
-                    self._two_team += 1
-                    self._log_loss -= math.log(max(outcomes[observed], PROBABILITY_FLOOR))
-                    self._brier += math.fsum((q - (k == observed)) ** 2 for k, q in enumerate(outcomes)) / 2
+        for wrong in score.wrong:
+            self._times.append(finished_at)
+            self._wrong.append(wrong)
+        for p_a, a_won in score.calibration:
+            k = calibration_bin(p_a, bins)
+            self._bin_count[k] += 1
+            self._bin_predicted[k] += p_a
+            self._bin_observed[k] += a_won
+        if score.log_loss is not None and score.brier is not None:
+            self._two_team += 1
+            self._log_loss += score.log_loss
+            self._brier += score.brier
 
     def summary(self) -> Summary:
         """The metrics of everything observed so far."""

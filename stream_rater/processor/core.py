@@ -141,6 +141,7 @@ class Processor:
             done = await self._process(matches[lo:hi], None if where is None else where[lo:hi], settled)
             batch.results += done.results
             batch.conflicts += done.conflicts
+            batch.quality += done.quality
         for name, ids in settled:
             if ids:
                 self.ledger.settle(name, ids)
@@ -213,6 +214,7 @@ class Processor:
         for (part, plan), commit, refused in zip(planned, commits, refusals):
             name = part.ladder.name
             if refused is None:
+                batch.quality += [(name, scorer, add) for scorer, (add, _) in commit.quality.items()]
                 self._hold(part, plan.commit)
                 settled.append((name, set(plan.commit.markers)))
                 self.ledger.applied(name, part.snapshot, len(plan.commit.markers), commit.produced)

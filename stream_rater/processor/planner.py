@@ -12,8 +12,11 @@ from typing import Any
 from stream_rater.config.ladders import Ladder
 from stream_rater.config.rules import Rules
 from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
+from stream_rater.processor.quality import LIVE, increments, record
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
 from stream_rater.rating.base import Outcome, Rating, RatingModel
+from stream_rater.rating.predict import as_read, expected, pairwise
+from stream_rater.rating.scoring import predicts_draws, score_match
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
 
 #: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
@@ -55,6 +58,8 @@ class _Setting:
     new_effect: PlayerState
     #: The ladder's ``rating_floor`` (None: no floor).
     floor: float | None
+    #: Whether the model predicts draws (`rating.scoring.predicts_draws`).
+    draws: bool
     #: Match ids an operator voided (`Snapshot.voided`).
     voided: Collection[str]
 
@@ -85,6 +90,7 @@ class _Setting:
             new_player=PlayerState(initial.mu, initial.sigma, extra=initial.extra),
             new_effect=PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra),
             floor=rules.rating_floor,
+            draws=predicts_draws(model),
             voided=snapshot.voided,
         )
 
@@ -101,6 +107,10 @@ class _Changes:
     history: dict[str, list[Event]] = field(default_factory=dict)
     leaderboard: dict[str, float | None] = field(default_factory=dict)
     results: list[MatchResult] = field(default_factory=list)
+    #: Match id → ``[player id, team rank]`` of its rated players (`Commit.placings`).
+    placings: dict[str, list[list[Any]]] = field(default_factory=dict)
+    #: The newly applied matches' prediction scores, in order (`processor.quality.record`).
+    scores: list[list[Any]] = field(default_factory=list)
     #: The id of the season-start record the batch applies, if any.
     season: str | None = None
 
@@ -168,9 +178,16 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     if s.observe is not None:
         s.observe(match, teams, outcome)
     if s.ladder.shadow_of is not None:
-        return _shadow_match(s, changes, match, priors, teams, outcome)
-    events = _events(s, changes, match, priors, _rated(s, match, teams, outcome))
+        return _shadow_match(s, changes, match, priors, (teams, elapsed), outcome)
+    read = as_read(s.model, teams, elapsed)
+    pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
+    changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
+    posterior = _rated(s, match, teams, outcome)
+    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
     changes.apply(match_id, events, s.keeps_events)
+    changes.placings[match_id] = [
+        [p.id, rank] for team, rank in zip(match.teams, outcome.ranks) for p in team.players if p.rated
+    ]
     return MatchResult.applied(match, events)
 
 
@@ -179,17 +196,24 @@ def _shadow_match(
     changes: _Changes,
     match: MatchFinished,
     priors: list[list[PlayerState]],
-    teams: list[list[Rating]],
+    rated: tuple[list[list[Rating]], list[list[float | None]]],
     outcome: Outcome,
 ) -> MatchResult:
-    """`_one_match`'s last step for a shadow: a match its model fails on is recorded unrated
-    (``shadow model failed``) instead of raising, so that a shadow never dead-letters a match
-    of the live ladder; a replay computes the same (the same rule, in the same planner)."""
+    """`_one_match`'s last steps for a shadow: scored like the live ladder (its quality in its
+    own keys), but a match its model fails on is recorded unrated (``shadow model failed``)
+    instead of raising, so that a shadow never dead-letters a match of the live ladder; a
+    replay computes the same (the same rule, in the same planner)."""
+    teams, elapsed = rated
     try:
-        events = _events(s, changes, match, priors, _rated(s, match, teams, outcome))
+        read = as_read(s.model, teams, elapsed)
+        pairs = pairwise(s.model, read)
+        score = record(score_match(s.model, s.draws, read, outcome.ranks, pairs))
+        posterior = _rated(s, match, teams, outcome)
+        events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
     except Exception as exc:  # any failure of the model on this input
         changes.applied[match.match_id] = changes.markers[match.match_id] = []
         return MatchResult.unrated_because(match, f"shadow model failed: {type(exc).__name__}")
+    changes.scores.append(score)
     changes.apply(match.match_id, events, s.keeps_events)
     return MatchResult.applied(match, events)
 
@@ -272,10 +296,12 @@ def _events(
     match: MatchFinished,
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
+    expectation: list[dict[str, float]],
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
     ratings) into `changes`, with the players' leaderboard scores and history; returns their
-    rating-changed events. `NonFiniteRating` if a posterior rating is NaN or infinite."""
+    rating-changed events, each with its team's `expectation`. `NonFiniteRating` if a
+    posterior rating is NaN or infinite."""
     model, ladder_name, processed_at = s.model, s.ladder.name, s.processed_at
     display, model_name, provisional, qualifies = model.display, model.name, s.provisional, s.qualifies
     stored_players, new_player = s.snapshot.players, s.new_player
@@ -289,7 +315,7 @@ def _events(
                 )
     finished_at = _timestamp(at)
     events: list[Event] = []
-    for team, prior, team_post in zip(match.teams, priors, posterior):
+    for team, prior, team_post, team_expected in zip(match.teams, priors, posterior, expectation):
         for player, before, new in zip(team.players, prior, team_post):
             if not player.rated:
                 continue
@@ -310,6 +336,7 @@ def _events(
                 processed_at=processed_at,
                 late=before.last_played is not None and at < before.last_played,  # see `is_late`
                 provisional=None if provisional is None else provisional(after.games, after.sigma),
+                expected=dict(team_expected),
             )
             events.append(event)
             entries = history.get(pid)
@@ -408,4 +435,6 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         generation=s.generation,
         season=changes.season,
         read_at=(s.snapshot.generation, s.snapshot.watermark),
+        placings=changes.placings,
+        quality={LIVE: (increments(changes.scores), changes.scores)} if changes.scores else {},
     )

@@ -56,10 +56,12 @@ class MatchResult(NamedTuple):
 
 @dataclass(slots=True)
 class BatchResult:
-    """Results in input order, plus how many commits were refused and retried."""
+    """Results in input order, how many commits were refused and retried, and the
+    prediction-quality increments committed (ladder, scorer, `processor.quality` sums)."""
 
     results: list[MatchResult] = field(default_factory=list)
     conflicts: int = 0
+    quality: list[tuple[str, str, dict[str, float]]] = field(default_factory=list)
 
     @property
     def events(self) -> list[Event]:

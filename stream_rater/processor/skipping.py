@@ -70,4 +70,5 @@ async def process_skipping(
             continue
         result.results += one.results
         result.conflicts += one.conflicts
+        result.quality += one.quality
     return result, skipped

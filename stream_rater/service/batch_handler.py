@@ -33,6 +33,7 @@ from stream_rater.processor import (
     is_late,
     points_created,
     process_skipping,
+    quality,
 )
 from stream_rater.service import metrics
 from stream_rater.service.dead_letter import DeadLetter, DeadLetterLog, dead_letter
@@ -243,6 +244,8 @@ class BatchHandler:
         for ladder, n in late.items():
             metrics.MATCHES_LATE.labels(ladder).inc(n)
         metrics.COMMIT_CONFLICTS.inc(result.conflicts)
+        for ladder, scorer, sums in result.quality:
+            metrics.count_quality(ladder, scorer, sums, quality.BINS)
         metrics.DEAD_LETTERS.inc(len(dead))
         metrics.RATING_CHANGES.inc(len(result.events))
         metrics.PROCESSING_LATENCY.observe(time.perf_counter() - batch.started)

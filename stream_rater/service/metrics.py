@@ -134,6 +134,68 @@ STORE_REFUSALS = Counter(
 STORE_REFUSING = Gauge(
     "stream_rater_store_refusing", "1 while a batch is held because Redis refuses its writes, else 0"
 )
+_SCORED = ["ladder", "scorer"]
+PREDICTED_MATCHES = Counter(
+    "stream_rater_predicted_matches",
+    "Matches whose pre-match prediction was scored (scorer live: the ladder's model)",
+    _SCORED,
+)
+PREDICTED_PAIRS = Counter(
+    "stream_rater_predicted_pairs", "Decisive pairs of teams scored for wrong order", _SCORED
+)
+PREDICTED_WRONG_PAIRS = Counter(
+    "stream_rater_predicted_wrong_pairs",
+    "Decisive pairs the prediction had in the wrong order (equal probabilities count 1/2)",
+    _SCORED,
+)
+PREDICTED_TWO_TEAM = Counter(
+    "stream_rater_predicted_two_team_matches", "Two-team matches scored by log-loss and Brier", _SCORED
+)
+PREDICTED_LOG_LOSS = Counter(
+    "stream_rater_predicted_log_loss", "Summed log-loss of the two-team matches scored", _SCORED
+)
+PREDICTED_BRIER = Counter(
+    "stream_rater_predicted_brier", "Summed Brier score of the two-team matches scored", _SCORED
+)
+CALIBRATION_PAIRS = Counter(
+    "stream_rater_calibration_pairs",
+    "Scored pairs by calibration bin of P(first-listed team wins) (bin: its lower edge)",
+    [*_SCORED, "bin"],
+)
+CALIBRATION_PREDICTED = Counter(
+    "stream_rater_calibration_predicted",
+    "Summed P(first-listed team wins) of the scored pairs, by calibration bin",
+    [*_SCORED, "bin"],
+)
+CALIBRATION_OBSERVED = Counter(
+    "stream_rater_calibration_observed",
+    "Scored pairs the first-listed team won, by calibration bin",
+    [*_SCORED, "bin"],
+)
+#: Each `processor.quality` sum's counter (the per-bin ones by their suffix).
+_QUALITY_SUMS = {
+    "matches": PREDICTED_MATCHES,
+    "pairs": PREDICTED_PAIRS,
+    "wrong": PREDICTED_WRONG_PAIRS,
+    "two_team": PREDICTED_TWO_TEAM,
+    "log_loss": PREDICTED_LOG_LOSS,
+    "brier": PREDICTED_BRIER,
+}
+_QUALITY_BINS = {"n": CALIBRATION_PAIRS, "p": CALIBRATION_PREDICTED, "o": CALIBRATION_OBSERVED}
+
+
+def count_quality(ladder: str, scorer: str, sums: dict[str, float], bins: int) -> None:
+    """Add a committed batch's prediction-quality `sums` (`processor.quality`) to the counters,
+    so that any window is ``rate()``-computable (e.g. wrong order = rate(wrong) / rate(pairs))."""
+    for name, value in sums.items():
+        counter = _QUALITY_SUMS.get(name)
+        if counter is not None:
+            counter.labels(ladder, scorer).inc(value)
+            continue
+        _, k, kind = name.split(":")
+        _QUALITY_BINS[kind].labels(ladder, scorer, f"{int(k) / bins:.1f}").inc(value)
+
+
 DEAD_LETTERS = Counter("stream_rater_dead_letters", "Events written to the dead-letter topic")
 RATING_CHANGES = Counter("stream_rater_rating_changes_emitted", "Rating-changed events produced")
 COMMIT_CONFLICTS = Counter("stream_rater_commit_conflicts", "Store commits refused by the version check")

@@ -11,6 +11,10 @@
 ``GET /api/ladders``                    the configured ladders, models and parameters
 ``GET /api/ladders/{ladder}/players/{player}?limit=N``  a player's state and rating changes,
                                         newest first
+``GET /api/ladders/{ladder}/quality?last=N&scorer=live``  the ladder's live prediction quality,
+                                        cumulative and over its last N matches (`processor.quality`)
+``GET /api/ladders/{ladder}/matches/{match_id}``  why each player's rating moved in that match
+                                        (`stream_rater.explain`); 404 for an unknown match
 
 Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder, 413 says the
 player limit; never a traceback.
@@ -20,13 +24,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError
+from stream_rater.config.ladders import Ladder
+from stream_rater.explain import explain_match
+from stream_rater.processor import quality
+from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError, ladder_of
 from stream_rater.store import ReadStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -64,6 +71,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         web.get("/api/ladders", ladder_list),
         web.get("/api/ladders/{ladder}/players/{player}", history),
         web.get("/api/ladders/{ladder}/leaderboard", leaderboard),
+        *_judging_routes(queries),
         web.post(
             "/api/ladders/{ladder}/players",
             answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock())),
@@ -88,12 +96,77 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
     ]
 
 
+def _judging_routes(queries: Queries) -> list[web.RouteDef]:
+    """The routes that judge ratings: a ladder's live prediction quality, a match explained."""
+    store = queries.store
+    return [
+        web.get(
+            "/api/ladders/{ladder}/quality",
+            _of_ladder(queries, lambda ladder, r: quality_of(store, ladder, r.query)),
+        ),
+        web.get(
+            "/api/ladders/{ladder}/matches/{match_id}",
+            _of_ladder(
+                queries,
+                lambda ladder, r: explain_match(
+                    store, ladder, r.match_info["match_id"], queries.history_limit
+                ),
+            ),
+        ),
+    ]
+
+
+def _of_ladder(queries: Queries, ask: Callable[[Ladder, web.Request], Awaitable[dict[str, Any]]]) -> Handler:
+    """A GET handler answering `ask` of the request's configured ladder (404 if unknown; a
+    `QueryError` answered with its status)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            ladder = ladder_of(queries.ladders, request.match_info["ladder"])
+        except QueryError as exc:
+            return web.json_response({"error": str(exc)}, status=exc.status)
+        return await _reply(ask(ladder, request))
+
+    return handle
+
+
 async def _reply(answer: Awaitable[dict[str, Any]]) -> web.Response:
     """The answer as JSON, or a query error as ``{"error": ...}`` with its status."""
     try:
         return web.json_response(await answer)
     except QueryError as exc:
         return web.json_response({"error": str(exc)}, status=exc.status)
+
+
+async def quality_of(store: ReadStore, ladder: Ladder, query: Mapping[str, str]) -> dict[str, Any]:
+    """The answer of ``…/quality``: `offline.evaluate`'s figures of `ladder`'s scorer
+    (``scorer``, default ``live``), cumulative and over the ``last`` N matches (1 to
+    `quality.WINDOW`; absent: not asked), these also in consecutive stretches (``over_time``);
+    and the same of each of its shadow models (``shadows``, by name), scored in their own keys."""
+    scorer = query.get("scorer", quality.LIVE)
+    raw = query.get("last")
+    last = 0
+    if raw is not None:
+        try:
+            last = int(raw)
+        except ValueError:
+            last = 0
+        if not 1 <= last <= quality.WINDOW:
+            raise QueryError(f"last: must be an integer from 1 to {quality.WINDOW}, got {raw!r}")
+    answer = {"ladder": ladder.name, "scorer": scorer, **await _figures(store, ladder.name, scorer, last)}
+    shadows = {
+        s.name.split("~", 1)[1]: await _figures(store, s.name, quality.LIVE, last) for s in ladder.shadows
+    }
+    return {**answer, "shadows": shadows}
+
+
+async def _figures(store: ReadStore, ladder: str, scorer: str, last: int) -> dict[str, Any]:
+    """A scorer's cumulative figures and, if `last`, those of its last matches."""
+    sums, window = await store.quality(ladder, scorer, last)
+    return {
+        "cumulative": quality.summary(sums),
+        "last": {**quality.summary({}, window), "over_time": quality.over_time(window)} if last else None,
+    }
 
 
 async def _openapi(request: web.Request) -> web.Response:
@@ -112,5 +185,6 @@ def serve_app(queries: Queries, store: ReadStore) -> web.Application:
         return web.json_response({"ready": False, "reason": "the store does not answer PING"}, status=503)
 
     application = web.Application()
-    application.add_routes([*query_routes(queries), web.get("/healthz", healthz), web.get("/readyz", readyz)])
+    routes = query_routes(queries)
+    application.add_routes([*routes, web.get("/healthz", healthz), web.get("/readyz", readyz)])
     return application

@@ -18,6 +18,7 @@ dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
 ``GET /api/ladders/{ladder}/distribution?bins=``       histogram of display ratings
 ``GET /api/ladders/{ladder}/players/{player}?limit=``  state and rating history, newest first — the
                                                        read API's
+``GET /api/ladders/{ladder}/matches/{match_id}``       why each player's rating moved (read API)
 =====================================================  ==========================================
 
 faust's own web stack always mounts a view at ``/`` (its "production index" when web stats

@@ -24,6 +24,7 @@ from stream_rater.store.base import (
     Void,
 )
 from stream_rater.store.status import refusal
+from stream_rater.store.values import QUALITY_WINDOW
 
 
 @dataclass
@@ -38,6 +39,9 @@ class _Generation:
     #: Season-start record id → every player's state as the season it ended left it.
     season_states: dict[str, dict[str, PlayerState]] = field(default_factory=dict)
     history: dict[str, deque[Event]] = field(default_factory=dict)
+    placings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    quality: dict[str, dict[str, float]] = field(default_factory=dict)
+    quality_window: dict[str, deque[list[Any]]] = field(default_factory=dict)
     watermark: int = 0
     positions: dict[int, int] = field(default_factory=dict)
     params: dict[str, Any] | None = None
@@ -135,6 +139,12 @@ class MemoryStore(StateStore):
             if match_id in gen.applied:
                 gen.applied[match_id] = []
         gen.applied.update(commit.markers)
+        for scorer, (add, scores) in commit.quality.items():
+            totals = gen.quality.setdefault(scorer, {})
+            for name, value in add.items():
+                totals[name] = totals.get(name, 0) + value
+            gen.quality_window.setdefault(scorer, deque(maxlen=QUALITY_WINDOW)).extendleft(scores)
+        gen.placings.update((m, [(p, r) for p, r in rows]) for m, rows in commit.placings.items())
         gen.watermark += len(commit.markers)
         for partition, offset in commit.positions.items():
             gen.positions[partition] = max(offset, gen.positions.get(partition, 0))
@@ -199,6 +209,14 @@ class MemoryStore(StateStore):
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
+
+    async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
+        gen = self._generation(ladder, None)
+        return dict(gen.quality.get(scorer, {})), list(gen.quality_window.get(scorer, ()))[:last]
+
+    async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
+        gen = self._generation(ladder, None)
+        return list(gen.placings.get(match_id, ())) if match_id in gen.applied else None
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         self.round_trips += 1

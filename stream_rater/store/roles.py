@@ -135,6 +135,18 @@ class ReadStore(GenerationsStore, Protocol):
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         """The player's most recent rating-changed events, newest first."""
 
+    @abstractmethod
+    async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
+        """The live generation's cumulative prediction-quality sums of `scorer` on `ladder`
+        and its newest `last` match scores, newest first (`processor.quality`)."""
+
+    @abstractmethod
+    async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
+        """The rated players of an applied match of the live generation with their team's
+        rank (`Commit.placings`), in the match's order; None when the match has no marker
+        (never applied, or its marker expired); empty for a marker with none (a match with no
+        rated players' events, or one applied before the store kept them)."""
+
     async def ping(self) -> bool:
         """True when the store answers."""
 

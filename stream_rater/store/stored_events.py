@@ -3,8 +3,10 @@ histories): a plain rating-changed event of the key's ladder as a compact msgpac
 half the bytes of the event's map, which Redis then copies, stores and hands out the cheaper.
 
 The array is ``[match_id, player_id, model, before_mu, before_sigma, after_mu, after_sigma,
-rating, games, finished_at, processed_at, late]``; ``event_id``, ``ladder`` and ``delta`` are
-rebuilt on reading by `contracts.rating_changed`, which made the event, so a stored event reads
+rating, games, finished_at, processed_at, late, expected]`` (``expected``, the event's map of
+what was expected of the player's team, is left out when the event has none: arrays written
+before events carried it have 12 items and read back as they were); ``event_id``, ``ladder``
+and ``delta`` are rebuilt on reading by `contracts.rating_changed`, which made the event, so a stored event reads
 back equal to the one written, field for field and in the same order. Any other event (a
 correction event, one whose fields are not exactly a plain event's) is stored as its msgpack
 map, and maps written before the compact form existed read back as they are.
@@ -24,15 +26,16 @@ from stream_rater.store.base import Event
 PACKER = msgpack.Packer(use_bin_type=True)
 
 _PLAIN = frozenset(rating_changed("m", "l", "p", "model", (0.0, 0.0), (0.0, 0.0), 0.0, 1, "t", "t"))
-_LATE = _PLAIN | {"late"}
+#: The key sets a compact array can stand for: plain, late, and either with ``expected``.
+_COMPACT = frozenset({_PLAIN, _PLAIN | {"late"}, _PLAIN | {"expected"}, _PLAIN | {"late", "expected"}})
 
 
 def _compact(event: Event, ladder: str) -> list[Any] | None:
     """The compact form of `event`, or None if it is not a plain rating-changed event of
     `ladder` (then rebuilding it from the array would not give it back)."""
-    keys = event.keys()
-    late = keys == _LATE and event["late"] is True
-    if not (late or keys == _PLAIN) or event["ladder"] != ladder:
+    keys = frozenset(event)
+    late = event.get("late", False)
+    if keys not in _COMPACT or late is not ("late" in keys) or event["ladder"] != ladder:
         return None
     before, after = event["before"], event["after"]
     if before.keys() != after.keys() or len(before) != 2 or "mu" not in before or "sigma" not in before:
@@ -40,7 +43,7 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
     match_id, player_id = event["match_id"], event["player_id"]
     if event["event_id"] != f"{match_id}:{player_id}" or event["delta"] != after["mu"] - before["mu"]:
         return None
-    return [
+    compact = [
         match_id,
         player_id,
         event["model"],
@@ -54,6 +57,12 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         event["processed_at"],
         late,
     ]
+    if "expected" in keys:
+        expected = event["expected"]
+        if not isinstance(expected, dict):
+            return None
+        compact.append(expected)
+    return compact
 
 
 def pack_event(event: Event, ladder: str) -> bytes:
@@ -74,7 +83,9 @@ def stored_event(value: Any, ladder: str) -> Event:
     if not isinstance(value, list):
         event: Event = value
         return event
-    match_id, player_id, model, b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late = value
+    match_id, player_id, model, b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late = (
+        value[:12]
+    )
     return rating_changed(
         match_id,
         ladder,
@@ -87,4 +98,5 @@ def stored_event(value: Any, ladder: str) -> Event:
         finished,
         processed,
         late,
+        expected=value[12] if len(value) > 12 else None,
     )

@@ -200,10 +200,20 @@ class Commit:
     #: is kept as the final one of the season that ends (`StateStore.leaderboard` ``season``).
     season: str | None = None
     read_at: tuple[int, int] | None = None
+    #: Match id → ``[player id, team rank]`` of each rated player of that newly applied match:
+    #: kept in its marker, so that a match's events can be found (`ReadStore.placings`).
+    placings: Mapping[str, list[list[Any]]] = field(default_factory=dict)
+    #: Scorer name → (increments of its cumulative prediction-quality sums, the batch's match
+    #: scores oldest first): see `processor.quality`; kept per (ladder, scorer).
+    quality: Mapping[str, tuple[dict[str, float], list[list[Any]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.writes and not self.markers:
             raise ValueError(f"ladder {self.ladder!r}: a commit that writes states must apply a match")
+
+
+#: Most recent match scores a store keeps per (ladder, scorer) (`Commit.quality`).
+QUALITY_WINDOW = 1000
 
 
 @dataclass(frozen=True, slots=True)

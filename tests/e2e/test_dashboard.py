@@ -28,6 +28,7 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PLAYERS = ["ada", "bob", "cyd", "dee", "eve", "fay"]
+PAIRS = list(combinations(PLAYERS, 2)) * 4
 
 
 @pytest.fixture
@@ -49,8 +50,7 @@ def browser_page():
 @pytest.fixture
 def rated_worker(web_worker):
     """The worker after rating 60 matches in which the earlier of two players always wins."""
-    pairs = list(combinations(PLAYERS, 2)) * 4
-    events = [web_worker.duel(f"g-{i}", a, b, 1_700_000_000 + 3600 * i) for i, (a, b) in enumerate(pairs)]
+    events = [web_worker.duel(f"g-{i}", a, b, 1_700_000_000 + 3600 * i) for i, (a, b) in enumerate(PAIRS)]
     web_worker.publish(events)
     web_worker.wait_until(
         lambda: web_worker.metrics().total("stream_rater_matches_applied_total") >= len(events),
@@ -71,8 +71,11 @@ def test_dashboard_shows_leaderboard_charts_feed_and_player_history(rated_worker
     assert rows.count() == len(PLAYERS)
     names = page.locator("#leaderboard tbody td.player").all_inner_texts()
     assert set(names) == set(PLAYERS) and names[0] == PLAYERS[0] and names[-1] == PLAYERS[-1]
-    for chart in ("#chart-distribution", "#chart-throughput", "#chart-latency", "#chart-errors"):
+    page.wait_for_selector("#chart-calibration canvas")
+    charts = ("#chart-distribution", "#chart-throughput", "#chart-latency", "#chart-errors", "#chart-quality")
+    for chart in (*charts, "#chart-calibration"):
         assert page.locator(f"{chart} canvas").count() == 1, chart
+    assert page.locator("#quality-tiles .tile .value").first.inner_text() == str(len(PAIRS))
     page.locator("#feed li").first.wait_for()
     assert page.locator("#status").inner_text() == "ready"
     # The inflation panel: the ranked players and their total as stored (TrueSkill's μ − 3σ).
@@ -96,4 +99,13 @@ def test_dashboard_shows_leaderboard_charts_feed_and_player_history(rated_worker
     games = int(page.locator("#player-tiles .tile").nth(3).locator(".value").inner_text())
     assert page.locator("#matches tbody tr").count() == min(games, 25)
     assert page.locator("#chart-history .u-legend").inner_text().count("μ") >= 1
+    assert page.locator("#matches tbody td.expected").first.inner_text().startswith("win ")
     page.screenshot(path=str(ARTIFACTS / "player.png"), full_page=True)
+
+    match_id = page.locator("#matches tbody tr").first.get_attribute("data-match")
+    page.locator("#matches tbody tr").first.click()
+    page.wait_for_selector("#explanation-card:not([hidden]) #explanation tbody tr")
+    assert match_id in page.locator("#explanation-title").inner_text()
+    results = page.locator("#explanation tbody tr td:nth-child(2)").all_inner_texts()
+    assert sorted(results) == ["loss", "win"]
+    page.screenshot(path=str(ARTIFACTS / "explanation.png"), full_page=True)

@@ -31,6 +31,8 @@ from tests.helpers import duel
 pytestmark = pytest.mark.e2e
 
 HOOKS = Path(__file__).with_name("openapi_hooks.py")
+#: Duels replayed into each ladder (ids m0 … m59).
+MATCHES = 60
 #: Test cases per operation and phase: a few hundred requests in all, some seconds.
 MAX_EXAMPLES = 100
 
@@ -71,7 +73,7 @@ def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
     events = [
         duel(f"m{i}", a, b, ladder=ladder, at=1_700_000_000 + 3600 * i)
         for ladder in ladders
-        for i, (a, b) in enumerate(rng.sample(players, 2) for _ in range(60))
+        for i, (a, b) in enumerate(rng.sample(players, 2) for _ in range(MATCHES))
     ]
     (tmp_path / "matches.jsonl").write_text("".join(json.dumps(event) + "\n" for event in events))
     replay = subprocess.run(
@@ -96,15 +98,18 @@ def schemathesis_config(ladders: list[str], players: list[str]) -> str:
     know), and a request that breaks the schema is rejected with a 4xx, 413 among them (too
     many players breaks the schema's maxItems too); predict, balance and leaderboard may also answer 400 for the rule JSON Schema cannot state, which
     `openapi_hooks` checks the request really breaks; any warning (such as every request
-    answered 404) fails the run."""
+    answered 404) fails the run. A match id is one of the replayed matches' (`MATCHES`), and
+    a schema-valid one the ladder never applied is rightly 404."""
     return f"""
 [dictionaries]
 ladders = {{values = {json.dumps(ladders)}}}
 players = {{values = {json.dumps(players)}}}
+matches = {{values = {json.dumps([f"m{i}" for i in range(MATCHES)])}}}
 
 [parameters]
 "path.ladder" = {{dictionary = "ladders"}}
 "path.player" = {{dictionary = "players"}}
+"path.match_id" = {{dictionary = "matches"}}
 
 [warnings]
 fail-on = true
@@ -120,7 +125,7 @@ include-path-regex = "/(predict|balance|leaderboard)$"
 checks.positive_data_acceptance.expected-statuses = ["200", "400", "413"]
 
 [[operations]]
-include-path-regex = "/players/[^/]+$"
+include-path-regex = "/(players/[^/]+|matches/.*)$"
 checks.positive_data_acceptance.expected-statuses = ["200", "404"]
 """
 

@@ -214,3 +214,34 @@ def test_balance_keeps_a_party_on_one_team(redis_url: str, tmp_path: Path):
     assert {"p0", "p1"} in [set(t) for t in kept["teams"]] and kept["quality"] < free["quality"]
     bad = cli("balance", "--ladder", ladder, "--store", redis_url, "--sizes", "2,x", "a", "b", "c", "d")
     assert bad.returncode == 2 and "--sizes" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_explain_says_what_was_expected_and_what_happened(redis_url: str, tmp_path: Path):
+    """`explain --json` gives each player's before/after/expected/actual from the stored
+    events; the text form names the result; an unknown match is a one-line error (exit 2)."""
+    ladder = f"x-{uuid.uuid4().hex[:10]}"
+    ladders = tmp_path / "ladders.toml"
+    ladders.write_text(f'[ladders.{ladder}]\nmodel = "trueskill"\n')
+    events = [
+        duel("m0", "ann", "bob", ladder=ladder, at=FINISHED_AT),
+        duel("m1", "bob", "ann", ladder=ladder, at=FINISHED_AT + 60),
+    ]
+    replay_into(redis_url, ladders, events, tmp_path)
+    args = ("--ladder", ladder, "--store", redis_url, "--ladders-file", str(ladders))
+    answer = cli("explain", "m1", "--json", *args, check=True)
+    bob, ann = json.loads(answer.stdout)["players"]
+    assert (bob["player_id"], bob["actual"], ann["actual"]["result"]) == (
+        "bob",
+        {"result": "win", "rank": 0},
+        "loss",
+    )
+    assert bob["expected"]["win"] < ann["expected"]["win"]  # ann won m0, so was favoured
+    assert bob["after"]["mu"] > bob["before"]["mu"] and ann["after"]["mu"] < ann["before"]["mu"]
+    text = cli("explain", "m1", *args, check=True).stdout
+    assert "bob: win (expected win" in text and "ann: loss" in text
+    missing = cli("explain", "nope", *args)
+    assert (
+        missing.returncode == 2
+        and missing.stderr.strip()
+        == f"stream-rater explain: no match 'nope' on ladder '{ladder}' (never applied, or applied longer ago than the markers are kept)"
+    )

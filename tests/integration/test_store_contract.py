@@ -619,3 +619,42 @@ async def test_rating_totals_add_up_the_leaderboard_and_its_active_players(store
     assert (everyone.active, everyone.active_sum) == (everyone.ranked, everyone.ranked_sum)
     empty = await store.rating_totals(f"{ladder}-none", since)
     assert (empty.ranked, empty.ranked_sum, empty.active, empty.active_sum) == (0, 0.0, 0, 0.0)
+
+
+async def test_a_markers_placings_are_the_index_by_match(store, ladder):
+    """A commit's placings are kept in its markers and read back by match id: None for a
+    match never applied, empty for a marker without them."""
+    await store.commit(
+        Commit(
+            ladder,
+            [write("a", 27.0, 1, 0), write("b", 23.0, 1, 0)],
+            {"m1": [{"event_id": "m1:a"}], "m2": []},
+            placings={"m1": [["a", 0], ["b", 1]]},
+        )
+    )
+    assert await store.placings(ladder, "m1") == [("a", 0), ("b", 1)]
+    assert await store.placings(ladder, "m2") == []
+    assert await store.placings(ladder, "m3") is None
+
+
+async def test_quality_sums_and_window_are_kept_with_the_commit(store, ladder):
+    """Each commit adds its scorer's increments to the sums and pushes its match scores onto
+    the window, newest first; a refused commit adds nothing."""
+    first = Commit(
+        ladder,
+        [write("a", 1.0, 1, 0)],
+        {"m1": []},
+        quality={"live": ({"matches": 1, "log_loss": 0.5}, [[1, 0.0, 0.5, 0.1, []]])},
+    )
+    await store.commit(first)
+    with pytest.raises(CommitConflict):
+        await store.commit(first)
+    second = Commit(
+        ladder, [write("a", 1.0, 2, 1)], {"m2": [], "m3": []},
+        quality={"live": ({"matches": 2, "log_loss": 0.25}, [[1, 1.0, None, None, [[3, 0.3, True]]], [0, 0.0, None, None, []]])},
+    )  # fmt: skip
+    await store.commit(second)
+    sums, window = await store.quality(ladder, "live", 2)
+    assert sums == {"matches": 3.0, "log_loss": 0.75}
+    assert window == [[0, 0.0, None, None, []], [1, 1.0, None, None, [[3, 0.3, True]]]]
+    assert await store.quality(ladder, "shadow", 5) == ({}, [])

@@ -177,6 +177,7 @@ async function refreshLadder(ladder) {
   const [board, distribution] = await Promise.all([
     api(`/api/ladders/${encodeURIComponent(ladder)}/leaderboard?top=25`),
     api(`/api/ladders/${encodeURIComponent(ladder)}/distribution`),
+    refreshQuality(ladder).catch((error) => console.warn(error)),
   ]);
   const corrected = board.generation ? ` · generation ${board.generation} (re-rated)` : "";
   const rerating = board.rerate ? ` · re-rate running (${board.rerate})` : "";
@@ -239,6 +240,35 @@ async function refreshInflation(ladder) {
   document.getElementById("inflation-marks").replaceChildren(...seen.marks.slice(-5).map((m) => el("li", { text: m })));
 }
 
+// ---- prediction quality ---------------------------------------------------------------
+
+const pct = (x) => (x == null ? "–" : `${(100 * x).toFixed(1)} %`);
+
+async function refreshQuality(ladder) {
+  const q = await api(`/api/ladders/${encodeURIComponent(ladder)}/quality?last=500`);
+  const all = q.cumulative, last = q.last;
+  document.getElementById("quality-tiles").replaceChildren(
+    tile("matches scored", count(all.matches)),
+    tile("wrong order", pct(all.wrong_order)),
+    tile("wrong order, last 500", pct(last.wrong_order)),
+    tile("log-loss", num(all.log_loss)),
+    tile("Brier", num(all.brier)));
+  const stretches = last.over_time;
+  chart("chart-quality", "quality", {
+    series: [{}, line("wrong order, % (last 500 matches, oldest first)", RED), line("log-loss", ORANGE)],
+    scales: { x: { time: false }, y: fromZero },
+    axes: [{ label: "stretch" }, { size: 50 }],
+  }, [stretches.map((_, i) => i + 1), stretches.map((s) => (s.wrong_order == null ? null : 100 * s.wrong_order)),
+    stretches.map((s) => s.log_loss)]);
+  const filled = all.calibration.filter((b) => b.count > 0);
+  chart("chart-calibration", "calibration", {
+    series: [{}, line("perfect", GREY, { dash: [4, 4], width: 1 }),
+      line("observed", BLUE, { points: { show: true, size: 6 } })],
+    scales: { x: { time: false, range: () => [0, 1] }, y: { range: () => [0, 1] } },
+    axes: [{ label: "predicted" }, { size: 40 }],
+  }, [filled.map((b) => b.mean_predicted), filled.map((b) => b.mean_predicted), filled.map((b) => b.observed)]);
+}
+
 // ---- player view ----------------------------------------------------------------------
 
 async function refreshPlayer(ladder, player) {
@@ -273,14 +303,50 @@ async function refreshPlayer(ladder, player) {
     chart("chart-history", "elo", { series: [{}, line("rating", BLUE)], axes: [{}, { size: 55 }] }, [x, mu]);
   }
 
-  document.querySelector("#matches tbody").replaceChildren(...data.history.slice(0, 25).map((e) => el("tr", {},
-    el("td", { text: day(e.finished_at) }),
-    el("td", { text: e.match_id }),
-    el("td", { class: "num", text: num(e.before.mu) }),
-    el("td", { class: "num", text: num(e.after.mu) }),
-    el("td", { class: e.delta >= 0 ? "up" : "down", text: signed(e.delta) }),
-    el("td", { class: "num", text: num(e.rating) }),
-    el("td", { class: "num", text: count(e.games) }))));
+  document.querySelector("#matches tbody").replaceChildren(...data.history.slice(0, 25).map((e) => {
+    const row = el("tr", { class: e.kind && e.kind !== "match" ? "" : "clickable", "data-match": e.match_id },
+      el("td", { text: day(e.finished_at) }),
+      el("td", { text: e.kind && e.kind !== "match" ? `${e.kind} ${e.match_id}` : e.match_id }),
+      el("td", { class: "num", text: num(e.before.mu) }),
+      el("td", { class: "num", text: num(e.after.mu) }),
+      el("td", { class: e.delta >= 0 ? "up" : "down", text: signed(e.delta) }),
+      el("td", { class: "num", text: num(e.rating) }),
+      el("td", { class: "num", text: count(e.games) }),
+      el("td", { class: "expected", text: expectation(e.expected) }));
+    if (!e.kind || e.kind === "match") row.addEventListener("click", () => explain(ladder, e.match_id));
+    return row;
+  }));
+}
+
+// What the read API expected of the team: {win, draw} for two teams, {ahead, rank} for more.
+function expectation(expected) {
+  if (!expected) return "–";
+  if ("win" in expected) return `win ${pct(expected.win)}, draw ${pct(expected.draw)}`;
+  return `ahead ${pct(expected.ahead)}, rank ${num(expected.rank)}`;
+}
+
+function besides(p) {
+  const notes = [];
+  if (p.idle) notes.push(`idle ${num(p.idle.seconds / 86400)} d: σ ${num(p.idle.sigma_stored)} → ${num(p.idle.sigma_as_of_match)}`);
+  if (p.season_reset) notes.push(`season reset (${p.season_reset})`);
+  for (const c of p.corrections || []) notes.push(`${c.voided_this_match ? "voided" : "re-rated"} by ${c.id}: ${c.reason}`);
+  return notes.length ? notes.join("; ") : "–";
+}
+
+async function explain(ladder, matchId) {
+  const answer = await api(`/api/ladders/${encodeURIComponent(ladder)}/matches/${encodeURIComponent(matchId)}`);
+  document.getElementById("explanation-title").textContent = `match ${matchId}`;
+  document.querySelector("#explanation tbody").replaceChildren(...answer.players.map((p) => el("tr", {},
+    el("td", { text: p.player_id }),
+    el("td", { text: p.actual.result ?? `rank ${p.actual.rank}` }),
+    el("td", { text: p.found ? expectation(p.expected) : "event no longer kept" }),
+    el("td", { class: "num", text: p.found ? num(p.before.mu) : "–" }),
+    el("td", { class: "num", text: p.found ? num(p.after.mu) : "–" }),
+    el("td", { class: p.found && p.delta >= 0 ? "up" : "down", text: p.found ? signed(p.delta) : "–" }),
+    el("td", { text: p.found ? besides(p) : "–" }))));
+  const card = document.getElementById("explanation-card");
+  card.hidden = false;
+  card.scrollIntoView();
 }
 
 // ---- routing --------------------------------------------------------------------------

@@ -7,8 +7,9 @@
 --       tells "lost" from "new"; 'p:<partition>': offset after the last record applied), 5 the
 --       ladder's control hash, 6 its freeze key, 7 the activity zset, 8 the seasons list, 9 the
 --       markers hash, 10 the unproduced-events hash and 11 the markers' expiry zset of the
---       generation written, then the history key of each history id, then (with `season`) the
---       keys that keep the ending season's leaderboard and its players' states, in order: every key the script
+--       generation written, then the history key of each history id, then each scorer's quality
+--       sums hash and window list, then (with `season`) the keys that keep the ending season's
+--       leaderboard and its players' states, in order: every key the script
 --       touches, all of one ladder with its hash tag (one cluster slot; a call spans several
 --       ladders only on a single Redis).
 -- ARGV: per ladder, its commit as one msgpack map (packed with raw strings, which cmsgpack
@@ -34,7 +35,9 @@
 --         season           nil, or the id of a season-start record: the leaderboard and the
 --                          players hash are copied to the last two keys first and the id
 --                          appended to the seasons list
---         marker_ids       the matches applied: each gets a marker
+--         marker_ids       the matches applied: each gets a marker, whose value is
+--         placings         per match, its rated players' [player id, team rank] (packed), or
+--                          '' (a match without rated players' events): the index by match
 --         unproduced_at    the matches among them with events, as indices into marker_ids, and
 --         unproduced       their events, each match's as one msgpack array, kept until produced
 --         produced         match ids of earlier commits whose events are with the broker:
@@ -48,6 +51,10 @@
 --         history          for each history list in turn, its new entries (oldest first),
 --                          each a packed rating-changed event
 --         positions        map partition → offset after the batch's last record of it
+--         quality_add      per scorer (its two keys follow the history keys: sums hash,
+--                          window list), its sums' increments as field, decimal string, …
+--         quality_window   per scorer, the batch's match scores (packed), oldest first,
+--         quality_cap      pushed onto the window list, which keeps the newest quality_cap
 -- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
 -- (a marker exists), {'conflict', id} (a write whose stored version is not the expected one),
 -- {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'} (a re-rate is
@@ -176,7 +183,7 @@ local function commit(o, args)
   local marked = {'', HASH_TABLE}
   for m = 1, #marker_ids do
     marked[2 * m + 1] = marker_ids[m]
-    marked[2 * m + 2] = ''
+    marked[2 * m + 2] = args.placings[m]
   end
   chunked('HSET', MARKERS, marked)
   local kept = {}
@@ -209,6 +216,17 @@ local function commit(o, args)
     end
     if length > args.history_cap then
       redis.call('LTRIM', list, 0, args.history_cap - 1)
+    end
+  end
+
+  -- Prediction quality, exactly once with the batch's markers.
+  for s = 1, #args.quality_add do
+    local sums, window = key(FIXED + #history_sizes + 2 * s - 1), key(FIXED + #history_sizes + 2 * s)
+    local add = args.quality_add[s]
+    for i = 1, #add, 2 do redis.call('HINCRBYFLOAT', sums, add[i], add[i + 1]) end
+    if #args.quality_window[s] > 0 then
+      chunked('LPUSH', window, args.quality_window[s])
+      redis.call('LTRIM', window, 0, args.quality_cap - 1)
     end
   end
 

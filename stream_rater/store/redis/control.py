@@ -106,11 +106,8 @@ class RerateControl(KeyLayout):
             patterns = [self._gen_key(ladder, generation, "*")]
             keys = []
         else:
-            patterns = [
-                self._key(ladder, "h:*"),
-                self._key(ladder, "lb:season:*"),
-                self._key(ladder, "players:season:*"),
-            ]
+            kinds = ("h", "lb:season", "players:season", "q", "qw")
+            patterns = [self._key(ladder, f"{kind}:*") for kind in kinds]
             keys = [
                 self._key(ladder, k)
                 for k in (

@@ -20,7 +20,9 @@ A ladder's ratings live in a *generation* (see `StateStore`); generation 0's key
 - ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
   leaderboard and ``players:season:<id>`` every player's state (as in ``players``) as the
   season that record ended left it
-- ``mk``      hash  match id → empty string: the "match applied" markers
+- ``mk``      hash  match id → the "match applied" markers: msgpack ``[[player id, team rank],
+  …]`` of the match's rated players (the index by match: `ReadStore.placings`), or an empty
+  string (a match with no rated players' events, or a marker written before the index)
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
   event in the stored form of `stored_events` (a compact array)
@@ -28,6 +30,9 @@ A ladder's ratings live in a *generation* (see `StateStore`); generation 0's key
   with a marker TTL (the idempotency window): a commit removes the markers past it
 - ``h:<player_id>`` list, newest first, of msgpack rating-changed events in the stored form
   of `stored_events` (capped)
+- ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
+  ladder's model; `processor.quality`), written with each batch; ``qw:<scorer>`` list, newest
+  first, of the last `QUALITY_WINDOW` matches' scores (msgpack)
 - ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
   it only grows, so a read that finds less than a worker committed means the store lost
   data); ``p:<partition>`` → offset after the last record of the ladder applied
@@ -106,11 +111,16 @@ class KeyLayout:
         ]
 
     def commit_keys(
-        self, ladder: str, generation: int, players: Iterable[str], season: str | None
+        self,
+        ladder: str,
+        generation: int,
+        players: Iterable[str],
+        season: str | None,
+        scorers: Iterable[str] = (),
     ) -> list[str]:
         """The keys the commit script gets for `ladder`'s `generation`: with the histories of
-        `players`, and the final leaderboard and players' states of the season a `season` start
-        ends (the last two keys)."""
+        `players`, the prediction-quality sums and window of each of `scorers`, and the final
+        leaderboard and players' states of the season a `season` start ends (the last two keys)."""
         prefix = self._gen_key(ladder, generation, "")
         keys = [
             prefix + "players",
@@ -125,6 +135,7 @@ class KeyLayout:
             prefix + "unproduced",
             prefix + "mk:expiry",
             *(f"{prefix}h:{p}" for p in players),
+            *(f"{prefix}{kind}:{scorer}" for scorer in scorers for kind in ("q", "qw")),
         ]
         if season is not None:
             keys += [f"{prefix}lb:season:{season}", f"{prefix}players:season:{season}"]

@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 
 from stream_rater.store.stored_events import PACKER, pack_event, stored_event
-from stream_rater.store.values import Commit, PlayerState, ReadRequest, Snapshot
+from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
 
 def _script(name: str) -> str:
@@ -84,6 +84,7 @@ def commit_args(
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         marker_ids=marker_ids,
+        placings=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in marker_ids],
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
         unproduced=[
             PACKER.pack_array_header(len(events)) + b"".join(packed[id(e)] for e in events)
@@ -97,6 +98,12 @@ def commit_args(
         history_sizes=[len(v) for v in commit.history.values()],
         history=history,
         positions=dict(commit.positions),
+        quality_add=[
+            [x for name, value in add.items() for x in (name, repr(float(value)))]
+            for add, _ in commit.quality.values()
+        ],
+        quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
+        quality_cap=QUALITY_WINDOW,
     )
 
 

@@ -150,7 +150,7 @@ class RedisStore(RerateControl, StateStore):
         """The keys and argument of the commit script for `commit`."""
         ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
-        keys = self.commit_keys(ladder, gen, commit.history, commit.season)
+        keys = self.commit_keys(ladder, gen, commit.history, commit.season, commit.quality)
         return keys, commit_args(commit, len(keys), gen, self.marker_ttl, self.history_limit, self.clock())
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
@@ -304,6 +304,23 @@ class RedisStore(RerateControl, StateStore):
             ladder, lambda pipe, gen: pipe.lrange(self._gen_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
         )
         return [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
+
+    async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
+        def build(pipe: Any, gen: int) -> None:
+            pipe.hgetall(self._gen_key(ladder, gen, f"q:{scorer}"))
+            pipe.lrange(self._gen_key(ladder, gen, f"qw:{scorer}"), 0, max(last, 1) - 1)
+
+        sums, window = await self._on_live(ladder, build)
+        scores = [msgpack.unpackb(raw, raw=False) for raw in window[:last]]
+        return {text(k): float(v) for k, v in sums.items()}, scores
+
+    async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
+        [raw] = await self._on_live(
+            ladder, lambda pipe, gen: pipe.hget(self._gen_key(ladder, gen, "mk"), match_id)
+        )
+        if raw is None:
+            return None
+        return [(p, r) for p, r in msgpack.unpackb(raw, raw=False)] if raw else []
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         ids = list(player_ids)

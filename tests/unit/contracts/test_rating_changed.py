@@ -20,6 +20,20 @@ def test_rating_changed_round_trips() -> None:
     assert RatingChanged.from_dict(elo).to_dict() == elo
 
 
+def test_expected_round_trips_on_a_match_and_is_refused_on_a_correction() -> None:
+    """Both forms of ``expected`` round-trip; only a match's events may carry it."""
+    for expected in ({"win": 0.4, "draw": 0.2}, {"ahead": 0.75, "rank": 1.5}):
+        assert RatingChanged.from_dict({**CHANGED, "expected": expected}).to_dict() == {
+            **CHANGED,
+            "expected": expected,
+        }
+    cause = {"id": "rerate:l:1", "reason": "r", "voided": [], "unvoided": [], "params": {}}
+    with pytest.raises(ValidationError, match="expected: only a match's events carry it"):
+        RatingChanged.from_dict(
+            {**CHANGED, "kind": "correction", "correction": cause, "expected": {"win": 0.5, "draw": 0.0}}
+        )
+
+
 def test_rating_changed_accepts_integral_numbers() -> None:
     """Integers for mu, rating and delta and an integral float for games are accepted (JSON does not tell them apart)."""
     changed = RatingChanged.from_dict(
@@ -44,6 +58,13 @@ def test_rating_changed_accepts_integral_numbers() -> None:
         ({"games": 0}, "games: must be >= 1"),
         ({"games": True}, "games: must be an integer, got boolean"),
         ({"rating": "6"}, "rating: must be a number, got string"),
+        (
+            {"expected": {"win": 0.5}},
+            "expected: must have the fields win and draw, or ahead and rank; got ['win']",
+        ),
+        ({"expected": {"win": 1.5, "draw": 0.0}}, "expected.win: must be within [0.0, 1.0], got 1.5"),
+        ({"expected": {"ahead": 0.5, "rank": 0.5}}, "expected.rank: must be within [1.0, inf], got 0.5"),
+        ({"expected": [0.5]}, "expected: must be an object, got array"),
         (
             {"processed_at": "yesterday"},
             "processed_at: 'yesterday' is not an RFC 3339 date-time (like 2004-08-06T18:13:50Z)",

@@ -81,6 +81,7 @@ def test_schema_fields_are_the_dataclass_fields() -> None:
         "correction",
         "provisional",
         "season",
+        "expected",
     }
 
 

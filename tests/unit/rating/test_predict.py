@@ -15,7 +15,7 @@ from scipy.stats import norm
 from stream_rater.rating import Rating, TrueSkill
 from stream_rater.rating.elo import Elo
 from stream_rater.rating.plackett_luce import PlackettLuce
-from stream_rater.rating.predict import balance, evenness, predict, ranking_probabilities
+from stream_rater.rating.predict import as_read, balance, evenness, expected, predict, ranking_probabilities
 from stream_rater.rating.sph_elo import SphElo
 
 TS = TrueSkill(draw_probability=0.10)
@@ -215,3 +215,40 @@ def test_balance_keeps_parties_together_and_counts_their_effect():
         balance(TS, pool[:4], [2, 2], parties=[[0, 1, 2]])
     with pytest.raises(ValueError, match="parties: they fit in no split"):
         balance(TS, pool, [3, 3], parties=[[0, 1], [2, 3], [4, 5]])
+
+
+def test_expected_of_two_teams_is_predict_and_of_more_the_pairs_averaged():
+    """Two teams: each team's win probability and the shared draw probability of `predict`.
+    Three: ``ahead`` is the mean of the pairs' `predict` win probabilities and the ranks of a
+    model without draws add up to 1 + 2 + 3."""
+    a, b, c = [Rating(30.0, 2.0)], [Rating(25.0, 4.0)], [Rating(20.0, 6.0)]
+    p = predict(TS, [a, b])
+    assert expected(TS, [a, b]) == [
+        {"win": p.win_probabilities[0], "draw": p.draw_probability},
+        {"win": p.win_probabilities[1], "draw": p.draw_probability},
+    ]
+    pairs = {
+        (i, j): predict(TS, [t, u]).win_probabilities[0]
+        for (i, t), (j, u) in itertools.permutations(enumerate([a, b, c]), 2)
+    }
+    three = expected(TS, [a, b, c])
+    assert three[0]["ahead"] == pytest.approx((pairs[0, 1] + pairs[0, 2]) / 2)
+    assert three[2]["rank"] == pytest.approx(1 + pairs[0, 2] + pairs[1, 2])
+    elo = Elo()
+    ranks = [
+        e["rank"]
+        for e in expected(elo, [[Rating(1500.0, None)], [Rating(1600.0, None)], [Rating(1400.0, None)]])
+    ]
+    assert sum(ranks) == pytest.approx(6.0) and ranks[1] < ranks[0] < ranks[2]
+
+
+def test_as_read_grows_each_rating_by_its_idle_time_only():
+    timed = TrueSkill(time_tau=1.0, time_unit="days")
+    teams = [[Rating(25.0, 3.0), Rating(25.0, 3.0)], [Rating(20.0, 3.0)]]
+    read = as_read(timed, teams, [[86_400.0 * 7, None], [0.0]])
+    assert (
+        read[0][0].sigma == pytest.approx(math.sqrt(9.0 + 7.0))
+        and read[0][1] == teams[0][1]
+        and read[1] == teams[1]
+    )
+    assert as_read(timed, teams, None) is teams

@@ -357,3 +357,39 @@ async def test_predict_and_balance_take_parties_on_a_party_effects_ladder():
         body["parties"] = [["a", "zed"]]
         status, refused = await post(client, "/api/ladders/party/balance", body)
         assert (status, refused["error"]) == (400, "parties[0]: 'zed' is not one of the players")
+
+
+async def test_a_match_is_explained_and_an_unknown_one_is_a_404(client):
+    """``GET …/matches/{id}``: the match's players with expected and actual; 404 naming an
+    unknown match or ladder."""
+    response = await client.get("/api/ladders/default/matches/m2")
+    answer = await response.json()
+    assert response.status == 200 and answer["match_id"] == "m2"
+    assert [(p["player_id"], p["actual"]["result"]) for p in answer["players"]] == [
+        ("ann", "win"),
+        ("cat", "loss"),
+    ]
+    assert answer["players"][0]["expected"]["win"] > answer["players"][1]["expected"]["win"]
+    response = await client.get("/api/ladders/default/matches/nope")
+    assert response.status == 404 and "no match 'nope'" in (await response.json())["error"]
+    response = await client.get("/api/ladders/nowhere/matches/m1")
+    assert response.status == 404
+
+
+async def test_quality_is_evaluates_figures_cumulative_and_over_the_last_n(client):
+    """``GET …/quality``: the fixture's two default-ladder matches scored as `evaluate` does;
+    ``?last=1`` the newest alone; a bad ``last`` is a 400 naming it."""
+    response = await client.get("/api/ladders/default/quality?last=1")
+    answer = await response.json()
+    assert response.status == 200 and answer["scorer"] == "live"
+    cumulative, last = answer["cumulative"], answer["last"]
+    assert (cumulative["matches"], cumulative["pairs"], last["matches"]) == (2, 2, 1)
+    assert cumulative["wrong_order"] == 0.25  # m1: newcomers, a tie (½); m2: ann favoured and won
+    assert last["wrong_order"] == 0.0 and last["log_loss"] < cumulative["log_loss"]
+    assert sum(b["count"] for b in cumulative["calibration"]) == 2
+    assert (await client.get("/api/ladders/default/quality")).status == 200
+    response = await client.get("/api/ladders/default/quality?last=0")
+    assert (
+        response.status == 400
+        and "last: must be an integer from 1 to 1000" in (await response.json())["error"]
+    )

@@ -445,6 +445,8 @@ def test_metrics_follow_the_naming_conventions():
         "partition",
         "generation",
         "outcome",
+        "scorer",  # the prediction-quality counters: live, or a shadow model's name
+        "bin",  # their calibration bin
         "le",
     }
     families = [f for f in REGISTRY.collect() if f.name.startswith("stream_rater_")]

@@ -45,6 +45,37 @@ def test_plain_events_round_trip_exactly_and_smaller(
     assert len(packed) < 0.7 * len(msgpack.packb(event, use_bin_type=True))
 
 
+def test_expected_rides_in_the_compact_form_and_twelve_item_arrays_still_read():
+    """An event with ``expected`` (either form, late or not) is compact and reads back equal;
+    an array written before events carried it (12 items) reads back without it."""
+    for expected, late in (({"win": 0.25, "draw": 0.5}, False), ({"ahead": 0.5, "rank": 2.0}, True)):
+        event = rating_changed(
+            "m1",
+            LADDER,
+            "a",
+            "trueskill",
+            (25.0, 8.3),
+            (27.0, 7.0),
+            6.0,
+            1,
+            "t",
+            "t",
+            late,
+            expected=expected,
+        )
+        packed = pack_event(event, LADDER)
+        assert isinstance(msgpack.unpackb(packed, raw=False), list)
+        assert read_back(packed) == event
+        assert list(read_back(packed)) == list(event)
+    older = msgpack.unpackb(
+        pack_event(
+            rating_changed("m1", LADDER, "a", "elo", (1.0, None), (2.0, None), 2.0, 1, "t", "t"), LADDER
+        )
+    )
+    assert len(older) == 12 and "expected" not in read_back(msgpack.packb(older))
+    assert isinstance(msgpack.unpackb(pack_event({**event, "expected": None}, LADDER), raw=False), dict)
+
+
 def test_anything_else_is_stored_as_its_map():
     plain = rating_changed("m1", LADDER, "a", "elo", (1500.0, None), (1516.0, None), 1516.0, 3, "t", "t")
     others = [

@@ -1,0 +1,122 @@
+"""Why a rating moved: one match's rating changes, found by match id, per player — before,
+after, what the read API expected (the event's ``expected``), what happened (the team's rank),
+and what moved the rating besides the result:
+
+- **idle time**: the σ the model rated the player with, grown from the stored σ by the time
+  since the player's previous match (`RatingModel.as_of`; absent when it did not grow);
+- **a season reset** between the player's previous match and this one (its season event);
+- **corrections since**: re-rates (voids, new parameters) whose correction events followed
+  this match's, each with its id, and whether it voided this very match.
+
+The match is found through its marker, which keeps its rated players and their teams' ranks
+(`ReadStore.placings`), and each player's event in their history (the newest
+``history_limit`` events). So a match can be explained while its marker lives (the idempotency
+window, ``STREAM_RATER_MARKER_TTL``) and while its event is among the player's kept ones;
+a player whose event has left the history is listed with ``"found": false``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stream_rater.config.ladders import Ladder
+from stream_rater.contracts import parse_timestamp
+from stream_rater.queries import QueryError
+from stream_rater.rating.base import Rating
+from stream_rater.store import ReadStore
+from stream_rater.store.base import Event
+
+
+class UnknownMatch(QueryError):
+    status = 404
+
+
+async def explain_match(
+    store: ReadStore, ladder: Ladder, match_id: str, history_limit: int
+) -> dict[str, Any]:
+    """The explanation of `match_id` on `ladder` (module docstring); `UnknownMatch` when the
+    live generation keeps no marker of it."""
+    placings = await store.placings(ladder.name, match_id)
+    if placings is None:
+        raise UnknownMatch(
+            f"no match {match_id!r} on ladder {ladder.name!r} (never applied, or applied longer ago "
+            "than the markers are kept)"
+        )
+    ranks = [rank for _, rank in placings]
+    players = []
+    for player_id, rank in placings:
+        history = await store.history(ladder.name, player_id, history_limit)
+        players.append(_player(ladder, match_id, player_id, (rank, ranks), history))
+    return {"ladder": ladder.name, "model": ladder.model, "match_id": match_id, "players": players}
+
+
+def _actual(rank: int, ranks: Sequence[int], two_teams: bool) -> dict[str, Any]:
+    """What happened to a team of `rank` among the players' `ranks`: ``{"result", "rank"}``
+    for two teams, ``{"rank", "ahead"}`` (the share of other ranks it finished ahead of) for
+    more, in the form of the event's ``expected``."""
+    others = sorted(set(ranks) - {rank})
+    if two_teams:
+        result = "draw" if not others else "win" if rank < others[0] else "loss"
+        return {"result": result, "rank": rank}
+    return {"rank": rank, "ahead": sum(1 for r in others if rank < r) / len(others) if others else 0.0}
+
+
+def _player(
+    ladder: Ladder, match_id: str, player_id: str, placing: tuple[int, list[int]], history: list[Event]
+) -> dict[str, Any]:
+    """One player's part of the explanation, from their `history` (newest first);
+    `placing` is their team's rank and every rated player's."""
+    at = next(
+        (i for i, e in enumerate(history) if e["match_id"] == match_id and e.get("kind", "match") == "match"),
+        None,
+    )
+    if at is None:
+        return {
+            "player_id": player_id,
+            "found": False,
+            "actual": _actual(*placing, len(set(placing[1])) <= 2),
+        }
+    event = history[at]
+    expected = event.get("expected")
+    two_teams = "win" in expected if expected else len(set(placing[1])) <= 2
+    newer, older = history[:at], history[at + 1 :]
+    corrections = [
+        {
+            "id": e["correction"]["id"],
+            "reason": e["correction"]["reason"],
+            "voided_this_match": match_id in e["correction"]["voided"],
+        }
+        for e in reversed(newer)
+        if e.get("kind") == "correction"
+    ]
+    before = next((i for i, e in enumerate(older) if e.get("kind", "match") == "match"), len(older))
+    previous = older[before] if before < len(older) else None
+    seasons = [e["season"]["id"] for e in older[:before] if e.get("kind") == "season"]
+    return {
+        "player_id": player_id,
+        "found": True,
+        "before": event["before"],
+        "after": event["after"],
+        "delta": event["delta"],
+        "rating": event["rating"],
+        "expected": expected,
+        "actual": _actual(*placing, two_teams),
+        "idle": _idle(ladder, event, previous),
+        "season_reset": seasons[0] if seasons else None,
+        "corrections": corrections,
+    }
+
+
+def _idle(ladder: Ladder, event: Event, previous: Event | None) -> dict[str, Any] | None:
+    """The idle-time growth of the player's σ before `event`: the stored σ, the σ as of the
+    match (`RatingModel.as_of` of the time since the `previous` match), and that time; None
+    when nothing grew (no σ, no previous match known, or a model without time dynamics)."""
+    sigma = event["before"]["sigma"]
+    if sigma is None or previous is None:
+        return None
+    idle = max(0.0, parse_timestamp(event["finished_at"]) - parse_timestamp(previous["finished_at"]))
+    grown = ladder.rating_model.as_of(Rating(event["before"]["mu"], sigma), idle).sigma
+    if grown is None or grown == sigma:
+        return None
+    return {"seconds": idle, "sigma_stored": sigma, "sigma_as_of_match": grown}

@@ -1,0 +1,113 @@
+"""Live prediction quality: each applied match's `rating.scoring.MatchScore` turned into what
+the store keeps with the batch's commit (`Commit.quality`), and the read of what it kept.
+
+Per (ladder, scorer) — the live model's scorer is named ``live``; a shadow model is scored
+by the same code under its own name — the store keeps, in the same atomic commit as the
+batch's markers (so a redelivered match is never counted twice):
+
+- cumulative sums (`FIELDS`): ``matches``, ``pairs`` (decisive pairs), ``wrong`` (wrong pairs,
+  ties ½), ``two_team`` (two-team matches scored), ``log_loss`` and ``brier`` (their sums),
+  and per calibration bin k ``bin:k:n`` (pairs), ``bin:k:p`` (summed predicted probability)
+  and ``bin:k:o`` (pairs the first-listed team won);
+- the last `WINDOW` matches' scores, newest first, each ``[pairs, wrong, log_loss|None,
+  brier|None, [[bin, p, won], …]]`` (the ``?last=N`` window).
+
+`summary` gives `offline.evaluate`'s field names and definitions, so live and replay agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from stream_rater.rating.scoring import MatchScore, calibration_bin
+from stream_rater.store.values import QUALITY_WINDOW
+
+#: The live model's scorer name.
+LIVE = "live"
+#: Calibration bins (as `offline.evaluate`'s default).
+BINS = 10
+#: Most recent match scores kept per (ladder, scorer): the largest ``?last=N``.
+WINDOW = QUALITY_WINDOW
+#: Consecutive stretches of the last N matches that ``over_time`` gives.
+STRETCHES = 10
+
+
+def record(score: MatchScore) -> list[Any]:
+    """One match's score as the window keeps it."""
+    return [
+        len(score.wrong),
+        math.fsum(score.wrong),
+        score.log_loss,
+        score.brier,
+        [[calibration_bin(p, BINS), p, a_won] for p, a_won in score.calibration],
+    ]
+
+
+def increments(records: Iterable[Sequence[Any]]) -> dict[str, float]:
+    """The cumulative sums' increments of a batch's match `records` (oldest first)."""
+    add: dict[str, float] = {
+        "matches": 0,
+        "pairs": 0,
+        "wrong": 0.0,
+        "two_team": 0,
+        "log_loss": 0.0,
+        "brier": 0.0,
+    }
+    for pairs, wrong, log_loss, brier, calibration in records:
+        add["matches"] += 1
+        add["pairs"] += pairs
+        add["wrong"] += wrong
+        if log_loss is not None:
+            add["two_team"] += 1
+            add["log_loss"] += log_loss
+            add["brier"] += brier
+        for k, p, won in calibration:
+            add[f"bin:{k}:n"] = add.get(f"bin:{k}:n", 0) + 1
+            add[f"bin:{k}:p"] = add.get(f"bin:{k}:p", 0.0) + p
+            add[f"bin:{k}:o"] = add.get(f"bin:{k}:o", 0) + won
+    return add
+
+
+def over_time(window: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+    """The window's matches (newest first) in up to `STRETCHES` consecutive stretches of equal
+    numbers of matches, oldest first, each with its ``matches``, ``pairs``, ``wrong_order``
+    and ``log_loss``."""
+    ordered = list(reversed(window))
+    n = min(STRETCHES, len(ordered))
+    stretches = []
+    for w in range(n):
+        part = summary({}, ordered[w * len(ordered) // n : (w + 1) * len(ordered) // n])
+        stretches.append({k: part[k] for k in ("matches", "pairs", "wrong_order", "log_loss")})
+    return stretches
+
+
+def summary(totals: Mapping[str, float], window: Sequence[Sequence[Any]] | None = None) -> dict[str, Any]:
+    """`offline.evaluate.Summary`'s figures (``matches``, ``pairs``, ``wrong_order``,
+    ``two_team``, ``log_loss``, ``brier``, ``calibration``) of cumulative `totals`, or of the
+    match records of `window` when given."""
+    if window is not None:
+        totals = increments(window)
+    pairs, two = int(totals.get("pairs", 0)), int(totals.get("two_team", 0))
+    calibration = []
+    for k in range(BINS):
+        n = int(totals.get(f"bin:{k}:n", 0))
+        calibration.append(
+            {
+                "low": k / BINS,
+                "high": (k + 1) / BINS,
+                "count": n,
+                "mean_predicted": totals[f"bin:{k}:p"] / n if n else None,
+                "observed": totals[f"bin:{k}:o"] / n if n else None,
+            }
+        )
+    return {
+        "matches": int(totals.get("matches", 0)),
+        "pairs": pairs,
+        "wrong_order": totals["wrong"] / pairs if pairs else None,
+        "two_team": two,
+        "log_loss": totals["log_loss"] / two if two else None,
+        "brier": totals["brier"] / two if two else None,
+        "calibration": calibration,
+    }

@@ -1,0 +1,82 @@
+"""How good one pre-match prediction was: the one definition of the prediction metrics, used
+by `offline.evaluate` (a replay) and by the worker's live quality bookkeeping alike. Pure.
+
+For a match whose teams are given as a read at the match's time sees them
+(`rating.predict.as_read`) and its ranks:
+
+- **wrong order**: each pair of teams with different ranks, 1 when the worse-ranked team had
+  the higher win probability in `predict.probabilities` of the pair alone (for a two-team
+  match: of the match), ½ when they were equal, else 0;
+- **log-loss** and **Brier score** of a two-team match: with ``p`` the predicted probability
+  of the observed outcome (first team wins, second wins, draw), ``-ln max(p, PROBABILITY_FLOOR)``
+  and ``½ Σ (p_k − o_k)²``;
+- **calibration**: each scored pair as (P(the first-listed team wins), whether it strictly
+  did).
+
+A model *predicts draws* when two newcomers get a draw probability above 0 (TrueSkill with
+``draw_probability > 0``); otherwise (the Elo family: a draw is half a win) drawn pairs are
+scored by nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from stream_rater.rating.base import RatingModel, Teams
+from stream_rater.rating.predict import Pairs, probabilities
+
+PROBABILITY_FLOOR = 1e-15
+
+
+@dataclass(frozen=True, slots=True)
+class MatchScore:
+    """One match's scores: `wrong` per decisive pair; `log_loss` and `brier` for a two-team
+    match that is scored (None otherwise); `calibration` per scored pair."""
+
+    wrong: list[float]
+    log_loss: float | None
+    brier: float | None
+    calibration: list[tuple[float, bool]]
+
+
+def predicts_draws(model: RatingModel) -> bool:
+    """Whether `model` gives two newcomers a draw probability above 0."""
+    newcomer = [model.initial()]
+    return bool(probabilities(model, [newcomer, newcomer])[1])
+
+
+def score_match(
+    model: RatingModel, draws: bool, teams: Teams, ranks: Sequence[float], pairs: Pairs | None = None
+) -> MatchScore:
+    """The scores of the prediction for a match of `teams` (as read at its time) that ended
+    in `ranks`; `draws`: `predicts_draws` of `model`; `pairs`: `predict.pairwise` of `teams`,
+    if known (else each pair scored is asked)."""
+    wrong: list[float] = []
+    calibration: list[tuple[float, bool]] = []
+    log_loss = brier = None
+    for a in range(len(teams)):
+        for b in range(a + 1, len(teams)):
+            decisive = ranks[a] != ranks[b]
+            if not (decisive or draws):
+                continue
+            if pairs is None:
+                (p_a, p_b), draw = probabilities(model, [teams[a], teams[b]])
+            else:
+                p_a, p_b, draw = pairs[a, b]
+            a_won = ranks[a] < ranks[b]
+            if decisive:
+                wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
+            calibration.append((p_a, a_won))
+            if len(teams) == 2:
+                outcomes = (p_a, p_b, draw or 0.0)  # a wins, b wins, draw
+                observed = 0 if a_won else 1 if decisive else 2
+                log_loss = -math.log(max(outcomes[observed], PROBABILITY_FLOOR))
+                brier = math.fsum((q - (k == observed)) ** 2 for k, q in enumerate(outcomes)) / 2
+    return MatchScore(wrong, log_loss, brier, calibration)
+
+
+def calibration_bin(p: float, bins: int) -> int:
+    """The equal-width bin of [0, 1] (of `bins`) probability `p` falls in; 1 in the last."""
+    return min(int(p * bins), bins - 1)
