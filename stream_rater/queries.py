@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.rules import DAY
 from stream_rater.config.settings import Settings
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
@@ -37,6 +38,9 @@ from stream_rater.store import Lookup, PlayerState, ReadStore
 LEADERBOARD_TOP = 25
 #: Most rows one leaderboard read returns.
 MAX_LEADERBOARD_TOP = 500
+#: Rows above and below the player an around-me read returns unless asked otherwise, and at most.
+AROUND_N = 5
+MAX_AROUND_N = 100
 
 
 class QueryError(ValueError):
@@ -51,6 +55,16 @@ class UnknownLadder(QueryError):
 
 class TooManyPlayers(QueryError):
     status = 413
+
+
+class UnknownPlayer(QueryError):
+    status = 404
+
+
+class NotRanked(QueryError):
+    """A known player the ladder's eligibility rules leave off the leaderboard."""
+
+    status = 409
 
 
 def ladder_of(ladders: Ladders, name: str) -> Ladder:
@@ -84,6 +98,17 @@ def top_of(value: Any) -> int:
     if not 1 <= top <= MAX_LEADERBOARD_TOP:
         raise QueryError(f"top: must be an integer from 1 to {MAX_LEADERBOARD_TOP}")
     return top
+
+
+def n_of(value: Any) -> int:
+    """``n``: an integer (or its decimal string, from a URL) from 0 to `MAX_AROUND_N`."""
+    try:
+        n = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else -1
+    except ValueError:
+        n = -1
+    if not 0 <= n <= MAX_AROUND_N:
+        raise QueryError(f"n: must be an integer from 0 to {MAX_AROUND_N}")
+    return n
 
 
 def teams_of(value: Any, limit: int) -> list[list[str]]:
@@ -145,10 +170,60 @@ class Queries:
             board = await self.store.leaderboard(ladder.name, top, season=season)
         else:
             board = await self._eligible_top(ladder, top, now)
+        rows = await self._rows(ladder, board, 1, now)
+        generations = await self.store.generations(ladder.name)
+        return {
+            "ladder": ladder.name,
+            "model": ladder.model,
+            "season": len(ended) + 1 if season is None else season,
+            "generation": generations.live,
+            "params": {k: str(v) for k, v in (generations.params or {}).items()},
+            "rerate": generations.lock_owner,
+            "rows": rows,
+        }
+
+    async def around(self, ladder_name: str, player_id: Any, n: Any, now: float) -> dict[str, Any]:
+        """The leaderboard from `n` eligible players above `player_id` to `n` below, ranked as
+        `leaderboard` ranks them; `UnknownPlayer` for a player the ladder has never seen,
+        `NotRanked` (saying which rule) for one it does not rank. Cost: the player's rank
+        (one ``ZREVRANK``, or with an activity rule ``min(place, active players)`` entries,
+        as for `players`) plus the rows."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        [player] = player_ids([player_id], "around", 1)
+        n = n_of(n)
+        found = await self.store.lookup(ladder.name, [player])
+        state = found.players.get(player)
+        if state is None:
+            raise UnknownPlayer(f"{player} has not played on ladder {ladder.name!r}")
+        raw = found.places.get(player)
+        since = ladder.rules.active_since(now)
+        if raw is None or (since is not None and (state.last_played or -math.inf) < since):
+            raise NotRanked(f"{player} is not ranked: {_unranked_reason(ladder, state, now)}")
+        if since is None:
+            first, ranked = max(0, raw - n), found.ranked
+            board = await self.store.leaderboard(ladder.name, raw - first + n + 1, start=first)
+        else:
+            places, ranked = await self.store.active_places(ladder.name, [player], since)
+            board = await self.store.active_around(ladder.name, raw, n, since)
+            first = places.get(player, 0) - next((i for i, (p, _) in enumerate(board) if p == player), 0)
+        rows = await self._rows(ladder, board, first + 1, now)
+        return {
+            "ladder": ladder.name,
+            "model": ladder.model,
+            "player_id": player,
+            "rank": next((row["rank"] for row in rows if row["player_id"] == player), None),
+            "ranked": ranked,
+            "rows": rows,
+        }
+
+    async def _rows(
+        self, ladder: Ladder, board: Sequence[tuple[str, float]], first_rank: int, now: float
+    ) -> list[dict[str, Any]]:
+        """Leaderboard rows of `board` (player, stored display rating), ranked from `first_rank`."""
         found = await self.store.lookup(ladder.name, [p for p, _ in board])
         display = ladder.rating_model.display
         rows = []
-        for rank, (player_id, score) in enumerate(board, start=1):
+        for rank, (player_id, score) in enumerate(board, start=first_rank):
             state = found.players.get(player_id)
             if state is None:
                 continue
@@ -169,16 +244,7 @@ class Queries:
                     "peak_at": state.peak_at,
                 }
             )
-        generations = await self.store.generations(ladder.name)
-        return {
-            "ladder": ladder.name,
-            "model": ladder.model,
-            "season": len(ended) + 1 if season is None else season,
-            "generation": generations.live,
-            "params": {k: str(v) for k, v in (generations.params or {}).items()},
-            "rerate": generations.lock_owner,
-            "rows": rows,
-        }
+        return rows
 
     async def predict(
         self, ladder_name: str, teams: Any, now: float, rankings: Any = False
@@ -296,6 +362,22 @@ def season_of(value: Any, ended: int) -> int:
             else "season: the ladder has had no season start yet (only the current season exists)"
         )
     return season
+
+
+def _unranked_reason(ladder: Ladder, state: PlayerState, now: float) -> str:
+    """Why the ladder's rules leave a known player off its leaderboard (README "Ladder rules")."""
+    rules = ladder.rules
+    if rules.provisional_games is not None and state.games < rules.provisional_games:
+        return f"provisional, {state.games} of {rules.provisional_games} games played"
+    if rules.provisional(state.games, state.sigma):
+        return f"provisional, sigma {state.sigma:.4g} above {rules.provisional_sigma}"
+    if rules.leaderboard_min_games is not None and state.games < rules.leaderboard_min_games:
+        return f"{state.games} games played (the ladder ranks players with at least {rules.leaderboard_min_games})"
+    days = rules.leaderboard_active_days
+    if days is not None:
+        idle = "never played" if state.last_played is None else f"inactive for {(now - state.last_played) / DAY:.0f} days"
+        return f"{idle} (the ladder ranks players active within {days:g} days)"
+    return "not on the leaderboard"
 
 
 def _percentile(place: int, ranked: int) -> float:

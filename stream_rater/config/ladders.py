@@ -36,6 +36,10 @@ Beside the model's parameters a ladder may set its rules (`config.rules`: provis
 players, leaderboard eligibility, rated-game rules, season resets), in the same table and the
 same environment form (``STREAM_RATER_LADDER_MW4__PROVISIONAL_GAMES=10``).
 
+``calibration`` (``"temperature:T"`` or ``"platt:a,b"``, `rating.calibration`; ``stream-rater
+tune --calibrate`` prints the line) maps the model's predicted win probabilities wherever they
+are asked (`rating.predict.predict`); it changes no rating.
+
 ``k``, the multiplier of the μ − kσ leaderboard rating, is an ordinary parameter of the
 TrueSkill model. Other models have no ``k``: giving one is an unknown-parameter error
 like any other.
@@ -61,6 +65,7 @@ from stream_rater.config.settings import ENV_PREFIX
 from stream_rater.contracts.match import DEFAULT_LADDER
 from stream_rater.rating import registry
 from stream_rater.rating.base import RatingModel
+from stream_rater.rating.calibration import Calibration
 
 __all__ = [
     "DEFAULT_LADDER",
@@ -76,6 +81,8 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "trueskill"
+#: Ladder parameters that are neither the model's nor rules, with their defaults.
+LADDER_PARAMS: dict[str, Any] = {"calibration": None}
 
 _T = TypeVar("_T")
 _REQUIRED: Any = object()
@@ -118,8 +125,11 @@ class Ladder:
 
     @cached_property
     def rating_model(self) -> RatingModel:
-        """The model instance, built once per ladder (from the parameters that are not rules)."""
-        return registry.create_model(self.model, model_params(self.params))
+        """The model instance, built once per ladder (from the parameters that are not rules),
+        with the ladder's `calibration`."""
+        model = registry.create_model(self.model, model_params(self.params))
+        model.calibration = calibration_of(self.params)
+        return model
 
     @cached_property
     def rules(self) -> Rules:
@@ -128,8 +138,15 @@ class Ladder:
 
 
 def model_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's parameters among a ladder's (the others are rules, `config.rules`)."""
-    return {k: v for k, v in params.items() if k not in RULE_PARAMS}
+    """The model's parameters among a ladder's (the others are rules, `config.rules`, and
+    `LADDER_PARAMS`)."""
+    return {k: v for k, v in params.items() if k not in RULE_PARAMS and k not in LADDER_PARAMS}
+
+
+def calibration_of(params: Mapping[str, Any]) -> Calibration | None:
+    """The ladder's ``calibration`` parameter parsed (None: not set); raises ValueError."""
+    text = params.get("calibration")
+    return None if text is None else Calibration.parse(text)
 
 
 class Ladders(Mapping[str, Ladder]):
@@ -243,10 +260,13 @@ def check_params(model: str, params: Mapping[str, Any]) -> None:
     try:
         registry.create_model(model, model_params(params))
         Rules.of(params)
+        calibration_of(params)
     except (TypeError, ValueError) as exc:
         for name, value in params.items():
             try:
-                if name in RULE_PARAMS:
+                if name in LADDER_PARAMS:
+                    calibration_of({name: value})
+                elif name in RULE_PARAMS:
                     Rules.of({name: value})
                 else:
                     registry.create_model(model, {name: value})
@@ -297,7 +317,7 @@ def _build(name: str, source: _Source) -> Ladder:
         first = next(iter(source.params.values())).where
         raise LadderConfigError(f"{first}: ladder {name!r} has parameters but no model")
     try:
-        allowed = {**registry.model_parameters(source.model), **RULE_PARAMS}
+        allowed = {**registry.model_parameters(source.model), **RULE_PARAMS, **LADDER_PARAMS}
     except registry.UnknownModelError as e:
         raise LadderConfigError(f"{source.model_where}: {e}") from None
     params: dict[str, Any] = {}

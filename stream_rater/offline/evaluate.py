@@ -46,7 +46,7 @@ from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.offline.replay import ReplaySummary, replay
 from stream_rater.processor import PriorObserver, Processor
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.rating.predict import predict
+from stream_rater.rating.predict import predict, predict_raw
 from stream_rater.store.memory import MemoryStore
 
 PROBABILITY_FLOOR = 1e-15
@@ -162,7 +162,8 @@ class Scorer:
     windows over time.
     """
 
-    def __init__(self, ladders: Ladders, *, bins: int = 10, periods: int = 20) -> None:
+    def __init__(self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_shares: bool = False) -> None:
+        """`keep_shares`: also keep each decisive pair's raw share (`shares`), for fitting a calibration."""
         if bins < 1 or periods < 1:
             raise ValueError("bins and periods must be at least 1")
         self._ladders = ladders
@@ -177,6 +178,9 @@ class Scorer:
         self._bin_observed = [0] * bins
         self._times: list[float] = []
         self._wrong: list[float] = []
+        #: Per decisive pair (with `keep_shares`): the model's raw P(first team wins | someone
+        #: wins), before any calibration (`predict_raw`), and whether the first team won.
+        self.shares: list[tuple[float, bool]] | None = [] if keep_shares else None
 
     def _model(self, ladder: str) -> tuple[RatingModel, bool]:
         """The ladder's model and whether it predicts draws (two newcomers may draw)."""
@@ -210,6 +214,8 @@ class Scorer:
                 answer = predict(model, [teams[a], teams[b]])
                 p_a, p_b = answer.win_probabilities
                 a_won = ranks[a] < ranks[b]
+                if decisive and self.shares is not None:
+                    self._keep_share(model, [teams[a], teams[b]], a_won)
                 if decisive:
                     self._times.append(match.finished_at)
                     self._wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
@@ -223,6 +229,12 @@ class Scorer:
                     self._two_team += 1
                     self._log_loss -= math.log(max(outcomes[observed], PROBABILITY_FLOOR))
                     self._brier += math.fsum((q - (k == observed)) ** 2 for k, q in enumerate(outcomes)) / 2
+
+    def _keep_share(self, model: RatingModel, pair: Sequence[Sequence[Rating]], first_won: bool) -> None:
+        assert self.shares is not None
+        p_a, p_b = predict_raw(model, pair).win_probabilities
+        if p_a + p_b > 0:
+            self.shares.append((p_a / (p_a + p_b), first_won))
 
     def summary(self) -> Summary:
         """The metrics of everything observed so far."""
@@ -286,6 +298,19 @@ def score(
             setattr(total, f.name, getattr(total, f.name) + getattr(counts, f.name))
         summaries.append(scorer.summary())
     return summaries, whole.summary(), total
+
+
+def decisive_shares(
+    part: Iterable[MatchFinished], ladders: Ladders, *, batch_size: int = 1000
+) -> list[tuple[float, bool]]:
+    """Replay `part` as `score` does; every decisive pair's raw P(first team wins | someone
+    wins) and whether it did — what `rating.calibration.fit` fits a calibration on."""
+    scorer = Scorer(ladders, keep_shares=True)
+    processor = Processor(ladders, MemoryStore())
+    processor.observe = scorer.observe
+    asyncio.run(replay(part, processor, batch_size=batch_size))
+    assert scorer.shares is not None
+    return scorer.shares
 
 
 def plot(summary: Summary, path: str, title: str = "") -> None:

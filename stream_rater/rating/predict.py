@@ -14,6 +14,11 @@ split of a pool into teams is fairest. Pure: models and `Rating`s in, numbers ou
   models it is the normalised entropy of the first-place distribution,
   ``−Σ p log p / log n`` — 1 when every team is equally likely to win, towards 0 as one
   team becomes certain; for two teams it orders splits as ``1 − |p₀ − p₁|`` does.
+- **Calibration**: a model with a `Calibration` (the ladder parameter ``calibration``) has its
+  win probabilities mapped through it (`Calibration.apply`: the draw probability is kept, the
+  decisive share is mapped), in `predict` — the one function the read API, ``balance``,
+  ``evaluate`` and the quality metrics ask. The quality of the non-TrueSkill models is then the
+  evenness of the calibrated probabilities; TrueSkill's eq. (7) does not depend on it.
 """
 
 from __future__ import annotations
@@ -47,7 +52,19 @@ class Prediction:
 
 
 def predict(model: RatingModel, teams: Teams) -> Prediction:
-    """Win probabilities, the draw probability (two teams) and the match quality of `teams`."""
+    """Win probabilities, the draw probability (two teams) and the match quality of `teams`,
+    the probabilities mapped through the model's `calibration` when it has one."""
+    raw = predict_raw(model, teams)
+    calibration = model.calibration
+    if calibration is None:
+        return raw
+    wins = calibration.apply(raw.win_probabilities, raw.draw_probability)
+    quality = raw.quality if isinstance(model, TrueSkill) else evenness(wins)
+    return Prediction(wins, raw.draw_probability, quality)
+
+
+def predict_raw(model: RatingModel, teams: Teams) -> Prediction:
+    """`predict` as the model itself gives it, without its calibration (what one is fitted on)."""
     if len(teams) < 2 or not all(teams):
         raise ValueError("a match needs at least two teams, each with a player")
     if not isinstance(model, TrueSkill):

@@ -4,13 +4,15 @@
 ``POST /api/ladders/{ladder}/players``  ``{"players": [ids]}`` → states, ratings, ranks
 ``GET /api/ladders/{ladder}/leaderboard?top=N[&season=S]``  the top N (default 25, at most 500) with
                                         stored states and σ and rating as of now
+``GET /api/ladders/{ladder}/leaderboard?around=P[&n=N]``  the rows from N (default 5) above player
+                                        P to N below; 404 unknown player, 409 not ranked (why)
 ``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...]}`` → win and draw
                                         probabilities, match quality
 ``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...]}`` → the
                                         fairest split
 
-Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder, 413 says the
-player limit; never a traceback.
+Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder (or player), 409
+a player the ladder does not rank, 413 says the player limit; never a traceback.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError
+from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError
 from stream_rater.store import ReadStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -50,12 +52,17 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         return handle
 
     async def leaderboard(request: web.Request) -> web.Response:
-        top = request.query.get("top", LEADERBOARD_TOP)
-        season = request.query.get("season")
+        ladder, query = request.match_info["ladder"], request.query
         try:
-            return web.json_response(
-                await queries.leaderboard(request.match_info["ladder"], top, clock(), season)
-            )
+            if "around" in query:
+                if "season" in query or "top" in query:
+                    raise QueryError("around: not with top or season")
+                answer = await queries.around(ladder, query["around"], query.get("n", AROUND_N), clock())
+            else:
+                answer = await queries.leaderboard(
+                    ladder, query.get("top", LEADERBOARD_TOP), clock(), query.get("season")
+                )
+            return web.json_response(answer)
         except QueryError as exc:
             return web.json_response({"error": str(exc)}, status=exc.status)
 

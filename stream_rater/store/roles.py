@@ -117,6 +117,12 @@ class ReadStore(GenerationsStore, Protocol):
         since `since` (absent: not ranked, or not active), and how many those are."""
 
     @abstractmethod
+    async def active_around(self, ladder: str, place: int, n: int, since: float) -> list[tuple[str, float]]:
+        """The active (since `since`) players around the live leaderboard's 0-based `place`,
+        best first: the one at `place` (if active) and up to `n` more active above it, then up
+        to `n` active below it."""
+
+    @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         """The player's most recent rating-changed events, newest first."""
 

@@ -10,11 +10,13 @@
 --         since   the oldest last match that counts as active
 --         cursor  where this step starts (0 on the first call)
 --         budget  most entries this step reads
---         top     ('top') rows still wanted
+--         top     ('top', 'above') rows still wanted
 --         ids     ('places') the players whose places are wanted
 --         path    ('places', after the first call) the path the first call chose
 -- 'top' returns {next cursor or -1, id, score, id, score, …}: the next active players of the
 -- leaderboard from place `cursor` on, best first (scores as Redis writes them).
+-- 'above' returns {next cursor or -1, id, score, …}: the next active players going up the
+-- leaderboard from place `cursor` - 1 (nearest first), the read of the players around one.
 -- 'places' returns {total active, path, next cursor or -1, count for ids[1], …}: a count is
 -- how many active players this step found above the player (the client adds the steps'
 -- counts up), -1 for a player who is not ranked or not active. The first call chooses the
@@ -59,6 +61,33 @@ if args.mode == 'top' then
     start = start + #members
   end
   out[1] = start
+  return out
+end
+
+if args.mode == 'above' then
+  local out = {-1}
+  local found, stop, low = 0, cursor, math.max(0, cursor - budget)
+  while found < args.top and stop > low do
+    local start = math.max(low, stop - CHUNK)
+    local page = redis.call('ZREVRANGE', board, start, stop - 1, 'WITHSCORES')
+    if #page == 0 then return out end
+    local members = {}
+    for i = 1, #page, 2 do members[#members + 1] = page[i] end
+    local active = active_of(members)
+    for i = #members, 1, -1 do
+      if active[i] then
+        out[#out + 1] = page[2 * i - 1]
+        out[#out + 1] = page[2 * i]
+        found = found + 1
+        if found == args.top then
+          out[1] = start + i - 1
+          return out
+        end
+      end
+    end
+    stop = start
+  end
+  if stop > 0 then out[1] = stop end
   return out
 end
 
