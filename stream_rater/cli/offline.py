@@ -155,10 +155,11 @@ def _add_tune(sub: Subcommands) -> None:
     p.add_argument(
         "--calibrate",
         nargs="?",
-        const="platt",
-        choices=("platt", "temperature"),
-        help="then fit a calibration of the predicted probabilities on the fit part (platt, the "
-        "default, or temperature) and print the ladder's calibration parameter line",
+        const="temperature",
+        choices=("temperature", "platt", "draw"),
+        help="then fit a calibration of the predicted probabilities on the fit part — temperature "
+        "(the default), platt or, for a model that predicts draws, draw (the draw band alone; the "
+        "others fit it too) — and print the ladder's calibration parameter line",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune)

@@ -27,6 +27,9 @@ the two win probabilities (their draw probability is 0). Metrics (`Scorer`):
   football data, so an unmodelled home advantage shows up here.
 - **Over time**: the wrong-order rate in consecutive windows with equal numbers of pairs.
 
+A ladder with a ``calibration`` parameter is scored as the read API answers: through it
+(`predict` applies it), so every metric here is of the calibrated probabilities.
+
 With more than two teams, log-loss and Brier are not computed; wrong order and calibration
 use each pair of teams on its own through the same `predict` (a pair's probabilities, not the
 match's first-place probabilities).
@@ -178,9 +181,10 @@ class Scorer:
         self._bin_observed = [0] * bins
         self._times: list[float] = []
         self._wrong: list[float] = []
-        #: Per decisive pair (with `keep_shares`): the model's raw P(first team wins | someone
-        #: wins), before any calibration (`predict_raw`), and whether the first team won.
-        self.shares: list[tuple[float, bool]] | None = [] if keep_shares else None
+        #: Per scored pair (with `keep_shares`): the model's raw P(first team wins) and P(second
+        #: wins), before any calibration (`predict_raw`), and the outcome (0: the first team
+        #: won, 1: the second, 2: a draw).
+        self.shares: list[tuple[float, float, int]] | None = [] if keep_shares else None
 
     def _model(self, ladder: str) -> tuple[RatingModel, bool]:
         """The ladder's model and whether it predicts draws (two newcomers may draw)."""
@@ -214,8 +218,8 @@ class Scorer:
                 answer = predict(model, [teams[a], teams[b]])
                 p_a, p_b = answer.win_probabilities
                 a_won = ranks[a] < ranks[b]
-                if decisive and self.shares is not None:
-                    self._keep_share(model, [teams[a], teams[b]], a_won)
+                if self.shares is not None:
+                    self._keep_share(model, [teams[a], teams[b]], 0 if a_won else 1 if decisive else 2)
                 if decisive:
                     self._times.append(match.finished_at)
                     self._wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
@@ -230,11 +234,14 @@ class Scorer:
                     self._log_loss -= math.log(max(outcomes[observed], PROBABILITY_FLOOR))
                     self._brier += math.fsum((q - (k == observed)) ** 2 for k, q in enumerate(outcomes)) / 2
 
-    def _keep_share(self, model: RatingModel, pair: Sequence[Sequence[Rating]], first_won: bool) -> None:
+    def _keep_share(self, model: RatingModel, pair: Sequence[Sequence[Rating]], outcome: int) -> None:
         assert self.shares is not None
         p_a, p_b = predict_raw(model, pair).win_probabilities
-        if p_a + p_b > 0:
-            self.shares.append((p_a / (p_a + p_b), first_won))
+        self.shares.append((p_a, p_b, outcome))
+
+    def predicts_draws(self, ladder: str) -> bool:
+        """Whether the ladder's model predicts draws (so its draws are scored)."""
+        return self._model(ladder)[1]
 
     def summary(self) -> Summary:
         """The metrics of everything observed so far."""
@@ -300,17 +307,18 @@ def score(
     return summaries, whole.summary(), total
 
 
-def decisive_shares(
-    part: Iterable[MatchFinished], ladders: Ladders, *, batch_size: int = 1000
-) -> list[tuple[float, bool]]:
-    """Replay `part` as `score` does; every decisive pair's raw P(first team wins | someone
-    wins) and whether it did — what `rating.calibration.fit` fits a calibration on."""
+def raw_outcomes(
+    part: Iterable[MatchFinished], ladders: Ladders, ladder: str, *, batch_size: int = 1000
+) -> tuple[list[tuple[float, float]], list[int], bool]:
+    """Replay `part` as `score` does: every scored pair's raw ``(P(first team wins), P(second
+    wins))`` and outcome (0, 1; 2 a draw), and whether `ladder`'s model predicts draws (only
+    then are its draws among the pairs) — what `rating.calibration.fit` fits on."""
     scorer = Scorer(ladders, keep_shares=True)
     processor = Processor(ladders, MemoryStore())
     processor.observe = scorer.observe
     asyncio.run(replay(part, processor, batch_size=batch_size))
     assert scorer.shares is not None
-    return scorer.shares
+    return [(a, b) for a, b, _ in scorer.shares], [o for _, _, o in scorer.shares], scorer.predicts_draws(ladder)
 
 
 def plot(summary: Summary, path: str, title: str = "") -> None:

@@ -28,6 +28,7 @@ kept if the rounded fit is no better on the fit part.
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from scipy.optimize import minimize
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished
-from stream_rater.offline.evaluate import Summary, decisive_shares, score
+from stream_rater.offline.evaluate import Summary, raw_outcomes, score
 from stream_rater.rating import registry
 from stream_rater.rating.calibration import KINDS as CALIBRATIONS
 from stream_rater.rating.calibration import Calibration
@@ -190,7 +191,7 @@ def _metrics(s: Summary) -> dict[str, Any]:
 
 
 def _flags(params: Mapping[str, Any]) -> str:
-    return " ".join(f"--param {k}={v}" for k, v in params.items()) or "(model defaults)"
+    return " ".join(f"--param {shlex.quote(f'{k}={v}')}" for k, v in params.items()) or "(model defaults)"
 
 
 def _round(value: float) -> float:
@@ -326,12 +327,12 @@ class _Search:
         return Ladders([*(lad for name, lad in self.ladders.items() if name != self.ladder), changed])
 
     def calibration(self, params: Mapping[str, Any], kind: str) -> Calibration:
-        """The `kind` calibration fitted on the fit part's decisive pairs with `params` (rounded
+        """The `kind` calibration fitted on the fit part's scored pairs with `params` (rounded
         to the digits its parameter text keeps)."""
-        pairs = decisive_shares(
-            self.matches[: self.fit], self.without_calibration(params), batch_size=self.batch_size
+        raw, outcomes, draws = raw_outcomes(
+            self.matches[: self.fit], self.without_calibration(params), self.ladder, batch_size=self.batch_size
         )
-        return fit_calibration([p for p, _ in pairs], [won for _, won in pairs], kind).rounded()
+        return fit_calibration(raw, outcomes, kind, draws=draws).rounded()
 
     def decode(self, x: np.ndarray) -> dict[str, float]:
         clipped = np.clip(x, -_LIMIT, _LIMIT)

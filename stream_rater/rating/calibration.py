@@ -1,27 +1,36 @@
 """Calibration of predicted probabilities: a fitted monotone map applied to a model's raw win
-probabilities, so that "70 %" happens about 70 % of the time. Pure: numbers in, numbers out.
+and draw probabilities, so that "70 %" happens about 70 % of the time. Pure: numbers in,
+numbers out.
 
-A ladder holds it as the parameter ``calibration`` (text, `Calibration.parse`):
+**The map.** Two teams' raw probabilities ``p₀`` (first team wins) and ``p₁`` (second wins)
+are read as an ordered-logit model: with ``u = logit p₀`` and ``v = logit p₁``,
 
-- ``"temperature:T"`` — temperature scaling: ``logit q' = logit q / T`` (T > 1 softens
-  over-confident predictions, T < 1 sharpens them);
-- ``"platt:a,b"`` — Platt scaling: ``logit q' = a · logit q + b``; ``b`` shifts the odds
-  towards the first-listed team (the home side of the football data), so it is fitted only
-  where the first-listed position means something.
+- ``x = (u − v) / 2`` is the strength gap (in logits), and
+- ``w = −(u + v) / 2 ≥ 0`` the half-width of the draw band (0 for a model without draws),
 
-What is mapped (`Calibration.apply`), the draw kept as the model gives it:
+so that ``p₀ = σ(x − w)`` and ``p₁ = σ(−x − w)``. The calibration maps them,
+``x' = a·x + b`` and ``w' = e·w``, and answers ``σ(x' − w')``, ``σ(−x' − w')`` and the draw
+``1 − p₀' − p₁'`` (never negative, since ``w' ≥ 0``). Each outcome's probability moves
+monotonically with the gap, and with ``a = 1, b = 0, e = 1`` nothing changes. For a model
+without draws (the Elo family, Glicko) ``w = 0`` and the draw stays 0: the map is Platt
+scaling of ``p₀``, ``σ(a·logit p₀ + b)``.
 
-- **Two teams**: ``q = p₀ / (p₀ + p₁)``, the first team's share of the decisive outcomes, is
-  mapped to ``q'``; the draw probability ``d`` is kept and the wins become ``(1 − d)·q'`` and
-  ``(1 − d)·(1 − q')``, so the three still sum to 1 and "who wins if someone wins" is what is
-  calibrated. With ``d = 0`` (the Elo family) this is plain Platt/temperature scaling of ``p₀``.
-- **More teams**: the first-place probabilities are tempered, ``pᵢ' ∝ pᵢ^a`` (``a = 1/T``),
-  which for two teams is the same logit scaling; the intercept ``b`` is not applied (there is
-  no first-listed side among many).
+**The ladder parameter** ``calibration`` (`Calibration.parse`) is one or two terms:
 
-`fit` finds the map by maximum likelihood (scipy) on decisive pairs: raw probabilities in,
-who won out. Isotonic regression was measured too (stream_rater/bench/README.md "Accuracy")
-and did not pay on held-out data, so it is not offered.
+- ``"temperature:T"`` — temperature scaling of the gap, ``a = 1/T``, ``b = 0``;
+- ``"platt:a,b"`` — Platt scaling of the gap; ``b`` shifts the odds towards the first-listed
+  team (the home side of the football data);
+- ``"draw:e"`` — the draw band scaled by ``e`` (``e > 1``: more draws), alone or after one of
+  the above (``"temperature:1.1 draw:1.3"``). Without it the band is the model's (``e = 1``).
+
+**More than two teams**: the first-place probabilities are tempered, ``pᵢ' ∝ pᵢ^a``, which for
+two teams without draws is the same ``a``; ``b`` and ``e`` are not applied (no first-listed
+side, no draw among many).
+
+`fit` finds the map by maximum likelihood (scipy) of the observed outcomes (wins, losses and,
+for a model that predicts draws, draws) given the raw probabilities. Isotonic regression of the
+win probability was measured too (stream_rater/bench/README.md "Accuracy") and did not pay on
+held-out data, so it is not offered.
 """
 
 from __future__ import annotations
@@ -30,102 +39,128 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-KINDS = ("temperature", "platt")
+#: What `fit` may fit: the gap's map (with the draw band, for a model that predicts draws), or the band alone.
+KINDS = ("temperature", "platt", "draw")
 #: Raw probabilities are clipped to [ε, 1 − ε] before the logit, so 0 and 1 stay finite.
 _EPS = 1e-12
-#: Fitted slope bounds: a map stays monotone increasing and finite.
-_SLOPE = (1e-3, 1e3)
+_FORMS = "expected 'temperature:T', 'platt:a,b' and/or 'draw:e' (T, a, e > 0)"
 
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """A monotone map of win probabilities: ``logit q' = slope · logit q + intercept``."""
+    """``x' = slope·x + intercept``, ``w' = draw·w`` (module docstring); `kind` says how the
+    gap's map is written: ``temperature`` (no intercept), ``platt``, or ``draw`` (none)."""
 
     kind: str
-    slope: float
+    slope: float = 1.0
     intercept: float = 0.0
+    draw: float = 1.0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"calibration kind {self.kind!r}: use one of {', '.join(KINDS)}")
-        if not (math.isfinite(self.slope) and self.slope > 0 and math.isfinite(self.intercept)):
-            raise ValueError("calibration: the slope must be finite and > 0, the intercept finite")
-        if self.kind == "temperature" and self.intercept != 0.0:
-            raise ValueError("calibration: temperature scaling has no intercept")
+        numbers = (self.slope, self.intercept, self.draw)
+        if not (all(math.isfinite(v) for v in numbers) and self.slope > 0 and self.draw > 0):
+            raise ValueError("calibration: the slope and the draw scale must be finite and > 0")
+        if (self.kind != "platt" and self.intercept != 0.0) or (self.kind == "draw" and self.slope != 1.0):
+            raise ValueError(f"calibration: a {self.kind} map has no {'slope or ' * (self.kind == 'draw')}intercept")
 
     @classmethod
     def parse(cls, text: str) -> Calibration:
-        """``temperature:T`` or ``platt:a,b`` (module docstring); ValueError saying what is wrong."""
-        kind, _, args = str(text).strip().partition(":")
+        """The parameter text (module docstring); ValueError saying the forms."""
+        terms: dict[str, list[float]] = {}
+        for term in str(text).split():
+            kind, _, args = term.partition(":")
+            try:
+                terms[kind] = [] if kind in terms else [float(v) for v in args.split(",")]
+            except ValueError:
+                terms[kind] = []
+        draw = terms.pop("draw", None)
+        kind = next(iter(terms), "draw")
+        values = terms.get(kind, [])
+        shapes = {"temperature": 1, "platt": 2, "draw": 0}
+        shaped = kind in shapes and len(values) == shapes[kind] and (draw is None or len(draw) == 1)
+        if not shaped or len(terms) > 1 or (kind == "draw" and draw is None):
+            raise ValueError(f"calibration {text!r}: {_FORMS}")
+        scale = 1.0 if draw is None else draw[0]
         try:
-            values = [float(v) for v in args.split(",")] if args.strip() else []
+            if kind == "temperature":
+                return cls(kind, 1.0 / values[0] if values[0] > 0 else math.nan, 0.0, scale)
+            return cls(kind, *values, draw=scale)
         except ValueError:
-            values = []
-        if kind == "temperature" and len(values) == 1 and values[0] > 0:
-            return cls("temperature", 1.0 / values[0])
-        if kind == "platt" and len(values) == 2:
-            return cls("platt", values[0], values[1])
-        raise ValueError(f"calibration {text!r}: expected 'temperature:T' (T > 0) or 'platt:a,b'")
+            raise ValueError(f"calibration {text!r}: {_FORMS}") from None
 
     def __str__(self) -> str:
-        """The parameter text `parse` reads back (4 significant digits are what `fit` gives)."""
-        if self.kind == "temperature":
-            return f"temperature:{1.0 / self.slope:.4g}"
-        return f"platt:{self.slope:.4g},{self.intercept:.4g}"
+        """The parameter text `parse` reads back (4 significant digits: what `fit` gives)."""
+        gap = {
+            "temperature": f"temperature:{1.0 / self.slope:.4g}",
+            "platt": f"platt:{self.slope:.4g},{self.intercept:.4g}",
+            "draw": "",
+        }[self.kind]
+        band = f"draw:{self.draw:.4g}" if self.draw != 1.0 or self.kind == "draw" else ""
+        return " ".join(t for t in (gap, band) if t)
 
     def rounded(self) -> Calibration:
         """The map its text (`str`) describes."""
         return Calibration.parse(str(self))
 
-    def share(self, q: float) -> float:
-        """The calibrated probability of a raw two-way probability `q`."""
-        return _sigmoid(self.slope * _logit(q) + self.intercept)
+    def apply(self, wins: Sequence[float], draw: float | None) -> tuple[list[float], float | None]:
+        """The calibrated win probabilities and draw probability of raw `wins` and `draw`."""
+        if len(wins) != 2:
+            logs = [self.slope * math.log(max(p, _EPS)) for p in wins]
+            top = max(logs)
+            weights = [math.exp(x - top) for x in logs]
+            total = math.fsum(weights)
+            return [w / total for w in weights], draw
+        if not draw:
+            p = _sigmoid(self.slope * _logit(wins[0] / (wins[0] + wins[1])) + self.intercept)
+            return [p, 1.0 - p], draw
+        u, v = _logit(wins[0]), _logit(wins[1])
+        gap = self.slope * (u - v) / 2.0 + self.intercept
+        band = self.draw * max(0.0, -(u + v) / 2.0)
+        first, second = _sigmoid(gap - band), _sigmoid(-gap - band)
+        return [first, second], max(0.0, 1.0 - first - second)
 
-    def apply(self, wins: Sequence[float], draw: float | None) -> list[float]:
-        """The calibrated win probabilities of raw `wins` (draw probability `draw` kept)."""
-        if len(wins) == 2:
-            decisive = wins[0] + wins[1]
-            if decisive <= 0.0:
-                return list(wins)
-            q = self.share(wins[0] / decisive)
-            return [decisive * q, decisive * (1.0 - q)]
-        logs = [self.slope * math.log(max(p, _EPS)) for p in wins]
-        top = max(logs)
-        weights = [math.exp(x - top) for x in logs]
-        total = math.fsum(weights)
-        return [w / total for w in weights]
 
-
-def fit(raw: Sequence[float], first_won: Sequence[bool], kind: str = "platt") -> Calibration:
-    """The `kind` map that maximises the likelihood of `first_won` given the raw two-way
-    probabilities `raw` (each P(first team wins | someone wins)); ValueError when there is
-    nothing to fit on or only one outcome was seen."""
+def fit(
+    raw: Sequence[tuple[float, float]], outcomes: Sequence[int], kind: str = "temperature", *, draws: bool
+) -> Calibration:
+    """The `kind` map that maximises the likelihood of `outcomes` (0: the first team won, 1:
+    the second, 2: a draw) given the raw ``(p₀, p₁)`` of each pair. With `draws` (the model
+    predicts them; its draws are among the outcomes) the draw band is fitted too, else it is
+    left as it is and draws must not be given. ValueError when there is nothing to fit."""
     import numpy as np
     from scipy.optimize import minimize
 
     if kind not in KINDS:
         raise ValueError(f"calibration kind {kind!r}: use one of {', '.join(KINDS)}")
-    if len(raw) != len(first_won) or not raw:
-        raise ValueError("calibration: needs the same positive number of probabilities and outcomes")
-    won = np.asarray(first_won, dtype=float)
-    if won.min() == won.max():
-        raise ValueError("calibration: needs both outcomes among the decisive pairs")
-    x = np.clip(np.asarray(raw, dtype=float), _EPS, 1.0 - _EPS)
-    x = np.log(x / (1.0 - x))
-    sign = 2.0 * won - 1.0  # +1: the first team won
+    if kind == "draw" and not draws:
+        raise ValueError("calibration: the model predicts no draws, so there is no draw band to fit")
+    seen = np.asarray(outcomes, dtype=int)
+    if len(raw) != len(seen) or not len(seen) or not ({0, 1} <= set(seen.tolist())):
+        raise ValueError("calibration: needs as many outcomes as predictions, wins of both teams among them")
+    if not draws and (seen == 2).any():
+        raise ValueError("calibration: draws given for a model that predicts none")
+    p = np.clip(np.asarray(raw, dtype=float), _EPS, 1.0 - _EPS)
+    u, v = np.log(p[:, 0] / (1 - p[:, 0])), np.log(p[:, 1] / (1 - p[:, 1]))
+    gap, band = (u - v) / 2.0, np.maximum(0.0, -(u + v) / 2.0) if draws else 0.0 * u
+    free = {"temperature": [0], "platt": [0, 1], "draw": []}[kind] + ([2] if draws else [])
 
-    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        slope, intercept = theta[0], theta[1] if kind == "platt" else 0.0
-        z = sign * (slope * x + intercept)
-        nll = float(np.logaddexp(0.0, -z).sum())
-        g = -sign / (1.0 + np.exp(z))  # d nll / d (slope·x + intercept)
-        grad = [float((g * x).sum())] + ([float(g.sum())] if kind == "platt" else [])
-        return nll, np.asarray(grad)
+    def unpack(theta: np.ndarray) -> np.ndarray:
+        full = np.zeros(3)  # log slope, intercept, log draw scale
+        full[free] = theta
+        return full
 
-    start = np.array([1.0, 0.0] if kind == "platt" else [1.0])
-    bounds = [_SLOPE] + ([(-50.0, 50.0)] if kind == "platt" else [])
-    best = minimize(loss, start, jac=True, method="L-BFGS-B", bounds=bounds).x
-    return Calibration(kind, float(best[0]), float(best[1]) if kind == "platt" else 0.0)
+    def loss(theta: np.ndarray) -> float:
+        log_slope, intercept, log_draw = unpack(theta)
+        g, w = math.exp(log_slope) * gap + intercept, math.exp(log_draw) * band
+        first, second = -np.logaddexp(0.0, -(g - w)), -np.logaddexp(0.0, g + w)  # log σ(g − w), log σ(−g − w)
+        rest = np.log(np.clip(1.0 - np.exp(first) - np.exp(second), 1e-300, None))
+        return float(-np.choose(seen, [first, second, rest]).sum())
+
+    best = unpack(minimize(loss, np.zeros(len(free)), method="BFGS").x)
+    slope, draw_scale = float(np.exp(np.clip(best[0], -7, 7))), float(np.exp(np.clip(best[2], -7, 7)))
+    return Calibration(kind, 1.0 if kind == "draw" else slope, float(best[1]), draw_scale)
 
 
 def _logit(p: float) -> float:

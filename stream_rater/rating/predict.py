@@ -15,8 +15,8 @@ split of a pool into teams is fairest. Pure: models and `Rating`s in, numbers ou
   ``−Σ p log p / log n`` — 1 when every team is equally likely to win, towards 0 as one
   team becomes certain; for two teams it orders splits as ``1 − |p₀ − p₁|`` does.
 - **Calibration**: a model with a `Calibration` (the ladder parameter ``calibration``) has its
-  win probabilities mapped through it (`Calibration.apply`: the draw probability is kept, the
-  decisive share is mapped), in `predict` — the one function the read API, ``balance``,
+  win and draw probabilities mapped through it (`Calibration.apply`: the strength gap and the
+  draw band in logits), in `predict` — the one function the read API, ``balance``,
   ``evaluate`` and the quality metrics ask. The quality of the non-TrueSkill models is then the
   evenness of the calibrated probabilities; TrueSkill's eq. (7) does not depend on it.
 """
@@ -58,9 +58,9 @@ def predict(model: RatingModel, teams: Teams) -> Prediction:
     calibration = model.calibration
     if calibration is None:
         return raw
-    wins = calibration.apply(raw.win_probabilities, raw.draw_probability)
+    wins, draw = calibration.apply(raw.win_probabilities, raw.draw_probability)
     quality = raw.quality if isinstance(model, TrueSkill) else evenness(wins)
-    return Prediction(wins, raw.draw_probability, quality)
+    return Prediction(wins, draw, quality)
 
 
 def predict_raw(model: RatingModel, teams: Teams) -> Prediction:
