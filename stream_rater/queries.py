@@ -375,7 +375,11 @@ def _unranked_reason(ladder: Ladder, state: PlayerState, now: float) -> str:
         return f"{state.games} games played (the ladder ranks players with at least {rules.leaderboard_min_games})"
     days = rules.leaderboard_active_days
     if days is not None:
-        idle = "never played" if state.last_played is None else f"inactive for {(now - state.last_played) / DAY:.0f} days"
+        idle = (
+            "never played"
+            if state.last_played is None
+            else f"inactive for {(now - state.last_played) / DAY:.0f} days"
+        )
         return f"{idle} (the ladder ranks players active within {days:g} days)"
     return "not on the leaderboard"
 

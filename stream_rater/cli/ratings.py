@@ -34,7 +34,9 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--top", type=int, default=20, help="rows, 1 to 500 (default 20)")
     p.add_argument("--season", type=int, help="the final leaderboard of this ended season (1 = the first)")
     p.add_argument("--around", metavar="PLAYER", help="the rows around this player instead of the top")
-    p.add_argument("--n", type=int, default=5, help="with --around: rows above and below the player (default 5)")
+    p.add_argument(
+        "--n", type=int, default=5, help="with --around: rows above and below the player (default 5)"
+    )
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     store_flag(p)
     settings_flags(p, ["ladders_file"])

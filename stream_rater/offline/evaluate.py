@@ -165,7 +165,9 @@ class Scorer:
     windows over time.
     """
 
-    def __init__(self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_shares: bool = False) -> None:
+    def __init__(
+        self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_shares: bool = False
+    ) -> None:
         """`keep_shares`: also keep each decisive pair's raw share (`shares`), for fitting a calibration."""
         if bins < 1 or periods < 1:
             raise ValueError("bins and periods must be at least 1")
@@ -318,7 +320,11 @@ def raw_outcomes(
     processor.observe = scorer.observe
     asyncio.run(replay(part, processor, batch_size=batch_size))
     assert scorer.shares is not None
-    return [(a, b) for a, b, _ in scorer.shares], [o for _, _, o in scorer.shares], scorer.predicts_draws(ladder)
+    return (
+        [(a, b) for a, b, _ in scorer.shares],
+        [o for _, _, o in scorer.shares],
+        scorer.predicts_draws(ladder),
+    )
 
 
 def plot(summary: Summary, path: str, title: str = "") -> None:

@@ -330,7 +330,10 @@ class _Search:
         """The `kind` calibration fitted on the fit part's scored pairs with `params` (rounded
         to the digits its parameter text keeps)."""
         raw, outcomes, draws = raw_outcomes(
-            self.matches[: self.fit], self.without_calibration(params), self.ladder, batch_size=self.batch_size
+            self.matches[: self.fit],
+            self.without_calibration(params),
+            self.ladder,
+            batch_size=self.batch_size,
         )
         return fit_calibration(raw, outcomes, kind, draws=draws).rounded()
 

@@ -63,7 +63,9 @@ class Calibration:
         if not (all(math.isfinite(v) for v in numbers) and self.slope > 0 and self.draw > 0):
             raise ValueError("calibration: the slope and the draw scale must be finite and > 0")
         if (self.kind != "platt" and self.intercept != 0.0) or (self.kind == "draw" and self.slope != 1.0):
-            raise ValueError(f"calibration: a {self.kind} map has no {'slope or ' * (self.kind == 'draw')}intercept")
+            raise ValueError(
+                f"calibration: a {self.kind} map has no {'slope or ' * (self.kind == 'draw')}intercept"
+            )
 
     @classmethod
     def parse(cls, text: str) -> Calibration:
@@ -86,7 +88,9 @@ class Calibration:
         try:
             if kind == "temperature":
                 return cls(kind, 1.0 / values[0] if values[0] > 0 else math.nan, 0.0, scale)
-            return cls(kind, *values, draw=scale)
+            if kind == "platt":
+                return cls(kind, values[0], values[1], scale)
+            return cls(kind, draw=scale)
         except ValueError:
             raise ValueError(f"calibration {text!r}: {_FORMS}") from None
 

@@ -123,11 +123,14 @@ async def test_around_says_why_a_player_is_not_ranked(store):
     with pytest.raises(UnknownPlayer, match="nobody has not played on ladder") as unknown:
         await queries.around(name, "nobody", 2, now)
     assert unknown.value.status == 404
-    with pytest.raises(NotRanked, match=r"^rookie is not ranked: provisional, 1 of 3 games played$") as rookie:
+    with pytest.raises(
+        NotRanked, match=r"^rookie is not ranked: provisional, 1 of 3 games played$"
+    ) as rookie:
         await queries.around(name, "rookie", 2, now)
     assert rookie.value.status == 409
     with pytest.raises(
-        NotRanked, match=r"^b is not ranked: inactive for 40 days \(the ladder ranks players active within 30 days\)$"
+        NotRanked,
+        match=r"^b is not ranked: inactive for 40 days \(the ladder ranks players active within 30 days\)$",
     ):
         await queries.around(name, "b", 2, now)
     answer = await queries.around(name, "a", 2, now)

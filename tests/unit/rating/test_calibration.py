@@ -24,7 +24,10 @@ def synthetic(slope: float, shift: float, band: float, draw_scale: float, n: int
     rng = np.random.default_rng(seed)
     x = rng.normal(0.0, 1.5, n)
     raw = list(zip(sigmoid(x - band), sigmoid(-x - band)))
-    first, second = sigmoid(slope * x + shift - draw_scale * band), sigmoid(-slope * x - shift - draw_scale * band)
+    first, second = (
+        sigmoid(slope * x + shift - draw_scale * band),
+        sigmoid(-slope * x - shift - draw_scale * band),
+    )
     r = rng.random(n)
     outcomes = np.where(r < first, 0, np.where(r < first + second, 1, 2))
     return raw, list(outcomes)
@@ -43,7 +46,9 @@ def test_platt_fit_recovers_a_known_slope_and_shift():
     fitted = fit(*synthetic(0.7, 0.25, 0.0, 1.0), "platt", draws=False)
     assert fitted.slope == pytest.approx(0.7, abs=0.03) and fitted.intercept == pytest.approx(0.25, abs=0.03)
     identity = fit(*synthetic(1.0, 0.0, 0.0, 1.0, seed=5), "platt", draws=False)
-    assert identity.slope == pytest.approx(1.0, abs=0.03) and identity.intercept == pytest.approx(0.0, abs=0.03)
+    assert identity.slope == pytest.approx(1.0, abs=0.03) and identity.intercept == pytest.approx(
+        0.0, abs=0.03
+    )
 
 
 def test_the_draw_band_is_recovered_with_the_temperature_or_alone():
@@ -111,8 +116,18 @@ def test_the_parameter_text_reads_back(text, expected):
 
 @pytest.mark.parametrize(
     "text",
-    ["", "platt:1", "platt:a,b", "temperature:0", "temperature:-1", "draw:0", "draw:1 draw:2",
-     "platt:1,0 temperature:2", "isotonic:1", "1.2"],
+    [
+        "",
+        "platt:1",
+        "platt:a,b",
+        "temperature:0",
+        "temperature:-1",
+        "draw:0",
+        "draw:1 draw:2",
+        "platt:1,0 temperature:2",
+        "isotonic:1",
+        "1.2",
+    ],
 )
 def test_bad_parameter_text_is_refused(text):
     """Anything but the documented terms is a ValueError naming the forms."""

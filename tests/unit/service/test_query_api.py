@@ -260,7 +260,13 @@ async def test_leaderboard_around_a_player_over_http(client):
     body = await (await client.get("/api/ladders/default/leaderboard?around=ann")).json()
     assert body["rows"] == whole  # n defaults to 5
     response = await client.get("/api/ladders/default/leaderboard?around=zed")
-    assert response.status == 404 and (await response.json())["error"] == "zed has not played on ladder 'default'"
-    for query, says in (("around=ann&top=3", "around: not with top or season"), ("around=ann&n=101", "n: must be")):
+    assert (
+        response.status == 404
+        and (await response.json())["error"] == "zed has not played on ladder 'default'"
+    )
+    for query, says in (
+        ("around=ann&top=3", "around: not with top or season"),
+        ("around=ann&n=101", "n: must be"),
+    ):
         response = await client.get(f"/api/ladders/default/leaderboard?{query}")
         assert response.status == 400 and (await response.json())["error"].startswith(says)
