@@ -189,7 +189,9 @@ class Queries:
         (one ``ZREVRANK``, or with an activity rule ``min(place, active players)`` entries,
         as for `players`) plus the rows."""
         ladder = ladder_of(self.ladders, ladder_name)
-        [player] = player_ids([player_id], "around", 1)
+        if not isinstance(player_id, str) or not player_id:
+            raise QueryError("around: must be a non-empty player id")
+        player = player_id
         n = n_of(n)
         found = await self.store.lookup(ladder.name, [player])
         state = found.players.get(player)

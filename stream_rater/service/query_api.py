@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError
+from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, n_of
 from stream_rater.store import ReadStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -54,10 +54,11 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
     async def leaderboard(request: web.Request) -> web.Response:
         ladder, query = request.match_info["ladder"], request.query
         try:
+            n = n_of(query.get("n", AROUND_N))  # checked even without around, which it serves
             if "around" in query:
                 if "season" in query or "top" in query:
                     raise QueryError("around: not with top or season")
-                answer = await queries.around(ladder, query["around"], query.get("n", AROUND_N), clock())
+                answer = await queries.around(ladder, query["around"], n, clock())
             else:
                 answer = await queries.leaderboard(
                     ladder, query.get("top", LEADERBOARD_TOP), clock(), query.get("season")

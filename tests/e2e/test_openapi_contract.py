@@ -89,18 +89,23 @@ def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
 
 
 def schemathesis_config(ladders: list[str]) -> str:
-    """The run's configuration: the ladder path parameter is one of `ladders`; a schema-valid
+    """The run's configuration: the ladder path parameter is one of `ladders`, the leaderboard's
+    ``around`` mostly one of the rated example players; a schema-valid
     request must get 200, or 413 over the server's player limit (a setting the schema cannot
     know), and a request that breaks the schema is rejected with a 4xx, 413 among them (too
     many players breaks the schema's maxItems too); predict, balance and leaderboard may also answer 400 for the rule JSON Schema cannot state, which
-    `openapi_hooks` checks the request really breaks; any warning (such as every request
+    `openapi_hooks` checks the request really breaks, and leaderboard 404 for ``around`` a player
+    the ladder has never seen, which it checks too; any warning (such as every request
     answered 404) fails the run."""
     return f"""
 [dictionaries]
 ladders = {{values = {json.dumps(ladders)}}}
 
+players = {{values = {json.dumps(example_players(yaml.safe_load(OPENAPI.read_text())))}}}
+
 [parameters]
 "path.ladder" = {{dictionary = "ladders"}}
+"query.around" = {{dictionary = "players"}}
 
 [warnings]
 fail-on = true
@@ -112,8 +117,12 @@ expected-statuses = ["200", "413"]
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 
 [[operations]]
-include-path-regex = "/(predict|balance|leaderboard)$"
+include-path-regex = "/(predict|balance)$"
 checks.positive_data_acceptance.expected-statuses = ["200", "400", "413"]
+
+[[operations]]
+include-path-regex = "/leaderboard$"
+checks.positive_data_acceptance.expected-statuses = ["200", "400", "404", "413"]
 """
 
 
