@@ -28,7 +28,9 @@ def register(sub: Subcommands) -> None:
     p.set_defaults(func=cmd_ratings)
 
     p = sub.add_parser(
-        "leaderboard", help="the top of a ladder by display rating (eligible players: README 'Ladder rules')"
+        "leaderboard",
+        help="the top of a ladder by display rating, or the rows around a player (eligible players: "
+        "README 'Ladder rules')",
     )
     p.add_argument("--ladder", default="default")
     p.add_argument("--top", type=int, default=20, help="rows, 1 to 500 (default 20)")

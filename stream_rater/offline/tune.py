@@ -23,6 +23,11 @@ Every metric (and the calibration error, ECE) is reported whatever the objective
 values are rounded to `SIGNIFICANT` digits before the final runs, so the reported figures
 are exactly what ``evaluate --param ...`` with them gives, and the configured values are
 kept if the rounded fit is no better on the fit part.
+
+Calibration (``calibrate``, ``tune --calibrate``): the search scores the model's raw
+probabilities (a configured ``calibration`` left out); then `rating.calibration.fit` fits the
+map on the fit part's scored pairs with the parameters found, and the tuned figures are the
+calibrated ones — README "Rating quality" has what it does on the football data.
 """
 
 from __future__ import annotations
