@@ -15,8 +15,9 @@ is decided here, against the read's own clock:
 - a top-N read skips inactive players inside Redis: its cost grows with N plus the inactive
   players above the N-th active one;
 - a player's rank counts the active players above them, by walking the leaderboard down to
-  the player or by going through the active players, whichever is fewer entries
-  (``min(place, active players)``); the percentile's total is one count of the active
+  the player, by going through the active players, or by counting the active players below
+  them on the rest of the leaderboard, whichever is fewer entries (``min(place, active
+  players, places below)``); the percentile's total is one count of the active
   (`StateStore.active_places`; stream_rater/bench/README.md "Leaderboard eligibility"
   has the measured costs).
 """
@@ -186,7 +187,7 @@ class Queries:
         """The leaderboard from `n` eligible players above `player_id` to `n` below, ranked as
         `leaderboard` ranks them; `UnknownPlayer` for a player the ladder has never seen,
         `NotRanked` (saying which rule) for one it does not rank. Cost: the player's rank
-        (one ``ZREVRANK``, or with an activity rule ``min(place, active players)`` entries,
+        (one ``ZREVRANK``, or with an activity rule ``min(place, active players, places below)`` entries,
         as for `players`) plus the rows."""
         ladder = ladder_of(self.ladders, ladder_name)
         if not isinstance(player_id, str) or not player_id:

@@ -80,7 +80,8 @@ async def test_activity_and_seasons_on_every_store(store):
 async def test_around_a_player_is_the_slice_of_the_whole_leaderboard(store, monkeypatch):
     """``around``: the rows from n above the player to n below equal the full eligible
     leaderboard's slice around them, ranks included, on every store (Redis reads in steps of 3
-    entries, so the scripts' cursors are exercised); the player's rank agrees with `players`."""
+    entries, so the scripts' cursors are exercised); the players' ranks agree with `players`,
+    asked one by one (a rank near the bottom is counted from below) or many at once."""
     monkeypatch.setattr("stream_rater.store.redis.store.BOARD_STEP", 3)
     name, ladders = table(leaderboard_active_days=1, provisional_games=2)
     day = 86_400.0
@@ -104,6 +105,9 @@ async def test_around_a_player_is_the_slice_of_the_whole_leaderboard(store, monk
             assert answer["rank"] == row["rank"] and answer["ranked"] == len(whole)
             [same] = (await queries.players(name, [row["player_id"]], now))["players"]
             assert same["rank"] == row["rank"]
+    for ids in ([r["player_id"] for r in whole], [r["player_id"] for r in whole[-3:]]):
+        ranks = {p["player_id"]: p["rank"] for p in (await queries.players(name, ids, now))["players"]}
+        assert ranks == {r["player_id"]: r["rank"] for r in whole if r["player_id"] in ids}
 
 
 async def test_around_says_why_a_player_is_not_ranked(store):

@@ -273,6 +273,8 @@ class RedisStore(RerateControl, StateStore):
             step = await self._board(ladder, mode="places", since=since, ids=ids, cursor=cursor, path=path)
             total, path, cursor = int(step[0]), text(step[1]), int(step[2])
             counts = [c + n if n >= 0 and c >= 0 else -1 for c, n in zip(counts, step[3:])]
+        if path == "tail":  # the counts are of the active players below each player
+            counts = [total - 1 - c if c >= 0 else -1 for c in counts]
         return {p: c for p, c in zip(ids, counts) if c >= 0}, total
 
     async def _board(self, ladder: str, **fields: Any) -> list[Any]:
