@@ -59,6 +59,8 @@ class TooManyPlayers(QueryError):
 
 
 class UnknownPlayer(QueryError):
+    """A player the ladder has never seen, where only a known one can be answered."""
+
     status = 404
 
 
@@ -186,9 +188,9 @@ class Queries:
     async def around(self, ladder_name: str, player_id: Any, n: Any, now: float) -> dict[str, Any]:
         """The leaderboard from `n` eligible players above `player_id` to `n` below, ranked as
         `leaderboard` ranks them; `UnknownPlayer` for a player the ladder has never seen,
-        `NotRanked` (saying which rule) for one it does not rank. Cost: the player's rank
-        (one ``ZREVRANK``, or with an activity rule ``min(place, active players, places below)`` entries,
-        as for `players`) plus the rows."""
+        `NotRanked` (saying which rule) for one it does not rank. Cost: the player's rank (one
+        ``ZREVRANK``, or with an activity rule ``min(place, active players, places below)``
+        entries, as for `players`) plus the rows."""
         ladder = ladder_of(self.ladders, ladder_name)
         if not isinstance(player_id, str) or not player_id:
             raise QueryError("around: must be a non-empty player id")

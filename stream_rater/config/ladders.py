@@ -36,9 +36,9 @@ Beside the model's parameters a ladder may set its rules (`config.rules`: provis
 players, leaderboard eligibility, rated-game rules, season resets), in the same table and the
 same environment form (``STREAM_RATER_LADDER_MW4__PROVISIONAL_GAMES=10``).
 
-``calibration`` (``"temperature:T"`` or ``"platt:a,b"``, `rating.calibration`; ``stream-rater
-tune --calibrate`` prints the line) maps the model's predicted win probabilities wherever they
-are asked (`rating.predict.predict`); it changes no rating.
+``calibration`` (``"temperature:T"``, ``"platt:a,b"`` and/or ``"draw:e"``, `rating.calibration`;
+``stream-rater tune --calibrate`` prints the line) maps the model's predicted win and draw
+probabilities wherever they are asked (`rating.predict.predict`); it changes no rating.
 
 ``k``, the multiplier of the μ − kσ leaderboard rating, is an ordinary parameter of the
 TrueSkill model. Other models have no ``k``: giving one is an unknown-parameter error

@@ -168,7 +168,8 @@ class Scorer:
     def __init__(
         self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_shares: bool = False
     ) -> None:
-        """`keep_shares`: also keep each decisive pair's raw share (`shares`), for fitting a calibration."""
+        """`keep_shares`: also keep each scored pair's raw probabilities (`shares`), for fitting
+        a calibration."""
         if bins < 1 or periods < 1:
             raise ValueError("bins and periods must be at least 1")
         self._ladders = ladders
