@@ -166,9 +166,9 @@ class Scorer:
     """
 
     def __init__(
-        self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_shares: bool = False
+        self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_raw: bool = False
     ) -> None:
-        """`keep_shares`: also keep each scored pair's raw probabilities (`shares`), for fitting
+        """`keep_raw`: also keep each scored pair's raw probabilities (`raw`), for fitting
         a calibration."""
         if bins < 1 or periods < 1:
             raise ValueError("bins and periods must be at least 1")
@@ -184,10 +184,10 @@ class Scorer:
         self._bin_observed = [0] * bins
         self._times: list[float] = []
         self._wrong: list[float] = []
-        #: Per scored pair (with `keep_shares`): the model's raw P(first team wins) and P(second
+        #: Per scored pair (with `keep_raw`): the model's raw P(first team wins) and P(second
         #: wins), before any calibration (`predict_raw`), and the outcome (0: the first team
         #: won, 1: the second, 2: a draw).
-        self.shares: list[tuple[float, float, int]] | None = [] if keep_shares else None
+        self.raw: list[tuple[float, float, int]] | None = [] if keep_raw else None
 
     def _model(self, ladder: str) -> tuple[RatingModel, bool]:
         """The ladder's model and whether it predicts draws (two newcomers may draw)."""
@@ -221,8 +221,8 @@ class Scorer:
                 answer = predict(model, [teams[a], teams[b]])
                 p_a, p_b = answer.win_probabilities
                 a_won = ranks[a] < ranks[b]
-                if self.shares is not None:
-                    self._keep_share(model, [teams[a], teams[b]], 0 if a_won else 1 if decisive else 2)
+                if self.raw is not None:
+                    self._keep_raw(model, [teams[a], teams[b]], 0 if a_won else 1 if decisive else 2)
                 if decisive:
                     self._times.append(match.finished_at)
                     self._wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
@@ -237,10 +237,10 @@ class Scorer:
                     self._log_loss -= math.log(max(outcomes[observed], PROBABILITY_FLOOR))
                     self._brier += math.fsum((q - (k == observed)) ** 2 for k, q in enumerate(outcomes)) / 2
 
-    def _keep_share(self, model: RatingModel, pair: Sequence[Sequence[Rating]], outcome: int) -> None:
-        assert self.shares is not None
+    def _keep_raw(self, model: RatingModel, pair: Sequence[Sequence[Rating]], outcome: int) -> None:
+        assert self.raw is not None
         p_a, p_b = predict_raw(model, pair).win_probabilities
-        self.shares.append((p_a, p_b, outcome))
+        self.raw.append((p_a, p_b, outcome))
 
     def predicts_draws(self, ladder: str) -> bool:
         """Whether the ladder's model predicts draws (so its draws are scored)."""
@@ -316,14 +316,14 @@ def raw_outcomes(
     """Replay `part` as `score` does: every scored pair's raw ``(P(first team wins), P(second
     wins))`` and outcome (0, 1; 2 a draw), and whether `ladder`'s model predicts draws (only
     then are its draws among the pairs) — what `rating.calibration.fit` fits on."""
-    scorer = Scorer(ladders, keep_shares=True)
+    scorer = Scorer(ladders, keep_raw=True)
     processor = Processor(ladders, MemoryStore())
     processor.observe = scorer.observe
     asyncio.run(replay(part, processor, batch_size=batch_size))
-    assert scorer.shares is not None
+    assert scorer.raw is not None
     return (
-        [(a, b) for a, b, _ in scorer.shares],
-        [o for _, _, o in scorer.shares],
+        [(a, b) for a, b, _ in scorer.raw],
+        [o for _, _, o in scorer.raw],
         scorer.predicts_draws(ladder),
     )
 
