@@ -15,9 +15,11 @@ ranked (the commit leaves them off the leaderboard); the others are ranked while
 Reported per ladder: the p50 / p99 time of an eligibility-filtered top-100 read
 (`Queries.leaderboard`) and of the same read with the rule off (the plain leaderboard), and
 of a rank lookup of an active player in the top 1 %, at the median and at the bottom of the
-active ones (`Queries.players`), and of the inflation monitor's rating totals of the ranked
-players, alone and with the active ones (`RedisStore.rating_totals`), with the store round trips
-each took; and the activity set's bytes per ranked player (``MEMORY USAGE``).
+active ones (`Queries.players`), of the leaderboard around each of them (`Queries.around`,
+10 rows above and below; around the median also with the rule off), and of the inflation
+monitor's rating totals of the ranked players, alone and with the active ones
+(`RedisStore.rating_totals`), with the store round trips each took; and the activity set's
+bytes per ranked player (``MEMORY USAGE``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ RULES: dict[str, Any] = {"provisional_games": 10, "leaderboard_active_days": 7}
 CHUNK = 10_000
 #: Ranked players idle at the top of the ``idle top`` ladder.
 IDLE_TOP = 10_000
+#: Rows above and below the player of an around-me read.
+AROUND = 10
 
 
 def _players(n: int, rng: random.Random, idle_top: bool) -> list[tuple[str, PlayerState]]:
@@ -128,6 +132,12 @@ async def measure(redis_url: str, players: int, repeat: int, out: TextIO) -> dic
                 row[f"rank {label}"] = await _timed(
                     store, _rank(ruled_queries, ruled.name, pid), max(3, repeat // 5)
                 )
+                row[f"around {label}"] = await _timed(
+                    store, _around(ruled_queries, ruled.name, pid), max(3, repeat // 5)
+                )
+            row["around median plain"] = await _timed(
+                store, _around(plain_queries, ruled.name, probes["median"]), repeat
+            )
             row["totals"] = await _timed(store, _totals(store, ruled.name, None), 3)
             row["totals_active"] = await _timed(store, _totals(store, ruled.name, since), 3)
             usage = client.memory_usage(ladder_key(ruled.name, "act")) or 0
@@ -152,6 +162,10 @@ def _rank(queries: Queries, ladder: str, player: str) -> Callable[[], Awaitable[
     return lambda: queries.players(ladder, [player], NOW)
 
 
+def _around(queries: Queries, ladder: str, player: str) -> Callable[[], Awaitable[Any]]:
+    return lambda: queries.around(ladder, player, AROUND, NOW)
+
+
 async def client_zcard(client: redis.Redis, ladder: str) -> int:
     """Players on the ladder's leaderboard."""
     return int(client.zcard(ladder_key(ladder, "lb")))
@@ -165,18 +179,22 @@ def _print(report: dict[str, dict[str, Any]], out: TextIO) -> None:
             f"{row['act_bytes_per_ranked']:.0f} B per ranked player",
             file=out,
         )
-        print(f"  {'read':<32}{'p50 ms':>9}{'p99 ms':>9}{'round trips':>13}", file=out)
+        print(f"  {'read':<40}{'p50 ms':>9}{'p99 ms':>9}{'round trips':>13}", file=out)
         for key, label in [
             ("top100", "top 100, eligible only"),
             ("top100_plain", "top 100, no activity rule"),
             ("rank top 1 %", "rank of a top-1 % player"),
             ("rank median", "rank of the median player"),
             ("rank last", "rank of the last player"),
+            ("around top 1 %", f"around a top-1 % player (n={AROUND})"),
+            ("around median", f"around the median player (n={AROUND})"),
+            ("around last", f"around the last player (n={AROUND})"),
+            ("around median plain", "around the median, no activity rule"),
             ("totals", "rating totals, ranked"),
             ("totals_active", "rating totals, ranked + active"),
         ]:
             p50, p99, trips = row[key]
-            print(f"  {label:<32}{p50:>9.2f}{p99:>9.2f}{trips:>13}", file=out)
+            print(f"  {label:<40}{p50:>9.2f}{p99:>9.2f}{trips:>13}", file=out)
 
 
 def run(players: int = 1_000_000, repeat: int = 50, out: TextIO = sys.stdout) -> dict[str, dict[str, Any]]:

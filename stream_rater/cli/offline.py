@@ -157,7 +157,21 @@ def _add_tune(sub: Subcommands) -> None:
         default="log_loss",
         help="metric minimised on the fit part: log_loss (default), brier or wrong_order",
     )
-    p.add_argument("--max-trials", type=int, default=60, help="objective evaluations at most (default 60)")
+    p.add_argument(
+        "--max-trials",
+        type=int,
+        default=60,
+        help="objective evaluations at most (default 60; 0: no search, e.g. to --calibrate given parameters)",
+    )
+    p.add_argument(
+        "--calibrate",
+        nargs="?",
+        const="temperature",
+        choices=("temperature", "platt", "draw"),
+        help="then fit a calibration of the predicted probabilities on the fit part — temperature "
+        "(the default), platt or, for a model that predicts draws, draw (the draw band alone; the "
+        "others fit it too) — and print the ladder's calibration parameter line",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune)
 
@@ -340,6 +354,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         objective=args.objective,
         max_trials=args.max_trials,
         batch_size=args.batch_size,
+        calibrate=args.calibrate,
         on_trial=lambda trial: print(trial.line(), file=sys.stderr, flush=True),
     )
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())

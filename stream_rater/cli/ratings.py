@@ -29,11 +29,17 @@ def register(sub: Subcommands) -> None:
     p.set_defaults(func=cmd_ratings)
 
     p = sub.add_parser(
-        "leaderboard", help="the top of a ladder by display rating (eligible players: README 'Ladder rules')"
+        "leaderboard",
+        help="the top of a ladder by display rating, or the rows around a player (eligible players: "
+        "README 'Ladder rules')",
     )
     p.add_argument("--ladder", default="default")
     p.add_argument("--top", type=int, default=20, help="rows, 1 to 500 (default 20)")
     p.add_argument("--season", type=int, help="the final leaderboard of this ended season (1 = the first)")
+    p.add_argument("--around", metavar="PLAYER", help="the rows around this player instead of the top")
+    p.add_argument(
+        "--n", type=int, default=5, help="with --around: rows above and below the player (default 5)"
+    )
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     store_flag(p)
     settings_flags(p, ["ladders_file"])
@@ -111,7 +117,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     first, with their peak ratings."""
     import time
 
-    from stream_rater.queries import Queries, QueryError, top_of
+    from stream_rater.queries import NotRanked, Queries, QueryError, UnknownPlayer, top_of
 
     ladders = ladders_of(args)
     ladders.lookup(args.ladder)
@@ -119,19 +125,25 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         top_of(args.top)
     except QueryError as e:
         raise ValueError(f"--{e}") from None
+    if args.around is not None and args.season is not None:
+        raise ValueError("--around: not with --season")
+
+    def ask(store: Any) -> Any:
+        queries = Queries(store, ladders)
+        if args.around is not None:
+            return queries.around(args.ladder, args.around, args.n, time.time())
+        return queries.leaderboard(args.ladder, args.top, time.time(), args.season)
+
     try:
-        answer = with_store(
-            args,
-            lambda store: Queries(store, ladders).leaderboard(
-                args.ladder, args.top, time.time(), args.season
-            ),
-        )
+        answer = with_store(args, ask)
+    except (UnknownPlayer, NotRanked) as e:
+        raise ValueError(f"--around: {e}") from None
     except QueryError as e:
         raise ValueError(f"--{e}") from None
     if args.json:
         print(json.dumps(answer))
         return 0
-    print(f"season {answer['season']}")
+    print(f"season {answer['season']}" if args.around is None else f"{answer['ranked']} ranked")
     print(f"{'#':>4}  {'player':<32} {'rating':>9} {'mu':>9} {'sigma':>8} {'games':>6} {'peak':>9}")
     for row in answer["rows"]:
         sigma = "" if row["sigma"] is None else f"{row['sigma']:8.3f}"

@@ -40,6 +40,10 @@ Shadows (`Ladder.shadows`; README "Shadow models"), in the file only: ``[ladders
 with a model and its parameters (the live ladder's rules inherited) is the internal ladder
 ``L~S`` (`shadow_name`), rated beside L, never published nor named by an event.
 
+``calibration`` (``"temperature:T"``, ``"platt:a,b"`` and/or ``"draw:e"``, `rating.calibration`;
+``stream-rater tune --calibrate`` prints the line) maps the model's predicted win and draw
+probabilities wherever they are asked (`rating.predict.predict`); it changes no rating.
+
 ``k`` (of μ − kσ) is an ordinary TrueSkill parameter; another model given one refuses it.
 
 The loaders build every ladder's model once, so a bad parameter fails at start-up, not on
@@ -49,7 +53,6 @@ k: model 'sph-elo' has no parameter 'k' …`` or ``STREAM_RATER_LADDER_MW4__K: �
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -58,11 +61,13 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from stream_rater.config.param_text import parse_param, parse_value
 from stream_rater.config.rules import RULE_PARAMS, RuleError, Rules
 from stream_rater.config.settings import ENV_PREFIX
 from stream_rater.contracts.match import DEFAULT_LADDER
 from stream_rater.rating import registry
 from stream_rater.rating.base import RatingModel
+from stream_rater.rating.calibration import Calibration
 
 __all__ = [
     "DEFAULT_LADDER",
@@ -82,6 +87,8 @@ __all__ = [
 DEFAULT_MODEL = "trueskill"
 #: Between a ladder's name and its shadow's in the shadow's internal ladder name.
 SHADOW_SEPARATOR = "~"
+#: Ladder parameters that are neither the model's nor rules, with their defaults.
+LADDER_PARAMS: dict[str, Any] = {"calibration": None}
 
 _T = TypeVar("_T")
 _REQUIRED: Any = object()
@@ -137,8 +144,11 @@ class Ladder:
 
     @cached_property
     def rating_model(self) -> RatingModel:
-        """The model instance, built once per ladder (from the parameters that are not rules)."""
-        return registry.create_model(self.model, model_params(self.params))
+        """The model instance, built once per ladder (from the parameters that are not rules),
+        with the ladder's `calibration`."""
+        model = registry.create_model(self.model, model_params(self.params))
+        model.calibration = calibration_of(self.params)
+        return model
 
     @cached_property
     def rules(self) -> Rules:
@@ -147,8 +157,15 @@ class Ladder:
 
 
 def model_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The model's parameters among a ladder's (the others are rules, `config.rules`)."""
-    return {k: v for k, v in params.items() if k not in RULE_PARAMS}
+    """The model's parameters among a ladder's (the others are rules, `config.rules`, and
+    `LADDER_PARAMS`)."""
+    return {k: v for k, v in params.items() if k not in RULE_PARAMS and k not in LADDER_PARAMS}
+
+
+def calibration_of(params: Mapping[str, Any]) -> Calibration | None:
+    """The ladder's ``calibration`` parameter parsed (None: not set); raises ValueError."""
+    text = params.get("calibration")
+    return None if text is None else Calibration.parse(text)
 
 
 class Ladders(Mapping[str, Ladder]):
@@ -243,27 +260,6 @@ def load_ladders(path: str | None, environ: Mapping[str, str], prefix: str = ENV
     return Ladders((_build(name, source) for name, source in sources.items()), source=where)
 
 
-def parse_value(text: str) -> bool | int | float | str:
-    """A parameter value typed from its text: ``true``/``false`` (any case) → bool, then
-    int, then float (NaN refused), else the string itself; quotes force a string."""
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        return text[1:-1]
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    if math.isnan(number):
-        raise ValueError(f"{text!r}: NaN is not a parameter value")
-    return number
-
-
 class ParamError(ValueError):
     """A model parameter (or, `name` None, the set of them) the model refuses."""
 
@@ -278,10 +274,13 @@ def check_params(model: str, params: Mapping[str, Any]) -> None:
     try:
         registry.create_model(model, model_params(params))
         Rules.of(params)
+        calibration_of(params)
     except (TypeError, ValueError) as exc:
         for name, value in params.items():
             try:
-                if name in RULE_PARAMS:
+                if name in LADDER_PARAMS:
+                    calibration_of({name: value})
+                elif name in RULE_PARAMS:
                     Rules.of({name: value})
                 else:
                     registry.create_model(model, {name: value})
@@ -300,15 +299,6 @@ def split_shadow(name: str) -> tuple[str, str | None]:
     — how the quality scoring keys a shadow's predictions by (ladder, scorer)."""
     live, sep, shadow = name.partition(SHADOW_SEPARATOR)
     return (live, shadow) if sep else (name, None)
-
-
-def parse_param(text: str) -> tuple[str, bool | int | float | str]:
-    """A CLI ``--param name=value`` string → ``(name, typed value)``; raises ValueError."""
-    name, sep, value = text.partition("=")
-    name = name.strip()
-    if not sep or not name.isidentifier():
-        raise ValueError(f"expected name=value with a parameter name, got {text!r}")
-    return name, parse_value(value)
 
 
 # --- implementation ------------------------------------------------------------------
@@ -346,7 +336,7 @@ def _build(name: str, source: _Source, shadow_of: str | None = None) -> Ladder:
         first = next(iter(source.params.values())).where
         raise LadderConfigError(f"{first}: ladder {name!r} has parameters but no model")
     try:
-        allowed = {**registry.model_parameters(source.model), **RULE_PARAMS}
+        allowed = {**registry.model_parameters(source.model), **RULE_PARAMS, **LADDER_PARAMS}
     except registry.UnknownModelError as e:
         raise LadderConfigError(f"{source.model_where}: {e}") from None
     params: dict[str, Any] = {}

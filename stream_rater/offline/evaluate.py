@@ -27,6 +27,9 @@ the two win probabilities (their draw probability is 0). Metrics (`Scorer`):
   football data, so an unmodelled home advantage shows up here.
 - **Over time**: the wrong-order rate in consecutive windows with equal numbers of pairs.
 
+A ladder with a ``calibration`` parameter is scored as the read API answers: through it
+(`predict` applies it), so every metric here is of the calibrated probabilities.
+
 With more than two teams, log-loss and Brier are not computed; wrong order and calibration
 use each pair of teams on its own through the same `predict` (a pair's probabilities, not the
 match's first-place probabilities).
@@ -35,6 +38,7 @@ match's first-place probabilities).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -46,7 +50,7 @@ from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.offline.replay import ReplaySummary, replay
 from stream_rater.processor import PriorObserver, Processor
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.rating.predict import as_read
+from stream_rater.rating.predict import as_read, predict_raw
 from stream_rater.rating.scoring import (
     PROBABILITY_FLOOR,
     MatchScore,
@@ -169,7 +173,11 @@ class Scorer:
     windows over time.
     """
 
-    def __init__(self, ladders: Ladders, *, bins: int = 10, periods: int = 20) -> None:
+    def __init__(
+        self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_raw: bool = False
+    ) -> None:
+        """`keep_raw`: also keep each scored pair's raw probabilities (`raw`), for fitting
+        a calibration."""
         if bins < 1 or periods < 1:
             raise ValueError("bins and periods must be at least 1")
         self._ladders = ladders
@@ -184,6 +192,10 @@ class Scorer:
         self._bin_observed = [0] * bins
         self._times: list[float] = []
         self._wrong: list[float] = []
+        #: Per scored pair (with `keep_raw`): the model's raw P(first team wins) and P(second
+        #: wins), before any calibration (`predict_raw`), and the outcome (0: the first team
+        #: won, 1: the second, 2: a draw).
+        self.raw: list[tuple[float, float, int]] | None = [] if keep_raw else None
 
     def _model(self, ladder: str) -> tuple[RatingModel, bool]:
         """The ladder's model and whether it predicts draws (two newcomers may draw)."""
@@ -197,10 +209,14 @@ class Scorer:
         """Score the read API's prediction for `match` from the prior ratings `teams`, each
         as of the match's time (`RatingModel.as_of` with ``outcome.elapsed``)."""
         model, draws = self._model(match.ladder)
-        self.add(
-            score_match(model, draws, as_read(model, teams, outcome.elapsed), outcome.ranks),
-            match.finished_at,
-        )
+        read = as_read(model, teams, outcome.elapsed)
+        self.add(score_match(model, draws, read, outcome.ranks), match.finished_at)
+        if self.raw is not None:
+            ranks = outcome.ranks
+            for a, b in itertools.combinations(range(len(read)), 2):
+                if ranks[a] != ranks[b] or draws:
+                    won = 0 if ranks[a] < ranks[b] else 1 if ranks[a] != ranks[b] else 2
+                    self._keep_raw(model, [read[a], read[b]], won)
 
     def add(self, score: MatchScore, finished_at: float) -> None:
         """Count one match's `score` (`rating.scoring.score_match`), finished at `finished_at`."""
@@ -218,6 +234,15 @@ class Scorer:
             self._two_team += 1
             self._log_loss += score.log_loss
             self._brier += score.brier
+
+    def _keep_raw(self, model: RatingModel, pair: Sequence[Sequence[Rating]], outcome: int) -> None:
+        assert self.raw is not None
+        p_a, p_b = predict_raw(model, pair).win_probabilities
+        self.raw.append((p_a, p_b, outcome))
+
+    def predicts_draws(self, ladder: str) -> bool:
+        """Whether the ladder's model predicts draws (so its draws are scored)."""
+        return self._model(ladder)[1]
 
     def summary(self) -> Summary:
         """The metrics of everything observed so far."""
@@ -281,6 +306,24 @@ def score(
             setattr(total, f.name, getattr(total, f.name) + getattr(counts, f.name))
         summaries.append(scorer.summary())
     return summaries, whole.summary(), total
+
+
+def raw_outcomes(
+    part: Iterable[MatchFinished], ladders: Ladders, ladder: str, *, batch_size: int = 1000
+) -> tuple[list[tuple[float, float]], list[int], bool]:
+    """Replay `part` as `score` does: every scored pair's raw ``(P(first team wins), P(second
+    wins))`` and outcome (0, 1; 2 a draw), and whether `ladder`'s model predicts draws (only
+    then are its draws among the pairs) — what `rating.calibration.fit` fits on."""
+    scorer = Scorer(ladders, keep_raw=True)
+    processor = Processor(ladders, MemoryStore())
+    processor.observe = scorer.observe
+    asyncio.run(replay(part, processor, batch_size=batch_size))
+    assert scorer.raw is not None
+    return (
+        [(a, b) for a, b, _ in scorer.raw],
+        [o for _, _, o in scorer.raw],
+        scorer.predicts_draws(ladder),
+    )
 
 
 def plot(summary: Summary, path: str, title: str = "") -> None:

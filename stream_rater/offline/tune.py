@@ -23,11 +23,17 @@ Every metric (and the calibration error, ECE) is reported whatever the objective
 values are rounded to `SIGNIFICANT` digits before the final runs, so the reported figures
 are exactly what ``evaluate --param ...`` with them gives, and the configured values are
 kept if the rounded fit is no better on the fit part.
+
+Calibration (``calibrate``, ``tune --calibrate``): the search scores the model's raw
+probabilities (a configured ``calibration`` left out); then `rating.calibration.fit` fits the
+map on the fit part's scored pairs with the parameters found, and the tuned figures are the
+calibrated ones — README "Rating quality" has what it does on the football data.
 """
 
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,8 +44,11 @@ from scipy.optimize import minimize
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished
-from stream_rater.offline.evaluate import Summary, score
+from stream_rater.offline.evaluate import Summary, raw_outcomes, score
 from stream_rater.rating import registry
+from stream_rater.rating.calibration import KINDS as CALIBRATIONS
+from stream_rater.rating.calibration import Calibration
+from stream_rater.rating.calibration import fit as fit_calibration
 
 #: Per model: the parameters fitted by default and the transform each is searched in.
 #: Scale parameters that only rescale the ratings (Elo ``scale``, TrueSkill ``sigma``, …)
@@ -170,6 +179,8 @@ class TuneResult:
                     cells.append(f"{'n/a' if value is None else fmt.format(value):>11}")
             lines.append(f"{name.replace('expected_calibration_error', 'ECE'):<16}" + "".join(cells))
         lines += ["", "baseline: " + _flags(self.baseline.params), "tuned:    " + _flags(self.tuned.params)]
+        if "calibration" in self.tuned.params:
+            lines.append(f'ladders file: calibration = "{self.tuned.params["calibration"]}"')
         return "\n".join(lines)
 
 
@@ -185,7 +196,7 @@ def _metrics(s: Summary) -> dict[str, Any]:
 
 
 def _flags(params: Mapping[str, Any]) -> str:
-    return " ".join(f"--param {k}={v}" for k, v in params.items()) or "(model defaults)"
+    return " ".join(f"--param {shlex.quote(f'{k}={v}')}" for k, v in params.items()) or "(model defaults)"
 
 
 def _round(value: float) -> float:
@@ -203,42 +214,39 @@ def tune(
     objective: str = "log_loss",
     max_trials: int = 60,
     batch_size: int = 1000,
+    calibrate: str | None = None,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> TuneResult:
     """Fit parameters `names` (default: the model's `SPACES` entry less `fixed`; its
     `OPTIONS` entry when named) of ladder `ladder`, starting from their configured values.
 
     The first `fit_fraction` of `matches` is the fit part; the search stops after
-    `max_trials` objective evaluations at most. Other parameters keep their configured
-    values. `on_trial` sees every trial as it finishes.
+    `max_trials` objective evaluations at most (0: no search, the configured values are
+    kept). Other parameters keep their configured values. With `calibrate` (a kind of
+    `rating.calibration`), the search scores the model's raw probabilities, and a calibration
+    is then fitted on the fit part's decisive pairs with the parameters found; it is the
+    tuned ``calibration`` parameter. `on_trial` sees every trial as it finishes.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+    if calibrate is not None and calibrate not in CALIBRATIONS:
+        raise ValueError(f"calibrate: use one of {', '.join(CALIBRATIONS)}")
     model = ladders.get(ladder).model
-    names, transforms = _tunable(model, names, fixed)
+    names, transforms = _tunable(model, names, fixed) if max_trials > 0 else ([], [])
     fit = round(len(matches) * fit_fraction)
     if not 0 < fit < len(matches):
         raise ValueError(f"fit fraction {fit_fraction} of {len(matches)} matches leaves a part empty")
     search = _Search(matches, ladders, ladder, names, transforms, fit, objective, batch_size, on_trial)
-    x0 = search.start()
-    simplex = np.vstack([x0] + [x0 + _STEP * row for row in np.eye(len(names))])
-    minimize(
-        search.evaluate,
-        x0,
-        method="Nelder-Mead",
-        options={
-            "maxfev": max(max_trials - len(search.trials), len(names) + 1),
-            "initial_simplex": simplex,
-            "xatol": 0.01,
-            "fatol": 1e-5,
-        },
-    )
-    best = min(search.trials, key=lambda t: t.value)
+    search.raw = calibrate is not None
     baseline = search.scores({})
-    tuned = search.scores({n: _round(v) for n, v in best.params.items()})
+    found = _best(search, max_trials) if names else {}
+    tuned = search.scores(found) if found else baseline
     if tuned.fit.metric(objective) > baseline.fit.metric(objective):
-        tuned = baseline  # the search found nothing better than the configured values
+        found, tuned = {}, baseline  # the search found nothing better than the configured values
+    if calibrate is not None:
+        found["calibration"] = str(search.calibration(found, calibrate))
+        tuned = search.scores(found)
     return TuneResult(
         ladder,
         model,
@@ -250,6 +258,25 @@ def tune(
         baseline,
         tuned,
     )
+
+
+def _best(search: _Search, max_trials: int) -> dict[str, Any]:
+    """Nelder-Mead from the configured values; the best trial's values, rounded."""
+    x0 = search.start()
+    simplex = np.vstack([x0] + [x0 + _STEP * row for row in np.eye(len(search.names))])
+    minimize(
+        search.evaluate,
+        x0,
+        method="Nelder-Mead",
+        options={
+            "maxfev": max(max_trials - len(search.trials), len(search.names) + 1),
+            "initial_simplex": simplex,
+            "xatol": 0.01,
+            "fatol": 1e-5,
+        },
+    )
+    best = min(search.trials, key=lambda t: t.value)
+    return {n: _round(v) for n, v in best.params.items()}
 
 
 def _tunable(model: str, names: Sequence[str] | None, fixed: Collection[str]) -> tuple[list[str], list[str]]:
@@ -290,11 +317,30 @@ class _Search:
         self.base = ladders.get(ladder)
         self.trials: list[Trial] = []
         self.seen: dict[tuple[float, ...], float] = {}
+        #: True: trials score the model's raw probabilities (a configured calibration left out).
+        self.raw = False
 
     def with_params(self, params: Mapping[str, Any]) -> Ladders:
         """The ladders with `params` overriding the tuned ladder's configured ones."""
         changed = Ladder(self.ladder, self.base.model, {**self.base.params, **params})
         return Ladders([*(lad for name, lad in self.ladders.items() if name != self.ladder), changed])
+
+    def without_calibration(self, params: Mapping[str, Any]) -> Ladders:
+        """`with_params`, and the tuned ladder's ``calibration`` left out."""
+        merged = {k: v for k, v in {**self.base.params, **params}.items() if k != "calibration"}
+        changed = Ladder(self.ladder, self.base.model, merged)
+        return Ladders([*(lad for name, lad in self.ladders.items() if name != self.ladder), changed])
+
+    def calibration(self, params: Mapping[str, Any], kind: str) -> Calibration:
+        """The `kind` calibration fitted on the fit part's scored pairs with `params` (rounded
+        to the digits its parameter text keeps)."""
+        raw, outcomes, draws = raw_outcomes(
+            self.matches[: self.fit],
+            self.without_calibration(params),
+            self.ladder,
+            batch_size=self.batch_size,
+        )
+        return fit_calibration(raw, outcomes, kind, draws=draws).rounded()
 
     def decode(self, x: np.ndarray) -> dict[str, float]:
         clipped = np.clip(x, -_LIMIT, _LIMIT)
@@ -322,7 +368,7 @@ class _Search:
             return self.seen[key]
         params = self.decode(x)
         try:
-            trial_ladders = self.with_params(params)
+            trial_ladders = self.without_calibration(params) if self.raw else self.with_params(params)
             trial_ladders.get(self.ladder).rating_model  # noqa: B018 -- builds the model: invalid values raise here
         except ValueError:
             value = math.inf

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from stream_rater.rating.calibration import Calibration
 
 Teams = Sequence[Sequence["Rating"]]
 PerPlayer = Sequence[Sequence[float]]
@@ -72,6 +75,9 @@ class RatingModel(ABC):
     #: says so makes them required in events; an instance may also set it when one of its
     #: options reads them (TrueSkill's ``player_scores``), and they stay optional.
     needs_scores: bool = False
+    #: The map `rating.predict.predict` applies to the win probabilities (a ladder's
+    #: ``calibration`` parameter, set by `config.ladders.Ladder`); None = as the model gives them.
+    calibration: Calibration | None = None
 
     @abstractmethod
     def initial(self) -> Rating:

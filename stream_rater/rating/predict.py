@@ -19,6 +19,11 @@ split of a pool into teams is fairest. Pure: models and `Rating`s in, numbers ou
   models it is the normalised entropy of the first-place distribution,
   ``−Σ p log p / log n`` — 1 when every team is equally likely to win, towards 0 as one
   team becomes certain; for two teams it orders splits as ``1 − |p₀ − p₁|`` does.
+- **Calibration**: a model with a `Calibration` (the ladder parameter ``calibration``) has its
+  win and draw probabilities mapped through it (`Calibration.apply`: the strength gap and the
+  draw band in logits), in `predict` — the one function the read API, ``balance``,
+  ``evaluate`` and the quality metrics ask. The quality of the non-TrueSkill models is then the
+  evenness of the calibrated probabilities; TrueSkill's eq. (7) does not depend on it.
 """
 
 from __future__ import annotations
@@ -53,16 +58,32 @@ class Prediction:
 
 
 def predict(model: RatingModel, teams: Teams) -> Prediction:
-    """Win probabilities, the draw probability (two teams) and the match quality of `teams`."""
+    """Win probabilities, the draw probability (two teams) and the match quality of `teams`,
+    the probabilities mapped through the model's `calibration` when it has one."""
     wins, draw = probabilities(model, teams)
     if not isinstance(model, TrueSkill):
         return Prediction(wins, draw, evenness(wins))
     return Prediction(wins, draw, model.quality(teams))
 
 
+def predict_raw(model: RatingModel, teams: Teams) -> Prediction:
+    """`predict` as the model itself gives it, without its calibration (what one is fitted on)."""
+    wins, draw = raw_probabilities(model, teams)
+    quality = model.quality(teams) if isinstance(model, TrueSkill) else evenness(wins)
+    return Prediction(wins, draw, quality)
+
+
 def probabilities(model: RatingModel, teams: Teams) -> tuple[list[float], float | None]:
-    """`predict`'s win probabilities and draw probability without the match quality (which
-    costs a TrueSkill 1v1 some 11 µs of the 13): what the processor asks of every match."""
+    """`predict`'s win probabilities and draw probability (calibrated) without the match
+    quality (which costs a TrueSkill 1v1 some 11 µs of the 13): what the processor asks of
+    every match, for the events' `expected` and the live quality alike."""
+    wins, draw = raw_probabilities(model, teams)
+    calibration = model.calibration
+    return (wins, draw) if calibration is None else calibration.apply(wins, draw)
+
+
+def raw_probabilities(model: RatingModel, teams: Teams) -> tuple[list[float], float | None]:
+    """The model's own win and draw probabilities of `teams`, before any calibration."""
     if len(teams) < 2 or not all(teams):
         raise ValueError("a match needs at least two teams, each with a player")
     if not isinstance(model, TrueSkill):

@@ -4,6 +4,8 @@
 ``POST /api/ladders/{ladder}/players``  ``{"players": [ids]}`` → states, ratings, ranks
 ``GET /api/ladders/{ladder}/leaderboard?top=N[&season=S]``  the top N (default 25, at most 500) with
                                         stored states and σ and rating as of now
+``GET /api/ladders/{ladder}/leaderboard?around=P[&n=N]``  the rows from N (default 5) above player
+                                        P to N below; 404 unknown player, 409 not ranked (why)
 ``POST /api/ladders/{ladder}/predict``  ``{"teams": [[ids], [ids], ...], "parties"?: [[ids]]}``
                                         → win and draw probabilities, match quality
 ``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...], "parties"?:
@@ -16,8 +18,8 @@
 ``GET /api/ladders/{ladder}/matches/{match_id}``  why each player's rating moved in that match
                                         (`stream_rater.explain`); 404 for an unknown match
 
-Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder, 413 says the
-player limit; never a traceback.
+Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder (or player), 409
+a player the ladder does not rank, 413 says the player limit; never a traceback.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from aiohttp import web
 from stream_rater.config.ladders import Ladder
 from stream_rater.explain import explain_match
 from stream_rater.processor import quality
-from stream_rater.queries import LEADERBOARD_TOP, Queries, QueryError, ladder_of
+from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
 from stream_rater.store import ReadStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -57,8 +59,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         return handle
 
     async def leaderboard(request: web.Request) -> web.Response:
-        top, season = request.query.get("top", LEADERBOARD_TOP), request.query.get("season")
-        return await _reply(queries.leaderboard(request.match_info["ladder"], top, clock(), season))
+        return await _reply(_board(queries, request.match_info["ladder"], request.query, clock()))
 
     async def ladder_list(request: web.Request) -> web.Response:
         return web.json_response(queries.ladder_list())
@@ -128,6 +129,17 @@ def _of_ladder(queries: Queries, ask: Callable[[Ladder, web.Request], Awaitable[
         return await _reply(ask(ladder, request))
 
     return handle
+
+
+async def _board(queries: Queries, ladder: str, query: Mapping[str, str], now: float) -> dict[str, Any]:
+    """``…/leaderboard``: the top (``top``, an ended ``season``), or the rows around a player
+    (``around``, ``n``); ``n`` is checked even without ``around``, which it serves."""
+    n = n_of(query.get("n", AROUND_N))
+    if "around" not in query:
+        return await queries.leaderboard(ladder, query.get("top", LEADERBOARD_TOP), now, query.get("season"))
+    if "season" in query or "top" in query:
+        raise QueryError("around: not with top or season")
+    return await queries.around(ladder, query["around"], n, now)
 
 
 async def _reply(answer: Awaitable[dict[str, Any]]) -> web.Response:

@@ -202,6 +202,15 @@ class MemoryStore(StateStore):
         active = [s for p, s in gen.scores.items() if since is None or gen.active.get(p, -math.inf) >= since]
         return RatingTotals(len(gen.scores), math.fsum(gen.scores.values()), len(active), math.fsum(active))
 
+    async def active_around(self, ladder: str, place: int, n: int, since: float) -> list[tuple[str, float]]:
+        gen = self._generation(ladder, None)
+        board = await self.leaderboard(ladder, len(gen.scores))
+
+        def active(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
+            return [(p, score) for p, score in rows if gen.active.get(p, -math.inf) >= since]
+
+        return active(board[: place + 1])[-(n + 1) :] + active(board[place + 1 :])[:n]
+
     def _active_board(self, ladder: str, since: float) -> list[tuple[str, float]]:
         gen = self._generation(ladder, None)
         active = {p: score for p, score in gen.scores.items() if gen.active.get(p, -math.inf) >= since}

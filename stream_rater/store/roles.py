@@ -131,6 +131,11 @@ class ReadStore(GenerationsStore, Protocol):
         players whose last match is at or after `since` (None: all of them count as active).
         Read in bounded steps on a large ladder: not one snapshot while the ladder moves."""
 
+    async def active_around(self, ladder: str, place: int, n: int, since: float) -> list[tuple[str, float]]:
+        """The active (since `since`) players around the live leaderboard's 0-based `place`,
+        best first: the one at `place` (if active) and up to `n` more active above it, then up
+        to `n` active below it."""
+
     @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         """The player's most recent rating-changed events, newest first."""

@@ -5,9 +5,10 @@ break them and is rightly answered 400, as ``openapi.yaml`` documents: a player 
 (``predict``), team sizes that do not add up to the players (``balance``), parties naming a
 player not in the query or one twice, or that fit in no split (``balance``), and a season that has
 not ended (``leaderboard?season=N``; the test's ladders have had no season start, so every
-season asked for is one). The test's configuration lets those operations answer schema-valid
+season asked for is one), and ``around`` together with ``top`` or ``season``. The test's configuration lets those operations answer schema-valid
 data with 400, and the check here keeps that narrow: such a 400 must come with a request that
-really breaks the rule.
+really breaks the rule. Likewise ``leaderboard?around=P`` answers 404 for a player the ladder
+has never seen (schemathesis makes up ids): such a 404 must say so.
 """
 
 from __future__ import annotations
@@ -45,15 +46,16 @@ def _fits(parties: list[list[str]], sizes: list[int]) -> bool:
     return False
 
 
-def _season_not_ended(case: Any) -> bool:
-    return "season" in (case.query or {})
+def _season_not_ended_or_around_with_top(case: Any) -> bool:
+    query = case.query or {}
+    return "season" in query or ("around" in query and "top" in query)
 
 
 #: Path suffix → the unstated rule a schema-valid request to it may break.
 UNSTATED_RULES: dict[str, Callable[[Any], bool]] = {
     "/predict": _player_on_two_teams,
     "/balance": _sizes_not_adding_up,
-    "/leaderboard": _season_not_ended,
+    "/leaderboard": _season_not_ended_or_around_with_top,
 }
 
 
@@ -65,4 +67,19 @@ def refuses_only_unstated_rules(ctx: Any, response: Any, case: Any) -> bool | No
     rule = next((rule for suffix, rule in UNSTATED_RULES.items() if case.path.endswith(suffix)), None)
     if rule is None or not rule(case):
         raise AssertionError(f"schema-valid request refused: {response.text}")
+    return None
+
+
+@schemathesis.check
+def not_found_only_for_an_unknown_player(ctx: Any, response: Any, case: Any) -> bool | None:
+    """A 404 to schema-valid data must be ``around`` a player the ladder has never seen."""
+    if case.meta is None or not case.meta.generation.mode.is_positive or response.status_code != 404:
+        return None
+    around = (case.query or {}).get("around")
+    if (
+        around is None
+        or response.json().get("error", "")
+        != f"{around} has not played on ladder {case.path_parameters['ladder']!r}"
+    ):
+        raise AssertionError(f"schema-valid request not found: {response.text}")
     return None

@@ -126,6 +126,14 @@ def test_replay_into_redis_twice_then_ratings_and_leaderboard(
         "leaderboard", "--ladder", ladder, "--top", "2", "--store", redis_url, *env_ladder
     ).stdout.splitlines()
     assert board[0] == "season 1" and board[2].split()[:2] == ["1", "a"] and len(board) == 4
+    around = ["leaderboard", "--ladder", ladder, "--store", redis_url, *env_ladder, "--around"]
+    answer = json.loads(cli(*around, "b", "--n", "1", "--json").stdout)
+    assert [r["player_id"] for r in answer["rows"]] == ["a", "b", "c"] and answer["rank"] == 2
+    text = cli(*around, "c", "--n", "1").stdout.splitlines()
+    assert text[0] == "3 ranked" and [line.split()[:2] for line in text[2:]] == [["2", "b"], ["3", "c"]]
+    missing = cli(*around, "zed", check=False)
+    assert missing.returncode == 2
+    assert missing.stderr == f"stream-rater leaderboard: --around: zed has not played on ladder {ladder!r}\n"
 
 
 def test_the_store_defaults_to_STREAM_RATER_REDIS_URL(redis_url: str, tmp_path: Path, unique_name: str):

@@ -92,14 +92,16 @@ def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
 
 def schemathesis_config(ladders: list[str], players: list[str]) -> str:
     """The run's configuration: the ladder path parameter is one of `ladders`, the player one
-    one of `players` (so a history is mostly found; a player with no trace, which the coverage
-    phase makes up, is 404 as documented); a schema-valid
+    and the leaderboard's ``around`` one of `players` (so a history is mostly found; a player
+    with no trace, which the coverage phase makes up, is 404 as documented); a schema-valid
     request must get 200, or 413 over the server's player limit (a setting the schema cannot
     know), and a request that breaks the schema is rejected with a 4xx, 413 among them (too
-    many players breaks the schema's maxItems too); predict, balance and leaderboard may also answer 400 for the rule JSON Schema cannot state, which
-    `openapi_hooks` checks the request really breaks; any warning (such as every request
-    answered 404) fails the run. A match id is one of the replayed matches' (`MATCHES`), and
-    a schema-valid one the ladder never applied is rightly 404."""
+    many players breaks the schema's maxItems too); predict, balance and leaderboard may also
+    answer 400 for the rule JSON Schema cannot state, which `openapi_hooks` checks the request
+    really breaks, and leaderboard 404 or 409 for ``around`` a player the ladder has never
+    seen or does not rank; any warning (such as every request answered 404) fails the run. A
+    match id is one of the replayed matches' (`MATCHES`), and a schema-valid one the ladder
+    never applied is rightly 404."""
     return f"""
 [dictionaries]
 ladders = {{values = {json.dumps(ladders)}}}
@@ -110,6 +112,7 @@ matches = {{values = {json.dumps([f"m{i}" for i in range(MATCHES)])}}}
 "path.ladder" = {{dictionary = "ladders"}}
 "path.player" = {{dictionary = "players"}}
 "path.match_id" = {{dictionary = "matches"}}
+"query.around" = {{dictionary = "players"}}
 
 [warnings]
 fail-on = true
@@ -121,12 +124,16 @@ expected-statuses = ["200", "413"]
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
 
 [[operations]]
-include-path-regex = "/(predict|balance|leaderboard)$"
+include-path-regex = "/(predict|balance)$"
 checks.positive_data_acceptance.expected-statuses = ["200", "400", "413"]
 
 [[operations]]
 include-path-regex = "/(players/[^/]+|matches/.*)$"
 checks.positive_data_acceptance.expected-statuses = ["200", "404"]
+
+[[operations]]
+include-path-regex = "/leaderboard$"
+checks.positive_data_acceptance.expected-statuses = ["200", "400", "404", "409", "413"]
 """
 
 

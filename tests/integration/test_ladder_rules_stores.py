@@ -11,7 +11,7 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.processor import Processor
-from stream_rater.queries import Queries
+from stream_rater.queries import NotRanked, Queries, UnknownPlayer
 from stream_rater.store import open_store
 from tests.helpers import duel
 
@@ -97,3 +97,67 @@ async def test_an_ended_seasons_leaderboard_shows_the_states_it_ended_with(store
     for row in rows:
         assert row["rating"] == pytest.approx(row["mu"] - 3 * row["sigma"])
         assert (row["sigma_now"], row["rating_now"]) == (row["sigma"], row["rating"])
+
+
+async def test_around_a_player_is_the_slice_of_the_whole_leaderboard(store, monkeypatch):
+    """``around``: the rows from n above the player to n below equal the full eligible
+    leaderboard's slice around them, ranks included, on every store (Redis reads in steps of 3
+    entries, so the scripts' cursors are exercised); the players' ranks agree with `players`,
+    asked one by one (a rank near the bottom is counted from below) or many at once."""
+    monkeypatch.setattr("stream_rater.store.redis.store.BOARD_STEP", 3)
+    name, ladders = table(leaderboard_active_days=1, provisional_games=2)
+    day = 86_400.0
+    # a chain of wins p0 > p1 > … in three rounds; the duels i = 0, 1 mod 4 are 3 days older, so
+    # p0 and p1, p5, p9, … (both of whose duels are) are inactive
+    events = [
+        duel(f"m{r}-{i}", f"p{i}", f"p{i + 1}", at=T0 + (r * 30 + i) * 60 + (3 * day if i % 4 > 1 else 0))
+        for r in range(3)
+        for i in range(20)
+    ]
+    await apply(store, ladders, name, *sorted(events, key=lambda e: e["finished_at"]))
+    queries = Queries(store, ladders)
+    now = T0 + 3.5 * day
+    whole = (await queries.leaderboard(name, 500, now))["rows"]
+    assert len(whole) == 15
+    for n in (0, 2, 4):
+        for row in (whole[0], whole[1], whole[len(whole) // 2], whole[-1]):
+            answer = await queries.around(name, row["player_id"], n, now)
+            at = row["rank"] - 1
+            assert answer["rows"] == whole[max(0, at - n) : at + n + 1]
+            assert answer["rank"] == row["rank"] and answer["ranked"] == len(whole)
+            [same] = (await queries.players(name, [row["player_id"]], now))["players"]
+            assert same["rank"] == row["rank"]
+    for ids in ([r["player_id"] for r in whole], [r["player_id"] for r in whole[-3:]]):
+        ranks = {p["player_id"]: p["rank"] for p in (await queries.players(name, ids, now))["players"]}
+        assert ranks == {r["player_id"]: r["rank"] for r in whole if r["player_id"] in ids}
+
+
+async def test_around_says_why_a_player_is_not_ranked(store):
+    """An unknown player is `UnknownPlayer` (404); a provisional or an inactive one is
+    `NotRanked` (409) with the rule that leaves them out."""
+    name, ladders = table(leaderboard_active_days=30, provisional_games=3)
+    day = 86_400.0
+    await apply(
+        store,
+        ladders,
+        name,
+        *(duel(f"m{i}", "a", "b", at=T0 + i) for i in range(3)),
+        duel("x", "a", "rookie", at=T0 + 40 * day),
+    )
+    queries = Queries(store, ladders)
+    now = T0 + 40 * day + 60
+    with pytest.raises(UnknownPlayer, match="nobody has not played on ladder") as unknown:
+        await queries.around(name, "nobody", 2, now)
+    assert unknown.value.status == 404
+    with pytest.raises(
+        NotRanked, match=r"^rookie is not ranked: provisional, 1 of 3 games played$"
+    ) as rookie:
+        await queries.around(name, "rookie", 2, now)
+    assert rookie.value.status == 409
+    with pytest.raises(
+        NotRanked,
+        match=r"^b is not ranked: inactive for 40 days \(the ladder ranks players active within 30 days\)$",
+    ):
+        await queries.around(name, "b", 2, now)
+    answer = await queries.around(name, "a", 2, now)
+    assert [r["player_id"] for r in answer["rows"]] == ["a"] and answer["rank"] == 1

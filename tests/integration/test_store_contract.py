@@ -406,12 +406,13 @@ async def test_a_write_without_a_score_takes_the_player_off_the_leaderboard(stor
 
 
 @pytest.mark.parametrize("step", [10_000, 7])
-@pytest.mark.parametrize("deep", [False, True])
-async def test_active_reads_skip_players_idle_since_a_time(store, ladder, deep, step, monkeypatch):
+@pytest.mark.parametrize("where", ["top", "ends", "bottom"])
+async def test_active_reads_skip_players_idle_since_a_time(store, ladder, where, step, monkeypatch):
     """Top rows and places count only players active since the given time, in leaderboard
-    order (ties: id descending) — by walking the leaderboard (`deep` False: few places) or by
-    going through the active players (`deep`: the asked players are below most of them); in
-    one step of the Redis script or in many (`step` entries each)."""
+    order (ties: id descending) — by walking the leaderboard (`where` top: few places above
+    the asked players), by going through the active players (ends: the asked players span the
+    board) or by walking the tail below them (bottom); in one step of the Redis script or in
+    many (`step` entries each)."""
     monkeypatch.setattr("stream_rater.store.redis.store.BOARD_STEP", step)
     players = [(f"p{i:03d}", float(i % 50), 1000.0 + (i * 37) % 200) for i in range(120)]
     await store.commit(
@@ -423,7 +424,9 @@ async def test_active_reads_skip_players_idle_since_a_time(store, ladder, deep, 
     oracle = sorted(((score, p) for p, score, last in players if last >= since), reverse=True)
     assert await store.active_leaderboard(ladder, 7, since) == [(p, score) for score, p in oracle[:7]]
     active_ids = [p for _, p in oracle]
-    asked = active_ids[-3:] if deep else active_ids[:3]
+    asked = {"top": active_ids[:3], "ends": active_ids[:1] + active_ids[-2:], "bottom": active_ids[-3:]}[
+        where
+    ]
     asked += ["p000" if "p000" not in active_ids else "nobody", "nobody"]
     places, total = await store.active_places(ladder, asked, since)
     assert total == len(oracle)

@@ -10,16 +10,20 @@
 --         since   the oldest last match that counts as active ('totals': absent = everyone)
 --         cursor  where this step starts (0 on the first call)
 --         budget  most entries this step reads
---         top     ('top') rows still wanted
+--         top     ('top', 'above') rows still wanted
 --         ids     ('places') the players whose places are wanted
 --         path    ('places', after the first call) the path the first call chose
 -- 'top' returns {next cursor or -1, id, score, id, score, …}: the next active players of the
 -- leaderboard from place `cursor` on, best first (scores as Redis writes them).
+-- 'above' returns {next cursor or -1, id, score, …}: the next active players going up the
+-- leaderboard from place `cursor` - 1 (nearest first), the read of the players around one.
 -- 'places' returns {total active, path, next cursor or -1, count for ids[1], …}: a count is
 -- how many active players this step found above the player (the client adds the steps'
 -- counts up), -1 for a player who is not ranked or not active. The first call chooses the
--- cheaper path: 'walk' down the leaderboard to the deepest asked player, or go through the
--- 'set' of active players, whichever is fewer entries.
+-- cheaper path: 'walk' down the leaderboard to the deepest asked player, go through the 'set'
+-- of active players, or walk the 'tail' of the leaderboard below the shallowest asked player,
+-- whichever is fewer entries. On the 'tail' path a count is of the active players found
+-- *below* the player: the client's rank is then total - 1 - that count.
 -- 'totals' returns {next cursor or -1, ranked, sum of their scores, active, sum of theirs} of
 -- places cursor .. cursor + budget - 1 (sums as strings, "%.17g": a Lua number in a reply
 -- would be cut to an integer); the client adds the steps up.
@@ -88,19 +92,74 @@ if args.mode == 'totals' then
   return {start, ranked, string.format('%.17g', ranked_sum), active, string.format('%.17g', active_sum)}
 end
 
+if args.mode == 'above' then
+  local out = {-1}
+  local found, stop, low = 0, cursor, math.max(0, cursor - budget)
+  while found < args.top and stop > low do
+    local start = math.max(low, stop - CHUNK)
+    local page = redis.call('ZREVRANGE', board, start, stop - 1, 'WITHSCORES')
+    if #page == 0 then return out end
+    local members = {}
+    for i = 1, #page, 2 do members[#members + 1] = page[i] end
+    local active = active_of(members)
+    for i = #members, 1, -1 do
+      if active[i] then
+        out[#out + 1] = page[2 * i - 1]
+        out[#out + 1] = page[2 * i]
+        found = found + 1
+        if found == args.top then
+          out[1] = start + i - 1
+          return out
+        end
+      end
+    end
+    stop = start
+  end
+  if stop > 0 then out[1] = stop end
+  return out
+end
+
 local total = redis.call('ZCOUNT', activity, since, '+inf')
 local ids = args.ids
-local raw, deepest = {}, -1
+local raw, deepest, shallowest = {}, -1, math.huge
 local asked = active_of(ids)
 for i, id in ipairs(ids) do
   local rank = asked[i] and redis.call('ZREVRANK', board, id)
   raw[i] = rank or -1
   if rank and rank > deepest then deepest = rank end
+  if rank and rank < shallowest then shallowest = rank end
 end
-local path = args.path or (deepest <= total and 'walk' or 'set')
+local ranked = redis.call('ZCARD', board)
+local path = args.path
+if not path then
+  local tail = ranked - 1 - shallowest
+  path = (deepest <= total and deepest <= tail and 'walk') or (total <= tail and 'set') or 'tail'
+end
 local out = {total, path, -1}
 for i = 1, #ids do out[i + 3] = raw[i] >= 0 and 0 or -1 end
 if deepest < 0 then return out end
+
+if path == 'tail' then
+  -- Places below the shallowest asked player, cursor entries of them already counted.
+  local start = shallowest + 1 + cursor
+  local stop = math.min(start + budget, ranked)
+  while start < stop do
+    local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, stop) - 1)
+    if #page == 0 then break end
+    local active = active_of(page)
+    for x = 1, #page do
+      if active[x] then
+        local place = start + x - 1
+        for i = 1, #ids do
+          if raw[i] >= 0 and raw[i] < place then out[i + 3] = out[i + 3] + 1 end
+        end
+      end
+    end
+    start = start + #page
+  end
+  if start < ranked then out[3] = start - shallowest - 1 end
+  return out
+end
 
 if path == 'walk' then
   -- Places cursor .. stop - 1 of the leaderboard: count the active ones above each player.

@@ -264,6 +264,21 @@ class RedisStore(RerateControl, StateStore):
             rows += [(text(step[i]), float(step[i + 1])) for i in range(1, len(step), 2)]
         return rows
 
+    async def active_around(self, ladder: str, place: int, n: int, since: float) -> list[tuple[str, float]]:
+        above: list[tuple[str, float]] = []
+        cursor = place + 1
+        while cursor > 0 and len(above) < n + 1:
+            step = await self._board(ladder, mode="above", since=since, cursor=cursor, top=n + 1 - len(above))
+            cursor = int(step[0])
+            above += [(text(step[i]), float(step[i + 1])) for i in range(1, len(step), 2)]
+        below: list[tuple[str, float]] = []
+        cursor = place + 1
+        while cursor >= 0 and len(below) < n:
+            step = await self._board(ladder, mode="top", since=since, cursor=cursor, top=n - len(below))
+            cursor = int(step[0])
+            below += [(text(step[i]), float(step[i + 1])) for i in range(1, len(step), 2)]
+        return above[::-1] + below
+
     async def active_places(
         self, ladder: str, player_ids: Sequence[str], since: float
     ) -> tuple[dict[str, int], int]:
@@ -274,6 +289,8 @@ class RedisStore(RerateControl, StateStore):
             step = await self._board(ladder, mode="places", since=since, ids=ids, cursor=cursor, path=path)
             total, path, cursor = int(step[0]), text(step[1]), int(step[2])
             counts = [c + n if n >= 0 and c >= 0 else -1 for c, n in zip(counts, step[3:])]
+        if path == "tail":  # the counts are of the active players below each player
+            counts = [total - 1 - c if c >= 0 else -1 for c in counts]
         return {p: c for p, c in zip(ids, counts) if c >= 0}, total
 
     async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:

@@ -419,3 +419,23 @@ def test_shadow_errors_name_file_line_and_table(tmp_path: Path, text: str, messa
     assert config_error(Ladders.from_toml, path).startswith(path) and message in config_error(
         Ladders.from_toml, path
     )
+
+
+def test_calibration_round_trips_through_a_ladders_file_and_the_environment(tmp_path: Path) -> None:
+    """``calibration`` is a ladder parameter: the file's and the environment's text become the
+    model's `Calibration`, whose text is the file's again; the model's own parameters are
+    untouched and a bad value is refused at load with its line."""
+    from stream_rater.rating.calibration import Calibration
+
+    text = '[ladders.football]\nmodel = "trueskill"\nbeta = 5.0\ncalibration = "platt:0.8123,-0.0456"\n'
+    ladder = Ladders.from_toml(write(tmp_path, text)).get("football")
+    model = ladder.rating_model
+    assert model.calibration == Calibration("platt", 0.8123, -0.0456)
+    assert f'calibration = "{model.calibration}"' in text and model.beta == 5.0
+    env = Ladders.from_env(
+        {"STREAM_RATER_LADDER_ELO": "elo", "STREAM_RATER_LADDER_ELO__CALIBRATION": "temperature:1.25"}
+    )
+    assert env.get("elo").rating_model.calibration == Calibration("temperature", 0.8)
+    assert Ladders().default.rating_model.calibration is None
+    with pytest.raises(LadderConfigError, match=r"ladders.toml:1: .*calibration 'platt:1'"):
+        Ladders.from_toml(write(tmp_path, '[ladders.x]\nmodel = "elo"\ncalibration = "platt:1"\n'))

@@ -285,13 +285,15 @@ LADDER_USES = (r"--ladder[ =]([a-z0-9-]+)", r"/api/ladders/([a-z0-9-]+)/", r'"la
 
 
 def defined_ladders(block: str) -> set[str]:
-    """The ladders a code block configures: TOML tables and environment variables (whose name
-    is lower-cased with `_` as `-`, as `stream_rater.config.ladders` reads them)."""
+    """The ladders a code block configures: TOML tables, environment variables (whose name
+    is lower-cased with `_` as `-`, as `stream_rater.config.ladders` reads them), and an
+    offline command's own ladder (``--ladder L --model M``: replay, evaluate, tune)."""
     toml = set(re.findall(r"^\[ladders\.([a-z0-9-]+)\]", block, flags=re.MULTILINE))
     env = {
         n.lower().replace("_", "-") for n in re.findall(r"STREAM_RATER_LADDER_([A-Z0-9_]+?)(?:__|=)", block)
     }
-    return toml | env
+    offline = set(re.findall(r"--ladder[ =]([a-z0-9-]+) --model ", block))
+    return toml | env | offline
 
 
 def test_every_ladder_an_example_uses_exists():

@@ -252,3 +252,47 @@ def test_as_read_grows_each_rating_by_its_idle_time_only():
         and read[1] == teams[1]
     )
     assert as_read(timed, teams, None) is teams
+
+
+def _calibrated(model, text):
+    """A copy of `model` carrying the calibration `text` (what a ladder's parameter does)."""
+    import copy
+
+    from stream_rater.rating.calibration import Calibration
+
+    twin = copy.copy(model)
+    twin.calibration = Calibration.parse(text)
+    return twin
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def test_calibrated_trueskill_prediction_differs_exactly_by_the_map():
+    """Two TrueSkill teams: the quality is the model's; the win, loss and draw probabilities are
+    ``σ(x' − w')``, ``σ(−x' − w')`` and the rest, with the raw gap and band in logits mapped by
+    ``x' = a·x + b``, ``w' = e·w``."""
+    teams = [[Rating(29.0, 3.0)], [Rating(24.0, 2.0)]]
+    raw = predict(TS, teams)
+    cal = predict(_calibrated(TS, "platt:0.8,0.1 draw:1.3"), teams)
+    u, v = (math.log(p / (1 - p)) for p in raw.win_probabilities)
+    gap, band = 0.8 * (u - v) / 2 + 0.1, 1.3 * -(u + v) / 2
+    first, second = _sigmoid(gap - band), _sigmoid(-gap - band)
+    assert cal.win_probabilities == pytest.approx([first, second], abs=1e-12)
+    assert cal.draw_probability == pytest.approx(1 - first - second, abs=1e-12)
+    assert cal.draw_probability > raw.draw_probability
+    assert cal.quality == raw.quality
+
+
+def test_calibrated_elo_prediction_and_quality_use_the_mapped_probabilities():
+    """An Elo pair: ``p' = sigmoid(logit p / T)``, no draw, and the quality is the evenness of p'."""
+    elo = Elo()
+    teams = [[Rating(1700.0)], [Rating(1500.0)]]
+    raw = predict(elo, teams)
+    cal = predict(_calibrated(elo, "temperature:2"), teams)
+    q = raw.win_probabilities[0]
+    p = _sigmoid(math.log(q / (1 - q)) / 2)
+    assert cal.win_probabilities == pytest.approx([p, 1 - p], abs=1e-12)
+    assert cal.quality == pytest.approx(evenness([p, 1 - p]), abs=1e-12) and cal.quality > raw.quality
+    assert cal.draw_probability == 0.0

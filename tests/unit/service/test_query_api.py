@@ -393,3 +393,25 @@ async def test_quality_is_evaluates_figures_cumulative_and_over_the_last_n(clien
         response.status == 400
         and "last: must be an integer from 1 to 1000" in (await response.json())["error"]
     )
+
+
+async def test_leaderboard_around_a_player_over_http(client):
+    """``?around=P&n=N``: the rows around P as the whole leaderboard has them; an unknown player
+    404, ``around`` with ``top`` or a bad ``n`` 400 naming the field."""
+    whole = (await (await client.get("/api/ladders/default/leaderboard")).json())["rows"]
+    middle = whole[1]["player_id"]
+    body = await (await client.get(f"/api/ladders/default/leaderboard?around={middle}&n=1")).json()
+    assert body["rows"] == whole and (body["rank"], body["ranked"], body["player_id"]) == (2, 3, middle)
+    body = await (await client.get("/api/ladders/default/leaderboard?around=ann")).json()
+    assert body["rows"] == whole  # n defaults to 5
+    response = await client.get("/api/ladders/default/leaderboard?around=zed")
+    assert (
+        response.status == 404
+        and (await response.json())["error"] == "zed has not played on ladder 'default'"
+    )
+    for query, says in (
+        ("around=ann&top=3", "around: not with top or season"),
+        ("around=ann&n=101", "n: must be"),
+    ):
+        response = await client.get(f"/api/ladders/default/leaderboard?{query}")
+        assert response.status == 400 and (await response.json())["error"].startswith(says)

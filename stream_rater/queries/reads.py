@@ -1,4 +1,4 @@
-"""Questions about a ladder's live ratings — batch lookup, leaderboard, predictions, balanced
+"""The `Queries`: questions about a ladder's live ratings — batch lookup, leaderboard, predictions, balanced
 teams — as the functions that the HTTP API (worker and ``stream-rater serve``), the CLI and
 Python callers share. Read-only: nothing here writes a state.
 
@@ -15,8 +15,9 @@ is decided here, against the read's own clock:
 - a top-N read skips inactive players inside Redis: its cost grows with N plus the inactive
   players above the N-th active one;
 - a player's rank counts the active players above them, by walking the leaderboard down to
-  the player or by going through the active players, whichever is fewer entries
-  (``min(place, active players)``); the percentile's total is one count of the active
+  the player, by going through the active players, or by counting the active players below
+  them on the rest of the leaderboard, whichever is fewer entries (``min(place, active
+  players, places below)``); the percentile's total is one count of the active
   (`StateStore.active_places`; stream_rater/bench/README.md "Leaderboard eligibility"
   has the measured costs).
 """
@@ -28,127 +29,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.config.rules import party_effects
+from stream_rater.config.rules import DAY
 from stream_rater.config.settings import Settings
-from stream_rater.contracts.match import Player
+from stream_rater.queries.arguments import (
+    NotRanked,
+    QueryError,
+    UnknownPlayer,
+    ladder_of,
+    limit_of,
+    n_of,
+    parties_of,
+    party_effect_names,
+    player_ids,
+    season_of,
+    teams_of,
+    top_of,
+)
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
 from stream_rater.store import Lookup, PlayerState, ReadStore
-
-#: Rows a leaderboard read returns unless asked otherwise.
-LEADERBOARD_TOP = 25
-#: Most rows one leaderboard read returns.
-MAX_LEADERBOARD_TOP = 500
-
-
-class QueryError(ValueError):
-    """A query that cannot be answered; `status` is its HTTP status."""
-
-    status = 400
-
-
-class UnknownLadder(QueryError):
-    status = 404
-
-
-class TooManyPlayers(QueryError):
-    status = 413
-
-
-class UnknownPlayer(QueryError):
-    status = 404
-
-
-def ladder_of(ladders: Ladders, name: str) -> Ladder:
-    """The configured ladder `name` or shadow (``<ladder>~<shadow>``: `Ladders.lookup`), or
-    `UnknownLadder`."""
-    try:
-        return ladders.lookup(name)
-    except KeyError as exc:
-        raise UnknownLadder(str(exc)) from None
-
-
-def player_ids(value: Any, field: str, limit: int) -> list[str]:
-    """A JSON array of distinct player-id strings (at most `limit`), or `QueryError` naming the field."""
-    if not isinstance(value, list) or not value:
-        raise QueryError(f"{field}: must be a non-empty array of player ids")
-    for i, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            raise QueryError(f"{field}[{i}]: must be a non-empty string")
-    if len(value) > limit:
-        raise TooManyPlayers(f"{field}: {len(value)} players, at most {limit} per query")
-    if len(set(value)) != len(value):
-        raise QueryError(f"{field}: names a player twice")
-    return list(value)
-
-
-def top_of(value: Any) -> int:
-    """``top``: an integer (or its decimal string, from a URL) from 1 to `MAX_LEADERBOARD_TOP`."""
-    try:
-        top = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
-    except ValueError:
-        top = 0
-    if not 1 <= top <= MAX_LEADERBOARD_TOP:
-        raise QueryError(f"top: must be an integer from 1 to {MAX_LEADERBOARD_TOP}")
-    return top
-
-
-def limit_of(value: Any, field: str, default: int, maximum: int) -> int:
-    """A positive integer (or its decimal string, from a URL), capped at `maximum`; `default`
-    (capped too) when absent."""
-    if value is None:
-        return min(default, maximum)
-    try:
-        limit = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
-    except ValueError:
-        limit = 0
-    if limit < 1:
-        raise QueryError(f"{field}: must be a positive integer")
-    return min(limit, maximum)
-
-
-def teams_of(value: Any, limit: int) -> list[list[str]]:
-    """``teams``: an array of 2+ arrays of player ids, no player twice, at most `limit` in all."""
-    if not isinstance(value, list) or len(value) < 2:
-        raise QueryError("teams: must be an array of at least two teams")
-    teams = [player_ids(team, f"teams[{i}]", limit) for i, team in enumerate(value)]
-    everyone = [p for team in teams for p in team]
-    if len(everyone) > limit:
-        raise TooManyPlayers(f"teams: {len(everyone)} players, at most {limit} per query")
-    if len(set(everyone)) != len(everyone):
-        raise QueryError("teams: a player is on two teams")
-    return teams
-
-
-def parties_of(value: Any, players: Sequence[str], limit: int) -> list[list[str]]:
-    """``parties``: absent/null, or an array of arrays of ids of `players` who queued
-    together (a premade party each; at most `limit` ids each), no player in two parties; else
-    `QueryError`."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise QueryError("parties: must be an array of arrays of player ids")
-    parties = [player_ids(party, f"parties[{i}]", limit) for i, party in enumerate(value)]
-    known, seen = set(players), set()
-    for i, party in enumerate(parties):
-        for p in party:
-            if p not in known:
-                raise QueryError(f"parties[{i}]: {p!r} is not one of the players")
-            if p in seen:
-                raise QueryError(f"parties[{i}]: {p!r} is in two parties")
-            seen.add(p)
-    return parties
-
-
-def party_effect_names(
-    ladder: Ladder, teams: Sequence[Sequence[str]], parties: Sequence[Sequence[str]]
-) -> list[list[str]]:
-    """Per team, the ``party:<size>`` effects the ladder's ``party_effects`` rule gives it
-    (none when the rule is off), as rating the match would (`config.rules.party_effects`)."""
-    if not ladder.rules.party_effects:
-        return [[] for _ in teams]
-    label = {p: str(i) for i, party in enumerate(parties) for p in party}
-    return [party_effects(Player(p, party=label.get(p)) for p in team) for team in teams]
 
 
 class Queries:
@@ -239,12 +138,7 @@ class Queries:
             board = await self.store.leaderboard(ladder.name, top, season=season)
         else:
             board = await self._eligible_top(ladder, top, now)
-        states = await self._board_states(ladder, [p for p, _ in board], season)
-        rows = [
-            self._row(ladder, rank, player_id, score, states[player_id], None if season else now)
-            for rank, (player_id, score) in enumerate(board, start=1)
-            if player_id in states
-        ]
+        rows = await self._rows(ladder, board, 1, None if season else now, season)
         generations = await self.store.generations(ladder.name)
         return {
             "ladder": ladder.name,
@@ -255,6 +149,59 @@ class Queries:
             "rerate": generations.lock_owner,
             "rows": rows,
         }
+
+    async def around(self, ladder_name: str, player_id: Any, n: Any, now: float) -> dict[str, Any]:
+        """The leaderboard from `n` eligible players above `player_id` to `n` below, ranked as
+        `leaderboard` ranks them; `UnknownPlayer` for a player the ladder has never seen,
+        `NotRanked` (saying which rule) for one it does not rank. Cost: the player's rank (one
+        ``ZREVRANK``, or with an activity rule ``min(place, active players, places below)``
+        entries, as for `players`) plus the rows."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        if not isinstance(player_id, str) or not player_id:
+            raise QueryError("around: must be a non-empty player id")
+        player = player_id
+        n = n_of(n)
+        found = await self.store.lookup(ladder.name, [player])
+        state = found.players.get(player)
+        if state is None:
+            raise UnknownPlayer(f"{player} has not played on ladder {ladder.name!r}")
+        raw = found.places.get(player)
+        since = ladder.rules.active_since(now)
+        if raw is None or (since is not None and (state.last_played or -math.inf) < since):
+            raise NotRanked(f"{player} is not ranked: {_unranked_reason(ladder, state, now)}")
+        if since is None:
+            first, ranked = max(0, raw - n), found.ranked
+            board = await self.store.leaderboard(ladder.name, raw - first + n + 1, start=first)
+        else:
+            places, ranked = await self.store.active_places(ladder.name, [player], since)
+            board = await self.store.active_around(ladder.name, raw, n, since)
+            first = places.get(player, 0) - next((i for i, (p, _) in enumerate(board) if p == player), 0)
+        rows = await self._rows(ladder, board, first + 1, now)
+        return {
+            "ladder": ladder.name,
+            "model": ladder.model,
+            "player_id": player,
+            "rank": next((row["rank"] for row in rows if row["player_id"] == player), None),
+            "ranked": ranked,
+            "rows": rows,
+        }
+
+    async def _rows(
+        self,
+        ladder: Ladder,
+        board: Sequence[tuple[str, float]],
+        first_rank: int,
+        now: float | None,
+        season: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Leaderboard rows of `board` (player, stored display rating), ranked from `first_rank`:
+        time-aware as of `now`, or frozen as the ended `season` left them (`now` None)."""
+        states = await self._board_states(ladder, [p for p, _ in board], season)
+        return [
+            self._row(ladder, rank, player_id, score, states[player_id], now)
+            for rank, (player_id, score) in enumerate(board, start=first_rank)
+            if player_id in states
+        ]
 
     async def _board_states(
         self, ladder: Ladder, ids: list[str], season: int | None
@@ -440,26 +387,26 @@ def _state_json(ladder: Ladder, state: PlayerState) -> dict[str, Any]:
     }
 
 
-def season_of(value: Any, ended: int) -> int:
-    """``season``: the number (or its decimal string, from a URL) of an ended season."""
-    try:
-        season = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
-    except ValueError:
-        season = 0
-    if not 1 <= season <= ended:
-        raise QueryError(
-            f"season: must be an ended season of the ladder, from 1 to {ended}"
-            if ended
-            else "season: the ladder has had no season start yet (only the current season exists)"
+def _unranked_reason(ladder: Ladder, state: PlayerState, now: float) -> str:
+    """Why the ladder's rules leave a known player off its leaderboard (README "Ladder rules")."""
+    rules = ladder.rules
+    if rules.provisional_games is not None and state.games < rules.provisional_games:
+        return f"provisional, {state.games} of {rules.provisional_games} games played"
+    if rules.provisional(state.games, state.sigma):
+        return f"provisional, sigma {state.sigma:.4g} above {rules.provisional_sigma}"
+    if rules.leaderboard_min_games is not None and state.games < rules.leaderboard_min_games:
+        return f"{state.games} games played (the ladder ranks players with at least {rules.leaderboard_min_games})"
+    days = rules.leaderboard_active_days
+    if days is not None:
+        idle = (
+            "never played"
+            if state.last_played is None
+            else f"inactive for {(now - state.last_played) / DAY:.0f} days"
         )
-    return season
+        return f"{idle} (the ladder ranks players active within {days:g} days)"
+    return "not on the leaderboard"
 
 
 def _percentile(place: int, ranked: int) -> float:
     """Share of the leaderboard at or below this place, in percent (the best player: 100)."""
     return 100.0 * (ranked - place) / ranked if ranked else math.nan
-
-
-def team_arguments(arguments: Sequence[str]) -> list[list[str]]:
-    """CLI teams: one argument per team, player ids joined by commas."""
-    return [[p for p in argument.split(",") if p] for argument in arguments]
