@@ -24,7 +24,7 @@ from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.values import Generations
 from tests.helpers import parsed_duel
-from tests.unit.shadowing import SHADOWED, duels
+from tests.unit.shadowing import SHADOWED, alone, duels
 
 DAY = 86400.0
 LADDERS = Ladders(
@@ -415,3 +415,23 @@ async def test_leaderboard_around_a_player_over_http(client):
     ):
         response = await client.get(f"/api/ladders/default/leaderboard?{query}")
         assert response.status == 400 and (await response.json())["error"].startswith(says)
+
+
+async def test_each_shadow_is_scored_beside_the_live_ladder_as_a_live_ladder_of_its_model_would_be():
+    """``…/quality`` of a shadowed ladder gives each shadow's figures under its name, equal to
+    the live figures of a ladder rated alone with that shadow's model and parameters."""
+    store = MemoryStore()
+    matches = duels(40)
+    await Processor(SHADOWED, store).process(matches)
+    async with TestClient(TestServer(serve_app(Queries(store, SHADOWED), store))) as client:
+        answer = await (await client.get("/api/ladders/duel/quality?last=10")).json()
+    assert set(answer["shadows"]) == {s.name.split("~")[1] for s in SHADOWED["duel"].shadows}
+    for shadow in SHADOWED["duel"].shadows:
+        solo, alone_store = alone(shadow, "solo"), MemoryStore()
+        await Processor(solo, alone_store).process(duels(40, ladder="solo"))
+        async with TestClient(TestServer(serve_app(Queries(alone_store, solo), alone_store))) as client:
+            oracle = await (await client.get("/api/ladders/solo/quality?last=10")).json()
+        figures = answer["shadows"][shadow.name.split("~")[1]]
+        assert figures["cumulative"]["matches"] == 40
+        assert figures == {"cumulative": oracle["cumulative"], "last": oracle["last"]}
+    assert answer["cumulative"] != answer["shadows"]["elo"]["cumulative"]
