@@ -435,3 +435,23 @@ async def test_each_shadow_is_scored_beside_the_live_ladder_as_a_live_ladder_of_
         assert figures["cumulative"]["matches"] == 40
         assert figures == {"cumulative": oracle["cumulative"], "last": oracle["last"]}
     assert answer["cumulative"] != answer["shadows"]["elo"]["cumulative"]
+
+
+def test_the_two_time_forms_are_documented_side_by_side():
+    """The API gives times as epoch seconds, events as ISO 8601 strings (issue #37 chose to
+    document both): every ``last_played`` of openapi.yaml says so, and the README does."""
+
+    def described(node: object) -> list[str]:
+        """The description of every ``last_played`` property under `node`."""
+        if isinstance(node, list):
+            return [d for value in node for d in described(value)]
+        if not isinstance(node, dict):
+            return []
+        played = node.get("last_played")
+        own = [played.get("description", "")] if isinstance(played, dict) else []
+        return own + [d for value in node.values() for d in described(value)]
+
+    descriptions = described(yaml.safe_load(OPENAPI.read_text()))
+    assert descriptions and all("epoch seconds" in d and "ISO 8601" in d for d in descriptions)
+    readme = (OPENAPI.parents[2] / "README.md").read_text()
+    assert "ISO 8601" in readme and "epoch seconds" in readme
