@@ -125,6 +125,7 @@ def web_worker(
         topic_corrections=topic_factory(1, "corrections"),
         consumer_group=unique_name,
         session_timeout=3.0,
+        inflation_interval=0.0,  # the inflation totals as of each read, not of the first scrape
     )
     env = worker_test_env([ladder], tmp_path / "faust-data")
     log_path = tmp_path / "worker.log"
