@@ -28,6 +28,7 @@ import asyncio
 import os
 import re
 import socket
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -265,10 +266,13 @@ def redis_client(redis_url: str, unique_name: str) -> Iterator[redis.Redis]:
         client.close()
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """An empty selection is an error, never a silent "no tests ran" (pytest's exit 5)."""
-    if not session.items:
-        raise pytest.UsageError("no tests were collected: check the paths and -k/-m expressions")
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """An empty selection is an error, never a silent "no tests ran" (pytest's exit 5): a
+    usage error (4) instead. Decided at the end, where the xdist controller sees every
+    worker's selection."""
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        print("\nno tests were collected: check the paths and -k/-m expressions", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 @pytest.hookimpl(hookwrapper=True)

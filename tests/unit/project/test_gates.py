@@ -60,3 +60,28 @@ def test_no_module_over_500_lines_and_no_function_over_60() -> None:
                 if length > FUNCTION_LINES and not kept_whole:
                     over.append(f"{name}:{node.lineno} {node.name}: {length} lines")
     assert over == [], "\n".join(over)
+
+
+def test_an_empty_selection_is_a_usage_error_never_no_tests_ran():
+    """pytest's "no tests ran" (exit 5) would let CI pass on nothing: an empty selection ends
+    as a usage error (4), with the suite's own two processes as with one."""
+    for processes in ("2", "0"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-n",
+                processes,
+                "-k",
+                "no_test_is_named_so",
+                "tests/unit/test_cli.py",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert "no tests were collected" in done.stderr
