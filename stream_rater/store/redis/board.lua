@@ -139,10 +139,9 @@ local out = {total, path, -1}
 for i = 1, #ids do out[i + 3] = raw[i] >= 0 and 0 or -1 end
 if deepest < 0 then return out end
 
-if path == 'tail' then
-  -- Places below the shallowest asked player, cursor entries of them already counted.
-  local start = shallowest + 1 + cursor
-  local stop = math.min(start + budget, ranked)
+-- Go down the leaderboard's places start .. stop - 1; each active one counts for every asked
+-- player `counts(their place, its place)` says. Returns where it stopped.
+local function count_down(start, stop, counts)
   while start < stop do
     local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, stop) - 1)
     if #page == 0 then break end
@@ -151,34 +150,30 @@ if path == 'tail' then
       if active[x] then
         local place = start + x - 1
         for i = 1, #ids do
-          if raw[i] >= 0 and raw[i] < place then out[i + 3] = out[i + 3] + 1 end
+          if counts(raw[i], place) then out[i + 3] = out[i + 3] + 1 end
         end
       end
     end
     start = start + #page
   end
+  return start
+end
+
+if path == 'tail' then
+  -- Places below the shallowest asked player, cursor entries of them already counted.
+  local start = shallowest + 1 + cursor
+  start = count_down(start, math.min(start + budget, ranked), function(rank, place)
+    return rank >= 0 and rank < place
+  end)
   if start < ranked then out[3] = start - shallowest - 1 end
   return out
 end
 
 if path == 'walk' then
   -- Places cursor .. stop - 1 of the leaderboard: count the active ones above each player.
-  local stop = math.min(cursor + budget, deepest)
-  local start = cursor
-  while start < stop do
-    local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, stop) - 1)
-    if #page == 0 then break end
-    local active = active_of(page)
-    for x = 1, #page do
-      if active[x] then
-        local place = start + x - 1
-        for i = 1, #ids do
-          if raw[i] > place then out[i + 3] = out[i + 3] + 1 end
-        end
-      end
-    end
-    start = start + #page
-  end
+  local start = count_down(cursor, math.min(cursor + budget, deepest), function(rank, place)
+    return rank > place
+  end)
   if start < deepest then out[3] = start end
   return out
 end
