@@ -52,8 +52,6 @@ BROKER_ENV = "STREAM_RATER_TEST_BROKER"
 KAFKA_ENV = "STREAM_RATER_TEST_KAFKA"
 REDIS_ENV = "STREAM_RATER_TEST_REDIS_URL"
 APACHE_KAFKA_MARK = "apache_kafka"
-#: The test directories whose tests use services (see `pytest_collection_modifyitems`).
-SERVICES_DIRS = frozenset({"e2e", "integration"})
 SERVICE_FIXTURES = frozenset({"broker_url", "kafka_bootstrap", "redis_url", "redis_client", "topic_factory"})
 
 
@@ -115,19 +113,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a service fixture as ``integration``; put every test that
-    starts or uses services (a broker, Redis, workers, Chromium) in one xdist group, so that
-    they run one after another in one process with one set of services, while the pure tests
-    run beside them (``-n 2 --dist loadgroup`` in pyproject.toml)."""
+    """Mark every test that uses a service fixture as ``integration``."""
     for item in items:
         if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
-        if (
-            item.get_closest_marker("integration")
-            or item.get_closest_marker("e2e")
-            or SERVICES_DIRS & set(item.nodeid.split("/")[:2])
-        ):
-            item.add_marker(pytest.mark.xdist_group("services"))
 
 
 @pytest.fixture(scope="session")
