@@ -33,7 +33,6 @@ from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor, StoreLost
-from stream_rater.service.store_faults import TRANSIENT_ERRORS
 from stream_rater.store import StateStore, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis import RedisStore, ladder_key
@@ -397,9 +396,11 @@ async def stream_like_a_worker(
     before_batch: Callable[[int], None] = lambda start: None,
     timeout: float = 45.0,
 ) -> None:
-    """Apply `matches` in batches as a worker's pipeline does: a transient error (the dead
-    master's connection, CLUSTERDOWN while the replica takes over) retries the batch; a
-    `StoreLost` stops that ladder (recorded in `lost`) and the others go on."""
+    """Apply `matches` in batches as a worker's pipeline does: any error but a lost store
+    retries the batch (the dead master's connection, CLUSTERDOWN while the replica takes over,
+    and redis-py's own slips mid-failover, such as an AttributeError on a connection torn
+    down under it: the worker holds the batch on every one); a `StoreLost` stops that ladder
+    (recorded in `lost`) and the others go on."""
     deadline = time.monotonic() + timeout
     for start in range(0, len(matches), batch_size):
         before_batch(start)
@@ -410,7 +411,7 @@ async def stream_like_a_worker(
                 break
             except StoreLost as exc:
                 lost[exc.ladder] = str(exc)
-            except TRANSIENT_ERRORS:
+            except Exception:  # as the worker: held and retried (service/batch_handler.py)
                 assert time.monotonic() < deadline, "the cluster did not recover from the failover"
                 await asyncio.sleep(0.1)
 
