@@ -1,243 +1,271 @@
-"""``stream-rater bench capacity``: what one stored or produced item costs, measured — the
-inputs of "Capacity" in stream_rater/bench/README.md.
+"""``stream-rater bench capacity``: what a ladder costs Redis, measured on a real load and
+projected — the figures of "Capacity" in stream_rater/bench/README.md.
 
-The bundled football results (the demo ladder: TrueSkill with the home effect) are replayed
-through the processor into a local Redis with the worker's default marker TTL and history cap,
-each batch's events noted as produced the way the worker notes them (so the next commit
-drops them). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
-
-- the ``players`` hash and the ``lb`` zset — per player state and per leaderboard entry
-  (usage / fields or members). The players hash is a hash table from its first write
-  (``commit.lua``), as a big ladder's would be anyway;
-- the ``mk`` markers hash with its ``mk:expiry`` zset — per match applied ("marker,
-  produced") — and the ``unproduced`` hash, which holds the last batch's events until the
-  ladder's next commit drops them — per match whose events are not yet produced, added to a
-  marker's bytes ("marker, whole": what every match costs until its events are produced);
-- a sample of ``h:<pid>`` lists — per history entry (usage / entries);
-
-and the Kafka bytes (key + value as produced, uncompressed, without the record batch framing)
-of each match-finished record (`kafka.match_record`) and rating-changed record
-(`kafka.update_record`). `project` scales the figures to a deployment.
+A synthetic 1-vs-1 TrueSkill ladder with the rules that cost memory (provisional players,
+ranking only the recently active) is applied through the processor to a local Redis started
+for the run, in batches, each batch's events noted as produced the way the worker notes them.
+The first matches pair every player once, so each of ``--load-players`` has a state; the rest
+are random pairs. The store's clock is the matches' own: they are spread over simulated time
+at the fastest ``--per-day`` rate, so the markers of the dedupe window expire as they would in
+production. Then every key of the ladder is sized (``MEMORY USAGE … SAMPLES 0`` and its entry
+count) and `capacity_model` fits each kind's cost per key and per entry, scaled by Redis's
+``used_memory`` growth over the keys' sum, and projects it to ``--players`` and each
+``--per-day`` (markers alive = matches/day × the marker window). Kafka bytes are the produced
+key + value of each match-finished and rating-changed record, uncompressed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from stream_rater.config.ladders import Ladders, load_ladders
+from stream_rater.bench.capacity_model import KeySample, KindSizes, kinds
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.kafka import match_record, update_record
-from stream_rater.local.demo import (
-    DEMO_LADDER,
-    DEMO_LADDER_ENV,
-    default_data_file,
-    football_events,
-)
 from stream_rater.local.runtime import LocalRuntime
-from stream_rater.offline.replay import replay
-from stream_rater.processor import MatchResult, Processor
+from stream_rater.processor import Processor
 from stream_rater.store.redis import RedisStore, ladder_key
 
 DAY = 86_400.0
+LADDER = "capacity"
+#: The bench ladder: TrueSkill with the rules whose keys cost memory (`config.rules`).
+LADDER_PARAMS = {"provisional_games": 3, "leaderboard_active_days": 30.0}
+#: Matches per batch (the worker's default batch ceiling).
+BATCH = 2000
+#: Epoch seconds of the first synthetic match.
+START = 1_700_000_000.0
 
 
 @dataclass(frozen=True, slots=True)
-class Sizes:
-    """Measured bytes per item, and what they were measured on."""
+class Load:
+    """What was loaded: players, matches, rating changes, Kafka bytes, seconds taken, and
+    Redis's ``used_memory`` growth."""
 
+    players: int
     matches: int
     events: int
-    players: int
-    state: float
-    state_encoding: str
-    marker_shrunk: float
-    marker_whole: float
-    history_entry: float
-    history_encoding: str
-    leaderboard_entry: float
-    leaderboard_encoding: str
-    match_record: float
-    update_record: float
-    used_per_match: float  # growth of Redis's used_memory per match (every key, whole markers too)
+    match_bytes: int
+    event_bytes: int
+    seconds: float
+    used_memory: int
 
-    @property
-    def events_per_match(self) -> float:
-        return self.events / self.matches
+
+def _synthetic(players: int, matches: int, seconds_apart: float, seed: int) -> Iterator[dict[str, Any]]:
+    """1-vs-1 matches: the first ``players // 2`` pair every player once, then random pairs."""
+    rng = random.Random(seed)
+    for i in range(matches):
+        if 2 * i + 1 < players:
+            a, b = 2 * i, 2 * i + 1
+        else:
+            a, b = rng.sample(range(players), 2)
+        yield {
+            "match_id": f"c{i}",
+            "ladder": LADDER,
+            "finished_at": START + i * seconds_apart,
+            "teams": [{"rank": 1, "players": [{"id": f"p{a}"}]}, {"rank": 2, "players": [{"id": f"p{b}"}]}],
+        }
+
+
+def ladders() -> Ladders:
+    """The bench's one ladder."""
+    return Ladders([Ladder(LADDER, "trueskill", LADDER_PARAMS)])
+
+
+async def load(
+    redis_url: str, players: int, matches: int, per_day: float, settings: Settings, seed: int = 0
+) -> Load:
+    """Apply the synthetic load to the (empty) ladder of the Redis at `redis_url`."""
+    table, apart = ladders(), DAY / per_day
+    now = [START]
+    store = RedisStore.from_url(
+        redis_url,
+        marker_ttl=settings.marker_ttl,
+        history_limit=settings.history_limit,
+        clock=lambda: now[0],
+        prefix=settings.redis_prefix,
+    )
+    processor = Processor(table, store, clock=lambda: now[0])
+    match_bytes = event_bytes = events = 0
+    started = time.perf_counter()
+    try:
+        before = (await store.client.info("memory"))["used_memory"]
+        batch: list[dict[str, Any]] = []
+        for offset, event in enumerate(_synthetic(players, matches, apart, seed)):
+            batch.append(event)
+            if len(batch) == BATCH or offset == matches - 1:
+                now[0] = event["finished_at"]
+                match_bytes += sum(
+                    len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in batch)
+                )
+                parsed = [parse_match(e, table) for e in batch]
+                result = await processor.process(
+                    parsed, [(0, offset - len(batch) + 1 + i) for i in range(len(batch))]
+                )
+                processor.produced(result)
+                produced = [update_record("u", e) for e in result.events]
+                events += len(produced)
+                event_bytes += sum(len(k or b"") + len(v) for _, k, v, _ in produced)
+                batch = []
+        used = (await store.client.info("memory"))["used_memory"] - before
+    finally:
+        await store.close()
+    return Load(players, matches, events, match_bytes, event_bytes, time.perf_counter() - started, used)
+
+
+async def sample_keys(redis_url: str, prefix: str = Settings.redis_prefix) -> list[KeySample]:
+    """Every key of the bench ladder: its suffix, ``MEMORY USAGE`` and entry count."""
+    store = RedisStore.from_url(redis_url, prefix=prefix)
+    client, head = store.client, ladder_key(LADDER, "", prefix)
+    try:
+        keys = [k async for k in client.scan_iter(match=head + "*", count=5000)]
+        samples: list[KeySample] = []
+        for start in range(0, len(keys), 5000):
+            chunk = keys[start : start + 5000]
+            async with client.pipeline(transaction=False) as pipe:
+                for key in chunk:
+                    pipe.memory_usage(key, samples=0)
+                    pipe.type(key)
+                usage_types = await pipe.execute()
+            async with client.pipeline(transaction=False) as pipe:
+                for key, kind in zip(chunk, usage_types[1::2]):
+                    _length(pipe, key, kind.decode() if isinstance(kind, bytes) else kind)
+                lengths = await pipe.execute()
+            samples += [
+                KeySample(key.decode()[len(head) :], usage or 0, length or 0)
+                for key, usage, length in zip(chunk, usage_types[0::2], lengths)
+            ]
+    finally:
+        await store.close()
+    return samples
+
+
+def _length(pipe: Any, key: bytes, kind: str) -> None:
+    """Queue the command that counts `key`'s entries (fields, members, items; 1 for a string)."""
+    {"hash": pipe.hlen, "zset": pipe.zcard, "list": pipe.llen, "set": pipe.scard, "string": pipe.exists}.get(
+        kind, pipe.exists
+    )(key)
 
 
 @dataclass(frozen=True, slots=True)
-class Projection:
-    """Redis memory and Kafka bytes of a deployment, from measured `Sizes`."""
+class Measured:
+    """A load and its keys' sizes."""
 
-    states: float
-    leaderboard: float
-    markers: float
-    history: float
-    history_window: float  # the history of the window's matches alone (below the cap)
-    kafka_per_day: float
-
-    @property
-    def redis(self) -> float:
-        return self.states + self.leaderboard + self.markers + self.history
+    load: Load
+    sizes: KindSizes
 
 
-def project(
-    sizes: Sizes, players: int, matches_per_day: float, window_days: float, history_cap: int
-) -> Projection:
-    """Bytes for `players` rated players and `matches_per_day` with markers kept
-    `window_days` (all of them shrunk; the last batch of each ladder is whole, negligible) and
-    every player's history full at `history_cap` (the ceiling it reaches; `history_window`:
-    only the window's matches, a young deployment's)."""
-    entries = matches_per_day * window_days * sizes.events_per_match
-    return Projection(
-        states=players * sizes.state,
-        leaderboard=players * sizes.leaderboard_entry,
-        markers=matches_per_day * window_days * sizes.marker_shrunk,
-        history=players * history_cap * sizes.history_entry,
-        history_window=min(players * history_cap, entries) * sizes.history_entry,
-        kafka_per_day=matches_per_day * (sizes.match_record + sizes.events_per_match * sizes.update_record),
-    )
+async def measure(redis_url: str, players: int, matches: int, per_day: float, settings: Settings) -> Measured:
+    """Load, then size the keys; markers alive are the ``mk`` entries (or the load's matches
+    inside the marker window, whichever the layout counts)."""
+    done = await load(redis_url, players, matches, per_day, settings)
+    samples = await sample_keys(redis_url, settings.redis_prefix)
+    found = kinds(samples)
+    markers = sum(k.entries for k in found if k.name == "mk") or 1
+    total = sum(s.usage for s in samples)
+    return Measured(done, KindSizes(found, players, markers, done.used_memory / total if total else 1.0))
 
 
-async def measure(
-    redis_url: str,
-    ladders: Ladders,
-    events: Sequence[dict[str, Any]],
-    *,
-    settings: Settings | None = None,
-    batch_size: int = 1000,
-    sample: int = 1000,
-) -> Sizes:
-    """Replay `events` (all of one ladder, new to the Redis at `redis_url`) with the marker
-    TTL and history cap of `settings` (default: the worker's defaults) and measure."""
-    settings = settings or Settings()
-    matches = [parse_match(e, ladders) for e in events]
-    ladder = matches[0].ladder
-    store = RedisStore.from_url(
-        redis_url, marker_ttl=settings.marker_ttl, history_limit=settings.history_limit
-    )
-    produced: list[int] = []
-
-    def on_result(result: MatchResult) -> None:
-        produced.extend(
-            len(k or b"") + len(v) for _, k, v, _ in (update_record("u", e) for e in result.events)
-        )
-
-    client = store.client
-    try:
-        before = (await client.info("memory"))["used_memory"]
-        await replay(matches, Processor(ladders, store), batch_size=batch_size, on_result=on_result)
-        used = (await client.info("memory"))["used_memory"] - before
-        pick = random.Random(0)
-        player_ids = sorted({p.id for m in matches for t in m.teams for p in t.players})
-        histories = pick.sample(player_ids, min(sample, len(player_ids)))
-        replies = await _key_sizes(client, ladder_key(ladder, ""), histories)
-    finally:
-        await store.close()
-    players_bytes, players_encoding, lb_bytes, lb_encoding, fields, members = replies[:6]
-    markers_bytes, expiry_bytes, unproduced_bytes, markers, unproduced = replies[6:11]
-    lists = replies[11:-1]
-    fields, markers = fields - 1, markers - 1  # not the field '' of each hash (its bytes stay in)
-    marker = (markers_bytes + (expiry_bytes or 0)) / markers
-    return Sizes(
-        matches=len(matches),
-        events=len(produced),
-        players=fields,
-        state=players_bytes / fields,
-        state_encoding=_text(players_encoding),
-        marker_shrunk=marker,
-        marker_whole=marker + (unproduced_bytes or 0) / max(unproduced, 1),
-        history_entry=sum(lists[0::2]) / sum(lists[1::2]),
-        history_encoding=_text(replies[-1]),
-        leaderboard_entry=lb_bytes / members,
-        leaderboard_encoding=_text(lb_encoding),
-        match_record=_mean([len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in events)]),
-        update_record=_mean(produced),
-        used_per_match=used / len(matches),
-    )
+def projection(measured: Measured, players: int, per_day: float, settings: Settings) -> dict[str, Any]:
+    """Redis bytes per replica for `players` and `per_day` (markers alive over the window),
+    and Kafka bytes per day, from `measured`."""
+    alive = per_day * settings.marker_ttl / DAY if settings.marker_ttl else per_day * 365
+    kinds_bytes = measured.sizes.project(players, alive)
+    load = measured.load
+    return {
+        "players": players,
+        "per_day": per_day,
+        "markers_alive": alive,
+        "redis_bytes": sum(kinds_bytes.values()),
+        "kinds": kinds_bytes,
+        "kafka_bytes_per_day": per_day * (load.match_bytes + load.event_bytes) / load.matches,
+    }
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
+def report(measured: Measured, players: int, per_day: Sequence[float], settings: Settings) -> dict[str, Any]:
+    """The bench's JSON document."""
+    load, sizes = measured.load, measured.sizes
+    items = {
+        "player": sizes.per_item("players"),
+        "marker": sizes.per_item("markers"),
+        "match_record": load.match_bytes / load.matches,
+        "rating_changed_record": load.event_bytes / max(load.events, 1),
+        **{
+            f"kind:{k.name}": {
+                "per_key": k.per_key,
+                "per_entry": k.per_entry,
+                "keys": k.keys,
+                "entries": k.entries,
+            }
+            for k in sizes.kinds
+        },
+    }
+    projections = [projection(measured, players, rate, settings) for rate in per_day]
+    return {
+        "measured_players": load.players,
+        "measured_matches": load.matches,
+        "load_seconds": load.seconds,
+        "used_memory": load.used_memory,
+        "marker_ttl": settings.marker_ttl,
+        "history_limit": settings.history_limit,
+        "items": items,
+        "projections": projections,
+        "redis_bytes": max(p["redis_bytes"] for p in projections),
+    }
 
 
-async def _key_sizes(client: Any, prefix: str, histories: Sequence[str]) -> list[Any]:
-    """One pipeline of the sizes and encodings of a ladder's keys (`prefix` its key prefix):
-    players and leaderboard (bytes, encoding), their counts, the markers' three hashes and their
-    counts, then the bytes and length of each player's history in `histories`, and the encoding
-    of the first."""
-    async with client.pipeline(transaction=False) as pipe:
-        for suffix in ("players", "lb"):
-            pipe.memory_usage(prefix + suffix, samples=0)
-            pipe.object("encoding", prefix + suffix)
-        pipe.hlen(prefix + "players")
-        pipe.zcard(prefix + "lb")
-        for suffix in ("mk", "mk:expiry", "unproduced"):
-            pipe.memory_usage(prefix + suffix, samples=0)
-        pipe.hlen(prefix + "mk")
-        pipe.hlen(prefix + "unproduced")
-        for player_id in histories:
-            pipe.memory_usage(f"{prefix}h:{player_id}", samples=0)
-            pipe.llen(f"{prefix}h:{player_id}")
-        pipe.object("encoding", f"{prefix}h:{histories[0]}")
-        return list(await pipe.execute())
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: TextIO = sys.stdout) -> Sizes:
-    """Measure on the football data and print the figures and their projection."""
-    settings = Settings()
-    events = list(football_events(default_data_file(), DEMO_LADDER))
-    with LocalRuntime(broker=False) as runtime:
-        sizes = asyncio.run(
-            measure(runtime.redis_url, load_ladders(None, DEMO_LADDER_ENV), events, settings=settings)
-        )
-    window = settings.marker_ttl / DAY
+def _print(doc: dict[str, Any], out: TextIO) -> None:
+    """The report as text."""
+    items = doc["items"]
     print(
-        f"football: {sizes.matches:,} matches, {sizes.events:,} rating changes, {sizes.players} players; "
-        f"marker TTL {window:g} days, history cap {settings.history_limit}",
+        f"loaded {doc['measured_players']:,} players, {doc['measured_matches']:,} matches in "
+        f"{doc['load_seconds']:.0f} s: used_memory grew {doc['used_memory'] / 1e6:,.1f} MB; marker window "
+        f"{doc['marker_ttl']:g} s, history {doc['history_limit']} changes per player",
         file=out,
     )
-    print("Redis MEMORY USAGE (sampled):", file=out)
-    for label, value, what in [
-        ("player state", sizes.state, f"per field of the players hash ({sizes.state_encoding})"),
-        (
-            "leaderboard entry",
-            sizes.leaderboard_entry,
-            f"per member of the lb zset ({sizes.leaderboard_encoding})",
-        ),
-        ("marker, produced", sizes.marker_shrunk, "per match in the markers hash and its expiry zset"),
-        (
-            "marker, whole",
-            sizes.marker_whole,
-            "a marker and its events in the unproduced hash (until they are produced)",
-        ),
-        ("history entry", sizes.history_entry, f"per entry of the h:<pid> lists ({sizes.history_encoding})"),
-        ("used_memory", sizes.used_per_match, "growth per match, all keys (the last batch's markers whole)"),
-    ]:
-        print(f"  {label:<18} {value:8.1f} B  {what}", file=out)
-    print("Kafka key + value bytes (JSON, uncompressed, before record-batch framing):", file=out)
-    print(f"  {'match-finished':<18} {sizes.match_record:8.1f} B", file=out)
     print(
-        f"  {'rating-changed':<18} {sizes.update_record:8.1f} B  ({sizes.events_per_match:.2f} per match)",
+        f"per player {items['player']:.1f} B, per marker {items['marker']:.1f} B; Kafka per match-finished "
+        f"{items['match_record']:.1f} B, per rating-changed {items['rating_changed_record']:.1f} B",
         file=out,
     )
-    for rate in per_day:
-        p = project(sizes, players, rate, window, settings.history_limit)
+    for name, k in items.items():
+        if name.startswith("kind:"):
+            print(
+                f"  {name[5:]:<12} {k['keys']:>9,} keys {k['entries']:>11,} entries  "
+                f"{k['per_key']:7.1f} B/key {k['per_entry']:7.1f} B/entry",
+                file=out,
+            )
+    for p in doc["projections"]:
+        parts = " + ".join(f"{name} {b / 1e9:.2f}" for name, b in sorted(p["kinds"].items()) if b >= 1e6)
         print(
-            f"{players:,} players, {rate:,.0f} matches/day: Redis {p.redis / 1e9:.1f} GB = states "
-            f"{p.states / 1e9:.2f} + leaderboard {p.leaderboard / 1e9:.2f} + markers {p.markers / 1e9:.2f} + "
-            f"history {p.history / 1e9:.1f} (the window's {p.history_window / 1e9:.1f}); Kafka {p.kafka_per_day / 1e9:.2f} GB/day per replica "
-            f"({rate / DAY:,.0f} matches/s on average)",
+            f"{p['players']:,} players, {p['per_day']:,.0f} matches/day: Redis {p['redis_bytes'] / 1e9:.2f} GB "
+            f"per replica ({parts}); Kafka {p['kafka_bytes_per_day'] / 1e9:.2f} GB/day per replica",
             file=out,
         )
-    return sizes
+
+
+def run(
+    players: int = 10_000_000,
+    per_day: Sequence[float] = (1e6, 20e6),
+    load_players: int = 1_000_000,
+    load_matches: int = 10_000_000,
+    as_json: bool = False,
+    out: TextIO = sys.stdout,
+) -> dict[str, Any]:
+    """Measure on a local Redis started (and stopped) for the run; print the figures."""
+    settings = Settings.from_env()
+    with LocalRuntime(broker=False) as runtime:
+        measured = asyncio.run(measure(runtime.redis_url, load_players, load_matches, max(per_day), settings))
+    doc = report(measured, players, per_day, settings)
+    if as_json:
+        print(json.dumps(doc, indent=2), file=out)
+    else:
+        _print(doc, out)
+    return doc

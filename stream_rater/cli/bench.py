@@ -150,7 +150,7 @@ def _run_scale(args: argparse.Namespace) -> int:
 
 
 def _capacity(benches: Subcommands) -> None:
-    p = benches.add_parser("capacity", help="Redis and Kafka bytes per state, marker and record, projected")
+    p = benches.add_parser("capacity", help="Redis and Kafka bytes of a real load, projected")
     p.add_argument("--players", type=int, default=10_000_000, help="players to project for (10000000)")
     p.add_argument(
         "--per-day",
@@ -159,7 +159,14 @@ def _capacity(benches: Subcommands) -> None:
         metavar="N[,N…]",
         help="matches per day to project for (1000000,20000000)",
     )
-    p.set_defaults(**_runs("capacity", "players", "per_day"))
+    p.add_argument(
+        "--load-players", type=int, default=1_000_000, help="players of the measured load (1000000)"
+    )
+    p.add_argument(
+        "--load-matches", type=int, default=10_000_000, help="matches of the measured load (10000000)"
+    )
+    p.add_argument("--json", dest="as_json", action="store_true", help="print the result as JSON")
+    p.set_defaults(**_runs("capacity", "players", "per_day", "load_players", "load_matches", "as_json"))
 
 
 def _redis(benches: Subcommands) -> None:

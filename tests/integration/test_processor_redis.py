@@ -12,10 +12,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from stream_rater.bench import capacity
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import parse_match
-from stream_rater.local.demo import default_data_file, football_events
+from stream_rater.local.demo import default_data_file
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor
@@ -73,23 +71,6 @@ async def test_redis_and_memory_replays_are_identical_and_idempotent(redis_url, 
     assert first.round_trips == 2 * len(range(0, len(matches), 500))
     second = await replay(matches, Processor(ladders, store, clock=clock), batch_size=500)
     assert (second.applied, second.duplicates) == (0, len(matches))
-    await store.close()
-
-
-async def test_retained_markers_of_a_football_replay_average_at_most_150_bytes(redis_url):
-    """2,000 football matches replayed with the worker's marker TTL, each batch noted as
-    produced: the markers of every batch but the last are shrunk to at most 150 bytes each
-    (Redis MEMORY USAGE, sampled); the last batch's keep their events until the ladder's next
-    commit, so a redelivery re-emits exactly those."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    ladders = Ladders([Ladder(name, "trueskill", {"draw_probability": 0.227})])
-    events = list(itertools.islice(football_events(FOOTBALL, name), 2000))
-    sizes = await capacity.measure(redis_url, ladders, events, batch_size=500, sample=300)
-    assert sizes.marker_shrunk <= 150
-    assert sizes.marker_whole > 3 * sizes.marker_shrunk  # events in their compact stored form
-    store = open_store(redis_url)
-    again = await replay([parse_match(e, ladders) for e in events], Processor(ladders, store, clock=clock))
-    assert (again.duplicates, again.events) == (2000, 2 * 500)
     await store.close()
 
 

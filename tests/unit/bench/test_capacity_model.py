@@ -1,0 +1,47 @@
+"""The capacity model's pure parts: key kinds, the per-key/per-entry fit, bucket projection."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stream_rater.bench.capacity_model import KeySample, Kind, KindSizes, fit, kind_of, kinds
+
+
+def test_a_bucket_number_or_a_player_id_is_not_part_of_the_kind():
+    assert kind_of("players:17") == ("players", True)
+    assert kind_of("h:p42") == ("h", True)
+    assert kind_of("mk:expiry") == ("mk:expiry", False)
+    assert kind_of("lb") == ("lb", False)
+
+
+def test_the_fit_splits_a_cost_per_key_from_a_cost_per_entry():
+    samples = [KeySample(f"players:{i}", 70 + 40 * n, n) for i, n in enumerate([1, 2, 3, 5, 8])]
+    assert fit(samples) == pytest.approx((70.0, 40.0))
+
+
+def test_keys_holding_equal_counts_are_priced_per_entry():
+    assert fit([KeySample("lb", 900, 10)]) == (0.0, 90.0)
+
+
+def test_a_bucketed_kind_projects_the_expected_non_empty_buckets():
+    kind = Kind("players", "players", 3, 3, 0, per_key=70.0, per_entry=40.0, buckets=1024)
+    expected = 1024 * (1 - math.exp(-2048 / 1024)) * 70 + 2048 * 40
+    assert kind.project(2048, 1.0) == pytest.approx(expected)
+
+
+def test_the_bucket_count_is_the_highest_bucket_rounded_up_to_a_power_of_two():
+    [found] = kinds([KeySample("players:0", 110, 1), KeySample("players:700", 150, 2)])
+    assert found.buckets == 1024 and found.driver == "players"
+
+
+def test_projections_scale_by_the_used_memory_overhead_and_keep_fixed_kinds():
+    sizes = KindSizes(
+        [Kind("lb", "players", 1, 100, 9000, 0.0, 90.0, 0), Kind("meta", "fixed", 1, 2, 100, 0.0, 50.0, 0)],
+        players=100,
+        markers=10,
+        overhead=1.1,
+    )
+    assert sizes.project(1000, 0) == pytest.approx({"lb": 1.1 * 90_000, "meta": 1.1 * 100})
+    assert sizes.per_item("players") == pytest.approx(1.1 * 90)
