@@ -81,10 +81,14 @@ class ArchiveReader:
             except Exception:
                 pass
 
-    async def history(self, ladder: str, player_id: str, limit: int, before: int | None = None) -> HistoryPage:
+    async def history(
+        self, ladder: str, player_id: str, limit: int, before: int | None = None
+    ) -> HistoryPage:
         """`player_id`'s events on `ladder` newest first, at most `limit`, older than the cursor
         `before` (a `HistoryPage.next_before`) when given."""
-        rows = await self._rows(_HISTORY, (ladder, player_id, _NO_CURSOR if before is None else before, limit + 1))
+        rows = await self._rows(
+            _HISTORY, (ladder, player_id, _NO_CURSOR if before is None else before, limit + 1)
+        )
         page = rows[:limit]
         return HistoryPage([e for _, e in page], page[-1][0] if len(rows) > limit else None)
 

@@ -62,7 +62,7 @@ async def migrate(conn: psycopg.AsyncConnection[object], directory: Path = MIGRA
             "applied_at timestamptz NOT NULL DEFAULT now())"
         )
         cursor = await conn.execute("SELECT version FROM schema_version")
-        have = {int(row[0]) for row in await cursor.fetchall()}  # type: ignore[index, call-overload]
+        have = {int(row[0]) for row in await cursor.fetchall()}  # type: ignore[index]
         newest = max((m.version for m in known), default=0)
         if have and max(have) > newest:
             raise ArchiveSchemaError(
@@ -74,7 +74,8 @@ async def migrate(conn: psycopg.AsyncConnection[object], directory: Path = MIGRA
                 continue
             await conn.execute(migration.sql.encode())
             await conn.execute(
-                "INSERT INTO schema_version (version, name) VALUES (%s, %s)", (migration.version, migration.name)
+                "INSERT INTO schema_version (version, name) VALUES (%s, %s)",
+                (migration.version, migration.name),
             )
             applied.append(migration.version)
     return applied

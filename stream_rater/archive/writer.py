@@ -116,8 +116,8 @@ async def write_batch(conn: psycopg.AsyncConnection[Any], events: Sequence[Archi
     async with conn.transaction():
         await conn.execute(_TEMP)
         async with conn.cursor() as cursor:
-            async with cursor.copy(f"COPY incoming ({_COLS}) FROM STDIN") as copy:  # type: ignore[arg-type]
+            async with cursor.copy(f"COPY incoming ({_COLS}) FROM STDIN") as copy:
                 for event in events:
                     await copy.write_row(event.row())
-            await cursor.execute(_MOVE)  # type: ignore[arg-type]
+            await cursor.execute(_MOVE)
             return max(0, cursor.rowcount)

