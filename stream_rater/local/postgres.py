@@ -10,7 +10,9 @@ Where the server comes from, in this order:
 2. ``initdb`` and ``postgres`` on PATH (e.g. Debian's ``postgresql`` package), as a fallback.
 
 The data dir is a temp dir (``initdb -N``, ``fsync=off``: a test and dev server, never a
-production one), the server listens on a free loopback port and on a Unix socket in the same
+production one; a committed transaction survives a SIGKILL of the server, not of the machine —
+``synchronous_commit`` stays on, since with it off a SIGKILL loses the last commits, which
+the archive's kill tests caught), the server listens on a free loopback port and on a Unix socket in the same
 dir, runs in its own session, dies with its parent (``PR_SET_PDEATHSIG``) and is stopped by PID
 (SIGINT, PostgreSQL's fast shutdown, then SIGKILL). PostgreSQL refuses to run as root: as root,
 the data dir is given to the ``postgres`` user if there is one, else ``nobody``, and the
@@ -138,7 +140,7 @@ class LocalPostgres:
         """Start ``postgres`` on `port` and wait for ``pg_isready``-like readiness (a connection)."""
         assert self.workdir is not None
         argv = [str(self._bin / "postgres"), "-D", str(self.workdir / "data"), "-p", str(self.port)]
-        argv += ["-h", HOST, "-k", str(self.workdir), "-c", "fsync=off", "-c", "synchronous_commit=off"]
+        argv += ["-h", HOST, "-k", str(self.workdir), "-c", "fsync=off"]
         argv += ["-c", "full_page_writes=off", "-c", "max_connections=200", "-c", "shared_buffers=64MB"]
         self._child = spawn("postgres", argv, self.workdir, self.port, **_as_user(self._user))
         wait_until(self._ready, f"PostgreSQL on {HOST}:{self.port}", self.startup_timeout)

@@ -100,6 +100,8 @@ class Archiver:
             auto_offset_reset="earliest",
             isolation_level=ISOLATION_LEVEL,
             max_poll_records=self.options.batch_size,
+            session_timeout_ms=int(self.settings.session_timeout * 1000),
+            heartbeat_interval_ms=max(100, int(self.settings.session_timeout * 1000 / 3)),
         )
         try:
             await consumer.start()
