@@ -11,6 +11,13 @@ from __future__ import annotations
 from stream_rater.archive.reader import ArchiveReader, ArchiveUnavailable, HistoryPage
 from stream_rater.archive.schema import ArchiveSchemaError, migrate, migrations, schema_version
 from stream_rater.archive.writer import ArchivedEvent, PoisonRecord, archived_event, write_batch
+from stream_rater.config.settings import Settings
+
+
+def archive_reader(settings: Settings) -> ArchiveReader | None:
+    """The reader of the configured archive (``STREAM_RATER_ARCHIVE_URL``), or None without one."""
+    return ArchiveReader(settings.archive_url) if settings.archive_url else None
+
 
 __all__ = [
     "ArchiveReader",
@@ -19,6 +26,7 @@ __all__ = [
     "ArchivedEvent",
     "HistoryPage",
     "PoisonRecord",
+    "archive_reader",
     "archived_event",
     "migrate",
     "migrations",

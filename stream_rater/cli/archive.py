@@ -40,7 +40,9 @@ def register(sub: Subcommands) -> None:
         "--metrics-port", type=int, default=0, help="port of the /metrics HTTP server (default 0: none)"
     )
     p.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics server")
-    settings_flags(p, ["archive_url", "broker", "topic_updates", "session_timeout", "log_level", *KAFKA_SECURITY])
+    settings_flags(
+        p, ["archive_url", "broker", "topic_updates", "session_timeout", "log_level", *KAFKA_SECURITY]
+    )
     p.set_defaults(func=cmd_archive)
 
 
