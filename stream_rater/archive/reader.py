@@ -70,7 +70,7 @@ class ArchiveReader:
                 return [(int(p), e) for p, e in await cursor.fetchall()]
             except psycopg.Error as exc:
                 await self._drop()
-                raise ArchiveUnavailable(f"archive {_safe(self.url)}: {exc}".strip()) from exc
+                raise ArchiveUnavailable(f"archive {safe_url(self.url)}: {one_line(exc)}") from exc
 
     async def _drop(self) -> None:
         """Close the connection (a broken one is opened again on the next read)."""
@@ -110,7 +110,12 @@ class ArchiveReader:
             await self._drop()
 
 
-def _safe(url: str) -> str:
+def one_line(exc: BaseException) -> str:
+    """A driver error on one line (psycopg's messages span several), or its type's name."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def safe_url(url: str) -> str:
     """`url` without its password, for messages."""
     from urllib.parse import urlsplit
 

@@ -82,14 +82,14 @@ async def _migrate_once(url: str) -> list[int]:
     import psycopg
 
     from stream_rater.archive import migrate
-    from stream_rater.archive.reader import _safe
+    from stream_rater.archive.reader import one_line, safe_url
 
     try:
         async with await psycopg.AsyncConnection.connect(url, connect_timeout=5) as conn:
             return await migrate(conn)
     except psycopg.OperationalError as exc:
         raise ConnectionError(
-            f"archive {_safe(url)} ({setting_names('archive_url')}): {str(exc).strip()}"
+            f"archive {safe_url(url)} ({setting_names('archive_url')}): {one_line(exc)}"
         ) from None
 
 

@@ -36,6 +36,7 @@ from aiokafka.errors import KafkaError
 from prometheus_client import Counter, Gauge
 
 from stream_rater.archive import ArchivedEvent, PoisonRecord, archived_event, migrate, write_batch
+from stream_rater.archive.reader import one_line
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.log import ISOLATION_LEVEL
 from stream_rater.kafka.security import client_options
@@ -195,7 +196,7 @@ class Archiver:
                 log.warning(
                     "archive: %s failed (%s), retrying in %.1f s",
                     what,
-                    str(exc).strip() or type(exc).__name__,
+                    one_line(exc),
                     delay,
                 )
                 await self._close()
