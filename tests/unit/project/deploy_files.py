@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import REGISTRY
 
+import stream_rater.service.archiver  # noqa: F401  (registers the archive's metrics for `exported_series`)
 import stream_rater.service.metrics  # noqa: F401  (registers the worker's metrics for `exported_series`)
 
 
