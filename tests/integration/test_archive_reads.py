@@ -84,7 +84,7 @@ async def test_a_match_whose_marker_expired_is_explained_from_the_archive(archiv
             assert now["actual"] is None
         with pytest.raises(UnknownMatch, match="neither in Redis nor in the archive"):
             await explain_match(expired, LADDERS.get("default"), "m999", 100, reader)
-        with pytest.raises(UnknownMatch, match="STREAM_RATER_MARKER_TTL.*no archive is configured"):
+        with pytest.raises(UnknownMatch, match=r"STREAM_RATER_MARKER_TTL.*no archive is configured"):
             await explain_match(expired, LADDERS.get("default"), "m4", 100)
         shallow = await explain_match(
             store, LADDERS.get("default"), "m1", 2, reader
