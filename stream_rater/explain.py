@@ -13,6 +13,12 @@ The match is found through its marker, which keeps its rated players and their t
 ``history_limit`` events). So a match can be explained while its marker lives (the idempotency
 window, ``STREAM_RATER_MARKER_TTL``) and while its event is among the player's kept ones;
 a player whose event has left the history is listed with ``"found": false``.
+
+With the archive (`stream_rater.archive`, ``STREAM_RATER_ARCHIVE_URL``) the explanation reaches
+further: a player whose event has left Redis's history is found in the archive, and a match
+whose marker has expired is explained from the archive alone (``"source": "archive"``): its
+events say everything but what happened (``"actual": null``: the rank is on the marker, not on
+the events). Without one, such a match is answered as outside the window, never as unknown.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stream_rater.archive import ArchiveReader
 from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import parse_timestamp
 from stream_rater.queries import QueryError
@@ -33,22 +40,70 @@ class UnknownMatch(QueryError):
 
 
 async def explain_match(
-    store: ReadStore, ladder: Ladder, match_id: str, history_limit: int
+    store: ReadStore, ladder: Ladder, match_id: str, history_limit: int, archive: ArchiveReader | None = None
 ) -> dict[str, Any]:
-    """The explanation of `match_id` on `ladder` (module docstring); `UnknownMatch` when the
-    live generation keeps no marker of it."""
+    """The explanation of `match_id` on `ladder` (module docstring), from the store while its
+    marker lives, else from `archive`; `UnknownMatch` when neither knows it, saying whether the
+    match may simply be older than the markers' window."""
     placings = await store.placings(ladder.name, match_id)
     if placings is None:
-        raise UnknownMatch(
-            f"no match {match_id!r} on ladder {ladder.name!r} (never applied, or applied longer ago "
-            "than the markers are kept)"
-        )
+        return await _from_archive(ladder, match_id, archive)
     ranks = [rank for _, rank in placings]
     players = []
     for player_id, rank in placings:
         history = await store.history(ladder.name, player_id, history_limit)
-        players.append(_player(ladder, match_id, player_id, (rank, ranks), history))
-    return {"ladder": ladder.name, "model": ladder.model, "match_id": match_id, "players": players}
+        row = _player(ladder, match_id, player_id, (rank, ranks), history)
+        if not row["found"] and archive is not None:
+            row = await _archived_player(ladder, match_id, player_id, (rank, ranks), archive)
+        players.append(row)
+    answer = {"ladder": ladder.name, "model": ladder.model, "match_id": match_id, "source": "redis"}
+    return {**answer, "players": players}
+
+
+async def _from_archive(ladder: Ladder, match_id: str, archive: ArchiveReader | None) -> dict[str, Any]:
+    """The explanation of a match the store keeps no marker of, from the archive's events."""
+    if archive is None:
+        raise UnknownMatch(
+            f"no match {match_id!r} on ladder {ladder.name!r} within Redis's window: never applied, or "
+            "applied longer ago than the markers are kept (STREAM_RATER_MARKER_TTL); no archive is "
+            "configured (STREAM_RATER_ARCHIVE_URL) to look further back"
+        )
+    events = await archive.match_events(ladder.name, match_id)
+    if not events:
+        raise UnknownMatch(
+            f"no match {match_id!r} on ladder {ladder.name!r}, neither in Redis nor in the archive"
+        )
+    players = [
+        await _archived_player(ladder, match_id, e["player_id"], None, archive, at) for at, e in events
+    ]
+    answer = {"ladder": ladder.name, "model": ladder.model, "match_id": match_id, "source": "archive"}
+    return {**answer, "players": players}
+
+
+async def _archived_player(
+    ladder: Ladder,
+    match_id: str,
+    player_id: str,
+    placing: tuple[int, list[int]] | None,
+    archive: ArchiveReader,
+    position: int | None = None,
+) -> dict[str, Any]:
+    """One player's part from the archive: their event at `position` (looked up when None)
+    with the corrections after it and the events back to their previous match."""
+    if position is None:
+        position = next(
+            (
+                at
+                for at, e in await archive.match_events(ladder.name, match_id)
+                if e["player_id"] == player_id
+            ),
+            None,
+        )
+        if position is None:
+            return _player(ladder, match_id, player_id, placing, [])
+    return _player(
+        ladder, match_id, player_id, placing, await archive.around(ladder.name, player_id, position)
+    )
 
 
 def _actual(rank: int, ranks: Sequence[int], two_teams: bool) -> dict[str, Any]:
@@ -63,23 +118,20 @@ def _actual(rank: int, ranks: Sequence[int], two_teams: bool) -> dict[str, Any]:
 
 
 def _player(
-    ladder: Ladder, match_id: str, player_id: str, placing: tuple[int, list[int]], history: list[Event]
+    ladder: Ladder, match_id: str, player_id: str, placing: tuple[int, list[int]] | None, history: list[Event]
 ) -> dict[str, Any]:
     """One player's part of the explanation, from their `history` (newest first);
-    `placing` is their team's rank and every rated player's."""
+    `placing` is their team's rank and every rated player's (None: unknown, ``actual`` null)."""
     at = next(
         (i for i, e in enumerate(history) if e["match_id"] == match_id and e.get("kind", "match") == "match"),
         None,
     )
     if at is None:
-        return {
-            "player_id": player_id,
-            "found": False,
-            "actual": _actual(*placing, len(set(placing[1])) <= 2),
-        }
+        actual = None if placing is None else _actual(*placing, len(set(placing[1])) <= 2)
+        return {"player_id": player_id, "found": False, "actual": actual}
     event = history[at]
     expected = event.get("expected")
-    two_teams = "win" in expected if expected else len(set(placing[1])) <= 2
+    two_teams = "win" in expected if expected else placing is not None and len(set(placing[1])) <= 2
     newer, older = history[:at], history[at + 1 :]
     corrections = [
         {
@@ -101,7 +153,7 @@ def _player(
         "delta": event["delta"],
         "rating": event["rating"],
         "expected": expected,
-        "actual": _actual(*placing, two_teams),
+        "actual": None if placing is None else _actual(*placing, two_teams),
         "idle": _idle(ladder, event, previous),
         "season_reset": seasons[0] if seasons else None,
         "corrections": corrections,

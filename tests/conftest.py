@@ -4,11 +4,13 @@ Each service is chosen independently, in this order:
 
 1. an external service whose URL is in the environment
    (``STREAM_RATER_TEST_BROKER`` — ``kafka://host:port`` or ``host:port`` —
-   and ``STREAM_RATER_TEST_REDIS_URL``);
+   ``STREAM_RATER_TEST_REDIS_URL`` and ``STREAM_RATER_TEST_POSTGRES_URL``, a server on which
+   each test creates and drops its own database);
 2. for the broker, ``STREAM_RATER_TEST_KAFKA=tansu|apache-kafka``: that local broker;
 3. a testcontainers container when a Docker engine answers a ping;
 4. a local child process via :class:`stream_rater.local.runtime.LocalRuntime`
-   (Tansu with memory storage, ``redis-server`` without persistence).
+   (Tansu with memory storage, ``redis-server`` without persistence), and
+   :class:`stream_rater.local.postgres.LocalPostgres` (PostgreSQL, data in a temp dir).
 
 A module marked ``apache_kafka`` (``pytestmark = [..., pytest.mark.apache_kafka]``) runs its
 broker tests twice, ids ``[default]`` and ``[apache-kafka]``: on the broker above and on a local
@@ -51,8 +53,19 @@ settings.load_profile("stream_rater")
 BROKER_ENV = "STREAM_RATER_TEST_BROKER"
 KAFKA_ENV = "STREAM_RATER_TEST_KAFKA"
 REDIS_ENV = "STREAM_RATER_TEST_REDIS_URL"
+POSTGRES_ENV = "STREAM_RATER_TEST_POSTGRES_URL"
 APACHE_KAFKA_MARK = "apache_kafka"
-SERVICE_FIXTURES = frozenset({"broker_url", "kafka_bootstrap", "redis_url", "redis_client", "topic_factory"})
+SERVICE_FIXTURES = frozenset(
+    {
+        "broker_url",
+        "kafka_bootstrap",
+        "redis_url",
+        "redis_client",
+        "topic_factory",
+        "postgres_url",
+        "archive_url",
+    }
+)
 
 
 def docker_reachable(timeout: float = 0.5) -> bool:
@@ -220,6 +233,50 @@ def redis_url(_docker: bool, _stack: ExitStack) -> str:
         host, port = container.get_container_host_ip(), container.get_exposed_port(container.port)
         return f"redis://{host}:{port}/0"
     return _local(_stack, broker=False, redis=True).redis_url
+
+
+@pytest.fixture(scope="session")
+def postgres_url(_stack: ExitStack) -> str:
+    """``postgresql://…`` of a PostgreSQL server (``STREAM_RATER_TEST_POSTGRES_URL``, else a local
+    one started once per session and stopped by PID)."""
+    external = os.environ.get(POSTGRES_ENV)
+    if external:
+        return external
+    from stream_rater.local.postgres import LocalPostgres
+    from stream_rater.local.processes import LocalRuntimeError
+
+    try:
+        return _stack.enter_context(LocalPostgres()).url
+    except LocalRuntimeError as exc:
+        pytest.skip(f"no {POSTGRES_ENV} and {exc}")
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    """Create database `name` on the server of `server_url`; its URL."""
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"'.encode())
+    return urlparse(server_url)._replace(path=f"/{name}").geturl()
+
+
+def drop_database(server_url: str, name: str) -> None:
+    """Drop database `name`, ending its sessions."""
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+@pytest.fixture
+def archive_url(postgres_url: str, unique_name: str) -> Iterator[str]:
+    """A fresh, empty database of the test PostgreSQL for one test (dropped afterwards)."""
+    name = unique_name.replace("-", "_")[:63]
+    url = fresh_database(postgres_url, name)
+    try:
+        yield url
+    finally:
+        drop_database(postgres_url, name)
 
 
 @pytest.fixture

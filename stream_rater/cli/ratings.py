@@ -51,12 +51,14 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--ladder", default="default")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     store_flag(p)
-    settings_flags(p, ["ladders_file", "history_limit"])
+    settings_flags(p, ["ladders_file", "history_limit", "archive_url"])
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
     store_flag(p)
-    settings_flags(p, ["web_host", "web_port", "ladders_file", "max_query_players", "history_limit"])
+    settings_flags(
+        p, ["web_host", "web_port", "ladders_file", "max_query_players", "history_limit", "archive_url"]
+    )
     p.set_defaults(func=cmd_serve)
 
 
@@ -186,11 +188,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     """``explain``: before, after, expected and actual per player of one match, and what
     besides the result moved each rating (idle time, a season reset, corrections since)."""
+    from stream_rater.archive import archive_reader
     from stream_rater.explain import explain_match
 
     ladder = ladders_of(args).get(args.ladder)
     limit = settings_of(args).history_limit
-    answer = with_store(args, lambda store: explain_match(store, ladder, args.match_id, limit))
+    archive = archive_reader(settings_of(args))
+    answer = with_store(args, lambda store: explain_match(store, ladder, args.match_id, limit, archive))
     if args.json:
         print(json.dumps(answer))
         return 0
@@ -234,6 +238,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from aiohttp import web
 
+    from stream_rater.archive import archive_reader
     from stream_rater.queries import Queries
     from stream_rater.service.query_api import serve_app
 
@@ -243,7 +248,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     async def application() -> web.Application:
         stores = AsyncExitStack()
         store = await stores.enter_async_context(store_for(args))
-        queries = Queries(store, ladders, settings.max_query_players, history_limit=settings.history_limit)
+        queries = Queries(
+            store, ladders, settings.max_query_players, settings.history_limit, archive_reader(settings)
+        )
         served = serve_app(queries, store)
 
         async def close_store(_: web.Application) -> None:

@@ -50,7 +50,10 @@ def _add_worker(sub: Subcommands) -> None:
 def _add_dev(sub: Subcommands) -> None:
     """The ``dev`` subcommand: its flags and handler."""
     service = [f.name for f in fields(Settings)]
-    p = sub.add_parser("dev", help="embedded broker + Redis + a worker in the foreground")
+    p = sub.add_parser(
+        "dev",
+        help="embedded broker + Redis (+ PostgreSQL and the archive with --archive) + a worker in the foreground",
+    )
     settings_flags(p, [n for n in service if n not in ("broker", "redis_url", "replication_factor")])
     embedded_broker_flag(
         p,
@@ -77,6 +80,11 @@ def _add_dev(sub: Subcommands) -> None:
         default=0,
         metavar="N",
         help="with --redis-cluster: replicas per master (default 0)",
+    )
+    p.add_argument(
+        "--archive",
+        action="store_true",
+        help="also a local PostgreSQL and a `stream-rater archive` beside the worker (history and explain beyond Redis)",
     )
     p.add_argument(
         "--kafka-port",
@@ -169,21 +177,26 @@ def cmd_dev(args: argparse.Namespace) -> int:
         raise ValueError(f"--brokers {args.brokers} needs --embedded-broker apache-kafka")
     settings = settings_of(args)
     cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
-    with LocalRuntime(
-        topics=settings.topics(),
-        topic_configs=settings.topic_configs(),
-        broker=args.local_broker,
-        brokers=args.brokers,
-        tansu_port=args.kafka_port,
-        redis_port=args.redis_port,
-        **cluster,
-    ) as runtime:
+    with (
+        LocalRuntime(
+            topics=settings.topics(),
+            topic_configs=settings.topic_configs(),
+            broker=args.local_broker,
+            brokers=args.brokers,
+            tansu_port=args.kafka_port,
+            redis_port=args.redis_port,
+            **cluster,
+        ) as runtime,
+        ExitStack() as archive,
+    ):
         settings = settings.override(
             broker=runtime.broker_url,
             redis_url=runtime.redis_url,
             replication_factor=runtime.replication_factor,
             session_timeout=3.0,
         )
+        if args.archive:
+            settings = _dev_archive(archive, settings)
         print(
             f"broker   {runtime.broker_url}  ({env_name('broker')})\n"
             f"redis    {runtime.redis_url}  ({env_name('redis_url')})\n"
@@ -195,6 +208,30 @@ def cmd_dev(args: argparse.Namespace) -> int:
             print(f"clients  {tansu_clients_note()}", file=sys.stderr)
         run_worker(settings, ladders_of(args))
     return 0
+
+
+def _dev_archive(stack: ExitStack, settings: Settings) -> Settings:
+    """``dev --archive``: a local PostgreSQL (`stream_rater.local.postgres`) and a ``stream-rater
+    archive`` child writing the updates topic into it, both stopped by PID with `stack`; the
+    settings with its URL, so that the worker's history and explain read it."""
+    import os
+    import subprocess
+
+    from stream_rater.local.demo import stop_process
+    from stream_rater.local.postgres import LocalPostgres
+
+    url = stack.enter_context(LocalPostgres()).url
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
+    env.update(
+        {env_name(n): str(getattr(settings, n)) for n in ("broker", "topic_updates", "session_timeout")}
+    )
+    env[env_name("archive_url")] = url
+    child = subprocess.Popen([sys.executable, "-m", "stream_rater", "archive"], env=env)
+    stack.callback(stop_process, child)
+    print(
+        f"archive  {url}  ({env_name('archive_url')}, stream-rater archive PID {child.pid})", file=sys.stderr
+    )
+    return settings.override(archive_url=url)
 
 
 def publish_hint(broker_url: str, ladders_file: str) -> str:

@@ -53,6 +53,11 @@ class Settings:
         "first part of every Redis key, so that deployments sharing one Redis each use their own "
         "(letters, digits, _ - .); the store is bound to one matches topic",
     )
+    archive_url: str = _field(
+        "",
+        "PostgreSQL URL of the archive, e.g. postgresql://user@host:5432/db: stream-rater archive writes it; "
+        "history and explain read beyond Redis's window from it (empty: no archive)",
+    )
     web_port: int = _field(6066, "port of the worker's web server (metrics, health, dashboard)")
     web_host: str = _field("127.0.0.1", "address the web server binds to")
     ladders_file: str = _field("", "TOML file of ladders (model and parameters per ladder)")

@@ -209,8 +209,9 @@ class Child:
                 self.process.wait()
 
 
-def spawn(name: str, argv: list[str], workdir: Path, port: int) -> Child:
-    """Start ``argv`` in ``workdir`` in its own session, logging to ``workdir/<name>.log``."""
+def spawn(name: str, argv: list[str], workdir: Path, port: int, **popen: Any) -> Child:
+    """Start ``argv`` in ``workdir`` in its own session, logging to ``workdir/<name>.log``;
+    ``popen``: more `subprocess.Popen` arguments (e.g. ``user``/``group`` to drop root)."""
     log_path = workdir / f"{name}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -221,6 +222,7 @@ def spawn(name: str, argv: list[str], workdir: Path, port: int) -> Child:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_die_with_parent(os.getpid()),
+            **popen,
         )
     return Child(name, process, log_path, port)
 

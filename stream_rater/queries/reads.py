@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from stream_rater.archive import ArchiveReader, ArchiveUnavailable
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.rules import DAY
 from stream_rater.config.settings import Settings
@@ -49,6 +50,9 @@ from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
 from stream_rater.store import Lookup, PlayerState, ReadStore
 
+#: Most events one history page from the archive gives.
+ARCHIVE_PAGE = 1000
+
 
 class Queries:
     """The read API over one store and the configured ladders."""
@@ -59,14 +63,17 @@ class Queries:
         ladders: Ladders,
         max_players: int = Settings.max_query_players,
         history_limit: int = Settings.history_limit,
+        archive: ArchiveReader | None = None,
     ) -> None:
         """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``);
-        `history_limit`: most rating changes a player's history gives (``STREAM_RATER_HISTORY_LIMIT``,
-        what the store keeps)."""
+        `history_limit`: most rating changes a player's history gives from the store
+        (``STREAM_RATER_HISTORY_LIMIT``, what the store keeps); `archive`: the PostgreSQL archive
+        (``STREAM_RATER_ARCHIVE_URL``), which a history reads from, page by page, when given."""
         self.store = store
         self.ladders = ladders
         self.max_players = max_players
         self.history_limit = history_limit
+        self.archive = archive
 
     def ladder_list(self) -> dict[str, Any]:
         """The configured ladders: name, model and parameters, typed as configured (numbers as
@@ -83,23 +90,60 @@ class Queries:
             ]
         }
 
-    async def history(self, ladder_name: str, player_id: str, limit: Any = None) -> dict[str, Any]:
-        """One player's stored state and latest rating-changed events, newest first (at most
-        `limit`, default and cap `history_limit`: what the store keeps); a player the ladder has
-        no trace of is `UnknownPlayer`."""
+    async def history(
+        self, ladder_name: str, player_id: str, limit: Any = None, before: Any = None
+    ) -> dict[str, Any]:
+        """One player's stored state and rating-changed events, newest first, and how far back
+        they reach: ``source`` (``archive``, or ``redis``: the newest `history_limit` only),
+        ``complete`` (the answer reaches the player's first event) and ``next_before`` (the
+        archive's cursor of the next older page, given back as `before`). At most `limit`
+        events (default `history_limit`; capped at `history_limit` from Redis, at
+        `ARCHIVE_PAGE` from the archive). Without a reachable archive, Redis answers and says
+        so (``archive_error``). A player the ladder has no trace of is `UnknownPlayer`."""
         ladder = ladder_of(self.ladders, ladder_name)
-        limit = limit_of(limit, "limit", self.history_limit, self.history_limit)
+        cursor = None if before is None else limit_of(before, "before", 1, 2**62)
         snapshot = await self.store.read(ladder.name, [player_id], [], [])
-        history = await self.store.history(ladder.name, player_id, limit)
         state = snapshot.players.get(player_id)
-        if state is None and not history:
+        answer: dict[str, Any] = {"ladder": ladder.name, "model": ladder.model, "player_id": player_id}
+        answer["state"] = None if state is None else _state_json(ladder, state)
+        reach = await self._archived_history(ladder, player_id, limit, cursor)
+        if reach is None:
+            if cursor is not None:
+                raise QueryError(
+                    "before: pages only the archive's history, and no archive is configured or reachable"
+                )
+            limit = limit_of(limit, "limit", self.history_limit, self.history_limit)
+            history = await self.store.history(ladder.name, player_id, limit)
+            reach = {
+                "history": history,
+                "source": "redis",
+                "complete": len(history) < limit,
+                "next_before": None,
+            }
+            if self.archive is not None:
+                reach["archive_error"] = "the archive did not answer"
+        if state is None and not reach["history"] and cursor is None:
             raise UnknownPlayer(f"no player {player_id!r} on ladder {ladder.name!r}")
+        oldest = reach["history"][-1]["finished_at"] if reach["history"] else None
+        return {**answer, **reach, "oldest": oldest}
+
+    async def _archived_history(
+        self, ladder: Ladder, player_id: str, limit: Any, before: int | None
+    ) -> dict[str, Any] | None:
+        """The history page from the archive; None without an archive or when it fails."""
+        if self.archive is None:
+            return None
+        limit = limit_of(limit, "limit", self.history_limit, ARCHIVE_PAGE)
+        try:
+            page = await self.archive.history(ladder.name, player_id, limit, before)
+        except ArchiveUnavailable:
+            return None
+        complete = page.next_before is None
         return {
-            "ladder": ladder.name,
-            "model": ladder.model,
-            "player_id": player_id,
-            "state": None if state is None else _state_json(ladder, state),
-            "history": history,
+            "history": page.events,
+            "source": "archive",
+            "complete": complete,
+            "next_before": page.next_before,
         }
 
     async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:

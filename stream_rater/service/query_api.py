@@ -11,12 +11,13 @@
 ``POST /api/ladders/{ladder}/balance``  ``{"players": [ids], "team_sizes": [n, ...], "parties"?:
                                         [[ids]]}`` → the fairest split, parties kept together
 ``GET /api/ladders``                    the configured ladders, models and parameters
-``GET /api/ladders/{ladder}/players/{player}?limit=N``  a player's state and rating changes,
-                                        newest first
+``GET /api/ladders/{ladder}/players/{player}?limit=N&before=C``  a player's state and rating
+                                        changes, newest first, and how far back they reach (from
+                                        the archive, page by page, when one is configured)
 ``GET /api/ladders/{ladder}/quality?last=N&scorer=live``  the ladder's live prediction quality,
                                         cumulative and over its last N matches (`processor.quality`)
 ``GET /api/ladders/{ladder}/matches/{match_id}``  why each player's rating moved in that match
-                                        (`stream_rater.explain`); 404 for an unknown match
+                                        (`stream_rater.explain`; from the archive once the marker expired); 404 for an unknown match
 
 Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder (or player), 409
 a player the ladder does not rank, 413 says the player limit; never a traceback.
@@ -66,7 +67,8 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
 
     async def history(request: web.Request) -> web.Response:
         ladder, player = request.match_info["ladder"], request.match_info["player"]
-        return await _reply(queries.history(ladder, player, request.query.get("limit")))
+        query = request.query
+        return await _reply(queries.history(ladder, player, query.get("limit"), query.get("before")))
 
     return [
         web.get("/api/ladders", ladder_list),
@@ -110,7 +112,7 @@ def _judging_routes(queries: Queries) -> list[web.RouteDef]:
             _of_ladder(
                 queries,
                 lambda ladder, r: explain_match(
-                    store, ladder, r.match_info["match_id"], queries.history_limit
+                    store, ladder, r.match_info["match_id"], queries.history_limit, queries.archive
                 ),
             ),
         ),

@@ -52,6 +52,7 @@ from aiokafka.errors import KafkaError
 from faust.types import TP
 from mode import Service
 
+from stream_rater.archive import archive_reader
 from stream_rater.config.ladders import Ladder, Ladders, UnknownLadderError
 from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult
@@ -243,6 +244,7 @@ class Dashboard:
                         self.ladders,
                         self.settings.max_query_players,
                         history_limit=self.settings.history_limit,
+                        archive=archive_reader(self.settings),
                     )
                 ),
                 *self.inflation.routes(),

@@ -138,18 +138,34 @@ checks.positive_data_acceptance.expected-statuses = ["200", "400", "404", "409",
 
 
 def test_serve_answers_as_its_openapi_contract_says(
-    redis_url: str, redis_client: redis.Redis, unique_name: str, tmp_path: Path
+    redis_url: str, redis_client: redis.Redis, unique_name: str, tmp_path: Path, archive_url: str
 ):
     """Every check of schemathesis passes on every operation of the served contract that
     `serve` serves (all but those tagged worker; `redis_client` deletes the ladders' keys
-    afterwards)."""
+    afterwards), with an archive (migrated, empty: histories come from it, pages by
+    ``before`` included; tests/e2e/test_read_api.py has the answers from Redis)."""
     ladders = rated_ladders(tmp_path, redis_url, unique_name)
     players = example_players(yaml.safe_load(OPENAPI.read_text()))
     (tmp_path / "schemathesis.toml").write_text(schemathesis_config(ladders, players))
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "stream_rater", "archive", "--migrate", "--archive-url", archive_url]
+        ).returncode
+        == 0
+    )
     port = free_port()
     server = subprocess.Popen(
         [
-            *(sys.executable, "-m", "stream_rater", "serve", "--store", redis_url),
+            *(
+                sys.executable,
+                "-m",
+                "stream_rater",
+                "serve",
+                "--store",
+                redis_url,
+                "--archive-url",
+                archive_url,
+            ),
             *("--web-port", str(port)),
             *("--ladders-file", str(tmp_path / "ladders.toml")),
         ],

@@ -243,5 +243,7 @@ def test_explain_says_what_was_expected_and_what_happened(redis_url: str, tmp_pa
     assert (
         missing.returncode == 2
         and missing.stderr.strip()
-        == f"stream-rater explain: no match 'nope' on ladder '{ladder}' (never applied, or applied longer ago than the markers are kept)"
+        == f"stream-rater explain: no match 'nope' on ladder '{ladder}' within Redis's window: never applied, or "
+        "applied longer ago than the markers are kept (STREAM_RATER_MARKER_TTL); no archive is configured "
+        "(STREAM_RATER_ARCHIVE_URL) to look further back"
     )

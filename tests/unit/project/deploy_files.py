@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 from prometheus_client import REGISTRY
 
-import stream_rater.service.metrics  # noqa: F401  (registers the worker's metrics for `exported_series`)
+# registers the worker's and the archive's metrics for `exported_series`
+from stream_rater.service import archiver, metrics  # noqa: F401
 
 
 def load_yaml(path: Path) -> list[dict]:
