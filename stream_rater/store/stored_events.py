@@ -14,11 +14,12 @@ map, and maps written before the compact form existed read back as they are.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import msgpack
 
-from stream_rater.contracts import rating_changed
+from stream_rater.contracts import format_timestamp, parse_timestamp, rating_changed
 from stream_rater.store.base import Event
 
 #: Packs stored values (``use_bin_type`` like every stored value); sharing it is safe: packing
@@ -100,3 +101,55 @@ def stored_event(value: Any, ladder: str) -> Event:
         late,
         expected=value[12] if len(value) > 12 else None,
     )
+
+
+#: Longest history entry kept (its length is framed in 2 bytes: `pack_entry`).
+ENTRY_LIMIT = 0xFFFF
+
+
+@functools.lru_cache(maxsize=4096)
+def _micros(text: str) -> int | str:
+    """A timestamp as integer microseconds when `format_timestamp` gives `text` back from them
+    (then it reads back identical), else `text` itself."""
+    try:
+        micros = round(parse_timestamp(text) * 1e6)
+    except Exception:  # not a timestamp of ours: kept as it is
+        return text
+    return micros if format_timestamp(micros / 1e6) == text else text
+
+
+def _text(value: Any) -> Any:
+    """Inverse of `_micros`."""
+    return format_timestamp(value / 1e6) if type(value) is int else value
+
+
+def pack_entry(event: Event, ladder: str, model: str) -> bytes:
+    """`event`, a change of one player of `ladder`, as a history entry (``h:<b>``, see
+    `store.redis.keys`): its 2-byte big-endian length, then msgpack ``[match_id, before_mu,
+    before_sigma, after_mu, after_sigma, rating, games, finished_at, processed_at, late(,
+    expected)]`` with the timestamps as microseconds where that reads back identical — the
+    player, the model (`model`) and the ladder are the history's, not repeated — or, for any
+    other event, its msgpack map. Empty (not kept) if longer than `ENTRY_LIMIT`."""
+    compact = _compact(event, ladder)
+    if compact is None or compact[2] != model:
+        body: bytes = PACKER.pack(event)
+    else:
+        compact[9], compact[10] = _micros(compact[9]), _micros(compact[10])
+        del compact[1:3]
+        body = PACKER.pack(compact)
+    return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
+
+
+def unpack_entries(blob: bytes, ladder: str, player_id: str, model: str | None) -> list[Event]:
+    """The events of a history value (`pack_entry`'s entries, newest first)."""
+    events: list[Event] = []
+    at = 0
+    while at < len(blob):
+        size = int.from_bytes(blob[at : at + 2], "big")
+        value = msgpack.unpackb(blob[at + 2 : at + 2 + size], raw=False)
+        at += 2 + size
+        if isinstance(value, list):
+            finished, processed = _text(value[7]), _text(value[8])
+            value = [value[0], player_id, model, *value[1:7], finished, processed, *value[9:]]
+        events.append(stored_event(value, ladder))
+    return events

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
 import msgpack
 
-from stream_rater.store.stored_events import PACKER, pack_event, stored_event
+from stream_rater.store.redis.keys import bucket, grouped, marker_bucket
+from stream_rater.store.stored_events import PACKER, pack_entry, pack_events, stored_event
 from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
 
@@ -33,6 +35,15 @@ READ_SCRIPT = _script("read.lua")
 COMMIT_SCRIPT = _script("commit.lua")
 CONTROL_SCRIPT = _script("control.lua")
 BOARD_SCRIPT = _script("board.lua")
+#: Every field and value of the bucket hashes in KEYS, flat (a full scan: `RedisStore.players`).
+SCAN_SCRIPT = """local out = {}
+for _, key in ipairs(KEYS) do
+  for _, x in ipairs(redis.call('HGETALL', key)) do out[#out + 1] = x end
+end
+return out"""
+#: Buckets one call of the scan script reads: 2^17 buckets make 128 calls; on a ladder of ten
+#: million players about 78 000 states per call (tens of milliseconds of Redis at a time).
+SCAN_STEP = 1024
 #: Most leaderboard entries one step of the board script reads: at about 2 µs each, a step
 #: holds Redis for some 20 ms at most however large the ladder (bench leaderboard).
 BOARD_STEP = 10_000
@@ -54,27 +65,74 @@ def mode(generation: int | None) -> str:
     return "live" if generation is None else "staging"
 
 
+@dataclass(frozen=True, slots=True)
+class Buckets:
+    """The buckets a commit touches (`KeyLayout.commit_keys`): of its player writes (distinct,
+    and per write the 1-based index of its own; effects 0), of its markers (distinct, then the
+    one swept if any, and per marker its index) and of each history written (one per player)."""
+
+    players: list[int]
+    player_index: list[int]
+    markers: list[int]
+    marker_index: list[int]
+    histories: list[int]
+    swept: bool
+
+    @classmethod
+    def of(cls, commit: Commit, sweep: int | None) -> Buckets:
+        """The buckets of `commit`, sweeping markers bucket `sweep` (None: none)."""
+        players, index = grouped((w.player_id for w in commit.writes if not w.is_effect), bucket)
+        it = iter(index)
+        player_index = [0 if w.is_effect else next(it) for w in commit.writes]
+        markers, marker_index = grouped(commit.markers, marker_bucket)
+        if sweep is not None:
+            markers.append(sweep)
+        return cls(players, player_index, markers, marker_index, list(map(bucket, commit.history)), sweep is not None)
+
+    def keys(self) -> tuple[list[int], list[int], list[int]]:
+        """The buckets in `KeyLayout.commit_keys`' form."""
+        return self.players, self.markers, self.histories
+
+
+def marker_values(commit: Commit, expiry: int) -> list[bytes]:
+    """Each new marker's value: its `expiry` (epoch second, 0 = never) as 4 bytes big-endian,
+    then its placings (packed), if any."""
+    head = expiry.to_bytes(4, "big")
+    return [head + PACKER.pack(commit.placings[m]) if m in commit.placings else head for m in commit.markers]
+
+
+def history_args(commit: Commit) -> tuple[str | None, list[bytes]]:
+    """The history entries' model (of the first plain event) and per player its new entries,
+    newest first, framed as stored (`stored_events.pack_entry`)."""
+    ladder = commit.ladder
+    model = next(
+        (e["model"] for entries in commit.history.values() for e in entries if isinstance(e.get("model"), str)),
+        None,
+    )
+    return model, [
+        b"".join(pack_entry(e, ladder, model or "") for e in reversed(entries))
+        for entries in commit.history.values()
+    ]
+
+
 def commit_args(
-    commit: Commit, keys: int, generation: int, marker_ttl: int, history_cap: int, now: float
+    commit: Commit, keys: int, generation: int, buckets: Buckets, limits: tuple[int, int], now: float
 ) -> bytes:
     """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
-    described in ``commit.lua``); `now` is the client's clock (seconds), for the markers'
-    expiry."""
+    described in ``commit.lua``): `limits` are the marker TTL (seconds, 0 = forever) and the
+    history cap; `now` is the client's clock (seconds), for the markers' expiry."""
     ladder = commit.ladder
+    ttl, history_cap = limits
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
-    # Each event is packed once, for its match's unproduced events and its history entry alike.
-    packed = {id(e): pack_event(e, ladder) for events in commit.markers.values() for e in events}
     unproduced = [events for events in commit.markers.values() if events]
-    history = [
-        packed.get(id(e)) or pack_event(e, ladder) for entries in commit.history.values() for e in entries
-    ]
-    marker_ids = list(commit.markers)
+    model, history = history_args(commit)
     return script_args(
         keys=keys,
         generation=generation,
         mode=mode(commit.generation),
         ids=ids,
         is_effect=list(map(bool, is_effect)),
+        bucket=buckets.player_index,
         expected=expected,
         watermark=commit.read_at[1]
         if commit.read_at is not None and commit.read_at[0] == generation
@@ -83,20 +141,19 @@ def commit_args(
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
-        marker_ids=marker_ids,
-        placings=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in marker_ids],
+        buckets=[len(buckets.players), len(buckets.markers) - buckets.swept, len(buckets.histories)],
+        marker_ids=list(commit.markers),
+        marker_bucket=buckets.marker_index,
+        markers=marker_values(commit, math.ceil(now + ttl) if ttl else 0),
+        sweep=buckets.swept,
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
-        unproduced=[
-            PACKER.pack_array_header(len(events)) + b"".join(packed[id(e)] for e in events)
-            for events in unproduced
-        ],
+        unproduced=[pack_events(events, ladder) for events in unproduced],
         produced=list(commit.produced),
-        expiry=math.ceil(now + marker_ttl) if marker_ttl else None,
-        expiring=msgpack.packb(marker_ids, use_bin_type=False) if marker_ttl else None,
-        now=now,
-        history_cap=history_cap,
-        history_sizes=[len(v) for v in commit.history.values()],
+        now=int(now),
+        history_ids=list(commit.history),
         history=history,
+        history_cap=history_cap,
+        model=model,
         positions=dict(commit.positions),
         quality_add=[
             [x for name, value in add.items() for x in (name, repr(float(value)))]
@@ -105,6 +162,25 @@ def commit_args(
         quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
         quality_cap=QUALITY_WINDOW,
     )
+
+
+def read_args(request: ReadRequest, generation: int, now: float) -> tuple[list[int], list[int], dict[str, Any]]:
+    """The players and markers buckets of the read script's argument for `request`, and its
+    fields but ``keys`` (described in ``read.lua``)."""
+    players, player_index = grouped(request.player_ids, bucket)
+    markers, marker_index = grouped(request.match_ids, marker_bucket)
+    return players, markers, {
+        "players": request.player_ids,
+        "bucket": player_index,
+        "effects": request.effect_ids,
+        "matches": request.match_ids,
+        "marker_bucket": marker_index,
+        "records": request.records,
+        "buckets": [len(players), len(markers)],
+        "now": int(now),
+        "generation": generation,
+        "mode": mode(request.generation),
+    }
 
 
 def snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:
