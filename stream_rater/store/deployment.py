@@ -6,8 +6,8 @@ Every key of a Redis store starts with its prefix (``STREAM_RATER_REDIS_PREFIX``
 - **The stored format** is one record for the whole prefix, ``<prefix>:deployment`` (a hash,
   field ``format``; `StateStore.deployment_record`). Format 2 is the layout documented in
   `store.redis.keys` (players, histories and markers in compact buckets); format 1 its earlier
-  one. A store with no record is format 1 if it holds any ladder (its layout predates the
-  record), else a new store, which gets the record at first use. A format-1 store is refused,
+  one. A store with no record is format 1 if it has a key of format 1's layout (which predates
+  the record), else new or of format 2; it gets the record at first use. A format-1 store is refused,
   naming the upgrade: ``stream-rater migrate --to 2`` with no worker running
   (`store.redis.migrations.upgrade_to_2`; deploy/README.md "Operations → Upgrading").
 - **The matches topic** is recorded per ladder, in the ladder's ``control`` hash (field
@@ -67,7 +67,7 @@ async def bind(store: StateStore, topic: str | None = None, ladders: Sequence[st
     positions to name, and a worker is configured with ladders it may never see: each is bound
     by the first worker or tool started once it exists). `StoreRefused` in one line otherwise."""
     record = await store.deployment_record()
-    found = int(record.get("format", 1 if await store.ladders() else STORE_FORMAT))
+    found = int(record["format"]) if "format" in record else await store.unrecorded_format()
     if found < STORE_FORMAT:
         raise StoreRefused(
             f"{store.namespace} is in stored format {found}: upgrade it to format {STORE_FORMAT} "

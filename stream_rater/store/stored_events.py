@@ -123,15 +123,15 @@ def _text(value: Any) -> Any:
     return format_timestamp(value / 1e6) if type(value) is int else value
 
 
-def pack_entry(event: Event, ladder: str, model: str) -> bytes:
-    """`event`, a change of one player of `ladder`, as a history entry (``h:<b>``, see
+def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
+    """`event`, a change of `player_id` of `ladder`, as a history entry (``h:<b>``, see
     `store.redis.keys`): its 2-byte big-endian length, then msgpack ``[match_id, before_mu,
     before_sigma, after_mu, after_sigma, rating, games, finished_at, processed_at, late(,
     expected)]`` with the timestamps as microseconds where that reads back identical — the
     player, the model (`model`) and the ladder are the history's, not repeated — or, for any
     other event, its msgpack map. Empty (not kept) if longer than `ENTRY_LIMIT`."""
     compact = _compact(event, ladder)
-    if compact is None or compact[2] != model:
+    if compact is None or compact[1] != player_id or compact[2] != model:
         body: bytes = PACKER.pack(event)
     else:
         compact[9], compact[10] = _micros(compact[9]), _micros(compact[10])

@@ -8,7 +8,7 @@
 --       history entries), 4 the ladder's control hash, 5 its freeze key, 6 the activity zset,
 --       7 the seasons list, 8 the unproduced-events hash, then the `buckets[1]` players buckets
 --       written, the `buckets[2]` markers buckets (those of the new markers, then with `sweep`
---       the one swept), the `buckets[3]` history buckets (one per history written, in order),
+--       the one swept, last), the `buckets[3]` history buckets (one per history written, in order),
 --       then each scorer's quality sums hash and window list, then (with `season`) the key that
 --       keeps the ending season's leaderboard and the archive bucket of each players bucket, in
 --       order: every key the script touches, all of one ladder with its hash tag (one cluster

@@ -160,7 +160,7 @@ async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: 
     if model is not None:
         await store.client.hsetnx(meta, "model", model)
         model = text(await store.client.hget(meta, "model"))
-    blob = b"".join(pack_entry(e, ladder, model or "") for e in events)
+    blob = b"".join(pack_entry(e, ladder, model or "", player) for e in events)
     async with store.client.pipeline(transaction=True) as pipe:
         pipe.hset(store._gen_key(ladder, generation, f"h:{bucket(player)}"), player, blob)
         pipe.delete(key)

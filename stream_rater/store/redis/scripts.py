@@ -110,8 +110,8 @@ def history_args(commit: Commit) -> tuple[str | None, list[bytes]]:
         None,
     )
     return model, [
-        b"".join(pack_entry(e, ladder, model or "") for e in reversed(entries))
-        for entries in commit.history.values()
+        b"".join(pack_entry(e, ladder, model or "", player) for e in reversed(entries))
+        for player, entries in commit.history.items()
     ]
 
 
@@ -141,7 +141,7 @@ def commit_args(
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
-        buckets=[len(buckets.players), len(buckets.markers) - buckets.swept, len(buckets.histories)],
+        buckets=[len(buckets.players), len(buckets.markers), len(buckets.histories)],
         marker_ids=list(commit.markers),
         marker_bucket=buckets.marker_index,
         markers=marker_values(commit, math.ceil(now + ttl) if ttl else 0),

@@ -417,6 +417,15 @@ class RedisStore(RerateControl, StateStore):
                 names.add(found.group(1))
         return sorted(names)
 
+    async def unrecorded_format(self) -> int:
+        """1 if any generation has a format-1 ``players`` hash (format 2's are ``players:<b>``)
+        or a format-1 ``mk`` hash, else 2 (a store new or of format 2 not recorded yet)."""
+        async for _ in self.client.scan_iter(match=self.prefix + ":{*:players", count=1000):
+            return 1
+        async for _ in self.client.scan_iter(match=self.prefix + ":{*:mk", count=1000):
+            return 1
+        return 2
+
     async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
         key = self.prefix + ":deployment"
         async with self.client.pipeline(transaction=False) as pipe:
