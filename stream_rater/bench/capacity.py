@@ -6,14 +6,16 @@ through the processor into a local Redis with the worker's default marker TTL an
 each batch's events noted as produced the way the worker notes them (so the next commit
 drops them). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
 
-- the ``players`` hash and the ``lb`` zset — per player state and per leaderboard entry
-  (usage / fields or members). The players hash is a hash table from its first write
-  (``commit.lua``), as a big ladder's would be anyway;
-- the ``mk`` markers hash with its ``mk:expiry`` zset — per match applied ("marker,
-  produced") — and the ``unproduced`` hash, which holds the last batch's events until the
-  ladder's next commit drops them — per match whose events are not yet produced, added to a
-  marker's bytes ("marker, whole": what every match costs until its events are produced);
-- a sample of ``h:<pid>`` lists — per history entry (usage / entries);
+- the ``players:<b>`` buckets and the ``lb`` zset — per player state and per leaderboard
+  entry (usage / fields or members). A small ladder has about one player per bucket, so its
+  figure carries a key's overhead per player: a ten-million-player ladder's buckets hold about
+  76 each (bench README "Capacity" measures that density too);
+- the ``mk:<c>`` markers buckets — per match applied ("marker, produced") — and the
+  ``unproduced`` hash, which holds the last batch's events until the ladder's next commit drops
+  them — per match whose events are not yet produced, added to a marker's bytes ("marker,
+  whole": what every match costs until its events are produced);
+- the ``h:<b>`` history buckets — per history entry (usage / players / mean entries of a
+  sample);
 
 and the Kafka bytes (key + value as produced, uncompressed, without the record batch framing)
 of each match-finished record (`kafka.match_record`) and rating-changed record
@@ -134,29 +136,29 @@ async def measure(
         before = (await client.info("memory"))["used_memory"]
         await replay(matches, Processor(ladders, store), batch_size=batch_size, on_result=on_result)
         used = (await client.info("memory"))["used_memory"] - before
-        pick = random.Random(0)
-        player_ids = sorted({p.id for m in matches for t in m.teams for p in t.players})
-        histories = pick.sample(player_ids, min(sample, len(player_ids)))
-        replies = await _key_sizes(client, ladder_key(ladder, ""), histories)
+        prefix = ladder_key(ladder, "")
+        kinds = {kind: await _kind_sizes(client, prefix, kind) for kind in ("players:", "h:", "mk:")}
+        lb = await _kind_sizes(client, prefix, "lb")
+        unproduced = await _kind_sizes(client, prefix, "unproduced")
+        sampled = await _sample(client, prefix, sample)
+        entries = sum([len(await store.history(ladder, p, settings.history_limit)) for p in sampled])
     finally:
         await store.close()
-    players_bytes, players_encoding, lb_bytes, lb_encoding, fields, members = replies[:6]
-    markers_bytes, expiry_bytes, unproduced_bytes, markers, unproduced = replies[6:11]
-    lists = replies[11:-1]
-    fields, markers = fields - 1, markers - 1  # not the field '' of each hash (its bytes stay in)
-    marker = (markers_bytes + (expiry_bytes or 0)) / markers
+    (players_bytes, fields, players_encoding), (h_bytes, histories, h_encoding) = kinds["players:"], kinds["h:"]
+    markers_bytes, markers, _ = kinds["mk:"]
+    marker = markers_bytes / max(markers, 1)
     return Sizes(
         matches=len(matches),
         events=len(produced),
         players=fields,
         state=players_bytes / fields,
-        state_encoding=_text(players_encoding),
+        state_encoding=players_encoding,
         marker_shrunk=marker,
-        marker_whole=marker + (unproduced_bytes or 0) / max(unproduced, 1),
-        history_entry=sum(lists[0::2]) / sum(lists[1::2]),
-        history_encoding=_text(replies[-1]),
-        leaderboard_entry=lb_bytes / members,
-        leaderboard_encoding=_text(lb_encoding),
+        marker_whole=marker + unproduced[0] / max(unproduced[1], 1),
+        history_entry=h_bytes / histories / max(entries / max(len(sampled), 1), 1),
+        history_encoding=h_encoding,
+        leaderboard_entry=lb[0] / lb[1],
+        leaderboard_encoding=lb[2],
         match_record=_mean([len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in events)]),
         update_record=_mean(produced),
         used_per_match=used / len(matches),
@@ -167,26 +169,31 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-async def _key_sizes(client: Any, prefix: str, histories: Sequence[str]) -> list[Any]:
-    """One pipeline of the sizes and encodings of a ladder's keys (`prefix` its key prefix):
-    players and leaderboard (bytes, encoding), their counts, the markers' three hashes and their
-    counts, then the bytes and length of each player's history in `histories`, and the encoding
-    of the first."""
+async def _kind_sizes(client: Any, prefix: str, kind: str) -> tuple[int, int, str]:
+    """Bytes (MEMORY USAGE, whole) of a ladder's keys of `kind` (``players:`` its buckets, or
+    one key's suffix), how many fields or members they hold, and the first one's encoding."""
+    keys = [k async for k in client.scan_iter(match=prefix + kind + ("*" if kind.endswith(":") else ""), count=1000)]
+    if kind == "players:":  # the buckets, not the season archives
+        keys = [k for k in keys if k.rsplit(b":", 1)[-1].isdigit() and b":season:" not in k]
+    if not keys:
+        return 0, 0, "none"
     async with client.pipeline(transaction=False) as pipe:
-        for suffix in ("players", "lb"):
-            pipe.memory_usage(prefix + suffix, samples=0)
-            pipe.object("encoding", prefix + suffix)
-        pipe.hlen(prefix + "players")
-        pipe.zcard(prefix + "lb")
-        for suffix in ("mk", "mk:expiry", "unproduced"):
-            pipe.memory_usage(prefix + suffix, samples=0)
-        pipe.hlen(prefix + "mk")
-        pipe.hlen(prefix + "unproduced")
-        for player_id in histories:
-            pipe.memory_usage(f"{prefix}h:{player_id}", samples=0)
-            pipe.llen(f"{prefix}h:{player_id}")
-        pipe.object("encoding", f"{prefix}h:{histories[0]}")
-        return list(await pipe.execute())
+        for key in keys:
+            pipe.memory_usage(key, samples=0)
+            pipe.zcard(key) if kind == "lb" else pipe.hlen(key)
+        pipe.object("encoding", keys[0])
+        replies = list(await pipe.execute())
+    return sum(replies[0:-1:2]), sum(replies[1:-1:2]), _text(replies[-1])
+
+
+async def _sample(client: Any, prefix: str, n: int) -> list[str]:
+    """Up to `n` players of the ladder at `prefix` that have a history."""
+    found: list[str] = []
+    async for key in client.scan_iter(match=prefix + "h:*", count=1000):
+        found += [_text(f) for f in await client.hkeys(key)]
+        if len(found) >= n:
+            break
+    return found[:n]
 
 
 def _text(value: bytes | str) -> str:
@@ -209,19 +216,19 @@ def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: 
     )
     print("Redis MEMORY USAGE (sampled):", file=out)
     for label, value, what in [
-        ("player state", sizes.state, f"per field of the players hash ({sizes.state_encoding})"),
+        ("player state", sizes.state, f"per field of the players:<b> buckets ({sizes.state_encoding})"),
         (
             "leaderboard entry",
             sizes.leaderboard_entry,
             f"per member of the lb zset ({sizes.leaderboard_encoding})",
         ),
-        ("marker, produced", sizes.marker_shrunk, "per match in the markers hash and its expiry zset"),
+        ("marker, produced", sizes.marker_shrunk, "per match in the mk:<c> buckets"),
         (
             "marker, whole",
             sizes.marker_whole,
             "a marker and its events in the unproduced hash (until they are produced)",
         ),
-        ("history entry", sizes.history_entry, f"per entry of the h:<pid> lists ({sizes.history_encoding})"),
+        ("history entry", sizes.history_entry, f"per entry of the h:<b> buckets ({sizes.history_encoding})"),
         ("used_memory", sizes.used_per_match, "growth per match, all keys (the last batch's markers whole)"),
     ]:
         print(f"  {label:<18} {value:8.1f} B  {what}", file=out)
