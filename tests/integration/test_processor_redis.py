@@ -179,3 +179,27 @@ async def test_two_processors_taking_turns_hold_states_and_equal_one_replay(redi
     assert await stores[0].players(name) == await plain.store.players(name)
     for store in stores:
         await store.close()
+
+
+async def test_a_redelivery_below_the_stored_positions_applies_nothing_without_markers(redis_url, ladders):
+    """Records redelivered by Kafka after a crash are recognised by the ladder's stored
+    positions even once their markers are gone (past their window, swept): nothing is applied
+    twice, the events of the batch never produced are re-emitted as a marker hit would, and a
+    record above the positions is applied."""
+    name = ladder_of(ladders)
+    now = [1_700_000_000.0]
+    store = RedisStore.from_url(redis_url, marker_ttl=60, clock=lambda: now[0])
+    matches = [parsed_duel(ladders, f"m{i}", "a", "b", ladder=name, at=i) for i in range(6)]
+    where = [(0, 10 + i) for i in range(6)]
+    processor = Processor(ladders, store, clock=clock)
+    first = await processor.process(matches[:3], where[:3])
+    processor.produced(first)
+    second = await processor.process(matches[3:5], where[3:5])  # the worker dies before producing
+    now[0] += 120  # every marker past its window
+    again = await Processor(ladders, store, clock=clock).process(matches, where)
+    assert [(r.duplicate, len(r.events)) for r in again.results] == [(True, 0)] * 3 + [(True, 2)] * 2 + [(False, 2)]
+    assert again.results[3].events + again.results[4].events == second.events
+    assert [s.games for s in (await store.players(name)).values()] == [6, 6]
+    without = await Processor(ladders, store, clock=clock).process(matches[:5])  # not from the topic
+    assert not any(r.duplicate for r in without.results)  # no marker, no position: applied anew
+    await store.close()

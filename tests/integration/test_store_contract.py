@@ -658,3 +658,13 @@ async def test_quality_sums_and_window_are_kept_with_the_commit(store, ladder):
     assert sums == {"matches": 3.0, "log_loss": 0.75}
     assert window == [[0, 0.0, None, None, []], [1, 1.0, None, None, [[3, 0.3, True]]]]
     assert await store.quality(ladder, "shadow", 5) == ({}, [])
+
+
+async def test_a_record_below_the_ladders_position_reads_as_applied(store, ladder):
+    """A match whose record (partition, offset) is below the ladder's stored position in that
+    partition reads as applied (with its unproduced events, none here), marker or not; at or
+    above the position, in another partition, or without a record, only a marker counts."""
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}, positions={0: 5}))
+    request = ReadRequest(ladder, [], [], ["x4", "x5", "y0", "z", "m1"], None, [(0, 4), (0, 5), (1, 0), None, None])
+    [snap] = await store.read_many([request])
+    assert snap.applied == {"x4": [], "m1": []}
