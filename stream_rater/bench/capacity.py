@@ -25,7 +25,6 @@ of each match-finished record (`kafka.match_record`) and rating-changed record
 from __future__ import annotations
 
 import asyncio
-import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -144,7 +143,10 @@ async def measure(
         entries = sum([len(await store.history(ladder, p, settings.history_limit)) for p in sampled])
     finally:
         await store.close()
-    (players_bytes, fields, players_encoding), (h_bytes, histories, h_encoding) = kinds["players:"], kinds["h:"]
+    (players_bytes, fields, players_encoding), (h_bytes, histories, h_encoding) = (
+        kinds["players:"],
+        kinds["h:"],
+    )
     markers_bytes, markers, _ = kinds["mk:"]
     marker = markers_bytes / max(markers, 1)
     return Sizes(
@@ -172,7 +174,10 @@ def _mean(values: Sequence[float]) -> float:
 async def _kind_sizes(client: Any, prefix: str, kind: str) -> tuple[int, int, str]:
     """Bytes (MEMORY USAGE, whole) of a ladder's keys of `kind` (``players:`` its buckets, or
     one key's suffix), how many fields or members they hold, and the first one's encoding."""
-    keys = [k async for k in client.scan_iter(match=prefix + kind + ("*" if kind.endswith(":") else ""), count=1000)]
+    keys = [
+        k
+        async for k in client.scan_iter(match=prefix + kind + ("*" if kind.endswith(":") else ""), count=1000)
+    ]
     if kind == "players:":  # the buckets, not the season archives
         keys = [k for k in keys if k.rsplit(b":", 1)[-1].isdigit() and b":season:" not in k]
     if not keys:

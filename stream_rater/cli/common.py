@@ -243,7 +243,8 @@ async def bound_store(args: argparse.Namespace, store: StateStore) -> None:
     from stream_rater.store.deployment import bind
 
     if getattr(args, "upgrading", False):
-        return  # `migrate`: the store is of an earlier format, which it upgrades
+        await bind(store, upgrading=True)  # `migrate`: an earlier format is what it upgrades
+        return
     ladder = getattr(args, "ladder", None)
     if hasattr(args, "topic_matches") and ladder and getattr(args, "from_topic", True):
         await bind(store, settings_of(args).topic_matches, [ladder])

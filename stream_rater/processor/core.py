@@ -73,7 +73,9 @@ class _LadderPart:
         match_ids = list(self.records)
         records = [self.records[m] for m in match_ids]
         known = any(r is not None for r in records)
-        return ReadRequest(self.ladder.name, players, effects, match_ids, generation, records if known else None)
+        return ReadRequest(
+            self.ladder.name, players, effects, match_ids, generation, records if known else None
+        )
 
 
 class Processor:

@@ -60,15 +60,18 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-async def bind(store: StateStore, topic: str | None = None, ladders: Sequence[str] = ()) -> None:
+async def bind(
+    store: StateStore, topic: str | None = None, ladders: Sequence[str] = (), upgrading: bool = False
+) -> None:
     """Check that `store` is of this release's format and that each of `ladders` is of the
     matches `topic`; record the format where the store has none (with a `topic` only), and
     `topic` for each of `ladders` the store holds without one (a ladder not applied yet has no
     positions to name, and a worker is configured with ladders it may never see: each is bound
-    by the first worker or tool started once it exists). `StoreRefused` in one line otherwise."""
+    by the first worker or tool started once it exists). `StoreRefused` in one line otherwise.
+    `upgrading` (the upgrade command) lets an earlier format pass."""
     record = await store.deployment_record()
-    found = int(record["format"]) if "format" in record else await store.unrecorded_format()
-    if found < STORE_FORMAT:
+    found = int(record["format"]) if "format" in record else (await store.unrecorded_format() or STORE_FORMAT)
+    if found < STORE_FORMAT and not upgrading:
         raise StoreRefused(
             f"{store.namespace} is in stored format {found}: upgrade it to format {STORE_FORMAT} "
             f"with `{UPGRADE_COMMAND}`, no worker running (deploy/README.md: Operations → Upgrading)"

@@ -244,8 +244,9 @@ class DeploymentStore(Protocol):
         """The matches topic recorded for each of `ladders` that has one, after recording
         `topic` (if given) for those that had none (`store.deployment`)."""
 
-    async def unrecorded_format(self) -> int:
-        """The stored format of a store without a deployment record, told by its layout."""
+    async def unrecorded_format(self) -> int | None:
+        """The earlier stored format of a store without a deployment record, told by its
+        layout, or None (new, or of this release's format)."""
 
     @abstractmethod
     async def ladders(self) -> list[str]:

@@ -135,9 +135,10 @@ PACKED_LIMIT = 64
 def _small(value: float | None) -> float | int | None:
     """`value` as an int if it is an integral float that reads back bit-identical (not -0.0,
     within msgpack's int range), else as it is."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        if value or math.copysign(1.0, value) > 0:
-            return int(value)
+    if not isinstance(value, float):
+        return value
+    if value.is_integer() and abs(value) < 2**63 and (value or math.copysign(1.0, value) > 0):
+        return int(value)
     return value
 
 

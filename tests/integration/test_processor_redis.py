@@ -197,7 +197,9 @@ async def test_a_redelivery_below_the_stored_positions_applies_nothing_without_m
     second = await processor.process(matches[3:5], where[3:5])  # the worker dies before producing
     now[0] += 120  # every marker past its window
     again = await Processor(ladders, store, clock=clock).process(matches, where)
-    assert [(r.duplicate, len(r.events)) for r in again.results] == [(True, 0)] * 3 + [(True, 2)] * 2 + [(False, 2)]
+    assert [(r.duplicate, len(r.events)) for r in again.results] == [(True, 0)] * 3 + [(True, 2)] * 2 + [
+        (False, 2)
+    ]
     assert again.results[3].events + again.results[4].events == second.events
     assert [s.games for s in (await store.players(name)).values()] == [6, 6]
     without = await Processor(ladders, store, clock=clock).process(matches[:5])  # not from the topic

@@ -214,7 +214,9 @@ async def test_redis_markers_expire_after_their_ttl(redis_url, ladder):
     but not the events still unproduced (a redelivery re-emits them by position)."""
     now = [1000.0]
     store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
-    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a"}]}, placings={"m1": []}))
+    await store.commit(
+        Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a"}]}, placings={"m1": []})
+    )
     now[0] += 3599
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}))
     assert set((await store.read(ladder, [], [], ["m1", "m2"])).applied) == {"m1", "m2"}
@@ -338,14 +340,19 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     )
     packb = lambda obj: msgpack.packb(obj, use_bin_type=True)  # noqa: E731
     client = store.client
-    assert await client.hget(ladder_key(ladder, f"players:{bucket('a')}"), "a") == packb([27.25, None, 1, 100, 1])
+    assert await client.hget(ladder_key(ladder, f"players:{bucket('a')}"), "a") == packb(
+        [27.25, None, 1, 100, 1]
+    )
     assert await client.hget(ladder_key(ladder, "effects"), "home") == state.pack()
     compact = ["m1", "a", "elo", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False]
     marker = await client.hget(ladder_key(ladder, f"mk:{marker_bucket('m1')}"), "m1")
     assert marker == bytes(4) + packb([["a", 1]])
     assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb([compact, events[1]])
     entry = packb(["m1", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False])
-    assert await client.hget(ladder_key(ladder, f"h:{bucket('a')}"), "a") == len(entry).to_bytes(2, "big") + entry
+    assert (
+        await client.hget(ladder_key(ladder, f"h:{bucket('a')}"), "a")
+        == len(entry).to_bytes(2, "big") + entry
+    )
     other = packb(events[1])  # not a plain event of "b": its map, after "a"'s event as a map
     blob = await client.hget(ladder_key(ladder, f"h:{bucket('b')}"), "b")
     assert blob == len(packb(plain)).to_bytes(2, "big") + packb(plain) + len(other).to_bytes(2, "big") + other
@@ -665,6 +672,8 @@ async def test_a_record_below_the_ladders_position_reads_as_applied(store, ladde
     partition reads as applied (with its unproduced events, none here), marker or not; at or
     above the position, in another partition, or without a record, only a marker counts."""
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}, positions={0: 5}))
-    request = ReadRequest(ladder, [], [], ["x4", "x5", "y0", "z", "m1"], None, [(0, 4), (0, 5), (1, 0), None, None])
+    request = ReadRequest(
+        ladder, [], [], ["x4", "x5", "y0", "z", "m1"], None, [(0, 4), (0, 5), (1, 0), None, None]
+    )
     [snap] = await store.read_many([request])
     assert snap.applied == {"x4": [], "m1": []}

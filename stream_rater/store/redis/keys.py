@@ -145,7 +145,9 @@ class KeyLayout:
         prefix = self._gen_key(ladder, generation, kind)
         return [f"{prefix}:{b}" for b in buckets]
 
-    def read_keys(self, ladder: str, generation: int, players: Sequence[int], markers: Sequence[int]) -> list[str]:
+    def read_keys(
+        self, ladder: str, generation: int, players: Sequence[int], markers: Sequence[int]
+    ) -> list[str]:
         """The keys the read script gets for `ladder`'s `generation`: then those of the
         `players` buckets and of the `markers` buckets."""
         prefix = self._gen_key(ladder, generation, "")

@@ -91,7 +91,9 @@ async def upgrade_to_2(store: RedisStore) -> dict[str, int]:
     return counts
 
 
-async def _format_1_keys(store: RedisStore, kind: str = "") -> AsyncIterator[tuple[bytes, tuple[str, int, str]]]:
+async def _format_1_keys(
+    store: RedisStore, kind: str = ""
+) -> AsyncIterator[tuple[bytes, tuple[str, int, str]]]:
     """The keys of format 1 to move (a players or season hash, a markers hash, a history list;
     with `kind` ``h1:`` the histories set aside), each with its ladder, generation and suffix.
     Format 2's own keys (``players:<b>``, ``h:<b>`` hashes, ``mk:<c>``) are passed over."""
@@ -139,13 +141,19 @@ async def _move_markers_2(store: RedisStore, key: bytes, ladder: str, generation
     expiry_key = store._gen_key(ladder, generation, "mk:expiry")
     expiries: dict[bytes, int] = {}
     async for member, score in store.client.zscan_iter(expiry_key, count=1000):
-        expiries.update((m.encode() if isinstance(m, str) else m, int(score)) for m in msgpack.unpackb(member))
+        expiries.update(
+            (m.encode() if isinstance(m, str) else m, int(score)) for m in msgpack.unpackb(member)
+        )
     rows = [(m, v) async for m, v in store.client.hscan_iter(key, count=1000) if m]
     for i in range(0, len(rows), _BATCH):
         async with store.client.pipeline(transaction=False) as pipe:
             for match, value in rows[i : i + _BATCH]:
                 head = expiries.get(match, 0).to_bytes(4, "big")
-                pipe.hset(store._gen_key(ladder, generation, f"mk:{marker_bucket(match.decode())}"), match, head + value)
+                pipe.hset(
+                    store._gen_key(ladder, generation, f"mk:{marker_bucket(match.decode())}"),
+                    match,
+                    head + value,
+                )
             await pipe.execute()
     await store.client.delete(key, expiry_key)
     return len(rows)
@@ -159,7 +167,7 @@ async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: 
     model = next((e["model"] for e in events if isinstance(e.get("model"), str)), None)
     if model is not None:
         await store.client.hsetnx(meta, "model", model)
-        model = text(await store.client.hget(meta, "model"))
+        model = text(await store.client.hget(meta, "model") or model)
     blob = b"".join(pack_entry(e, ladder, model or "", player) for e in events)
     async with store.client.pipeline(transaction=True) as pipe:
         pipe.hset(store._gen_key(ladder, generation, f"h:{bucket(player)}"), player, blob)

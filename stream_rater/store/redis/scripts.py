@@ -87,7 +87,9 @@ class Buckets:
         markers, marker_index = grouped(commit.markers, marker_bucket)
         if sweep is not None:
             markers.append(sweep)
-        return cls(players, player_index, markers, marker_index, list(map(bucket, commit.history)), sweep is not None)
+        return cls(
+            players, player_index, markers, marker_index, list(map(bucket, commit.history)), sweep is not None
+        )
 
     def keys(self) -> tuple[list[int], list[int], list[int]]:
         """The buckets in `KeyLayout.commit_keys`' form."""
@@ -106,7 +108,12 @@ def history_args(commit: Commit) -> tuple[str | None, list[bytes]]:
     newest first, framed as stored (`stored_events.pack_entry`)."""
     ladder = commit.ladder
     model = next(
-        (e["model"] for entries in commit.history.values() for e in entries if isinstance(e.get("model"), str)),
+        (
+            e["model"]
+            for entries in commit.history.values()
+            for e in entries
+            if isinstance(e.get("model"), str)
+        ),
         None,
     )
     return model, [
@@ -164,23 +171,29 @@ def commit_args(
     )
 
 
-def read_args(request: ReadRequest, generation: int, now: float) -> tuple[list[int], list[int], dict[str, Any]]:
+def read_args(
+    request: ReadRequest, generation: int, now: float
+) -> tuple[list[int], list[int], dict[str, Any]]:
     """The players and markers buckets of the read script's argument for `request`, and its
     fields but ``keys`` (described in ``read.lua``)."""
     players, player_index = grouped(request.player_ids, bucket)
     markers, marker_index = grouped(request.match_ids, marker_bucket)
-    return players, markers, {
-        "players": request.player_ids,
-        "bucket": player_index,
-        "effects": request.effect_ids,
-        "matches": request.match_ids,
-        "marker_bucket": marker_index,
-        "records": request.records,
-        "buckets": [len(players), len(markers)],
-        "now": int(now),
-        "generation": generation,
-        "mode": mode(request.generation),
-    }
+    return (
+        players,
+        markers,
+        {
+            "players": request.player_ids,
+            "bucket": player_index,
+            "effects": request.effect_ids,
+            "matches": request.match_ids,
+            "marker_bucket": marker_index,
+            "records": request.records,
+            "buckets": [len(players), len(markers)],
+            "now": int(now),
+            "generation": generation,
+            "mode": mode(request.generation),
+        },
+    )
 
 
 def snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:

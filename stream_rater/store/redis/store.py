@@ -227,7 +227,9 @@ class RedisStore(RerateControl, StateStore):
                 ids = list(only)
                 return stored_states(ids, await self.client.hmget(key, ids) if ids else [])
             rows = await self.client.hgetall(key)
-            return {text(f): PlayerState.unpack(raw) for f, raw in rows.items() if f}  # '' is commit.lua's
+            found = stored_states([text(f) for f in rows], rows.values())
+            found.pop("", None)  # commit.lua's field, no effect
+            return found
         if only is not None:
             return await self._bucketed(ladder, gen, "players", list(only))
         return await self.scan_buckets(ladder, gen, "players")
@@ -243,7 +245,9 @@ class RedisStore(RerateControl, StateStore):
             found.update((text(rows[i]), PlayerState.unpack(rows[i + 1])) for i in range(0, len(rows), 2))
         return found
 
-    async def _bucketed(self, ladder: str, generation: int, kind: str, ids: list[str]) -> dict[str, PlayerState]:
+    async def _bucketed(
+        self, ladder: str, generation: int, kind: str, ids: list[str]
+    ) -> dict[str, PlayerState]:
         """The states of `ids` in the ``<kind>:<b>`` buckets, one HMGET per bucket, pipelined."""
         if not ids:
             return {}
@@ -377,7 +381,9 @@ class RedisStore(RerateControl, StateStore):
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
         [raw] = await self._on_live(
             ladder,
-            lambda pipe, gen: pipe.hget(self._gen_key(ladder, gen, f"mk:{marker_bucket(match_id)}"), match_id),
+            lambda pipe, gen: pipe.hget(
+                self._gen_key(ladder, gen, f"mk:{marker_bucket(match_id)}"), match_id
+            ),
         )
         if raw is None:
             return None
@@ -417,14 +423,14 @@ class RedisStore(RerateControl, StateStore):
                 names.add(found.group(1))
         return sorted(names)
 
-    async def unrecorded_format(self) -> int:
+    async def unrecorded_format(self) -> int | None:
         """1 if any generation has a format-1 ``players`` hash (format 2's are ``players:<b>``)
-        or a format-1 ``mk`` hash, else 2 (a store new or of format 2 not recorded yet)."""
+        or a format-1 ``mk`` hash, else None (a store new or of format 2 not recorded yet)."""
         async for _ in self.client.scan_iter(match=self.prefix + ":{*:players", count=1000):
             return 1
         async for _ in self.client.scan_iter(match=self.prefix + ":{*:mk", count=1000):
             return 1
-        return 2
+        return None
 
     async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
         key = self.prefix + ":deployment"

@@ -47,7 +47,9 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     packed = {
         k.decode(): v
         for k, v in msgpack.unpackb(
-            commit_args(commit, 12, 0, Buckets.of(commit, 5), (60, 100), 1000.0), raw=True, strict_map_key=False
+            commit_args(commit, 12, 0, Buckets.of(commit, 5), (60, 100), 1000.0),
+            raw=True,
+            strict_map_key=False,
         ).items()
     }
     assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed)
