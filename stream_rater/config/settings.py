@@ -89,11 +89,13 @@ class Settings:
         "(as a new record) is recognised (0 = forever); Kafka redeliveries are recognised by the stored "
         "positions, whatever this window",
     )
-    #: Four: Redis keeps the present (the last few changes, enough for a player's recent form and
-    #: to explain a recent match); the past lives in PostgreSQL (design "The present and the past").
-    #: Each change kept costs some 60 bytes per player of the ladder in Redis.
+    #: Two: Redis keeps the present — a player's last changes, enough to explain a match within
+    #: the marker window and to show recent form — while the past lives in PostgreSQL (design "The
+    #: present and the past"). A change kept costs about 100 bytes per player (a UUID match id,
+    #: five floats, two timestamps, the expectations), so 1 GB per ten million players: two keep
+    #: a ten-million-player ladder within 4 GB (bench README "Capacity"), four would need 6.
     history_limit: int = _field(
-        4, "rating changes Redis keeps per player (the recent ones; the full history is in the archive)"
+        2, "rating changes Redis keeps per player (the latest; the full history is in the archive database)"
     )
     known_states: int = _field(
         200_000,

@@ -79,6 +79,12 @@ __all__ = [
 ]
 
 _INSTALL_HINT = "pip install 'stream_rater[local]'"
+
+#: The hash encoding limits recommended for the store (deploy/README.md "Redis memory"): a
+#: bucket of stored format 2 stays a compact listpack up to 256 fields (about 33 million players
+#: a ladder) and values of 512 bytes (a history of two changes, a team match's marker). The
+#: ``ziplist`` names, which Redis 7 keeps as aliases of the ``listpack`` ones, work on Redis 6 too.
+REDIS_HASH_LIMITS = ("--hash-max-ziplist-entries", "256", "--hash-max-ziplist-value", "512")
 #: The brokers `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
 BrokerKind = Literal["tansu", "apache-kafka"]
 BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")
@@ -422,6 +428,7 @@ class LocalRuntime:
             "--dir", str(directory or self._workdir),
             "--daemonize", "no",
             "--logfile", "",
+            *REDIS_HASH_LIMITS,
         ]  # fmt: skip
 
     def _cluster_node_argv(self, port: int) -> list[str]:

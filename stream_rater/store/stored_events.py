@@ -15,6 +15,7 @@ map, and maps written before the compact form existed read back as they are.
 from __future__ import annotations
 
 import functools
+import uuid
 from typing import Any
 
 import msgpack
@@ -123,20 +124,67 @@ def _text(value: Any) -> Any:
     return format_timestamp(value / 1e6) if type(value) is int else value
 
 
+#: The key lists of an ``expected`` a history entry keeps as its values alone (`pack_entry`).
+_EXPECTED = (("win", "draw"), ("ahead", "rank"))
+
+
+def _match(match_id: str) -> str | bytes:
+    """A match id as its 16 bytes if it is a canonical UUID (reads back identical), else itself."""
+    if len(match_id) == 36:
+        try:
+            found = uuid.UUID(match_id)
+        except ValueError:
+            return match_id
+        if str(found) == match_id:
+            return found.bytes
+    return match_id
+
+
+def _entry(compact: list[Any]) -> list[Any]:
+    """The fields of a history entry from an event's compact form (`pack_entry`)."""
+    match_id, _, _, b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late, *rest = compact
+    finished, processed = _micros(finished), _micros(processed)
+    if type(finished) is int and type(processed) is int:
+        processed -= finished  # exact: both are integers
+    entry = [_match(match_id), b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late]
+    if rest:
+        expected = rest[0]
+        keys = tuple(expected)
+        entry.append([_EXPECTED.index(keys), *expected.values()] if keys in _EXPECTED else expected)
+    return entry
+
+
+def _event_fields(entry: list[Any], player_id: str, model: str | None) -> list[Any]:
+    """Inverse of `_entry`: the compact form `stored_event` reads."""
+    match_id, b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late, *rest = entry
+    if type(finished) is int and type(processed) is int:
+        processed += finished
+    if isinstance(match_id, bytes):
+        match_id = str(uuid.UUID(bytes=match_id))
+    fields = [match_id, player_id, model, b_mu, b_sigma, a_mu, a_sigma, rating, games]
+    fields += [_text(finished), _text(processed), late]
+    if rest:
+        expected = rest[0]
+        fields.append(
+            dict(zip(_EXPECTED[expected[0]], expected[1:])) if isinstance(expected, list) else expected
+        )
+    return fields
+
+
 def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
     """`event`, a change of `player_id` of `ladder`, as a history entry (``h:<b>``, see
     `store.redis.keys`): its 2-byte big-endian length, then msgpack ``[match_id, before_mu,
     before_sigma, after_mu, after_sigma, rating, games, finished_at, processed_at, late(,
-    expected)]`` with the timestamps as microseconds where that reads back identical — the
-    player, the model (`model`) and the ladder are the history's, not repeated — or, for any
-    other event, its msgpack map. Empty (not kept) if longer than `ENTRY_LIMIT`."""
+    expected)]`` — the player, the model (`model`) and the ladder are the history's, not
+    repeated; a UUID match id as its 16 bytes; the timestamps as microseconds where that reads
+    back identical, ``processed_at`` then after ``finished_at``; an ``expected`` of the usual
+    keys as their index in `_EXPECTED` then its values — or, for any other event, its msgpack
+    map. Empty (not kept) if longer than `ENTRY_LIMIT`."""
     compact = _compact(event, ladder)
     if compact is None or compact[1] != player_id or compact[2] != model:
         body: bytes = PACKER.pack(event)
     else:
-        compact[9], compact[10] = _micros(compact[9]), _micros(compact[10])
-        del compact[1:3]
-        body = PACKER.pack(compact)
+        body = PACKER.pack(_entry(compact))
     return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
 
 
@@ -148,8 +196,7 @@ def unpack_entries(blob: bytes, ladder: str, player_id: str, model: str | None) 
         size = int.from_bytes(blob[at : at + 2], "big")
         value = msgpack.unpackb(blob[at + 2 : at + 2 + size], raw=False)
         at += 2 + size
-        if isinstance(value, list):
-            finished, processed = _text(value[7]), _text(value[8])
-            value = [value[0], player_id, model, *value[1:7], finished, processed, *value[9:]]
-        events.append(stored_event(value, ladder))
+        events.append(
+            stored_event(_event_fields(value, player_id, model) if isinstance(value, list) else value, ladder)
+        )
     return events
