@@ -227,7 +227,13 @@ async def store_for(args: argparse.Namespace) -> AsyncIterator[StateStore]:
     from stream_rater.store import RedisTimeouts, open_store
 
     settings = settings_of(args)
-    store = open_store(store_url(args), timeouts=RedisTimeouts.of(settings), prefix=settings.redis_prefix)
+    store = open_store(
+        store_url(args),
+        timeouts=RedisTimeouts.of(settings),
+        prefix=settings.redis_prefix,
+        marker_ttl=settings.marker_ttl,  # the markers' window: where a read finds them (`keys`)
+        history_limit=settings.history_limit,
+    )
     try:
         await bound_store(args, store)
         yield store

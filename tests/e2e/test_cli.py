@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -17,11 +18,12 @@ import pytest
 import redis
 
 from stream_rater.cli.stream import tansu_clients_note
+from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.demo import stop_process, wait_ready
 from stream_rater.local.runtime import free_port
-from stream_rater.store.redis.keys import marker_bucket
+from stream_rater.store.redis.keys import marker_slots
 from tests import helpers
 
 pytestmark = pytest.mark.e2e
@@ -244,7 +246,8 @@ def test_migrate_to_2_moves_markers_of_the_earlier_layout(redis_url):
             "migrate", "--to", "2", "--store", redis_url, "--redis-prefix", prefix, check=True
         ).stdout
         assert out == "upgraded to stored format 2: 1 legacy markers, 0 states, 0 histories, 1 markers\n", out
-        assert client.hget(f"{prefix}:{{{ladder}}}:mk:{marker_bucket('m1')}", "m1") == bytes(4)
+        slot = marker_slots(time.time(), Settings.marker_ttl)[1]  # moved into the present slot
+        assert client.hget(f"{prefix}:{{{ladder}}}:mk:{slot}", "m1") == b""
         assert not client.exists(f"{prefix}:{{{ladder}}}:m:m1")
         assert client.hget(f"{prefix}:deployment", "format") == b"2"
 

@@ -14,6 +14,7 @@ import pytest
 
 from stream_rater.bench import capacity
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.local.demo import default_data_file, football_events
 from stream_rater.offline.adapters import open_text, read_records
@@ -88,7 +89,7 @@ async def test_retained_markers_of_a_football_replay_average_at_most_160_bytes(r
     sizes = await capacity.measure(redis_url, ladders, events, batch_size=500, sample=300)
     assert sizes.marker_shrunk <= 160
     assert sizes.marker_whole > 3 * sizes.marker_shrunk  # events in their compact stored form
-    store = open_store(redis_url)
+    store = open_store(redis_url, marker_ttl=Settings().marker_ttl)  # where the markers are
     again = await replay([parse_match(e, ladders) for e in events], Processor(ladders, store, clock=clock))
     assert (again.duplicates, again.events) == (2000, 2 * 500)
     await store.close()
@@ -195,7 +196,7 @@ async def test_a_redelivery_below_the_stored_positions_applies_nothing_without_m
     first = await processor.process(matches[:3], where[:3])
     processor.produced(first)
     second = await processor.process(matches[3:5], where[3:5])  # the worker dies before producing
-    now[0] += 120  # every marker past its window
+    now[0] += 60 + 900  # every marker past its window (and its slot's slack)
     again = await Processor(ladders, store, clock=clock).process(matches, where)
     assert [(r.duplicate, len(r.events)) for r in again.results] == [(True, 0)] * 3 + [(True, 2)] * 2 + [
         (False, 2)

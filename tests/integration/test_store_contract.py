@@ -10,7 +10,7 @@ import pytest
 from stream_rater.contracts import rating_changed
 from stream_rater.store import Commit, CommitConflict, PlayerState, ReadRequest, StateWrite, open_store
 from stream_rater.store.redis import RedisStore, ladder_key
-from stream_rater.store.redis.keys import bucket, marker_bucket
+from stream_rater.store.redis.keys import bucket, marker_slots
 
 
 @pytest.fixture(params=["memory", "redis", "redis_cluster"])
@@ -160,7 +160,7 @@ async def test_states_without_sigma_round_trip(store, ladder):
 
 def _format_2_keys(ladder: str, prefix: str = "sr") -> list[str]:
     """The keys of a commit of player "a" (scored, with history) applying match "m1"."""
-    suffixes = (f"players:{bucket('a')}", "lb", f"mk:{marker_bucket('m1')}", f"h:{bucket('a')}", "meta")
+    suffixes = (f"players:{bucket('a')}", "lb", "mk:all", f"h:{bucket('a')}", "meta")  # no marker TTL: all
     return sorted(ladder_key(ladder, s, prefix) for s in suffixes)
 
 
@@ -184,7 +184,7 @@ async def test_redis_buckets_stay_listpacks_and_a_full_scan_finds_every_player(r
     writes = [write(p, 1.0, 1, 0) for p in ids] + [write("home", 0.5, 1, 0, is_effect=True)]
     event = rating_changed("m1", ladder, "p0", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
     await store.commit(Commit(ladder, writes, {"m1": []}, {"p0": [event]}, placings={"m1": [["p0", 1]]}))
-    for suffix in (f"players:{bucket('p0')}", f"h:{bucket('p0')}", f"mk:{marker_bucket('m1')}"):
+    for suffix in (f"players:{bucket('p0')}", f"h:{bucket('p0')}", "mk:all"):
         assert await store.client.object("encoding", ladder_key(ladder, suffix)) in (b"listpack", b"ziplist")
     assert await store.client.object("encoding", ladder_key(ladder, "effects")) == b"hashtable"
     assert set(await store.players(ladder)) == set(ids)
@@ -210,26 +210,37 @@ async def test_redis_scripts_flushed_are_loaded_again(redis_url, ladder):
 
 async def test_redis_markers_expire_after_their_ttl(redis_url, ladder):
     """With a marker TTL, a match stays applied for the whole window and is new again once it
-    ends (its placings with it); a commit's sweep deletes the expired markers of its bucket,
-    but not the events still unproduced (a redelivery re-emits them by position)."""
-    now = [1000.0]
+    is over (its placings with it); its slot key expires by itself in Redis, but the events
+    still unproduced stay (a redelivery re-emits them by position)."""
+    now = [1_000_000.0]
     store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
     await store.commit(
         Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a"}]}, placings={"m1": []})
     )
+    [slot] = [k async for k in store.client.scan_iter(match=ladder_key(ladder, "mk:*"))]
+    assert 3600 < await store.client.ttl(slot) <= 3600 + 901
     now[0] += 3599
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}))
     assert set((await store.read(ladder, [], [], ["m1", "m2"])).applied) == {"m1", "m2"}
     assert await store.placings(ladder, "m1") == []
-    now[0] += 2
+    now[0] += 901  # past the window and the slot's slack
     assert set((await store.read(ladder, [], [], ["m1", "m2"])).applied) == {"m2"}
     assert await store.placings(ladder, "m1") is None
-    store._sweep = marker_bucket("m1")
-    await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}))
-    assert not await store.client.hexists(ladder_key(ladder, f"mk:{marker_bucket('m1')}"), "m1")
     assert await store.client.hlen(ladder_key(ladder, "unproduced")) == 1
-    await store.commit(Commit(ladder, [write("a", 4.0, 4, 3)], {"m1": []}))  # new again
+    await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m1": []}))  # new again
     await store.close()
+
+
+@pytest.mark.parametrize("now", [0.0, 899.0, 900.0, 1_764_000_123.5])
+def test_marker_slots_keep_a_marker_between_one_ttl_and_a_slot_more(now):
+    """A marker written at `now` is in the slots read until `now + ttl` and no longer after a
+    slot more; its slot key lives exactly that long; without a TTL, it is in ``all``."""
+    ttl = 3600
+    _, slot, seconds = marker_slots(now, ttl)
+    assert all(slot in marker_slots(now + dt, ttl)[0] for dt in (0, 1, ttl - 1, ttl))
+    assert slot not in marker_slots(now + ttl + 901, ttl)[0]
+    assert seconds is not None and ttl <= seconds <= ttl + 901
+    assert marker_slots(now, 0) == (["all"], "all", None) and "all" in marker_slots(now, ttl)[0]
 
 
 async def test_produced_markers_shrink_and_keep_the_match_applied(store, ladder):
@@ -257,7 +268,7 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
 async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry(redis_url, ladder):
     """Once produced, a match's events leave the store while its marker stays, expiring when
     it would have: the match stays a duplicate for the whole idempotency window."""
-    now = [1000.0]
+    now = [1_000_800.0]  # the start of a markers slot
     store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
     await store.commit(
         Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a", "pad": "x" * 200}]})
@@ -266,24 +277,24 @@ async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, produced=["m1"]))
     assert not await store.client.exists(ladder_key(ladder, "unproduced"))
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": []}
-    now[0] += 1801
+    now[0] += 1800 + 900
     await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}))
     assert (await store.read(ladder, [], [], ["m1", "m2"])).applied == {"m2": []}
     await store.close()
 
 
 async def test_redis_a_commit_at_its_reads_watermark_looks_up_no_states(redis_url, ladder):
-    """The check by watermark is what spares Redis a lookup of every written state: the
-    commit's only HMGET is then the one of its markers."""
+    """The check by watermark is what spares Redis a lookup of every written state and of the
+    markers: the commit then has no HMGET; without it, one per markers slot and players bucket."""
     store = RedisStore.from_url(redis_url)
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
 
     async def hmgets(commit: Commit) -> int:
         await store.client.config_resetstat()
         await store.commit(commit)
-        return (await store.client.info("commandstats"))["cmdstat_hmget"]["calls"]
+        return (await store.client.info("commandstats")).get("cmdstat_hmget", {"calls": 0})["calls"]
 
-    assert await hmgets(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, read_at=(0, 1))) == 1
+    assert await hmgets(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, read_at=(0, 1))) == 0
     assert await hmgets(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}, read_at=(0, 1))) == 2
     await store.close()
 
@@ -323,7 +334,7 @@ async def test_effect_conflict_and_mixed_history(store, ladder):
 
 async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     """Other readers see the documented encodings (`keys`): msgpack states in their buckets,
-    markers as expiry then placings, unproduced events as a msgpack list in the stored form of
+    markers as their placings (in ``mk:all`` without a marker TTL), unproduced events as a msgpack list in the stored form of
     `stored_events`, histories as framed compact entries (newest first), exact scores."""
     store = RedisStore.from_url(redis_url)
     plain = rating_changed("m1", ladder, "a", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
@@ -345,8 +356,7 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     )
     assert await client.hget(ladder_key(ladder, "effects"), "home") == state.pack()
     compact = ["m1", "a", "elo", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False]
-    marker = await client.hget(ladder_key(ladder, f"mk:{marker_bucket('m1')}"), "m1")
-    assert marker == bytes(4) + packb([["a", 1]])
+    assert await client.hget(ladder_key(ladder, "mk:all"), "m1") == packb([["a", 1]])
     assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb([compact, events[1]])
     entry = packb(["m1", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False])
     assert (

@@ -7,8 +7,7 @@
 --       from "new"; 'p:<partition>': offset after the last record applied; 'model' of the
 --       history entries), 4 the ladder's control hash, 5 its freeze key, 6 the activity zset,
 --       7 the seasons list, 8 the unproduced-events hash, then the `buckets[1]` players buckets
---       written, the `buckets[2]` markers buckets (those of the new markers, then with `sweep`
---       the one swept, last), the `buckets[3]` history buckets (one per history written, in order),
+--       written, the `buckets[2]` markers slots of the last marker TTL (keys.py), the `buckets[3]` history buckets (one per history written, in order),
 --       then each scorer's quality sums hash and window list, then (with `season`) the key that
 --       keeps the ending season's leaderboard and the archive bucket of each players bucket, in
 --       order: every key the script touches, all of one ladder with its hash tag (one cluster
@@ -33,15 +32,14 @@
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to its key and the written players' states to the archive buckets
 --                          first, and the id appended to the seasons list
---         marker_ids       the matches applied, each with its markers bucket (index) in
---         marker_bucket    and its marker value (expiry then placings) in
---         markers
---         sweep            true: the last markers key is swept (its expired markers deleted)
+--         marker_ids       the matches applied, each with its marker (its placings, packed,
+--         markers          or ''), written into the slot of index
+--         slot             among the markers slots, which then expires in
+--         slot_ttl         seconds (nil: never)
 --         unproduced_at    the matches among them with events, as indices into marker_ids, and
 --         unproduced       their events, each match's as one msgpack array, kept until produced
 --         produced         match ids of earlier commits whose events are with the broker:
 --                          their unproduced events are dropped (the markers stay)
---         now              the client's clock (whole seconds): markers expired at it are absent
 --         history_ids      per history bucket key, the player whose history it appends
 --         history          per player, its new entries (newest first, framed as stored)
 --         history_cap      entries a history keeps
@@ -51,13 +49,13 @@
 --         quality_window   per scorer, the batch's match scores (packed), oldest first,
 --         quality_cap      pushed onto the window list, which keeps the newest quality_cap
 -- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
--- (a live marker exists), {'conflict', id} (a write whose stored version is not the expected
+-- (a marker exists), {'conflict', id} (a write whose stored version is not the expected
 -- one), {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'}.
 local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
 -- The effects hash has a field '' (no effect is named so) whose value is longer than Redis's
--- hash-max-listpack-value, so that it is a hash table from its first entry (it is never
+-- hash-max-listpack-value (also as deploy/README.md recommends it), so that it is a hash table from its first entry (it is never
 -- bucketed: a ladder has few effects, each read by many matches).
-local HASH_TABLE = string.rep('-', 128)
+local HASH_TABLE = string.rep('-', 4096)
 
 -- `command key values…` in chunks of at most CHUNK values.
 local function chunked(command, key, values)
@@ -119,15 +117,15 @@ local function refusal(key, args, groups, writes, B)
   local refused = wrong_generation(key(4), args)
   if refused then return refused end
   if args.mode == 'live' and redis.call('EXISTS', key(5)) == 1 then return {'frozen'} end
-  local marker_groups = by_bucket(B.marker_at, args.marker_bucket)
-  for b, of in pairs(marker_groups) do
-    local found = stored(key(B.markers + b), of, args.marker_ids)
-    for x, v in ipairs(found) do
-      if v and not expired(v, args.now) then return {'applied', args.marker_ids[of[x]]} end
-    end
-  end
+  -- An unchanged watermark means no commit since the read, which found no marker of these.
   local watermark = tonumber(redis.call('HGET', key(3), 'applied') or '0')
   if args.watermark == nil or watermark ~= args.watermark then
+    for s = 1, args.buckets[2] do
+      local found = stored(key(B.markers + s), B.marker_at, args.marker_ids)
+      for m = 1, #args.marker_ids do
+        if found[m] then return {'applied', args.marker_ids[m]} end
+      end
+    end
     for b, of in pairs(groups) do
       local id = stale(key(B.players + b), of, args.ids, args.expected)
       if id then return {'conflict', id} end
@@ -162,19 +160,14 @@ local function rank(key, args, of)
   end
 end
 
--- The markers, their unproduced events, the sweep, the watermark and the positions.
+-- The markers (into their slot, which then expires with them), their unproduced events, the
+-- watermark and the positions.
 local function mark(key, args, B)
   chunked('HDEL', key(8), args.produced)  -- first: events this commit keeps are never dropped
-  for b, of in pairs(by_bucket(B.marker_at, args.marker_bucket)) do
-    hset(key(B.markers + b), of, args.marker_ids, args.markers)
-  end
-  if args.sweep then
-    local swept, gone = key(B.markers + args.buckets[2]), {}
-    local all = redis.call('HGETALL', swept)
-    for i = 1, #all, 2 do
-      if expired(all[i + 1], args.now) then gone[#gone + 1] = all[i] end
-    end
-    chunked('HDEL', swept, gone)
+  if #args.marker_ids > 0 then
+    local slot = key(B.markers + args.slot)
+    hset(slot, B.marker_at, args.marker_ids, args.markers)
+    if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
   local kept = {}
   for m = 1, #args.unproduced_at do

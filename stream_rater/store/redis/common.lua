@@ -25,15 +25,6 @@ local function wrong_generation(control, args)
 end
 
 
--- Whether the marker value `v` ("mk:<c>" hashes: 4 bytes big-endian, the epoch second it
--- expires, 0 for never, then its placings) is past its expiry at `now` (seconds).
-local function expired(v, now)
-  local b1, b2, b3, b4 = string.byte(v, 1, 4)
-  local at = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
-  return at ~= 0 and at <= now
-end
-
-
 -- The first `cap` entries of `blob`, a history value: entries each a 2-byte big-endian length
 -- then that many bytes (walked by their lengths, never decoded).
 local function first_entries(blob, cap)

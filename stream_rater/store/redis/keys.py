@@ -27,11 +27,14 @@ per player, and no hash table per ladder. The scripts get every bucket key they 
 - ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
   leaderboard as the season that record ended left it, ``players:season:<id>:<b>`` hashes (as
   ``players:<b>``) the state before the season start of each player it wrote
-- ``mk:<c>``  hash  match id → its "match applied" marker, ``c = crc32(match id) mod
-  MARKER_BUCKETS`` (`marker_bucket`): 4 bytes big-endian, the epoch second it expires (0: never),
-  then msgpack ``[[player id, team rank], …]`` of the match's rated players (the index by match:
-  `ReadStore.placings`) or nothing. A marker past its expiry counts as absent; commits sweep one
-  bucket each in turn (`RedisStore.sweep`), deleting the expired ones
+- ``mk:<s>``  hash  match id → its "match applied" marker: msgpack ``[[player id, team rank],
+  …]`` of the match's rated players (the index by match: `ReadStore.placings`), or an empty
+  string. ``s`` is a time slot of `SLOT_SECONDS` (`marker_slots`): each commit writes its markers
+  into the slot of its time, and the key expires itself once its newest marker is past the TTL
+  (a marker lives TTL to TTL + 15 minutes); a read looks in the slots of its last TTL. Without a
+  TTL, ``mk:all`` holds them all. A slot of a busy ladder is a hash table (some 110 bytes a
+  marker): one write and a handful of lookups per batch, not per match. Readers and writers
+  must share the TTL (``STREAM_RATER_MARKER_TTL``): a reader with a shorter one sees fewer
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
   event in the stored form of `stored_events` (a compact array)
@@ -80,9 +83,9 @@ LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 #: 76 per bucket, under Redis's default ``hash-max-listpack-entries`` (128). Fixed: a player's
 #: bucket must never move.
 BUCKETS = 1 << 17
-#: Buckets of a ladder's markers: 2^14, so that the markers of an hour at 20 M matches a day
-#: (about 830 000) make about 50 per bucket.
-MARKER_BUCKETS = 1 << 14
+#: The width of a markers time slot (`marker_slots`), in seconds: a read looks in one slot per
+#: 15 minutes of the marker TTL, and a marker outlives its TTL by at most as much.
+SLOT_SECONDS = 900
 
 #: The key prefix of a store made without one (`Settings.redis_prefix`).
 DEFAULT_PREFIX: str = Settings.redis_prefix
@@ -93,9 +96,23 @@ def bucket(player_id: str) -> int:
     return zlib.crc32(player_id.encode()) & (BUCKETS - 1)
 
 
-def marker_bucket(match_id: str) -> int:
-    """The markers bucket of `match_id`: crc32 of its UTF-8 mod `MARKER_BUCKETS`."""
-    return zlib.crc32(match_id.encode()) & (MARKER_BUCKETS - 1)
+def marker_slots(now: float, ttl: float) -> tuple[list[str], str, int | None]:
+    """The markers slots a read or commit at `now` (seconds) with markers kept `ttl` seconds
+    looks in, the one it writes, and that slot key's time to live in seconds (None: for ever).
+
+    A marker goes to the slot of its commit's time, ``floor(now / SLOT_SECONDS)``, whose key
+    expires `ttl` after the slot's end: a marker lives from `ttl` to `ttl` + `SLOT_SECONDS`.
+    Readers look from the slot of ``now - ttl`` to the one after ``now`` (a writer's clock a
+    little ahead), and in ``all``, where a store without a TTL (0) keeps every marker."""
+    if not ttl:
+        return ["all"], "all", None
+    slot = int(now // SLOT_SECONDS)
+    first = int((now - ttl) // SLOT_SECONDS)
+    return (
+        ["all", *map(str, range(first, slot + 2))],
+        str(slot),
+        (slot + 1) * SLOT_SECONDS + int(ttl) - int(now) + 1,
+    )
 
 
 def ladder_key(ladder: str, suffix: str, prefix: str = DEFAULT_PREFIX) -> str:
@@ -140,13 +157,13 @@ class KeyLayout:
         """`generation_key` of this store's prefix."""
         return self._key(ladder, f"g{generation}:{suffix}" if generation else suffix)
 
-    def bucket_keys(self, ladder: str, generation: int, kind: str, buckets: Iterable[int]) -> list[str]:
+    def bucket_keys(self, ladder: str, generation: int, kind: str, buckets: Iterable[int | str]) -> list[str]:
         """The keys ``<kind>:<b>`` of `buckets` in `ladder`'s `generation`."""
         prefix = self._gen_key(ladder, generation, kind)
         return [f"{prefix}:{b}" for b in buckets]
 
     def read_keys(
-        self, ladder: str, generation: int, players: Sequence[int], markers: Sequence[int]
+        self, ladder: str, generation: int, players: Sequence[int], markers: Sequence[str]
     ) -> list[str]:
         """The keys the read script gets for `ladder`'s `generation`: then those of the
         `players` buckets and of the `markers` buckets."""
@@ -165,7 +182,7 @@ class KeyLayout:
         self,
         ladder: str,
         generation: int,
-        buckets: tuple[Sequence[int], Sequence[int], Sequence[int]],
+        buckets: tuple[Sequence[int], Sequence[str], Sequence[int]],
         season: str | None,
         scorers: Iterable[str] = (),
     ) -> list[str]:

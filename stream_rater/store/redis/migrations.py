@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgpack
 
-from stream_rater.store.redis.keys import bucket, legacy_marker, marker_bucket
+from stream_rater.store.redis.keys import bucket, legacy_marker, marker_slots
 from stream_rater.store.status import text
 from stream_rater.store.stored_events import pack_entry, stored_event
 from stream_rater.store.values import PlayerState
@@ -137,26 +137,35 @@ async def _move_states(store: RedisStore, key: bytes, ladder: str, generation: i
 
 
 async def _move_markers_2(store: RedisStore, key: bytes, ladder: str, generation: int) -> int:
-    """Move the format-1 markers hash `key` and its expiry zset into the markers buckets."""
+    """Move the format-1 markers hash `key` and its expiry zset into the markers slots: each
+    into the slot of the time it was written (its expiry less the store's marker TTL; a marker
+    kept longer or for ever into the present slot: it then lives one TTL from now), leaving out
+    those already past the TTL."""
     expiry_key = store._gen_key(ladder, generation, "mk:expiry")
-    expiries: dict[bytes, int] = {}
+    expiries: dict[bytes, float] = {}
     async for member, score in store.client.zscan_iter(expiry_key, count=1000):
-        expiries.update(
-            (m.encode() if isinstance(m, str) else m, int(score)) for m in msgpack.unpackb(member)
-        )
+        expiries.update((m.encode() if isinstance(m, str) else m, score) for m in msgpack.unpackb(member))
     rows = [(m, v) async for m, v in store.client.hscan_iter(key, count=1000) if m]
-    for i in range(0, len(rows), _BATCH):
-        async with store.client.pipeline(transaction=False) as pipe:
-            for match, value in rows[i : i + _BATCH]:
-                head = expiries.get(match, 0).to_bytes(4, "big")
-                pipe.hset(
-                    store._gen_key(ladder, generation, f"mk:{marker_bucket(match.decode())}"),
-                    match,
-                    head + value,
-                )
-            await pipe.execute()
+    now, ttl, moved = store.clock(), store.marker_ttl, 0
+    lives: dict[str, int] = {}  # slot key → its time to live from now, the longest of its markers'
+    async with store.client.pipeline(transaction=False) as pipe:
+        for match, value in rows:
+            # when it was written; one kept longer than this TTL allows (or for ever): now
+            written = min(expiries[match] - ttl, now) if match in expiries and ttl else now
+            _, slot, seconds = marker_slots(written, ttl)
+            slot_key = store._gen_key(ladder, generation, f"mk:{slot}")
+            if seconds is not None:
+                seconds -= int(now - written)
+                if seconds <= 0:
+                    continue  # past the window already
+                lives[slot_key] = max(seconds, lives.get(slot_key, 0))
+            pipe.hset(slot_key, match, value)
+            moved += 1
+        for slot_key, seconds in lives.items():
+            pipe.expire(slot_key, seconds)
+        await pipe.execute()
     await store.client.delete(key, expiry_key)
-    return len(rows)
+    return moved
 
 
 async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: int, player: str) -> int:

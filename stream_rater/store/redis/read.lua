@@ -4,25 +4,31 @@
 --       watermark; 'p:<partition>': the positions), 3 unproduced-events hash, all of the
 --       generation read, 4 the ladder's control hash ('params:<g>': generation g's parameter
 --       overrides), 5 its voids hash, then its `buckets[1]` players buckets and `buckets[2]`
---       markers buckets (every key the script touches).
+--       markers slots of the last marker TTL (every key the script touches).
 -- ARGV: per ladder one msgpack map (raw strings): players, bucket (per player the index of its
---       bucket among the players keys), effects, matches (the ids read), marker_bucket (per
---       match, the index of its markers bucket), records (nil, or per match nil or its
---       [partition, offset] in the matches topic), buckets, now (seconds), generation (the
+--       bucket among the players keys), effects, matches (the ids read), records (nil, or per
+--       match nil or its [partition, offset] in the matches topic), buckets, generation (the
 --       one the keys are of), mode ('live' or 'staging': which generation it must be).
 -- Returns per ladder {'generation', g} or {'gone', g} (see wrong_generation) when the
 -- generation is not the expected one; else one msgpack array [states, effect states, markers,
 -- watermark, voids, params]: the first two arrays of the stored values in request order, nil
 -- where absent (stored values are msgpack already, so they are concatenated as they are);
 -- markers per match id nil (not applied), or the events it still has to produce (an empty
--- array once they are with the broker). A match is applied if it has a marker not expired at
--- `now`, or if its record is below the ladder's position in that partition (a redelivery after
+-- array once they are with the broker). A match is applied if it has a marker in one of the
+-- slots, or if its record is below the ladder's position in that partition (a redelivery after
 -- a crash: positions never expire). The watermark an integer, nil if absent; voids the
 -- stored void per match id or nil (nil as a whole when the ladder has no voids); params the
 -- stored overrides or nil.
 local CHUNK = 1000  -- arguments per HMGET: unpack() is limited by the Lua stack
 local NIL = string.char(0xc0)
 local EMPTY = array_header(0)
+
+-- 1 … n.
+local function indices(n)
+  local out = {}
+  for i = 1, n do out[i] = i end
+  return out
+end
 
 -- The values of `ids` in `hash` (HMGET in chunks), nil where absent: a table index → value.
 local function hmget(hash, ids, out, at)
@@ -31,13 +37,6 @@ local function hmget(hash, ids, out, at)
     local values = redis.call('HMGET', hash, unpack(ids, i, j))
     for x = 1, j - i + 1 do out[at[i + x - 1]] = values[x] end
   end
-end
-
--- 1 … n.
-local function indices(n)
-  local out = {}
-  for i = 1, n do out[i] = i end
-  return out
 end
 
 -- The values of `ids` (each in the bucket key `key(first + bucket[i])`), request order.
@@ -56,12 +55,16 @@ end
 
 -- The match ids of `args` that are applied (see the header), in request order.
 local function applied_matches(key, args, meta)
-  local markers = bucketed(key, 5 + args.buckets[1], args.matches, args.marker_bucket)
+  local markers, every = {}, indices(#args.matches)
+  for s = 1, args.buckets[2] do
+    local found = {}
+    hmget(key(5 + args.buckets[1] + s), args.matches, found, every)
+    for i = 1, #args.matches do markers[i] = markers[i] or found[i] end
+  end
   local applied = {}
   for i, m in ipairs(args.matches) do
-    local v, record = markers[i], args.records and args.records[i]
-    if (v and not expired(v, args.now))
-        or (record and record[2] < tonumber(meta['p:' .. record[1]] or '0')) then
+    local record = args.records and args.records[i]
+    if markers[i] or (record and record[2] < tonumber(meta['p:' .. record[1]] or '0')) then
       applied[#applied + 1] = m
     end
   end

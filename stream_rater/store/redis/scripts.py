@@ -12,7 +12,6 @@ finds another one says so and the client retries with it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -20,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-from stream_rater.store.redis.keys import bucket, grouped, marker_bucket
+from stream_rater.store.redis.keys import bucket, grouped, marker_slots
 from stream_rater.store.stored_events import PACKER, pack_entry, pack_events, stored_event
 from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
@@ -67,40 +66,31 @@ def mode(generation: int | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Buckets:
-    """The buckets a commit touches (`KeyLayout.commit_keys`): of its player writes (distinct,
-    and per write the 1-based index of its own; effects 0), of its markers (distinct, then the
-    one swept if any, and per marker its index) and of each history written (one per player)."""
+    """The bucket keys a commit touches (`KeyLayout.commit_keys`): of its player writes
+    (distinct, and per write the 1-based index of its own; effects 0), the markers slots
+    (`keys.marker_slots`: those looked in, the index of the one written and its time to live)
+    and the bucket of each history written (one per player)."""
 
     players: list[int]
     player_index: list[int]
-    markers: list[int]
-    marker_index: list[int]
+    slots: list[str]
+    slot_written: int
+    slot_ttl: int | None
     histories: list[int]
-    swept: bool
 
     @classmethod
-    def of(cls, commit: Commit, sweep: int | None) -> Buckets:
-        """The buckets of `commit`, sweeping markers bucket `sweep` (None: none)."""
+    def of(cls, commit: Commit, now: float, ttl: float) -> Buckets:
+        """The buckets of `commit` at `now` with markers kept `ttl` seconds (0: for ever)."""
         players, index = grouped((w.player_id for w in commit.writes if not w.is_effect), bucket)
         it = iter(index)
         player_index = [0 if w.is_effect else next(it) for w in commit.writes]
-        markers, marker_index = grouped(commit.markers, marker_bucket)
-        if sweep is not None:
-            markers.append(sweep)
-        return cls(
-            players, player_index, markers, marker_index, list(map(bucket, commit.history)), sweep is not None
-        )
+        slots, written, slot_ttl = marker_slots(now, ttl)
+        histories = list(map(bucket, commit.history))
+        return cls(players, player_index, slots, slots.index(written) + 1, slot_ttl, histories)
 
-    def keys(self) -> tuple[list[int], list[int], list[int]]:
+    def keys(self) -> tuple[list[int], list[str], list[int]]:
         """The buckets in `KeyLayout.commit_keys`' form."""
-        return self.players, self.markers, self.histories
-
-
-def marker_values(commit: Commit, expiry: int) -> list[bytes]:
-    """Each new marker's value: its `expiry` (epoch second, 0 = never) as 4 bytes big-endian,
-    then its placings (packed), if any."""
-    head = expiry.to_bytes(4, "big")
-    return [head + PACKER.pack(commit.placings[m]) if m in commit.placings else head for m in commit.markers]
+        return self.players, self.slots, self.histories
 
 
 def history_args(commit: Commit) -> tuple[str | None, list[bytes]]:
@@ -122,17 +112,14 @@ def history_args(commit: Commit) -> tuple[str | None, list[bytes]]:
     ]
 
 
-def commit_args(
-    commit: Commit, keys: int, generation: int, buckets: Buckets, limits: tuple[int, int], now: float
-) -> bytes:
+def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, history_cap: int) -> bytes:
     """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
-    described in ``commit.lua``): `limits` are the marker TTL (seconds, 0 = forever) and the
-    history cap; `now` is the client's clock (seconds), for the markers' expiry."""
+    described in ``commit.lua``); histories keep `history_cap` entries."""
     ladder = commit.ladder
-    ttl, history_cap = limits
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     unproduced = [events for events in commit.markers.values() if events]
     model, history = history_args(commit)
+    ids_of = list(commit.markers)
     return script_args(
         keys=keys,
         generation=generation,
@@ -148,15 +135,14 @@ def commit_args(
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
-        buckets=[len(buckets.players), len(buckets.markers), len(buckets.histories)],
-        marker_ids=list(commit.markers),
-        marker_bucket=buckets.marker_index,
-        markers=marker_values(commit, math.ceil(now + ttl) if ttl else 0),
-        sweep=buckets.swept,
+        buckets=[len(buckets.players), len(buckets.slots), len(buckets.histories)],
+        marker_ids=ids_of,
+        markers=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in ids_of],
+        slot=buckets.slot_written,
+        slot_ttl=buckets.slot_ttl,
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
         unproduced=[pack_events(events, ladder) for events in unproduced],
         produced=list(commit.produced),
-        now=int(now),
         history_ids=list(commit.history),
         history=history,
         history_cap=history_cap,
@@ -172,24 +158,22 @@ def commit_args(
 
 
 def read_args(
-    request: ReadRequest, generation: int, now: float
-) -> tuple[list[int], list[int], dict[str, Any]]:
-    """The players and markers buckets of the read script's argument for `request`, and its
-    fields but ``keys`` (described in ``read.lua``)."""
+    request: ReadRequest, generation: int, now: float, ttl: float
+) -> tuple[list[int], list[str], dict[str, Any]]:
+    """The players buckets and markers slots of the read script's argument for `request` (at
+    `now`, markers kept `ttl` seconds), and its fields but ``keys`` (described in ``read.lua``)."""
     players, player_index = grouped(request.player_ids, bucket)
-    markers, marker_index = grouped(request.match_ids, marker_bucket)
+    slots = marker_slots(now, ttl)[0]
     return (
         players,
-        markers,
+        slots,
         {
             "players": request.player_ids,
             "bucket": player_index,
             "effects": request.effect_ids,
             "matches": request.match_ids,
-            "marker_bucket": marker_index,
             "records": request.records,
-            "buckets": [len(players), len(markers)],
-            "now": int(now),
+            "buckets": [len(players), len(slots)],
             "generation": generation,
             "mode": mode(request.generation),
         },

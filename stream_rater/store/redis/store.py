@@ -8,7 +8,6 @@ arguments in `scripts`; the re-rate control is `control.RerateControl`.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -26,11 +25,10 @@ from stream_rater.store.redis.control import RerateControl
 from stream_rater.store.redis.keys import (
     BUCKETS,
     DEFAULT_PREFIX,
-    MARKER_BUCKETS,
     bucket,
     grouped,
     ladder_of_meta,
-    marker_bucket,
+    marker_slots,
 )
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
@@ -89,8 +87,6 @@ class RedisStore(RerateControl, StateStore):
         self._control_script = client.register_script(CONTROL_SCRIPT)
         self._board_script = client.register_script(BOARD_SCRIPT)
         self._scan_script = client.register_script(SCAN_SCRIPT)
-        #: The markers bucket the next commit sweeps (each commit one, in turn, from a random one).
-        self._sweep = random.randrange(MARKER_BUCKETS)
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
 
@@ -138,7 +134,7 @@ class RedisStore(RerateControl, StateStore):
         """The generation, keys and argument of the read script for `request`."""
         ladder, generation = request.ladder, request.generation
         gen = self._live.get(ladder, 0) if generation is None else generation
-        players, markers, fields = read_args(request, gen, self.clock())
+        players, markers, fields = read_args(request, gen, self.clock(), self.marker_ttl)
         keys = self.read_keys(ladder, gen, players, markers)
         return gen, keys, script_args(keys=len(keys), **fields)
 
@@ -160,13 +156,9 @@ class RedisStore(RerateControl, StateStore):
         """The keys and argument of the commit script for `commit`."""
         ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
-        sweep = None
-        if self.marker_ttl:
-            sweep, self._sweep = self._sweep, (self._sweep + 1) % MARKER_BUCKETS
-        buckets = Buckets.of(commit, sweep)
+        buckets = Buckets.of(commit, self.clock(), self.marker_ttl)
         keys = self.commit_keys(ladder, gen, buckets.keys(), commit.season, commit.quality)
-        limits = (self.marker_ttl, self.history_limit)
-        return keys, commit_args(commit, len(keys), gen, buckets, limits, self.clock())
+        return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit)
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
         """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each
@@ -227,9 +219,8 @@ class RedisStore(RerateControl, StateStore):
                 ids = list(only)
                 return stored_states(ids, await self.client.hmget(key, ids) if ids else [])
             rows = await self.client.hgetall(key)
-            found = stored_states([text(f) for f in rows], rows.values())
-            found.pop("", None)  # commit.lua's field, no effect
-            return found
+            named = {text(f): raw for f, raw in rows.items() if f}  # '' is commit.lua's, no effect
+            return stored_states(named, named.values())
         if only is not None:
             return await self._bucketed(ladder, gen, "players", list(only))
         return await self.scan_buckets(ladder, gen, "players")
@@ -379,18 +370,16 @@ class RedisStore(RerateControl, StateStore):
         return {text(k): float(v) for k, v in sums.items()}, scores
 
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
-        [raw] = await self._on_live(
-            ladder,
-            lambda pipe, gen: pipe.hget(
-                self._gen_key(ladder, gen, f"mk:{marker_bucket(match_id)}"), match_id
-            ),
-        )
-        if raw is None:
-            return None
-        expiry = int.from_bytes(raw[:4], "big")
-        if expiry and expiry <= int(self.clock()):
-            return None  # past the window: as absent (a commit's sweep deletes it)
-        return [(p, r) for p, r in msgpack.unpackb(raw[4:], raw=False)] if raw[4:] else []
+        slots = marker_slots(self.clock(), self.marker_ttl)[0]
+
+        def build(pipe: Any, gen: int) -> None:
+            for key in self.bucket_keys(ladder, gen, "mk", slots):
+                pipe.hget(key, match_id)
+
+        found = [raw for raw in await self._on_live(ladder, build) if raw is not None]
+        if not found:
+            return None  # never applied, or past the markers' window
+        return [(p, r) for p, r in msgpack.unpackb(found[0], raw=False)] if found[0] else []
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         ids = list(player_ids)

@@ -47,7 +47,7 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     packed = {
         k.decode(): v
         for k, v in msgpack.unpackb(
-            commit_args(commit, 12, 0, Buckets.of(commit, 5), (60, 100), 1000.0),
+            commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100),
             raw=True,
             strict_map_key=False,
         ).items()
