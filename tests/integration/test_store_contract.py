@@ -334,8 +334,9 @@ async def test_effect_conflict_and_mixed_history(store, ladder):
 
 async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     """Other readers see the documented encodings (`keys`): msgpack states in their buckets,
-    markers as their placings (in ``mk:all`` without a marker TTL), unproduced events as a msgpack list in the stored form of
-    `stored_events`, histories as framed compact entries (newest first), exact scores."""
+    markers as their placings (in ``mk:all`` without a marker TTL), unproduced events as a
+    msgpack list in the stored form of `stored_events`, histories as a ring of chunks per state
+    version, each framed compact entries (newest first), exact scores."""
     store = RedisStore.from_url(redis_url)
     plain = rating_changed("m1", ladder, "a", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
     events = [plain, {"event_id": "m1:b"}]
@@ -359,13 +360,12 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     assert await client.hget(ladder_key(ladder, "mk:all"), "m1") == packb([["a", 1]])
     assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb([compact, events[1]])
     entry = packb(["m1", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False])
-    assert (
-        await client.hget(ladder_key(ladder, f"h:{bucket('a')}"), "a")
-        == len(entry).to_bytes(2, "big") + entry
-    )
+    ring_a = await client.hget(ladder_key(ladder, f"h:{bucket('a')}"), "a:1")  # state version 1
+    assert ring_a == (1).to_bytes(4, "big") + len(entry).to_bytes(2, "big") + entry
     other = packb(events[1])  # not a plain event of "b": its map, after "a"'s event as a map
-    blob = await client.hget(ladder_key(ladder, f"h:{bucket('b')}"), "b")
-    assert blob == len(packb(plain)).to_bytes(2, "big") + packb(plain) + len(other).to_bytes(2, "big") + other
+    ring_b = await client.hget(ladder_key(ladder, f"h:{bucket('b')}"), "b:0")  # no state written: 0
+    framed = len(packb(plain)).to_bytes(2, "big") + packb(plain) + len(other).to_bytes(2, "big") + other
+    assert ring_b == bytes(4) + framed
     assert await client.hget(ladder_key(ladder, "meta"), "model") == b"elo"
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": events}
     assert await store.history(ladder, "b", 10) == [events[0], events[1]]

@@ -40,9 +40,8 @@
 --         unproduced       their events, each match's as one msgpack array, kept until produced
 --         produced         match ids of earlier commits whose events are with the broker:
 --                          their unproduced events are dropped (the markers stay)
---         history_ids      per history bucket key, the player whose history it appends
---         history          per player, its new entries (newest first, framed as stored)
---         history_cap      entries a history keeps
+--         history_fields   per history bucket key, the field of the player's ring it writes
+--         history          and its value (the commit's state version, then its entries)
 --         model            nil, or the model of the history entries (meta field 'model')
 --         positions        map partition → offset after the batch's last record of it
 --         quality_add      per scorer, its sums' increments as field, decimal string, …
@@ -121,7 +120,8 @@ local function refusal(key, args, groups, writes, B)
   local watermark = tonumber(redis.call('HGET', key(3), 'applied') or '0')
   if args.watermark == nil or watermark ~= args.watermark then
     for s = 1, args.buckets[2] do
-      local found = stored(key(B.markers + s), B.marker_at, args.marker_ids)
+      local found = redis.call('EXISTS', key(B.markers + s)) == 1
+        and stored(key(B.markers + s), B.marker_at, args.marker_ids) or {}
       for m = 1, #args.marker_ids do
         if found[m] then return {'applied', args.marker_ids[m]} end
       end
@@ -184,13 +184,10 @@ local function mark(key, args, B)
   end
 end
 
--- Each history written: its new entries before the stored ones, cut to the cap by walking
--- the entries' lengths (no decoding).
-local function append_history(key, args, B)
-  for h, player in ipairs(args.history_ids) do
-    local hash = key(B.histories + h)
-    local blob = args.history[h] .. (redis.call('HGET', hash, player) or '')
-    redis.call('HSET', hash, player, first_entries(blob, args.history_cap))
+-- Each history written: its field of the player's ring, overwritten (keys.py).
+local function write_history(key, args, B)
+  for h, field in ipairs(args.history_fields) do
+    redis.call('HSET', key(B.histories + h), field, args.history[h])
   end
   if args.model then redis.call('HSET', key(3), 'model', args.model) end
 end
@@ -241,11 +238,14 @@ local function commit(o, args)
   if refused then return refused end
 
   if args.season then archive(key, args, groups, B) end
-  for b, of in pairs(groups) do hset(key(B.players + b), of, args.ids, args.states) end
+  local ids, states, bucket = args.ids, args.states, args.bucket
+  for _, w in ipairs(players) do  -- one HSET per player: few share a bucket on a big ladder
+    redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w])
+  end
   hset(key(1), effects, args.ids, args.states, {'', HASH_TABLE})
   rank(key, args, players)
   mark(key, args, B)
-  append_history(key, args, B)
+  write_history(key, args, B)
   add_quality(key, args, B)
   return {'ok'}
 end

@@ -23,16 +23,3 @@ local function wrong_generation(control, args)
   end
   return nil
 end
-
-
--- The first `cap` entries of `blob`, a history value: entries each a 2-byte big-endian length
--- then that many bytes (walked by their lengths, never decoded).
-local function first_entries(blob, cap)
-  local at = 1
-  for _ = 1, cap do
-    if at > #blob then return blob end
-    local hi, lo = string.byte(blob, at, at + 1)
-    at = at + 2 + hi * 256 + lo
-  end
-  return string.sub(blob, 1, at - 1)
-end

@@ -29,17 +29,20 @@ per player, and no hash table per ladder. The scripts get every bucket key they 
   ``players:<b>``) the state before the season start of each player it wrote
 - ``mk:<s>``  hash  match id → its "match applied" marker: msgpack ``[[player id, team rank],
   …]`` of the match's rated players (the index by match: `ReadStore.placings`), or an empty
-  string. ``s`` is a time slot of `SLOT_SECONDS` (`marker_slots`): each commit writes its markers
-  into the slot of its time, and the key expires itself once its newest marker is past the TTL
-  (a marker lives TTL to TTL + 15 minutes); a read looks in the slots of its last TTL. Without a
+  string. ``s`` is a time slot, 15 minutes or a sixteenth of the TTL wide (`marker_slots`): each
+  commit writes its markers into the slot of its time, and the key expires itself once its newest
+  marker is past the TTL (a marker lives TTL to TTL + a slot); a read looks in the slots of its
+  last TTL. Without a
   TTL, ``mk:all`` holds them all. A slot of a busy ladder is a hash table (some 110 bytes a
   marker): one write and a handful of lookups per batch, not per match. Readers and writers
   must share the TTL (``STREAM_RATER_MARKER_TTL``): a reader with a shorter one sees fewer
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
   event in the stored form of `stored_events` (a compact array)
-- ``h:<b>``   hash  player id → the player's last changes, newest first (at most
-  ``STREAM_RATER_HISTORY_LIMIT``), each as a 2-byte big-endian length then the entry: msgpack
+- ``h:<b>``   hash  ``<player id>:<n>`` → the player's changes in the commit that wrote its
+  state version v, n = v mod ``STREAM_RATER_HISTORY_LIMIT`` (`history_slot`: a ring of its last
+  commits, written without being read): 4 bytes big-endian v, then the changes newest first,
+  each a 2-byte big-endian length then the entry: msgpack
   ``[match_id, before_mu, before_sigma, after_mu, after_sigma, rating, games, finished_at,
   processed_at, late(, expected)]`` with timestamps as integer microseconds where they read
   back identical (`stored_events.pack_entry`), or any other event's msgpack map
@@ -83,9 +86,15 @@ LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 #: 76 per bucket, under Redis's default ``hash-max-listpack-entries`` (128). Fixed: a player's
 #: bucket must never move.
 BUCKETS = 1 << 17
-#: The width of a markers time slot (`marker_slots`), in seconds: a read looks in one slot per
-#: 15 minutes of the marker TTL, and a marker outlives its TTL by at most as much.
+#: The narrowest markers time slot (`marker_slots`), in seconds: with the default TTL (an hour)
+#: a read looks in one slot per 15 minutes, and a marker outlives its TTL by at most as much.
 SLOT_SECONDS = 900
+#: The most slots a marker TTL is cut into (a longer TTL gets wider slots).
+MAX_SLOTS = 16
+
+#: Most slots of a player's history ring (`history_slot`): what a read looks at, whatever the
+#: writers' ``STREAM_RATER_HISTORY_LIMIT`` (at most this many changes are kept).
+HISTORY_SLOTS = 32
 
 #: The key prefix of a store made without one (`Settings.redis_prefix`).
 DEFAULT_PREFIX: str = Settings.redis_prefix
@@ -100,19 +109,30 @@ def marker_slots(now: float, ttl: float) -> tuple[list[str], str, int | None]:
     """The markers slots a read or commit at `now` (seconds) with markers kept `ttl` seconds
     looks in, the one it writes, and that slot key's time to live in seconds (None: for ever).
 
-    A marker goes to the slot of its commit's time, ``floor(now / SLOT_SECONDS)``, whose key
-    expires `ttl` after the slot's end: a marker lives from `ttl` to `ttl` + `SLOT_SECONDS`.
-    Readers look from the slot of ``now - ttl`` to the one after ``now`` (a writer's clock a
-    little ahead), and in ``all``, where a store without a TTL (0) keeps every marker."""
+    A marker goes to the slot of its commit's time, ``floor(now / w)`` with ``w`` the larger of
+    `SLOT_SECONDS` and ``ttl / MAX_SLOTS`` (so a read looks in at most ``MAX_SLOTS + 2`` slots
+    whatever the TTL), whose key expires `ttl` after the slot's end: a marker lives from `ttl` to
+    `ttl` + ``w``. Readers look from the slot of ``now - ttl`` to the one after ``now`` (a
+    writer's clock a little ahead), and in ``all``, where a store without a TTL (0) keeps every
+    marker."""
     if not ttl:
         return ["all"], "all", None
-    slot = int(now // SLOT_SECONDS)
-    first = int((now - ttl) // SLOT_SECONDS)
-    return (
-        ["all", *map(str, range(first, slot + 2))],
-        str(slot),
-        (slot + 1) * SLOT_SECONDS + int(ttl) - int(now) + 1,
-    )
+    width = max(SLOT_SECONDS, -(-int(ttl) // MAX_SLOTS))
+    slot = int(now // width)
+    first = int((now - ttl) // width)
+    return ["all", *map(str, range(first, slot + 2))], str(slot), (slot + 1) * width + int(ttl) - int(now) + 1
+
+
+def history_slot(player_id: str, version: int, cap: int) -> str:
+    """The field of a player's history that the commit writing its state `version` fills:
+    ``<player>:<version mod cap>`` (a ring of its last `cap` commits; `cap` at most
+    `HISTORY_SLOTS`)."""
+    return f"{player_id}:{version % min(cap, HISTORY_SLOTS)}"
+
+
+def history_chunk(version: int, entries: Iterable[bytes]) -> bytes:
+    """A history field's value: `version` as 4 bytes big-endian, then `entries` (newest first)."""
+    return (version & 0xFFFFFFFF).to_bytes(4, "big") + b"".join(entries)
 
 
 def ladder_key(ladder: str, suffix: str, prefix: str = DEFAULT_PREFIX) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgpack
 
-from stream_rater.store.redis.keys import bucket, legacy_marker, marker_slots
+from stream_rater.store.redis.keys import bucket, history_chunk, history_slot, legacy_marker, marker_slots
 from stream_rater.store.status import text
 from stream_rater.store.stored_events import pack_entry, stored_event
 from stream_rater.store.values import PlayerState
@@ -169,7 +169,8 @@ async def _move_markers_2(store: RedisStore, key: bytes, ladder: str, generation
 
 
 async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: int, player: str) -> int:
-    """Move one format-1 history list (set aside as ``h1:<player>``) into its bucket."""
+    """Move one format-1 history list (set aside as ``h1:<player>``) into its bucket: its
+    newest entries as one chunk, in the ring's slot of the player's state version."""
     rows = await store.client.lrange(key, 0, store.history_limit - 1)
     events = [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
     meta = store._gen_key(ladder, generation, "meta")
@@ -177,9 +178,12 @@ async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: 
     if model is not None:
         await store.client.hsetnx(meta, "model", model)
         model = text(await store.client.hget(meta, "model") or model)
-    blob = b"".join(pack_entry(e, ladder, model or "", player) for e in events)
+    state = await store.client.hget(store._gen_key(ladder, generation, f"players:{bucket(player)}"), player)
+    version = PlayerState.unpack(state).version if state else 0  # the states moved first
+    chunk = history_chunk(version, (pack_entry(e, ladder, model or "", player) for e in events))
+    field = history_slot(player, version, store.history_limit)
     async with store.client.pipeline(transaction=True) as pipe:
-        pipe.hset(store._gen_key(ladder, generation, f"h:{bucket(player)}"), player, blob)
+        pipe.hset(store._gen_key(ladder, generation, f"h:{bucket(player)}"), field, chunk)
         pipe.delete(key)
         await pipe.execute()
     return 1

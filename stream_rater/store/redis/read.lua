@@ -57,9 +57,12 @@ end
 local function applied_matches(key, args, meta)
   local markers, every = {}, indices(#args.matches)
   for s = 1, args.buckets[2] do
-    local found = {}
-    hmget(key(5 + args.buckets[1] + s), args.matches, found, every)
-    for i = 1, #args.matches do markers[i] = markers[i] or found[i] end
+    local slot = key(5 + args.buckets[1] + s)
+    if redis.call('EXISTS', slot) == 1 then  -- most slots of a quiet ladder are empty
+      local found = {}
+      hmget(slot, args.matches, found, every)
+      for i = 1, #args.matches do markers[i] = markers[i] or found[i] end
+    end
   end
   local applied = {}
   for i, m in ipairs(args.matches) do

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-from stream_rater.store.redis.keys import bucket, grouped, marker_slots
+from stream_rater.store.redis.keys import bucket, grouped, history_chunk, history_slot, marker_slots
 from stream_rater.store.stored_events import PACKER, pack_entry, pack_events, stored_event
 from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
@@ -93,9 +93,10 @@ class Buckets:
         return self.players, self.slots, self.histories
 
 
-def history_args(commit: Commit) -> tuple[str | None, list[bytes]]:
-    """The history entries' model (of the first plain event) and per player its new entries,
-    newest first, framed as stored (`stored_events.pack_entry`)."""
+def history_args(commit: Commit, cap: int) -> tuple[str | None, list[str], list[bytes]]:
+    """The history entries' model (of the first plain event), and per player the field its
+    entries of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last
+    `cap` commits: `history_slot`), and its value (`history_chunk`)."""
     ladder = commit.ladder
     model = next(
         (
@@ -106,10 +107,15 @@ def history_args(commit: Commit) -> tuple[str | None, list[bytes]]:
         ),
         None,
     )
-    return model, [
-        b"".join(pack_entry(e, ladder, model or "", player) for e in reversed(entries))
-        for player, entries in commit.history.items()
-    ]
+    versions = {w.player_id: w.state.version for w in commit.writes if not w.is_effect}
+    fields, chunks = [], []
+    for player, entries in commit.history.items():
+        version = versions.get(player, 0)  # a history without its state (not the processor's): 0
+        fields.append(history_slot(player, version, cap))
+        chunks.append(
+            history_chunk(version, [pack_entry(e, ladder, model or "", player) for e in reversed(entries)])
+        )
+    return model, fields, chunks
 
 
 def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, history_cap: int) -> bytes:
@@ -118,7 +124,7 @@ def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, hi
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     unproduced = [events for events in commit.markers.values() if events]
-    model, history = history_args(commit)
+    model, history_fields, history = history_args(commit, history_cap)
     ids_of = list(commit.markers)
     return script_args(
         keys=keys,
@@ -143,9 +149,8 @@ def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, hi
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
         unproduced=[pack_events(events, ladder) for events in unproduced],
         produced=list(commit.produced),
-        history_ids=list(commit.history),
+        history_fields=history_fields,
         history=history,
-        history_cap=history_cap,
         model=model,
         positions=dict(commit.positions),
         quality_add=[

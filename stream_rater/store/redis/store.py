@@ -25,6 +25,7 @@ from stream_rater.store.redis.control import RerateControl
 from stream_rater.store.redis.keys import (
     BUCKETS,
     DEFAULT_PREFIX,
+    HISTORY_SLOTS,
     bucket,
     grouped,
     ladder_of_meta,
@@ -352,13 +353,18 @@ class RedisStore(RerateControl, StateStore):
         return reply
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
+        fields = [f"{player_id}:{n}" for n in range(HISTORY_SLOTS)]
+
         def build(pipe: Any, gen: int) -> None:
             pipe.hget(self._gen_key(ladder, gen, "meta"), "model")
-            pipe.hget(self._gen_key(ladder, gen, f"h:{bucket(player_id)}"), player_id)
+            pipe.hmget(self._gen_key(ladder, gen, f"h:{bucket(player_id)}"), fields)
 
-        model, blob = await self._on_live(ladder, build)
-        events = unpack_entries(blob or b"", ladder, player_id, text(model) if model else None)
-        return events[:limit]
+        model, chunks = await self._on_live(ladder, build)
+        newest = sorted((c for c in chunks if c), key=lambda c: int.from_bytes(c[:4], "big"), reverse=True)
+        events = unpack_entries(
+            b"".join(c[4:] for c in newest), ladder, player_id, text(model) if model else None
+        )
+        return events[: min(limit, self.history_limit)]
 
     async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
         def build(pipe: Any, gen: int) -> None:
