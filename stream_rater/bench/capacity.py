@@ -6,16 +6,16 @@ through the processor into a local Redis with the worker's default marker TTL an
 each batch's events noted as produced the way the worker notes them (so the next commit
 drops them). Then Redis's ``MEMORY USAGE … SAMPLES 0`` is asked of:
 
-- the ``players:<b>`` buckets and the ``lb`` zset — per player state and per leaderboard
-  entry (usage / fields or members). A small ladder has about one player per bucket, so its
+- the ``players:<b>`` buckets and the ``lb`` zset — per player state (usage less the history
+  fields' bytes / players) and per leaderboard entry (usage / members). A small ladder has about one player per bucket, so its
   figure carries a key's overhead per player: a ten-million-player ladder's buckets hold about
   76 each (bench README "Capacity" measures that density too);
 - the ``mk:<c>`` markers buckets — per match applied ("marker, produced") — and the
   ``unproduced`` hash, which holds the last batch's events until the ladder's next commit drops
   them — per match whose events are not yet produced, added to a marker's bytes ("marker,
   whole": what every match costs until its events are produced);
-- the ``h:<b>`` history buckets — per history entry (usage / players / mean entries of a
-  sample);
+- the history fields of the players buckets — per history entry (their field and value
+  bytes / entries);
 
 and the Kafka bytes (key + value as produced, uncompressed, without the record batch framing)
 of each match-finished record (`kafka.match_record`) and rating-changed record
@@ -44,6 +44,7 @@ from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.replay import replay
 from stream_rater.processor import MatchResult, Processor
 from stream_rater.store.redis import RedisStore, ladder_key
+from stream_rater.store.redis.keys import HISTORY_MARK
 
 DAY = 86_400.0
 
@@ -113,7 +114,6 @@ async def measure(
     *,
     settings: Settings | None = None,
     batch_size: int = 1000,
-    sample: int = 1000,
 ) -> Sizes:
     """Replay `events` (all of one ladder, new to the Redis at `redis_url`) with the marker
     TTL and history cap of `settings` (default: the worker's defaults) and measure."""
@@ -136,29 +136,27 @@ async def measure(
         await replay(matches, Processor(ladders, store), batch_size=batch_size, on_result=on_result)
         used = (await client.info("memory"))["used_memory"] - before
         prefix = ladder_key(ladder, "")
-        kinds = {kind: await _kind_sizes(client, prefix, kind) for kind in ("players:", "h:", "mk:")}
+        kinds = {kind: await _kind_sizes(client, prefix, kind) for kind in ("players:", "mk:")}
         lb = await _kind_sizes(client, prefix, "lb")
         unproduced = await _kind_sizes(client, prefix, "unproduced")
-        sampled = await _sample(client, prefix, sample)
-        entries = sum([len(await store.history(ladder, p, settings.history_limit)) for p in sampled])
+        players = await store.players(ladder)
+        h_bytes = await _history_bytes(client, prefix)
+        entries = sum([len(await store.history(ladder, p, settings.history_limit)) for p in players])
     finally:
         await store.close()
-    (players_bytes, fields, players_encoding), (h_bytes, histories, h_encoding) = (
-        kinds["players:"],
-        kinds["h:"],
-    )
+    players_bytes, _, players_encoding = kinds["players:"]
     markers_bytes, markers, _ = kinds["mk:"]
     marker = markers_bytes / max(markers, 1)
     return Sizes(
         matches=len(matches),
         events=len(produced),
-        players=fields,
-        state=players_bytes / fields,
+        players=len(players),
+        state=(players_bytes - h_bytes) / len(players),
         state_encoding=players_encoding,
         marker_shrunk=marker,
         marker_whole=marker + unproduced[0] / max(unproduced[1], 1),
-        history_entry=h_bytes / histories / max(entries / max(len(sampled), 1), 1),
-        history_encoding=h_encoding,
+        history_entry=h_bytes / max(entries, 1),
+        history_encoding=players_encoding,
         leaderboard_entry=lb[0] / lb[1],
         leaderboard_encoding=lb[2],
         match_record=_mean([len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in events)]),
@@ -191,14 +189,15 @@ async def _kind_sizes(client: Any, prefix: str, kind: str) -> tuple[int, int, st
     return sum(replies[0:-1:2]), sum(replies[1:-1:2]), _text(replies[-1])
 
 
-async def _sample(client: Any, prefix: str, n: int) -> list[str]:
-    """Up to `n` players of the ladder at `prefix` that have a history."""
-    found: list[str] = []
-    async for key in client.scan_iter(match=prefix + "h:*", count=1000):
-        found += [_text(f) for f in await client.hkeys(key)]
-        if len(found) >= n:
-            break
-    return found[:n]
+async def _history_bytes(client: Any, prefix: str) -> int:
+    """The bytes of the history fields of a ladder's players buckets: field and value lengths
+    (a listpack's per-entry overhead is a few bytes more)."""
+    total = 0
+    async for key in client.scan_iter(match=prefix + "players:*", count=1000):
+        if b":season:" not in key:
+            rows = await client.hgetall(key)
+            total += sum(len(f) + len(v) for f, v in rows.items() if f.startswith(HISTORY_MARK))
+    return total
 
 
 def _text(value: bytes | str) -> str:
@@ -233,7 +232,7 @@ def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: 
             sizes.marker_whole,
             "a marker and its events in the unproduced hash (until they are produced)",
         ),
-        ("history entry", sizes.history_entry, f"per entry of the h:<b> buckets ({sizes.history_encoding})"),
+        ("history entry", sizes.history_entry, f"per entry of the history fields ({sizes.history_encoding})"),
         ("used_memory", sizes.used_per_match, "growth per match, all keys (the last batch's markers whole)"),
     ]:
         print(f"  {label:<18} {value:8.1f} B  {what}", file=out)

@@ -86,7 +86,7 @@ async def test_retained_markers_of_a_football_replay_average_at_most_160_bytes(r
     name = f"t-{uuid.uuid4().hex[:10]}"
     ladders = Ladders([Ladder(name, "trueskill", {"draw_probability": 0.227})])
     events = list(itertools.islice(football_events(FOOTBALL, name), 2000))
-    sizes = await capacity.measure(redis_url, ladders, events, batch_size=500, sample=300)
+    sizes = await capacity.measure(redis_url, ladders, events, batch_size=500)
     assert sizes.marker_shrunk <= 160
     assert sizes.marker_whole > 3 * sizes.marker_shrunk  # events in their compact stored form
     store = open_store(redis_url, marker_ttl=Settings().marker_ttl)  # where the markers are

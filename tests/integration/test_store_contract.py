@@ -160,7 +160,7 @@ async def test_states_without_sigma_round_trip(store, ladder):
 
 def _format_2_keys(ladder: str, prefix: str = "sr") -> list[str]:
     """The keys of a commit of player "a" (scored, with history) applying match "m1"."""
-    suffixes = (f"players:{bucket('a')}", "lb", "mk:all", f"h:{bucket('a')}", "meta")  # no marker TTL: all
+    suffixes = (f"players:{bucket('a')}", "lb", "mk:all", "meta")  # its history in its bucket; no TTL: all
     return sorted(ladder_key(ladder, s, prefix) for s in suffixes)
 
 
@@ -184,7 +184,7 @@ async def test_redis_buckets_stay_listpacks_and_a_full_scan_finds_every_player(r
     writes = [write(p, 1.0, 1, 0) for p in ids] + [write("home", 0.5, 1, 0, is_effect=True)]
     event = rating_changed("m1", ladder, "p0", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
     await store.commit(Commit(ladder, writes, {"m1": []}, {"p0": [event]}, placings={"m1": [["p0", 1]]}))
-    for suffix in (f"players:{bucket('p0')}", f"h:{bucket('p0')}", "mk:all"):
+    for suffix in (f"players:{bucket('p0')}", "mk:all"):
         assert await store.client.object("encoding", ladder_key(ladder, suffix)) in (b"listpack", b"ziplist")
     assert await store.client.object("encoding", ladder_key(ladder, "effects")) == b"hashtable"
     assert set(await store.players(ladder)) == set(ids)
@@ -360,10 +360,10 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
     assert await client.hget(ladder_key(ladder, "mk:all"), "m1") == packb([["a", 1]])
     assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb([compact, events[1]])
     entry = packb(["m1", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False])
-    ring_a = await client.hget(ladder_key(ladder, f"h:{bucket('a')}"), "a:1")  # state version 1
+    ring_a = await client.hget(ladder_key(ladder, f"players:{bucket('a')}"), b"\xffa:1")  # state version 1
     assert ring_a == (1).to_bytes(4, "big") + len(entry).to_bytes(2, "big") + entry
     other = packb(events[1])  # not a plain event of "b": its map, after "a"'s event as a map
-    ring_b = await client.hget(ladder_key(ladder, f"h:{bucket('b')}"), "b:0")  # no state written: 0
+    ring_b = await client.hget(ladder_key(ladder, f"players:{bucket('b')}"), b"\xffb:0")  # no state: 0
     framed = len(packb(plain)).to_bytes(2, "big") + packb(plain) + len(other).to_bytes(2, "big") + other
     assert ring_b == bytes(4) + framed
     assert await client.hget(ladder_key(ladder, "meta"), "model") == b"elo"

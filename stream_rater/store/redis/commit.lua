@@ -7,8 +7,8 @@
 --       from "new"; 'p:<partition>': offset after the last record applied; 'model' of the
 --       history entries), 4 the ladder's control hash, 5 its freeze key, 6 the activity zset,
 --       7 the seasons list, 8 the unproduced-events hash, then the `buckets[1]` players buckets
---       written, the `buckets[2]` markers slots of the last marker TTL (keys.py), the `buckets[3]` history buckets (one per history written, in order),
---       then each scorer's quality sums hash and window list, then (with `season`) the key that
+--       written (states and histories), the `buckets[2]` markers slots of the last marker TTL
+--       (keys.py), then each scorer's quality sums hash and window list, then (with `season`) the key that
 --       keeps the ending season's leaderboard and the archive bucket of each players bucket, in
 --       order: every key the script touches, all of one ladder with its hash tag (one cluster
 --       slot; a call spans several ladders only on a single Redis).
@@ -40,8 +40,10 @@
 --         unproduced       their events, each match's as one msgpack array, kept until produced
 --         produced         match ids of earlier commits whose events are with the broker:
 --                          their unproduced events are dropped (the markers stay)
---         history_fields   per history bucket key, the field of the player's ring it writes
---         history          and its value (the commit's state version, then its entries)
+--         history_fields   per player with history, the field of its ring it writes, and
+--         history          its value (the commit's state version, then its entries), in
+--         history_bucket   its players bucket (index); with_history: per write, the index of its
+--                          player's history (0: none), written in the same HSET as the state
 --         model            nil, or the model of the history entries (meta field 'model')
 --         positions        map partition → offset after the batch's last record of it
 --         quality_add      per scorer, its sums' increments as field, decimal string, …
@@ -184,10 +186,22 @@ local function mark(key, args, B)
   end
 end
 
--- Each history written: its field of the player's ring, overwritten (keys.py).
-local function write_history(key, args, B)
-  for h, field in ipairs(args.history_fields) do
-    redis.call('HSET', key(B.histories + h), field, args.history[h])
+-- The players' states and histories, each player's in one HSET (a history without a state
+-- written, not the processor's way, on its own).
+local function write_players(key, args, B, players)
+  local ids, states, bucket, with = args.ids, args.states, args.bucket, args.with_history
+  local fields, chunks, done = args.history_fields, args.history, {}
+  for _, w in ipairs(players) do
+    local h = with[w]
+    if h > 0 then
+      redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w], fields[h], chunks[h])
+      done[h] = true
+    else
+      redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w])
+    end
+  end
+  for h = 1, #fields do
+    if not done[h] then redis.call('HSET', key(B.players + args.history_bucket[h]), fields[h], chunks[h]) end
   end
   if args.model then redis.call('HSET', key(3), 'model', args.model) end
 end
@@ -223,9 +237,8 @@ end
 -- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys]. Returns its reply.
 local function commit(o, args)
   local function key(n) return KEYS[o + n] end
-  local nb, nm, nh = args.buckets[1], args.buckets[2], args.buckets[3]
-  local B = {players = 8, markers = 8 + nb, histories = 8 + nb + nm}
-  B.scorers = B.histories + nh
+  local nb, nm = args.buckets[1], args.buckets[2]
+  local B = {players = 8, markers = 8 + nb, scorers = 8 + nb + nm}
   B.season = B.scorers + 2 * #args.quality_add + 1
   local players, effects = {}, {}
   for w = 1, #args.ids do
@@ -238,14 +251,10 @@ local function commit(o, args)
   if refused then return refused end
 
   if args.season then archive(key, args, groups, B) end
-  local ids, states, bucket = args.ids, args.states, args.bucket
-  for _, w in ipairs(players) do  -- one HSET per player: few share a bucket on a big ladder
-    redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w])
-  end
+  write_players(key, args, B, players)
   hset(key(1), effects, args.ids, args.states, {'', HASH_TABLE})
   rank(key, args, players)
   mark(key, args, B)
-  write_history(key, args, B)
   add_quality(key, args, B)
   return {'ok'}
 end

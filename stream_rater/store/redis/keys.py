@@ -18,6 +18,14 @@ per player, and no hash table per ladder. The scripts get every bucket key they 
   ``extra``, ``peak``, ``peak_at`` as far as set; integral floats as ints, a ``peak_at`` equal to
   ``last_played`` as ``true``: `values.PlayerState.pack`, at most 64 bytes but in the extreme
   case its docstring names)
+  and, in the same bucket, its history: field byte 0xFF ``<player id>:<n>`` → the player's
+  changes in the commit that wrote its state version v, n = v mod ``STREAM_RATER_HISTORY_LIMIT``
+  (`history_slot`: a ring of its last commits, written with the state in one HSET, never read
+  by a commit): 4 bytes big-endian v, then the changes newest first,
+  each a 2-byte big-endian length then the entry: msgpack
+  ``[match_id, before_mu, before_sigma, after_mu, after_sigma, rating, games, finished_at,
+  processed_at, late(, expected)]`` with timestamps as integer microseconds where they read
+  back identical (`stored_events.pack_entry`), or any other event's msgpack map
 - ``effects`` hash  effect name → same state form (context effects, never ranked; few per ladder:
   one hash, with a field '' that is no id and keeps it a hash table, see ``commit.lua``)
 - ``lb``      zset  player id scored by display rating (the leaderboard; on a ladder whose
@@ -39,13 +47,6 @@ per player, and no hash table per ladder. The scripts get every bucket key they 
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
   event in the stored form of `stored_events` (a compact array)
-- ``h:<b>``   hash  ``<player id>:<n>`` → the player's changes in the commit that wrote its
-  state version v, n = v mod ``STREAM_RATER_HISTORY_LIMIT`` (`history_slot`: a ring of its last
-  commits, written without being read): 4 bytes big-endian v, then the changes newest first,
-  each a 2-byte big-endian length then the entry: msgpack
-  ``[match_id, before_mu, before_sigma, after_mu, after_sigma, rating, games, finished_at,
-  processed_at, late(, expected)]`` with timestamps as integer microseconds where they read
-  back identical (`stored_events.pack_entry`), or any other event's msgpack map
 - ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
   ladder's model; `processor.quality`), written with each batch; ``qw:<scorer>`` list, newest
   first, of the last `QUALITY_WINDOW` matches' scores (msgpack)
@@ -95,6 +96,8 @@ MAX_SLOTS = 16
 #: Most slots of a player's history ring (`history_slot`): what a read looks at, whatever the
 #: writers' ``STREAM_RATER_HISTORY_LIMIT`` (at most this many changes are kept).
 HISTORY_SLOTS = 32
+#: The first byte of a history field in a players bucket (never in a UTF-8 player id).
+HISTORY_MARK = b"\xff"
 
 #: The key prefix of a store made without one (`Settings.redis_prefix`).
 DEFAULT_PREFIX: str = Settings.redis_prefix
@@ -123,11 +126,11 @@ def marker_slots(now: float, ttl: float) -> tuple[list[str], str, int | None]:
     return ["all", *map(str, range(first, slot + 2))], str(slot), (slot + 1) * width + int(ttl) - int(now) + 1
 
 
-def history_slot(player_id: str, version: int, cap: int) -> str:
-    """The field of a player's history that the commit writing its state `version` fills:
-    ``<player>:<version mod cap>`` (a ring of its last `cap` commits; `cap` at most
-    `HISTORY_SLOTS`)."""
-    return f"{player_id}:{version % min(cap, HISTORY_SLOTS)}"
+def history_slot(player_id: str, version: int, cap: int) -> bytes:
+    """The field of a player's history that the commit writing its state `version` fills, in
+    the player's bucket: byte 0xFF (never in a player id, which is UTF-8), the id, ``:`` and
+    ``version mod cap`` (a ring of its last `cap` commits; `cap` at most `HISTORY_SLOTS`)."""
+    return HISTORY_MARK + f"{player_id}:{version % min(cap, HISTORY_SLOTS)}".encode()
 
 
 def history_chunk(version: int, entries: Iterable[bytes]) -> bytes:
@@ -202,16 +205,15 @@ class KeyLayout:
         self,
         ladder: str,
         generation: int,
-        buckets: tuple[Sequence[int], Sequence[str], Sequence[int]],
+        buckets: tuple[Sequence[int], Sequence[str]],
         season: str | None,
         scorers: Iterable[str] = (),
     ) -> list[str]:
         """The keys the commit script gets for `ladder`'s `generation` (in ``commit.lua``'s
-        order): `buckets` are those of the players written, of the markers (new ones, then the
-        one swept) and of the histories written; then the prediction-quality sums and window of
-        each of `scorers`; with a `season` start, the ending season's leaderboard and the
-        archive bucket of each players bucket written."""
-        players, markers, histories = buckets
+        order): `buckets` are those of the players written (states and histories) and the markers
+        slots; then the prediction-quality sums and window of each of `scorers`; with a `season`
+        start, the ending season's leaderboard and the archive bucket of each players bucket."""
+        players, markers = buckets
         prefix = self._gen_key(ladder, generation, "")
         keys = [
             prefix + "effects",
@@ -224,7 +226,6 @@ class KeyLayout:
             prefix + "unproduced",
             *self.bucket_keys(ladder, generation, "players", players),
             *self.bucket_keys(ladder, generation, "mk", markers),
-            *self.bucket_keys(ladder, generation, "h", histories),
             *(f"{prefix}{kind}:{scorer}" for scorer in scorers for kind in ("q", "qw")),
         ]
         if season is not None:

@@ -83,10 +83,8 @@ async def upgrade_to_2(store: RedisStore) -> dict[str, int]:
             counts["states"] += await _move_states(store, key, ladder, generation, rest)
         elif rest == "mk":
             counts["markers"] += await _move_markers_2(store, key, ladder, generation)
-        elif rest.startswith("h:"):
-            await store.client.rename(key, store._gen_key(ladder, generation, "h1:" + rest[2:]))
-    async for key, (ladder, generation, rest) in _format_1_keys(store, "h1:"):
-        counts["histories"] += await _move_history(store, key, ladder, generation, rest[3:])
+    async for key, (ladder, generation, rest) in _format_1_keys(store, "h:"):  # once the states are
+        counts["histories"] += await _move_history(store, key, ladder, generation, rest[2:])
     await store.client.hset(store.prefix + ":deployment", "format", "2")
     return counts
 
@@ -94,16 +92,16 @@ async def upgrade_to_2(store: RedisStore) -> dict[str, int]:
 async def _format_1_keys(
     store: RedisStore, kind: str = ""
 ) -> AsyncIterator[tuple[bytes, tuple[str, int, str]]]:
-    """The keys of format 1 to move (a players or season hash, a markers hash, a history list;
-    with `kind` ``h1:`` the histories set aside), each with its ladder, generation and suffix.
-    Format 2's own keys (``players:<b>``, ``h:<b>`` hashes, ``mk:<c>``) are passed over."""
+    """The keys of format 1 to move (a players or season hash, a markers hash; with `kind`
+    ``h:`` the history lists), each with its ladder, generation and suffix. Format 2's own keys
+    (``players:<b>``, ``mk:<s>``) are passed over."""
     pattern = re.compile(rf"^{re.escape(store.prefix)}:\{{([^}}]+)\}}:(?:g(\d+):)?({kind}.+)$", re.DOTALL)
     async for key in store.client.scan_iter(match=store.prefix + ":{*", count=1000):
         found = pattern.match(key.decode())
         if not found:
             continue
         ladder, generation, rest = found.groups()
-        if rest.startswith(("h:", "h1:")):
+        if rest.startswith("h:"):
             wanted = b"list"
         elif rest in ("players", "mk") or (rest.startswith("players:season:") and not _archive_bucket(rest)):
             wanted = b"hash"
@@ -169,8 +167,8 @@ async def _move_markers_2(store: RedisStore, key: bytes, ladder: str, generation
 
 
 async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: int, player: str) -> int:
-    """Move one format-1 history list (set aside as ``h1:<player>``) into its bucket: its
-    newest entries as one chunk, in the ring's slot of the player's state version."""
+    """Move one format-1 history list into the player's bucket: its newest entries as one
+    chunk, in the ring's slot of the player's state version."""
     rows = await store.client.lrange(key, 0, store.history_limit - 1)
     events = [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
     meta = store._gen_key(ladder, generation, "meta")
@@ -178,12 +176,13 @@ async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: 
     if model is not None:
         await store.client.hsetnx(meta, "model", model)
         model = text(await store.client.hget(meta, "model") or model)
-    state = await store.client.hget(store._gen_key(ladder, generation, f"players:{bucket(player)}"), player)
+    players = store._gen_key(ladder, generation, f"players:{bucket(player)}")
+    state = await store.client.hget(players, player)
     version = PlayerState.unpack(state).version if state else 0  # the states moved first
     chunk = history_chunk(version, (pack_entry(e, ladder, model or "", player) for e in events))
     field = history_slot(player, version, store.history_limit)
     async with store.client.pipeline(transaction=True) as pipe:
-        pipe.hset(store._gen_key(ladder, generation, f"h:{bucket(player)}"), field, chunk)
+        pipe.hset(players, field, chunk)
         pipe.delete(key)
         await pipe.execute()
     return 1

@@ -34,10 +34,17 @@ READ_SCRIPT = _script("read.lua")
 COMMIT_SCRIPT = _script("commit.lua")
 CONTROL_SCRIPT = _script("control.lua")
 BOARD_SCRIPT = _script("board.lua")
-#: Every field and value of the bucket hashes in KEYS, flat (a full scan: `RedisStore.players`).
+#: Every state of the players buckets in KEYS, flat: field, value, … (a full scan:
+#: `RedisStore.players`), leaving out the history fields (byte 0xFF first: `keys.HISTORY_MARK`).
 SCAN_SCRIPT = """local out = {}
 for _, key in ipairs(KEYS) do
-  for _, x in ipairs(redis.call('HGETALL', key)) do out[#out + 1] = x end
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    if string.byte(all[i], 1) ~= 255 then
+      out[#out + 1] = all[i]
+      out[#out + 1] = all[i + 1]
+    end
+  end
 end
 return out"""
 #: Buckets one call of the scan script reads: 2^17 buckets make 128 calls; on a ladder of ten
@@ -66,34 +73,34 @@ def mode(generation: int | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Buckets:
-    """The bucket keys a commit touches (`KeyLayout.commit_keys`): of its player writes
-    (distinct, and per write the 1-based index of its own; effects 0), the markers slots
-    (`keys.marker_slots`: those looked in, the index of the one written and its time to live)
-    and the bucket of each history written (one per player)."""
+    """The bucket keys a commit touches (`KeyLayout.commit_keys`): the players buckets of its
+    writes and histories (distinct; per write and per history the 1-based index of its own;
+    effects 0) and the markers slots (`keys.marker_slots`: those looked in, the index of the one
+    written and its time to live)."""
 
     players: list[int]
     player_index: list[int]
+    history_index: list[int]
     slots: list[str]
     slot_written: int
     slot_ttl: int | None
-    histories: list[int]
 
     @classmethod
     def of(cls, commit: Commit, now: float, ttl: float) -> Buckets:
         """The buckets of `commit` at `now` with markers kept `ttl` seconds (0: for ever)."""
-        players, index = grouped((w.player_id for w in commit.writes if not w.is_effect), bucket)
+        written = [w.player_id for w in commit.writes if not w.is_effect]
+        players, index = grouped([*written, *commit.history], bucket)
         it = iter(index)
         player_index = [0 if w.is_effect else next(it) for w in commit.writes]
-        slots, written, slot_ttl = marker_slots(now, ttl)
-        histories = list(map(bucket, commit.history))
-        return cls(players, player_index, slots, slots.index(written) + 1, slot_ttl, histories)
+        slots, slot, slot_ttl = marker_slots(now, ttl)
+        return cls(players, player_index, list(it), slots, slots.index(slot) + 1, slot_ttl)
 
-    def keys(self) -> tuple[list[int], list[str], list[int]]:
+    def keys(self) -> tuple[list[int], list[str]]:
         """The buckets in `KeyLayout.commit_keys`' form."""
-        return self.players, self.slots, self.histories
+        return self.players, self.slots
 
 
-def history_args(commit: Commit, cap: int) -> tuple[str | None, list[str], list[bytes]]:
+def history_args(commit: Commit, cap: int) -> tuple[str | None, list[bytes], list[bytes]]:
     """The history entries' model (of the first plain event), and per player the field its
     entries of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last
     `cap` commits: `history_slot`), and its value (`history_chunk`)."""
@@ -116,6 +123,12 @@ def history_args(commit: Commit, cap: int) -> tuple[str | None, list[str], list[
             history_chunk(version, [pack_entry(e, ladder, model or "", player) for e in reversed(entries)])
         )
     return model, fields, chunks
+
+
+def _with_history(commit: Commit) -> list[int]:
+    """Per write, the 1-based index of its player's history among the commit's, or 0."""
+    at = {player: h for h, player in enumerate(commit.history, 1)}
+    return [0 if w.is_effect else at.get(w.player_id, 0) for w in commit.writes]
 
 
 def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, history_cap: int) -> bytes:
@@ -141,7 +154,9 @@ def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, hi
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
-        buckets=[len(buckets.players), len(buckets.slots), len(buckets.histories)],
+        buckets=[len(buckets.players), len(buckets.slots)],
+        history_bucket=buckets.history_index,
+        with_history=_with_history(commit),
         marker_ids=ids_of,
         markers=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in ids_of],
         slot=buckets.slot_written,

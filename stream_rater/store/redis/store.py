@@ -28,6 +28,7 @@ from stream_rater.store.redis.keys import (
     HISTORY_SLOTS,
     bucket,
     grouped,
+    history_slot,
     ladder_of_meta,
     marker_slots,
 )
@@ -353,11 +354,11 @@ class RedisStore(RerateControl, StateStore):
         return reply
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
-        fields = [f"{player_id}:{n}" for n in range(HISTORY_SLOTS)]
+        fields = [history_slot(player_id, n, HISTORY_SLOTS) for n in range(HISTORY_SLOTS)]
 
         def build(pipe: Any, gen: int) -> None:
             pipe.hget(self._gen_key(ladder, gen, "meta"), "model")
-            pipe.hmget(self._gen_key(ladder, gen, f"h:{bucket(player_id)}"), fields)
+            pipe.hmget(self._gen_key(ladder, gen, f"players:{bucket(player_id)}"), fields)
 
         model, chunks = await self._on_live(ladder, build)
         newest = sorted((c for c in chunks if c), key=lambda c: int.from_bytes(c[:4], "big"), reverse=True)
