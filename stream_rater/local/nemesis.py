@@ -18,7 +18,8 @@ from pathlib import Path
 import redis
 
 from stream_rater.local.processes import HOST, Child, LocalRuntimeError, free_port, spawn, wait_for_port
-from stream_rater.local.runtime import REDIS_HASH_LIMITS, redis_server_binary
+from stream_rater.local.runtime import redis_server_binary
+from stream_rater.store.redis.keys import REDIS_HASH_LIMITS
 
 
 class TcpProxy:

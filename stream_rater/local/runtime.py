@@ -57,6 +57,7 @@ from stream_rater.local.processes import (
     wait_for_port,
     wait_kafka_metadata,
 )
+from stream_rater.store.redis.keys import REDIS_HASH_LIMITS
 from stream_rater.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -79,12 +80,6 @@ __all__ = [
 ]
 
 _INSTALL_HINT = "pip install 'stream_rater[local]'"
-
-#: The hash encoding limits recommended for the store (deploy/README.md "Redis memory"): a
-#: bucket of stored format 2 stays a compact listpack up to 256 fields (about 33 million players
-#: a ladder) and values of 512 bytes (a history of two changes, a team match's marker). The
-#: ``ziplist`` names, which Redis 7 keeps as aliases of the ``listpack`` ones, work on Redis 6 too.
-REDIS_HASH_LIMITS = ("--hash-max-ziplist-entries", "256", "--hash-max-ziplist-value", "512")
 #: The brokers `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
 BrokerKind = Literal["tansu", "apache-kafka"]
 BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")

@@ -99,6 +99,14 @@ HISTORY_SLOTS = 32
 #: The first byte of a history field in a players bucket (never in a UTF-8 player id).
 HISTORY_MARK = b"\xff"
 
+#: The hash encoding limits recommended for a Redis serving the store (deploy/README.md "Redis"),
+#: as ``redis-server`` flags: a players bucket (a state and two history chunks per player) stays
+#: a compact listpack up to 512 fields — 170 players, some 20 million a ladder (76 each on
+#: average at ten million) — and values of 512 bytes (a history chunk, a team match's marker).
+#: Only memory depends on them. The ``ziplist`` names, which Redis 7 keeps as aliases of the
+#: ``listpack`` ones, work on Redis 6 too.
+REDIS_HASH_LIMITS = ("--hash-max-ziplist-entries", "512", "--hash-max-ziplist-value", "512")
+
 #: The key prefix of a store made without one (`Settings.redis_prefix`).
 DEFAULT_PREFIX: str = Settings.redis_prefix
 

@@ -178,7 +178,7 @@ async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: 
         model = text(await store.client.hget(meta, "model") or model)
     players = store._gen_key(ladder, generation, f"players:{bucket(player)}")
     state = await store.client.hget(players, player)
-    version = PlayerState.unpack(state).version if state else 0  # the states moved first
+    version = PlayerState.unpack(state).version if isinstance(state, bytes) else 0  # states moved first
     chunk = history_chunk(version, (pack_entry(e, ladder, model or "", player) for e in events))
     field = history_slot(player, version, store.history_limit)
     async with store.client.pipeline(transaction=True) as pipe:
