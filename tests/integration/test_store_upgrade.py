@@ -98,7 +98,7 @@ async def test_a_format_1_store_upgrades_in_place_and_applies_nothing_twice(redi
         assert await store.history(name, player, 10) == await mem.history(name, player, store.history_limit)
     for match in matches[:20]:
         assert await store.placings(name, match.match_id) == await mem.placings(name, match.match_id)
-    assert not [k async for k in store.client.scan_iter(match=f"{prefix}:*h1:*")]
+    assert not [k async for k in store.client.scan_iter(match=f"{prefix}:*:h:*")]  # no history lists left
     assert not await store.client.exists(f"{prefix}:{{{name}}}:players", f"{prefix}:{{{name}}}:mk")
     assert await store.client.object("encoding", f"{prefix}:{{{name}}}:players:season:s0:{bucket('a')}") in (
         b"listpack",

@@ -11,8 +11,9 @@ sharing one Redis each have their own; ``<prefix>:deployment`` records the store
 
 Players are spread over `BUCKETS` buckets, ``b = crc32(utf-8 id) mod BUCKETS`` (`bucket`), so
 that each bucket's hash stays small enough for Redis's compact listpack encoding (about 76
-players per bucket at ten million, under the default ``hash-max-listpack-entries`` 128): no key
-per player, and no hash table per ladder. The scripts get every bucket key they touch in KEYS.
+players per bucket at ten million, each a state and up to ``STREAM_RATER_HISTORY_LIMIT``
+history fields: within the limits `REDIS_HASH_LIMITS` recommends): no key per player, and no
+hash table per ladder. The scripts get every bucket key they touch in KEYS.
 
 - ``players:<b>`` hash  player id → msgpack ``[mu, sigma, games, last_played, version]`` (then
   ``extra``, ``peak``, ``peak_at`` as far as set; integral floats as ints, a ``peak_at`` equal to
