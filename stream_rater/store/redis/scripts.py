@@ -103,7 +103,8 @@ class Buckets:
 def history_args(commit: Commit, cap: int) -> tuple[str | None, list[bytes], list[bytes]]:
     """The history entries' model (of the first plain event), and per player the field its
     entries of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last
-    `cap` commits: `history_slot`), and its value (`history_chunk`)."""
+    `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
+    the most a read returns)."""
     ladder = commit.ladder
     model = next(
         (
@@ -120,7 +121,7 @@ def history_args(commit: Commit, cap: int) -> tuple[str | None, list[bytes], lis
         version = versions.get(player, 0)  # a history without its state (not the processor's): 0
         fields.append(history_slot(player, version, cap))
         chunks.append(
-            history_chunk(version, [pack_entry(e, ladder, model or "", player) for e in reversed(entries)])
+            history_chunk(version, [pack_entry(e, ladder, model or "", player) for e in entries[::-1][:cap]])
         )
     return model, fields, chunks
 
