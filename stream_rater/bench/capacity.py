@@ -226,7 +226,7 @@ def run(players: int = 10_000_000, per_day: Sequence[float] = (1e6, 20e6), out: 
             sizes.leaderboard_entry,
             f"per member of the lb zset ({sizes.leaderboard_encoding})",
         ),
-        ("marker, produced", sizes.marker_shrunk, "per match in the mk:<c> buckets"),
+        ("marker, produced", sizes.marker_shrunk, "per match in the mk:<slot> hashes"),
         (
             "marker, whole",
             sizes.marker_whole,
