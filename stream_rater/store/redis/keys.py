@@ -22,7 +22,9 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   and, in the same bucket, its history: field byte 0xFF ``<player id>:<n>`` → the player's
   changes in the commit that wrote its state version v, n = v mod ``STREAM_RATER_HISTORY_LIMIT``
   (`history_slot`: a ring of its last commits, written with the state in one HSET, never read
-  by a commit): 4 bytes big-endian v, then the changes newest first,
+  by a commit; a read returns the newest ``STREAM_RATER_HISTORY_LIMIT`` changes of the ring,
+  which holds from that many to twice as many): 4 bytes big-endian v, then the commit's newest
+  changes (at most the limit), newest first,
   each a 2-byte big-endian length then the entry: msgpack
   ``[match_id, before_mu, before_sigma, after_mu, after_sigma, rating, games, finished_at,
   processed_at, late(, expected)]`` with timestamps as integer microseconds where they read
