@@ -80,9 +80,16 @@ def ladders() -> Ladders:
 
 
 async def load(
-    redis_url: str, players: int, matches: int, per_day: float, settings: Settings, seed: int = 0
+    redis_url: str,
+    players: int,
+    matches: int,
+    per_day: float,
+    settings: Settings,
+    batch_size: int = BATCH,
+    seed: int = 0,
 ) -> Load:
-    """Apply the synthetic load to the (empty) ladder of the Redis at `redis_url`."""
+    """Apply the synthetic load to the (empty) ladder of the Redis at `redis_url`, in batches
+    of `batch_size` (few enough that a player is rarely twice in one, as on a big ladder)."""
     table, apart = ladders(), DAY / per_day
     now = [START]
     store = RedisStore.from_url(
@@ -100,7 +107,7 @@ async def load(
         batch: list[dict[str, Any]] = []
         for offset, event in enumerate(_synthetic(players, matches, apart, seed)):
             batch.append(event)
-            if len(batch) == BATCH or offset == matches - 1:
+            if len(batch) == batch_size or offset == matches - 1:
                 now[0] = event["finished_at"]
                 match_bytes += sum(
                     len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in batch)
@@ -162,10 +169,11 @@ class Measured:
     sizes: KindSizes
 
 
-async def measure(redis_url: str, players: int, matches: int, per_day: float, settings: Settings) -> Measured:
-    """Load, then size the keys; markers alive are the ``mk`` entries (or the load's matches
-    inside the marker window, whichever the layout counts)."""
-    done = await load(redis_url, players, matches, per_day, settings)
+async def measure(
+    redis_url: str, players: int, matches: int, per_day: float, settings: Settings, batch_size: int = BATCH
+) -> Measured:
+    """Load, then size the keys; markers alive are the entries of the ``mk`` kind."""
+    done = await load(redis_url, players, matches, per_day, settings, batch_size)
     samples = await sample_keys(redis_url, settings.redis_prefix)
     found = kinds(samples)
     markers = sum(k.entries for k in found if k.name == "mk") or 1

@@ -4,9 +4,9 @@ bytes each kind costs per key and per entry, and their projection to another siz
 Every key of a ladder is one *kind* (its suffix below the ladder's hash tag, without a trailing
 ``:<number>`` bucket or a per-player ``h:<id>``) and is driven by one count:
 
-- **players** — states, leaderboards, histories: one entry per player (a history key holds
-  a player's last few changes as one entry or as a list; its entries are counted per player);
-- **markers** — the dedupe window's "match applied" markers and what expires them: one entry
+- **players** — states, leaderboards, histories: entries per player (a players bucket holds
+  each player's state and history ring as fields);
+- **markers** — the dedupe window's "match applied" markers (in a few time slots): one entry
   per match alive in the window;
 - **fixed** — everything else (control, meta, quality sums, the last batch's events until
   they are produced): no growth with either.
@@ -14,8 +14,9 @@ Every key of a ladder is one *kind* (its suffix below the ladder's hash tag, wit
 A kind's bytes are ``keys × per_key + entries × per_entry``: a least-squares line through its
 keys' ``MEMORY USAGE`` against their entry counts, so that a bucketed kind's fixed cost per key
 (the key, its object, the listpack header) is told from its cost per entry. Projected to a
-size, a bucketed kind of ``B`` buckets holding ``n`` entries uses ``B·(1 − e^(−n/B))`` keys
-(the expected number of non-empty buckets), a single-key kind one. The sum of the keys'
+size, a kind spread over ``B`` buckets holding ``n`` entries uses ``B·(1 − e^(−n/B))`` keys
+(the expected number of non-empty buckets for ``n`` ids), a kind of a key per player one per player, any
+other kind the keys it had (one, or the markers' few time slots). The sum of the keys'
 ``MEMORY USAGE`` misses Redis's own per-key overhead (the keyspace's hash table, allocator
 rounding): `KindSizes` carry the load's ``used_memory`` growth over that sum as `overhead`,
 applied to every projected byte.
@@ -28,6 +29,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from stream_rater.store.redis.keys import BUCKETS
+
 #: Which count drives each kind of key (the kinds of every stored format; unknown kinds are fixed).
 DRIVERS: Mapping[str, str] = {
     "players": "players",
@@ -36,7 +39,11 @@ DRIVERS: Mapping[str, str] = {
     "h": "players",
     "mk": "markers",
     "mk:expiry": "markers",
+    "mk:all": "markers",
 }
+
+#: Kinds spread over a fixed number of buckets by a hash of the id: that number.
+BUCKETED: Mapping[str, int] = {"players": BUCKETS}
 
 _BUCKET = re.compile(r"^(.*?):(\d+)$")
 
@@ -72,8 +79,7 @@ class Kind:
     usage: int
     per_key: float
     per_entry: float
-    #: The bucket count of a bucketed kind (the highest bucket seen, rounded up to a power of
-    #: two), 0 for a kind of one key or of one key per player.
+    #: The bucket count of a kind spread over buckets by a hash of the id (`BUCKETED`), else 0.
     buckets: int
 
     def project(self, count: float, per_driver: float) -> float:
@@ -82,11 +88,11 @@ class Kind:
         if self.driver == "fixed":
             return float(self.usage)
         if self.buckets:
-            keys = self.buckets * -math.expm1(-entries / self.buckets)
-        elif self.keys > 1:  # one key per player
+            keys = self.buckets * -math.expm1(-count / self.buckets)
+        elif self.keys > 1 and self.driver == "players":  # one key per player
             keys = count
-        else:
-            keys = 1.0
+        else:  # one key, or a few the driver does not grow (the markers' time slots)
+            keys = float(self.keys)
         return keys * self.per_key + entries * self.per_entry
 
 
@@ -110,17 +116,11 @@ def fit(samples: Iterable[KeySample]) -> tuple[float, float]:
 def kinds(samples: Iterable[KeySample]) -> list[Kind]:
     """The keys of a load grouped by kind, each with its fitted costs."""
     grouped: dict[str, list[KeySample]] = {}
-    buckets: dict[str, int] = {}
     for s in samples:
-        name, many = kind_of(s.suffix)
-        grouped.setdefault(name, []).append(s)
-        found = _BUCKET.match(s.suffix)
-        if many and found:
-            buckets[name] = max(buckets.get(name, 0), int(found.group(2)) + 1)
+        grouped.setdefault(kind_of(s.suffix)[0], []).append(s)
     out = []
     for name, group in sorted(grouped.items()):
         per_key, per_entry = fit(group)
-        top = buckets.get(name, 0)
         out.append(
             Kind(
                 name,
@@ -130,7 +130,7 @@ def kinds(samples: Iterable[KeySample]) -> list[Kind]:
                 sum(s.usage for s in group),
                 per_key,
                 per_entry,
-                1 << (top - 1).bit_length() if top else 0,
+                BUCKETED.get(name, 0),
             )
         )
     return out

@@ -28,6 +28,7 @@ import redis
 
 from stream_rater.bench.e2e import _matches
 from stream_rater.config.ladders import Ladder, Ladders, shadow_name
+from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.processor import Processor
@@ -35,8 +36,8 @@ from stream_rater.store.redis import RedisStore
 
 #: Players per ladder.
 PLAYERS = 1000
-#: Marker expiry of the run (a worker's default: 30 days), so markers are written as they are live.
-MARKER_TTL = 30 * 86_400.0
+#: Marker TTL of the run (a worker's default), so markers are written as they are live.
+MARKER_TTL = Settings.marker_ttl
 
 
 @dataclass

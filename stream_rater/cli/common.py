@@ -227,7 +227,13 @@ async def store_for(args: argparse.Namespace) -> AsyncIterator[StateStore]:
     from stream_rater.store import RedisTimeouts, open_store
 
     settings = settings_of(args)
-    store = open_store(store_url(args), timeouts=RedisTimeouts.of(settings), prefix=settings.redis_prefix)
+    store = open_store(
+        store_url(args),
+        timeouts=RedisTimeouts.of(settings),
+        prefix=settings.redis_prefix,
+        marker_ttl=settings.marker_ttl,  # the markers' window: where a read finds them (`keys`)
+        history_limit=settings.history_limit,
+    )
     try:
         await bound_store(args, store)
         yield store
@@ -242,6 +248,9 @@ async def bound_store(args: argparse.Namespace, store: StateStore) -> None:
     records its topic for a ladder that has none (`store.deployment.bind`)."""
     from stream_rater.store.deployment import bind
 
+    if getattr(args, "upgrading", False):
+        await bind(store, upgrading=True)  # `migrate`: an earlier format is what it upgrades
+        return
     ladder = getattr(args, "ladder", None)
     if hasattr(args, "topic_matches") and ladder and getattr(args, "from_topic", True):
         await bind(store, settings_of(args).topic_matches, [ladder])

@@ -1,5 +1,5 @@
 """Offline commands: ``replay`` matches through the core, ``verify`` a ladder against the
-topic, ``evaluate`` predictions, ``tune`` model parameters, ``migrate-markers`` after an
+topic, ``evaluate`` predictions, ``tune`` model parameters, ``migrate --to 2`` after an
 upgrade."""
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subcommands) -> None:
-    """Add ``replay``, ``verify``, ``evaluate``, ``tune`` and ``migrate-markers`` to the
+    """Add ``replay``, ``verify``, ``evaluate``, ``tune`` and ``migrate`` to the
     subcommands `sub`."""
     _add_replay(sub)
     _add_verify(sub)
-    _add_migrate_markers(sub)
+    _add_migrate(sub)
     _add_evaluate(sub)
     _add_tune(sub)
 
@@ -118,15 +118,16 @@ def _add_verify(sub: Subcommands) -> None:
     p.set_defaults(func=cmd_verify)
 
 
-def _add_migrate_markers(sub: Subcommands) -> None:
-    """The ``migrate-markers`` subcommand: its flags and handler."""
+def _add_migrate(sub: Subcommands) -> None:
+    """The ``migrate`` subcommand: its flags and handler."""
     p = sub.add_parser(
-        "migrate-markers",
-        help="upgrade a Redis store written before markers were hash fields (deploy/README.md "
+        "migrate",
+        help="upgrade a Redis store in place to the stored format this release reads (deploy/README.md "
         "'Upgrading'); run once, with no worker running",
     )
     store_flag(p)
-    p.set_defaults(func=cmd_migrate_markers)
+    p.add_argument("--to", type=int, required=True, choices=[2], help="the stored format to upgrade to")
+    p.set_defaults(func=cmd_migrate, upgrading=True)
 
 
 def _add_evaluate(sub: Subcommands) -> None:
@@ -285,18 +286,18 @@ def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack)
     return history
 
 
-def cmd_migrate_markers(args: argparse.Namespace) -> int:
-    """``migrate-markers``: move the store's markers of the earlier layout (a key per match)
-    into the markers hashes (`store.redis.migrate_markers`)."""
-    from stream_rater.store.redis import RedisStore, migrate_markers
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """``migrate --to 2``: rewrite a format-1 store into format 2 (`store.redis.upgrade_to_2`,
+    which first moves the markers of the layout before the markers hash)."""
+    from stream_rater.store.redis import RedisStore, upgrade_to_2
 
-    async def migrate(store: object) -> int:
+    async def migrate(store: object) -> dict[str, int]:
         if not isinstance(store, RedisStore):
-            raise ValueError("--store: only a Redis store has markers to migrate (redis://…)")
-        return await migrate_markers(store)
+            raise ValueError("--store: only a Redis store has a stored format to upgrade (redis://…)")
+        return await upgrade_to_2(store)
 
     moved = with_store(args, migrate)
-    print(f"moved {moved} markers into the markers hashes")
+    print(f"upgraded to stored format {args.to}: " + ", ".join(f"{n} {kind}" for kind, n in moved.items()))
     return 0
 
 

@@ -84,8 +84,24 @@ class Settings:
     fetch_max_wait: float = _field(
         0.01, "longest time the broker may hold a fetch that found no new records, in seconds"
     )
-    marker_ttl: float = _field(30 * 24 * 3600.0, "seconds a 'match applied' marker is kept (0 = forever)")
-    history_limit: int = _field(100, "rating changes kept per player for the dashboard")
+    #: One hour: a redelivery by Kafka is recognised by the ladder's stored positions, whatever
+    #: the markers; a marker only has to catch a producer sending a match again as a new record,
+    #: which happens within its retries (``delivery.timeout.ms``, 2 minutes by default) or an
+    #: application's retry (minutes). Longer costs memory per match (bench README "Capacity").
+    marker_ttl: float = _field(
+        3600.0,
+        "seconds a 'match applied' marker is kept, the window within which a match a producer sends again "
+        "(as a new record) is recognised (0 = forever); Kafka redeliveries are recognised by the stored "
+        "positions, whatever this window",
+    )
+    #: Two: Redis keeps the present — a player's last changes, enough to explain a match within
+    #: the marker window and to show recent form — while the past lives in PostgreSQL (design "The
+    #: present and the past"). A change kept costs about 100 bytes per player (a UUID match id,
+    #: five floats, two timestamps, the expectations), so 1 GB per ten million players: two keep
+    #: a ten-million-player ladder within 4 GB (bench README "Capacity"), four would need 6.
+    history_limit: int = _field(
+        2, "rating changes Redis keeps per player (the latest; the full history is in the archive database)"
+    )
     known_states: int = _field(
         200_000,
         "rating states a worker holds between batches, so that a batch reads from Redis only the players "

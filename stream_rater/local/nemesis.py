@@ -19,6 +19,7 @@ import redis
 
 from stream_rater.local.processes import HOST, Child, LocalRuntimeError, free_port, spawn, wait_for_port
 from stream_rater.local.runtime import redis_server_binary
+from stream_rater.store.redis.keys import REDIS_HASH_LIMITS
 
 
 class TcpProxy:
@@ -150,6 +151,7 @@ class FaultyRedis:
             "--dir", str(self.workdir),
             "--daemonize", "no",
             "--logfile", "",
+            *REDIS_HASH_LIMITS,
         ]  # fmt: skip
         self.child = spawn("redis", argv, self.workdir, self.port)
         wait_for_port(HOST, self.port, self.startup_timeout, alive=self.child.alive)

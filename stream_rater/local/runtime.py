@@ -57,6 +57,7 @@ from stream_rater.local.processes import (
     wait_for_port,
     wait_kafka_metadata,
 )
+from stream_rater.store.redis.keys import REDIS_HASH_LIMITS
 from stream_rater.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -422,6 +423,7 @@ class LocalRuntime:
             "--dir", str(directory or self._workdir),
             "--daemonize", "no",
             "--logfile", "",
+            *REDIS_HASH_LIMITS,
         ]  # fmt: skip
 
     def _cluster_node_argv(self, port: int) -> list[str]:

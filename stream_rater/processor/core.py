@@ -34,6 +34,8 @@ class _LadderPart:
     matches: list[MatchFinished] = field(default_factory=list)
     #: Partition → the offset after the ladder's last record of the batch in it.
     positions: dict[int, int] = field(default_factory=dict)
+    #: Match id → the (partition, offset) of its first record in the batch, if known.
+    records: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     attempts: int = 0
     snapshot: Snapshot = field(default_factory=lambda: Snapshot({}, {}, {}))
     results: list[MatchResult] = field(default_factory=list)
@@ -42,6 +44,7 @@ class _LadderPart:
         """Add the batch's `index`-th match, from `record` (partition, offset) if known."""
         self.indices.append(index)
         self.matches.append(self.ladder.rules.with_parties(match))
+        self.records.setdefault(match.match_id, record)
         if record is not None:
             partition, offset = record
             self.positions[partition] = max(self.positions.get(partition, 0), offset + 1)
@@ -56,7 +59,7 @@ class _LadderPart:
         renamed to the shadow's internal ladder (so its keys, markers and observed priors are
         its own), at the same positions."""
         matches = [replace(m, ladder=shadow.name) for m in self.matches]
-        return _LadderPart(shadow, list(self.indices), matches, dict(self.positions))
+        return _LadderPart(shadow, list(self.indices), matches, dict(self.positions), dict(self.records))
 
     def ids(self) -> tuple[list[str], list[str]]:
         """The players and the effects of these matches, each once."""
@@ -65,9 +68,14 @@ class _LadderPart:
         return list(players), list(effects)
 
     def request(self, generation: int | None, players: list[str], effects: list[str]) -> ReadRequest:
-        """What to read for these matches: the states of `players` and `effects`."""
-        match_ids = dict.fromkeys(m.match_id for m in self.matches)
-        return ReadRequest(self.ladder.name, players, effects, list(match_ids), generation)
+        """What to read for these matches: the states of `players` and `effects`, and
+        whether each is applied (by its marker, or its record below the ladder's position)."""
+        match_ids = list(self.records)
+        records = [self.records[m] for m in match_ids]
+        known = any(r is not None for r in records)
+        return ReadRequest(
+            self.ladder.name, players, effects, match_ids, generation, records if known else None
+        )
 
 
 class Processor:

@@ -46,7 +46,7 @@ __all__ = [
 def open_store(
     url: str,
     *,
-    history_limit: int = 100,
+    history_limit: int = Settings.history_limit,
     marker_ttl: float = 0.0,
     timeouts: RedisTimeouts = DEFAULT_TIMEOUTS,
     prefix: str = Settings.redis_prefix,

@@ -123,6 +123,11 @@ class StateStore(OneLadder, ReadStore, RerateStore, DeploymentStore):
             self._record.setdefault(name, value)
         return dict(self._record)
 
+    async def unrecorded_format(self) -> int | None:
+        """The earlier stored format a store without a deployment record is in, told by its
+        layout, or None (new, or of this release's format): a memory store is never earlier."""
+        return None
+
     async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
         """The matches topic recorded for each of `ladders` that has one, after recording
         `topic` (if given) for those that had none (`store.deployment`)."""

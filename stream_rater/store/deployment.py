@@ -4,9 +4,12 @@ Every key of a Redis store starts with its prefix (``STREAM_RATER_REDIS_PREFIX``
 ``sr``), so deployments sharing one Redis each use their own.
 
 - **The stored format** is one record for the whole prefix, ``<prefix>:deployment`` (a hash,
-  field ``format``; `StateStore.deployment_record`). Format 1 is the layout documented in
-  `store.redis.keys`; a store with no record is format 1 (its layout predates the record), and gets
-  the record at first use.
+  field ``format``; `StateStore.deployment_record`). Format 2 is the layout documented in
+  `store.redis.keys` (players, histories and markers in compact buckets); format 1 its earlier
+  one. A store with no record is format 1 if it has a key of format 1's layout (which predates
+  the record), else new or of format 2; it gets the record at first use. A format-1 store is refused,
+  naming the upgrade: ``stream-rater migrate --to 2`` with no worker running
+  (`store.redis.migrations.upgrade_to_2`; deploy/README.md "Operations → Upgrading").
 - **The matches topic** is recorded per ladder, in the ladder's ``control`` hash (field
   ``topic``; `StateStore.ladder_topics`): a ladder's positions (``p:<partition>`` in its
   ``meta``) are offsets of the one topic its matches come from, so that field names their topic.
@@ -32,7 +35,10 @@ from stream_rater.config.settings import env_name
 from stream_rater.store.base import StateStore
 
 #: The stored format this release writes and reads (deploy/README.md "Operations → Upgrading").
-STORE_FORMAT = 1
+STORE_FORMAT = 2
+
+#: The command that upgrades a store of an earlier format in place.
+UPGRADE_COMMAND = f"stream-rater migrate --to {STORE_FORMAT}"
 
 #: A key prefix: letters, digits, ``_``, ``-`` and ``.``. No ``{`` or ``}`` (the ladder must
 #: stay the cluster hash tag), no ``:`` (the separator) and no glob characters (the prefix is
@@ -54,14 +60,24 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-async def bind(store: StateStore, topic: str | None = None, ladders: Sequence[str] = ()) -> None:
+async def bind(
+    store: StateStore, topic: str | None = None, ladders: Sequence[str] = (), upgrading: bool = False
+) -> None:
     """Check that `store` is of this release's format and that each of `ladders` is of the
     matches `topic`; record the format where the store has none (with a `topic` only), and
     `topic` for each of `ladders` the store holds without one (a ladder not applied yet has no
     positions to name, and a worker is configured with ladders it may never see: each is bound
-    by the first worker or tool started once it exists). `StoreRefused` in one line otherwise."""
-    record = await store.deployment_record({"format": str(STORE_FORMAT)} if topic else None)
-    found = int(record.get("format", 1))
+    by the first worker or tool started once it exists). `StoreRefused` in one line otherwise.
+    `upgrading` (the upgrade command) lets an earlier format pass."""
+    record = await store.deployment_record()
+    found = int(record["format"]) if "format" in record else (await store.unrecorded_format() or STORE_FORMAT)
+    if found < STORE_FORMAT and not upgrading:
+        raise StoreRefused(
+            f"{store.namespace} is in stored format {found}: upgrade it to format {STORE_FORMAT} "
+            f"with `{UPGRADE_COMMAND}`, no worker running (deploy/README.md: Operations → Upgrading)"
+        )
+    if topic and "format" not in record:
+        await store.deployment_record({"format": str(STORE_FORMAT)})
     if found > STORE_FORMAT:
         raise StoreRefused(
             f"{store.namespace} is in stored format {found}, newer than format {STORE_FORMAT} "

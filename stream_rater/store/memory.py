@@ -36,7 +36,7 @@ class _Generation:
     active: dict[str, float] = field(default_factory=dict)
     #: Season-start record id → the leaderboard as the season it ended left it.
     seasons: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: Season-start record id → every player's state as the season it ended left it.
+    #: Season-start record id → the state before it of each player it wrote (as Redis keeps).
     season_states: dict[str, dict[str, PlayerState]] = field(default_factory=dict)
     history: dict[str, deque[Event]] = field(default_factory=dict)
     placings: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
@@ -86,18 +86,29 @@ class MemoryStore(StateStore):
         return [self._read(request) for request in requests]
 
     def _read(self, request: ReadRequest) -> Snapshot:
-        ladder, player_ids, effect_ids, match_ids, generation = request
+        ladder, player_ids, effect_ids, match_ids, generation, _ = request
         gen = self._generation(ladder, generation)
         voids = self._ladders[ladder].voids
         return Snapshot(
             players={p: gen.players[p] for p in player_ids if p in gen.players},
             effects={e: gen.effects[e] for e in effect_ids if e in gen.effects},
-            applied={m: gen.applied[m] for m in match_ids if m in gen.applied},
+            applied={m: gen.applied.get(m, []) for m in self._applied(gen, request)},
             watermark=gen.watermark,
             generation=self._ladders[ladder].live if generation is None else generation,
             voided=frozenset(m for m in match_ids if m in voids),
             params=gen.params,
         )
+
+    @staticmethod
+    def _applied(gen: _Generation, request: ReadRequest) -> list[str]:
+        """The match ids of `request` applied to `gen`: marked, or whose record is below the
+        position of its partition (as ``read.lua``)."""
+        records = request.records or [None] * len(request.match_ids)
+        return [
+            m
+            for m, record in zip(request.match_ids, records)
+            if m in gen.applied or (record is not None and record[1] < gen.positions.get(record[0], 0))
+        ]
 
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         self.round_trips += bool(commits)
@@ -132,7 +143,11 @@ class MemoryStore(StateStore):
         """Write `commit` (checked) into `gen`."""
         if commit.season is not None:
             gen.seasons[commit.season] = dict(gen.scores)
-            gen.season_states[commit.season] = dict(gen.players)
+            gen.season_states[commit.season] = {
+                w.player_id: gen.players[w.player_id]
+                for w in commit.writes
+                if not w.is_effect and w.player_id in gen.players
+            }
         for write in commit.writes:
             _write(gen, write)
         for match_id in commit.produced:  # before the new markers, as the Redis script does

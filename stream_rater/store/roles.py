@@ -105,8 +105,10 @@ class ReadStore(GenerationsStore, Protocol):
         self, ladder: str, season: int, player_ids: Sequence[str]
     ) -> dict[str, PlayerState]:
         """The states of `player_ids` (those it has) as the ended `season` (1-based) left them:
-        μ, σ, games, last match and peak at the season start that ended it; `KeyError` if
-        it has not ended."""
+        μ, σ, games, last match and peak at the season start that ended it, kept for each
+        player that season start wrote (every one whose rating its reset moved; a player it
+        left as it was is absent: the caller reads the live state); `KeyError` if it has not
+        ended."""
 
     @abstractmethod
     async def seasons(self, ladder: str) -> list[str]:
@@ -138,7 +140,8 @@ class ReadStore(GenerationsStore, Protocol):
 
     @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
-        """The player's most recent rating-changed events, newest first."""
+        """The player's most recent rating-changed events, newest first: at most `limit` and
+        the store's history limit (``STREAM_RATER_HISTORY_LIMIT``)."""
 
     @abstractmethod
     async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
@@ -243,6 +246,10 @@ class DeploymentStore(Protocol):
     async def ladder_topics(self, ladders: Sequence[str], topic: str | None) -> dict[str, str]:
         """The matches topic recorded for each of `ladders` that has one, after recording
         `topic` (if given) for those that had none (`store.deployment`)."""
+
+    async def unrecorded_format(self) -> int | None:
+        """The earlier stored format of a store without a deployment record, told by its
+        layout, or None (new, or of this release's format)."""
 
     @abstractmethod
     async def ladders(self) -> list[str]:

@@ -14,11 +14,13 @@ map, and maps written before the compact form existed read back as they are.
 
 from __future__ import annotations
 
+import functools
+import uuid
 from typing import Any
 
 import msgpack
 
-from stream_rater.contracts import rating_changed
+from stream_rater.contracts import format_timestamp, parse_timestamp, rating_changed
 from stream_rater.store.base import Event
 
 #: Packs stored values (``use_bin_type`` like every stored value); sharing it is safe: packing
@@ -100,3 +102,101 @@ def stored_event(value: Any, ladder: str) -> Event:
         late,
         expected=value[12] if len(value) > 12 else None,
     )
+
+
+#: Longest history entry kept (its length is framed in 2 bytes: `pack_entry`).
+ENTRY_LIMIT = 0xFFFF
+
+
+@functools.lru_cache(maxsize=4096)
+def _micros(text: str) -> int | str:
+    """A timestamp as integer microseconds when `format_timestamp` gives `text` back from them
+    (then it reads back identical), else `text` itself."""
+    try:
+        micros = round(parse_timestamp(text) * 1e6)
+    except Exception:  # not a timestamp of ours: kept as it is
+        return text
+    return micros if format_timestamp(micros / 1e6) == text else text
+
+
+def _text(value: Any) -> Any:
+    """Inverse of `_micros`."""
+    return format_timestamp(value / 1e6) if type(value) is int else value
+
+
+#: The key lists of an ``expected`` a history entry keeps as its values alone (`pack_entry`).
+_EXPECTED = (("win", "draw"), ("ahead", "rank"))
+
+
+def _match(match_id: str) -> str | bytes:
+    """A match id as its 16 bytes if it is a canonical UUID (reads back identical), else itself."""
+    if len(match_id) == 36:
+        try:
+            found = uuid.UUID(match_id)
+        except ValueError:
+            return match_id
+        if str(found) == match_id:
+            return found.bytes
+    return match_id
+
+
+def _entry(compact: list[Any]) -> list[Any]:
+    """The fields of a history entry from an event's compact form (`pack_entry`)."""
+    match_id, _, _, b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late, *rest = compact
+    finished, processed = _micros(finished), _micros(processed)
+    if type(finished) is int and type(processed) is int:
+        processed -= finished  # exact: both are integers
+    entry = [_match(match_id), b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late]
+    if rest:
+        expected = rest[0]
+        keys = tuple(expected)
+        entry.append([_EXPECTED.index(keys), *expected.values()] if keys in _EXPECTED else expected)
+    return entry
+
+
+def _event_fields(entry: list[Any], player_id: str, model: str | None) -> list[Any]:
+    """Inverse of `_entry`: the compact form `stored_event` reads."""
+    match_id, b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late, *rest = entry
+    if type(finished) is int and type(processed) is int:
+        processed += finished
+    if isinstance(match_id, bytes):
+        match_id = str(uuid.UUID(bytes=match_id))
+    fields = [match_id, player_id, model, b_mu, b_sigma, a_mu, a_sigma, rating, games]
+    fields += [_text(finished), _text(processed), late]
+    if rest:
+        expected = rest[0]
+        fields.append(
+            dict(zip(_EXPECTED[expected[0]], expected[1:])) if isinstance(expected, list) else expected
+        )
+    return fields
+
+
+def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
+    """`event`, a change of `player_id` of `ladder`, as a history entry (``h:<b>``, see
+    `store.redis.keys`): its 2-byte big-endian length, then msgpack ``[match_id, before_mu,
+    before_sigma, after_mu, after_sigma, rating, games, finished_at, processed_at, late(,
+    expected)]`` — the player, the model (`model`) and the ladder are the history's, not
+    repeated; a UUID match id as its 16 bytes; the timestamps as microseconds where that reads
+    back identical, ``processed_at`` then after ``finished_at``; an ``expected`` of the usual
+    keys as their index in `_EXPECTED` then its values — or, for any other event, its msgpack
+    map. Empty (not kept) if longer than `ENTRY_LIMIT`."""
+    compact = _compact(event, ladder)
+    if compact is None or compact[1] != player_id or compact[2] != model:
+        body: bytes = PACKER.pack(event)
+    else:
+        body = PACKER.pack(_entry(compact))
+    return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
+
+
+def unpack_entries(blob: bytes, ladder: str, player_id: str, model: str | None) -> list[Event]:
+    """The events of a history value (`pack_entry`'s entries, newest first)."""
+    events: list[Event] = []
+    at = 0
+    while at < len(blob):
+        size = int.from_bytes(blob[at : at + 2], "big")
+        value = msgpack.unpackb(blob[at + 2 : at + 2 + size], raw=False)
+        at += 2 + size
+        events.append(
+            stored_event(_event_fields(value, player_id, model) if isinstance(value, list) else value, ladder)
+        )
+    return events

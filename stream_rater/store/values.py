@@ -22,6 +22,7 @@ gives both sizes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -93,9 +94,18 @@ class PlayerState(NamedTuple):
     def pack(self) -> bytes:
         """Compact msgpack form: ``[mu, sigma, games, last_played, version]``, then
         ``extra`` and then ``peak, peak_at`` only as far as they are set (so that states
-        written before these fields existed read back as they were)."""
-        fields = self if self.peak is not None else self[:5] if self.extra is None else self[:6]
-        packed: bytes = _PACKER.pack(fields)  # tuples pack as arrays
+        written before these fields existed read back as they were). A float field whose
+        value is integral (``last_played``, ``peak_at`` in whole epoch seconds, a rounded
+        ``mu``) is packed as an int, and a ``peak_at`` equal to ``last_played`` as ``true``:
+        `unpack` turns both back into the same floats, and the value stays within Redis's
+        64-byte listpack limit (`PACKED_LIMIT`) whenever that is possible."""
+        fields = list(self if self.peak is not None else self[:5] if self.extra is None else self[:6])
+        for i in _FLOATS:
+            if i < len(fields):
+                fields[i] = _small(fields[i])
+        if len(fields) == 8 and self.peak_at is not None and self.peak_at == self.last_played:
+            fields[7] = True
+        packed: bytes = _PACKER.pack(fields)
         return packed
 
     @classmethod
@@ -105,8 +115,31 @@ class PlayerState(NamedTuple):
 
     @classmethod
     def of(cls, fields: list[Any]) -> PlayerState:
-        """The state from its packed fields: five, six with ``extra``, eight with the peak."""
-        return cls._make(fields if len(fields) == 8 else (*fields, *_MISSING[len(fields) - 5 :]))
+        """The state from its packed fields: five, six with ``extra``, eight with the peak;
+        integral floats packed as ints become floats again (see `pack`)."""
+        n = len(fields)
+        if n == 8 and fields[7] is True:
+            fields[7] = fields[3]
+        for i in _FLOATS:
+            if i < n and type(fields[i]) is int:
+                fields[i] = float(fields[i])
+        return cls._make(fields if n == 8 else (*fields, *_MISSING[n - 5 :]))
+
+
+#: The packed fields that hold floats (or None): mu, sigma, last_played, extra, peak, peak_at.
+_FLOATS = (0, 1, 3, 5, 6, 7)
+#: Bytes a packed state stays within (Redis's default ``hash-max-listpack-value``).
+PACKED_LIMIT = 64
+
+
+def _small(value: float | None) -> float | int | None:
+    """`value` as an int if it is an integral float that reads back bit-identical (not -0.0,
+    within msgpack's int range), else as it is."""
+    if not isinstance(value, float):
+        return value
+    if value.is_integer() and abs(value) < 2**63 and (value or math.copysign(1.0, value) > 0):
+        return int(value)
+    return value
 
 
 _MISSING = (None, None, None)
@@ -148,6 +181,10 @@ class ReadRequest(NamedTuple):
     effect_ids: Sequence[str]
     match_ids: Sequence[str]
     generation: int | None = None
+    #: Per match id its (partition, offset) in the matches topic, or None (not from there): a
+    #: match whose record is below the ladder's position in its partition is applied already
+    #: (a redelivery after a crash), whether or not its marker is still there.
+    records: Sequence[tuple[int, int] | None] | None = None
 
 
 class StateWrite(NamedTuple):

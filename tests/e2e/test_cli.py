@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -17,10 +18,12 @@ import pytest
 import redis
 
 from stream_rater.cli.stream import tansu_clients_note
+from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.demo import stop_process, wait_ready
 from stream_rater.local.runtime import free_port
+from stream_rater.store.redis.keys import marker_slots
 from tests import helpers
 
 pytestmark = pytest.mark.e2e
@@ -232,17 +235,21 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     assert "worker / pass-through: throughput" in out
 
 
-def test_migrate_markers_moves_markers_of_the_earlier_layout(redis_url):
-    """``migrate-markers`` on a store with a marker key of the earlier layout: the match is
-    applied in the markers hash afterwards, the key is gone."""
-    ladder = f"mig-{os.getpid()}-{socket.gethostname()}"
+def test_migrate_to_2_moves_markers_of_the_earlier_layout(redis_url):
+    """``migrate --to 2`` on a store (its own prefix) with a marker key of the layout before
+    the markers hash: the match is applied in its markers bucket afterwards, the key is gone,
+    and the store is recorded in format 2."""
+    ladder, prefix = f"mig-{os.getpid()}-{socket.gethostname()}", f"mig{os.getpid()}"
     with redis.Redis.from_url(redis_url) as client:
-        client.set(f"sr:{{{ladder}}}:m:m1", msgpack.packb([]))
-        out = helpers.cli("migrate-markers", "--store", redis_url, check=True).stdout
-        assert out.startswith("moved ") and out.endswith(" markers into the markers hashes\n"), out
-        assert int(out.split()[1]) >= 1
-        assert client.hget(f"sr:{{{ladder}}}:mk", "m1") == b""
-        assert not client.exists(f"sr:{{{ladder}}}:m:m1")
+        client.set(f"{prefix}:{{{ladder}}}:m:m1", msgpack.packb([]))
+        out = helpers.cli(
+            "migrate", "--to", "2", "--store", redis_url, "--redis-prefix", prefix, check=True
+        ).stdout
+        assert out == "upgraded to stored format 2: 1 legacy markers, 0 states, 0 histories, 1 markers\n", out
+        slot = marker_slots(time.time(), Settings.marker_ttl)[1]  # moved into the present slot
+        assert client.hget(f"{prefix}:{{{ladder}}}:mk:{slot}", "m1") == b""
+        assert not client.exists(f"{prefix}:{{{ladder}}}:m:m1")
+        assert client.hget(f"{prefix}:deployment", "format") == b"2"
 
 
 def test_bench_redis_splits_redis_cpu_per_match_into_scripts_and_commands():

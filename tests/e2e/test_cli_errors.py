@@ -120,7 +120,11 @@ def one_match(tmp_path: Path) -> Path:
             ["--season: the ladder has had no season start yet"],
         ),
         (["leaderboard", "--top", "0", "--store", "memory"], 2, ["--top: must be an integer from 1 to 500"]),
-        (["migrate-markers", "--store", "memory"], 2, ["--store: only a Redis store has markers to migrate"]),
+        (
+            ["migrate", "--to", "2", "--store", "memory"],
+            2,
+            ["--store: only a Redis store has a stored format"],
+        ),
         (
             [
                 "rerate",

@@ -225,7 +225,7 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
             else:
                 wait_for(
                     lambda: (
-                        client.hlen(f"sr:{{{stream.ladder}}}:g{attempt}:players") > 50  # noqa: B023
+                        len(client.keys(f"sr:{{{stream.ladder}}}:g{attempt}:players:*")) > 50  # noqa: B023
                         or process.poll() is not None  # noqa: B023
                     ),
                     "the staging generation half built",

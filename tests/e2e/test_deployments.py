@@ -144,7 +144,7 @@ def test_a_store_of_a_newer_format_is_refused(deployment, volatile_redis: Volati
     log = tmp_path / "worker.log"
     expected = f"format {newer}, newer than format {STORE_FORMAT}"
     assert expected in refused_line(launch(settings, log), log)
-    for tool in (["ratings"], ["migrate-markers"]):
+    for tool in (["ratings"], ["migrate", "--to", "2"]):
         done = cli(*tool, "--store", volatile_redis.url, "--redis-prefix", "next")
         assert done.returncode == 1 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
     assert client.keys("*") == [b"next:deployment"]

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from stream_rater.kafka import bootstrap_servers, home_partition, topic_partitions
 from stream_rater.local.demo import ladders_env, stop_process
 from stream_rater.store import PlayerState
+from stream_rater.store.redis.keys import bucket
 from tests.e2e.e2e_support import worker_test_env
 from tests.e2e.streams import (
     Stream,
@@ -110,7 +111,7 @@ def tamper(redis_url: str, ladder: str, player: str, state: PlayerState) -> None
     """Overwrite one stored state directly in Redis, as a bug or an operator might."""
     client = redis.Redis.from_url(redis_url)
     try:
-        client.hset(f"sr:{{{ladder}}}:players", player, state.pack())
+        client.hset(f"sr:{{{ladder}}}:players:{bucket(player)}", player, state.pack())
     finally:
         client.close()
 

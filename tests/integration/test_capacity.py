@@ -15,10 +15,13 @@ from stream_rater.local.runtime import LocalRuntime
 pytestmark = pytest.mark.integration
 
 
-def _fresh_redis_measure(players: int, matches: int, settings: Settings) -> capacity.Measured:
-    """A load on a Redis of its own (no other test's keys move its ``used_memory``)."""
+def _fresh_redis_measure(
+    players: int, matches: int, settings: Settings, batch_size: int = 100
+) -> capacity.Measured:
+    """A load on a Redis of its own (no other test's keys move its ``used_memory``), in batches
+    small enough that a player is rarely twice in one, as on a big ladder."""
     with LocalRuntime(broker=False) as runtime:
-        return asyncio.run(capacity.measure(runtime.redis_url, players, matches, 20e6, settings))
+        return asyncio.run(capacity.measure(runtime.redis_url, players, matches, 20e6, settings, batch_size))
 
 
 def test_projection_from_a_small_load_matches_a_load_four_times_larger():

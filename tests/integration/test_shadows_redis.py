@@ -56,8 +56,18 @@ async def test_shadows_on_redis_equal_their_replays_and_leave_the_live_ladder_un
         keys = {k.decode() for k in client.scan_iter(match=f"sr:{{{name}*")}
         shadow_keys = {k for k in keys if k.startswith(f"sr:{{{wide}}}:")}
         assert shadow_keys and all(k.startswith((f"sr:{{{name}}}:", f"sr:{{{name}~")) for k in keys)
-        assert not [
-            k for k in shadow_keys if ":h:" in k or k.endswith(":unproduced")
-        ]  # no history, no events
-        assert [k for k in keys if k.startswith(f"sr:{{{name}}}:h:")]
+
+        def histories(ladder: str) -> list[bytes]:
+            return [
+                f
+                for k in keys
+                if k.startswith(f"sr:{{{ladder}}}:players:")
+                for f in client.hkeys(k)
+                if f[:1] == b"\xff"
+            ]
+
+        assert not [k for k in shadow_keys if k.endswith(":unproduced")] and not histories(
+            wide
+        )  # no history, no events
+        assert histories(name)
         client.delete(*keys)

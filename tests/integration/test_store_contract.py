@@ -9,8 +9,8 @@ import pytest
 
 from stream_rater.contracts import rating_changed
 from stream_rater.store import Commit, CommitConflict, PlayerState, ReadRequest, StateWrite, open_store
-from stream_rater.store.redis import RedisStore, ladder_key, migrate_markers
-from stream_rater.store.stored_events import pack_events
+from stream_rater.store.redis import RedisStore, ladder_key
+from stream_rater.store.redis.keys import bucket, marker_slots
 
 
 @pytest.fixture(params=["memory", "redis", "redis_cluster"])
@@ -158,26 +158,39 @@ async def test_states_without_sigma_round_trip(store, ladder):
     assert (await store.read(ladder, ["a"], [], [])).players["a"] == state
 
 
+def _format_2_keys(ladder: str, prefix: str = "sr") -> list[str]:
+    """The keys of a commit of player "a" (scored, with history) applying match "m1"."""
+    suffixes = (f"players:{bucket('a')}", "lb", "mk:all", "meta")  # its history in its bucket; no TTL: all
+    return sorted(ladder_key(ladder, s, prefix) for s in suffixes)
+
+
 async def test_redis_keys_share_the_ladder_hash_tag(redis_url, ladder):
-    """Every key a commit writes carries the ladder's cluster hash tag."""
+    """Every key a commit writes carries the ladder's cluster hash tag; players, histories and
+    markers are in their buckets."""
     store = RedisStore.from_url(redis_url)
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0)], {"m1": []}, {"a": [{}]}))
     keys = sorted([k.decode() async for k in store.client.scan_iter(match=f"*{ladder}*")])
-    assert keys == sorted(ladder_key(ladder, s) for s in ("players", "lb", "mk", "h:a", "meta"))
+    assert keys == _format_2_keys(ladder)
     assert all(f"{{{ladder}}}" in k for k in keys)
     await store.close()
 
 
-async def test_redis_hashes_are_hash_tables_from_the_first_entry(redis_url, ladder):
-    """The players, effects and markers hashes are hash tables even when small (a listpack is
-    searched linearly), and their field '' that makes them so is no player."""
+async def test_redis_buckets_stay_listpacks_and_a_full_scan_finds_every_player(redis_url, ladder):
+    """The players, history and markers buckets are listpacks (no per-player overhead); the
+    effects hash is a hash table from its first entry and its field '' is no effect; a full
+    scan of the players (every bucket) finds exactly the players written."""
     store = RedisStore.from_url(redis_url)
-    await store.commit(
-        Commit(ladder, [write("a", 1.0, 1, 0), write("home", 0.5, 1, 0, is_effect=True)], {"m1": []})
-    )
-    for suffix in ("players", "effects", "mk"):
-        assert await store.client.object("encoding", ladder_key(ladder, suffix)) == b"hashtable"
-    assert set(await store.players(ladder)) == {"a"}
+    ids = [f"p{i}" for i in range(300)]
+    writes = [write(p, 1.0, 1, 0) for p in ids] + [write("home", 0.5, 1, 0, is_effect=True)]
+    event = rating_changed("m1", ladder, "p0", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
+    await store.commit(Commit(ladder, writes, {"m1": []}, {"p0": [event]}, placings={"m1": [["p0", 1]]}))
+    for suffix in (f"players:{bucket('p0')}", "mk:all"):
+        assert await store.client.object("encoding", ladder_key(ladder, suffix)) in (b"listpack", b"ziplist")
+    assert await store.client.object("encoding", ladder_key(ladder, "effects")) == b"hashtable"
+    assert set(await store.players(ladder)) == set(ids)
+    assert await store.players(ladder, only=["p1", "p299", "nobody"]) == {
+        p: PlayerState(1.0, 1.0, 1, 100.0, 1) for p in ("p1", "p299")
+    }
     assert set(await store.players(ladder, effects=True)) == {"home"}
     await store.close()
 
@@ -195,48 +208,39 @@ async def test_redis_scripts_flushed_are_loaded_again(redis_url, ladder):
     await store.close()
 
 
-async def test_redis_markers_of_the_earlier_layout_migrate_into_the_markers_hash(redis_url, ladder):
-    """`migrate_markers` moves each marker key of the earlier layout (``m:<match_id>``, in any
-    generation) into the markers hash with its expiry and its unproduced events, and touches
-    no other key: the matches stay applied, a redelivery re-emits what was unproduced."""
-    now = [1000.0]
-    store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
-    client = store.client
-    events = [{"event_id": "m2:a", "n": 1}]
-    await client.set(ladder_key(ladder, "m:m1"), msgpack.packb([]), ex=1800)
-    await client.set(ladder_key(ladder, "m:m2"), pack_events(events, ladder))
-    await client.set(ladder_key(ladder, "g2:m:m3"), msgpack.packb([]))
-    await client.rpush(ladder_key(ladder, "h:m:x"), b"kept")  # a history, of player "m:x"
-    assert await migrate_markers(store) == 3
-    assert (await store.read(ladder, [], [], ["m1", "m2", "m9"])).applied == {"m1": [], "m2": events}
-    assert await client.hget(ladder_key(ladder, "g2:mk"), "m3") == b""  # generation 2's markers
-    assert await client.exists(*(ladder_key(ladder, k) for k in ("m:m1", "m:m2", "g2:m:m3"))) == 0
-    assert await client.lrange(ladder_key(ladder, "h:m:x"), 0, -1) == [b"kept"]
-    with pytest.raises(CommitConflict, match="already applied"):
-        await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
-    now[0] += 1801  # past m1's remaining TTL: the next commit removes its marker
-    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m4": []}))
-    assert set((await store.read(ladder, [], [], ["m1", "m2", "m4"])).applied) == {"m2", "m4"}
-    assert await migrate_markers(store) == 0
-    await store.close()
-
-
 async def test_redis_markers_expire_after_their_ttl(redis_url, ladder):
-    """With a marker TTL, a match stays applied for the whole window and is new again once a
-    commit after it ends; the expiry index keeps only the markers alive."""
-    now = [1000.0]
+    """With a marker TTL, a match stays applied for the whole window and is new again once it
+    is over (its placings with it); its slot key expires by itself in Redis, but the events
+    still unproduced stay (a redelivery re-emits them by position)."""
+    now = [1_000_000.0]
     store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
-    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a"}]}))
+    await store.commit(
+        Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a"}]}, placings={"m1": []})
+    )
+    [slot] = [k async for k in store.client.scan_iter(match=ladder_key(ladder, "mk:*"))]
+    assert 3600 < await store.client.ttl(slot) <= 3600 + 901
     now[0] += 3599
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}))
     assert set((await store.read(ladder, [], [], ["m1", "m2"])).applied) == {"m1", "m2"}
-    now[0] += 2
-    await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}))
-    assert set((await store.read(ladder, [], [], ["m1", "m2", "m3"])).applied) == {"m2", "m3"}
-    assert await store.client.hlen(ladder_key(ladder, "unproduced")) == 0
-    assert await store.client.zcard(ladder_key(ladder, "mk:expiry")) == 2
-    await store.commit(Commit(ladder, [write("a", 4.0, 4, 3)], {"m1": []}))  # new again
+    assert await store.placings(ladder, "m1") == []
+    now[0] += 901  # past the window and the slot's slack
+    assert set((await store.read(ladder, [], [], ["m1", "m2"])).applied) == {"m2"}
+    assert await store.placings(ladder, "m1") is None
+    assert await store.client.hlen(ladder_key(ladder, "unproduced")) == 1
+    await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m1": []}))  # new again
     await store.close()
+
+
+@pytest.mark.parametrize("now", [0.0, 899.0, 900.0, 1_764_000_123.5])
+def test_marker_slots_keep_a_marker_between_one_ttl_and_a_slot_more(now):
+    """A marker written at `now` is in the slots read until `now + ttl` and no longer after a
+    slot more; its slot key lives exactly that long; without a TTL, it is in ``all``."""
+    ttl = 3600
+    _, slot, seconds = marker_slots(now, ttl)
+    assert all(slot in marker_slots(now + dt, ttl)[0] for dt in (0, 1, ttl - 1, ttl))
+    assert slot not in marker_slots(now + ttl + 901, ttl)[0]
+    assert seconds is not None and ttl <= seconds <= ttl + 901
+    assert marker_slots(now, 0) == (["all"], "all", None) and "all" in marker_slots(now, ttl)[0]
 
 
 async def test_produced_markers_shrink_and_keep_the_match_applied(store, ladder):
@@ -264,7 +268,7 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
 async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry(redis_url, ladder):
     """Once produced, a match's events leave the store while its marker stays, expiring when
     it would have: the match stays a duplicate for the whole idempotency window."""
-    now = [1000.0]
+    now = [1_000_800.0]  # the start of a markers slot
     store = RedisStore.from_url(redis_url, marker_ttl=3600, clock=lambda: now[0])
     await store.commit(
         Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": [{"event_id": "m1:a", "pad": "x" * 200}]})
@@ -273,24 +277,24 @@ async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry
     await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, produced=["m1"]))
     assert not await store.client.exists(ladder_key(ladder, "unproduced"))
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": []}
-    now[0] += 1801
+    now[0] += 1800 + 900
     await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}))
     assert (await store.read(ladder, [], [], ["m1", "m2"])).applied == {"m2": []}
     await store.close()
 
 
 async def test_redis_a_commit_at_its_reads_watermark_looks_up_no_states(redis_url, ladder):
-    """The check by watermark is what spares Redis a lookup of every written state: the
-    commit's only HMGET is then the one of its markers."""
+    """The check by watermark is what spares Redis a lookup of every written state and of the
+    markers: the commit then has no HMGET; without it, one per markers slot and players bucket."""
     store = RedisStore.from_url(redis_url)
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
 
     async def hmgets(commit: Commit) -> int:
         await store.client.config_resetstat()
         await store.commit(commit)
-        return (await store.client.info("commandstats"))["cmdstat_hmget"]["calls"]
+        return (await store.client.info("commandstats")).get("cmdstat_hmget", {"calls": 0})["calls"]
 
-    assert await hmgets(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, read_at=(0, 1))) == 1
+    assert await hmgets(Commit(ladder, [write("a", 2.0, 2, 1)], {"m2": []}, read_at=(0, 1))) == 0
     assert await hmgets(Commit(ladder, [write("a", 3.0, 3, 2)], {"m3": []}, read_at=(0, 1))) == 2
     await store.close()
 
@@ -329,9 +333,10 @@ async def test_effect_conflict_and_mixed_history(store, ladder):
 
 
 async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
-    """Other readers see the documented encodings: msgpack states, marker = msgpack list of
-    the events, history = one msgpack event per entry (newest first), each event in its
-    stored form (a plain rating-changed event compact, any other its map), exact scores."""
+    """Other readers see the documented encodings (`keys`): msgpack states in their buckets,
+    markers as their placings (in ``mk:all`` without a marker TTL), unproduced events as a
+    msgpack list in the stored form of `stored_events`, histories as a ring of chunks per state
+    version, each framed compact entries (newest first), exact scores."""
     store = RedisStore.from_url(redis_url)
     plain = rating_changed("m1", ladder, "a", "elo", (25.0, None), (26.5, None), 1.5, 1, "t0", "t1")
     events = [plain, {"event_id": "m1:b"}]
@@ -342,20 +347,29 @@ async def test_redis_stored_values_keep_their_layout(redis_url, ladder):
             [StateWrite("a", state, 0, leaderboard_score=1 / 3), StateWrite("home", state, 0, True)],
             {"m1": events},
             {"a": [events[0]], "b": [events[1], events[0]]},
+            placings={"m1": [["a", 1]]},
         )
     )
     packb = lambda obj: msgpack.packb(obj, use_bin_type=True)  # noqa: E731
     client = store.client
-    assert await client.hget(ladder_key(ladder, "players"), "a") == packb([27.25, None, 1, 100.0, 1])
+    assert await client.hget(ladder_key(ladder, f"players:{bucket('a')}"), "a") == packb(
+        [27.25, None, 1, 100, 1]
+    )
     assert await client.hget(ladder_key(ladder, "effects"), "home") == state.pack()
     compact = ["m1", "a", "elo", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False]
-    assert await client.hget(ladder_key(ladder, "mk"), "m1") == b""
+    assert await client.hget(ladder_key(ladder, "mk:all"), "m1") == packb([["a", 1]])
     assert await client.hget(ladder_key(ladder, "unproduced"), "m1") == packb([compact, events[1]])
-    assert await client.lrange(ladder_key(ladder, "h:b"), 0, -1) == [packb(compact), packb(events[1])]
+    entry = packb(["m1", 25.0, None, 26.5, None, 1.5, 1, "t0", "t1", False])
+    ring_a = await client.hget(ladder_key(ladder, f"players:{bucket('a')}"), b"\xffa:1")  # state version 1
+    assert ring_a == (1).to_bytes(4, "big") + len(entry).to_bytes(2, "big") + entry
+    other = packb(events[1])  # not a plain event of "b": its map, after "a"'s event as a map
+    ring_b = await client.hget(ladder_key(ladder, f"players:{bucket('b')}"), b"\xffb:0")  # no state: 0
+    framed = len(packb(plain)).to_bytes(2, "big") + packb(plain) + len(other).to_bytes(2, "big") + other
+    assert ring_b == bytes(4) + framed
+    assert await client.hget(ladder_key(ladder, "meta"), "model") == b"elo"
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": events}
     assert await store.history(ladder, "b", 10) == [events[0], events[1]]
     assert await client.zscore(ladder_key(ladder, "lb"), "a") == 1 / 3
-    assert not await client.exists(ladder_key(ladder, "mk:expiry"))  # no marker TTL
     await store.close()
 
 
@@ -586,11 +600,11 @@ async def test_redis_default_prefix_is_the_layout_of_before_and_a_prefix_keeps_t
     ):
         await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=1.0)], {"m1": []}, {"a": [{}]}))
         keys = sorted([k.decode() async for k in store.client.scan_iter(match=f"{start}:*{ladder}*")])
-        assert keys == sorted(f"{start}:{{{ladder}}}:{s}" for s in ("players", "lb", "mk", "h:a", "meta"))
+        assert keys == _format_2_keys(ladder, start)
         await store.close()
     store = RedisStore.from_url(redis_url, prefix=tag)
     await bind(store, "matches", [ladder])
-    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"1"}
+    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"2"}
     assert await store.client.hget(f"{tag}:{{{ladder}}}:control", "topic") == b"matches"
     await store.close()
 
@@ -661,3 +675,15 @@ async def test_quality_sums_and_window_are_kept_with_the_commit(store, ladder):
     assert sums == {"matches": 3.0, "log_loss": 0.75}
     assert window == [[0, 0.0, None, None, []], [1, 1.0, None, None, [[3, 0.3, True]]]]
     assert await store.quality(ladder, "shadow", 5) == ({}, [])
+
+
+async def test_a_record_below_the_ladders_position_reads_as_applied(store, ladder):
+    """A match whose record (partition, offset) is below the ladder's stored position in that
+    partition reads as applied (with its unproduced events, none here), marker or not; at or
+    above the position, in another partition, or without a record, only a marker counts."""
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}, positions={0: 5}))
+    request = ReadRequest(
+        ladder, [], [], ["x4", "x5", "y0", "z", "m1"], None, [(0, 4), (0, 5), (1, 0), None, None]
+    )
+    [snap] = await store.read_many([request])
+    assert snap.applied == {"x4": [], "m1": []}

@@ -106,22 +106,9 @@ class RerateControl(KeyLayout):
             patterns = [self._gen_key(ladder, generation, "*")]
             keys = []
         else:
-            kinds = ("h", "lb:season", "players:season", "q", "qw")
+            kinds = ("players", "mk", "lb:season", "q", "qw")
             patterns = [self._key(ladder, f"{kind}:*") for kind in kinds]
-            keys = [
-                self._key(ladder, k)
-                for k in (
-                    "players",
-                    "effects",
-                    "lb",
-                    "meta",
-                    "act",
-                    "seasons",
-                    "mk",
-                    "unproduced",
-                    "mk:expiry",
-                )
-            ]
+            keys = [self._key(ladder, k) for k in ("effects", "lb", "meta", "act", "seasons", "unproduced")]
         for pattern in patterns:
             async for key in self.client.scan_iter(match=pattern, count=1000):
                 keys.append(key)

@@ -1,76 +1,121 @@
--- Read of one batch of one or more ladders (see keys.py for the key layout).
+-- Read of one batch of one or more ladders (see keys.py for the key layout, format 2).
 --
--- KEYS: each ladder's keys in turn: 1 players hash, 2 effects hash, 3 meta hash (field
---       'applied': the watermark), 4 markers hash, 5 unproduced-events hash, all of the
---       generation read, 6 the ladder's control hash ('params:<g>': generation g's parameter
---       overrides), 7 its voids hash (every key the script touches).
--- ARGV: per ladder one msgpack map (raw strings): players, effects, matches (the ids read),
---       generation (the one the keys are of), mode ('live' or 'staging': which generation it
---       must be).
+-- KEYS: each ladder's keys in turn: 1 effects hash, 2 meta hash (field 'applied': the
+--       watermark; 'p:<partition>': the positions), 3 unproduced-events hash, all of the
+--       generation read, 4 the ladder's control hash ('params:<g>': generation g's parameter
+--       overrides), 5 its voids hash, then its `buckets[1]` players buckets and `buckets[2]`
+--       markers slots of the last marker TTL (every key the script touches).
+-- ARGV: per ladder one msgpack map (raw strings): players, bucket (per player the index of its
+--       bucket among the players keys), effects, matches (the ids read), records (nil, or per
+--       match nil or its [partition, offset] in the matches topic), buckets, generation (the
+--       one the keys are of), mode ('live' or 'staging': which generation it must be).
 -- Returns per ladder {'generation', g} or {'gone', g} (see wrong_generation) when the
 -- generation is not the expected one; else one msgpack array [states, effect states, markers,
 -- watermark, voids, params]: the first two arrays of the stored values in request order, nil
 -- where absent (stored values are msgpack already, so they are concatenated as they are);
 -- markers per match id nil (not applied), or the events it still has to produce (an empty
--- array once they are with the broker); the watermark an integer, nil if absent; voids the
+-- array once they are with the broker). A match is applied if it has a marker in one of the
+-- slots, or if its record is below the ladder's position in that partition (a redelivery after
+-- a crash: positions never expire). The watermark an integer, nil if absent; voids the
 -- stored void per match id or nil (nil as a whole when the ladder has no voids); params the
 -- stored overrides or nil.
 local CHUNK = 1000  -- arguments per HMGET: unpack() is limited by the Lua stack
 local NIL = string.char(0xc0)
 local EMPTY = array_header(0)
 
--- One ladder's read: its keys are KEYS[o + 1] … KEYS[o + 7]. Returns its reply.
-local function read(o, args)
-  local refused = wrong_generation(KEYS[o + 6], args)
-  if refused then return refused end
+-- 1 … n.
+local function indices(n)
+  local out = {}
+  for i = 1, n do out[i] = i end
+  return out
+end
 
-  -- The stored values of `ids` in `hash` (NIL where absent), appended to out as one array.
-  local out = {array_header(6)}
-  local function each(hash, ids)
-    out[#out + 1] = array_header(#ids)
-    for i = 1, #ids, CHUNK do
-      local j = math.min(i + CHUNK - 1, #ids)
-      local values = redis.call('HMGET', hash, unpack(ids, i, j))
-      for x = 1, j - i + 1 do
-        out[#out + 1] = values[x] or NIL
-      end
+-- The values of `ids` in `hash` (HMGET in chunks), nil where absent: a table index → value.
+local function hmget(hash, ids, out, at)
+  for i = 1, #ids, CHUNK do
+    local j = math.min(i + CHUNK - 1, #ids)
+    local values = redis.call('HMGET', hash, unpack(ids, i, j))
+    for x = 1, j - i + 1 do out[at[i + x - 1]] = values[x] end
+  end
+end
+
+-- The values of `ids` (each in the bucket key `key(first + bucket[i])`), request order.
+local function bucketed(key, first, ids, bucket)
+  local groups, found = {}, {}
+  for i, id in ipairs(ids) do
+    local b = bucket[i]
+    local group = groups[b]
+    if not group then group = {ids = {}, at = {}}; groups[b] = group end
+    group.ids[#group.ids + 1] = id
+    group.at[#group.at + 1] = i
+  end
+  for b, group in pairs(groups) do hmget(key(first + b), group.ids, found, group.at) end
+  return found
+end
+
+-- The match ids of `args` that are applied (see the header), in request order.
+local function applied_matches(key, args, meta)
+  local markers, every = {}, indices(#args.matches)
+  for s = 1, args.buckets[2] do
+    local slot = key(5 + args.buckets[1] + s)
+    if redis.call('EXISTS', slot) == 1 then  -- most slots of a quiet ladder are empty
+      local found = {}
+      hmget(slot, args.matches, found, every)
+      for i = 1, #args.matches do markers[i] = markers[i] or found[i] end
     end
   end
-
-  each(KEYS[o + 1], args.players)
-  each(KEYS[o + 2], args.effects)
-
-  -- A marker's events are looked up only for the matches that have one (redeliveries: rare).
   local applied = {}
-  for i = 1, #args.matches, CHUNK do
-    local j = math.min(i + CHUNK - 1, #args.matches)
-    local values = redis.call('HMGET', KEYS[o + 4], unpack(args.matches, i, j))
-    for x = 1, j - i + 1 do
-      if values[x] then applied[#applied + 1] = args.matches[i + x - 1] end
+  for i, m in ipairs(args.matches) do
+    local record = args.records and args.records[i]
+    if markers[i] or (record and record[2] < tonumber(meta['p:' .. record[1]] or '0')) then
+      applied[#applied + 1] = m
     end
   end
-  local unproduced = {}
-  for i = 1, #applied, CHUNK do
-    local j = math.min(i + CHUNK - 1, #applied)
-    local values = redis.call('HMGET', KEYS[o + 5], unpack(applied, i, j))
-    for x = 1, j - i + 1 do unproduced[applied[i + x - 1]] = values[x] or EMPTY end
-  end
+  return applied
+end
+
+-- One ladder's read: its keys are KEYS[o + 1] …. Returns its reply.
+local function read(o, args)
+  local function key(n) return KEYS[o + n] end
+  local refused = wrong_generation(key(4), args)
+  if refused then return refused end
+  local fields, meta = redis.call('HGETALL', key(2)), {}
+  for i = 1, #fields, 2 do meta[fields[i]] = fields[i + 1] end
+
+  local out = {array_header(6), array_header(#args.players)}
+  local states = bucketed(key, 5, args.players, args.bucket)
+  for i = 1, #args.players do out[#out + 1] = states[i] or NIL end
+  local effects = {}
+  hmget(key(1), args.effects, effects, indices(#args.effects))
+  out[#out + 1] = array_header(#args.effects)
+  for i = 1, #args.effects do out[#out + 1] = effects[i] or NIL end
+
+  -- An applied match's events are looked up only then (redeliveries: rare).
+  local applied, unproduced = applied_matches(key, args, meta), {}
+  local held = {}
+  hmget(key(3), applied, held, applied)
+  for _, m in ipairs(applied) do unproduced[m] = held[m] or EMPTY end
   out[#out + 1] = array_header(#args.matches)
   for _, m in ipairs(args.matches) do out[#out + 1] = unproduced[m] or NIL end
 
-  local watermark = redis.call('HGET', KEYS[o + 3], 'applied')
+  local watermark = meta['applied']
   out[#out + 1] = watermark and cmsgpack.pack(tonumber(watermark)) or NIL
-  if redis.call('EXISTS', KEYS[o + 7]) == 1 then
-    each(KEYS[o + 7], args.matches)
+  if redis.call('EXISTS', key(5)) == 1 then
+    local voids = {}
+    hmget(key(5), args.matches, voids, indices(#args.matches))
+    out[#out + 1] = array_header(#args.matches)
+    for i = 1, #args.matches do out[#out + 1] = voids[i] or NIL end
   else
     out[#out + 1] = NIL  -- the ladder has no voids: nil rather than an array of nils
   end
-  out[#out + 1] = redis.call('HGET', KEYS[o + 6], 'params:' .. args.generation) or NIL
+  out[#out + 1] = redis.call('HGET', key(4), 'params:' .. args.generation) or NIL
   return table.concat(out)
 end
 
-local replies = {}
+local replies, o = {}, 0
 for a = 1, #ARGV do
-  replies[a] = read(7 * (a - 1), cmsgpack.unpack(ARGV[a]))
+  local args = cmsgpack.unpack(ARGV[a])
+  replies[a] = read(o, args)
+  o = o + args.keys
 end
 return replies

@@ -12,14 +12,15 @@ finds another one says so and the client retries with it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
 import msgpack
 
-from stream_rater.store.stored_events import PACKER, pack_event, stored_event
+from stream_rater.store.redis.keys import bucket, grouped, history_chunk, history_slot, marker_slots
+from stream_rater.store.stored_events import PACKER, pack_entry, pack_events, stored_event
 from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
 
@@ -33,6 +34,22 @@ READ_SCRIPT = _script("read.lua")
 COMMIT_SCRIPT = _script("commit.lua")
 CONTROL_SCRIPT = _script("control.lua")
 BOARD_SCRIPT = _script("board.lua")
+#: Every state of the players buckets in KEYS, flat: field, value, … (a full scan:
+#: `RedisStore.players`), leaving out the history fields (byte 0xFF first: `keys.HISTORY_MARK`).
+SCAN_SCRIPT = """local out = {}
+for _, key in ipairs(KEYS) do
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    if string.byte(all[i], 1) ~= 255 then
+      out[#out + 1] = all[i]
+      out[#out + 1] = all[i + 1]
+    end
+  end
+end
+return out"""
+#: Buckets one call of the scan script reads: 2^17 buckets make 128 calls; on a ladder of ten
+#: million players about 78 000 states per call (tens of milliseconds of Redis at a time).
+SCAN_STEP = 1024
 #: Most leaderboard entries one step of the board script reads: at about 2 µs each, a step
 #: holds Redis for some 20 ms at most however large the ladder (bench leaderboard).
 BOARD_STEP = 10_000
@@ -54,27 +71,82 @@ def mode(generation: int | None) -> str:
     return "live" if generation is None else "staging"
 
 
-def commit_args(
-    commit: Commit, keys: int, generation: int, marker_ttl: int, history_cap: int, now: float
-) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Buckets:
+    """The bucket keys a commit touches (`KeyLayout.commit_keys`): the players buckets of its
+    writes and histories (distinct; per write and per history the 1-based index of its own;
+    effects 0) and the markers slots (`keys.marker_slots`: those looked in, the index of the one
+    written and its time to live)."""
+
+    players: list[int]
+    player_index: list[int]
+    history_index: list[int]
+    slots: list[str]
+    slot_written: int
+    slot_ttl: int | None
+
+    @classmethod
+    def of(cls, commit: Commit, now: float, ttl: float) -> Buckets:
+        """The buckets of `commit` at `now` with markers kept `ttl` seconds (0: for ever)."""
+        written = [w.player_id for w in commit.writes if not w.is_effect]
+        players, index = grouped([*written, *commit.history], bucket)
+        it = iter(index)
+        player_index = [0 if w.is_effect else next(it) for w in commit.writes]
+        slots, slot, slot_ttl = marker_slots(now, ttl)
+        return cls(players, player_index, list(it), slots, slots.index(slot) + 1, slot_ttl)
+
+    def keys(self) -> tuple[list[int], list[str]]:
+        """The buckets in `KeyLayout.commit_keys`' form."""
+        return self.players, self.slots
+
+
+def history_args(commit: Commit, cap: int) -> tuple[str | None, list[bytes], list[bytes]]:
+    """The history entries' model (of the first plain event), and per player the field its
+    entries of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last
+    `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
+    the most a read returns)."""
+    ladder = commit.ladder
+    model = next(
+        (
+            e["model"]
+            for entries in commit.history.values()
+            for e in entries
+            if isinstance(e.get("model"), str)
+        ),
+        None,
+    )
+    versions = {w.player_id: w.state.version for w in commit.writes if not w.is_effect}
+    fields, chunks = [], []
+    for player, entries in commit.history.items():
+        version = versions.get(player, 0)  # a history without its state (not the processor's): 0
+        fields.append(history_slot(player, version, cap))
+        chunks.append(
+            history_chunk(version, [pack_entry(e, ladder, model or "", player) for e in entries[::-1][:cap]])
+        )
+    return model, fields, chunks
+
+
+def _with_history(commit: Commit) -> list[int]:
+    """Per write, the 1-based index of its player's history among the commit's, or 0."""
+    at = {player: h for h, player in enumerate(commit.history, 1)}
+    return [0 if w.is_effect else at.get(w.player_id, 0) for w in commit.writes]
+
+
+def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, history_cap: int) -> bytes:
     """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
-    described in ``commit.lua``); `now` is the client's clock (seconds), for the markers'
-    expiry."""
+    described in ``commit.lua``); histories keep `history_cap` entries."""
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
-    # Each event is packed once, for its match's unproduced events and its history entry alike.
-    packed = {id(e): pack_event(e, ladder) for events in commit.markers.values() for e in events}
     unproduced = [events for events in commit.markers.values() if events]
-    history = [
-        packed.get(id(e)) or pack_event(e, ladder) for entries in commit.history.values() for e in entries
-    ]
-    marker_ids = list(commit.markers)
+    model, history_fields, history = history_args(commit, history_cap)
+    ids_of = list(commit.markers)
     return script_args(
         keys=keys,
         generation=generation,
         mode=mode(commit.generation),
         ids=ids,
         is_effect=list(map(bool, is_effect)),
+        bucket=buckets.player_index,
         expected=expected,
         watermark=commit.read_at[1]
         if commit.read_at is not None and commit.read_at[0] == generation
@@ -83,20 +155,19 @@ def commit_args(
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
-        marker_ids=marker_ids,
-        placings=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in marker_ids],
+        buckets=[len(buckets.players), len(buckets.slots)],
+        history_bucket=buckets.history_index,
+        with_history=_with_history(commit),
+        marker_ids=ids_of,
+        markers=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in ids_of],
+        slot=buckets.slot_written,
+        slot_ttl=buckets.slot_ttl,
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
-        unproduced=[
-            PACKER.pack_array_header(len(events)) + b"".join(packed[id(e)] for e in events)
-            for events in unproduced
-        ],
+        unproduced=[pack_events(events, ladder) for events in unproduced],
         produced=list(commit.produced),
-        expiry=math.ceil(now + marker_ttl) if marker_ttl else None,
-        expiring=msgpack.packb(marker_ids, use_bin_type=False) if marker_ttl else None,
-        now=now,
-        history_cap=history_cap,
-        history_sizes=[len(v) for v in commit.history.values()],
+        history_fields=history_fields,
         history=history,
+        model=model,
         positions=dict(commit.positions),
         quality_add=[
             [x for name, value in add.items() for x in (name, repr(float(value)))]
@@ -104,6 +175,29 @@ def commit_args(
         ],
         quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
         quality_cap=QUALITY_WINDOW,
+    )
+
+
+def read_args(
+    request: ReadRequest, generation: int, now: float, ttl: float
+) -> tuple[list[int], list[str], dict[str, Any]]:
+    """The players buckets and markers slots of the read script's argument for `request` (at
+    `now`, markers kept `ttl` seconds), and its fields but ``keys`` (described in ``read.lua``)."""
+    players, player_index = grouped(request.player_ids, bucket)
+    slots = marker_slots(now, ttl)[0]
+    return (
+        players,
+        slots,
+        {
+            "players": request.player_ids,
+            "bucket": player_index,
+            "effects": request.effect_ids,
+            "matches": request.match_ids,
+            "records": request.records,
+            "buckets": [len(players), len(slots)],
+            "generation": generation,
+            "mode": mode(request.generation),
+        },
     )
 
 

@@ -17,26 +17,39 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
+from stream_rater.config.settings import Settings
 from stream_rater.store.base import RatingTotals, StateStore
 from stream_rater.store.deployment import check_prefix
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
 from stream_rater.store.redis.control import RerateControl
-from stream_rater.store.redis.keys import DEFAULT_PREFIX, ladder_of_players
+from stream_rater.store.redis.keys import (
+    BUCKETS,
+    DEFAULT_PREFIX,
+    HISTORY_SLOTS,
+    bucket,
+    grouped,
+    history_slot,
+    ladder_of_meta,
+    marker_slots,
+)
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
     BOARD_STEP,
     COMMIT_SCRIPT,
     CONTROL_SCRIPT,
     READ_SCRIPT,
+    SCAN_SCRIPT,
+    SCAN_STEP,
     TOTALS_STEP,
+    Buckets,
     commit_args,
-    mode,
+    read_args,
     script_args,
     snapshot,
     stored_states,
 )
 from stream_rater.store.status import check_reply, text
-from stream_rater.store.stored_events import stored_event
+from stream_rater.store.stored_events import unpack_entries
 from stream_rater.store.values import (
     DEFAULT_TIMEOUTS,
     Commit,
@@ -59,7 +72,7 @@ class RedisStore(RerateControl, StateStore):
     def __init__(
         self,
         client: aioredis.Redis | RedisCluster,
-        history_limit: int = 100,
+        history_limit: int = Settings.history_limit,
         marker_ttl: float = 0.0,
         clock: Callable[[], float] = time.time,
         prefix: str = DEFAULT_PREFIX,
@@ -75,6 +88,7 @@ class RedisStore(RerateControl, StateStore):
         self._commit = client.register_script(COMMIT_SCRIPT)
         self._control_script = client.register_script(CONTROL_SCRIPT)
         self._board_script = client.register_script(BOARD_SCRIPT)
+        self._scan_script = client.register_script(SCAN_SCRIPT)
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
 
@@ -122,15 +136,9 @@ class RedisStore(RerateControl, StateStore):
         """The generation, keys and argument of the read script for `request`."""
         ladder, generation = request.ladder, request.generation
         gen = self._live.get(ladder, 0) if generation is None else generation
-        keys = self.read_keys(ladder, gen)
-        arg = script_args(
-            players=request.player_ids,
-            effects=request.effect_ids,
-            matches=request.match_ids,
-            generation=gen,
-            mode=mode(generation),
-        )
-        return gen, keys, arg
+        players, markers, fields = read_args(request, gen, self.clock(), self.marker_ttl)
+        keys = self.read_keys(ladder, gen, players, markers)
+        return gen, keys, script_args(keys=len(keys), **fields)
 
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         replies = await self._run_script(self._commit, [self._commit_call(c) for c in commits])
@@ -150,8 +158,9 @@ class RedisStore(RerateControl, StateStore):
         """The keys and argument of the commit script for `commit`."""
         ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
-        keys = self.commit_keys(ladder, gen, commit.history, commit.season, commit.quality)
-        return keys, commit_args(commit, len(keys), gen, self.marker_ttl, self.history_limit, self.clock())
+        buckets = Buckets.of(commit, self.clock(), self.marker_ttl)
+        keys = self.commit_keys(ladder, gen, buckets.keys(), commit.season, commit.quality)
+        return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit)
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
         """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each
@@ -206,16 +215,46 @@ class RedisStore(RerateControl, StateStore):
         only: Collection[str] | None = None,
     ) -> dict[str, PlayerState]:
         gen = await self._live_generation(ladder) if generation is None else generation
-        key = self._gen_key(ladder, gen, "effects" if effects else "players")
+        if effects:
+            key = self._gen_key(ladder, gen, "effects")
+            if only is not None:
+                ids = list(only)
+                return stored_states(ids, await self.client.hmget(key, ids) if ids else [])
+            rows = await self.client.hgetall(key)
+            named = {text(f): raw for f, raw in rows.items() if f}  # '' is commit.lua's, no effect
+            return stored_states(named, named.values())
         if only is not None:
-            ids = list(only)
-            found = await self.client.hmget(key, ids) if ids else []
-            return stored_states(ids, found)
-        return {
-            field.decode(): PlayerState.unpack(raw)
-            async for field, raw in self.client.hscan_iter(key, count=1000)
-            if field  # the field '' is commit.lua's, not a player
-        }
+            return await self._bucketed(ladder, gen, "players", list(only))
+        return await self.scan_buckets(ladder, gen, "players")
+
+    async def scan_buckets(self, ladder: str, generation: int, kind: str) -> dict[str, PlayerState]:
+        """Every state in the ``<kind>:<b>`` buckets of `ladder`'s `generation`: `SCAN_STEP`
+        buckets per call of the scan script (each call atomic, the whole not: as HSCAN)."""
+        found: dict[str, PlayerState] = {}
+        for first in range(0, BUCKETS, SCAN_STEP):
+            keys = self.bucket_keys(ladder, generation, kind, range(first, first + SCAN_STEP))
+            rows = await self._scan_script(keys=keys, args=[])
+            self.round_trips += 1
+            found.update((text(rows[i]), PlayerState.unpack(rows[i + 1])) for i in range(0, len(rows), 2))
+        return found
+
+    async def _bucketed(
+        self, ladder: str, generation: int, kind: str, ids: list[str]
+    ) -> dict[str, PlayerState]:
+        """The states of `ids` in the ``<kind>:<b>`` buckets, one HMGET per bucket, pipelined."""
+        if not ids:
+            return {}
+        buckets, index = grouped(ids, bucket)
+        groups: list[list[str]] = [[] for _ in buckets]
+        for i, at in zip(ids, index):
+            groups[at - 1].append(i)
+        keys = self.bucket_keys(ladder, generation, kind, buckets)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key, group in zip(keys, groups):
+                pipe.hmget(key, group)
+            replies = await pipe.execute()
+        self.round_trips += 1
+        return {i: s for group, found in zip(groups, replies) for i, s in stored_states(group, found).items()}
 
     async def leaderboard(
         self, ladder: str, top: int, start: int = 0, season: int | None = None
@@ -244,10 +283,8 @@ class RedisStore(RerateControl, StateStore):
         if not ids:
             return {}
         archive = f"players:season:{ended[season - 1]}"
-        [found] = await self._on_live(
-            ladder, lambda pipe, gen: pipe.hmget(self._gen_key(ladder, gen, archive), ids)
-        )
-        return stored_states(ids, found)
+        gen = await self._live_generation(ladder)
+        return await self._bucketed(ladder, gen, archive, ids)
 
     async def seasons(self, ladder: str) -> list[str]:
         [ids] = await self._on_live(
@@ -317,10 +354,18 @@ class RedisStore(RerateControl, StateStore):
         return reply
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
-        [rows] = await self._on_live(
-            ladder, lambda pipe, gen: pipe.lrange(self._gen_key(ladder, gen, f"h:{player_id}"), 0, limit - 1)
+        fields = [history_slot(player_id, n, HISTORY_SLOTS) for n in range(HISTORY_SLOTS)]
+
+        def build(pipe: Any, gen: int) -> None:
+            pipe.hget(self._gen_key(ladder, gen, "meta"), "model")
+            pipe.hmget(self._gen_key(ladder, gen, f"players:{bucket(player_id)}"), fields)
+
+        model, chunks = await self._on_live(ladder, build)
+        newest = sorted((c for c in chunks if c), key=lambda c: int.from_bytes(c[:4], "big"), reverse=True)
+        events = unpack_entries(
+            b"".join(c[4:] for c in newest), ladder, player_id, text(model) if model else None
         )
-        return [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
+        return events[: min(limit, self.history_limit)]
 
     async def quality(self, ladder: str, scorer: str, last: int) -> tuple[dict[str, float], list[list[Any]]]:
         def build(pipe: Any, gen: int) -> None:
@@ -332,41 +377,56 @@ class RedisStore(RerateControl, StateStore):
         return {text(k): float(v) for k, v in sums.items()}, scores
 
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
-        [raw] = await self._on_live(
-            ladder, lambda pipe, gen: pipe.hget(self._gen_key(ladder, gen, "mk"), match_id)
-        )
-        if raw is None:
-            return None
-        return [(p, r) for p, r in msgpack.unpackb(raw, raw=False)] if raw else []
+        slots = marker_slots(self.clock(), self.marker_ttl)[0]
+
+        def build(pipe: Any, gen: int) -> None:
+            for key in self.bucket_keys(ladder, gen, "mk", slots):
+                pipe.hget(key, match_id)
+
+        found = [raw for raw in await self._on_live(ladder, build) if raw is not None]
+        if not found:
+            return None  # never applied, or past the markers' window
+        return [(p, r) for p, r in msgpack.unpackb(found[0], raw=False)] if found[0] else []
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         ids = list(player_ids)
+        buckets, index = grouped(ids, bucket)
+        groups: list[list[str]] = [[] for _ in buckets]
+        for i, at in zip(ids, index):
+            groups[at - 1].append(i)
 
         def build(pipe: Any, gen: int) -> None:
             board = self._gen_key(ladder, gen, "lb")
-            pipe.hmget(self._gen_key(ladder, gen, "players"), ids) if ids else pipe.zcard(
-                board
-            )  # keyed: cluster-safe
+            for key, group in zip(self.bucket_keys(ladder, gen, "players", buckets), groups):
+                pipe.hmget(key, group)
             for player_id in ids:
                 pipe.zrevrank(board, player_id)
             pipe.zcard(board)
 
         replies = await self._on_live(ladder, build)
-        states = replies[0] if ids else []
-        return Lookup(
-            stored_states(ids, states),
-            {i: place for i, place in zip(ids, replies[1:-1]) if place is not None},
-            replies[-1],
-        )
+        states: dict[str, PlayerState] = {}
+        for group, found in zip(groups, replies):
+            states.update(stored_states(group, found))
+        places = replies[len(groups) : -1]
+        return Lookup(states, {i: place for i, place in zip(ids, places) if place is not None}, replies[-1])
 
     async def ladders(self) -> list[str]:
         names = set()
-        of_players = ladder_of_players(self.prefix)
-        async for key in self.client.scan_iter(match=self.prefix + ":{*players", count=1000):
-            found = of_players.match(key.decode())
+        of_meta = ladder_of_meta(self.prefix)
+        async for key in self.client.scan_iter(match=self.prefix + ":{*meta", count=1000):
+            found = of_meta.match(key.decode())
             if found:
                 names.add(found.group(1))
         return sorted(names)
+
+    async def unrecorded_format(self) -> int | None:
+        """1 if any generation has a format-1 ``players`` hash (format 2's are ``players:<b>``)
+        or a format-1 ``mk`` hash, else None (a store new or of format 2 not recorded yet)."""
+        async for _ in self.client.scan_iter(match=self.prefix + ":{*:players", count=1000):
+            return 1
+        async for _ in self.client.scan_iter(match=self.prefix + ":{*:mk", count=1000):
+            return 1
+        return None
 
     async def deployment_record(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
         key = self.prefix + ":deployment"

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from stream_rater.bench.capacity_model import KeySample, Kind, KindSizes, fit, kind_of, kinds
+from stream_rater.store.redis.keys import BUCKETS
 
 
 def test_a_bucket_number_or_a_player_id_is_not_part_of_the_kind():
@@ -25,15 +26,21 @@ def test_keys_holding_equal_counts_are_priced_per_entry():
     assert fit([KeySample("lb", 900, 10)]) == (0.0, 90.0)
 
 
-def test_a_bucketed_kind_projects_the_expected_non_empty_buckets():
-    kind = Kind("players", "players", 3, 3, 0, per_key=70.0, per_entry=40.0, buckets=1024)
-    expected = 1024 * (1 - math.exp(-2048 / 1024)) * 70 + 2048 * 40
-    assert kind.project(2048, 1.0) == pytest.approx(expected)
+def test_a_bucketed_kind_projects_the_expected_non_empty_buckets_of_its_ids():
+    kind = Kind("players", "players", 3, 9, 0, per_key=70.0, per_entry=40.0, buckets=1024)
+    expected = 1024 * (1 - math.exp(-2048 / 1024)) * 70 + 3 * 2048 * 40
+    assert kind.project(2048, 3.0) == pytest.approx(expected)
 
 
-def test_the_bucket_count_is_the_highest_bucket_rounded_up_to_a_power_of_two():
-    [found] = kinds([KeySample("players:0", 110, 1), KeySample("players:700", 150, 2)])
-    assert found.buckets == 1024 and found.driver == "players"
+def test_players_are_bucketed_as_the_store_buckets_them_and_marker_slots_stay_as_many():
+    found = kinds(
+        [KeySample("players:0", 110, 1), KeySample("players:700", 150, 2), KeySample("mk:9", 900, 10)]
+    )
+    assert [(k.name, k.driver, k.buckets) for k in found] == [
+        ("mk", "markers", 0),
+        ("players", "players", BUCKETS),
+    ]
+    assert found[0].project(1e6, 1.0) == pytest.approx(1e6 * 90)
 
 
 def test_projections_scale_by_the_used_memory_overhead_and_keep_fixed_kinds():

@@ -260,7 +260,7 @@ def test_registry_and_parameters():
 def test_the_volatility_rides_in_the_stored_state_and_old_states_still_load():
     """A glicko2 ladder stores (rating, RD, volatility); per-game updates through the processor
     equal `rate_match` applied in order, with idle time in days; a five-field state (an older
-    one, or another model's) still unpacks, and packs as before."""
+    one, or another model's) still unpacks, and packs as five fields (integral floats as ints)."""
     ladders = Ladders([Ladder("g2", "glicko2", {"c": 20.0})])
     model = ladders.get("g2").rating_model
     events = [
@@ -290,4 +290,5 @@ def test_the_volatility_rides_in_the_stored_state_and_old_states_still_load():
         assert stored[pid][:2] == rating[:2] and stored[pid].extra == rating.extra != 0.06
         assert PlayerState.unpack(stored[pid].pack()) == stored[pid]
     old = PlayerState(25.0, 8.0, 3, 100.0, 2)
-    assert old.pack() == msgpack.packb([25.0, 8.0, 3, 100.0, 2]) and PlayerState.unpack(old.pack()) == old
+    assert PlayerState.unpack(msgpack.packb([25.0, 8.0, 3, 100.0, 2])) == old  # as format 1 packed it
+    assert old.pack() == msgpack.packb([25, 8, 3, 100, 2]) and PlayerState.unpack(old.pack()) == old

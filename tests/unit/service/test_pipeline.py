@@ -44,7 +44,8 @@ class Record:
 
 
 def record(match_id: str, a: str, b: str, **fields: object) -> Record:
-    """A consumed record holding a 1-vs-1 match: `a` beats `b`."""
+    """A consumed record holding a 1-vs-1 match: `a` beats `b` (offset 0 unless given: a later
+    record of a ladder needs a later offset, or it reads as applied already)."""
     return Record(json.dumps(duel(match_id, a, b, at=0)).encode(), **fields)
 
 
@@ -234,7 +235,7 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
     monkeypatch.setattr(model, "rate_match", fail_on_z)
     producer = Producer()
     await handler(store, producer).handle(
-        [record("m1", "a", "b"), record("m2", "z", "c", key=b"m2-key", partition=3, offset=7)]
+        [record("m1", "a", "b", offset=1), record("m2", "z", "c", key=b"m2-key", partition=3, offset=7)]
     )
     dead = [s for s in producer.sent if s[0] == "dlq"]
     assert len(dead) == 1
@@ -607,7 +608,11 @@ async def test_a_refusal_in_the_one_by_one_fallback_is_held_not_dead_lettered(mo
     work = handler(store, producer)
     task = asyncio.ensure_future(
         work.handle(
-            [record("m1", "a", "b"), record("m2", "z", "c", offset=1), record("m3", "d", "e", offset=2)]
+            [
+                record("m1", "a", "b", offset=1),
+                record("m2", "z", "c", offset=2),
+                record("m3", "d", "e", offset=3),
+            ]
         )
     )
     await refused(store, 3)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from stream_rater.contracts import correction_changed, rating_changed
 from stream_rater.contracts.codecs import encode_event
-from stream_rater.store.stored_events import pack_event, pack_events, stored_event
+from stream_rater.store.stored_events import pack_entry, pack_event, pack_events, stored_event, unpack_entries
 
 LADDER = "duel"
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
@@ -103,3 +103,40 @@ def test_a_marker_is_the_array_of_its_events_and_old_maps_still_read():
     assert msgpack.unpackb(pack_events([], LADDER)) == []
     written_before = msgpack.packb(plain, use_bin_type=True)  # the map layout of older versions
     assert read_back(written_before) == plain
+
+
+def test_a_history_entry_leaves_out_the_player_model_and_ladder_and_reads_back_equal() -> None:
+    plain = rating_changed(
+        "m1",
+        "L",
+        "p",
+        "elo",
+        (25.0, None),
+        (26.5, None),
+        1.5,
+        1,
+        "2026-01-02T03:04:05.25Z",
+        "2026-01-02T03:04:06Z",
+    )
+    odd = rating_changed(
+        "m2", "L", "p", "elo", (1.0, 2.0), (3.0, 4.0), 5.0, 2, "not a time", "1970-01-01T00:00:00Z"
+    )
+    foreign = {"event_id": "x", "kind": "correction"}
+    entries = [pack_entry(e, "L", "elo", "p") for e in (plain, odd, foreign)]
+    assert len(entries[0]) < len(pack_entry(plain, "L", "other", "p"))  # another model: its map
+    assert b"elo" not in entries[0] and b"p" not in entries[0]  # leaves them out
+    assert unpack_entries(b"".join(entries), "L", "p", "elo") == [plain, odd, foreign]
+    assert pack_entry(plain, "L", "elo", "q") == pack_entry(plain, "L", "", "")  # not p's: its map
+
+
+def test_a_history_entry_of_a_uuid_match_with_expectations_is_compact_and_reads_back_equal() -> None:
+    match_id = "0b7c8a3e-2f4d-4c1a-9e2b-5d6f7a8b9c0d"
+    times = ("2026-01-02T03:04:05.123Z", "2026-01-02T03:04:07.5Z")
+    events = [
+        rating_changed(match_id, "L", "p", "ts", (25.0, 8.3), (26.1, 7.9), 2.4, 7, *times, expected=expected)
+        for expected in ({"win": 0.4, "draw": 0.1}, {"ahead": 0.5, "rank": 2.0}, {"draw": 0.1, "win": 0.4})
+    ]
+    entries = [pack_entry(e, "L", "ts", "p") for e in events]
+    assert len(entries[0]) <= 102 and match_id.encode() not in entries[0]  # 36 characters: 16 bytes
+    assert unpack_entries(b"".join(entries), "L", "p", "ts") == events
+    assert [list(e["expected"]) for e in unpack_entries(entries[2], "L", "p", "ts")] == [["draw", "win"]]

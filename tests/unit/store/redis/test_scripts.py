@@ -19,7 +19,7 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
-from stream_rater.store.redis.scripts import commit_args
+from stream_rater.store.redis.scripts import Buckets, commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 
 SCRIPTS = ("common.lua", "commit.lua", "read.lua", "control.lua")
@@ -47,7 +47,9 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     packed = {
         k.decode(): v
         for k, v in msgpack.unpackb(
-            commit_args(commit, 12, 0, 60, 100, 1000.0), raw=True, strict_map_key=False
+            commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100),
+            raw=True,
+            strict_map_key=False,
         ).items()
     }
     assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed)
