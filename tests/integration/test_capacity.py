@@ -37,9 +37,8 @@ def test_markers_of_produced_matches_are_small_and_only_the_last_batch_keeps_its
     """Each batch's events are noted as produced, as the worker notes them: every marker but the
     last batch's is shrunk (at most 150 bytes each, its share of every marker key), and only the
     last batch's events stay in the unproduced hash, for a redelivery to re-emit."""
-    measured = _fresh_redis_measure(
-        2_000, 3 * capacity.BATCH, dataclasses.replace(Settings(), redis_prefix="cap")
-    )
+    settings = dataclasses.replace(Settings(), redis_prefix="cap")
+    measured = _fresh_redis_measure(2_000, 3 * capacity.BATCH, settings, capacity.BATCH)
     assert measured.sizes.per_item("markers") <= 150
     [unproduced] = [k for k in measured.sizes.kinds if k.name == "unproduced"]
     assert unproduced.entries == capacity.BATCH
