@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from stream_rater.bench.capacity_model import KeySample, KindSizes, kinds
+from stream_rater.bench.capacity_model import KeySample, KindSizes, kind_of, kinds
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
@@ -33,6 +33,7 @@ from stream_rater.kafka import match_record, update_record
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.processor import Processor
 from stream_rater.store.redis import RedisStore, ladder_key
+from stream_rater.store.redis.keys import HISTORY_MARK
 
 DAY = 86_400.0
 LADDER = "capacity"
@@ -46,16 +47,21 @@ START = 1_700_000_000.0
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """What was loaded: players, matches, rating changes, Kafka bytes, seconds taken, and
-    Redis's ``used_memory`` growth."""
+    """What was loaded: players, matches, seconds taken, Redis's ``used_memory`` growth, and
+    the Kafka bytes of the first `sampled` matches' records (match-finished, rating-changed)."""
 
     players: int
     matches: int
-    events: int
-    match_bytes: int
-    event_bytes: int
     seconds: float
     used_memory: int
+    sampled: int = 0
+    match_bytes: int = 0
+    events: int = 0
+    event_bytes: int = 0
+
+
+#: Matches whose Kafka records are sized (their bytes per record vary little).
+SAMPLED_RECORDS = 20_000
 
 
 def _synthetic(players: int, matches: int, seconds_apart: float, seed: int) -> Iterator[dict[str, Any]]:
@@ -74,6 +80,18 @@ def _synthetic(players: int, matches: int, seconds_apart: float, seed: int) -> I
         }
 
 
+def _batches(players: int, matches: int, per_day: float, size: int) -> Iterator[list[dict[str, Any]]]:
+    """The synthetic matches in batches of `size`, spread over simulated time at `per_day`."""
+    batch: list[dict[str, Any]] = []
+    for event in _synthetic(players, matches, DAY / per_day, 0):
+        batch.append(event)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def ladders() -> Ladders:
     """The bench's one ladder."""
     return Ladders([Ladder(LADDER, "trueskill", LADDER_PARAMS)])
@@ -86,45 +104,42 @@ async def load(
     per_day: float,
     settings: Settings,
     batch_size: int = BATCH,
-    seed: int = 0,
 ) -> Load:
     """Apply the synthetic load to the (empty) ladder of the Redis at `redis_url`, in batches
     of `batch_size` (few enough that a player is rarely twice in one, as on a big ladder)."""
-    table, apart = ladders(), DAY / per_day
-    now = [START]
+    table, now = ladders(), [START]
     store = RedisStore.from_url(
         redis_url,
         marker_ttl=settings.marker_ttl,
-        history_limit=settings.history_limit,
+        history_limit=settings.redis_history(),
         clock=lambda: now[0],
         prefix=settings.redis_prefix,
     )
     processor = Processor(table, store, clock=lambda: now[0])
-    match_bytes = event_bytes = events = 0
-    started = time.perf_counter()
+    sizes = [0, 0, 0, 0]  # sampled matches, their bytes, their events, their bytes
+    started, offset = time.perf_counter(), 0
     try:
         before = (await store.client.info("memory"))["used_memory"]
-        batch: list[dict[str, Any]] = []
-        for offset, event in enumerate(_synthetic(players, matches, apart, seed)):
-            batch.append(event)
-            if len(batch) == batch_size or offset == matches - 1:
-                now[0] = event["finished_at"]
-                match_bytes += sum(
-                    len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in batch)
-                )
-                parsed = [parse_match(e, table) for e in batch]
-                result = await processor.process(
-                    parsed, [(0, offset - len(batch) + 1 + i) for i in range(len(batch))]
-                )
-                processor.produced(result)
-                produced = [update_record("u", e) for e in result.events]
-                events += len(produced)
-                event_bytes += sum(len(k or b"") + len(v) for _, k, v, _ in produced)
-                batch = []
+        for batch in _batches(players, matches, per_day, batch_size):
+            now[0] = batch[-1]["finished_at"]
+            parsed = [parse_match(e, table) for e in batch]
+            result = await processor.process(parsed, [(0, offset + i) for i in range(len(batch))])
+            processor.produced(result)
+            offset += len(batch)
+            if sizes[0] < SAMPLED_RECORDS:
+                _size_records(sizes, batch, result.events)
         used = (await store.client.info("memory"))["used_memory"] - before
     finally:
         await store.close()
-    return Load(players, matches, events, match_bytes, event_bytes, time.perf_counter() - started, used)
+    return Load(players, matches, time.perf_counter() - started, used, *sizes)
+
+
+def _size_records(sizes: list[int], batch: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """Add `batch`'s match-finished records and `events`' rating-changed records to `sizes`."""
+    sizes[0] += len(batch)
+    sizes[1] += sum(len(r[1] or b"") + len(r[2]) for r in (match_record("m", e) for e in batch))
+    sizes[2] += len(events)
+    sizes[3] += sum(len(k or b"") + len(v) for _, k, v, _ in (update_record("u", e) for e in events))
 
 
 async def sample_keys(redis_url: str, prefix: str = Settings.redis_prefix) -> list[KeySample]:
@@ -161,12 +176,37 @@ def _length(pipe: Any, key: bytes, kind: str) -> None:
     )(key)
 
 
+#: Bytes a listpack spends on an element besides its own (the encoding header and back-length).
+LISTPACK_ELEMENT = 3
+
+
+async def history_share(redis_url: str, prefix: str, buckets: Sequence[str], sample: int = 2000) -> float:
+    """The share of the players buckets' bytes that is history (fields ``HISTORY_MARK…``), from
+    the field and value bytes of `sample` of `buckets` (key suffixes)."""
+    store = RedisStore.from_url(redis_url, prefix=prefix)
+    chosen = random.Random(0).sample(list(buckets), min(sample, len(buckets)))
+    history = total = 0
+    try:
+        async with store.client.pipeline(transaction=False) as pipe:
+            for suffix in chosen:
+                pipe.hgetall(ladder_key(LADDER, suffix, prefix))
+            for fields in await pipe.execute():
+                for name, value in fields.items():
+                    size = len(name) + len(value) + 2 * LISTPACK_ELEMENT
+                    total += size
+                    history += size if name.startswith(HISTORY_MARK) else 0
+    finally:
+        await store.close()
+    return history / total if total else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class Measured:
-    """A load and its keys' sizes."""
+    """A load, its keys' sizes, and the share of the players buckets that is history."""
 
     load: Load
     sizes: KindSizes
+    history: float = 0.0
 
 
 async def measure(
@@ -178,7 +218,10 @@ async def measure(
     found = kinds(samples)
     markers = sum(k.entries for k in found if k.name == "mk") or 1
     total = sum(s.usage for s in samples)
-    return Measured(done, KindSizes(found, players, markers, done.used_memory / total if total else 1.0))
+    buckets = [s.suffix for s in samples if kind_of(s.suffix)[0] == "players"]
+    share = await history_share(redis_url, settings.redis_prefix, buckets)
+    sizes = KindSizes(found, players, markers, done.used_memory / total if total else 1.0)
+    return Measured(done, sizes, share)
 
 
 def projection(measured: Measured, players: int, per_day: float, settings: Settings) -> dict[str, Any]:
@@ -186,14 +229,17 @@ def projection(measured: Measured, players: int, per_day: float, settings: Setti
     and Kafka bytes per day, from `measured`."""
     alive = per_day * settings.marker_ttl / DAY if settings.marker_ttl else per_day * 365
     kinds_bytes = measured.sizes.project(players, alive)
+    history = kinds_bytes.get("players", 0.0) * measured.history
+    kinds_bytes["players"] = kinds_bytes.get("players", 0.0) - history
     load = measured.load
     return {
         "players": players,
         "per_day": per_day,
         "markers_alive": alive,
         "redis_bytes": sum(kinds_bytes.values()),
-        "kinds": kinds_bytes,
-        "kafka_bytes_per_day": per_day * (load.match_bytes + load.event_bytes) / load.matches,
+        "redis_bytes_without_archive": sum(kinds_bytes.values()) + history,
+        "kinds": {**kinds_bytes, "history (without an archive)": history},
+        "kafka_bytes_per_day": per_day * (load.match_bytes + load.event_bytes) / max(load.sampled, 1),
     }
 
 
@@ -203,7 +249,7 @@ def report(measured: Measured, players: int, per_day: Sequence[float], settings:
     items = {
         "player": sizes.per_item("players"),
         "marker": sizes.per_item("markers"),
-        "match_record": load.match_bytes / load.matches,
+        "match_record": load.match_bytes / max(load.sampled, 1),
         "rating_changed_record": load.event_bytes / max(load.events, 1),
         **{
             f"kind:{k.name}": {
@@ -222,7 +268,8 @@ def report(measured: Measured, players: int, per_day: Sequence[float], settings:
         "load_seconds": load.seconds,
         "used_memory": load.used_memory,
         "marker_ttl": settings.marker_ttl,
-        "history_limit": settings.history_limit,
+        "history_limit": settings.redis_history(),
+        "history_share": measured.history,
         "items": items,
         "projections": projections,
         "redis_bytes": max(p["redis_bytes"] for p in projections),
@@ -254,7 +301,8 @@ def _print(doc: dict[str, Any], out: TextIO) -> None:
         parts = " + ".join(f"{name} {b / 1e9:.2f}" for name, b in sorted(p["kinds"].items()) if b >= 1e6)
         print(
             f"{p['players']:,} players, {p['per_day']:,.0f} matches/day: Redis {p['redis_bytes'] / 1e9:.2f} GB "
-            f"per replica ({parts}); Kafka {p['kafka_bytes_per_day'] / 1e9:.2f} GB/day per replica",
+            f"per replica with an archive, {p['redis_bytes_without_archive'] / 1e9:.2f} GB without "
+            f"({parts}); Kafka {p['kafka_bytes_per_day'] / 1e9:.2f} GB/day per replica",
             file=out,
         )
 

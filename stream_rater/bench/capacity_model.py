@@ -98,7 +98,8 @@ class Kind:
 
 def fit(samples: Iterable[KeySample]) -> tuple[float, float]:
     """``(per_key, per_entry)``: the least-squares line of usage against entries; a kind whose
-    keys all hold as many entries splits nothing off per key."""
+    keys all hold as many entries, or whose line would put a negative cost on either, splits
+    nothing off per key."""
     xs, ys = [], []
     for s in samples:
         xs.append(float(s.entries))
@@ -110,6 +111,8 @@ def fit(samples: Iterable[KeySample]) -> tuple[float, float]:
         total = sum(xs)
         return (0.0, sum(ys) / total) if total else (mean_y, 0.0)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+    if slope <= 0 or mean_y - slope * mean_x < 0:  # noise, not a cost per key: price per entry
+        return 0.0, sum(ys) / sum(xs)
     return mean_y - slope * mean_x, slope
 
 

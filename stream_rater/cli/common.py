@@ -232,7 +232,7 @@ async def store_for(args: argparse.Namespace) -> AsyncIterator[StateStore]:
         timeouts=RedisTimeouts.of(settings),
         prefix=settings.redis_prefix,
         marker_ttl=settings.marker_ttl,  # the markers' window: where a read finds them (`keys`)
-        history_limit=settings.history_limit,
+        history_limit=settings.redis_history(),
     )
     try:
         await bound_store(args, store)

@@ -225,7 +225,7 @@ def _rebuild(args: argparse.Namespace, ladders: Ladders) -> int:
     async def run(out: TextIO) -> tuple[ReplaySummary, int]:
         store = open_store(
             store_url(args),
-            history_limit=settings.history_limit,
+            history_limit=settings.redis_history(),
             marker_ttl=settings.marker_ttl,
             prefix=settings.redis_prefix,
         )

@@ -192,7 +192,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from stream_rater.explain import explain_match
 
     ladder = ladders_of(args).get(args.ladder)
-    limit = settings_of(args).history_limit
+    limit = settings_of(args).redis_history()
     archive = archive_reader(settings_of(args))
     answer = with_store(args, lambda store: explain_match(store, ladder, args.match_id, limit, archive))
     if args.json:
@@ -249,7 +249,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stores = AsyncExitStack()
         store = await stores.enter_async_context(store_for(args))
         queries = Queries(
-            store, ladders, settings.max_query_players, settings.history_limit, archive_reader(settings)
+            store, ladders, settings.max_query_players, settings.redis_history(), archive_reader(settings)
         )
         served = serve_app(queries, store)
 

@@ -14,6 +14,9 @@ from stream_rater.contracts import Limits
 
 ENV_PREFIX = "STREAM_RATER_"
 
+#: Rating changes Redis keeps per player where there is no archive (`Settings.redis_history`).
+DEFAULT_HISTORY = 2
+
 #: The values of ``on_store_loss``: hold a lost ladder for the operator, or rebuild it.
 ON_STORE_LOSS = ("halt", "rebuild")
 
@@ -94,13 +97,15 @@ class Settings:
         "(as a new record) is recognised (0 = forever); Kafka redeliveries are recognised by the stored "
         "positions, whatever this window",
     )
-    #: Two: Redis keeps the present — a player's last changes, enough to explain a match within
-    #: the marker window and to show recent form — while the past lives in PostgreSQL (design "The
-    #: present and the past"). A change kept costs about 100 bytes per player (a UUID match id,
-    #: five floats, two timestamps, the expectations), so 1 GB per ten million players: two keep
-    #: a ten-million-player ladder within 4 GB (bench README "Capacity"), four would need 6.
+    #: Redis keeps the present (design "The present and the past"): without an archive, a
+    #: player's last two changes — enough to explain a match within the marker window and to show
+    #: recent form, at about 125 bytes a change per player (1.25 GB per ten million players per
+    #: change kept; bench README "Capacity"); with an archive, none: the archive answers history
+    #: and explain, and a ten-million-player ladder keeps within 4 GB.
     history_limit: int = _field(
-        2, "rating changes Redis keeps per player (the latest; the full history is in the archive database)"
+        -1,
+        "rating changes Redis keeps per player (-1: 2 without an archive, none with one, whose "
+        "database then answers history and explain)",
     )
     known_states: int = _field(
         200_000,
@@ -151,6 +156,13 @@ class Settings:
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, raw, type(f.default))
         return cls(**values)
+
+    def redis_history(self) -> int:
+        """The rating changes Redis keeps per player: `history_limit`, or where it is -1
+        `DEFAULT_HISTORY` without an archive and none with one."""
+        if self.history_limit >= 0:
+            return self.history_limit
+        return 0 if self.archive_url else DEFAULT_HISTORY
 
     def topics(self) -> dict[str, int]:
         """The service's topics and their partition counts, as the worker creates them; the

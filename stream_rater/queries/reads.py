@@ -31,7 +31,7 @@ from typing import Any
 from stream_rater.archive import ArchiveReader, ArchiveUnavailable
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.rules import DAY
-from stream_rater.config.settings import Settings
+from stream_rater.config.settings import DEFAULT_HISTORY, Settings
 from stream_rater.queries.arguments import (
     NotRanked,
     QueryError,
@@ -62,7 +62,7 @@ class Queries:
         store: ReadStore,
         ladders: Ladders,
         max_players: int = Settings.max_query_players,
-        history_limit: int = Settings.history_limit,
+        history_limit: int = DEFAULT_HISTORY,
         archive: ArchiveReader | None = None,
     ) -> None:
         """`max_players`: most players one query may name (``STREAM_RATER_MAX_QUERY_PLAYERS``);

@@ -275,7 +275,7 @@ def open_worker_store(settings: Settings) -> StateStore:
     """The store at `settings.redis_url` as the worker's settings configure it."""
     return open_store(
         settings.redis_url,
-        history_limit=settings.history_limit,
+        history_limit=settings.redis_history(),
         marker_ttl=settings.marker_ttl,
         timeouts=RedisTimeouts.of(settings),
         prefix=settings.redis_prefix,

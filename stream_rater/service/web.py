@@ -243,7 +243,7 @@ class Dashboard:
                         self.store,
                         self.ladders,
                         self.settings.max_query_players,
-                        history_limit=self.settings.history_limit,
+                        history_limit=self.settings.redis_history(),
                         archive=archive_reader(self.settings),
                     )
                 ),

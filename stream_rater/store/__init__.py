@@ -7,7 +7,7 @@
 `open_store` picks one by URL; it lives here, above both, so that `base` imports neither.
 """
 
-from stream_rater.config.settings import Settings
+from stream_rater.config.settings import DEFAULT_HISTORY, Settings
 from stream_rater.store.base import (
     DEFAULT_TIMEOUTS,
     Commit,
@@ -46,7 +46,7 @@ __all__ = [
 def open_store(
     url: str,
     *,
-    history_limit: int = Settings.history_limit,
+    history_limit: int = DEFAULT_HISTORY,
     marker_ttl: float = 0.0,
     timeouts: RedisTimeouts = DEFAULT_TIMEOUTS,
     prefix: str = Settings.redis_prefix,

@@ -3,9 +3,10 @@ histories): a plain rating-changed event of the key's ladder as a compact msgpac
 half the bytes of the event's map, which Redis then copies, stores and hands out the cheaper.
 
 The array is ``[match_id, player_id, model, before_mu, before_sigma, after_mu, after_sigma,
-rating, games, finished_at, processed_at, late, expected]`` (``expected``, the event's map of
-what was expected of the player's team, is left out when the event has none: arrays written
-before events carried it have 12 items and read back as they were); ``event_id``, ``ladder``
+rating, games, finished_at, processed_at, late, expected, provisional]`` (``expected``, the
+event's map of what was expected of the player's team, or nil; ``provisional`` the flag of a
+ladder whose rules mark provisional players: the trailing ones the event lacks are left out, so
+arrays written before events carried them have 12 or 13 items and read back as they were); ``event_id``, ``ladder``
 and ``delta`` are rebuilt on reading by `contracts.rating_changed`, which made the event, so a stored event reads
 back equal to the one written, field for field and in the same order. Any other event (a
 correction event, one whose fields are not exactly a plain event's) is stored as its msgpack
@@ -15,6 +16,7 @@ map, and maps written before the compact form existed read back as they are.
 from __future__ import annotations
 
 import functools
+import itertools
 import uuid
 from typing import Any
 
@@ -28,8 +30,12 @@ from stream_rater.store.base import Event
 PACKER = msgpack.Packer(use_bin_type=True)
 
 _PLAIN = frozenset(rating_changed("m", "l", "p", "model", (0.0, 0.0), (0.0, 0.0), 0.0, 1, "t", "t"))
-#: The key sets a compact array can stand for: plain, late, and either with ``expected``.
-_COMPACT = frozenset({_PLAIN, _PLAIN | {"late"}, _PLAIN | {"expected"}, _PLAIN | {"late", "expected"}})
+#: The key sets a compact array can stand for: plain, with any of ``late``, ``provisional`` and
+#: ``expected``.
+_COMPACT = frozenset(
+    _PLAIN | {k for k, on in zip(("late", "provisional", "expected"), bits) if on}
+    for bits in itertools.product((False, True), repeat=3)
+)
 
 
 def _compact(event: Event, ladder: str) -> list[Any] | None:
@@ -59,11 +65,15 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         event["processed_at"],
         late,
     ]
-    if "expected" in keys:
-        expected = event["expected"]
-        if not isinstance(expected, dict):
-            return None
+    expected, provisional = event.get("expected"), event.get("provisional")
+    if ("expected" in keys and not isinstance(expected, dict)) or (
+        "provisional" in keys and not isinstance(provisional, bool)
+    ):
+        return None
+    if expected is not None or provisional is not None:
         compact.append(expected)
+    if provisional is not None:
+        compact.append(provisional)
     return compact
 
 
@@ -100,6 +110,7 @@ def stored_event(value: Any, ladder: str) -> Event:
         finished,
         processed,
         late,
+        provisional=value[13] if len(value) > 13 else None,
         expected=value[12] if len(value) > 12 else None,
     )
 
@@ -149,8 +160,9 @@ def _entry(compact: list[Any]) -> list[Any]:
     entry = [_match(match_id), b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late]
     if rest:
         expected = rest[0]
-        keys = tuple(expected)
+        keys = None if expected is None else tuple(expected)
         entry.append([_EXPECTED.index(keys), *expected.values()] if keys in _EXPECTED else expected)
+        entry += rest[1:]  # provisional
     return entry
 
 
@@ -168,6 +180,7 @@ def _event_fields(entry: list[Any], player_id: str, model: str | None) -> list[A
         fields.append(
             dict(zip(_EXPECTED[expected[0]], expected[1:])) if isinstance(expected, list) else expected
         )
+        fields += rest[1:]  # provisional
     return fields
 
 
@@ -175,7 +188,7 @@ def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
     """`event`, a change of `player_id` of `ladder`, as a history entry (``h:<b>``, see
     `store.redis.keys`): its 2-byte big-endian length, then msgpack ``[match_id, before_mu,
     before_sigma, after_mu, after_sigma, rating, games, finished_at, processed_at, late(,
-    expected)]`` — the player, the model (`model`) and the ladder are the history's, not
+    expected(, provisional))]`` — the player, the model (`model`) and the ladder are the history's, not
     repeated; a UUID match id as its 16 bytes; the timestamps as microseconds where that reads
     back identical, ``processed_at`` then after ``finished_at``; an ``expected`` of the usual
     keys as their index in `_EXPECTED` then its values — or, for any other event, its msgpack

@@ -151,6 +151,22 @@ async def test_history_is_capped_newest_first(store, ladder):
     assert await store.history(ladder, "a", 10) == [{"n": 5}, {"n": 4}, {"n": 3}]
 
 
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_a_store_that_keeps_no_history_writes_none(kind, request, ladder):
+    """History 0 (a deployment with an archive): commits write no history, reads find none, and
+    on Redis the player's bucket holds the state alone."""
+    url = "memory" if kind == "memory" else request.getfixturevalue("redis_url")
+    store = open_store(url, history_limit=0)
+    try:
+        await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}, {"a": [{"n": 1}]}))
+        assert await store.history(ladder, "a", 10) == []
+        assert (await store.read(ladder, ["a"], [], [])).players["a"].mu == 1.0
+        if isinstance(store, RedisStore):
+            assert await store.client.hkeys(ladder_key(ladder, f"players:{bucket('a')}")) == [b"a"]
+    finally:
+        await store.close()
+
+
 async def test_states_without_sigma_round_trip(store, ladder):
     """Elo-family states (sigma None, never played) survive the store unchanged."""
     state = PlayerState(512.5, None, 3, None, 1)

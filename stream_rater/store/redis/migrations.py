@@ -168,7 +168,11 @@ async def _move_markers_2(store: RedisStore, key: bytes, ladder: str, generation
 
 async def _move_history(store: RedisStore, key: bytes, ladder: str, generation: int, player: str) -> int:
     """Move one format-1 history list into the player's bucket: its newest entries as one
-    chunk, in the ring's slot of the player's state version."""
+    chunk, in the ring's slot of the player's state version (none where Redis keeps no history:
+    the list is dropped, the archive holds it)."""
+    if not store.history_limit:
+        await store.client.delete(key)
+        return 1
     rows = await store.client.lrange(key, 0, store.history_limit - 1)
     events = [stored_event(msgpack.unpackb(raw, raw=False), ladder) for raw in rows]
     meta = store._gen_key(ladder, generation, "meta")

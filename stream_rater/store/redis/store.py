@@ -8,6 +8,7 @@ arguments in `scripts`; the re-rate control is `control.RerateControl`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
-from stream_rater.config.settings import Settings
+from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import RatingTotals, StateStore
 from stream_rater.store.deployment import check_prefix
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
@@ -72,7 +73,7 @@ class RedisStore(RerateControl, StateStore):
     def __init__(
         self,
         client: aioredis.Redis | RedisCluster,
-        history_limit: int = Settings.history_limit,
+        history_limit: int = DEFAULT_HISTORY,
         marker_ttl: float = 0.0,
         clock: Callable[[], float] = time.time,
         prefix: str = DEFAULT_PREFIX,
@@ -156,6 +157,8 @@ class RedisStore(RerateControl, StateStore):
 
     def _commit_call(self, commit: Commit) -> tuple[list[str], bytes]:
         """The keys and argument of the commit script for `commit`."""
+        if not self.history_limit:  # Redis keeps no history: the archive answers it
+            commit = dataclasses.replace(commit, history={})
         ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
         buckets = Buckets.of(commit, self.clock(), self.marker_ttl)
@@ -354,6 +357,8 @@ class RedisStore(RerateControl, StateStore):
         return reply
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
+        if not self.history_limit:
+            return []
         fields = [history_slot(player_id, n, HISTORY_SLOTS) for n in range(HISTORY_SLOTS)]
 
         def build(pipe: Any, gen: int) -> None:

@@ -22,6 +22,13 @@ def test_the_fit_splits_a_cost_per_key_from_a_cost_per_entry():
     assert fit(samples) == pytest.approx((70.0, 40.0))
 
 
+def test_a_line_through_noise_prices_per_entry_rather_than_a_negative_cost_per_key():
+    samples = [
+        KeySample(f"mk:{i}", usage, n) for i, (usage, n) in enumerate([(100, 1), (900, 10), (2000, 20)])
+    ]
+    assert fit(samples) == pytest.approx((0.0, 3000 / 31))
+
+
 def test_keys_holding_equal_counts_are_priced_per_entry():
     assert fit([KeySample("lb", 900, 10)]) == (0.0, 90.0)
 

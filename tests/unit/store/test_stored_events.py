@@ -76,6 +76,34 @@ def test_expected_rides_in_the_compact_form_and_twelve_item_arrays_still_read():
     assert isinstance(msgpack.unpackb(pack_event({**event, "expected": None}, LADDER), raw=False), dict)
 
 
+def test_the_provisional_flag_rides_in_the_compact_form_with_or_without_expected():
+    """A ladder whose rules mark provisional players: its events stay compact (markers and
+    histories alike) and read back equal, field for field and in order."""
+    for expected in (None, {"win": 0.25, "draw": 0.5}):
+        for provisional in (True, False):
+            event = rating_changed(
+                "m1",
+                LADDER,
+                "a",
+                "trueskill",
+                (25.0, 8.3),
+                (27.0, 7.0),
+                6.0,
+                1,
+                "t",
+                "t",
+                provisional=provisional,
+                expected=expected,
+            )
+            packed = pack_event(event, LADDER)
+            assert isinstance(msgpack.unpackb(packed, raw=False), list)
+            assert list(read_back(packed).items()) == list(event.items())
+            entry = pack_entry(event, LADDER, "trueskill", "a")
+            assert isinstance(msgpack.unpackb(entry[2:], raw=False), list)
+            assert unpack_entries(entry, LADDER, "a", "trueskill") == [event]
+    assert isinstance(msgpack.unpackb(pack_event({**event, "provisional": None}, LADDER), raw=False), dict)
+
+
 def test_anything_else_is_stored_as_its_map():
     plain = rating_changed("m1", LADDER, "a", "elo", (1500.0, None), (1516.0, None), 1516.0, 3, "t", "t")
     others = [
