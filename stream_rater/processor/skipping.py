@@ -50,12 +50,18 @@ async def process_skipping(
     where: Sequence[tuple[int, int] | None] | None = None,
     *,
     attempt: Attempt = _once,
+    on_skip: Callable[[Skipped], Awaitable[None]] | None = None,
 ) -> tuple[BatchResult, list[Skipped]]:
     """`processor.process(matches, where)`, and the matches skipped: when a match makes the
     model fail (`Unratable`), the batch is applied again one match at a time (committed
     matches are found applied) and each match that fails on its own is skipped. The one rule
     by which the worker dead-letters and `replay`, `verify` and re-rates skip, so that
-    stream = replay holds for such input too. Any other error propagates."""
+    stream = replay holds for such input too. Any other error propagates.
+
+    `on_skip` is awaited for each skipped match before any later match is applied: once a
+    later match is committed, the ladder's stored position is past the skipped record, and a
+    redelivery finds it applied (the worker dead-letters it there, so that a crash cannot lose
+    it)."""
     try:
         return await attempt(lambda: processor.process(matches, where)), []
     except Unratable:
@@ -67,6 +73,8 @@ async def process_skipping(
             one = await attempt(lambda: processor.process([match], [place]))  # noqa: B023
         except Unratable as exc:
             skipped.append(Skipped(match, place, exc.cause))
+            if on_skip is not None:
+                await on_skip(skipped[-1])
             continue
         result.results += one.results
         result.conflicts += one.conflicts

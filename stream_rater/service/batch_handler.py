@@ -28,6 +28,7 @@ from stream_rater.kafka import Record, update_record
 from stream_rater.processor import (
     BatchResult,
     Processor,
+    Skipped,
     StoreLost,
     Unratable,
     is_late,
@@ -211,6 +212,7 @@ class BatchHandler:
         outgoing = [
             dead_letter(self.topics.dlq, d.message, d.reason, d.headers, limit=self.limits.max_event_bytes)
             for d in dead
+            if not d.sent
         ]
         outgoing += [update_record(self.topics.updates, e) for e in result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
@@ -257,29 +259,47 @@ class BatchHandler:
         self, valid: list[tuple[Message, MatchFinished]], *, narrow: bool = False
     ) -> tuple[BatchResult, list[DeadLetter]]:
         """The processor's result, and the matches the model cannot rate (`process_skipping`:
-        the rule the offline tools skip by) as dead letters with their original records, the
-        exception type and a short traceback (the full one is logged: `DeadLetterLog`), never stopping the
-        partition (the worker never dies on input). `narrow`: a lost ladder raises `LadderHeld`."""
+        the rule the offline tools skip by) as dead letters, each already sent (`_dead_letter`),
+        never stopping the partition (the worker never dies on input). `narrow`: a lost ladder
+        raises `LadderHeld`."""
         matches = [match for _, match in valid]
         where = [(message.partition, message.offset) for message, _ in valid]
         records = {id(match): message for message, match in valid}
         ladders = frozenset(m.ladder for m in matches)
-        result, skipped = await process_skipping(
+        dead: list[DeadLetter] = []
+
+        async def send_now(skip: Skipped) -> None:
+            """Dead-letter `skip` before a later match of its ladder commits (`process_skipping`)."""
+            dead.append(self._dead_letter(skip, records[id(skip.match)]))
+            letter = dead_letter(
+                self.topics.dlq,
+                dead[-1].message,
+                dead[-1].reason,
+                dead[-1].headers,
+                limit=self.limits.max_event_bytes,
+            )
+            await self._retry("produce", lambda: self._produce([letter]))
+
+        result, _ = await process_skipping(
             self.processor,
             matches,
             where,
             attempt=lambda action: self._retry(
                 "store", lambda: self._guarded(matches, where, action), ladders=ladders, narrow=narrow
             ),
+            on_skip=send_now,
         )
-        dead: list[DeadLetter] = []
-        for skip in skipped:
-            exc, message = skip.error, records[id(skip.match)]
-            metrics.MATCHES_REJECTED.labels("processing").inc()
-            short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
-            headers = [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]
-            dead.append(DeadLetter(message, skip.reason, headers, skip.match.ladder, exc))
         return result, dead
+
+    @staticmethod
+    def _dead_letter(skip: Skipped, message: Message) -> DeadLetter:
+        """The dead letter of a match the model cannot rate: its original record, the exception
+        type and a short traceback (the full one is logged: `DeadLetterLog`)."""
+        exc = skip.error
+        metrics.MATCHES_REJECTED.labels("processing").inc()
+        short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
+        headers = [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]
+        return DeadLetter(message, skip.reason, headers, skip.match.ladder, exc, sent=True)
 
     async def _guard(self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int]]) -> None:
         """Wait until the batch's partitions are checked for a lost store (`LossGuard`);

@@ -20,13 +20,15 @@ log = logging.getLogger(__name__)
 
 class DeadLetter(NamedTuple):
     """A dead letter on its way: the consumed record, the reason, extra headers, and — for a
-    match the model could not rate — its ladder and the error."""
+    match the model could not rate — its ladder, the error, and `sent`: it is with the broker
+    already (sent before any later match of its ladder committed)."""
 
     message: Message
     reason: str
     headers: list[tuple[str, bytes]]
     ladder: str | None = None
     error: BaseException | None = None
+    sent: bool = False
 
 
 class DeadLetterLog:

@@ -23,7 +23,7 @@ from stream_rater.service import metrics
 from stream_rater.service.batch_handler import BatchHandler, Topics, WorkerStopping
 from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchPipeline
-from stream_rater.store import Commit, CommitConflict, StateWrite
+from stream_rater.store import Commit, CommitConflict, PlayerState, StateWrite
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.status import server_refusal
 from stream_rater.waiting import wait_until_async
@@ -251,6 +251,56 @@ async def test_a_match_the_model_cannot_process_is_dead_lettered_alone(monkeypat
     assert headers["sr-error-type"] == b"ZeroDivisionError"
     assert b"fail_on_z" in headers["sr-traceback"]
     assert {json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "updates"} == {"m1"}
+
+
+class LoggingStore(MemoryStore):
+    """Notes each commit's matches in a log it shares with a `LoggingProducer`."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    async def commit_many(self, commits):
+        self.log += [f"commit {m}" for c in commits for m in c.markers]
+        return await super().commit_many(commits)
+
+
+class LoggingProducer(Producer):
+    """Notes each send's topic in the shared log."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    async def send(self, records):
+        self.log += [f"send {topic}" for topic, *_ in records]
+        await super().send(records)
+
+
+async def test_a_match_the_model_cannot_process_is_with_the_broker_before_a_later_match_commits(monkeypatch):
+    """Once a later match of the ladder commits, its stored position is past the failing record and
+    a redelivery reads that record as applied: so its dead letter is sent first, and a crash in
+    between cannot lose it."""
+    model = LADDERS.get("default").rating_model
+    real = model.rate_match
+
+    def fail_on_x(teams, outcome):
+        if any(r.mu == 25.0 and r.sigma < 0 for team in teams for r in team):
+            raise ZeroDivisionError("boom")
+        return real(teams, outcome)
+
+    monkeypatch.setattr(model, "rate_match", lambda teams, outcome: fail_on_x(teams, outcome))
+    log: list[str] = []
+    store = LoggingStore(log)
+    await store.commit(
+        Commit("default", [StateWrite("x", PlayerState(25.0, -1.0, 1, None, 1), 0)], {"poke": []})
+    )
+    log.clear()
+    await handler(store, LoggingProducer(log)).handle(
+        [record("m1", "x", "c", offset=1), record("m2", "a", "b", offset=2)]
+    )
+    assert log.index("send dlq") < log.index("commit m2")
+    assert log.count("send dlq") == 1
 
 
 class GatedProducer(Producer):
