@@ -29,7 +29,8 @@ from tests.unit.perf.workload import CASES, parsed, run
 ROOT = Path(__file__).resolve().parents[3]
 VALGRIND = "valgrind"
 
-#: Group → (the interpreter's C function its calls go through, what it covers).
+#: Group → (the interpreter's C function its calls go through, what it covers). The total is
+#: counted in a run of its own, without the other markers.
 MARKERS: dict[str, tuple[str, str]] = {
     "total": ("sys_call_tracing", "the whole replay: processor and memory store"),
     "plan_batch": ("_operator_call", "planner.plan_batch (inclusive)"),
@@ -70,11 +71,18 @@ def _mark(module: Any, names: tuple[str, ...], wrap: Callable[..., Any]) -> None
             setattr(module, name, wrap(getattr(module, name)))
 
 
-def counted_run(case: str, n: int) -> None:
-    """Replay `n` matches of `case` with every group's calls marked (module docstring),
+def counted_run(case: str, n: int, marked: bool) -> None:
+    """Replay `n` matches of `case`, with every group's calls `marked` (module docstring),
     after a short replay of other matches of it (imports and caches of first use uncounted)."""
     matches = parsed(CASES[case](n))
     run([replace(m, match_id=f"warm-{m.match_id}", finished_at=m.finished_at - 1e8) for m in matches[:50]])
+    if marked:
+        _mark_groups()
+    sys.call_tracing(run, (matches,))
+
+
+def _mark_groups() -> None:
+    """Route each group's calls through its marker (`MARKERS`)."""
     _mark(core, ("plan_batch",), _by_operator_call)
     _mark(planner, ("_events",), _by_methodcaller)
     _mark(planner, ("_rated",), _by_starmap)
@@ -84,12 +92,19 @@ def counted_run(case: str, n: int) -> None:
 
     for name in ("_read", "_commit"):
         setattr(MemoryStore, name, _through(itertools.filterfalse, getattr(MemoryStore, name)))
-    sys.call_tracing(run, (matches,))
 
 
 def count(case: str, n: int, cwd: Path = ROOT) -> dict[str, float]:
     """Instructions per match of `n` matches of `case`, per group of `MARKERS` (the package
-    imported from `cwd`)."""
+    imported from `cwd`): the total from a run without the markers (they cost instructions
+    too), the groups from one with them."""
+    counted = _counted(case, n, cwd, marked=True)
+    counted["total"] = _counted(case, n, cwd, marked=False)["total"]
+    return counted
+
+
+def _counted(case: str, n: int, cwd: Path, marked: bool) -> dict[str, float]:
+    """`count` of one run, `marked` or not."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -104,6 +119,7 @@ def count(case: str, n: int, cwd: Path = ROOT) -> dict[str, float]:
                 "--count",
                 case,
                 str(n),
+                *(["--marked"] if marked else []),
             ],
             cwd=cwd,
             env=env,
