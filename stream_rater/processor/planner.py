@@ -11,7 +11,7 @@ from typing import Any
 
 from stream_rater.config.ladders import Ladder
 from stream_rater.config.rules import Rules
-from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
+from stream_rater.contracts import MatchFinished, Team, format_timestamp, rating_changed, season_changed
 from stream_rater.processor.quality import LIVE, increments, record
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
 from stream_rater.rating.base import Outcome, Rating, RatingModel
@@ -186,11 +186,11 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
     changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
-    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
+    placings = changes.placings[match_id] = []
+    events = _events(
+        s, changes, match, priors, posterior, (expected(s.model, read, pairs), outcome.ranks, placings)
+    )
     changes.apply(match_id, events, s.keeps_events)
-    changes.placings[match_id] = [
-        [p.id, rank] for team, rank in zip(match.teams, outcome.ranks) for p in team.players if p.rated
-    ]
     return MatchResult.applied(match, events)
 
 
@@ -213,7 +213,7 @@ def _shadow_match(
         pairs = pairwise(s.model, read)
         score = record(score_match(s.model, s.draws, read, outcome.ranks, pairs))
         posterior = _rated(s, match, teams, outcome)
-        events = _events(s, changes, match, priors, posterior, None)
+        events = _events(s, changes, match, priors, posterior)
     except Exception as exc:  # any failure of the model on this input
         changes.applied[match.match_id] = changes.markers[match.match_id] = []
         return MatchResult.unrated_because(match, f"shadow model failed: {type(exc).__name__}")
@@ -300,13 +300,13 @@ def _events(
     match: MatchFinished,
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
-    expectation: list[dict[str, float]] | None,
+    published: tuple[list[dict[str, float]], Sequence[float], list[list[Any]]] | None = None,
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
-    ratings) into `changes`, with the players' leaderboard scores and history; returns their
-    rating-changed events, each with its team's `expectation` (one dict shared by the team's
-    events; None: a shadow's match, which gets none). `NonFiniteRating` if a posterior rating
-    is NaN or infinite."""
+    ratings) into `changes`, with the players' leaderboard scores; `NonFiniteRating` if a
+    rating is NaN or infinite. With `published` (per team its expectation and rank, and the
+    placings to fill: `Commit.placings`) the rated players' events are built (a team's share
+    its expectation dict), put in their history and returned; without (a shadow), none."""
     _check_finite(s, match, posterior)
     display, provisional, qualifies, stored_players = (
         s.model.display,
@@ -317,19 +317,19 @@ def _events(
     players, leaderboard, history = changes.players, changes.leaderboard, changes.history
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
     finished_at, processed_at = _timestamp(at), s.processed_at
+    expectation, ranks, placings = published or ((), (), [])
     events: list[Event] = []
     for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
         for player, before, new in zip(team.players, prior, team_post):
             if not player.rated:
                 continue
-            pid = player.id
-            rating = display(new)
+            pid, rating = player.id, display(new)
             players[pid] = after = _after(before, new, at, stored_players.get(pid, s.new_player), rating)
             games = after.games
             leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
-            if expectation is None:
+            if published is None:
                 continue
-            last = before.last_played
+            placings.append([pid, ranks[t]])
             event = rating_changed(
                 match_id,
                 ladder_name,
@@ -341,7 +341,7 @@ def _events(
                 games,
                 finished_at,
                 processed_at,
-                last is not None and at < last,  # late: see `is_late`
+                before.last_played is not None and at < before.last_played,  # late: see `is_late`
                 None if provisional is None else provisional(games, after.sigma),
                 expectation[t],
             )
@@ -352,10 +352,17 @@ def _events(
             else:
                 entries.append(event)
         if team.effects:
-            n, stored_effects = len(team.players), s.snapshot.effects
-            for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
-                changes.effects[name] = _after(before, new, at, stored_effects.get(name, s.new_effect), None)
+            _effects(s, changes, team, prior, team_post, at)
     return events
+
+
+def _effects(
+    s: _Setting, changes: _Changes, team: Team, prior: list[PlayerState], team_post: list[Rating], at: float
+) -> None:
+    """Write the states of `team`'s context effects (listed after its players) after a match."""
+    n, stored_effects = len(team.players), s.snapshot.effects
+    for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
+        changes.effects[name] = _after(before, new, at, stored_effects.get(name, s.new_effect), None)
 
 
 def _check_finite(s: _Setting, match: MatchFinished, posterior: list[list[Rating]]) -> None:
