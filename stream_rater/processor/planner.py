@@ -180,7 +180,7 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     outcome = _outcome(s, match, elapsed, plain)
     if s.observe is not None:
         s.observe(match, teams, outcome)
-    if s.ladder.shadow_of is not None:
+    if not s.builds_events:
         return _shadow_match(s, changes, match, priors, (teams, elapsed), outcome)
     read = as_read(s.model, teams, elapsed)
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
@@ -190,8 +190,9 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     events = _events(
         s, changes, match, priors, posterior, (expected(s.model, read, pairs), outcome.ranks, placings)
     )
-    changes.apply(match_id, events, s.keeps_events)
-    return MatchResult.applied(match, events)
+    changes.applied[match_id] = events
+    changes.markers[match_id] = events if s.keeps_events else []  # `_Changes.apply`, inlined
+    return _new(MatchResult, (match, events, False, False, None))  # `MatchResult.applied`
 
 
 def _shadow_match(
