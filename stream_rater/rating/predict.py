@@ -163,8 +163,8 @@ def expected(model: RatingModel, teams: Teams, pairs: Pairs | None = None) -> li
     for (i, j), (p_i, p_j, _) in pairs.items():
         ahead[i][j], ahead[j][i] = p_i, p_j
     return [
-        {"ahead": math.fsum(row) / (n - 1), "rank": 1.0 + math.fsum([other[i] for other in ahead])}
-        for i, row in enumerate(ahead)
+        {"ahead": math.fsum(row) / (n - 1), "rank": 1.0 + math.fsum(column)}
+        for row, column in zip(ahead, zip(*ahead))  # column i: P(each team finishes ahead of i)
     ]
 
 
