@@ -10,14 +10,17 @@ from typing import Any, TypedDict
 from stream_rater.contracts._checks import _fail, _finite, _kind, _no_unknown, _required, _string
 from stream_rater.contracts.timestamps import _parse_rfc3339
 
+#: A state as `rating_changed` reads it: ``(mu, sigma, …)``.
+_State = tuple[float, float | None, *tuple[Any, ...]]
+
 
 def rating_changed(
     match_id: str,
     ladder: str,
     player_id: str,
     model: str,
-    before: tuple[float, float | None],
-    after: tuple[float, float | None],
+    before: _State,
+    after: _State,
     rating: float,
     games: int,
     finished_at: str,
@@ -27,7 +30,7 @@ def rating_changed(
     expected: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """A rating-changed event in its wire form (field order as in the README's example): `before` and
-    `after` are ``(mu, sigma)``; ``event_id`` is ``<match_id>:<player_id>``, stable across
+    `after` are ``(mu, sigma)`` or a longer tuple that starts so (a stored state, a rating); ``event_id`` is ``<match_id>:<player_id>``, stable across
     redeliveries; ``late`` appears only when true; ``provisional`` only on a ladder whose rules
     mark provisional players (`config.rules`); ``expected`` (a match's events: what the read
     API expected of the player's team before it, `rating.predict.expected`) when given."""

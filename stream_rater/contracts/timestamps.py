@@ -20,7 +20,11 @@ def format_timestamp(epoch: float) -> str:
     """Epoch seconds as an RFC 3339 UTC string, to the microsecond, trailing zeros dropped
     (``2004-08-06T18:13:50Z``, ``2004-08-06T18:13:50.25Z``)."""
     if _MIN_EPOCH <= epoch <= _MAX_EPOCH:
-        micros = _microseconds(epoch)
+        whole = int(epoch)
+        if whole == epoch:  # whole seconds, the common case: `_microseconds` would add 0
+            minute, second = divmod(whole, 60)
+            return _minute_text(minute) + _SECONDS_Z[second]
+        micros = whole * 1_000_000 + round((epoch - whole) * 1e6)  # `_microseconds`, inlined
     else:  # beyond the range validation allows: what datetime makes of it, or its error
         micros = (_EPOCH + timedelta(seconds=epoch) - _EPOCH) // _MICROSECOND
     seconds, micros = divmod(micros, 1_000_000)
@@ -47,6 +51,9 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 _TWO_DIGITS = tuple(f"{i:02d}" for i in range(60))
+
+
+_SECONDS_Z = tuple(f"{i:02d}Z" for i in range(60))
 
 
 _MIN_EPOCH = (datetime.min - _EPOCH) / _SECOND
@@ -88,7 +95,15 @@ def _microseconds(epoch: float) -> int:
 def _minute_text(minute: int) -> str:
     """``YYYY-MM-DDTHH:MM:`` of the `minute`-th minute after 1970-01-01T00:00 (events
     stream in roughly in time order, so this is nearly always cached)."""
-    return (_EPOCH + timedelta(minutes=minute)).isoformat()[:17]
+    day, of_day = divmod(minute, 1440)
+    hour, minute = divmod(of_day, 60)
+    return _day_text(day) + _TWO_DIGITS[hour] + ":" + _TWO_DIGITS[minute] + ":"
+
+
+@functools.lru_cache(maxsize=1024)
+def _day_text(day: int) -> str:
+    """``YYYY-MM-DDT`` of the `day`-th day after 1970-01-01."""
+    return (_EPOCH + timedelta(days=day)).isoformat()[:11]
 
 
 def _parse_rfc3339(text: str, path: str) -> float:

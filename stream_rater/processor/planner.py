@@ -11,7 +11,7 @@ from typing import Any
 
 from stream_rater.config.ladders import Ladder
 from stream_rater.config.rules import Rules
-from stream_rater.contracts import MatchFinished, format_timestamp, rating_changed, season_changed
+from stream_rater.contracts import MatchFinished, Team, format_timestamp, rating_changed, season_changed
 from stream_rater.processor.quality import LIVE, increments, record
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
 from stream_rater.rating.base import Outcome, Rating, RatingModel
@@ -49,6 +49,8 @@ class _Setting:
     #: Whether markers hold the events until produced: not a staging generation's nor a
     #: shadow's (their events are never produced).
     keeps_events: bool
+    #: Whether matches get rating-changed events: not a shadow's (nothing reads them).
+    builds_events: bool
     #: Set when some match may be unrated by the ladder's duration or player-count rules.
     checks_rated: bool
     #: Display rating (games, sigma) → whether the player is on the leaderboard; None: all are.
@@ -84,6 +86,7 @@ class _Setting:
             observe=observe,
             generation=generation,
             keeps_events=generation is None and ladder.shadow_of is None,
+            builds_events=ladder.shadow_of is None,
             checks_rated=rules.min_duration is not None or rules.min_players is not None,
             qualifies=rules.qualifies if rules.filters_leaderboard else None,
             provisional=rules.provisional if rules.marks_provisional else None,
@@ -177,18 +180,19 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     outcome = _outcome(s, match, elapsed, plain)
     if s.observe is not None:
         s.observe(match, teams, outcome)
-    if s.ladder.shadow_of is not None:
+    if not s.builds_events:
         return _shadow_match(s, changes, match, priors, (teams, elapsed), outcome)
     read = as_read(s.model, teams, elapsed)
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
     changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
-    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
-    changes.apply(match_id, events, s.keeps_events)
-    changes.placings[match_id] = [
-        [p.id, rank] for team, rank in zip(match.teams, outcome.ranks) for p in team.players if p.rated
-    ]
-    return MatchResult.applied(match, events)
+    placings = changes.placings[match_id] = []
+    events = _events(
+        s, changes, match, priors, posterior, (expected(s.model, read, pairs), outcome.ranks, placings)
+    )
+    changes.applied[match_id] = events
+    changes.markers[match_id] = events if s.keeps_events else []  # `_Changes.apply`, inlined
+    return _new(MatchResult, (match, events, False, False, None))  # `MatchResult.applied`
 
 
 def _shadow_match(
@@ -202,14 +206,15 @@ def _shadow_match(
     """`_one_match`'s last steps for a shadow: scored like the live ladder (its quality in its
     own keys), but a match its model fails on is recorded unrated (``shadow model failed``)
     instead of raising, so that a shadow never dead-letters a match of the live ladder; a
-    replay computes the same (the same rule, in the same planner)."""
+    replay computes the same (the same rule, in the same planner). Its states are written,
+    but no events built: nothing reads a shadow's (`_Setting.builds_events`)."""
     teams, elapsed = rated
     try:
         read = as_read(s.model, teams, elapsed)
         pairs = pairwise(s.model, read)
         score = record(score_match(s.model, s.draws, read, outcome.ranks, pairs))
         posterior = _rated(s, match, teams, outcome)
-        events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
+        events = _events(s, changes, match, priors, posterior)
     except Exception as exc:  # any failure of the model on this input
         changes.applied[match.match_id] = changes.markers[match.match_id] = []
         return MatchResult.unrated_because(match, f"shadow model failed: {type(exc).__name__}")
@@ -296,47 +301,50 @@ def _events(
     match: MatchFinished,
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
-    expectation: list[dict[str, float]],
+    published: tuple[list[dict[str, float]], Sequence[float], list[list[Any]]] | None = None,
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
-    ratings) into `changes`, with the players' leaderboard scores and history; returns their
-    rating-changed events, each with its team's `expectation`. `NonFiniteRating` if a
-    posterior rating is NaN or infinite."""
-    model, ladder_name, processed_at = s.model, s.ladder.name, s.processed_at
-    display, model_name, provisional, qualifies = model.display, model.name, s.provisional, s.qualifies
-    stored_players, new_player = s.snapshot.players, s.new_player
+    ratings) into `changes`, with the players' leaderboard scores; `NonFiniteRating` if a
+    rating is NaN or infinite. With `published` (per team its expectation and rank, and the
+    placings to fill: `Commit.placings`) the rated players' events are built (a team's share
+    its expectation dict), put in their history and returned; without (a shadow), none."""
+    _check_finite(s, match, posterior)
+    display, provisional, qualifies, stored_players = (
+        s.model.display,
+        s.provisional,
+        s.qualifies,
+        s.snapshot.players,
+    )
     players, leaderboard, history = changes.players, changes.leaderboard, changes.history
-    at, match_id = match.finished_at, match.match_id
-    for team_post in posterior:
-        for r in team_post:
-            if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
-                raise NonFiniteRating(
-                    f"match {match_id!r}: model {model_name!r} produced a non-finite rating"
-                )
-    finished_at = _timestamp(at)
+    at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
+    finished_at, processed_at = _timestamp(at), s.processed_at
+    expectation, ranks, placings = published or ((), (), [])
     events: list[Event] = []
-    for team, prior, team_post, team_expected in zip(match.teams, priors, posterior, expectation):
+    for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
         for player, before, new in zip(team.players, prior, team_post):
             if not player.rated:
                 continue
-            pid = player.id
-            rating = display(new)
-            players[pid] = after = _after(before, new, at, stored_players.get(pid, new_player), rating)
-            leaderboard[pid] = rating if qualifies is None or qualifies(after.games, after.sigma) else None
+            pid, rating = player.id, display(new)
+            players[pid] = after = _after(before, new, at, stored_players.get(pid, s.new_player), rating)
+            games = after.games
+            leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
+            if published is None:
+                continue
+            placings.append([pid, ranks[t]])
             event = rating_changed(
-                match_id=match_id,
-                ladder=ladder_name,
-                player_id=pid,
-                model=model_name,
-                before=before[:2],
-                after=new[:2],
-                rating=rating,
-                games=after.games,
-                finished_at=finished_at,
-                processed_at=processed_at,
-                late=before.last_played is not None and at < before.last_played,  # see `is_late`
-                provisional=None if provisional is None else provisional(after.games, after.sigma),
-                expected=dict(team_expected),
+                match_id,
+                ladder_name,
+                pid,
+                model_name,
+                before,
+                new,
+                rating,
+                games,
+                finished_at,
+                processed_at,
+                before.last_played is not None and at < before.last_played,  # late: see `is_late`
+                None if provisional is None else provisional(games, after.sigma),
+                expectation[t],
             )
             events.append(event)
             entries = history.get(pid)
@@ -345,10 +353,27 @@ def _events(
             else:
                 entries.append(event)
         if team.effects:
-            n, stored_effects = len(team.players), s.snapshot.effects
-            for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
-                changes.effects[name] = _after(before, new, at, stored_effects.get(name, s.new_effect), None)
+            _effects(s, changes, team, prior, team_post, at)
     return events
+
+
+def _effects(
+    s: _Setting, changes: _Changes, team: Team, prior: list[PlayerState], team_post: list[Rating], at: float
+) -> None:
+    """Write the states of `team`'s context effects (listed after its players) after a match."""
+    n, stored_effects = len(team.players), s.snapshot.effects
+    for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
+        changes.effects[name] = _after(before, new, at, stored_effects.get(name, s.new_effect), None)
+
+
+def _check_finite(s: _Setting, match: MatchFinished, posterior: list[list[Rating]]) -> None:
+    """`NonFiniteRating` if a rating of `posterior` is NaN or infinite."""
+    for team_post in posterior:
+        for r in team_post:
+            if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
+                raise NonFiniteRating(
+                    f"match {match.match_id!r}: model {s.model.name!r} produced a non-finite rating"
+                )
 
 
 def _after(

@@ -36,13 +36,18 @@ STRETCHES = 10
 
 def record(score: MatchScore) -> list[Any]:
     """One match's score as the window keeps it."""
+    wrong = score.wrong
     return [
-        len(score.wrong),
-        math.fsum(score.wrong),
+        len(wrong),
+        math.fsum(wrong),
         score.log_loss,
         score.brier,
         [[calibration_bin(p, BINS), p, a_won] for p, a_won in score.calibration],
     ]
+
+
+#: Per calibration bin, the names of its three sums.
+_BIN_KEYS = [(f"bin:{k}:n", f"bin:{k}:p", f"bin:{k}:o") for k in range(BINS)]
 
 
 def increments(records: Iterable[Sequence[Any]]) -> dict[str, float]:
@@ -64,9 +69,10 @@ def increments(records: Iterable[Sequence[Any]]) -> dict[str, float]:
             add["log_loss"] += log_loss
             add["brier"] += brier
         for k, p, won in calibration:
-            add[f"bin:{k}:n"] = add.get(f"bin:{k}:n", 0) + 1
-            add[f"bin:{k}:p"] = add.get(f"bin:{k}:p", 0.0) + p
-            add[f"bin:{k}:o"] = add.get(f"bin:{k}:o", 0) + won
+            n, p_sum, o = _BIN_KEYS[k]  # k from `record`: 0 <= k < BINS
+            add[n] = add.get(n, 0) + 1
+            add[p_sum] = add.get(p_sum, 0.0) + p
+            add[o] = add.get(o, 0) + won
     return add
 
 

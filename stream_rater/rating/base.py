@@ -107,6 +107,11 @@ class RatingModel(ABC):
         stored one unless the model has time-scaled dynamics. Never written back."""
         return rating
 
+    @property
+    def ages(self) -> bool:
+        """Whether `as_of` may change a rating; False: it returns every rating itself."""
+        return type(self).as_of is not RatingModel.as_of
+
     @abstractmethod
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """Posterior states for a match in which every player is rated."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from stream_rater.rating.base import RatingModel, Teams
 from stream_rater.rating.predict import Pairs, probabilities
@@ -30,10 +30,10 @@ from stream_rater.rating.predict import Pairs, probabilities
 PROBABILITY_FLOOR = 1e-15
 
 
-@dataclass(frozen=True, slots=True)
-class MatchScore:
+class MatchScore(NamedTuple):
     """One match's scores: `wrong` per decisive pair; `log_loss` and `brier` for a two-team
-    match that is scored (None otherwise); `calibration` per scored pair."""
+    match that is scored (None otherwise); `calibration` per scored pair. A named tuple: the
+    worker makes one per match."""
 
     wrong: list[float]
     log_loss: float | None
@@ -56,24 +56,31 @@ def score_match(
     wrong: list[float] = []
     calibration: list[tuple[float, bool]] = []
     log_loss = brier = None
-    for a in range(len(teams)):
-        for b in range(a + 1, len(teams)):
-            decisive = ranks[a] != ranks[b]
+    n = len(teams)
+    for a in range(n):
+        rank_a = ranks[a]
+        for b in range(a + 1, n):
+            decisive = rank_a != ranks[b]
             if not (decisive or draws):
                 continue
             if pairs is None:
                 (p_a, p_b), draw = probabilities(model, [teams[a], teams[b]])
             else:
                 p_a, p_b, draw = pairs[a, b]
-            a_won = ranks[a] < ranks[b]
+            a_won = rank_a < ranks[b]
             if decisive:
                 wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
             calibration.append((p_a, a_won))
-            if len(teams) == 2:
-                outcomes = (p_a, p_b, draw or 0.0)  # a wins, b wins, draw
-                observed = 0 if a_won else 1 if decisive else 2
-                log_loss = -math.log(max(outcomes[observed], PROBABILITY_FLOOR))
-                brier = math.fsum((q - (k == observed)) ** 2 for k, q in enumerate(outcomes)) / 2
+            if n == 2:
+                draw = draw or 0.0
+                observed = 0 if a_won else 1 if decisive else 2  # a wins, b wins, draw
+                log_loss = -math.log(max((p_a, p_b, draw)[observed], PROBABILITY_FLOOR))
+                squares = [
+                    (p_a - (observed == 0)) ** 2,
+                    (p_b - (observed == 1)) ** 2,
+                    (draw - (observed == 2)) ** 2,
+                ]
+                brier = math.fsum(squares) / 2
     return MatchScore(wrong, log_loss, brier, calibration)
 
 

@@ -443,6 +443,11 @@ class TrueSkill(RatingModel):
         var = sigma * sigma
         return Rating(rating.mu, math.sqrt(max(var, min(var + self._time_rate * idle_seconds, self._sigma2))))
 
+    @property
+    def ages(self) -> bool:
+        """Whether `as_of` may change a rating: with time-scaled dynamics (``time_tau`` > 0)."""
+        return self._time_rate != 0.0
+
     def draw_margin(self, players: int) -> float:
         """The draw margin eps of a match with `players` players in all (section 4.1)."""
         return self._margin * math.sqrt(players)

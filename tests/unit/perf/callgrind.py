@@ -1,0 +1,170 @@
+"""Instructions per match of a workload (`tests.unit.perf.workload.CASES`), counted by
+valgrind's callgrind, in total and per function group.
+
+Python 3.11 runs Python-to-Python calls inside one C function, so callgrind cannot tell
+``_events`` from ``plan_batch``. The counted run (`counted_run`) therefore calls each group's
+functions through a C function of the interpreter that nothing else in the processor calls
+(`MARKERS`: e.g. ``operator.call`` for ``plan_batch``): that C function's inclusive count is
+the group's. The whole replay is called through ``sys.call_tracing``, so neither start-up
+nor the building of the matches is counted.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import operator
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from stream_rater.processor import core, planner
+from tests.unit.perf.workload import CASES, parsed, run
+
+ROOT = Path(__file__).resolve().parents[3]
+VALGRIND = "valgrind"
+
+#: Group → (the interpreter's C function its calls go through, what it covers). The total is
+#: counted in a run of its own, without the other markers; the groups with the cyclic garbage
+#: collector off, so that a collection (which any allocation may set off) never moves a
+#: group's count.
+MARKERS: dict[str, tuple[str, str]] = {
+    "total": ("sys_call_tracing", "the whole replay: processor and memory store"),
+    "plan_batch": ("_operator_call", "planner.plan_batch (inclusive)"),
+    "events": ("methodcaller_call", "planner._events: states, events, history"),
+    "rate": ("starmap_next", "planner._rated: the model's rate_match (and floor)"),
+    "quality": ("takewhile_next", "planner's live quality: score_match and record"),
+    "expected": ("dropwhile_next", "planner's pairwise and expected"),
+    "store": ("filterfalse_next", "MemoryStore._read and _commit"),
+}
+
+
+def _through(kind: Callable[..., Any], f: Callable[..., Any]) -> Callable[..., Any]:
+    """`f`, called inside the C function of the itertools predicate `kind` (takewhile, …)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        box: list[Any] = []
+        next(kind(lambda _: box.append(f(*args, **kwargs)), (None,)), None)
+        return box[0]
+
+    return call
+
+
+def _by_operator_call(f: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *args, **kwargs: operator.call(f, *args, **kwargs)
+
+
+def _by_methodcaller(f: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *args, **kwargs: operator.methodcaller("__call__", *args, **kwargs)(f)
+
+
+def _by_starmap(f: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *args: next(itertools.starmap(f, (args,)))
+
+
+def _mark(module: Any, names: tuple[str, ...], wrap: Callable[..., Any]) -> None:
+    for name in names:
+        if hasattr(module, name):
+            setattr(module, name, wrap(getattr(module, name)))
+
+
+def counted_run(case: str, n: int, marked: bool) -> None:
+    """Replay `n` matches of `case`, with every group's calls `marked` (module docstring),
+    after a short replay of other matches of it (imports and caches of first use uncounted)."""
+    matches = parsed(CASES[case](n))
+    run([replace(m, match_id=f"warm-{m.match_id}", finished_at=m.finished_at - 1e8) for m in matches[:50]])
+    if marked:  # the collector's pauses fall in whichever group allocates: not in the groups
+        _mark_groups()
+        gc.disable()
+    sys.call_tracing(run, (matches,))
+
+
+def _mark_groups() -> None:
+    """Route each group's calls through its marker (`MARKERS`)."""
+    _mark(core, ("plan_batch",), _by_operator_call)
+    _mark(planner, ("_events",), _by_methodcaller)
+    _mark(planner, ("_rated",), _by_starmap)
+    _mark(planner, ("score_match", "record"), lambda f: _through(itertools.takewhile, f))
+    _mark(planner, ("pairwise", "expected"), lambda f: _through(itertools.dropwhile, f))
+    from stream_rater.store.memory import MemoryStore
+
+    for name in ("_read", "_commit"):
+        setattr(MemoryStore, name, _through(itertools.filterfalse, getattr(MemoryStore, name)))
+
+
+def count(case: str, n: int, cwd: Path = ROOT) -> dict[str, float]:
+    """Instructions per match of `n` matches of `case`, per group of `MARKERS` (the package
+    imported from `cwd`): the total from a run without the markers (they cost instructions
+    too), the groups from one with them."""
+    counted = _counted(case, n, cwd, marked=True)
+    counted["total"] = _counted(case, n, cwd, marked=False)["total"]
+    return counted
+
+
+def _counted(case: str, n: int, cwd: Path, marked: bool) -> dict[str, float]:
+    """`count` of one run, `marked` or not."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        subprocess.run(
+            [
+                VALGRIND,
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                "-m",
+                "tests.unit.perf.workload",
+                "--count",
+                case,
+                str(n),
+                *(["--marked"] if marked else []),
+            ],
+            cwd=cwd,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        annotated = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    inclusive = _inclusive(annotated)
+    return {group: inclusive.get(symbol, 0) / n for group, (symbol, _) in MARKERS.items()}
+
+
+def _inclusive(annotated: str) -> dict[str, int]:
+    """Function name → inclusive instructions, from ``callgrind_annotate --inclusive=yes``
+    (which lists a function once per source file it spans: the largest is its count)."""
+    found: dict[str, int] = {}
+    for line in annotated.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+\S*:(\w+)\b", line)
+        if m:
+            found[m.group(2)] = max(found.get(m.group(2), 0), int(m.group(1).replace(",", "")))
+    return found
+
+
+#: The budget: per case, per group, the most instructions per match (`update_budget`).
+BUDGET = Path(__file__).with_name("budget.json")
+#: Matches each case replays; headroom of a budget over the figure it was set from.
+MATCHES, HEADROOM = 2000, 0.07
+
+
+def update_budget() -> None:
+    """Count every case and write its figures plus `HEADROOM` as the budget."""
+    import json
+
+    budget = {case: {g: round(v * (1 + HEADROOM)) for g, v in count(case, MATCHES).items()} for case in CASES}
+    BUDGET.write_text(json.dumps(budget, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    update_budget()
