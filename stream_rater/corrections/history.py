@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from stream_rater.checkpoints import CheckpointSink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
@@ -19,12 +20,14 @@ from stream_rater.corrections.rerate import (
     Send,
     Tuning,
 )
+from stream_rater.corrections.starting import refuse_too_old, starting_checkpoint
 from stream_rater.kafka import (
     LogReader,
     committed_offsets,
     deleted_heads,
+    home_partition,
     ladder_history,
-    refuse_truncated,
+    partition_count,
     update_sender,
 )
 from stream_rater.store import RerateStore
@@ -33,16 +36,24 @@ from stream_rater.store import RerateStore
 class TopicHistory:
     """`ladder`'s matches: `files` (matches the topic no longer retains, in order; they may
     overlap its start: a match applied twice counts once), then the ladder's records of the
-    matches topic from the earliest retained offset; each `read` returns what was appended
+    matches topic from the earliest retained offset (or from `start`, a checkpoint's offsets,
+    reading only `partitions`: the ladder's); each `read` returns what was appended
     since the previous one. Use as ``async with``: one consumer stays open, so a read during
     a re-rate's switch costs a fetch, not a new connection."""
 
     def __init__(
-        self, settings: Settings, ladders: Ladders, ladder: str, files: Iterable[MatchFinished] = ()
+        self,
+        settings: Settings,
+        ladders: Ladders,
+        ladder: str,
+        files: Iterable[MatchFinished] = (),
+        *,
+        start: Mapping[int, int] | None = None,
+        partitions: Iterable[int] | None = None,
     ) -> None:
         self.ladders, self.ladder = ladders, ladder
         self.limits = settings.limits()
-        self._reader = LogReader(settings, settings.topic_matches)
+        self._reader = LogReader(settings, settings.topic_matches, start, partitions)
         self._files: list[Entry] = [(match, None) for match in files]
         self._reached: dict[int, int] = {}
         self._committed: dict[int, int] = {}
@@ -93,23 +104,43 @@ async def apply_correction(
     batch_size: int = Tuning.batch_size,
     progress: Progress | None = None,
     owner: str | None = None,
+    sink: CheckpointSink | None = None,
+    since: str | None = None,
 ) -> RerateReport:
     """Carry out `correction` (the CLI's and the workers' one way to): a `Rerate` of its ladder
     from the history in the matches topic (after `files`), sending the correction events with
     `send` (default: a producer of its own to the updates topic). `lease` and `batch_size` are
     the `Tuning`'s; it checks the last twice the workers' batch size of matches for events
-    they have not produced. Refuses (`HistoryTruncated`, changing nothing) when the topic no
-    longer starts at offset 0 on the ladder's partitions and no `files` (even empty ones:
+    they have not produced. With a checkpoint `sink`, it starts from the checkpoint
+    `corrections.starting` picks (`since`: ``rerate --since``) and reads only the ladder's
+    partitions from its offsets. Refuses (`HistoryTruncated`, `TooOld`, changing nothing)
+    when the topic no longer holds what that start needs and no `files` (even empty ones:
     "nothing earlier") supply the deleted part."""
     live = await store.generations(correction.ladder)
+    start = await starting_checkpoint(correction, store, sink, since)
     heads = await deleted_heads(settings, correction.ladder, partitions=live.positions)
-    refuse_truncated(correction.ladder, heads, supplied=files is not None)
+    checkpointed = sink is not None and bool(await sink.manifests(correction.ladder))
+    refuse_too_old(correction, heads, start, files_supplied=files is not None, checkpointed=checkpointed)
+    partitions = None
+    if start is not None:
+        count = await partition_count(settings, settings.topic_matches)
+        partitions = {home_partition(correction.ladder, count), *live.positions, *start.positions}
+        files = ()
     tuning = Tuning(lease=lease, batch_size=batch_size, recent=2 * settings.batch_size)
     async with contextlib.AsyncExitStack() as stack:
         history = await stack.enter_async_context(
-            TopicHistory(settings, ladders, correction.ladder, files or ())
+            TopicHistory(
+                settings,
+                ladders,
+                correction.ladder,
+                files or (),
+                start=start.positions if start is not None else None,
+                partitions=partitions,
+            )
         )
         if send is None:
             send = await stack.enter_async_context(update_sender(settings))
-        rerate = Rerate(store, ladders, correction, history, send, tuning, progress=progress, owner=owner)
+        rerate = Rerate(
+            store, ladders, correction, history, send, tuning, progress=progress, owner=owner, start=start
+        )
         return await rerate.run()

@@ -10,7 +10,10 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
 3. **Build.** Apply the ladder's history in log order to the staging generation with the
    same `Processor` the worker uses (voided matches are skipped by the processor itself), up
    to the live generation's position in the matches topic; keep reading the topic while the
-   live worker moves on, until the gap is small.
+   live worker moves on, until the gap is small. A re-rate that starts from a checkpoint
+   (`corrections.starting`: a void's, the newest made before the voided match) first writes
+   the checkpoint's state into the staging generation and reads the history from its
+   offsets on: its cost follows the matches after the corrected one, not the ladder's age.
 4. **Compare.** Compare both generations' players while the live one still moves: a player
    no match after the staging generation's position touches keeps both states until the
    switch, so only the players of the last few matches need comparing again.
@@ -43,6 +46,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from stream_rater.checkpoints import Checkpoint, seed
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.corrections.building import Build, covers, players_of, touched
 from stream_rater.corrections.planning import (
@@ -93,8 +97,9 @@ class Rerate:
     #: The ladder's generations as last read, and its voids before this re-rate.
     live: Generations
     current: dict[str, dict[str, Any]]
-    #: The rating model with the new parameters (lock).
+    #: The rating model with the new parameters, and those overrides (lock).
     model: RatingModel
+    overrides: dict[str, Any]
     #: The history's first read, and when the voids were recorded (record_voids).
     entries: list[Entry]
     now: float
@@ -116,8 +121,10 @@ class Rerate:
         *,
         progress: Progress | None = None,
         owner: str | None = None,
+        start: Checkpoint | None = None,
     ) -> None:
         self.store, self.ladders, self.ladder = store, ladders, correction.ladder
+        self.start = start
         self.history, self.send, self.tuning, self.progress = history, send, tuning, progress
         self.owner = owner or new_owner()
         ids = list(dict.fromkeys(correction.match_ids))
@@ -126,6 +133,7 @@ class Rerate:
         self.params, self.reason = dict(correction.params), correction.reason
         self.configured = ladders.get(self.ladder)
         self.report = RerateReport(self.ladder, params=dict(self.params), reason=self.reason)
+        self.report.checkpoint = start.id if start is not None else None
         self.generation = 0
         #: Whether the staging generation is live: from then on a failure no longer aborts.
         self.switched = False
@@ -168,7 +176,7 @@ class Rerate:
         crashed re-rate left, send the correction events a crashed switch stored. The lock is
         renewed until the block ends; one that ends before the switch drops the staging
         generation and releases the lock."""
-        overrides = {**(self.live.params or {}), **self.params}
+        self.overrides = overrides = {**(self.live.params or {}), **self.params}
         params = {**self.configured.params, **overrides}
         self.model = Ladder(self.ladder, self.configured.model, params).rating_model  # checks params
         self.generation, abandoned = await self.store.begin_rerate(
@@ -217,7 +225,10 @@ class Rerate:
 
     async def build(self) -> None:
         """3. Build: apply the history to the staging generation up to the live one's
-        position, reading on while the live worker moves, until a round finds few matches."""
+        position, reading on while the live worker moves, until a round finds few matches.
+        From a checkpoint, its state is written into the staging generation first."""
+        if self.start is not None:
+            await seed(self.store, self.ladders, self.start, self.generation, params=self.overrides)
         processor = Processor(self.ladders, self.store, generation=self.generation)
         self.staging = Build(
             processor,

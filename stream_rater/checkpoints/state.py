@@ -1,0 +1,118 @@
+"""A ladder's replay state taken out of a store (`capture`) and put into one (`seed`), by the
+stores' public batch calls only: a checkpoint is read from the in-memory replica that made it,
+and written into a re-rate's staging generation (or a replica, or a rebuilt live generation)
+as ordinary commits, so any `BatchStore` takes it as it takes a batch.
+
+`seed` writes each state with its leaderboard score as the planner would (the display rating
+if the ladder's rules rank the player, and the last match on ladders that rank only active
+players), the applied match ids as empty markers (a redelivery of one is a duplicate, and the
+watermark counts them as a replay's would), the prediction-quality sums and window, and the
+checkpoint's positions. Not carried: per-player rating histories (the archive keeps the past),
+match placings, and ended seasons' leaderboards (a checkpoint past a season start is not used
+for seeding: `seedable`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from stream_rater.checkpoints.format import Checkpoint, LadderState
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.processor.quality import LIVE
+from stream_rater.rating.base import Rating
+from stream_rater.store.base import Commit, PlayerState, StateStore, StateWrite
+from stream_rater.store.roles import BatchStore
+from stream_rater.store.values import QUALITY_WINDOW
+
+#: States written per seeding commit.
+SEED_BATCH = 5000
+
+
+async def capture(store: StateStore, ladder: str) -> LadderState:
+    """The live players', effects' and quality of `ladder` (or a shadow's internal name)."""
+    players = await store.players(ladder)
+    effects = await store.players(ladder, effects=True)
+    sums, window = await store.quality(ladder, LIVE, QUALITY_WINDOW)
+    quality = {LIVE: (sums, list(reversed(window)))} if sums or window else {}
+    return LadderState(dict(players), dict(effects), quality)
+
+
+def with_params(ladders: Ladders, ladder: str, params: dict[str, Any] | None) -> Ladders:
+    """`ladders` with `ladder`'s parameters overridden by `params` (its shadows kept)."""
+    if not params:
+        return ladders
+    base = ladders.get(ladder)
+    changed = replace(base, params={**base.params, **params})
+    return Ladders([*(lad for lad in ladders.values() if lad.name != ladder), changed], source=ladders.source)
+
+
+def seedable(checkpoint: Checkpoint) -> bool:
+    """Whether `seed` reproduces the checkpoint's ladder whole: not past a season start."""
+    return not checkpoint.seasons
+
+
+def _write(ladder: Ladder, pid: str, state: PlayerState, tracks: bool) -> StateWrite:
+    """A new player's write of `state` with the leaderboard entry the planner gives it."""
+    model, rules = ladder.rating_model, ladder.rules
+    rating = model.display(Rating(state.mu, state.sigma, state.extra))
+    ranked = not rules.filters_leaderboard or rules.qualifies(state.games, state.sigma)
+    score = rating if ranked else None
+    return StateWrite(
+        pid, state, 0, False, score, state.last_played if tracks and score is not None else None
+    )
+
+
+def _commits(
+    ladder: Ladder, state: LadderState, markers: Sequence[str], checkpoint: Checkpoint, generation: int | None
+) -> list[Commit]:
+    """The commits that write `state` (players, then effects) and `markers`."""
+    tracks = ladder.rules.leaderboard_active_days is not None
+    writes = [_write(ladder, pid, s, tracks) for pid, s in state.players.items()]
+    writes += [StateWrite(e, s, 0, True, None, None) for e, s in state.effects.items()]
+    parts = max(1, min(math.ceil(len(writes) / SEED_BATCH), len(markers)))
+    per_writes, per_markers = math.ceil(len(writes) / parts), math.ceil(len(markers) / parts)
+    commits = []
+    for i in range(parts):
+        last = i == parts - 1
+        commits.append(
+            Commit(
+                ladder.name,
+                writes[i * per_writes : None if last else (i + 1) * per_writes],
+                {m: [] for m in markers[i * per_markers : None if last else (i + 1) * per_markers]},
+                positions=checkpoint.positions if last else {},
+                generation=generation,
+                quality=state.quality if i == 0 else {},
+            )
+        )
+    return commits
+
+
+async def seed(
+    store: BatchStore,
+    ladders: Ladders,
+    checkpoint: Checkpoint,
+    generation: int | None,
+    *,
+    shadows: bool = False,
+    params: dict[str, Any] | None = None,
+) -> None:
+    """Write `checkpoint` into `store`: its ladder's generation `generation` (None: the live
+    one), and with `shadows` its shadows' live states too; leaderboard scores with the
+    parameter overrides `params` (default: the checkpoint's). `ValueError` if not `seedable`."""
+    if not seedable(checkpoint):
+        raise ValueError(f"{checkpoint.line()}: past a season start, it cannot seed a store")
+    ladders = with_params(ladders, checkpoint.ladder, checkpoint.params if params is None else params)
+    todo = _commits(
+        ladders.get(checkpoint.ladder), checkpoint.state, checkpoint.applied, checkpoint, generation
+    )
+    for name, state in checkpoint.shadows.items() if shadows else ():
+        todo += _commits(ladders.lookup(name), state, checkpoint.passed, checkpoint, None)
+    for commit in todo:
+        if not commit.markers:
+            continue
+        [refused] = await store.commit_many([commit])
+        if refused is not None:
+            raise refused
