@@ -13,7 +13,7 @@ rebuilt from the latest one (README "Checkpoints").
 from stream_rater.checkpoints.format import Checkpoint, LadderState, Manifest, TornCheckpoint
 from stream_rater.checkpoints.replica import Replica
 from stream_rater.checkpoints.select import latest_usable, usable
-from stream_rater.checkpoints.sink import CheckpointSink, KafkaSink, MemorySink
+from stream_rater.checkpoints.sink import CheckpointSink, KafkaSink, MemorySink, configured_sink
 from stream_rater.checkpoints.state import seed
 from stream_rater.checkpoints.writer import Checkpointer, Round, Unverified
 
@@ -29,6 +29,7 @@ __all__ = [
     "Round",
     "TornCheckpoint",
     "Unverified",
+    "configured_sink",
     "latest_usable",
     "seed",
     "usable",

@@ -164,7 +164,10 @@ async def create_checkpoint_topic(settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def kafka_sink(settings: Settings) -> AsyncIterator[KafkaSink]:
-    """A started `KafkaSink`."""
+async def configured_sink(settings: Settings) -> AsyncIterator[CheckpointSink | None]:
+    """The sink `settings` configure (`Settings.checkpoint_sink`), started; None: none."""
+    if settings.checkpoint_sink == "none":
+        yield None
+        return
     async with KafkaSink(settings) as sink:
         yield sink

@@ -95,6 +95,8 @@ class Checkpointer:
         self.reader: LogReader | None = None
         self.pending: list[Entry] = []
         self.last_written = time.time()
+        #: Set when a round wrote a checkpoint (the loop's age metric clears it).
+        self.written = False
 
     async def close(self) -> None:
         if self.reader is not None:
@@ -227,6 +229,7 @@ class Checkpointer:
                 await self.sink.drop(old)
                 report.dropped.append(old.id)
         report.written, self.replica.since, self.last_written = manifest, 0, time.time()
+        self.written = True
         self.replica.start = checkpoint
 
 

@@ -16,6 +16,8 @@ ENV_PREFIX = "STREAM_RATER_"
 
 #: The values of ``on_store_loss``: hold a lost ladder for the operator, or rebuild it.
 ON_STORE_LOSS = ("halt", "rebuild")
+#: The values of ``checkpoint_sink`` (a PostgreSQL sink would be one more: `CheckpointSink`).
+CHECKPOINT_SINKS = ("kafka", "none")
 
 
 def _field(default: Any, help: str) -> Any:
@@ -112,6 +114,11 @@ class Settings:
         "compacted topic of ladder checkpoints (states + the offsets they stand for) that voids, "
         "verify and store-loss recovery start from",
     )
+    checkpoint_sink: str = _field(
+        "kafka",
+        "where ladder checkpoints are kept and read: kafka (the checkpoints topic) or none (voids "
+        "and recoveries replay from the topic's start)",
+    )
     checkpoint_every_matches: int = _field(
         100_000,
         "a ladder is checkpointed once this many of its matches were applied since its last checkpoint "
@@ -135,6 +142,11 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        if self.checkpoint_sink not in CHECKPOINT_SINKS:
+            raise ValueError(
+                f"{env_name('checkpoint_sink')} (--checkpoint-sink) = {self.checkpoint_sink!r}: "
+                f"expected {' or '.join(CHECKPOINT_SINKS)}"
+            )
         if self.on_store_loss not in ON_STORE_LOSS:
             raise ValueError(
                 f"{env_name('on_store_loss')} (--on-store-loss) = {self.on_store_loss!r}: "

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Mapping
 
-from stream_rater.checkpoints import CheckpointSink
+from stream_rater.checkpoints import CheckpointSink, configured_sink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
@@ -104,18 +104,35 @@ async def apply_correction(
     batch_size: int = Tuning.batch_size,
     progress: Progress | None = None,
     owner: str | None = None,
-    sink: CheckpointSink | None = None,
+    sink: CheckpointSink | str | None = "configured",
     since: str | None = None,
 ) -> RerateReport:
     """Carry out `correction` (the CLI's and the workers' one way to): a `Rerate` of its ladder
     from the history in the matches topic (after `files`), sending the correction events with
     `send` (default: a producer of its own to the updates topic). `lease` and `batch_size` are
     the `Tuning`'s; it checks the last twice the workers' batch size of matches for events
-    they have not produced. With a checkpoint `sink`, it starts from the checkpoint
+    they have not produced. With a checkpoint `sink` (default: the one `settings` configure;
+    None: none), it starts from the checkpoint
     `corrections.starting` picks (`since`: ``rerate --since``) and reads only the ladder's
     partitions from its offsets. Refuses (`HistoryTruncated`, `TooOld`, changing nothing)
     when the topic no longer holds what that start needs and no `files` (even empty ones:
     "nothing earlier") supply the deleted part."""
+    if isinstance(sink, str):
+        async with configured_sink(settings) as configured:
+            return await apply_correction(
+                correction,
+                settings,
+                ladders,
+                store,
+                send=send,
+                files=files,
+                lease=lease,
+                batch_size=batch_size,
+                progress=progress,
+                owner=owner,
+                sink=configured,
+                since=since,
+            )
     live = await store.generations(correction.ladder)
     start = await starting_checkpoint(correction, store, sink, since)
     heads = await deleted_heads(settings, correction.ladder, partitions=live.positions)

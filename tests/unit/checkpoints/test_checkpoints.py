@@ -29,7 +29,11 @@ def entries(ladder: str, n: int, seed: int = 7) -> list[tuple[Any, tuple[int, in
     out = []
     for i in range(n):
         p = rng.sample([f"p{k}" for k in range(20)], 4)
-        event = match(f"m{i}", p[:2], p[2:], ladder=ladder) if i % 5 == 0 else duel(f"m{i}", *p[:2], ladder=ladder)
+        event = (
+            match(f"m{i}", p[:2], p[2:], ladder=ladder)
+            if i % 5 == 0
+            else duel(f"m{i}", *p[:2], ladder=ladder)
+        )
         event["finished_at"] = 1.7e9 + i
         out.append((parse_match(event, LADDERS), (0, i)))
     return out

@@ -1,0 +1,132 @@
+"""Checkpoints on a real broker (the compacted checkpoints topic) and a real Redis: a verified
+checkpoint of a live ladder; a writer killed between its chunks and its manifest leaves nothing
+usable; a void after the checkpoint starts from it and equals a replay; one before it starts
+from the beginning."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from stream_rater.checkpoints import Checkpointer, KafkaSink, latest_usable
+from stream_rater.config.settings import Settings
+from stream_rater.corrections.history import apply_correction
+from stream_rater.corrections.rerate import Correction
+from stream_rater.kafka import create_topics
+from stream_rater.store import open_store
+from tests.integration.checkpointing import Lab, duels, exact
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def lab(broker_url, redis_url, unique_name):
+    await create_topics(broker_url, {f"{unique_name}-matches": 1, f"{unique_name}-updates": 1})
+    settings = Settings(
+        broker=broker_url,
+        topic_matches=f"{unique_name}-matches",
+        topic_updates=f"{unique_name}-updates",
+        partitions=1,
+        topic_checkpoints=f"{unique_name}-checkpoints",
+        consumer_group=unique_name,
+    )
+    store = open_store(redis_url)
+    yield Lab(settings, unique_name, store)
+    keys = [k async for k in store.client.scan_iter(match=f"sr:{{{unique_name}}}*")]  # type: ignore[attr-defined]
+    if keys:
+        await store.client.unlink(*keys)  # type: ignore[attr-defined]
+    await store.close()
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from stream_rater.checkpoints import KafkaSink, latest_usable
+    from stream_rater.checkpoints.format import encode
+    from stream_rater.config.settings import Settings
+
+    async def main():
+        settings = Settings(broker=sys.argv[1], topic_checkpoints=sys.argv[2])
+        async with KafkaSink(settings) as sink:
+            checkpoint = await latest_usable(sink, sys.argv[3], {}, None)
+            checkpoint.id, checkpoint.positions = "ck-torn", {0: 10**6}
+            chunks, _ = encode(checkpoint, 300)
+            await sink.write_chunks(checkpoint, chunks)
+            print(len(chunks), flush=True)
+            await asyncio.to_thread(sys.stdin.readline)  # killed here, before the manifest
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_verified_checkpoint_and_a_writer_killed_before_its_manifest(lab: Lab):
+    await lab.publish(duels(lab.ladder, 300))
+    await lab.work()
+    async with KafkaSink(lab.settings) as sink:
+        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+        done = await checkpointer.round(force=True)
+        await checkpointer.close()
+        assert done.written is not None and done.written.positions == {0: 300}, done.line()
+        assert done.compared == 25 and done.moving == 0
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            KILLED_WRITER,
+            lab.settings.broker,
+            lab.settings.topic_checkpoints,
+            lab.ladder,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and int(writer.stdout.readline()) > 3  # chunks written
+    finally:
+        writer.kill()
+        writer.wait()
+    async with KafkaSink(lab.settings) as sink:
+        assert [m.id for m in await sink.manifests(lab.ladder)] == [done.written.id]
+        found = await latest_usable(sink, lab.ladder, {}, None)
+        assert found is not None and found.id == done.written.id and found.positions == {0: 300}
+
+
+async def test_a_void_starts_from_the_checkpoint_before_the_voided_match(lab: Lab):
+    await lab.publish(duels(lab.ladder, 300))
+    await lab.work()
+    async with KafkaSink(lab.settings) as sink:
+        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+        written = (await checkpointer.round(force=True)).written
+        await checkpointer.close()
+        assert written is not None
+        await lab.publish(duels(lab.ladder, 100, first=300))
+        await lab.work()
+
+        async def send(events):
+            return None
+
+        after = await apply_correction(
+            Correction("void", lab.ladder, ("m350",), "cheat"),
+            lab.settings,
+            lab.ladders,
+            lab.store,
+            send=send,
+            sink=sink,
+        )
+        assert after.checkpoint == written.id and after.applied == 99, after.line()
+        assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m350"}))
+        before = await apply_correction(
+            Correction("void", lab.ladder, ("m100",), "cheat"),
+            lab.settings,
+            lab.ladders,
+            lab.store,
+            send=send,
+            sink=sink,
+        )
+        assert before.checkpoint is None and before.applied == 398, before.line()
+        assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m100", "m350"}))
