@@ -108,6 +108,8 @@ def _add_verify(sub: Subcommands) -> None:
         [
             "broker",
             "topic_matches",
+            "topic_checkpoints",
+            "checkpoint_sink",
             "consumer_group",
             "max_event_bytes",
             "max_clock_skew",

@@ -195,11 +195,13 @@ async def read_log(
     topic: str,
     start: Mapping[int, int] | None = None,
     timeout: float = 300.0,
+    partitions: Iterable[int] | None = None,
 ) -> tuple[list[LogRecord], dict[int, int]]:
-    """The records of `topic` from `start` (default: the earliest retained offset) up to at
-    least the log's end when called (see `LogReader`), and the offset reached per partition
-    (where a later read goes on). Raises `TimeoutError` after `timeout` seconds."""
-    async with LogReader(settings, topic, start) as reader:
+    """The records of `topic` (of its `partitions`, if given) from `start` (default: the
+    earliest retained offset) up to at least the log's end when called (see `LogReader`), and
+    the offset reached per partition (where a later read goes on). Raises `TimeoutError`
+    after `timeout` seconds."""
+    async with LogReader(settings, topic, start, partitions) as reader:
         return await reader.read(timeout), await reader.reached()
 
 

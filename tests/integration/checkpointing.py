@@ -71,3 +71,24 @@ class Lab:
 def exact(states: dict) -> dict:
     """μ, σ, games, last match of each player."""
     return {p: tuple(s)[:4] for p, s in states.items()}
+
+
+async def commit_offsets(settings: Settings, offsets: dict[int, int]) -> None:
+    """Commit the worker group's offsets of the matches topic, as the worker does after a batch."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    from stream_rater.kafka import client_options
+
+    consumer = AIOKafkaConsumer(
+        **client_options(settings), group_id=settings.consumer_group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = {
+            TopicPartition(settings.topic_matches, p): OffsetAndMetadata(o, "") for p, o in offsets.items()
+        }
+        consumer.assign(list(tps))
+        await consumer.commit(tps)
+    finally:
+        await consumer.stop()

@@ -16,8 +16,9 @@ from stream_rater.config.settings import Settings
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction
 from stream_rater.kafka import create_topics
+from stream_rater.offline.verify import verify
 from stream_rater.store import open_store
-from tests.integration.checkpointing import Lab, duels, exact
+from tests.integration.checkpointing import Lab, commit_offsets, duels, exact
 
 pytestmark = pytest.mark.integration
 
@@ -130,3 +131,22 @@ async def test_a_void_starts_from_the_checkpoint_before_the_voided_match(lab: La
         )
         assert before.checkpoint is None and before.applied == 398, before.line()
         assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m100", "m350"}))
+
+
+async def test_verify_from_a_checkpoint_agrees_with_verify_from_the_start(lab: Lab):
+    await lab.publish(duels(lab.ladder, 300))
+    await lab.work()
+    async with KafkaSink(lab.settings) as sink:
+        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+        written = (await checkpointer.round(force=True)).written
+        await checkpointer.close()
+        assert written is not None
+        await lab.publish(duels(lab.ladder, 120, first=300))
+        await lab.work()
+        await commit_offsets(lab.settings, {0: 420})
+        tail = await verify(lab.settings, lab.ladders, lab.ladder, lab.store, wait=5, sink=sink)
+    whole = await verify(lab.settings, lab.ladders, lab.ladder, lab.store, wait=5, sink=None)
+    assert (tail.matches, whole.matches) == (120, 420)
+    assert tail.differences == whole.differences == [] and tail.players == whole.players == 25
+    assert tail.checkpoint is not None and written.id in tail.checkpoint and whole.checkpoint is None
+    assert any(line.startswith(f"recomputed from checkpoint {written.id}") for line in tail.lines())
