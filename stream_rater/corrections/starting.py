@@ -35,13 +35,15 @@ class TooOld(HistoryTruncated):
     ) -> None:
         deleted = "; ".join(h.line() for h in heads)
         since = (
-            f"checkpoint {start.id} needs offsets {start.positions}" if start else "no checkpoint is usable"
+            f"checkpoint {start.id} before it needs offsets {start.positions}"
+            if start is not None
+            else "no checkpoint kept is older"
         )
         RuntimeError.__init__(
             self,
-            f"ladder {ladder!r}: {deleted} (retention?), and {since} for {what}: it is older than the "
-            "correction window (STREAM_RATER_CORRECTION_WINDOW_HOURS); give the deleted matches with "
-            "--history FILE",
+            f"ladder {ladder!r}: {deleted} (retention?), and {since} than {what}: it is outside the "
+            "correction window (STREAM_RATER_CORRECTION_WINDOW_HOURS); give the deleted matches "
+            "with --history FILE",
         )
         self.ladder, self.heads = ladder, list(heads)
 

@@ -5,9 +5,11 @@ offsets, and the oracle (a replay of the published matches)."""
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from stream_rater.checkpoints import Checkpointer, CheckpointSink, Manifest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import ladder_history, read_log
@@ -92,3 +94,42 @@ async def commit_offsets(settings: Settings, offsets: dict[int, int]) -> None:
         await consumer.commit(tps)
     finally:
         await consumer.stop()
+
+
+async def new_lab(broker_url: str, redis_url: str, unique_name: str) -> AsyncIterator[Lab]:
+    """A `Lab` on fresh topics of one partition and the ladder `unique_name`; its keys are
+    deleted afterwards (the body of the modules' ``lab`` fixtures)."""
+    from stream_rater.kafka import create_topics
+    from stream_rater.store import open_store
+
+    await create_topics(broker_url, {f"{unique_name}-matches": 1, f"{unique_name}-updates": 1})
+    settings = Settings(
+        broker=broker_url,
+        topic_matches=f"{unique_name}-matches",
+        topic_updates=f"{unique_name}-updates",
+        partitions=1,
+        topic_checkpoints=f"{unique_name}-checkpoints",
+        consumer_group=unique_name,
+    )
+    store = open_store(redis_url)
+    yield Lab(settings, unique_name, store)
+    client = store.client  # type: ignore[attr-defined]
+    keys = [k async for k in client.scan_iter(match=f"sr:{{{unique_name}}}*")]
+    if keys:
+        await client.unlink(*keys)
+    await store.close()
+
+
+async def checkpointed(lab: Lab, sink: CheckpointSink) -> Manifest:
+    """One forced checkpoint round of `lab`'s ladder: the checkpoint written."""
+    checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+    try:
+        written = (await checkpointer.round(force=True)).written
+    finally:
+        await checkpointer.close()
+    assert written is not None
+    return written
+
+
+async def discard(events: object) -> None:
+    """A `Send` that drops the correction events."""

@@ -12,34 +12,18 @@ import textwrap
 import pytest
 
 from stream_rater.checkpoints import Checkpointer, KafkaSink, latest_usable
-from stream_rater.config.settings import Settings
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction
-from stream_rater.kafka import create_topics
 from stream_rater.offline.verify import verify
-from stream_rater.store import open_store
-from tests.integration.checkpointing import Lab, commit_offsets, duels, exact
+from tests.integration.checkpointing import Lab, checkpointed, commit_offsets, discard, duels, exact, new_lab
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 async def lab(broker_url, redis_url, unique_name):
-    await create_topics(broker_url, {f"{unique_name}-matches": 1, f"{unique_name}-updates": 1})
-    settings = Settings(
-        broker=broker_url,
-        topic_matches=f"{unique_name}-matches",
-        topic_updates=f"{unique_name}-updates",
-        partitions=1,
-        topic_checkpoints=f"{unique_name}-checkpoints",
-        consumer_group=unique_name,
-    )
-    store = open_store(redis_url)
-    yield Lab(settings, unique_name, store)
-    keys = [k async for k in store.client.scan_iter(match=f"sr:{{{unique_name}}}*")]  # type: ignore[attr-defined]
-    if keys:
-        await store.client.unlink(*keys)  # type: ignore[attr-defined]
-    await store.close()
+    async for made in new_lab(broker_url, redis_url, unique_name):
+        yield made
 
 
 KILLED_WRITER = textwrap.dedent(
@@ -101,15 +85,10 @@ async def test_a_void_starts_from_the_checkpoint_before_the_voided_match(lab: La
     await lab.publish(duels(lab.ladder, 300))
     await lab.work()
     async with KafkaSink(lab.settings) as sink:
-        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
-        written = (await checkpointer.round(force=True)).written
-        await checkpointer.close()
-        assert written is not None
+        written = await checkpointed(lab, sink)
         await lab.publish(duels(lab.ladder, 100, first=300))
         await lab.work()
-
-        async def send(events):
-            return None
+        send = discard
 
         after = await apply_correction(
             Correction("void", lab.ladder, ("m350",), "cheat"),
@@ -137,10 +116,7 @@ async def test_verify_from_a_checkpoint_agrees_with_verify_from_the_start(lab: L
     await lab.publish(duels(lab.ladder, 300))
     await lab.work()
     async with KafkaSink(lab.settings) as sink:
-        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
-        written = (await checkpointer.round(force=True)).written
-        await checkpointer.close()
-        assert written is not None
+        written = await checkpointed(lab, sink)
         await lab.publish(duels(lab.ladder, 120, first=300))
         await lab.work()
         await commit_offsets(lab.settings, {0: 420})
