@@ -23,16 +23,19 @@ log = logging.getLogger(__name__)
 
 def usable(
     checkpoint: Checkpoint,
-    voids: Mapping[str, Any],
+    voids: Mapping[str, Any] | None,
     params: Mapping[str, Any] | None,
     any_params: bool = False,
 ) -> str | None:
-    """None if a replay with `voids` and `params` may start from `checkpoint`, else why not."""
+    """None if a replay with `voids` (None: the checkpoint's own, for a store that lost them)
+    and `params` may start from `checkpoint`, else why not."""
     if not seedable(checkpoint):
         return "it is past a season start"
     if not any_params and dict(checkpoint.params or {}) != dict(params or {}):
         return "it was made with other parameters"
-    changed = (set(checkpoint.voids) ^ set(voids)) & set(checkpoint.passed)
+    changed = (set(checkpoint.voids) ^ set(checkpoint.voids if voids is None else voids)) & set(
+        checkpoint.passed
+    )
     if changed:
         return f"it comes after match {sorted(changed)[0]!r}, whose void changes"
     return None
@@ -41,18 +44,22 @@ def usable(
 async def latest_usable(
     sink: CheckpointSink,
     ladder: str,
-    voids: Mapping[str, Any],
+    voids: Mapping[str, Any] | None,
     params: Mapping[str, Any] | None,
     *,
     any_params: bool = False,
     ident: str | None = None,
     created_before: float | None = None,
+    within: Mapping[int, int] | None = None,
 ) -> Checkpoint | None:
     """The newest of `ladder`'s whole checkpoints (or the one named `ident`, or made at or
-    before `created_before`) `usable` with `voids` and `params`; None if none is."""
+    before `created_before`, or with positions `within` these) `usable` with `voids` and
+    `params`; None if none is."""
     for manifest in reversed(await sink.manifests(ladder)):
-        if (ident is not None and manifest.id != ident) or (
-            created_before is not None and manifest.created > created_before
+        if (
+            (ident is not None and manifest.id != ident)
+            or (created_before is not None and manifest.created > created_before)
+            or (within is not None and any(o > within.get(p, 0) for p, o in manifest.positions.items()))
         ):
             continue
         try:
