@@ -49,15 +49,23 @@ class Lab:
         await send_records(self.settings, [match_record(self.settings.topic_matches, e) for e in events])
         self.published += events
 
-    async def work(self, batch: int = 100) -> None:
-        """Apply every published match not applied yet, as the worker does, in batches."""
+    async def work(self, batch: int = 100, produce: bool = False) -> None:
+        """Apply every published match not applied yet, as the worker does, in batches; with
+        `produce`, send each batch's events to the updates topic and commit the group's offset
+        after it, as the worker does."""
+        from stream_rater.kafka import update_sender
+
         records, _ = await read_log(self.settings, self.settings.topic_matches)
         history = ladder_history(records, self.ladders, self.ladder)
         todo = list(zip(history.matches, history.where))[self.applied :]
-        for i in range(0, len(todo), batch):
-            chunk = todo[i : i + batch]
-            result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
-            self.processor.produced(result)
+        async with update_sender(self.settings) as send:
+            for i in range(0, len(todo), batch):
+                chunk = todo[i : i + batch]
+                result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
+                if produce:
+                    await send([e for r in result.results for e in r.events])
+                    await commit_offsets(self.settings, {0: chunk[-1][1][1] + 1})  # type: ignore[index]
+                self.processor.produced(result)
         self.applied += len(todo)
 
     async def oracle(self, voided: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
