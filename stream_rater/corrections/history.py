@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from stream_rater.checkpoints import CheckpointSink, configured_sink
 from stream_rater.config.ladders import Ladders
@@ -112,52 +113,65 @@ async def apply_correction(
     `send` (default: a producer of its own to the updates topic). `lease` and `batch_size` are
     the `Tuning`'s; it checks the last twice the workers' batch size of matches for events
     they have not produced. With a checkpoint `sink` (default: the one `settings` configure;
-    None: none), it starts from the checkpoint
-    `corrections.starting` picks (`since`: ``rerate --since``) and reads only the ladder's
-    partitions from its offsets. Refuses (`HistoryTruncated`, `TooOld`, changing nothing)
-    when the topic no longer holds what that start needs and no `files` (even empty ones:
-    "nothing earlier") supply the deleted part."""
+    None: none), it starts from the checkpoint `corrections.starting` picks (`since`:
+    ``rerate --since``) and reads only the ladder's partitions from its offsets. Refuses
+    (`HistoryTruncated`, `TooOld`, changing nothing) when the topic no longer holds what that
+    start needs and no `files` (even empty ones: "nothing earlier") supply the deleted part."""
+    tuning = Tuning(lease=lease, batch_size=batch_size, recent=2 * settings.batch_size)
+    job = _Job(correction, settings, ladders, store, tuning, send, progress, owner)
     if isinstance(sink, str):
         async with configured_sink(settings) as configured:
-            return await apply_correction(
-                correction,
-                settings,
-                ladders,
+            return await job.run(configured, since, files)
+    return await job.run(sink, since, files)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """`apply_correction`'s arguments but the start."""
+
+    correction: Correction
+    settings: Settings
+    ladders: Ladders
+    store: RerateStore
+    tuning: Tuning
+    send: Send | None
+    progress: Progress | None
+    owner: str | None
+
+    async def run(
+        self, sink: CheckpointSink | None, since: str | None, files: Iterable[MatchFinished] | None
+    ) -> RerateReport:
+        """Pick the start, refuse what the topic cannot serve, re-rate."""
+        correction, settings, store = self.correction, self.settings, self.store
+        live = await store.generations(correction.ladder)
+        start = await starting_checkpoint(correction, store, sink, since)
+        heads = await deleted_heads(settings, correction.ladder, partitions=live.positions)
+        checkpointed = sink is not None and bool(await sink.manifests(correction.ladder))
+        refuse_too_old(correction, heads, start, files_supplied=files is not None, checkpointed=checkpointed)
+        partitions = None
+        if start is not None:
+            count = await partition_count(settings, settings.topic_matches)
+            partitions = {home_partition(correction.ladder, count), *live.positions, *start.positions}
+            files = ()
+        begin = start.positions if start is not None else None
+        async with contextlib.AsyncExitStack() as stack:
+            history = await stack.enter_async_context(
+                TopicHistory(
+                    settings, self.ladders, correction.ladder, files or (), start=begin, partitions=partitions
+                )
+            )
+            send = self.send
+            if send is None:
+                send = await stack.enter_async_context(update_sender(settings))
+            rerate = Rerate(
                 store,
-                send=send,
-                files=files,
-                lease=lease,
-                batch_size=batch_size,
-                progress=progress,
-                owner=owner,
-                sink=configured,
-                since=since,
+                self.ladders,
+                correction,
+                history,
+                send,
+                self.tuning,
+                progress=self.progress,
+                owner=self.owner,
+                start=start,
             )
-    live = await store.generations(correction.ladder)
-    start = await starting_checkpoint(correction, store, sink, since)
-    heads = await deleted_heads(settings, correction.ladder, partitions=live.positions)
-    checkpointed = sink is not None and bool(await sink.manifests(correction.ladder))
-    refuse_too_old(correction, heads, start, files_supplied=files is not None, checkpointed=checkpointed)
-    partitions = None
-    if start is not None:
-        count = await partition_count(settings, settings.topic_matches)
-        partitions = {home_partition(correction.ladder, count), *live.positions, *start.positions}
-        files = ()
-    tuning = Tuning(lease=lease, batch_size=batch_size, recent=2 * settings.batch_size)
-    async with contextlib.AsyncExitStack() as stack:
-        history = await stack.enter_async_context(
-            TopicHistory(
-                settings,
-                ladders,
-                correction.ladder,
-                files or (),
-                start=start.positions if start is not None else None,
-                partitions=partitions,
-            )
-        )
-        if send is None:
-            send = await stack.enter_async_context(update_sender(settings))
-        rerate = Rerate(
-            store, ladders, correction, history, send, tuning, progress=progress, owner=owner, start=start
-        )
-        return await rerate.run()
+            return await rerate.run()
