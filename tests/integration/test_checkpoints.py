@@ -11,10 +11,12 @@ import textwrap
 
 import pytest
 
-from stream_rater.checkpoints import Checkpointer, KafkaSink, latest_usable
+from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, latest_usable
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction
 from stream_rater.offline.verify import verify
+from stream_rater.service import metrics
+from stream_rater.service.checkpointing import checkpoint_rounds
 from tests.integration.checkpointing import Lab, checkpointed, commit_offsets, discard, duels, exact, new_lab
 
 pytestmark = pytest.mark.integration
@@ -126,3 +128,31 @@ async def test_verify_from_a_checkpoint_agrees_with_verify_from_the_start(lab: L
     assert tail.differences == whole.differences == [] and tail.players == whole.players == 25
     assert tail.checkpoint is not None and written.id in tail.checkpoint and whole.checkpoint is None
     assert any(line.startswith(f"recomputed from checkpoint {written.id}") for line in tail.lines())
+
+
+class DownSink(MemorySink):
+    """A checkpoint sink whose writes fail, as a checkpoints topic that is down."""
+
+    async def _put(self, items):
+        raise ConnectionError("the checkpoints topic is down")
+
+
+async def test_a_sink_that_is_down_delays_checkpoints_and_never_live_rating(lab: Lab):
+    await lab.publish(duels(lab.ladder, 200))
+    await lab.work()
+    failures = metrics.CHECKPOINT_FAILURES.labels(lab.ladder, "error")
+    before = failures._value.get()
+    rounds: list = []
+    failed = await checkpoint_rounds(
+        lab.settings, lab.ladders, lab.store, DownSink(), [lab.ladder], force=True, report=rounds.append
+    )
+    assert failed == 1 and rounds == [] and failures._value.get() == before + 1
+    await lab.publish(duels(lab.ladder, 100, first=200))
+    await lab.work()  # live rating goes on meanwhile
+    assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle())
+    sink = MemorySink()
+    failed = await checkpoint_rounds(
+        lab.settings, lab.ladders, lab.store, sink, [lab.ladder], force=True, report=rounds.append
+    )
+    assert failed == 0 and rounds[0].written is not None and rounds[0].written.positions == {0: 300}
+    assert metrics.CHECKPOINT_AGE.labels(lab.ladder)._value.get() < 60
