@@ -50,7 +50,9 @@ def duels(first: int, n: int) -> list[dict[str, Any]]:
             "match_id": f"h{i}",
             "ladder": LADDER,
             "finished_at": 1.6e9 + 60 * i,
-            "teams": [{"rank": r, "players": [{"id": f"p{p}"}]} for r, p in enumerate(rng.sample(range(PLAYERS), 2))],
+            "teams": [
+                {"rank": r, "players": [{"id": f"p{p}"}]} for r, p in enumerate(rng.sample(range(PLAYERS), 2))
+            ],
         }
         for i in range(first, first + n)
     ]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from stream_rater.checkpoints import CheckpointSink, configured_sink
+from stream_rater.checkpoints import Checkpoint, CheckpointSink, configured_sink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
@@ -174,4 +176,14 @@ class _Job:
                 owner=self.owner,
                 start=start,
             )
-            return await rerate.run()
+            report = await rerate.run()
+        if sink is not None and start is not None and correction.kind == "rerate" and rerate.switched:
+            await sink.write(relabeled(start, rerate.overrides))
+        return report
+
+
+def relabeled(start: Checkpoint, params: dict[str, Any]) -> Checkpoint:
+    """`start` as the checkpoint a ``rerate --since`` of it made true: the new live generation
+    is a replay from its state with the new parameters `params` from its offsets on, so later
+    voids, `verify` and the checkpoint loop start from this copy (same state, new parameters)."""
+    return replace(start, params=dict(params) or None, id="", created=time.time())

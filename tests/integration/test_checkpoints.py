@@ -11,7 +11,8 @@ import textwrap
 
 import pytest
 
-from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, latest_usable
+from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, Replica, latest_usable
+from stream_rater.contracts import parse_match
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction
 from stream_rater.offline.verify import verify
@@ -156,3 +157,31 @@ async def test_a_sink_that_is_down_delays_checkpoints_and_never_live_rating(lab:
     )
     assert failed == 0 and rounds[0].written is not None and rounds[0].written.positions == {0: 300}
     assert metrics.CHECKPOINT_AGE.labels(lab.ladder)._value.get() < 60
+
+
+async def test_rerate_since_a_checkpoint_applies_the_new_parameters_from_it_on(lab: Lab):
+    await lab.publish(duels(lab.ladder, 300))
+    await lab.work()
+    async with KafkaSink(lab.settings) as sink:
+        written = await checkpointed(lab, sink)
+        await lab.publish(duels(lab.ladder, 100, first=300))
+        await lab.work()
+        await commit_offsets(lab.settings, {0: 400})
+        params = {"beta": 2.0}
+        report = await apply_correction(
+            Correction("rerate", lab.ladder, params=params),
+            lab.settings,
+            lab.ladders,
+            lab.store,
+            send=discard,
+            sink=sink,
+            since=written.id,
+        )
+        assert report.checkpoint == written.id and report.applied == 100, report.line()
+        start = await sink.load((await sink.manifests(lab.ladder))[0])
+        oracle = await Replica(lab.ladders, lab.ladder, start, params=params).open()
+        await oracle.apply([(parse_match(e, lab.ladders), (0, i)) for i, e in enumerate(lab.published)])
+        assert exact(await lab.store.players(lab.ladder)) == exact(await oracle.store.players(lab.ladder))
+        checked = await verify(lab.settings, lab.ladders, lab.ladder, lab.store, wait=5, sink=sink)
+        assert checked.differences == [] and checked.matches == 100, checked.lines()
+        assert checked.checkpoint is not None and written.id not in checked.checkpoint  # the relabeled copy
