@@ -26,7 +26,12 @@ def register(sub: Subcommands) -> None:
         help="replay ladders beside the live ones and write a verified checkpoint of each when "
         "the cadence says so (every N matches or H hours); never blocks the workers",
     )
-    p.add_argument("--ladder", action="append", required=True, help="a ladder to checkpoint (repeatable)")
+    p.add_argument(
+        "--ladder",
+        action="append",
+        default=[],
+        help="a ladder to checkpoint (repeatable; default: every ladder the store has)",
+    )
     p.add_argument(
         "--force", action="store_true", help="write a checkpoint now if the ladder moved since the last"
     )
@@ -46,6 +51,7 @@ def register(sub: Subcommands) -> None:
             "max_event_bytes",
             "max_clock_skew",
             "ladders_file",
+            "web_host",
             *KAFKA_SECURITY,
         ],
     )
@@ -68,14 +74,20 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         ladders.get(name)
     store_url(args)
 
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=settings.web_host)
+
     async def run(store: StateStore) -> int:
+        names = args.ladder or [n for n in await store.ladders() if "~" not in n]
         async with KafkaSink(settings) as sink:
             return await checkpoint_rounds(
                 settings,
                 ladders,
                 store,
                 sink,
-                args.ladder,
+                names,
                 force=args.force,
                 loop=args.loop,
                 interval=args.interval,
