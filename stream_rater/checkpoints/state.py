@@ -30,6 +30,14 @@ from stream_rater.store.values import QUALITY_WINDOW
 #: States written per seeding commit.
 SEED_BATCH = 5000
 
+#: Applied match ids a seeded store (a re-rate's staging generation, a rebuilt live one) gets
+#: markers for: the last ones before the checkpoint. A replay from the checkpoint skips every
+#: id the checkpoint applied (`Deduped`), so it computes what the full replay computes; what the
+#: markers are for after it is a redelivery, which comes from a producer's retry or a consumer's
+#: rewind, within the last batches — an older one is as after the markers' TTL. Writing all of
+#: them would cost a void on a ladder of 1 M matches seconds of Redis writes.
+SEED_MARKERS = 100_000
+
 
 async def capture(store: StateStore, ladder: str) -> LadderState:
     """The live players', effects' and quality of `ladder` (or a shadow's internal name)."""
@@ -98,10 +106,12 @@ async def seed(
     *,
     shadows: bool = False,
     params: dict[str, Any] | None = None,
+    markers: int | None = None,
 ) -> None:
     """Write `checkpoint` into `store`: its ladder's generation `generation` (None: the live
     one), and with `shadows` its shadows' live states too; leaderboard scores with the
-    parameter overrides `params` (default: the checkpoint's). `ValueError` if not `seedable`."""
+    parameter overrides `params` (default: the checkpoint's); markers for the last `markers`
+    applied matches (None: all). `ValueError` if not `seedable`."""
     if not seedable(checkpoint):
         raise ValueError(f"{checkpoint.line()}: past a season start, it cannot seed a store")
     ladders = with_params(ladders, checkpoint.ladder, checkpoint.params if params is None else params)
@@ -116,3 +126,20 @@ async def seed(
         [refused] = await store.commit_many([commit])
         if refused is not None:
             raise refused
+
+
+class Deduped:
+    """A `History` (or any ``read()`` of entries) without the matches `checkpoint` applied:
+    what a replay from it skips as duplicates whether or not their markers were seeded."""
+
+    def __init__(self, history: Any, checkpoint: Checkpoint) -> None:
+        self.history, self.applied = history, set(checkpoint.applied)
+
+    async def read(self) -> list[Any]:
+        return [e for e in await self.history.read() if e[0].match_id not in self.applied]
+
+    def reached(self) -> dict[int, int]:
+        return dict(self.history.reached())
+
+    def committed(self) -> dict[int, int]:
+        return dict(self.history.committed())

@@ -47,6 +47,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from stream_rater.checkpoints import Checkpoint, seed
+from stream_rater.checkpoints.state import SEED_MARKERS, Deduped
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.corrections.building import Build, covers, players_of, touched
 from stream_rater.corrections.planning import (
@@ -125,6 +126,8 @@ class Rerate:
     ) -> None:
         self.store, self.ladders, self.ladder = store, ladders, correction.ladder
         self.start = start
+        if start is not None:
+            history = Deduped(history, start)
         self.history, self.send, self.tuning, self.progress = history, send, tuning, progress
         self.owner = owner or new_owner()
         ids = list(dict.fromkeys(correction.match_ids))
@@ -228,7 +231,14 @@ class Rerate:
         position, reading on while the live worker moves, until a round finds few matches.
         From a checkpoint, its state is written into the staging generation first."""
         if self.start is not None:
-            await seed(self.store, self.ladders, self.start, self.generation, params=self.overrides)
+            await seed(
+                self.store,
+                self.ladders,
+                self.start,
+                self.generation,
+                params=self.overrides,
+                markers=SEED_MARKERS,
+            )
         processor = Processor(self.ladders, self.store, generation=self.generation)
         self.staging = Build(
             processor,

@@ -20,6 +20,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 
 from stream_rater.checkpoints import Checkpoint, CheckpointSink, latest_usable, seed
+from stream_rater.checkpoints.state import SEED_MARKERS
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
@@ -99,9 +100,14 @@ async def recover(
     committed = await committed_offsets(settings, settings.topic_matches, range(count))
     start, empty = await recovery_start(store, sink, ladder, committed)
     history = await history_from(settings, ladders, ladder, start, files)
+    if start is not None:
+        applied = set(start.applied)  # skipped by the replay, markers or not (`SEED_MARKERS`)
+        kept = [i for i, m in enumerate(history.matches) if m.match_id not in applied]
+        history.matches = [history.matches[i] for i in kept]
+        history.where = [history.where[i] for i in kept]
     if start is not None and empty:
         await store.set_voids(ladder, start.voids, [], (await store.generations(ladder)).live)
-        await seed(store, ladders, start, None, shadows=True)
+        await seed(store, ladders, start, None, shadows=True, markers=SEED_MARKERS)
     summary, produced = await rebuild(
         settings, ladders, history, store, batch_size=batch_size, on_result=on_result
     )

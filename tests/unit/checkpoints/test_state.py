@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from stream_rater.corrections.rerate import Correction, Rerate
 from tests.unit.checkpoints.support import LADDERS, checkpoint_at, entries, exact, replayed
 
@@ -44,3 +46,26 @@ async def test_a_void_from_a_checkpoint_equals_a_full_rerate_and_reads_only_afte
     assert exact(await live.players("ts")) == exact(await oracle.players("ts"))
     assert await live.leaderboard("ts", 50) == await oracle.leaderboard("ts", 50)
     assert sent and {e["player_id"] for e in sent} <= {f"p{k}" for k in range(20)}
+
+
+async def test_a_redelivery_of_a_match_before_the_checkpoint_stays_a_duplicate_without_its_marker(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Only the last `SEED_MARKERS` markers are written; a record of an older applied match
+    after the checkpoint is still skipped, as the full replay skips it."""
+    monkeypatch.setattr("stream_rater.corrections.rerate.SEED_MARKERS", 10)
+    history = entries("ts", 300)
+    again = (history[5][0], (0, 300))  # m5 published again after the checkpoint
+    history = [*history, again]
+    live = await replayed(history, "ts")
+    start = await checkpoint_at(history, "ts", 200)
+    report = await Rerate(
+        live, LADDERS, Correction("void", "ts", ("m250",)), Topic(history[200:], 301), _discard, start=start
+    ).run()
+    assert report.applied == 99
+    oracle = await replayed(history, "ts", {"m250": {}})
+    assert exact(await live.players("ts")) == exact(await oracle.players("ts"))
+
+
+async def _discard(events: Any) -> None:
+    return None
