@@ -2,14 +2,19 @@
 ladder, its encoding into immutable chunks and a manifest written last, and its digest.
 
 A checkpoint is the state a replay of the ladder's log up to `Checkpoint.positions`
-(partition → next offset) leaves: players' and effects' states, each shadow's, the applied
-match ids (the dedupe a later redelivery meets), the ids of every record passed (applied,
-voided, duplicate or unratable: a correction of one of them must start before it), the
-voids and parameter overrides it was made with, the prediction-quality sums and window, and
-the season starts passed. Encoded as msgpack, cut into chunks of at most `CHUNK_BYTES` (a
-Kafka record is at most 1 MB by default); the manifest names the chunk count and the SHA-256
-of the whole encoding. A checkpoint whose manifest is missing, or whose chunks do not hash to
-its digest, is torn and never used (`decode` raises `TornCheckpoint`).
+(partition → next offset) leaves: players' and effects' states, each shadow's, the last
+applied match ids (`state.SEED_MARKERS`: the markers a later redelivery meets), the ids of
+the records passed since the previous checkpoint (its *segment*: applied, voided, duplicate or
+unratable — a correction of one of them must start before this checkpoint), the voids and
+parameter overrides it was made with, the prediction-quality sums and window, and the season
+starts passed. Its size follows the ladder's players, not its history.
+
+Encoded as msgpack, cut into chunks of at most `CHUNK_BYTES` (a Kafka record is at most 1 MB
+by default); the manifest names the chunk count and the SHA-256 of the whole encoding, and
+carries what choosing a checkpoint needs without loading one: positions, voided ids,
+parameters, season count and a Bloom filter of the segment (a false positive only makes a
+correction start from an older checkpoint). A checkpoint whose manifest is missing, or whose
+chunks do not hash to its digest, is torn and never used (`decode` raises `TornCheckpoint`).
 """
 
 from __future__ import annotations
@@ -60,9 +65,10 @@ class Checkpoint:
     state: LadderState
     #: Shadow internal name (``<ladder>~<shadow>``) → its state.
     shadows: dict[str, LadderState] = field(default_factory=dict)
-    #: Match ids applied (in log order), and every record's match id passed.
+    #: The last match ids applied (in log order), and the match ids of the records passed
+    #: since the previous checkpoint (see the module docstring).
     applied: list[str] = field(default_factory=list)
-    passed: list[str] = field(default_factory=list)
+    segment: list[str] = field(default_factory=list)
     voids: dict[str, dict[str, Any]] = field(default_factory=dict)
     params: dict[str, Any] | None = None
     seasons: list[str] = field(default_factory=list)
@@ -83,9 +89,41 @@ class Checkpoint:
         )
 
 
+#: Bits and hashes of a segment's Bloom filter: 10 bits per id (about 1 % false positives),
+#: between 64 kbit and 4 Mbit (the manifest stays one record).
+BLOOM_BITS = (1 << 16, 1 << 22)
+BLOOM_HASHES = 7
+
+
+class Bloom:
+    """A Bloom filter of match ids: `contains` is never wrong about an id that was added."""
+
+    def __init__(self, bits: bytearray) -> None:
+        self.bits = bits
+
+    @classmethod
+    def of(cls, ids: Sequence[str]) -> Bloom:
+        size = min(max(10 * len(ids), BLOOM_BITS[0]), BLOOM_BITS[1])
+        bloom = cls(bytearray((size + 7) // 8))
+        for match_id in ids:
+            for bit in bloom._bits(match_id):
+                bloom.bits[bit >> 3] |= 1 << (bit & 7)
+        return bloom
+
+    def _bits(self, match_id: str) -> list[int]:
+        raw = hashlib.blake2b(match_id.encode(), digest_size=8 * 4).digest()
+        size = len(self.bits) * 8
+        one, two = int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:16], "little") | 1
+        return [(one + i * two) % size for i in range(BLOOM_HASHES)]
+
+    def contains(self, match_id: str) -> bool:
+        return all(self.bits[bit >> 3] & (1 << (bit & 7)) for bit in self._bits(match_id))
+
+
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """What is written last: which chunks make the checkpoint, and their digest."""
+    """What is written last: which chunks make the checkpoint, their digest, and what choosing
+    a checkpoint needs (see the module docstring)."""
 
     ladder: str
     id: str
@@ -94,6 +132,10 @@ class Manifest:
     positions: dict[int, int]
     created: float
     applied: int
+    voids: frozenset[str] = frozenset()
+    params: dict[str, Any] | None = None
+    seasons: int = 0
+    segment: Bloom = field(default_factory=lambda: Bloom(bytearray(1)))
     format: int = FORMAT
 
     def pack(self) -> bytes:
@@ -108,16 +150,34 @@ class Manifest:
                     sorted(self.positions.items()),
                     self.created,
                     self.applied,
-                ]
+                    sorted(self.voids),
+                    sorted(self.params.items()) if self.params is not None else None,
+                    self.seasons,
+                    bytes(self.segment.bits),
+                ],
+                use_bin_type=True,
             )
         )
 
     @classmethod
     def unpack(cls, raw: bytes) -> Manifest:
-        version, ladder, ident, chunks, digest, positions, created, applied = msgpack.unpackb(raw)
-        if version != FORMAT:
-            raise TornCheckpoint(f"checkpoint {ident}: format {version}, this version reads {FORMAT}")
-        return cls(ladder, ident, chunks, digest, dict(positions), created, applied, version)
+        fields = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        if fields[0] != FORMAT:
+            raise TornCheckpoint(f"checkpoint {fields[2]}: format {fields[0]}, this version reads {FORMAT}")
+        _, ladder, ident, chunks, digest, positions, created, applied, voids, params, seasons, bloom = fields
+        return cls(
+            ladder,
+            ident,
+            chunks,
+            digest,
+            dict(positions),
+            created,
+            applied,
+            frozenset(voids),
+            dict(params) if params is not None else None,
+            seasons,
+            Bloom(bytearray(bloom)),
+        )
 
 
 def _states(states: Mapping[str, PlayerState]) -> list[list[Any]]:
@@ -148,7 +208,7 @@ def encode(checkpoint: Checkpoint, chunk_bytes: int = CHUNK_BYTES) -> tuple[list
         _ladder_state(checkpoint.state),
         [[name, _ladder_state(s)] for name, s in sorted(checkpoint.shadows.items())],
         checkpoint.applied,
-        checkpoint.passed,
+        checkpoint.segment,
         sorted(checkpoint.voids.items()),
         sorted((checkpoint.params or {}).items()) if checkpoint.params is not None else None,
         checkpoint.seasons,
@@ -165,6 +225,10 @@ def encode(checkpoint: Checkpoint, chunk_bytes: int = CHUNK_BYTES) -> tuple[list
         dict(checkpoint.positions),
         checkpoint.created,
         len(checkpoint.applied),
+        frozenset(checkpoint.voids),
+        dict(checkpoint.params) if checkpoint.params is not None else None,
+        len(checkpoint.seasons),
+        Bloom.of(checkpoint.segment),
     )
     return chunks, manifest
 
@@ -178,7 +242,7 @@ def decode(manifest: Manifest, chunks: Mapping[int, bytes]) -> Checkpoint:
     blob = b"".join(chunks[n] for n in range(manifest.chunks))
     if hashlib.sha256(blob).hexdigest() != manifest.digest:
         raise TornCheckpoint(f"checkpoint {manifest.id}: its chunks do not match the manifest's digest")
-    ladder, positions, state, shadows, applied, passed, voids, params, seasons, created, ident = (
+    ladder, positions, state, shadows, applied, segment, voids, params, seasons, created, ident = (
         msgpack.unpackb(blob, raw=False, strict_map_key=False)
     )
     return Checkpoint(
@@ -187,7 +251,7 @@ def decode(manifest: Manifest, chunks: Mapping[int, bytes]) -> Checkpoint:
         _unladder_state(state),
         {name: _unladder_state(s) for name, s in shadows},
         list(applied),
-        list(passed),
+        list(segment),
         dict(voids),
         dict(params) if params is not None else None,
         list(seasons),

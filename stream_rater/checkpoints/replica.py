@@ -4,11 +4,12 @@ the live ladder with. Shadows are rated beside it, as the worker rates them."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stream_rater.checkpoints.format import Checkpoint
-from stream_rater.checkpoints.state import capture, seed, with_params
+from stream_rater.checkpoints.state import SEED_MARKERS, capture, seed, with_params
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import MatchFinished
 from stream_rater.processor import Processor, Skipped, process_skipping
@@ -40,8 +41,9 @@ class Replica:
         self.voids = dict(voids or {})
         self.store = MemoryStore()
         self.positions: dict[int, int] = dict(start.positions) if start else {}
-        self.applied: list[str] = list(start.applied) if start else []
-        self.passed: list[str] = list(start.passed) if start else []
+        #: The last applied match ids, and the ids passed since the start (or the last checkpoint).
+        self.applied: deque[str] = deque(start.applied if start else (), maxlen=SEED_MARKERS)
+        self.segment: list[str] = []
         self.seasons: list[str] = list(start.seasons) if start else []
         self.skipped: list[Skipped] = []
         #: Matches applied since `open` (the cadence counts them).
@@ -75,7 +77,7 @@ class Replica:
                     if r.match.season is not None:
                         self.seasons.append(r.match.match_id)
             for match, where in chunk:
-                self.passed.append(match.match_id)
+                self.segment.append(match.match_id)
                 if where is not None:
                     self.positions[where[0]] = max(self.positions.get(where[0], 0), where[1] + 1)
 
@@ -93,7 +95,7 @@ class Replica:
             await capture(self.store, self.ladder),
             shadows,
             list(self.applied),
-            list(self.passed),
+            list(self.segment),
             dict(self.voids),
             dict(self.params) if self.params else None,
             list(self.seasons),

@@ -115,11 +115,10 @@ async def seed(
     if not seedable(checkpoint):
         raise ValueError(f"{checkpoint.line()}: past a season start, it cannot seed a store")
     ladders = with_params(ladders, checkpoint.ladder, checkpoint.params if params is None else params)
-    todo = _commits(
-        ladders.get(checkpoint.ladder), checkpoint.state, checkpoint.applied, checkpoint, generation
-    )
+    applied = checkpoint.applied if markers is None else checkpoint.applied[-markers:]
+    todo = _commits(ladders.get(checkpoint.ladder), checkpoint.state, applied, checkpoint, generation)
     for name, state in checkpoint.shadows.items() if shadows else ():
-        todo += _commits(ladders.lookup(name), state, checkpoint.passed, checkpoint, None)
+        todo += _commits(ladders.lookup(name), state, applied, checkpoint, None)
     for commit in todo:
         if not commit.markers:
             continue

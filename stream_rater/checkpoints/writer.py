@@ -12,7 +12,8 @@ of its positions (`live_at`); the replica is taken at the first, and every playe
 — but those of matches the live worker applied between the two reads, which moved meanwhile
 and are compared at the next checkpoint — must equal the live state exactly (a replay is the
 stream, by construction). Written: chunks, then the manifest; then read back, its digest
-checked (`decode`); only then are the ladder's older checkpoints dropped.
+checked (`decode`); only then are the ladder's checkpoints older than the correction window
+dropped (but the newest of those: a void of the window's oldest match starts from it).
 """
 
 from __future__ import annotations
@@ -221,16 +222,25 @@ class Checkpointer:
                 )
             report.compared += len(players) + len(effects)
         report.moving = len(moving)
-        older = await self.sink.manifests(self.ladder)
         manifest = await self.sink.write(checkpoint)
         await self.sink.load(manifest)  # read back: TornCheckpoint unless whole
-        for old in older:
-            if old.id != manifest.id:
-                await self.sink.drop(old)
-                report.dropped.append(old.id)
+        for old in expired(
+            await self.sink.manifests(self.ladder), time.time() - self.settings.correction_window_hours * 3600
+        ):
+            await self.sink.drop(old)
+            report.dropped.append(old.id)
         report.written, self.replica.since, self.last_written = manifest, 0, time.time()
+        self.replica.segment = []
         self.written = True
         self.replica.start = checkpoint
+
+
+def expired(manifests: list[Manifest], since: float) -> list[Manifest]:
+    """Of `manifests` (oldest first), those a correction within the window (made at or after
+    `since`) can no longer need: all made before it but the newest of those, the start of a
+    void of the window's oldest match."""
+    old = [m for m in manifests if m.created < since]
+    return old[:-1]
 
 
 def _before(where: tuple[int, int] | None, positions: Mapping[int, int]) -> bool:

@@ -8,13 +8,13 @@ import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from stream_rater.checkpoints import Checkpoint, CheckpointSink, configured_sink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
 from stream_rater.corrections.rerate import (
+    BeforeStart,
     Correction,
     Entry,
     Progress,
@@ -23,7 +23,7 @@ from stream_rater.corrections.rerate import (
     Send,
     Tuning,
 )
-from stream_rater.corrections.starting import refuse_too_old, starting_checkpoint
+from stream_rater.corrections.starting import TooOld, refuse_too_old, starting_checkpoint
 from stream_rater.kafka import (
     LogReader,
     committed_offsets,
@@ -143,13 +143,31 @@ class _Job:
     async def run(
         self, sink: CheckpointSink | None, since: str | None, files: Iterable[MatchFinished] | None
     ) -> RerateReport:
-        """Pick the start, refuse what the topic cannot serve, re-rate."""
+        """Pick the start, refuse what the topic cannot serve, re-rate; then keep the
+        checkpoints true (`_after`). A match the history from the chosen checkpoint lacks
+        (older than every checkpoint kept) is re-rated from the topic's start if the topic
+        still has it, else refused."""
         correction, settings, store = self.correction, self.settings, self.store
         live = await store.generations(correction.ladder)
         start = await starting_checkpoint(correction, store, sink, since)
         heads = await deleted_heads(settings, correction.ladder, partitions=live.positions)
         checkpointed = sink is not None and bool(await sink.manifests(correction.ladder))
         refuse_too_old(correction, heads, start, files_supplied=files is not None, checkpointed=checkpointed)
+        try:
+            rerate = await self._rerate(start, files)
+        except BeforeStart as exc:
+            if heads and files is None:
+                raise TooOld(correction.ladder, heads, None, str(exc)) from None
+            rerate = await self._rerate(None, files)
+            start = None
+        if sink is not None and rerate.switched:
+            await _after(sink, store, correction, start, rerate)
+        return rerate.report
+
+    async def _rerate(self, start: Checkpoint | None, files: Iterable[MatchFinished] | None) -> Rerate:
+        """The re-rate from `start` (None: the topic's start, after `files`), run."""
+        correction, settings = self.correction, self.settings
+        live = await self.store.generations(correction.ladder)
         partitions = None
         if start is not None:
             count = await partition_count(settings, settings.topic_matches)
@@ -166,7 +184,7 @@ class _Job:
             if send is None:
                 send = await stack.enter_async_context(update_sender(settings))
             rerate = Rerate(
-                store,
+                self.store,
                 self.ladders,
                 correction,
                 history,
@@ -176,14 +194,25 @@ class _Job:
                 owner=self.owner,
                 start=start,
             )
-            report = await rerate.run()
-        if sink is not None and start is not None and correction.kind == "rerate" and rerate.switched:
-            await sink.write(relabeled(start, rerate.overrides))
-        return report
+            await rerate.run()
+            return rerate
 
 
-def relabeled(start: Checkpoint, params: dict[str, Any]) -> Checkpoint:
-    """`start` as the checkpoint a ``rerate --since`` of it made true: the new live generation
-    is a replay from its state with the new parameters `params` from its offsets on, so later
-    voids, `verify` and the checkpoint loop start from this copy (same state, new parameters)."""
-    return replace(start, params=dict(params) or None, id="", created=time.time())
+async def _after(
+    sink: CheckpointSink, store: RerateStore, correction: Correction, start: Checkpoint | None, rerate: Rerate
+) -> None:
+    """After a switch, keep every checkpoint true: those made after `start` (every one without
+    a start) passed what was corrected and are dropped; `start` itself is written again with
+    the live voids and parameters (it passed none of the corrected matches), and the copy
+    replaces it."""
+    manifests = await sink.manifests(correction.ladder)
+    ids = [m.id for m in manifests]
+    newer = manifests[ids.index(start.id) + 1 :] if start is not None and start.id in ids else manifests
+    if start is not None:
+        voids = dict(await store.voids(correction.ladder))
+        await sink.write(
+            replace(start, voids=voids, params=dict(rerate.overrides) or None, id="", created=time.time())
+        )
+        newer = [*newer, *(m for m in manifests if m.id == start.id)]
+    for manifest in newer:
+        await sink.drop(manifest)

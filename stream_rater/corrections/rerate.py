@@ -72,6 +72,7 @@ from stream_rater.store.base import Generations
 from stream_rater.store.roles import RerateStore
 
 __all__ = [
+    "BeforeStart",
     "Correction",
     "Entry",
     "FOLLOW_ROUNDS",
@@ -86,6 +87,11 @@ __all__ = [
     "players_of",
     "touched",
 ]
+
+
+class BeforeStart(RuntimeError):
+    """A match to (un-)void is not in the history read from the checkpoint the re-rate started
+    from: older than every checkpoint kept (or not the ladder's at all)."""
 
 
 class Rerate:
@@ -212,6 +218,14 @@ class Rerate:
     async def record_voids(self) -> None:
         """2. Voids: check the matches to (un-)void against the history, record the voids."""
         self.entries = await self.history.read()
+        if self.start is not None:
+            known = {match.match_id for match, _ in self.entries}
+            before = [m for m in self.void + self.unvoid if m not in known]
+            if before:
+                raise BeforeStart(
+                    f"the {(self.void and 'void') or 'unvoid'} of {', '.join(map(repr, before))}, not after "
+                    f"checkpoint {self.start.id} (the newest that does not hold it)"
+                )
         interrupted = self.live.voids_pending
         check_voids(self.ladder, self.entries, self.current, self.void, self.unvoid, interrupted)
         check_not_lost(self.ladder, self.entries, self.live.positions, self.history.committed(), self.current)

@@ -69,7 +69,7 @@ async def starting_checkpoint(
     voids = voids_after(correction, await store.voids(ladder))
     live = await store.generations(ladder)
     if correction.kind != "rerate":
-        return await latest_usable(sink, ladder, voids, live.params)
+        return await latest_usable(sink, ladder, voids, live.params, changing=correction.match_ids)
     ident, before = _since(since or "")
     found = await latest_usable(
         sink, ladder, voids, None, any_params=True, ident=ident, created_before=before

@@ -185,3 +185,62 @@ async def test_rerate_since_a_checkpoint_applies_the_new_parameters_from_it_on(l
         checked = await verify(lab.settings, lab.ladders, lab.ladder, lab.store, wait=5, sink=sink)
         assert checked.differences == [] and checked.matches == 100, checked.lines()
         assert checked.checkpoint is not None and written.id not in checked.checkpoint  # the relabeled copy
+
+
+async def test_checkpoints_across_the_window_each_void_starts_from_the_one_before_its_match(lab: Lab):
+    """Two checkpoints (segments m0..m299 and m300..m599) are kept; a void after the second
+    starts from it, one between them from the first; a void older than every checkpoint kept
+    (the first dropped) is re-rated from the topic's start, which still has it."""
+    async with KafkaSink(lab.settings) as sink:
+        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+        written = []
+        for first in (0, 300):
+            await lab.publish(duels(lab.ladder, 300, first=first))
+            await lab.work()
+            written.append((await checkpointer.round(force=True)).written)
+        await checkpointer.close()
+        first, second = written
+        assert first is not None and second is not None
+        await lab.publish(duels(lab.ladder, 100, first=600))
+        await lab.work()
+        late = await apply_correction(
+            Correction("void", lab.ladder, ("m650",), "r"),
+            lab.settings,
+            lab.ladders,
+            lab.store,
+            send=discard,
+            sink=sink,
+        )
+        assert late.checkpoint == second.id and late.applied == 99
+        middle = await apply_correction(
+            Correction("void", lab.ladder, ("m400",), "r"),
+            lab.settings,
+            lab.ladders,
+            lab.store,
+            send=discard,
+            sink=sink,
+        )
+        assert middle.checkpoint == first.id and middle.applied == 398
+        assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m400", "m650"}))
+        kept = await sink.manifests(lab.ladder)
+        assert len(kept) == 1 and kept[0].voids == {
+            "m400",
+            "m650",
+        }  # the first, rewritten; the second dropped
+        checkpointer = Checkpointer(  # starts again from the rewritten one
+            lab.settings, lab.ladders, lab.store, sink, lab.ladder
+        )
+        third = (await checkpointer.round(force=True)).written
+        await checkpointer.close()
+        assert third is not None and third.positions == {0: 700}
+        await sink.drop(kept[0])  # only the third is left: segment m300..m699
+        old = await apply_correction(
+            Correction("void", lab.ladder, ("m100",), "r"),
+            lab.settings,
+            lab.ladders,
+            lab.store,
+            send=discard,
+            sink=sink,
+        )
+        assert old.checkpoint is None and old.voided == ["m100"]
+        assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m100", "m400", "m650"}))
