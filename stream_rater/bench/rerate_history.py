@@ -160,7 +160,11 @@ async def _void(bench: Bench, sink: CheckpointSink, match_id: str, rate: float) 
     feeder = asyncio.create_task(feed())
     try:
         correction = Correction("void", LADDER, (match_id,), "bench")
-        return await apply_correction(correction, bench.settings, bench.ladders, bench.store, sink=sink)
+        # A re-rate of 1 M matches on a loaded machine can keep the event loop from renewing a
+        # 10 s lease (its garbage collections alone): the operator's --lease 60.
+        return await apply_correction(
+            correction, bench.settings, bench.ladders, bench.store, sink=sink, lease=60.0
+        )
     finally:
         stop.set()
         await feeder
