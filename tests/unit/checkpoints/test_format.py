@@ -23,3 +23,13 @@ async def test_a_checkpoint_survives_chunking_and_a_torn_one_is_refused():
     bad[2] = bad[2][:-1] + bytes([bad[2][-1] ^ 1])
     with pytest.raises(TornCheckpoint, match="digest"):
         decode(manifest, bad)
+
+
+def test_a_bloom_filter_never_misses_an_id_it_holds_and_rarely_claims_others():
+    from stream_rater.checkpoints.format import Bloom
+
+    ids = [f"m{i}" for i in range(20_000)]
+    bloom = Bloom.of(ids)
+    assert all(bloom.contains(m) for m in ids)
+    false = sum(bloom.contains(f"x{i}") for i in range(20_000))
+    assert false < 20_000 * 0.02
