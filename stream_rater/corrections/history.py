@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -211,7 +210,7 @@ async def _after(
     if start is not None:
         voids = dict(await store.voids(correction.ladder))
         await sink.write(
-            replace(start, voids=voids, params=dict(rerate.overrides) or None, id="", created=time.time())
+            replace(start, voids=voids, params=dict(rerate.overrides) or None, id="", created=start.created)
         )
         newer = [*newer, *(m for m in manifests if m.id == start.id)]
     for manifest in newer:
