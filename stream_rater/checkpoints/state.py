@@ -27,8 +27,9 @@ from stream_rater.store.base import Commit, PlayerState, StateStore, StateWrite
 from stream_rater.store.roles import BatchStore
 from stream_rater.store.values import QUALITY_WINDOW
 
-#: States written per seeding commit.
+#: States, and markers, written per seeding commit at most (a commit with states needs one).
 SEED_BATCH = 5000
+SEED_MARKER_BATCH = 20_000
 
 #: Applied match ids a seeded store (a re-rate's staging generation, a rebuilt live one) gets
 #: markers for: the last ones before the checkpoint. A replay from the checkpoint skips every
@@ -80,7 +81,8 @@ def _commits(
     tracks = ladder.rules.leaderboard_active_days is not None
     writes = [_write(ladder, pid, s, tracks) for pid, s in state.players.items()]
     writes += [StateWrite(e, s, 0, True, None, None) for e, s in state.effects.items()]
-    parts = max(1, min(math.ceil(len(writes) / SEED_BATCH), len(markers)))
+    wanted = max(math.ceil(len(writes) / SEED_BATCH), math.ceil(len(markers) / SEED_MARKER_BATCH))
+    parts = max(1, min(wanted, len(markers)))
     per_writes, per_markers = math.ceil(len(writes) / parts), math.ceil(len(markers) / parts)
     commits = []
     for i in range(parts):
