@@ -4,7 +4,8 @@ ladder, its encoding into immutable chunks and a manifest written last, and its 
 A checkpoint is the state a replay of the ladder's log up to `Checkpoint.positions`
 (partition → next offset) leaves: players' and effects' states, each shadow's, the last
 applied match ids (`state.SEED_MARKERS`: the markers a later redelivery meets), the ids of
-the records passed since the previous checkpoint (its *segment*: applied, voided, duplicate or
+the records passed since the previous checkpoint (its *segment*, kept as a Bloom filter in the
+manifest, not in the chunks: applied, voided, duplicate or
 unratable — a correction of one of them must start before this checkpoint), the voids and
 parameter overrides it was made with, the prediction-quality sums and window, and the season
 starts passed. Its size follows the ladder's players, not its history.
@@ -74,6 +75,8 @@ class Checkpoint:
     seasons: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     id: str = ""
+    #: The segment's Bloom filter, once made (a checkpoint read back has this, not the ids).
+    bloom: Bloom | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -208,7 +211,6 @@ def encode(checkpoint: Checkpoint, chunk_bytes: int = CHUNK_BYTES) -> tuple[list
         _ladder_state(checkpoint.state),
         [[name, _ladder_state(s)] for name, s in sorted(checkpoint.shadows.items())],
         checkpoint.applied,
-        checkpoint.segment,
         sorted(checkpoint.voids.items()),
         sorted((checkpoint.params or {}).items()) if checkpoint.params is not None else None,
         checkpoint.seasons,
@@ -228,7 +230,7 @@ def encode(checkpoint: Checkpoint, chunk_bytes: int = CHUNK_BYTES) -> tuple[list
         frozenset(checkpoint.voids),
         dict(checkpoint.params) if checkpoint.params is not None else None,
         len(checkpoint.seasons),
-        Bloom.of(checkpoint.segment),
+        checkpoint.bloom if checkpoint.bloom is not None else Bloom.of(checkpoint.segment),
     )
     return chunks, manifest
 
@@ -242,8 +244,8 @@ def decode(manifest: Manifest, chunks: Mapping[int, bytes]) -> Checkpoint:
     blob = b"".join(chunks[n] for n in range(manifest.chunks))
     if hashlib.sha256(blob).hexdigest() != manifest.digest:
         raise TornCheckpoint(f"checkpoint {manifest.id}: its chunks do not match the manifest's digest")
-    ladder, positions, state, shadows, applied, segment, voids, params, seasons, created, ident = (
-        msgpack.unpackb(blob, raw=False, strict_map_key=False)
+    ladder, positions, state, shadows, applied, voids, params, seasons, created, ident = msgpack.unpackb(
+        blob, raw=False, strict_map_key=False
     )
     return Checkpoint(
         ladder,
@@ -251,12 +253,13 @@ def decode(manifest: Manifest, chunks: Mapping[int, bytes]) -> Checkpoint:
         _unladder_state(state),
         {name: _unladder_state(s) for name, s in shadows},
         list(applied),
-        list(segment),
+        [],
         dict(voids),
         dict(params) if params is not None else None,
         list(seasons),
         created,
         ident,
+        manifest.segment,
     )
 
 
