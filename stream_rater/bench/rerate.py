@@ -43,7 +43,7 @@ def run(
     out: TextIO = sys.stdout,
     history_matches: int = 0,
     back: int = 10_000,
-    gap: int = 10_000,
+    gap: int = 1_000,
 ) -> RerateReport | dict[str, Any]:
     """Run the benchmark and print its report; returns the re-rate's report. With
     `history_matches`, the long-history one instead (`bench.rerate_history`): its figures."""

@@ -111,8 +111,9 @@ def _rerate(benches: Subcommands) -> None:
     p.add_argument(
         "--gap",
         type=int,
-        default=10_000,
-        help="matches between the checkpoint and the recent voided match (10000)",
+        default=1_000,
+        help="matches between the checkpoint and the recent voided match: where the cadence left "
+        "the last checkpoint before it (1000)",
     )
     p.set_defaults(**_runs("rerate", "rate", "history_matches", "back", "gap"))
 
