@@ -147,7 +147,9 @@ async def _void(bench: Bench, sink: CheckpointSink, match_id: str, rate: float) 
     await producer.start()
 
     async def feed() -> None:
-        for event in duels(10**8 + int(time.time()), 10**6):
+        first = 10**8 + int(time.time())
+        for i in range(10**6):  # made one at a time: making them all first would hold the loop
+            [event] = duels(first + i, 1)
             if stop.is_set():
                 return
             topic, key, value, _ = match_record(bench.settings.topic_matches, event)
