@@ -15,7 +15,7 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
@@ -37,8 +37,20 @@ from stream_rater.offline.verify import verdict, verify
 from stream_rater.store import open_store
 
 
-def run(before: int = 30_000, rate: float = 500.0, out: TextIO = sys.stdout) -> RerateReport:
-    """Run the benchmark and print its report; returns the re-rate's report."""
+def run(
+    before: int = 30_000,
+    rate: float = 500.0,
+    out: TextIO = sys.stdout,
+    history_matches: int = 0,
+    back: int = 10_000,
+    gap: int = 1_000,
+) -> RerateReport | dict[str, Any]:
+    """Run the benchmark and print its report; returns the re-rate's report. With
+    `history_matches`, the long-history one instead (`bench.rerate_history`): its figures."""
+    if history_matches:
+        from stream_rater.bench import rerate_history
+
+        return rerate_history.run(history_matches, back, gap, rate, out)
     events = list(football_events(default_data_file(), DEMO_LADDER))
     settings = Settings(partitions=1)
     ladders = load_ladders(None, DEMO_LADDER_ENV)

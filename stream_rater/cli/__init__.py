@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from stream_rater.cli import archive, bench, corrections, offline, ratings, stream, synth
+from stream_rater.cli import archive, bench, checkpoints, corrections, offline, ratings, stream, synth
 from stream_rater.cli.common import KafkaConnectFailures, debug_flag, failure
 
 __all__ = ["build_parser", "main"]
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stream-rater", description=__doc__.splitlines()[0])
     debug_flag(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (offline, corrections, ratings, stream, archive, bench, synth):
+    for group in (offline, corrections, checkpoints, ratings, stream, archive, bench, synth):
         group.register(sub)
     for command in _commands(sub):
         debug_flag(command, on_command=True)

@@ -92,9 +92,30 @@ def _soak(benches: Subcommands) -> None:
 
 
 def _rerate(benches: Subcommands) -> None:
-    p = benches.add_parser("rerate", help="void a football match while the worker rates more")
+    p = benches.add_parser(
+        "rerate",
+        help="void a match of a ladder with a long history 10,000 back (from a checkpoint) and at the "
+        "start, and recover it from a store loss with and without a checkpoint; or (--history-matches 0) "
+        "void a football match while the worker rates more",
+    )
     p.add_argument("--rate", type=float, default=500.0, help="matches/s published during the re-rate (500)")
-    p.set_defaults(**_runs("rerate", "rate"))
+    p.add_argument(
+        "--history-matches",
+        type=int,
+        default=1_000_000,
+        help="matches of the ladder's history (1000000; 0: football)",
+    )
+    p.add_argument(
+        "--back", type=int, default=10_000, help="how far back the recent void is, in matches (10000)"
+    )
+    p.add_argument(
+        "--gap",
+        type=int,
+        default=1_000,
+        help="matches between the checkpoint and the recent voided match: where the cadence left "
+        "the last checkpoint before it (1000)",
+    )
+    p.set_defaults(**_runs("rerate", "rate", "history_matches", "back", "gap"))
 
 
 def _scale(benches: Subcommands) -> None:

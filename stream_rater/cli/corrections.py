@@ -69,6 +69,13 @@ def _add_correction(sub: Subcommands, name: str, what: str) -> None:
             metavar="NAME=VALUE",
             help="new model parameter of the ladder from now on, repeatable",
         )
+        p.add_argument(
+            "--since",
+            metavar="CHECKPOINT|TIME",
+            help="apply the new parameters from this checkpoint on (its id, or the newest made at or "
+            "before a time): the states it holds keep the old parameters' numbers (default: re-rate "
+            "the whole history)",
+        )
     p.add_argument(
         "--history",
         action="append",
@@ -108,6 +115,8 @@ def _rerate_flags(p: argparse.ArgumentParser) -> None:
             "topic_matches",
             "topic_updates",
             "topic_corrections",
+            "topic_checkpoints",
+            "checkpoint_sink",
             "max_event_bytes",
             "max_clock_skew",
             "ladders_file",
@@ -250,6 +259,7 @@ def cmd_correct(args: argparse.Namespace) -> int:
                 lease=args.lease,
                 batch_size=args.batch_size,
                 progress=progress,
+                since=getattr(args, "since", None),
             ),
         )
     for line in report.skipped:
@@ -267,6 +277,7 @@ def _request_correction(settings: Settings, args: argparse.Namespace, request: C
         ("--history", args.history),
         ("--lease", args.lease != 10.0),
         ("--batch-size", args.batch_size != 1000),
+        ("--since", getattr(args, "since", None)),
     ):
         if unused:
             raise ValueError(f"{flag}: not with --via-topic (the worker reads the matches topic itself)")

@@ -108,6 +108,8 @@ def _add_verify(sub: Subcommands) -> None:
         [
             "broker",
             "topic_matches",
+            "topic_checkpoints",
+            "checkpoint_sink",
             "consumer_group",
             "max_event_bytes",
             "max_clock_skew",
@@ -212,17 +214,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace, ladders: Ladders) -> int:
-    """``replay --from-topic --store URL``: rebuild the ladder in the store from the topic and
-    produce the events the consumer group had not acknowledged (`offline.rebuild`); the store
-    keeps markers and histories as the workers' settings say."""
-    from stream_rater.offline.rebuild import rebuild
+    """``replay --from-topic --store URL``: rebuild the ladder in the store from its latest
+    usable checkpoint (or the topic's start) and produce the events the consumer group had not
+    acknowledged (`offline.recovery`); the store keeps markers and histories as the workers'
+    settings say."""
+    from stream_rater.checkpoints import configured_sink
+    from stream_rater.offline.recovery import recover
     from stream_rater.store import open_store
 
     settings = settings_of(args)
+    require(settings, "broker")
+    if args.files:
+        raise ValueError("--from-topic reads the topic: give no FILE")
+    if not args.ladder:
+        raise ValueError("--from-topic needs --ladder")
     with ExitStack() as stack:
-        history = _topic_history(args, ladders, stack)
+        files = None
+        if args.history:
+            given = argparse.Namespace(**{**vars(args), "files": args.history, "strict": True})
+            files = list(valid_matches(given, ladders, stack)[0])
 
-    async def run(out: TextIO) -> tuple[ReplaySummary, int]:
+    async def run(out: TextIO) -> tuple[ReplaySummary, int, str, list[str]]:
         store = open_store(
             store_url(args),
             history_limit=settings.redis_history(),
@@ -231,28 +243,33 @@ def _rebuild(args: argparse.Namespace, ladders: Ladders) -> int:
         )
         try:
             await bound_store(args, store)
-            return await rebuild(
-                settings,
-                ladders,
-                history,
-                store,
-                batch_size=args.batch_size,
-                on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
-            )
+            async with configured_sink(settings) as sink:
+                summary, produced, start, history = await recover(
+                    settings,
+                    ladders,
+                    args.ladder,
+                    store,
+                    sink,
+                    batch_size=args.batch_size,
+                    on_result=lambda r: out.writelines(encode_event(e).decode() + "\n" for e in r.events),
+                    files=files,
+                )
+            return summary, produced, start.line() if start else "the topic's start", history.rejected
         finally:
             await store.close()
 
     with open(args.out, "w", encoding="utf-8") if args.out else nullcontext(sys.stdout) as out:
-        summary, produced = asyncio.run(run(out))
-    summary.rejected = len(history.rejected)
-    summary.read += len(history.rejected)
+        summary, produced, start, rejected = asyncio.run(run(out))
+    summary.rejected = len(rejected)
+    summary.read += len(rejected)
+    print(f"rebuilt from {start}", file=sys.stderr)
     print(summary.line(), file=sys.stderr)
     print(
         f"{produced} rating changes of matches at or after the consumer group {settings.consumer_group!r}'s "
         f"committed offsets produced to {settings.topic_updates!r}",
         file=sys.stderr,
     )
-    return bad_lines_code(args, history.rejected)
+    return bad_lines_code(args, rejected)
 
 
 def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack) -> LadderHistory:

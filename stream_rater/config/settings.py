@@ -19,6 +19,8 @@ DEFAULT_HISTORY = 2
 
 #: The values of ``on_store_loss``: hold a lost ladder for the operator, or rebuild it.
 ON_STORE_LOSS = ("halt", "rebuild")
+#: The values of ``checkpoint_sink`` (a PostgreSQL sink would be one more: `CheckpointSink`).
+CHECKPOINT_SINKS = ("kafka", "none")
 
 
 def _field(default: Any, help: str) -> Any:
@@ -133,6 +135,32 @@ class Settings:
     kafka_sasl_password: str = _field("", "SASL password")
     kafka_ssl_cafile: str = _field("", "CA bundle for SSL/SASL_SSL")
     log_level: str = _field("info", "debug, info, warning or error")
+    topic_checkpoints: str = _field(
+        "ladder-checkpoints",
+        "compacted topic of ladder checkpoints (states + the offsets they stand for) that voids, "
+        "verify and store-loss recovery start from",
+    )
+    checkpoint_sink: str = _field(
+        "kafka",
+        "where ladder checkpoints are kept and read: kafka (the checkpoints topic) or none (voids "
+        "and recoveries replay from the topic's start)",
+    )
+    checkpoint_every_matches: int = _field(
+        100_000,
+        "a ladder is checkpointed once this many of its matches were applied since its last checkpoint "
+        "(a void then replays at most this many matches more than those after the voided one)",
+    )
+    checkpoint_every_hours: float = _field(
+        6.0, "a ladder with new matches is checkpointed at least this often, in hours"
+    )
+    correction_window_hours: float = _field(
+        7 * 24.0, "how far back a void must be possible, in hours (with the cadence: the matches retention)"
+    )
+    matches_retention_hours: float = _field(
+        0.0,
+        "retention of the matches topic it is created with, in hours (0: the correction window plus "
+        "the checkpoint cadence; -1: forever, as before checkpoints)",
+    )
     on_store_loss: str = _field(
         "halt",
         "what a worker does with a ladder the store lost: halt (hold it until an operator rebuilds it) "
@@ -140,6 +168,11 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        if self.checkpoint_sink not in CHECKPOINT_SINKS:
+            raise ValueError(
+                f"{env_name('checkpoint_sink')} (--checkpoint-sink) = {self.checkpoint_sink!r}: "
+                f"expected {' or '.join(CHECKPOINT_SINKS)}"
+            )
         if self.on_store_loss not in ON_STORE_LOSS:
             raise ValueError(
                 f"{env_name('on_store_loss')} (--on-store-loss) = {self.on_store_loss!r}: "
@@ -176,10 +209,26 @@ class Settings:
 
     def topic_configs(self) -> dict[str, dict[str, str]]:
         """The topic configurations `topics` are created with: the matches topic is the source
-        of truth (replays, voids and re-rates read it from its start), so it is kept forever,
-        and its records carry the broker's append time (``LogAppendTime``), not a producer's
+        of truth, kept for the correction window plus the checkpoint cadence (voids and
+        recoveries start from a checkpoint: `matches_retention_ms`), and its records carry the broker's append time (``LogAppendTime``), not a producer's
         clock, for the ``max_clock_skew`` check; the others keep the broker's defaults."""
-        return {self.topic_matches: {"retention.ms": "-1", "message.timestamp.type": "LogAppendTime"}}
+        return {
+            self.topic_matches: {
+                "retention.ms": str(self.matches_retention_ms()),
+                "message.timestamp.type": "LogAppendTime",
+            }
+        }
+
+    def matches_retention_ms(self) -> int:
+        """The matches topic's ``retention.ms``: `matches_retention_hours`, by default the
+        correction window plus the checkpoint cadence (a void of the window's oldest match
+        starts from the checkpoint before it, at most a cadence older); -1 keeps it forever."""
+        hours = self.matches_retention_hours
+        if hours < 0:
+            return -1
+        if hours == 0:
+            hours = self.correction_window_hours + self.checkpoint_every_hours
+        return int(hours * 3600 * 1000)
 
     def limits(self) -> Limits:
         """The limits every reader of the matches topic validates its records with (the worker,

@@ -66,6 +66,8 @@ class RerateReport:
     #: A line per match of the history the model could not rate: skipped, as the worker
     #: dead-letters it.
     skipped: list[str] = field(default_factory=list)
+    #: The checkpoint the re-rate started from (`checkpoints`), None: the ladder's beginning.
+    checkpoint: str | None = None
 
     def line(self) -> str:
         """A one-line human summary."""
@@ -76,6 +78,7 @@ class RerateReport:
             f"ladder {self.ladder!r}: re-rated {self.applied} matches into generation {self.generation} "
             f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
             f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch"
+            + (f"; started from checkpoint {self.checkpoint}" if self.checkpoint else "")
             + (
                 f"; {len(self.skipped)} matches skipped (the model could not rate them)"
                 if self.skipped

@@ -10,7 +10,10 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
 3. **Build.** Apply the ladder's history in log order to the staging generation with the
    same `Processor` the worker uses (voided matches are skipped by the processor itself), up
    to the live generation's position in the matches topic; keep reading the topic while the
-   live worker moves on, until the gap is small.
+   live worker moves on, until the gap is small. A re-rate that starts from a checkpoint
+   (`corrections.starting`: a void's, the newest made before the voided match) first writes
+   the checkpoint's state into the staging generation and reads the history from its
+   offsets on: its cost follows the matches after the corrected one, not the ladder's age.
 4. **Compare.** Compare both generations' players while the live one still moves: a player
    no match after the staging generation's position touches keeps both states until the
    switch, so only the players of the last few matches need comparing again.
@@ -43,6 +46,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from stream_rater.checkpoints import Checkpoint, seed
+from stream_rater.checkpoints.state import SEED_MARKERS, Deduped
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.corrections.building import Build, covers, players_of, touched
 from stream_rater.corrections.planning import (
@@ -67,6 +72,7 @@ from stream_rater.store.base import Generations
 from stream_rater.store.roles import RerateStore
 
 __all__ = [
+    "BeforeStart",
     "Correction",
     "Entry",
     "FOLLOW_ROUNDS",
@@ -83,6 +89,11 @@ __all__ = [
 ]
 
 
+class BeforeStart(RuntimeError):
+    """A match to (un-)void is not in the history read from the checkpoint the re-rate started
+    from: older than every checkpoint kept (or not the ladder's at all)."""
+
+
 class Rerate:
     """Recompute a ladder from its history into a new generation with a `Correction` applied
     and switch to it while the worker keeps rating: one method per phase of the protocol in
@@ -93,8 +104,9 @@ class Rerate:
     #: The ladder's generations as last read, and its voids before this re-rate.
     live: Generations
     current: dict[str, dict[str, Any]]
-    #: The rating model with the new parameters (lock).
+    #: The rating model with the new parameters, and those overrides (lock).
     model: RatingModel
+    overrides: dict[str, Any]
     #: The history's first read, and when the voids were recorded (record_voids).
     entries: list[Entry]
     now: float
@@ -116,8 +128,12 @@ class Rerate:
         *,
         progress: Progress | None = None,
         owner: str | None = None,
+        start: Checkpoint | None = None,
     ) -> None:
         self.store, self.ladders, self.ladder = store, ladders, correction.ladder
+        self.start = start
+        if start is not None:
+            history = Deduped(history, start)
         self.history, self.send, self.tuning, self.progress = history, send, tuning, progress
         self.owner = owner or new_owner()
         ids = list(dict.fromkeys(correction.match_ids))
@@ -126,6 +142,7 @@ class Rerate:
         self.params, self.reason = dict(correction.params), correction.reason
         self.configured = ladders.get(self.ladder)
         self.report = RerateReport(self.ladder, params=dict(self.params), reason=self.reason)
+        self.report.checkpoint = start.id if start is not None else None
         self.generation = 0
         #: Whether the staging generation is live: from then on a failure no longer aborts.
         self.switched = False
@@ -168,7 +185,7 @@ class Rerate:
         crashed re-rate left, send the correction events a crashed switch stored. The lock is
         renewed until the block ends; one that ends before the switch drops the staging
         generation and releases the lock."""
-        overrides = {**(self.live.params or {}), **self.params}
+        self.overrides = overrides = {**(self.live.params or {}), **self.params}
         params = {**self.configured.params, **overrides}
         self.model = Ladder(self.ladder, self.configured.model, params).rating_model  # checks params
         self.generation, abandoned = await self.store.begin_rerate(
@@ -201,6 +218,14 @@ class Rerate:
     async def record_voids(self) -> None:
         """2. Voids: check the matches to (un-)void against the history, record the voids."""
         self.entries = await self.history.read()
+        if self.start is not None:
+            known = {match.match_id for match, _ in self.entries}
+            before = [m for m in self.void + self.unvoid if m not in known]
+            if before:
+                raise BeforeStart(
+                    f"the {(self.void and 'void') or 'unvoid'} of {', '.join(map(repr, before))}, not after "
+                    f"checkpoint {self.start.id} (the newest that does not hold it)"
+                )
         interrupted = self.live.voids_pending
         check_voids(self.ladder, self.entries, self.current, self.void, self.unvoid, interrupted)
         check_not_lost(self.ladder, self.entries, self.live.positions, self.history.committed(), self.current)
@@ -217,7 +242,17 @@ class Rerate:
 
     async def build(self) -> None:
         """3. Build: apply the history to the staging generation up to the live one's
-        position, reading on while the live worker moves, until a round finds few matches."""
+        position, reading on while the live worker moves, until a round finds few matches.
+        From a checkpoint, its state is written into the staging generation first."""
+        if self.start is not None:
+            await seed(
+                self.store,
+                self.ladders,
+                self.start,
+                self.generation,
+                params=self.overrides,
+                markers=SEED_MARKERS,
+            )
         processor = Processor(self.ladders, self.store, generation=self.generation)
         self.staging = Build(
             processor,

@@ -17,6 +17,7 @@ from stream_rater.kafka.admin import (
     committed_offsets,
     create_service_topics,
     create_topics,
+    partition_count,
     topic_partitions,
 )
 from stream_rater.kafka.history import LadderHistory, ladder_history
@@ -57,6 +58,7 @@ __all__ = [
     "home_partition",
     "ladder_history",
     "match_record",
+    "partition_count",
     "publish",
     "read_log",
     "read_partition",

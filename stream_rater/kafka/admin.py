@@ -162,3 +162,13 @@ async def committed_offsets(settings: Settings, topic: str, partitions: Iterable
         return {p: await consumer.committed(TopicPartition(topic, p)) or 0 for p in partitions}
     finally:
         await consumer.stop()
+
+
+async def partition_count(settings: Settings, topic: str) -> int:
+    """How many partitions `topic` has."""
+    consumer = AIOKafkaConsumer(**client_options(settings), enable_auto_commit=False, group_id=None)
+    try:
+        await consumer.start()  # a failed start is stopped too (else aiokafka warns at exit)
+        return len(await topic_partitions(consumer, topic))
+    finally:
+        await consumer.stop()

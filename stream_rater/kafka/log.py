@@ -4,7 +4,7 @@ verify, re-rates, dead letters), and rating-changed events for subscribers."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,7 +99,8 @@ READ_FETCH_WAIT_MS = 5
 
 
 class LogReader:
-    """Reads `topic` from `start` (default: the earliest retained offset) with one consumer
+    """Reads `topic` (only its `partitions`, if given) from `start` (default: the earliest
+    retained offset; a partition `start` lacks: its earliest) with one consumer
     kept open: each `read` returns the records appended since the previous one, up to at
     least the log's end when called, in (partition, offset) order. Use as ``async with``.
 
@@ -114,8 +115,15 @@ class LogReader:
     came meanwhile, so a "latest" one could skip a whole partition (seen on a 3-node Kafka).
     """
 
-    def __init__(self, settings: Settings, topic: str, start: Mapping[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        topic: str,
+        start: Mapping[int, int] | None = None,
+        partitions: Iterable[int] | None = None,
+    ) -> None:
         self.topic, self._start = topic, dict(start) if start is not None else None
+        self._only = None if partitions is None else set(partitions)
         self._consumer = AIOKafkaConsumer(
             **client_options(settings),
             enable_auto_commit=False,
@@ -129,7 +137,11 @@ class LogReader:
     async def __aenter__(self) -> LogReader:
         try:
             await self._consumer.start()
-            self._partitions = await topic_partitions(self._consumer, self.topic)
+            self._partitions = [
+                tp
+                for tp in await topic_partitions(self._consumer, self.topic)
+                if self._only is None or tp.partition in self._only
+            ]
             self._consumer.assign(self._partitions)
             for tp in self._partitions:
                 if self._start is not None and tp.partition in self._start:
@@ -183,11 +195,13 @@ async def read_log(
     topic: str,
     start: Mapping[int, int] | None = None,
     timeout: float = 300.0,
+    partitions: Iterable[int] | None = None,
 ) -> tuple[list[LogRecord], dict[int, int]]:
-    """The records of `topic` from `start` (default: the earliest retained offset) up to at
-    least the log's end when called (see `LogReader`), and the offset reached per partition
-    (where a later read goes on). Raises `TimeoutError` after `timeout` seconds."""
-    async with LogReader(settings, topic, start) as reader:
+    """The records of `topic` (of its `partitions`, if given) from `start` (default: the
+    earliest retained offset) up to at least the log's end when called (see `LogReader`), and
+    the offset reached per partition (where a later read goes on). Raises `TimeoutError`
+    after `timeout` seconds."""
+    async with LogReader(settings, topic, start, partitions) as reader:
         return await reader.read(timeout), await reader.reached()
 
 

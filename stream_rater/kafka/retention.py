@@ -3,9 +3,13 @@
 Retention (or ``delete_records``) deletes a partition's head: the broker then answers a read
 from the beginning with its earliest retained offset, and a rebuild from there would rate
 the ladder from the tail of its history. `deleted_heads` finds the partitions a ladder's
-history is read from whose log no longer starts at offset 0; `void`, `rerate`, ``replay
---from-topic`` and the workers' correction requests refuse with `HistoryTruncated` unless a
-``--history`` file supplies the deleted part, and `verify` says it only checked a tail.
+history is read from whose log no longer starts at offset 0. Readers that start from a
+checkpoint (`checkpoints`) need the log only from the checkpoint's offsets: voids and
+re-rates (`corrections.starting`: `TooOld` when even the checkpoint is past the head),
+store-loss rebuilds (`offline.recovery`) and `verify` compare the heads with those offsets;
+without a checkpoint, `void`, `rerate`, ``replay --from-topic`` and the workers' correction
+requests refuse with `HistoryTruncated` unless a ``--history`` file supplies the deleted part,
+and `verify` says it only checked a tail.
 
 The store keeps no ladder's first offset, only how far it goes (partition → next offset), so
 a deleted head is assumed to have held the ladder's matches: a ladder that began after the

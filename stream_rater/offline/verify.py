@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from stream_rater.checkpoints import Checkpoint, CheckpointSink, Replica, configured_sink, latest_usable
 from stream_rater.config.ladders import Ladders, split_shadow
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
@@ -19,7 +20,9 @@ from stream_rater.kafka import (
     LadderHistory,
     committed_offsets,
     deleted_heads,
+    home_partition,
     ladder_history,
+    partition_count,
     read_log,
 )
 from stream_rater.offline.replay import replay
@@ -137,6 +140,8 @@ class VerifyReport:
     skipped: list[Skipped] = field(default_factory=list)
     #: The internal names of the shadows compared too.
     shadows: list[str] = field(default_factory=list)
+    #: The checkpoint the recomputation started from (its `line`); None: the topic's start.
+    checkpoint: str | None = None
 
     def lines(self) -> list[str]:
         out = [s.line() for s in self.skipped] + [d.line() for d in self.differences]
@@ -156,6 +161,8 @@ class VerifyReport:
                 "warning: the worker group had not committed every record read (lagging or stopped); "
                 "differences may be matches it has not applied yet"
             )
+        if self.checkpoint:
+            out.append(f"recomputed from {self.checkpoint}")
         out.append(
             f"ladder {self.ladder!r}: {self.matches} matches from the topic ({self.rejected} invalid "
             f"records skipped, {len(self.skipped)} the model could not rate); "
@@ -192,30 +199,55 @@ async def verify(
     tolerance: float = 1e-9,
     wait: float = 30.0,
     rounds: int = 5,
+    sink: CheckpointSink | str | None = "configured",
 ) -> VerifyReport:
     """Recompute `ladder` from the matches topic and compare with `store`.
 
-    Reads the topic up to its end, waits (up to `wait` s) until the worker group has committed
-    the ladder's records read, then reads the live states. If more of the ladder's matches
-    arrived meanwhile, they are read too and the wait repeats (up to `rounds` times), so a
-    ladder that pauses for a moment is compared at one consistent position.
+    Starts from the newest checkpoint usable with the live voids and parameters (`sink`,
+    default: the one `settings` configure; None: none), reading the ladder's partitions from
+    its offsets; else from the topic's start. Reads up to the topic's end, waits (up to
+    `wait` s) until the worker group has committed the ladder's records read, then reads the
+    live states. If more of the ladder's matches arrived meanwhile, they are read too and the
+    wait repeats (up to `rounds` times), so a ladder that pauses for a moment is compared at
+    one consistent position.
     """
+    if isinstance(sink, str):
+        async with configured_sink(settings) as configured:
+            return await verify(settings, ladders, ladder, store, tolerance, wait, rounds, configured)
+    start, partitions = await _start(settings, store, sink, ladder)
     topic = settings.topic_matches
     limits = settings.limits()
-    records, end = await read_log(settings, topic)
+    begin = start.positions if start is not None else None
+    records, end = await read_log(settings, topic, start=begin, partitions=partitions)
     for _ in range(rounds):
         history = ladder_history(records, ladders, ladder, limits)
         caught_up = await _caught_up(settings, history.positions, wait)
         live = await store.players(ladder), await store.players(ladder, effects=True)
         shadows = {s.name: await _states(store, s.name) for s in ladders.get(ladder).shadows}
-        newer, end = await read_log(settings, topic, start=end)
+        newer, end = await read_log(settings, topic, start=end, partitions=partitions)
         if not ladder_history(newer, ladders, ladder, limits).matches:
             break
         records += newer
-    report = await compare(store, ladders, history, live, tolerance, caught_up, shadows)
+    report = await compare(store, ladders, history, live, tolerance, caught_up, shadows, start=start)
     known = (await store.generations(ladder)).positions
-    report.truncated = await deleted_heads(settings, ladder, partitions={*history.positions, *known})
+    heads = await deleted_heads(settings, ladder, partitions={*history.positions, *known})
+    report.truncated = [h for h in heads if h.earliest > (begin or {}).get(h.partition, 0)]
     return report
+
+
+async def _start(
+    settings: Settings, store: StateStore, sink: CheckpointSink | None, ladder: str
+) -> tuple[Checkpoint | None, set[int] | None]:
+    """The checkpoint `verify` starts from (None: the topic's start) and the partitions it
+    then reads (the ladder's; None: all)."""
+    if sink is None:
+        return None, None
+    live = await store.generations(ladder)
+    start = await latest_usable(sink, ladder, await store.voids(ladder), live.params)
+    if start is None:
+        return None, None
+    count = await partition_count(settings, settings.topic_matches)
+    return start, {home_partition(ladder, count), *live.positions, *start.positions}
 
 
 #: A ladder's players' and effects' states.
@@ -241,25 +273,31 @@ async def compare(
     tolerance: float = 1e-9,
     caught_up: bool = True,
     shadows: Mapping[str, _States] | None = None,
+    *,
+    start: Checkpoint | None = None,
 ) -> VerifyReport:
     """Compare the `live` states (players, effects) of `history`'s ladder with a recomputation
-    of `history` with the store's live parameter overrides and voids: `verify` once the
-    history is read and the worker group has caught up with it. `shadows` (internal name →
-    live states) are compared with the same recomputation's shadows — made without the voids,
-    which are the live ladder's (a shadow rates every match its ladder's records bring)."""
+    of `history` (from the checkpoint `start`, if given) with the store's live parameter
+    overrides and voids: `verify` once the history is read and the worker group has caught up
+    with it. `shadows` (internal name → live states) are compared with the same
+    recomputation's shadows — made without the voids, which are the live ladder's (a shadow
+    rates every match its ladder's records bring)."""
     ladder = history.ladder
-    ladders, voided = await corrected(store, ladders, ladder)
     skipped: list[Skipped] = []
-    oracle = await replayed([m for m in history.matches if m.match_id not in voided], ladders, skipped.append)
+    if start is None:
+        corrected_ladders, voided = await corrected(store, ladders, ladder)
+        oracle = await replayed(
+            [m for m in history.matches if m.match_id not in voided], corrected_ladders, skipped.append
+        )
+        whole = (await replayed(history.matches, corrected_ladders)) if shadows and voided else oracle
+    else:
+        oracle = whole = await _from_checkpoint(store, ladders, history, start, skipped)
     players, effects = await _states(oracle, ladder)
     found = differences(live[0], players, tolerance) + differences(
         live[1], effects, tolerance, is_effect=True
     )
-    if shadows:
-        if voided:
-            oracle = await replayed(history.matches, ladders)
-        for name, states in shadows.items():
-            found += _shadow_differences(name, states, await _states(oracle, name), tolerance)
+    for name, states in (shadows or {}).items():
+        found += _shadow_differences(name, states, await _states(whole, name), tolerance)
     return VerifyReport(
         ladder,
         len(history.matches),
@@ -270,4 +308,18 @@ async def compare(
         caught_up,
         skipped=skipped,
         shadows=sorted(shadows or ()),
+        checkpoint=start.line() if start is not None else None,
     )
+
+
+async def _from_checkpoint(
+    store: StateStore, ladders: Ladders, history: LadderHistory, start: Checkpoint, skipped: list[Skipped]
+) -> MemoryStore:
+    """`history` replayed from the checkpoint `start` with the live voids and parameters
+    (shadows beside it, without the voids: their own)."""
+    live = await store.generations(history.ladder)
+    voids = await store.voids(history.ladder)
+    replica = await Replica(ladders, history.ladder, start, voids=voids, params=live.params).open()
+    await replica.apply(list(zip(history.matches, history.where)))
+    skipped += replica.skipped
+    return replica.store

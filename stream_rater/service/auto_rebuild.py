@@ -10,13 +10,15 @@ task, one per ladder, that does what ``stream-rater replay --from-topic --store`
    worker or a re-rate holds it, this attempt ends ("busy"): when the other one rebuilt the
    ladder, its held batch goes through and nothing reports the loss again; else a later
    report tries again.
-2. History: it reads the matches topic up to its end at that moment and checks that the
-   topic still starts at offset 0 on the ladder's partitions (`deleted_heads`). If it does
-   not, the ladder stays held for good ("refused"): /readyz and the log name the first offset
-   left and the manual command with ``--history``.
-3. Rebuild: `offline.rebuild` applies the history a worker batch at a time (the event loop is
-   blocked no longer than by one of the worker's own batches; decoding the topic runs in a
-   thread) and produces the events of the matches the consumer group had not acknowledged.
+2. Start: the latest usable checkpoint (`offline.recovery`: written into the store first if
+   the store has nothing of the ladder), else the topic's start. If the topic no longer
+   holds the offsets that start needs (`deleted_heads`), the ladder stays held for good
+   ("refused"): /readyz and the log name the first offset left and the manual command with
+   ``--history``.
+3. Rebuild: `offline.rebuild` applies the ladder's matches from there, read from its
+   partitions only, a worker batch at a time (the event loop is blocked no longer than by
+   one of the worker's own batches; decoding runs in a thread) and produces the events of
+   the matches the consumer group had not acknowledged.
 
 While it runs, `LossGuard.rebuilding` holds the ladder even where the guard's own check or the
 processor's watermark would let its batch through half-way: the held batch must not be
@@ -34,18 +36,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
+from stream_rater.checkpoints import configured_sink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.corrections.rerate import new_owner
-from stream_rater.kafka import (
-    HistoryTruncated,
-    LadderHistory,
-    deleted_heads,
-    ladder_history,
-    read_log,
-    refuse_truncated,
-)
-from stream_rater.offline.rebuild import rebuild
+from stream_rater.kafka import HistoryTruncated
+from stream_rater.offline.recovery import recover
 from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
 from stream_rater.store import StateStore
@@ -187,8 +183,8 @@ class AutoRebuild:
 
 
 class TopicRebuild:
-    """``rebuild(ladder)`` for `AutoRebuild`: lock, read the topic, check it still holds the
-    whole history, rebuild (steps 1-3 of the module docstring), on a store of its own
+    """``rebuild(ladder)`` for `AutoRebuild`: lock, pick the start (a checkpoint or the topic's
+    start), check the topic still holds what it needs, rebuild (steps 1-3 of the module docstring), on a store of its own
     (`open_store`), so that the worker's connections and store metrics stay the batches'."""
 
     def __init__(
@@ -200,24 +196,17 @@ class TopicRebuild:
     async def __call__(self, ladder: str) -> str:
         store = self.open_store()
         try:
-            async with rebuild_lock(store, ladder, self.owner, self.lease):
-                history = await self.history(ladder)
-                summary, produced = await rebuild(
-                    self.settings, self.ladders, history, store, batch_size=self.settings.batch_size
+            async with (
+                rebuild_lock(store, ladder, self.owner, self.lease),
+                configured_sink(self.settings) as sink,
+            ):
+                summary, produced, start, _ = await recover(
+                    self.settings, self.ladders, ladder, store, sink, batch_size=self.settings.batch_size
                 )
         finally:
             await store.close()
-        return f"{summary.line()}; {produced} rating changes produced to {self.settings.topic_updates!r}"
-
-    async def history(self, ladder: str) -> LadderHistory:
-        """`ladder`'s valid matches on the topic up to its end now; `HistoryTruncated` if the
-        topic no longer starts at offset 0 on the ladder's partitions."""
-        records, _ = await read_log(self.settings, self.settings.topic_matches)
-        limits = self.settings.limits()
-        history = await asyncio.to_thread(ladder_history, records, self.ladders, ladder, limits)
-        heads = await deleted_heads(self.settings, ladder, partitions=history.positions)
-        refuse_truncated(ladder, heads, supplied=False)
-        return history
+        origin = f"from {start.line()}" if start is not None else "from the topic's start"
+        return f"{origin}: {summary.line()}; {produced} rating changes produced to {self.settings.topic_updates!r}"
 
 
 @contextlib.asynccontextmanager

@@ -262,3 +262,22 @@ def total(metric: MetricWrapperBase, suffix: str = "_total") -> float:
         for sample in family.samples
         if sample.name == family.name + suffix
     )
+
+
+CHECKPOINTS_WRITTEN = Counter(
+    "stream_rater_checkpoints_written",
+    "Ladder checkpoints written and verified (stream-rater checkpoint)",
+    ["ladder"],
+)
+CHECKPOINT_FAILURES = Counter(
+    "stream_rater_checkpoint_failures",
+    "Checkpoint rounds that failed (sink or broker down, store unreachable, or a checkpoint that "
+    "differed from the live ladder: outcome unverified); checkpoints are delayed, rating goes on",
+    ["ladder", "outcome"],
+)
+CHECKPOINT_AGE = Gauge(
+    "stream_rater_checkpoint_age_seconds",
+    "Seconds since the ladder's last verified checkpoint was written (alert when it exceeds the "
+    "checkpoint cadence by far: voids and recoveries then replay more, and the retention window shrinks)",
+    ["ladder"],
+)

@@ -36,7 +36,7 @@ GROUP_SESSION_MS = 3000  # Tansu delays joins by about session_timeout / 2 (more
 
 @pytest.fixture(scope="module")
 def runtime() -> Iterator[LocalRuntime]:
-    """One runtime for the module, with an 8-partition ``matches`` topic kept forever (as
+    """One runtime for the module, with an 8-partition ``matches`` topic with the default retention (as
     `dev` and `demo` create it: `Settings.topic_configs`)."""
     try:
         with LocalRuntime(topics={MATCHES: 8}, topic_configs=Settings().topic_configs()) as rt:
@@ -94,9 +94,10 @@ async def test_topics_given_at_start_have_their_partition_counts(runtime: LocalR
 
 @integration
 async def test_topics_given_at_start_have_their_configs(runtime: LocalRuntime) -> None:
-    """The matches topic is created with ``retention.ms=-1``, as the worker creates it."""
+    """The matches topic is created with the default bounded retention (the correction window
+    plus the checkpoint cadence: 174 h), as the worker creates it."""
     config = await topic_config(runtime.bootstrap_servers, MATCHES)
-    assert config["retention.ms"] == "-1"
+    assert config["retention.ms"] == str(174 * 3600 * 1000)
 
 
 @integration

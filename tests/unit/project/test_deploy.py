@@ -93,9 +93,10 @@ def test_every_deploy_file_parses():
 
 
 def test_compose_runs_kafka_kraft_redis_scalable_workers_prometheus_grafana():
-    """Compose has Apache Kafka in KRaft mode, Redis, workers built from deploy/Dockerfile without a fixed host port, Prometheus and Grafana."""
+    """Compose has Apache Kafka in KRaft mode, Redis, workers built from deploy/Dockerfile without a fixed host port, the checkpoint loop, Prometheus and Grafana."""
     services = compose()["services"]
-    assert set(services) == {"kafka", "redis", "worker", "prometheus", "grafana"}
+    assert set(services) == {"kafka", "redis", "worker", "checkpointer", "prometheus", "grafana"}
+    assert services["checkpointer"]["command"][:3] == ["stream-rater", "checkpoint", "--loop"]
     assert services["kafka"]["image"].startswith("apache/kafka:")
     assert "controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]
     worker = services["worker"]
@@ -211,7 +212,8 @@ def test_dockerfile_runs_the_worker_as_non_root_with_a_health_check():
 def test_prometheus_discovers_every_compose_worker_on_the_web_port():
     """Prometheus finds the workers by DNS service discovery of the compose service on the web port."""
     [config] = load_yaml(DEPLOY / "prometheus" / "prometheus.yml")
-    [job] = config["scrape_configs"]
+    job, checkpoints = config["scrape_configs"]
+    assert checkpoints["static_configs"] == [{"targets": ["checkpointer:6067"]}]
     [sd] = job["dns_sd_configs"]
     assert sd["names"] == ["worker"] and sd["type"] == "A" and sd["port"] == WEB_PORT
     assert job["metrics_path"] == "/metrics"
