@@ -17,8 +17,10 @@ a player whose event has left the history is listed with ``"found": false``.
 With the archive (`stream_rater.archive`, ``STREAM_RATER_ARCHIVE_URL``) the explanation reaches
 further: a player whose event has left Redis's history is found in the archive, and a match
 whose marker has expired is explained from the archive alone (``"source": "archive"``): its
-events say everything but what happened (``"actual": null``: the rank is on the marker, not on
-the events). Without one, such a match is answered as outside the window, never as unknown.
+events, and what happened from the placings the archive keeps of each rated match (read from the
+matches topic), so ``actual`` is what it was while the marker lived; a match the archive has
+events but no placings of (the archive started after it) answers ``"actual": null``. Without
+one, such a match is answered as outside the window, never as unknown.
 """
 
 from __future__ import annotations
@@ -73,8 +75,19 @@ async def _from_archive(ladder: Ladder, match_id: str, archive: ArchiveReader | 
         raise UnknownMatch(
             f"no match {match_id!r} on ladder {ladder.name!r}, neither in Redis nor in the archive"
         )
+    placings = await archive.placings(ladder.name, match_id)
+    ranks = dict(placings or ())
+    everyone = [rank for _, rank in placings or ()]
     players = [
-        await _archived_player(ladder, match_id, e["player_id"], None, archive, at) for at, e in events
+        await _archived_player(
+            ladder,
+            match_id,
+            e["player_id"],
+            (ranks[e["player_id"]], everyone) if e["player_id"] in ranks else None,
+            archive,
+            at,
+        )
+        for at, e in events
     ]
     answer = {"ladder": ladder.name, "model": ladder.model, "match_id": match_id, "source": "archive"}
     return {**answer, "players": players}

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from prometheus_client import REGISTRY
 
+from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts.rating_changed import correction_changed, rating_changed
 from stream_rater.kafka.produce import Record, send_records, update_record
@@ -97,6 +98,12 @@ def count(url: str) -> int:
         return -1
 
 
+def placings(url: str) -> list[tuple[str, str, Any]]:
+    """The archive's (ladder, match_id, placings) rows."""
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute("SELECT ladder, match_id, placings FROM match_placings")]  # type: ignore[misc]
+
+
 def metric(name: str, **labels: str) -> float:
     """A sample of this process's registry (0 when absent)."""
     return REGISTRY.get_sample_value(name, labels) or 0.0
@@ -117,10 +124,11 @@ async def wait_count(url: str, expected: int, timeout: float = 60.0) -> None:
 
 @asynccontextmanager
 async def running_archiver(
-    settings: Settings, url: str, group: str, batch_size: int = 500
+    settings: Settings, url: str, group: str, batch_size: int = 500, ladders: Ladders | None = None
 ) -> AsyncIterator[Archiver]:
     """An `Archiver` running as a task; stopped (and awaited) on the way out."""
-    archiver = Archiver(settings, url, ArchiveOptions(group=group, batch_size=batch_size, max_backoff=0.5))
+    options = ArchiveOptions(group=group, batch_size=batch_size, max_backoff=0.5)
+    archiver = Archiver(settings, url, options, ladders)
     task = asyncio.create_task(archiver.run())
     try:
         yield archiver

@@ -1,5 +1,5 @@
 """Reading the archive: a player's rating-changed events newest first, page by page, and the
-events of one match — for the read API's history and `explain` beyond Redis's window.
+events and placings of one match — for the read API's history and `explain` beyond Redis's window.
 
 One autocommit connection, opened on first use and opened again after it broke; calls are
 serialised on it (reads are small and indexed: ``rating_events_player``, ``rating_events_match``).
@@ -30,6 +30,7 @@ _OLDER = (
     "AND position >= coalesce((SELECT max(position) FROM rating_events WHERE ladder = %s AND player_id = %s "
     "AND position < %s AND kind = 'match'), 0) ORDER BY position DESC"
 )
+_PLACINGS = "SELECT placings FROM match_placings WHERE ladder = %s AND match_id = %s"
 _NO_CURSOR = 2**63 - 1
 
 
@@ -58,6 +59,10 @@ class ArchiveReader:
 
     async def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[int, dict[str, Any]]]:
         """The (position, event) rows of `sql`; `ArchiveUnavailable` when PostgreSQL fails."""
+        return [(int(p), e) for p, e in await self._fetch(sql, params)]
+
+    async def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """The rows of `sql`; `ArchiveUnavailable` when PostgreSQL fails."""
         import psycopg
 
         async with self._lock:
@@ -67,7 +72,7 @@ class ArchiveReader:
                         self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
                     )
                 cursor = await self._conn.execute(sql.encode(), params)
-                return [(int(p), e) for p, e in await cursor.fetchall()]
+                return list(await cursor.fetchall())
             except psycopg.Error as exc:
                 await self._drop()
                 raise ArchiveUnavailable(f"archive {safe_url(self.url)}: {one_line(exc)}") from exc
@@ -95,6 +100,12 @@ class ArchiveReader:
     async def match_events(self, ladder: str, match_id: str) -> list[tuple[int, dict[str, Any]]]:
         """The match's rating-changed events (kind ``match``) with their positions, in arrival order."""
         return await self._rows(_MATCH, (ladder, match_id))
+
+    async def placings(self, ladder: str, match_id: str) -> list[tuple[str, Any]] | None:
+        """The match's rated players with their team's rank, as its marker kept them
+        (`ReadStore.placings`); None when the archive has none (it read no such match)."""
+        rows = await self._fetch(_PLACINGS, (ladder, match_id))
+        return [(p, r) for p, r in rows[0][0]] if rows else None
 
     async def around(self, ladder: str, player_id: str, position: int) -> list[dict[str, Any]]:
         """What `explain` needs of a player around their event at `position`, newest first: the

@@ -1,11 +1,13 @@
-"""Writing rating-changed events into the archive: one batch, one transaction, idempotent.
+"""Writing rating-changed events, and the matches' placings, into the archive: one batch, one
+transaction, idempotent.
 
 A batch is copied (``COPY``, the fastest way in) into a per-connection temp table and moved
 into ``rating_events`` with ``INSERT … SELECT … ON CONFLICT DO NOTHING`` in (partition, offset)
 order: a redelivered event, a batch written twice (a crash between the PostgreSQL commit and
 the offset commit), or one event twice in a batch changes nothing, and the first copy of an
 event stays. The caller commits its Kafka offsets only after `write_batch` returned, i.e. after
-PostgreSQL committed.
+PostgreSQL committed. A batch's matches (`ArchivedPlacings`, from topic matches) go into
+``match_placings`` in the same transaction, also ``ON CONFLICT DO NOTHING``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from stream_rater.contracts.codecs import decode
+from stream_rater.contracts import Limits, ValidationError
+from stream_rater.contracts.codecs import DecodeError, decode, decode_match
+from stream_rater.contracts.match import LadderTable
 from stream_rater.contracts.rating_changed import RatingChanged
 
 if TYPE_CHECKING:
@@ -52,6 +56,10 @@ _TEMP = (
 _MOVE = (
     f"INSERT INTO rating_events ({_COLS}) SELECT {_COLS} FROM incoming "
     "ORDER BY kafka_partition, kafka_offset ON CONFLICT DO NOTHING"
+)
+_PLACINGS = (
+    "INSERT INTO match_placings (ladder, match_id, placings, topic, kafka_partition, kafka_offset) "
+    "VALUES (%s, %s, %s::jsonb, %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 
 
@@ -108,12 +116,55 @@ def archived_event(value: bytes | None, topic: str, partition: int, offset: int)
     return ArchivedEvent(event, wire, topic, partition, offset)
 
 
-async def write_batch(conn: psycopg.AsyncConnection[Any], events: Sequence[ArchivedEvent]) -> int:
-    """Write `events` in one transaction (committed on return); the count newly archived (the
-    rest were there already)."""
-    if not events:
+@dataclass(frozen=True, slots=True)
+class ArchivedPlacings:
+    """One rated match's placings (`MatchFinished.placings`) and where it was read."""
+
+    ladder: str
+    match_id: str
+    placings: list[list[Any]]
+    topic: str
+    partition: int
+    offset: int
+
+    def row(self) -> tuple[Any, ...]:
+        """The placings as a row of ``match_placings``."""
+        placings = orjson.dumps(self.placings).decode()
+        return (self.ladder, self.match_id, placings, self.topic, self.partition, self.offset)
+
+
+def archived_placings(
+    value: bytes | None, ladders: LadderTable, limits: Limits, record: tuple[str, int, int, float | None]
+) -> ArchivedPlacings | None:
+    """The placings of a match-finished record (`record`: topic, partition, offset, and its
+    timestamp in epoch seconds),
+    decoded and validated as the worker does; None for a record with none (a season start, a
+    match declared unrated); `PoisonRecord` for one the worker dead-letters."""
+    topic, partition, offset, timestamp = record
+    try:
+        match = decode_match(value or b"", ladders, limits, record_time=timestamp)
+    except (DecodeError, ValidationError) as exc:
+        raise PoisonRecord(str(exc)) from exc
+    if match.season is not None or not match.rated:
+        return None
+    return ArchivedPlacings(match.ladder, match.match_id, match.placings(), topic, partition, offset)
+
+
+async def write_batch(
+    conn: psycopg.AsyncConnection[Any],
+    events: Sequence[ArchivedEvent],
+    placings: Sequence[ArchivedPlacings] = (),
+) -> int:
+    """Write `events` and `placings` in one transaction (committed on return); the count of
+    events newly archived (the rest were there already)."""
+    if not events and not placings:
         return 0
     async with conn.transaction():
+        if placings:
+            async with conn.cursor() as cursor:
+                await cursor.executemany(_PLACINGS, [p.row() for p in placings])
+        if not events:
+            return 0
         await conn.execute(_TEMP)
         async with conn.cursor() as cursor:
             async with cursor.copy(f"COPY incoming ({_COLS}) FROM STDIN") as copy:

@@ -12,11 +12,13 @@ import sys
 from stream_rater.cli.common import (
     KAFKA_SECURITY,
     Subcommands,
+    configured_ladders,
     require,
     setting_names,
     settings_flags,
     settings_of,
 )
+from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 
 
@@ -28,8 +30,9 @@ def register(sub: Subcommands) -> None:
         "archive",
         help="write every rating-changed event into the PostgreSQL archive (--migrate: schema only)",
         description="Consume the updates topic in its own consumer group and write each event into "
-        "PostgreSQL once; offsets are committed after PostgreSQL committed. Applies the schema's "
-        "migrations at start.",
+        "PostgreSQL once, and from the matches topic each rated match's placings (validated with "
+        "the workers' ladders file); offsets are committed after PostgreSQL committed. Applies the "
+        "schema's migrations at start.",
     )
     p.add_argument("--migrate", action="store_true", help="apply the schema migrations and exit")
     p.add_argument(
@@ -41,7 +44,19 @@ def register(sub: Subcommands) -> None:
     )
     p.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics server")
     settings_flags(
-        p, ["archive_url", "broker", "topic_updates", "session_timeout", "log_level", *KAFKA_SECURITY]
+        p,
+        [
+            "archive_url",
+            "broker",
+            "topic_updates",
+            "topic_matches",
+            "ladders_file",
+            "max_event_bytes",
+            "max_clock_skew",
+            "session_timeout",
+            "log_level",
+            *KAFKA_SECURITY,
+        ],
     )
     p.set_defaults(func=cmd_archive)
 
@@ -66,6 +81,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
         print(f"archive schema: applied {applied}" if applied else "archive schema: up to date")
         return 0
     require(settings, "broker")
+    ladders = configured_ladders(args)
     logging.basicConfig(
         level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
@@ -73,7 +89,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr=args.metrics_host)
-    asyncio.run(_archive(settings, url, args))
+    asyncio.run(_archive(settings, url, args, ladders))
     return 0
 
 
@@ -93,11 +109,12 @@ async def _migrate_once(url: str) -> list[int]:
         ) from None
 
 
-async def _archive(settings: Settings, url: str, args: argparse.Namespace) -> None:
+async def _archive(settings: Settings, url: str, args: argparse.Namespace, ladders: Ladders) -> None:
     """Run the archiver until a stop signal."""
     from stream_rater.service.archiver import ArchiveOptions, Archiver
 
-    archiver = Archiver(settings, url, ArchiveOptions(group=args.group, batch_size=args.batch_size))
+    options = ArchiveOptions(group=args.group, batch_size=args.batch_size)
+    archiver = Archiver(settings, url, options, ladders)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, archiver.stop.set)

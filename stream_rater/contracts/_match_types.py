@@ -3,6 +3,7 @@ wire form (`MatchFinished.to_dict`); validation is in `_match_parse` and `_match
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,13 @@ class MatchFinished:
         scores = [_team_score(t) for t in self.teams]
         descending = sorted(scores, reverse=True)
         return [float(descending.index(s) + 1) for s in scores]
+
+    def placings(self, ranks: Sequence[float] | None = None) -> list[list[Any]]:
+        """``[player id, team rank]`` of the rated players, in the match's order: what a
+        rated match's marker (`Commit.placings`) and the archive keep; `ranks` when the
+        caller has computed `ranks` already."""
+        ranks = self.ranks() if ranks is None else ranks
+        return [[p.id, rank] for team, rank in zip(self.teams, ranks) for p in team.players if p.rated]
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical wire form: defaults left out, integral numbers as ints,

@@ -186,10 +186,8 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
     changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
-    placings = changes.placings[match_id] = []
-    events = _events(
-        s, changes, match, priors, posterior, (expected(s.model, read, pairs), outcome.ranks, placings)
-    )
+    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
+    changes.placings[match_id] = match.placings(outcome.ranks)
     changes.applied[match_id] = events
     changes.markers[match_id] = events if s.keeps_events else []  # `_Changes.apply`, inlined
     return _new(MatchResult, (match, events, False, False, None))  # `MatchResult.applied`
@@ -301,13 +299,13 @@ def _events(
     match: MatchFinished,
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
-    published: tuple[list[dict[str, float]], Sequence[float], list[list[Any]]] | None = None,
+    expectation: list[dict[str, float]] | None = None,
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
     ratings) into `changes`, with the players' leaderboard scores; `NonFiniteRating` if a
-    rating is NaN or infinite. With `published` (per team its expectation and rank, and the
-    placings to fill: `Commit.placings`) the rated players' events are built (a team's share
-    its expectation dict), put in their history and returned; without (a shadow), none."""
+    rating is NaN or infinite. With `expectation` (per team) the rated players' events are
+    built (a team's share its expectation dict), put in their history and returned; without
+    (a shadow), none. (`MatchFinished.placings` gives `Commit.placings`.)"""
     _check_finite(s, match, posterior)
     display, provisional, qualifies, stored_players = (
         s.model.display,
@@ -318,7 +316,6 @@ def _events(
     players, leaderboard, history = changes.players, changes.leaderboard, changes.history
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
     finished_at, processed_at = _timestamp(at), s.processed_at
-    expectation, ranks, placings = published or ((), (), [])
     events: list[Event] = []
     for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
         for player, before, new in zip(team.players, prior, team_post):
@@ -328,9 +325,8 @@ def _events(
             players[pid] = after = _after(before, new, at, stored_players.get(pid, s.new_player), rating)
             games = after.games
             leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
-            if published is None:
+            if expectation is None:
                 continue
-            placings.append([pid, ranks[t]])
             event = rating_changed(
                 match_id,
                 ladder_name,

@@ -1,12 +1,18 @@
 """``stream-rater archive``: the consumer that writes every record of the updates topic into the
-PostgreSQL archive (`stream_rater.archive`).
+PostgreSQL archive (`stream_rater.archive`), and the placings of every rated match of the
+matches topic (what `explain` fills ``actual`` from once a match's marker expired).
 
 Why a plain aiokafka consumer (not a faust agent): the archive needs only "fetch a batch, write
 it, then commit its offsets", one loop with no tables, no repartitioning and no producer, and
 it must control exactly when offsets are committed — after PostgreSQL committed. Its consumer
 group (``--group``, default ``stream-rater-archive``) is its own, so it never takes partitions
 from the workers and reads every event they produce, from the earliest retained one the first
-time.
+time. The matches topic is read by the same consumer (one group, both topics): its records are
+decoded and validated as the worker does (the ladders file and limits of the settings), and a
+batch's placings are written in the same transaction as its events, before its offsets are
+committed. A match record the worker dead-letters (undecodable or invalid) has no events and
+no placings: it is logged, counted (``stream_rater_archive_invalid_matches_total``) and
+skipped; a season start or a match declared unrated has none either.
 
 Faults: a batch PostgreSQL does not take (down, restarting, read-only, out of disk, privileges)
 is held — its offsets uncommitted, no later batch fetched — and written again with exponential
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,8 +42,17 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from prometheus_client import Counter, Gauge
 
-from stream_rater.archive import ArchivedEvent, PoisonRecord, archived_event, migrate, write_batch
+from stream_rater.archive import (
+    ArchivedEvent,
+    ArchivedPlacings,
+    PoisonRecord,
+    archived_event,
+    archived_placings,
+    migrate,
+    write_batch,
+)
 from stream_rater.archive.reader import one_line
+from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
 from stream_rater.kafka.log import ISOLATION_LEVEL
 from stream_rater.kafka.security import client_options
@@ -61,6 +77,10 @@ POISON = Counter(
     "stream_rater_archive_poison_records",
     "Records of the updates topic that are not rating-changed events (logged and skipped)",
 )
+INVALID_MATCHES = Counter(
+    "stream_rater_archive_invalid_matches",
+    "Records of the matches topic the worker dead-letters (undecodable or invalid; skipped, no placings)",
+)
 LAG = Gauge(
     "stream_rater_archive_lag",
     "Records of the updates topic not yet archived, summed over the held partitions",
@@ -83,10 +103,20 @@ class ArchiveOptions:
 class Archiver:
     """The archive loop of one process; `run` until `stop` is set."""
 
-    def __init__(self, settings: Settings, url: str, options: ArchiveOptions = ArchiveOptions()) -> None:
-        """`url`: the archive's ``postgresql://`` URL; the topic is ``settings.topic_updates``."""
+    def __init__(
+        self,
+        settings: Settings,
+        url: str,
+        options: ArchiveOptions = ArchiveOptions(),
+        ladders: Ladders | None = None,
+    ) -> None:
+        """`url`: the archive's ``postgresql://`` URL; the topics are ``settings.topic_updates``
+        and ``settings.topic_matches``, whose records are validated with `ladders` (default: the
+        settings' ladders file and environment) and ``settings.limits()``, as the worker does."""
         self.settings, self.url, self.options = settings, url, options
         self.topic = settings.topic_updates
+        self.ladders = ladders or load_ladders(settings.ladders_file or None, os.environ)
+        self.limits = settings.limits()
         self.stop = asyncio.Event()
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lag_from: dict[TopicPartition, int] = {}
@@ -106,7 +136,7 @@ class Archiver:
         )
         try:
             await consumer.start()
-            consumer.subscribe([self.topic])
+            consumer.subscribe([self.topic, self.settings.topic_matches])
             while not self.stop.is_set():
                 await self._one_batch(consumer)
         finally:
@@ -118,12 +148,14 @@ class Archiver:
         fetched = await consumer.getmany(
             timeout_ms=int(self.options.fetch_wait * 1000), max_records=self.options.batch_size
         )
-        events, ends = self._decode(fetched)
+        events, placings, ends = self._decode(fetched)
         self._lag_from = {tp: records[0].offset for tp, records in fetched.items() if records}
         await self._set_lag(consumer, refresh=False)
         if not ends:
             return
-        if events and not await self._with_retry(lambda: self._write(events), "write", consumer):
+        if (events or placings) and not await self._with_retry(
+            lambda: self._write(events, placings), "write", consumer
+        ):
             return  # told to stop while held: nothing committed, the batch comes again
         try:
             await consumer.commit(ends)
@@ -134,46 +166,63 @@ class Archiver:
 
     def _decode(
         self, fetched: dict[TopicPartition, Sequence[Any]]
-    ) -> tuple[list[ArchivedEvent], dict[TopicPartition, int]]:
-        """The batch's events (poison records counted and skipped) and, per partition, the
-        offset to commit after it."""
+    ) -> tuple[list[ArchivedEvent], list[ArchivedPlacings], dict[TopicPartition, int]]:
+        """The batch's events and matches' placings (poison records and invalid matches
+        counted and skipped) and, per partition, the offset to commit after it."""
         events: list[ArchivedEvent] = []
+        placings: list[ArchivedPlacings] = []
         ends: dict[TopicPartition, int] = {}
         for tp, records in fetched.items():
+            matches = tp.topic == self.settings.topic_matches
             for record in records:
                 try:
-                    events.append(archived_event(record.value, tp.topic, tp.partition, record.offset))
+                    if not matches:
+                        events.append(archived_event(record.value, tp.topic, tp.partition, record.offset))
+                    elif found := self._placings(tp, record):
+                        placings.append(found)
                 except PoisonRecord as exc:
-                    POISON.inc()
+                    (INVALID_MATCHES if matches else POISON).inc()
                     log.error("archive: skipping %s[%d]@%d: %s", tp.topic, tp.partition, record.offset, exc)
             if records:
                 ends[tp] = records[-1].offset + 1
-        return events, ends
+        return events, placings, ends
 
-    async def _write(self, events: list[ArchivedEvent]) -> None:
-        """Write `events` in one transaction; on a value PostgreSQL cannot store, one by one,
-        the refused ones counted as poison."""
+    def _placings(self, tp: TopicPartition, record: Any) -> ArchivedPlacings | None:
+        """A match record's placings, validated as the worker validates it (`archived_placings`)."""
+        at = None if record.timestamp is None else record.timestamp / 1000.0
+        where = (tp.topic, tp.partition, record.offset, at)
+        return archived_placings(record.value, self.ladders, self.limits, where)
+
+    async def _write(self, events: list[ArchivedEvent], placings: list[ArchivedPlacings]) -> None:
+        """Write `events` and `placings` in one transaction; on a value PostgreSQL cannot
+        store, one by one, the refused ones counted as poison."""
         import psycopg
 
         conn = await self._connection()
         try:
-            written = await write_batch(conn, events)
+            written = await write_batch(conn, events, placings)
         except psycopg.DataError:
-            written = await self._write_one_by_one(conn, events)
+            written = await self._write_one_by_one(conn, [*events, *placings])
         WRITTEN.inc(written)
         DUPLICATES.inc(len(events) - written)
 
-    async def _write_one_by_one(self, conn: psycopg.AsyncConnection[Any], events: list[ArchivedEvent]) -> int:
-        """Write each event in its own transaction; one PostgreSQL refuses as data is poison."""
+    async def _write_one_by_one(
+        self, conn: psycopg.AsyncConnection[Any], items: list[ArchivedEvent | ArchivedPlacings]
+    ) -> int:
+        """Write each event or match's placings in its own transaction; one PostgreSQL refuses
+        as data is poison. The count of events newly written."""
         import psycopg
 
         written = 0
-        for event in events:
+        for item in items:
             try:
-                written += await write_batch(conn, [event])
+                if isinstance(item, ArchivedEvent):
+                    written += await write_batch(conn, [item])
+                else:
+                    await write_batch(conn, [], [item])
             except psycopg.DataError as exc:
-                POISON.inc()
-                log.error("archive: skipping %s[%d]@%d: %s", event.topic, event.partition, event.offset, exc)
+                (POISON if isinstance(item, ArchivedEvent) else INVALID_MATCHES).inc()
+                log.error("archive: skipping %s[%d]@%d: %s", item.topic, item.partition, item.offset, exc)
         return written
 
     async def _with_retry(self, attempt: Any, what: str, consumer: AIOKafkaConsumer | None = None) -> bool:

@@ -34,6 +34,7 @@ def start_archive(settings: Settings, url: str, group: str, log: Path, metrics_p
         {env_name("broker"): settings.broker, env_name("archive_url"): url, env_name("session_timeout"): "3"}
     )
     argv = [sys.executable, "-m", "stream_rater", "archive", "--topic-updates", settings.topic_updates]
+    argv += ["--topic-matches", settings.topic_matches]
     argv += ["--group", group, "--batch-size", "100", "--metrics-port", str(metrics_port)]
     with log.open("a") as out:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
