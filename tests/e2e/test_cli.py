@@ -344,7 +344,11 @@ def test_dev_becomes_ready_and_stops_on_sigint(tmp_path: Path, flags: list[str],
             pytest.fail(f"{exc}; dev log:\n{log_path.read_text()[-3000:]}")
         lines = log_path.read_text().splitlines()
         [broker] = [line.split()[1] for line in lines if line.startswith("broker ")]
-        kcat_takes_it = kcat_publishes(bootstrap_servers(broker))
+        try:
+            kcat_takes_it = kcat_publishes(bootstrap_servers(broker))
+        except BaseException:  # a skip (no kcat) or a failure: dev and its ports go with it
+            stop_process(process)
+            raise
         process.send_signal(signal.SIGINT)
         code = process.wait(60)
     assert code == 0, log_path.read_text()[-3000:]

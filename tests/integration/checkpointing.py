@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from stream_rater.bench.rerate_history import commit_group
 from stream_rater.checkpoints import Checkpointer, CheckpointSink, Manifest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
@@ -64,7 +65,7 @@ class Lab:
                 result = await self.processor.process([m for m, _ in chunk], [w for _, w in chunk])
                 if produce:
                     await send([e for r in result.results for e in r.events])
-                    await commit_offsets(self.settings, {0: chunk[-1][1][1] + 1})  # type: ignore[index]
+                    await commit_group(self.settings, {0: chunk[-1][1][1] + 1})  # type: ignore[index]
                 self.processor.produced(result)
         self.applied += len(todo)
 
@@ -81,27 +82,6 @@ class Lab:
 def exact(states: dict) -> dict:
     """μ, σ, games, last match of each player."""
     return {p: tuple(s)[:4] for p, s in states.items()}
-
-
-async def commit_offsets(settings: Settings, offsets: dict[int, int]) -> None:
-    """Commit the worker group's offsets of the matches topic, as the worker does after a batch."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-    from aiokafka.structs import OffsetAndMetadata
-
-    from stream_rater.kafka import client_options
-
-    consumer = AIOKafkaConsumer(
-        **client_options(settings), group_id=settings.consumer_group, enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        tps = {
-            TopicPartition(settings.topic_matches, p): OffsetAndMetadata(o, "") for p, o in offsets.items()
-        }
-        consumer.assign(list(tps))
-        await consumer.commit(tps)
-    finally:
-        await consumer.stop()
 
 
 async def new_lab(broker_url: str, redis_url: str, unique_name: str) -> AsyncIterator[Lab]:

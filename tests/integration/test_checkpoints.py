@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from stream_rater.bench.rerate_history import commit_group
 from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, Replica, latest_usable
 from stream_rater.contracts import parse_match
 from stream_rater.corrections.history import apply_correction
@@ -18,7 +19,7 @@ from stream_rater.corrections.rerate import Correction
 from stream_rater.offline.verify import verify
 from stream_rater.service import metrics
 from stream_rater.service.checkpointing import checkpoint_rounds
-from tests.integration.checkpointing import Lab, checkpointed, commit_offsets, discard, duels, exact, new_lab
+from tests.integration.checkpointing import Lab, checkpointed, discard, duels, exact, new_lab
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +123,7 @@ async def test_verify_from_a_checkpoint_agrees_with_verify_from_the_start(lab: L
         written = await checkpointed(lab, sink)
         await lab.publish(duels(lab.ladder, 120, first=300))
         await lab.work()
-        await commit_offsets(lab.settings, {0: 420})
+        await commit_group(lab.settings, {0: 420})
         tail = await verify(lab.settings, lab.ladders, lab.ladder, lab.store, wait=5, sink=sink)
     whole = await verify(lab.settings, lab.ladders, lab.ladder, lab.store, wait=5, sink=None)
     assert (tail.matches, whole.matches) == (120, 420)
@@ -166,7 +167,7 @@ async def test_rerate_since_a_checkpoint_applies_the_new_parameters_from_it_on(l
         written = await checkpointed(lab, sink)
         await lab.publish(duels(lab.ladder, 100, first=300))
         await lab.work()
-        await commit_offsets(lab.settings, {0: 400})
+        await commit_group(lab.settings, {0: 400})
         params = {"beta": 2.0}
         report = await apply_correction(
             Correction("rerate", lab.ladder, params=params),
