@@ -155,6 +155,20 @@ def stored_players(redis_url: str, ladder: str, prefix: str = "sr") -> dict[str,
     return asyncio.run(read())
 
 
+def stored_watermarks(redis_url: str, ladders: list[str], prefix: str = "sr") -> dict[str, int]:
+    """Each ladder's watermark in the Redis at `redis_url`: the matches applied to its live
+    generation (one read, whatever the ladder's size; a full scan of format 2's buckets is not)."""
+
+    async def read() -> dict[str, int]:
+        store = open_store(redis_url, prefix=prefix)
+        try:
+            return {ladder: (await store.read(ladder, [], [], [])).watermark for ladder in ladders}
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
 async def topic_config(
     bootstrap: str, topic: str, admin: AIOKafkaAdminClient | None = None
 ) -> dict[str, str]:

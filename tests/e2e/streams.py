@@ -26,7 +26,7 @@ from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
 from stream_rater.store.memory import MemoryStore
 from tests.e2e.e2e_support import worker_test_env
-from tests.helpers import FINISHED_AT, consume_until, duel, stored_players
+from tests.helpers import FINISHED_AT, consume_until, duel, stored_players, stored_watermarks
 
 STARTUP_TIMEOUT = 90.0
 
@@ -106,8 +106,11 @@ class Stream:
         return {name: self.states(name) for name in self.names}
 
     def applied(self) -> int:
-        """Matches applied so far over all ladders (each 1v1 match adds two games)."""
-        return sum(s.games for states in self.all_states().values() for s in states.values()) // 2
+        """Matches applied so far over all ladders: their watermarks (a test of the store's
+        states compares them with a replay)."""
+        return sum(
+            stored_watermarks(self.settings.redis_url, self.names, self.settings.redis_prefix).values()
+        )
 
 
 async def read_topic(settings: Settings, topic: str, expected: int, timeout: float, key: Callable) -> list:
