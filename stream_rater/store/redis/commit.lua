@@ -53,7 +53,7 @@
 -- (a marker exists), {'conflict', id} (a write whose stored version is not the expected
 -- one), {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'}.
 local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
--- The effects hash has a field '' (no effect is named so) whose value is longer than Redis's
+-- The effects and unproduced hashes have a field '' (no effect is named so) whose value is longer than Redis's
 -- hash-max-listpack-value (also as deploy/README.md recommends it), so that it is a hash table from its first entry (it is never
 -- bucketed: a ladder has few effects, each read by many matches).
 local HASH_TABLE = string.rep('-', 4096)
@@ -171,12 +171,14 @@ local function mark(key, args, B)
     hset(slot, B.marker_at, args.marker_ids, args.markers)
     if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
-  local kept = {}
+  -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
+  -- listpack would make each HDEL of the next commit scan them all.
+  local kept = {'', HASH_TABLE}
   for m = 1, #args.unproduced_at do
-    kept[2 * m - 1] = args.marker_ids[args.unproduced_at[m]]
-    kept[2 * m] = args.unproduced[m]
+    kept[2 * m + 1] = args.marker_ids[args.unproduced_at[m]]
+    kept[2 * m + 2] = args.unproduced[m]
   end
-  chunked('HSET', key(8), kept)
+  if #kept > 2 then chunked('HSET', key(8), kept) end
   redis.call('HINCRBY', key(3), 'applied', #args.marker_ids)
   for partition, offset in pairs(args.positions) do
     local field = 'p:' .. partition
