@@ -242,7 +242,7 @@ async def test_redis_markers_expire_after_their_ttl(redis_url, ladder):
     now[0] += 901  # past the window and the slot's slack
     assert set((await store.read(ladder, [], [], ["m1", "m2"])).applied) == {"m2"}
     assert await store.placings(ladder, "m1") is None
-    assert await store.client.hlen(ladder_key(ladder, "unproduced")) == 2  # m2's, and the field 
+    assert await store.client.hlen(ladder_key(ladder, "unproduced")) == 2  # m2's, and the field ''
     await store.commit(Commit(ladder, [write("a", 3.0, 3, 2)], {"m1": []}))  # new again
     await store.close()
 
