@@ -5,18 +5,25 @@ Runs on the suite's broker and on a local Apache Kafka ([apache-kafka])."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from stream_rater.archive import ArchiveReader
 from stream_rater.config.settings import Settings, env_name
-from stream_rater.local.demo import stop_process
+from stream_rater.explain import explain_match
+from stream_rater.local.demo import ladders_env, stop_process
 from stream_rater.local.runtime import free_port
+from stream_rater.queries import Queries
+from stream_rater.store import open_store
+from stream_rater.store.memory import MemoryStore
 from tests.archive_support import count
 from tests.e2e.conftest import Scrape
 from tests.e2e.streams import decoded, random_matches
@@ -27,9 +34,13 @@ pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 MATCHES = 1500
 
 
-def start_archive(settings: Settings, url: str, group: str, log: Path, metrics_port: int) -> subprocess.Popen:
-    """A ``stream-rater archive`` child of its own session, small batches so that a kill lands mid-run."""
+def start_archive(
+    settings: Settings, url: str, group: str, log: Path, metrics_port: int, ladders: list[str]
+) -> subprocess.Popen:
+    """A ``stream-rater archive`` child of its own session (the stream's `ladders`, whose
+    matches' placings it keeps), small batches so that a kill lands mid-run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
+    env.update(ladders_env(ladders, "trueskill"))
     env.update(
         {env_name("broker"): settings.broker, env_name("archive_url"): url, env_name("session_timeout"): "3"}
     )
@@ -67,7 +78,7 @@ def test_the_archive_killed_mid_run_holds_every_event_exactly_once(
     stream.start_worker()
     stream.start_worker()
     port, log = free_port(), tmp_path / "archive.log"
-    archive = start_archive(stream.settings, archive_url, unique_name, log, port)
+    archive = start_archive(stream.settings, archive_url, unique_name, log, port, stream.names)
     try:
         matches = random_matches(stream, MATCHES, players=40, seed=3)
         stream.publish(matches, rate=1000)
@@ -75,7 +86,7 @@ def test_the_archive_killed_mid_run_holds_every_event_exactly_once(
         os.kill(archive.pid, signal.SIGKILL)
         archive.wait()
         killed_at = count(archive_url)
-        archive = start_archive(stream.settings, archive_url, unique_name, log, port)
+        archive = start_archive(stream.settings, archive_url, unique_name, log, port, stream.names)
         records = stream.updates(2 * MATCHES)  # the oracle: the topic read with a plain consumer
         events = decoded(records)
         expected = {(e["ladder"], e.get("kind", "match"), e["event_id"]) for e in events}
@@ -86,9 +97,32 @@ def test_the_archive_killed_mid_run_holds_every_event_exactly_once(
         assert len(rows) == len(set(rows)) == len(expected) and set(rows) == expected
         assert killed_at < len(expected), "the kill landed after the archive had finished"
         assert scrape(port).total("stream_rater_archive_poison_records_total") == 0
+        asyncio.run(reads_reach_into_the_archive(stream, archive_url, events, matches))
     finally:
         code = stop_process(archive)
     assert code == 0, log.read_text()[-3000:]
+
+
+async def reads_reach_into_the_archive(stream, url: str, events: list, matches: list) -> None:
+    """The past is PostgreSQL's: the busiest player's history reaches past Redis's two changes,
+    from the archive; and a match explained as once its marker expired (a store that has none)
+    gives, from the archive, its players and the result they had."""
+    ladders, reader = stream.ladders, ArchiveReader(url)
+    store = open_store(stream.settings.redis_url, prefix=stream.settings.redis_prefix)
+    try:
+        (ladder, player), played = Counter((e["ladder"], e["player_id"]) for e in events).most_common(1)[0]
+        answer = await Queries(store, ladders, history_limit=2, archive=reader).history(ladder, player, 50)
+        assert answer["source"] == "archive" and len(answer["history"]) == min(played, 50) > 2
+        match = next(m for m in reversed(matches) if len({t["rank"] for t in m["teams"]}) == 2)  # decided
+        explained = await explain_match(
+            MemoryStore(), ladders.get(match["ladder"]), match["match_id"], 2, reader
+        )
+        winner = min(match["teams"], key=lambda team: team["rank"])["players"][0]["id"]
+        results = {p["player_id"]: p["actual"]["result"] for p in explained["players"]}
+        assert explained["source"] == "archive" and results[winner] == "win" and len(results) == 2
+    finally:
+        await store.close()
+        await reader.close()
 
 
 def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -135,7 +169,7 @@ def test_migrate_twice_from_the_cli(archive_url):
     again = run_cli("--migrate", "--archive-url", archive_url)
     assert (first.returncode, first.stdout, again.returncode, again.stdout) == (
         0,
-        "archive schema: applied [1]\n",
+        "archive schema: applied [1, 2]\n",
         0,
         "archive schema: up to date\n",
     )
