@@ -1,4 +1,4 @@
-"""The README's tutorial ("Your first ladder") as a newcomer runs it: its fenced shell blocks,
+"""The tutorial ("Your first ladder", docs/pages/tutorial.md) as a newcomer runs it: its fenced shell blocks,
 in order, verbatim, through ``bash`` in an empty directory, against the `dev` its second step
 starts (the test starts that one as a process and stops it by PID with the Ctrl-C the last
 step asks for). Each step's output is checked against an oracle: the events equal a replay of
@@ -25,15 +25,14 @@ from tests.e2e.e2e_support import replay_of
 
 pytestmark = pytest.mark.e2e
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "pages" / "tutorial.md"
 BIN = str(Path(sys.executable).parent)
 WEB = "http://127.0.0.1:6066"
 
 
 def tutorial_blocks(text: str) -> list[str]:
-    """The ```sh blocks of the README's "Your first ladder" section, in order."""
-    body = text.split("\n## Your first ladder\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.*?)\n```", body, flags=re.DOTALL)
+    """The ```sh blocks of the tutorial page, in order."""
+    return re.findall(r"```sh\n(.*?)\n```", text, flags=re.DOTALL)
 
 
 def run_block(block: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -145,7 +144,7 @@ def start_dev(block: str, cwd: Path, log: Path) -> subprocess.Popen:
 def test_the_tutorial_runs_as_written(tmp_path: Path):
     """The blocks of "Your first ladder" run verbatim in order, each doing what it says; Ctrl-C
     (SIGINT) then ends `dev` with exit 0."""
-    blocks = tutorial_blocks(README.read_text())
+    blocks = tutorial_blocks(TUTORIAL.read_text())
     recognised = len(blocks) == len(STEPS) and all(
         re.search(pattern, block) for (pattern, _), block in zip(STEPS, blocks, strict=True)
     )

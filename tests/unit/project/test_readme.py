@@ -1,10 +1,11 @@
 """The documentation stays true to the code and to itself.
 
-The user's guide (README.md): its test command is what CI runs, its configuration table lists
-every setting with its flag and default, its command table every command. The design
-(stream_rater/README.md): its layout table is the tree. All four documents: every table is
-well formed, every relative link and anchor resolves, and every repository path named in
-backticks exists — so no document refers to a file that is not in the repository."""
+The README: its test command is what CI runs. The user's guide (docs/pages/, the site
+docs/mkdocs.yml builds): its configuration table lists every setting with its flag and default,
+its command table every command. The design (stream_rater/README.md): its layout table is the
+tree. Every document: every table is well formed, every relative link and anchor resolves, and
+every repository path named in backticks exists — so no document refers to a file that is not
+in the repository."""
 
 import argparse
 import importlib
@@ -21,7 +22,22 @@ from stream_rater.config.settings import Settings, env_name
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text()
 DESIGN = (ROOT / "stream_rater" / "README.md").read_text()
-DOCS = ["README.md", "deploy/README.md", "stream_rater/README.md", "stream_rater/bench/README.md"]
+PAGES = ROOT / "docs" / "pages"
+#: The user's guide: the README's landing page and the pages of the documentation site.
+GUIDE = [ROOT / "README.md", *sorted(PAGES.rglob("*.md"))]
+DOCS = [
+    "README.md",
+    "deploy/README.md",
+    "stream_rater/README.md",
+    "stream_rater/bench/README.md",
+    *(p.relative_to(ROOT).as_posix() for p in GUIDE[1:]),
+]
+
+
+def page(name: str) -> str:
+    """The text of the site page `name` (``operations/configuration.md``)."""
+    return (PAGES / name).read_text()
+
 
 #: File endings that make a backticked `a/b.ext` a repository path.
 PATH_ENDINGS = (
@@ -40,14 +56,6 @@ PATH_ENDINGS = (
 )
 
 
-def section(text: str, heading: str) -> str:
-    """The body of the section under `heading` (a whole heading line), up to the next heading
-    of the same or a higher level."""
-    level = heading.split(" ", 1)[0]
-    body = text.split(f"\n{heading}\n", 1)[1]
-    return re.split(rf"\n#{{1,{len(level)}}} ", body, maxsplit=1)[0]
-
-
 def test_ci_runs_exactly_the_readme_test_command():
     """The README's test command appears verbatim as a line of .ci/run."""
     blocks = README.split("```sh\n")
@@ -57,10 +65,12 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_configuration_table_lists_every_setting():
-    """Each Settings field has a README row with its variable, flag, default and help."""
+    """Each Settings field has a row in the configuration page with its variable, flag, default
+    and help."""
+    table = page("operations/configuration.md")
     for f in fields(Settings):
         row = f"| `{env_name(f.name)}` | `--{f.name.replace('_', '-')}` | `{f.default!r}` | {f.metadata['help']} |"
-        assert row in README, f"README lacks: {row}"
+        assert row in table, f"docs/pages/operations/configuration.md lacks: {row}"
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -72,9 +82,9 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def test_command_table_lists_every_command():
-    """Each `stream-rater` command opens a row of the README's command table (a row may list
+    """Each `stream-rater` command opens a row of the command-line page's table (a row may list
     several, `/`-separated), and each benchmark is named in the bench row."""
-    table = section(README, "## Command line")
+    table = page("reference/cli.md")
     named = set(re.findall(r"`(?:stream-rater )?([a-z][a-z-]*)[ `]", table))
     commands = subcommands(build_parser())
     assert set(commands) <= named, f"the command table lacks {sorted(set(commands) - named)}"
@@ -208,7 +218,7 @@ def test_the_path_check_sees_a_missing_file():
         "deploy/k8s/base/",
     }
     assert not any(ROOT.glob("stream_rater/nowhere.py"))
-    assert "order-the-ladder-is-the-unit-of-order" in anchors(README)
+    assert "order-the-ladder-is-the-unit-of-order" in anchors(page("concepts/order.md"))
 
 
 def code_blocks(text: str) -> list[str]:
@@ -297,14 +307,18 @@ def defined_ladders(block: str) -> set[str]:
 
 
 def test_every_ladder_an_example_uses_exists():
-    """Each ladder a README example uses is `dev`'s `default`, one of the tutorial's ladders
-    (so the example runs against the tutorial's `dev`) or one the same example configures."""
-    tutorial = set().union(*map(defined_ladders, code_blocks(section(README, "## Your first ladder"))))
+    """Each ladder an example of the user's guide uses is `dev`'s `default`, one of the
+    tutorial's ladders (so the example runs against the tutorial's `dev`) or one the same
+    example configures."""
+    tutorial = set().union(*map(defined_ladders, code_blocks(page("tutorial.md"))))
     assert tutorial, "the tutorial configures no ladder"
-    for block in code_blocks(README):
-        used = {name for pattern in LADDER_USES for name in re.findall(pattern, block)}
-        unknown = used - tutorial - defined_ladders(block) - {"default"}
-        assert not unknown, f"a README example uses ladders dev does not have: {sorted(unknown)}\n{block}"
+    for doc in GUIDE:
+        for block in code_blocks(doc.read_text()):
+            used = {name for pattern in LADDER_USES for name in re.findall(pattern, block)}
+            unknown = used - tutorial - defined_ladders(block) - {"default"}
+            assert not unknown, (
+                f"an example of {doc.name} uses ladders dev does not have: {sorted(unknown)}\n{block}"
+            )
 
 
 def openapi_paths() -> list[re.Pattern[str]]:
@@ -313,11 +327,12 @@ def openapi_paths() -> list[re.Pattern[str]]:
     return [re.compile(re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path))) for path in spec["paths"]]
 
 
-def test_every_api_path_the_readme_names_is_in_openapi():
-    """Each read-API URL path the README gives (examples and prose; the query string aside)
-    is a path of stream_rater/service/openapi.yaml."""
+def test_every_api_path_the_guide_names_is_in_openapi():
+    """Each read-API URL path the user's guide gives (examples and prose; the query string
+    aside) is a path of stream_rater/service/openapi.yaml."""
     paths = openapi_paths()
-    named = {p.rstrip(".,") for p in re.findall(r"(/api/[^\s'\"`?)]*)", README)}
-    assert named, "the README names no API path"
+    text = "\n".join(doc.read_text() for doc in GUIDE)
+    named = {p.rstrip(".,") for p in re.findall(r"(/api/[^\s'\"`?)]*)", text)}
+    assert named, "the user's guide names no API path"
     unknown = sorted(p for p in named if not any(pattern.fullmatch(p) for pattern in paths))
-    assert not unknown, f"the README names API paths openapi.yaml lacks: {unknown}"
+    assert not unknown, f"the user's guide names API paths openapi.yaml lacks: {unknown}"
