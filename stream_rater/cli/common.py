@@ -26,7 +26,7 @@ from stream_rater.config.ladders import (
     load_ladders,
     parse_param,
 )
-from stream_rater.config.settings import Settings, env_name
+from stream_rater.config.settings import Settings, env_name, read_secret, secret_names
 
 if TYPE_CHECKING:
     from stream_rater.store import StateStore
@@ -46,6 +46,18 @@ KAFKA_SECURITY = [
     "kafka_sasl_username",
     "kafka_sasl_password",
     "kafka_ssl_cafile",
+]
+
+#: The `Settings` fields of the HTTP servers' authentication (`service.auth`).
+API_AUTH = [f.name for f in fields(Settings) if f.name.startswith("api_")]
+
+#: The `Settings` fields of a Redis connection's password and TLS, for every command that opens the store.
+REDIS_SECURITY = [
+    "redis_password",
+    "redis_tls_ca_file",
+    "redis_tls_cert_file",
+    "redis_tls_key_file",
+    "redis_tls_key_password",
 ]
 
 
@@ -180,11 +192,23 @@ def settings_flags(parser: argparse.ArgumentParser, names: Sequence[str]) -> Non
             default=None,
             help=f"{f.metadata['help']} [env {env_name(name)}, default {f.default!r}]",
         )
+        if f.metadata.get("secret"):
+            parser.add_argument(
+                f"--{name.replace('_', '-')}-file",
+                dest=name + "_file",
+                default=None,
+                metavar="PATH",
+                help=f"file holding the {name.replace('_', ' ')} [env {env_name(name)}_FILE]",
+            )
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
     """The settings from the environment, overridden by the settings flags given."""
     flags = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    for name in secret_names():
+        path = getattr(args, name + "_file", None)
+        if path:
+            flags[name] = read_secret(path, f"--{name.replace('_', '-')}-file")
     return Settings.from_env().override(**flags)
 
 
@@ -210,7 +234,7 @@ def store_flag(parser: argparse.ArgumentParser, *, default: str | None = None) -
         help="'memory' or a Redis URL (redis://host:port/db, or "
         f"redis+cluster://host:port[,host:port…] for a Redis Cluster) [{where}]",
     )
-    settings_flags(parser, ["redis_prefix"])
+    settings_flags(parser, ["redis_prefix", *REDIS_SECURITY])
 
 
 def store_url(args: argparse.Namespace) -> str:

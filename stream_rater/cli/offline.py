@@ -220,7 +220,7 @@ def _rebuild(args: argparse.Namespace, ladders: Ladders) -> int:
     settings say."""
     from stream_rater.checkpoints import configured_sink
     from stream_rater.offline.recovery import recover
-    from stream_rater.store import open_store
+    from stream_rater.store import RedisTimeouts, open_store
 
     settings = settings_of(args)
     require(settings, "broker")
@@ -239,6 +239,7 @@ def _rebuild(args: argparse.Namespace, ladders: Ladders) -> int:
             store_url(args),
             history_limit=settings.redis_history(),
             marker_ttl=settings.marker_ttl,
+            timeouts=RedisTimeouts.of(settings),
             prefix=settings.redis_prefix,
         )
         try:

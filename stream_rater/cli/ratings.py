@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from stream_rater.cli.common import (
+    API_AUTH,
     Subcommands,
     ladders_of,
     settings_flags,
@@ -57,7 +58,16 @@ def register(sub: Subcommands) -> None:
     p = sub.add_parser("serve", help="the read-only HTTP read API (no consumer): players, predict, balance")
     store_flag(p)
     settings_flags(
-        p, ["web_host", "web_port", "ladders_file", "max_query_players", "history_limit", "archive_url"]
+        p,
+        [
+            "web_host",
+            "web_port",
+            "ladders_file",
+            "max_query_players",
+            "history_limit",
+            "archive_url",
+            *API_AUTH,
+        ],
     )
     p.set_defaults(func=cmd_serve)
 
@@ -240,9 +250,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from stream_rater.archive import archive_reader
     from stream_rater.queries import Queries
+    from stream_rater.service.auth import check_exposure, protect
     from stream_rater.service.query_api import serve_app
 
     settings = settings_of(args)
+    check_exposure(settings)
     ladders = ladders_of(args)
 
     async def application() -> web.Application:
@@ -252,6 +264,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             store, ladders, settings.max_query_players, settings.redis_history(), archive_reader(settings)
         )
         served = serve_app(queries, store)
+        protect(served, settings)
 
         async def close_store(_: web.Application) -> None:
             await stores.aclose()

@@ -161,9 +161,11 @@ def _add_dlq(sub: Subcommands) -> None:
 def cmd_worker(args: argparse.Namespace) -> int:
     """``worker``: consume matches, rate, commit to Redis, emit rating updates."""
     from stream_rater.service.app import run_worker
+    from stream_rater.service.auth import check_exposure
 
     settings = settings_of(args)
     require(settings, "broker", "redis_url")
+    check_exposure(settings)
     run_worker(settings, ladders_of(args))
     return 0
 

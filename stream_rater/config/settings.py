@@ -19,12 +19,20 @@ DEFAULT_HISTORY = 2
 
 #: The values of ``on_store_loss``: hold a lost ladder for the operator, or rebuild it.
 ON_STORE_LOSS = ("halt", "rebuild")
+#: The values of ``api_auth``: authentication where it is configured, or none on purpose.
+API_AUTH = ("auto", "none")
 #: The values of ``checkpoint_sink`` (a PostgreSQL sink would be one more: `CheckpointSink`).
 CHECKPOINT_SINKS = ("kafka", "none")
 
 
 def _field(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
+
+
+def _secret(help: str) -> Any:
+    """A secret setting: also read from the file ``STREAM_RATER_<NAME>_FILE`` names (or
+    ``--<name>-file``), the convention of Kubernetes and Docker secrets; never in a repr."""
+    return field(default="", repr=False, metadata={"help": help, "secret": True})
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,13 @@ class Settings:
         "Redis URL, e.g. redis://host:6379/0, rediss:// for TLS, "
         "redis+cluster://host:port[,host:port…] for a Redis Cluster (empty: embedded)",
     )
+    redis_password: str = _secret("password of the Redis ACL user (the URL's, if it has one, wins)")
+    redis_tls_ca_file: str = _field("", "CA bundle that signed Redis's certificate (rediss:// URLs)")
+    redis_tls_cert_file: str = _field(
+        "", "client certificate (PEM) presented to a Redis that asks for one (tls-auth-clients)"
+    )
+    redis_tls_key_file: str = _field("", "private key (PEM) of the Redis client certificate")
+    redis_tls_key_password: str = _secret("password of the Redis client certificate's private key")
     redis_socket_timeout: float = _field(
         10.0,
         "seconds a Redis command may wait for its reply before the connection is given up and the "
@@ -64,7 +79,42 @@ class Settings:
         "history and explain read beyond Redis's window from it (empty: no archive)",
     )
     web_port: int = _field(6066, "port of the worker's web server (metrics, health, dashboard)")
-    web_host: str = _field("127.0.0.1", "address the web server binds to")
+    web_host: str = _field(
+        "127.0.0.1",
+        "address the web server binds to; another than loopback needs authentication (API tokens or "
+        "JWKS) or api_auth=none",
+    )
+    api_auth: str = _field(
+        "auto",
+        "auto: the API and dashboard ask for a token or JWT when a tokens file or JWKS is configured, and "
+        "may only be open on loopback; none: open to anyone who reaches the port, on any address",
+    )
+    api_tokens_file: str = _field(
+        "",
+        "file of API tokens (one line each, as `stream-rater token new` prints: name, SHA-256 of the token, "
+        "scopes, rate); reloaded when it changes",
+    )
+    api_jwks: str = _field(
+        "",
+        "JWKS of the identity provider: a file path or an https URL (cached; fetched again on an unknown kid)",
+    )
+    api_issuer: str = _field("", "the JWTs' required iss")
+    api_audience: str = _field("", "the JWTs' required aud")
+    api_jwt_algorithms: str = _field(
+        "RS256,RS384,RS512,PS256,PS384,PS512,ES256,ES384,ES512,EdDSA",
+        "JWT signature algorithms accepted (asymmetric only: none and HS* are always refused)",
+    )
+    api_jwks_refresh: float = _field(
+        10.0, "fewest seconds between two fetches of the JWKS URL for a token of an unknown kid"
+    )
+    api_jwt_leeway: float = _field(30.0, "seconds of clock skew allowed on a JWT's exp and nbf")
+    api_rate: float = _field(
+        20.0, "requests per second one token or JWT subject may make, per process (a token's own rate wins)"
+    )
+    api_burst: int = _field(40, "requests one token or JWT subject may make at once above its rate")
+    api_metrics_networks: str = _field(
+        "", "networks that may scrape /metrics without a credential, e.g. 10.0.0.0/8,127.0.0.1/32"
+    )
     ladders_file: str = _field("", "TOML file of ladders (model and parameters per ladder)")
     topic_matches: str = _field("matches", "topic of match-finished events (in)")
     topic_updates: str = _field("rating-updates", "topic of rating-changed events (out)")
@@ -132,7 +182,7 @@ class Settings:
     kafka_security_protocol: str = _field("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     kafka_sasl_mechanism: str = _field("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     kafka_sasl_username: str = _field("", "SASL user name")
-    kafka_sasl_password: str = _field("", "SASL password")
+    kafka_sasl_password: str = _secret("SASL password")
     kafka_ssl_cafile: str = _field("", "CA bundle for SSL/SASL_SSL")
     log_level: str = _field("info", "debug, info, warning or error")
     topic_checkpoints: str = _field(
@@ -173,6 +223,10 @@ class Settings:
                 f"{env_name('checkpoint_sink')} (--checkpoint-sink) = {self.checkpoint_sink!r}: "
                 f"expected {' or '.join(CHECKPOINT_SINKS)}"
             )
+        if self.api_auth not in API_AUTH:
+            raise ValueError(
+                f"{env_name('api_auth')} (--api-auth) = {self.api_auth!r}: expected {' or '.join(API_AUTH)}"
+            )
         if self.on_store_loss not in ON_STORE_LOSS:
             raise ValueError(
                 f"{env_name('on_store_loss')} (--on-store-loss) = {self.on_store_loss!r}: "
@@ -186,6 +240,11 @@ class Settings:
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = environ.get(env_name(f.name))
+            secret_file = environ.get(env_name(f.name) + "_FILE") if f.metadata.get("secret") else None
+            if secret_file:
+                if raw:
+                    raise ValueError(f"{env_name(f.name)} and {env_name(f.name)}_FILE: set one, not both")
+                raw = read_secret(secret_file, env_name(f.name) + "_FILE")
             if raw is not None and raw != "":
                 values[f.name] = _convert(f.name, raw, type(f.default))
         return cls(**values)
@@ -243,6 +302,21 @@ class Settings:
 def env_name(field_name: str) -> str:
     """The environment variable for a settings field, e.g. ``STREAM_RATER_REDIS_URL``."""
     return ENV_PREFIX + field_name.upper()
+
+
+def secret_names() -> list[str]:
+    """The `Settings` fields that are secrets (`_secret`)."""
+    return [f.name for f in fields(Settings) if f.metadata.get("secret")]
+
+
+def read_secret(path: str, where: str) -> str:
+    """The secret in the file at `path` without its trailing line end; `where` names the
+    setting in the one-line error of a file that cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().rstrip("\r\n")
+    except OSError as exc:
+        raise ValueError(f"{where}={path}: {exc.strerror or exc}") from None
 
 
 def _convert(name: str, raw: str, kind: type) -> Any:

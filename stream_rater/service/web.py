@@ -58,6 +58,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult
 from stream_rater.queries import Queries
 from stream_rater.service import metrics
+from stream_rater.service.auth import protect
 from stream_rater.service.faust_transport import broker_answers, held_partitions
 from stream_rater.service.inflation import InflationMonitor, home_here
 from stream_rater.service.order_watch import Message
@@ -251,6 +252,7 @@ class Dashboard:
                 web.static("/static", STATIC_DIR),
             ]
         )
+        protect(application, self.settings)
         return application
 
     async def index(self, request: web.Request) -> web.StreamResponse:

@@ -34,33 +34,83 @@ from stream_rater.config.settings import Settings
 
 @dataclass(frozen=True)
 class RedisTimeouts:
-    """How long a Redis client waits, in seconds (0 = forever): for a reply (`socket`), for a
-    connection to open (`connect`); and after how long idle a connection is checked with a
-    PING before its next use (`health_check`, 0 = never). TCP keepalive is always on. So a
-    network partition — packets dropped, no connection reset — ends in an error the worker
-    retries rather than in a wait without end."""
+    """How a Redis client connects and how long it waits, in seconds (0 = forever): for a reply
+    (`socket`), for a connection to open (`connect`); and after how long idle a connection is
+    checked with a PING before its next use (`health_check`, 0 = never). TCP keepalive is
+    always on. So a network partition — packets dropped, no connection reset — ends in an error
+    the worker retries rather than in a wait without end. With them, the password of the ACL
+    user and, for a ``rediss://`` URL, the TLS files (`RedisTLS`)."""
 
     socket: float = Settings.redis_socket_timeout
     connect: float = Settings.redis_connect_timeout
     health_check: float = Settings.redis_health_check_interval
+    password: str = field(default="", repr=False)
+    tls: RedisTLS = field(default_factory=lambda: RedisTLS())
 
     @classmethod
     def of(cls, settings: Settings) -> RedisTimeouts:
-        """The timeouts `settings` configure."""
+        """The timeouts, password and TLS files `settings` configure."""
         return cls(
             settings.redis_socket_timeout,
             settings.redis_connect_timeout,
             settings.redis_health_check_interval,
+            settings.redis_password,
+            RedisTLS(
+                settings.redis_tls_ca_file,
+                settings.redis_tls_cert_file,
+                settings.redis_tls_key_file,
+                settings.redis_tls_key_password,
+            ),
         )
 
-    def client_options(self) -> dict[str, Any]:
-        """The redis-py client (or connection pool) keyword arguments for these timeouts."""
-        return {
+    def client_options(self, url: str = "") -> dict[str, Any]:
+        """The redis-py client (or connection pool) keyword arguments for these settings and
+        the Redis at `url` (TLS options only for a ``rediss`` one)."""
+        options: dict[str, Any] = {
             "socket_timeout": self.socket or None,
             "socket_connect_timeout": self.connect or None,
             "health_check_interval": self.health_check,
             "socket_keepalive": True,
         }
+        if self.password:
+            options["password"] = self.password
+        return {**options, **self.tls.client_options(url)}
+
+
+@dataclass(frozen=True)
+class RedisTLS:
+    """The files of a TLS connection to Redis: the CA that signed the server's certificate, and
+    the client certificate and key (with its password) for a Redis that asks for one."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    key_password: str = field(default="", repr=False)
+
+    def client_options(self, url: str) -> dict[str, Any]:
+        """redis-py's ``ssl_*`` keyword arguments; `ValueError` naming the settings when they
+        are given for a Redis URL without TLS (they would be ignored)."""
+        given = {
+            "ssl_ca_certs": self.ca_file,
+            "ssl_certfile": self.cert_file,
+            "ssl_keyfile": self.key_file,
+            "ssl_password": self.key_password,
+        }
+        given = {name: value for name, value in given.items() if value}
+        if not given:
+            return {}
+        scheme = url.split("://", 1)[0]
+        if not scheme.startswith("rediss"):
+            raise ValueError(
+                "STREAM_RATER_REDIS_TLS_* settings are given but the Redis URL is not rediss:// "
+                "(or rediss+cluster://)"
+            )
+        if scheme.endswith("+cluster") and self.key_password:
+            raise ValueError(
+                "STREAM_RATER_REDIS_TLS_KEY_PASSWORD: redis-py's Redis Cluster client takes no key "
+                "password; give an unencrypted key file (mounted as a secret)"
+            )
+        return given
 
 
 #: The `Settings` defaults: what a client made without settings waits.

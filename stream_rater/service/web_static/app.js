@@ -13,6 +13,7 @@ const state = { ladders: [], route: { ladder: null, player: null }, charts: {} }
 
 async function api(path) {
   const response = await fetch(path, { cache: "no-store" });
+  if (response.status === 401) location.reload();  // the session ended: the page signs in again
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   return response.json();
 }

@@ -108,7 +108,7 @@ class RedisStore(RerateControl, StateStore):
         At most `max_connections` connections (per cluster node); a request beyond them waits
         for a free one (rather than failing with "Too many connections", as concurrent reads of
         the read API under load otherwise do). Every connection waits as `timeouts` say."""
-        options = timeouts.client_options()
+        options = timeouts.client_options(url)
         if is_cluster_url(url):
             return cls(cluster_client(url, max_connections, **options), **kwargs)
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, **options)
