@@ -104,10 +104,14 @@ def allowed_algorithms(text: str) -> list[str]:
 
 
 def scopes_of(claims: dict[str, Any]) -> frozenset[str]:
-    """The service's scopes a JWT grants: ``scope`` (space-separated) or ``scp`` (a list or a
-    string), others ignored."""
-    raw = claims.get("scope", claims.get("scp", ""))
-    given = raw.split() if isinstance(raw, str) else [s for s in raw if isinstance(s, str)]
+    """The service's scopes a JWT grants: those of ``scope`` (space-separated) and ``scp`` (a
+    list or a string), others ignored."""
+    given: set[str] = set()
+    for raw in (claims.get("scope"), claims.get("scp")):
+        if isinstance(raw, str):
+            given.update(raw.split())
+        elif isinstance(raw, list):
+            given.update(s for s in raw if isinstance(s, str))
     return frozenset(given) & frozenset(SCOPES)
 
 
