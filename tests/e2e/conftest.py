@@ -19,6 +19,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.kafka import create_topics, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.runtime import free_port
+from tests.e2e.browser import browser_page  # noqa: F401 (the fixture, for every e2e module)
 from tests.e2e.e2e_support import VolatileRedis, worker_test_env
 from tests.e2e.streams import Stream, spread_ladders
 from tests.helpers import FINISHED_AT, duel, wait_for

@@ -24,9 +24,9 @@ import pytest
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, wait_ready
 from stream_rater.local.processes import free_port
 from stream_rater.service.auth.tokens import new_token
+from tests.e2e.browser import ARTIFACTS, needs_chromium
 from tests.e2e.e2e_support import worker_test_env
 from tests.e2e.idp import AUDIENCE, ISSUER, IdentityProvider, serving_jwks
-from tests.e2e.test_dashboard import ARTIFACTS, browser_page  # noqa: F401 (a fixture)
 from tests.helpers import cli, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -223,7 +223,8 @@ def test_worker_metrics_and_dashboard_feeds_need_their_scopes(worker: str, auth:
     assert refusals["no_credential"] >= 1 and refusals["scope"] >= 2 and refusals["bad_credential"] >= 1
 
 
-def test_dashboard_signs_in_with_a_token_in_a_browser(worker: str, auth: Auth, browser_page):  # noqa: F811
+@needs_chromium
+def test_dashboard_signs_in_with_a_token_in_a_browser(worker: str, auth: Auth, browser_page):
     page = browser_page
     urls: list[str] = []
     page.on("request", lambda request: urls.append(request.url))

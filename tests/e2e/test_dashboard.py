@@ -5,46 +5,15 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.browser import ARTIFACTS, needs_chromium
 from tests.helpers import stored_players
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not found: apt-get install -y chromium"),
-]
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+pytestmark = [pytest.mark.e2e, needs_chromium]
 PLAYERS = ["ada", "bob", "cyd", "dee", "eve", "fay"]
 PAIRS = list(combinations(PLAYERS, 2)) * 4
-
-
-@pytest.fixture
-def browser_page():
-    """A Chromium page (1440×1000) that fails the test on JavaScript errors."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            yield page
-            assert not errors, f"JavaScript errors: {errors}"
-        finally:
-            browser.close()
 
 
 @pytest.fixture

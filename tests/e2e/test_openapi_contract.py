@@ -1,5 +1,7 @@
 """``openapi.yaml`` is the read API's contract: schemathesis, with every check, sends requests
-generated from it to a real ``stream-rater serve`` over ladders with rated players, and every
+generated from it to a real ``stream-rater serve`` over ladders with rated players, with an
+API token of the read scope (and without one, for the check that authentication is not
+ignored), and every
 answer must be one the contract allows (never a server error, schema-valid requests accepted,
 invalid ones refused, bodies as described).
 
@@ -25,6 +27,7 @@ import yaml
 
 from stream_rater.local.demo import stop_process, wait_ready
 from stream_rater.local.runtime import free_port
+from stream_rater.service.auth.tokens import new_token
 from stream_rater.service.query_api import OPENAPI
 from tests.helpers import duel
 
@@ -153,6 +156,8 @@ def test_serve_answers_as_its_openapi_contract_says(
         ).returncode
         == 0
     )
+    token, entry = new_token("contract", frozenset({"read"}), 100_000.0)  # no 429 mid-run
+    (tmp_path / "tokens").write_text(entry.line() + "\n")
     port = free_port()
     server = subprocess.Popen(
         [
@@ -171,6 +176,11 @@ def test_serve_answers_as_its_openapi_contract_says(
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={
+            **os.environ,
+            "STREAM_RATER_API_TOKENS_FILE": str(tmp_path / "tokens"),
+            "STREAM_RATER_API_BURST": "100000",
+        },
     )
     try:
         wait_ready(server, f"http://127.0.0.1:{port}/readyz", timeout=60)
@@ -181,6 +191,7 @@ def test_serve_answers_as_its_openapi_contract_says(
                 f"http://127.0.0.1:{port}/api/openapi.yaml",
                 *("--checks", "all", "--max-examples", str(MAX_EXAMPLES)),
                 *("--exclude-tag", "worker"),  # a worker's own views: `serve` has none
+                *("--header", f"Authorization: Bearer {token}"),  # its ignored_auth check goes without
             ],
             capture_output=True,
             text=True,

@@ -151,8 +151,9 @@ class Guard:
             body = await request.json()
         except ValueError:
             body = None
-        token = body.get("token") if isinstance(body, dict) else None
-        principal = await self.principal(token.strip()) if isinstance(token, str) else None
+        given = body.get("token") if isinstance(body, dict) else None
+        token = given.strip() if isinstance(given, str) else ""
+        principal = await self.principal(token) if token else None
         if principal is None:
             REFUSALS.labels("bad_credential").inc()
             return _unauthorized("bad_credential")
@@ -165,7 +166,7 @@ class Guard:
         response = web.json_response({"signed_in": principal.identity, "seconds": lasts})
         secure = request.secure or request.headers.get("X-Forwarded-Proto") == "https"
         response.set_cookie(
-            COOKIE, token.strip(), max_age=lasts, path="/", httponly=True, samesite="Strict", secure=secure
+            COOKIE, token, max_age=lasts, path="/", httponly=True, samesite="Strict", secure=secure
         )
         log.info("dashboard signed in: %s", principal.identity)
         return response
