@@ -1,10 +1,12 @@
-"""What the commands share: the embedded runtime's broker flag."""
+"""What the commands share: the embedded runtime's broker flag, secrets' file flags."""
 
 from __future__ import annotations
 
 import pytest
 
 from stream_rater.cli import build_parser
+from stream_rater.cli.common import settings_of
+from stream_rater.config.settings import env_name, secret_names
 
 #: Each command that starts an embedded broker, and the attribute its choice lands in.
 EMBEDDED = [
@@ -39,3 +41,15 @@ def test_the_help_offers_only_embedded_broker(command: list[str], dest: str, cap
         build_parser().parse_args([*command, "--help"])
     shown = capsys.readouterr().out
     assert "--embedded-broker" in shown and "--broker " not in shown and "--broker\n" not in shown
+
+
+def test_a_secret_flag_has_a_file_form(tmp_path, monkeypatch):
+    """``--redis-password-file`` reads the secret from a file, as ``…_FILE`` does."""
+    for name in secret_names():
+        monkeypatch.delenv(env_name(name), raising=False)
+        monkeypatch.delenv(env_name(name) + "_FILE", raising=False)
+    (tmp_path / "pw").write_text("from-a-file\n")
+    args = build_parser().parse_args(
+        ["ratings", "--store", "memory", "--redis-password-file", str(tmp_path / "pw")]
+    )
+    assert settings_of(args).redis_password == "from-a-file"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from stream_rater.store.values import PACKED_LIMIT, PlayerState
+from stream_rater.store.values import PACKED_LIMIT, PlayerState, RedisTimeouts, RedisTLS
 
 
 def _bits(state: PlayerState) -> tuple[object, ...]:
@@ -44,3 +44,23 @@ def test_the_one_state_over_the_limit_is_the_extreme_the_docstring_names() -> No
     state = PlayerState(1.1, 2.2, 2**16, 1_764_000_000.5, 2**16, 0.3, 4.4, 1_700_000_000.5)
     assert len(state.pack()) == PACKED_LIMIT + 1
     assert _bits(PlayerState.unpack(state.pack())) == _bits(state)
+
+
+def test_tls_files_go_to_a_rediss_client_and_are_refused_for_a_plain_url() -> None:
+    """The files of `RedisTLS` as redis-py's ``ssl_*`` options; given with a redis:// URL they
+    would be ignored, so they are an error; a key password on a cluster too (redis-py's cluster
+    client takes none)."""
+    timeouts = RedisTimeouts(password="pw", tls=RedisTLS("ca.pem", "c.pem", "c.key", "kp"))
+    options = timeouts.client_options("rediss://h:6380/0")
+    assert options["password"] == "pw" and options["ssl_ca_certs"] == "ca.pem"
+    assert (options["ssl_certfile"], options["ssl_keyfile"], options["ssl_password"]) == (
+        "c.pem",
+        "c.key",
+        "kp",
+    )
+    assert "pw" not in repr(timeouts) and "kp" not in repr(timeouts)
+    with pytest.raises(ValueError, match="not rediss://"):
+        timeouts.client_options("redis://h:6379/0")
+    with pytest.raises(ValueError, match="KEY_PASSWORD"):
+        timeouts.client_options("rediss+cluster://h:1,h:2")
+    assert "ssl_ca_certs" not in RedisTimeouts().client_options("redis://h:6379/0")
