@@ -21,6 +21,11 @@ from tests.helpers import wait_for
 
 REDIS_SERVER = "/usr/bin/redis-server"
 REDIS_CLI = "/usr/bin/redis-cli"
+#: The Redis ACL of deploy/README.md "Who may read" for the worker and the commands (`rater`).
+RATER_ACL = (
+    "resetchannels ~sr:* -@all +@read +@write +@scripting +@transaction +@connection +@keyspace -@dangerous "
+    "+cluster|slots +cluster|shards +cluster|nodes"
+)
 
 
 @dataclass(frozen=True)
@@ -125,16 +130,18 @@ def _server_argv(tls: TlsFiles, port: int, workdir: Path) -> list[str]:
 
 @contextlib.contextmanager
 def tls_redis(tls: TlsFiles, workdir: Path) -> Iterator[str]:
-    """A TLS-only redis-server with the password `tls.redis_password`; its ``rediss://`` URL."""
+    """A TLS-only redis-server whose only user is ``rater`` with `RATER_ACL` and the password
+    `tls.redis_password`; its ``rediss://`` URL (with the user, without the password)."""
     port = free_port()
+    users = ["--user", "default", "off", "--user", "rater", "on", f">{tls.redis_password}", *RATER_ACL.split()]
     process = subprocess.Popen(
-        [*_server_argv(tls, port, workdir), "--requirepass", tls.redis_password],
+        [*_server_argv(tls, port, workdir), *users],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_port("127.0.0.1", port, 10, alive=lambda: process.poll() is None)
-        yield f"rediss://127.0.0.1:{port}/0"
+        yield f"rediss://rater@127.0.0.1:{port}/0"
     finally:
         stop_process(process)
 
