@@ -108,6 +108,21 @@ class Settings:
         10.0, "fewest seconds between two fetches of the JWKS URL for a token of an unknown kid"
     )
     api_jwt_leeway: float = _field(30.0, "seconds of clock skew allowed on a JWT's exp and nbf")
+    api_oidc_authorize_url: str = _field(
+        "",
+        "the identity provider's authorization endpoint: the dashboard then offers to sign in there "
+        "(authorization code flow with PKCE; redirect URI <scheme>://<host>/auth/callback)",
+    )
+    api_oidc_token_url: str = _field(
+        "", "the identity provider's token endpoint, for the dashboard's sign-in"
+    )
+    api_oidc_client_id: str = _field("", "the dashboard's client id at the identity provider")
+    api_oidc_client_secret: str = _secret(
+        "the dashboard's client secret at the identity provider (none: a public client, PKCE alone)"
+    )
+    api_oidc_scope: str = _field(
+        "openid dashboard", "scopes the dashboard's sign-in asks the identity provider for"
+    )
     api_rate: float = _field(
         20.0, "requests per second one token or JWT subject may make, per process (a token's own rate wins)"
     )

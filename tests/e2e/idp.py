@@ -1,6 +1,7 @@
 """A stand-in identity provider for the tests: RSA signing keys made here, their JWKS served by
-a local HTTP server (which counts its fetches and can rotate keys), and access tokens signed by
-PyJWT, well-formed or broken in one way each."""
+a local HTTP server (which counts its fetches and can rotate keys), access tokens signed by
+PyJWT, well-formed or broken in one way each, and the two endpoints of the authorization code
+flow with PKCE (``/authorize`` approves at once; ``/token`` checks the verifier)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -33,6 +36,9 @@ class IdentityProvider:
         self.published = ["k1"]
         self.fetches = 0
         self.url = ""
+        self.base = ""
+        #: Code → (its PKCE challenge, redirect URI, scope) while not yet traded.
+        self.codes: dict[str, tuple[str, str, str]] = {}
 
     def jwks(self) -> dict[str, Any]:
         found = []
@@ -92,9 +98,34 @@ def serving_jwks(idp: IdentityProvider) -> Iterator[IdentityProvider]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            path, _, query = self.path.partition("?")
+            if path == "/authorize":
+                self._authorize(dict(parse_qsl(query)))
+                return
             idp.fetches += 1
-            body = json.dumps(idp.jwks()).encode()
-            self.send_response(200)
+            self._json(200, idp.jwks())
+
+        def do_POST(self) -> None:
+            form = dict(parse_qsl(self.rfile.read(int(self.headers["Content-Length"])).decode()))
+            challenge, redirect, scope = idp.codes.pop(form.get("code", ""), ("", "", ""))
+            verifier = form.get("code_verifier", "").encode()
+            expected = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=").decode()
+            if not challenge or challenge != expected or form.get("redirect_uri") != redirect:
+                self._json(400, {"error": "invalid_grant"})
+                return
+            self._json(200, {"access_token": idp.token(scope=scope), "token_type": "Bearer"})
+
+        def _authorize(self, query: dict[str, str]) -> None:
+            code = secrets.token_urlsafe(16)
+            idp.codes[code] = (query["code_challenge"], query["redirect_uri"], query["scope"])
+            back = urlencode({"code": code, "state": query["state"]})
+            self.send_response(302)
+            self.send_header("Location", f"{query['redirect_uri']}?{back}")
+            self.end_headers()
+
+        def _json(self, status: int, answer: dict[str, Any]) -> None:
+            body = json.dumps(answer).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -106,7 +137,8 @@ def serving_jwks(idp: IdentityProvider) -> Iterator[IdentityProvider]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    idp.url = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+    idp.base = f"http://127.0.0.1:{server.server_address[1]}"
+    idp.url = f"{idp.base}/jwks.json"
     try:
         yield idp
     finally:

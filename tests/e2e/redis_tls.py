@@ -133,7 +133,16 @@ def tls_redis(tls: TlsFiles, workdir: Path) -> Iterator[str]:
     """A TLS-only redis-server whose only user is ``rater`` with `RATER_ACL` and the password
     `tls.redis_password`; its ``rediss://`` URL (with the user, without the password)."""
     port = free_port()
-    users = ["--user", "default", "off", "--user", "rater", "on", f">{tls.redis_password}", *RATER_ACL.split()]
+    users = [
+        "--user",
+        "default",
+        "off",
+        "--user",
+        "rater",
+        "on",
+        f">{tls.redis_password}",
+        *RATER_ACL.split(),
+    ]
     process = subprocess.Popen(
         [*_server_argv(tls, port, workdir), *users],
         stdout=subprocess.DEVNULL,

@@ -57,6 +57,9 @@ class Auth:
             "STREAM_RATER_API_AUDIENCE": AUDIENCE,
             "STREAM_RATER_API_JWKS_REFRESH": "0",
             "STREAM_RATER_API_BURST": str(burst),
+            "STREAM_RATER_API_OIDC_AUTHORIZE_URL": f"{self.idp.base}/authorize",
+            "STREAM_RATER_API_OIDC_TOKEN_URL": f"{self.idp.base}/token",
+            "STREAM_RATER_API_OIDC_CLIENT_ID": "dashboard",
         }
 
 
@@ -243,3 +246,21 @@ def test_dashboard_signs_in_with_a_token_in_a_browser(worker: str, auth: Auth, b
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] == auth.tokens["dash"]
     assert not [url for url in urls if auth.tokens["dash"] in url or auth.tokens["scraper"] in url]
     assert any(url.endswith("/api/overview") for url in urls)
+
+
+@needs_chromium
+def test_dashboard_signs_in_through_the_identity_provider_in_a_browser(worker: str, auth: Auth, browser_page):
+    """The provider's button: authorization code with PKCE, back to the dashboard signed in."""
+    page = browser_page
+    urls: list[str] = []
+    page.on("request", lambda request: urls.append(request.url))
+    page.goto(f"{worker}/")
+    page.click("#provider")
+    page.wait_for_selector("body[data-loaded=true]")
+    page.wait_for_function("document.querySelector('#status').textContent === 'ready'")
+    assert any(
+        url.startswith(f"{auth.idp.base}/authorize?") and "code_challenge_method=S256" in url for url in urls
+    )
+    session = [c for c in page.context.cookies() if c["name"] == "stream_rater_session"]
+    assert session and session[0]["httpOnly"] and not [url for url in urls if session[0]["value"] in url]
+    assert not auth.idp.codes  # the code was traded, once

@@ -29,6 +29,7 @@ from prometheus_client import Counter
 
 from stream_rater.config.settings import Settings
 from stream_rater.service.auth.limits import RateLimiter, retry_after
+from stream_rater.service.auth.login import ProviderLogin
 from stream_rater.service.auth.oidc import JwtVerifier, allowed_algorithms
 from stream_rater.service.auth.scopes import Principal, required_scopes
 from stream_rater.service.auth.tokens import TOKEN_PREFIX, TokenFile
@@ -92,6 +93,7 @@ class Guard:
                 settings.api_jwks_refresh,
             )
         self.limiter = RateLimiter(settings.api_rate, settings.api_burst)
+        self.login = ProviderLogin.of(settings, self) if self.jwt is not None else None
         self.networks = _networks(settings.api_metrics_networks)
 
     @property
@@ -119,7 +121,7 @@ class Guard:
             reason = "bad_credential" if credential else "no_credential"
             REFUSALS.labels(reason).inc()
             if request.path == "/" and request.method == "GET":
-                return _sign_in_page()
+                return _sign_in_page(self.login is not None)
             return _unauthorized(reason)
         if not principal.scopes & needed:
             REFUSALS.labels("scope").inc()
@@ -153,6 +155,11 @@ class Guard:
             body = None
         given = body.get("token") if isinstance(body, dict) else None
         token = given.strip() if isinstance(given, str) else ""
+        return await self.session(request, token, web.json_response({"signed_in": True}))
+
+    async def session(self, request: web.Request, token: str, response: web.Response) -> web.Response:
+        """`response` with `token` as the dashboard's session cookie if it is a credential with
+        the ``dashboard`` scope, else the 401 or 403 that says why not."""
         principal = await self.principal(token) if token else None
         if principal is None:
             REFUSALS.labels("bad_credential").inc()
@@ -163,12 +170,10 @@ class Guard:
         lasts = SESSION_SECONDS
         if principal.expires is not None:
             lasts = max(0, min(lasts, int(principal.expires - time.time())))
-        response = web.json_response({"signed_in": principal.identity, "seconds": lasts})
-        secure = request.secure or request.headers.get("X-Forwarded-Proto") == "https"
         response.set_cookie(
-            COOKIE, token, max_age=lasts, path="/", httponly=True, samesite="Strict", secure=secure
+            COOKIE, token, max_age=lasts, path="/", httponly=True, samesite="Strict", secure=is_https(request)
         )
-        log.info("dashboard signed in: %s", principal.identity)
+        log.info("dashboard signed in: %s, for %d s", principal.identity, lasts)
         return response
 
     async def sign_out(self, request: web.Request) -> web.Response:
@@ -176,6 +181,11 @@ class Guard:
         response = web.json_response({"signed_in": None})
         response.del_cookie(COOKIE, path="/")
         return response
+
+
+def is_https(request: web.Request) -> bool:
+    """Whether the browser reached us over HTTPS (here, or at a proxy that says so)."""
+    return request.secure or request.headers.get("X-Forwarded-Proto") == "https"
 
 
 def _networks(text: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -208,8 +218,11 @@ def _unauthorized(reason: str) -> web.Response:
     return _error(401, "invalid credential", f'{REALM}, error="invalid_token"')
 
 
-def _sign_in_page() -> web.Response:
-    response = web.Response(status=401, text=SIGN_IN_PAGE.read_text(), content_type="text/html")
+def _sign_in_page(with_provider: bool) -> web.Response:
+    page = SIGN_IN_PAGE.read_text()
+    if with_provider:  # the page hides the provider's button unless told
+        page = page.replace('id="provider" hidden', 'id="provider"')
+    response = web.Response(status=401, text=page, content_type="text/html")
     response.headers["WWW-Authenticate"] = REALM
     return response
 
@@ -228,5 +241,8 @@ def protect(application: web.Application, settings: Settings) -> None:
     application.middlewares.insert(0, guard.middleware)
     application.router.add_post("/auth/session", guard.sign_in)
     application.router.add_delete("/auth/session", guard.sign_out)
+    if guard.login is not None:
+        application.router.add_get("/auth/login", guard.login.start)
+        application.router.add_get("/auth/callback", guard.login.finish)
     kinds = [kind for kind, on in (("API tokens", guard.tokens), ("JWTs", guard.jwt)) if on]
     log.info("the API and dashboard ask for credentials: %s", " or ".join(kinds))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 SCOPES = ("read", "dashboard", "metrics")
 #: The paths anyone may ask: the probes, and signing in and out of the dashboard.
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/auth/session"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/auth/session", "/auth/login", "/auth/callback"})
 
 _DASHBOARD_ONLY = re.compile(
     r"^/(static/.*|api/overview|api/feed|api/ladders/[^/]+/(distribution|inflation))?$"

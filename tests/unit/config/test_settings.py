@@ -38,5 +38,7 @@ def test_a_secret_is_read_from_the_file_its_file_variable_names(tmp_path):
 
 
 def test_every_password_is_a_secret():
-    """The settings a ``…_FILE`` may give: every password."""
-    assert set(secret_names()) == {f.name for f in fields(Settings) if f.name.endswith("password")}
+    """The settings a ``…_FILE`` may give: every password and client secret."""
+    assert set(secret_names()) == {
+        f.name for f in fields(Settings) if f.name.endswith(("password", "secret"))
+    }
