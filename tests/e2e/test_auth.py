@@ -226,12 +226,24 @@ def test_worker_metrics_and_dashboard_feeds_need_their_scopes(worker: str, auth:
     assert refusals["no_credential"] >= 1 and refusals["scope"] >= 2 and refusals["bad_credential"] >= 1
 
 
-@needs_chromium
-def test_dashboard_signs_in_with_a_token_in_a_browser(worker: str, auth: Auth, browser_page):
-    page = browser_page
+def sign_in_page(page, worker: str) -> list[str]:
+    """Open the dashboard (its sign-in page); the URLs the page requests from then on."""
     urls: list[str] = []
     page.on("request", lambda request: urls.append(request.url))
     page.goto(f"{worker}/")
+    return urls
+
+
+def dashboard_shown(page) -> None:
+    """Wait for the signed-in dashboard: loaded, and the worker ready."""
+    page.wait_for_selector("body[data-loaded=true]")
+    page.wait_for_function("document.querySelector('#status').textContent === 'ready'")
+
+
+@needs_chromium
+def test_dashboard_signs_in_with_a_token_in_a_browser(worker: str, auth: Auth, browser_page):
+    page = browser_page
+    urls = sign_in_page(page, worker)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-sign-in.png"))
     page.fill("#token", auth.tokens["scraper"])  # no dashboard scope
@@ -239,8 +251,7 @@ def test_dashboard_signs_in_with_a_token_in_a_browser(worker: str, auth: Auth, b
     page.wait_for_selector("#error:has-text('no scope dashboard')")
     page.fill("#token", auth.tokens["dash"])
     page.click("button[type=submit]")
-    page.wait_for_selector("body[data-loaded=true]")
-    page.wait_for_function("document.querySelector('#status').textContent === 'ready'")
+    dashboard_shown(page)
     page.screenshot(path=str(ARTIFACTS / "dashboard-signed-in.png"))
     (cookie,) = page.context.cookies()
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] == auth.tokens["dash"]
@@ -252,12 +263,9 @@ def test_dashboard_signs_in_with_a_token_in_a_browser(worker: str, auth: Auth, b
 def test_dashboard_signs_in_through_the_identity_provider_in_a_browser(worker: str, auth: Auth, browser_page):
     """The provider's button: authorization code with PKCE, back to the dashboard signed in."""
     page = browser_page
-    urls: list[str] = []
-    page.on("request", lambda request: urls.append(request.url))
-    page.goto(f"{worker}/")
+    urls = sign_in_page(page, worker)
     page.click("#provider")
-    page.wait_for_selector("body[data-loaded=true]")
-    page.wait_for_function("document.querySelector('#status').textContent === 'ready'")
+    dashboard_shown(page)
     assert any(
         url.startswith(f"{auth.idp.base}/authorize?") and "code_challenge_method=S256" in url for url in urls
     )
