@@ -115,6 +115,12 @@ STORE_LOSSES = Counter(
     "Times the store was found to hold less of a ladder than was committed (data lost)",
     ["ladder"],
 )
+API_REFUSALS = Counter(
+    "stream_rater_api_refusals",
+    "Requests the read API and dashboard refused (service/auth), by reason: no_credential, "
+    "bad_credential (401), scope (403), rate (429)",
+    ["reason"],
+)
 STORE_REBUILDS = Counter(
     "stream_rater_store_rebuilds",
     "Automatic rebuilds of a lost ladder from the matches topic (STREAM_RATER_ON_STORE_LOSS=rebuild), "

@@ -25,9 +25,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
-from prometheus_client import Counter
 
 from stream_rater.config.settings import Settings
+from stream_rater.service import metrics
 from stream_rater.service.auth.limits import RateLimiter, retry_after
 from stream_rater.service.auth.login import ProviderLogin
 from stream_rater.service.auth.oidc import JwtVerifier, allowed_algorithms
@@ -36,11 +36,7 @@ from stream_rater.service.auth.tokens import TOKEN_PREFIX, TokenFile
 
 log = logging.getLogger(__name__)
 
-REFUSALS = Counter(
-    "stream_rater_api_refusals",
-    "Requests the API refused, by reason: no_credential, bad_credential (401), scope (403), rate (429)",
-    ["reason"],
-)
+REFUSALS = metrics.API_REFUSALS
 #: The dashboard's session cookie.
 COOKIE = "stream_rater_session"
 #: Longest a dashboard session lasts, in seconds (a JWT's own expiry ends it sooner).
