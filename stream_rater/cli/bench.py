@@ -75,9 +75,13 @@ def _run_e2e(args: argparse.Namespace) -> int:
 
 def _api(benches: Subcommands) -> None:
     p = benches.add_parser("api", help="the read API under load")
-    p.add_argument("--rate", type=float, default=1000.0, help="requests/s per query (1000)")
-    p.add_argument("--seconds", type=float, default=10.0, help="seconds of load per query (10)")
-    p.set_defaults(**_runs("api", "rate", "seconds"))
+    p.add_argument("--rate", type=float, default=2000.0, help="requests/s offered for the latencies (2000)")
+    p.add_argument(
+        "--saturation", type=float, default=8000.0, help="requests/s offered for the most answered (8000)"
+    )
+    p.add_argument("--seconds", type=float, default=5.0, help="seconds of load per phase (5)")
+    p.add_argument("--only", default="", metavar="TEXT", help="only the queries whose name contains TEXT")
+    p.set_defaults(**_runs("api", "rate", "saturation", "seconds", "only"))
 
 
 def _soak(benches: Subcommands) -> None:

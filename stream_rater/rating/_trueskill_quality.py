@@ -10,6 +10,8 @@ factorisation.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from stream_rater.rating._trueskill_graph import GaussianTeams
 
@@ -24,9 +26,25 @@ def match_quality(teams: GaussianTeams, rows: list[list[float]], beta2: float) -
         n + math.fsum(w * w * r.sigma * r.sigma for w, r in zip(row, t))
         for n, row, t in zip(noise, rows, teams)
     ]
-    log_ratio, quad_form = 0.0, 0.0
+    return float(quality_of_terms(means, noise, spreads))
+
+
+def quality_of_terms(
+    means: Sequence[Any],
+    noise: Sequence[Any],
+    spreads: Sequence[Any],
+    log: Callable[[Any], Any] = math.log,
+    exp: Callable[[Any], Any] = math.exp,
+    minimum: Callable[[Any, Any], Any] = min,
+) -> Any:
+    """Eq. (7) from each team's weighted mean, β-noise and total spread (variance), in team
+    order: the LDL' recurrence of `match_quality`. Each term is a float, or an array with one
+    entry per candidate match (`rating.predict.balance` scores every split at once), with
+    numpy's `log`, `exp` and `minimum` then."""
+    log_ratio: Any = 0.0
+    quad_form: Any = 0.0
     ds = db = y = 0.0
-    for f in range(len(teams) - 1):
+    for f in range(len(means) - 1):
         m = means[f] - means[f + 1]
         if f == 0:
             ds = spreads[0] + spreads[1]
@@ -38,6 +56,6 @@ def match_quality(teams: GaussianTeams, rows: list[list[float]], beta2: float) -
             ds = spreads[f] + spreads[f + 1] + ls * spreads[f]
             db = noise[f] + noise[f + 1] + lb * noise[f]
             y = m - ls * y
-        log_ratio += math.log(db / ds)
-        quad_form += y * y / ds
-    return min(1.0, math.exp(0.5 * log_ratio - 0.5 * quad_form))
+        log_ratio = log_ratio + log(db / ds)
+        quad_form = quad_form + y * y / ds
+    return minimum(1.0, exp(0.5 * log_ratio - 0.5 * quad_form))

@@ -28,15 +28,19 @@ split of a pool into teams is fairest. Pure: models and `Rating`s in, numbers ou
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from stream_rater.rating._gaussian import cdf
+from stream_rater.rating._trueskill_quality import quality_of_terms
 from stream_rater.rating.base import Rating, RatingModel, Teams
 from stream_rater.rating.trueskill import TrueSkill
 
@@ -182,8 +186,6 @@ def ranking_probabilities(model: RatingModel, teams: Teams, seed: int = 0) -> di
         raise ValueError(f"ranking probabilities are given for 2 to {MAX_RANKED_TEAMS} teams")
     orders = list(itertools.permutations(range(len(teams))))
     if isinstance(model, TrueSkill):
-        import numpy as np
-
         means = [math.fsum(r.mu for r in team) for team in teams]
         stds = [math.sqrt(math.fsum(row)) for row in model.performance_variances(teams)]
         draws = np.random.default_rng(seed).normal(means, stds, size=(RANKING_SAMPLES, len(teams)))
@@ -211,12 +213,13 @@ def evenness(probabilities: Sequence[float]) -> float:
 @dataclass(frozen=True, slots=True)
 class Balance:
     """The fairest split found: indices into the pool per team, its quality, how long the
-    search took and whether it was exhaustive."""
+    search took, whether it was exhaustive and how it searched (`search`, for the answer)."""
 
     teams: list[list[int]]
     quality: float
     seconds: float
     exhaustive: bool
+    search: str = ""
 
 
 def balance(
@@ -231,15 +234,17 @@ def balance(
     """The split of `pool` into teams of `team_sizes` with the highest `predict` quality.
 
     Exhaustive when there are at most `EXHAUSTIVE_SPLITS` labelled splits (10 players into
-    5 v 5: 252; teams of equal size are interchangeable, so each split is scored once). Beyond that, a heuristic: a snake
-    draft by mean rating, then the best swap of two players between two teams, repeated while
-    it improves the quality or until `budget` seconds have passed.
+    5 v 5: 252; teams of equal size are interchangeable, so each split is scored once): every
+    split is scored at once (`_split_scores`: numpy over the splits for TrueSkill). Beyond
+    that, a local search: a snake draft by mean rating, then, while it improves the quality
+    and `budget` seconds last, the best of every swap of two players between two teams (all
+    swaps of a round scored at once). `search` says which in words.
 
     `parties` (pool indices that queued together) stay on one team; with `party_effect`, each
     team's distinct party sizes n >= 2 add the rating ``party_effect(n)`` as a member, as the
-    ladder's ``party_effects`` rule does when it rates. The heuristic then drafts the parties
-    first (largest first, into the team with the most room) and swaps only their members'
-    places with no one.
+    ladder's ``party_effects`` rule does when it rates. The local search then drafts the
+    parties first (largest first, into the team with the most room) and swaps only their
+    members' places with no one.
     """
     if len(team_sizes) < 2 or any(size < 1 for size in team_sizes):
         raise ValueError("team_sizes: at least two teams of at least one player")
@@ -248,37 +253,139 @@ def balance(
     if parties and max(len(p) for p in parties) > max(team_sizes):
         raise ValueError(f"parties: a party of {max(len(p) for p in parties)} fits in no team")
     started = time.perf_counter()
-    party_of = {i: k for k, party in enumerate(parties) for i in party}
-
-    def score(split: Sequence[Sequence[int]]) -> float:
-        teams = []
-        for team in split:
-            sizes = Counter(party_of[i] for i in team if i in party_of)
-            if any(n != len(parties[k]) for k, n in sizes.items()):
-                return -1.0  # a party split over teams
-            effects = sorted({n for n in sizes.values() if n >= 2}) if party_effect else []
-            teams.append([pool[i] for i in team] + [party_effect(n) for n in effects])  # type: ignore[misc]
-        return predict(model, teams).quality
-
-    if labelled_splits(team_sizes) <= EXHAUSTIVE_SPLITS:
-        best = max(_splits(list(range(len(pool))), list(team_sizes)), key=score)
-        if score(best) < 0.0:
+    sizes = tuple(team_sizes)
+    labelled = labelled_splits(sizes)
+    if labelled <= EXHAUSTIVE_SPLITS:
+        table = _split_table(sizes)
+        scores = _split_scores(model, pool, len(sizes), table, parties, party_effect)
+        best = int(np.argmax(scores))
+        if scores[best] < 0.0:
             raise ValueError("parties: they fit in no split of team_sizes")
-        return Balance([list(t) for t in best], score(best), time.perf_counter() - started, True)
-    split = _snake_draft(pool, team_sizes, parties)
-    best_quality = score(split)
-    improved = True
-    while improved and time.perf_counter() - started < budget:
-        improved = False
-        for a, b in itertools.combinations(range(len(split)), 2):
-            for i, j in itertools.product(range(len(split[a])), range(len(split[b]))):
-                split[a][i], split[b][j] = split[b][j], split[a][i]
-                quality = score(split)
-                if quality > best_quality + 1e-12:
-                    best_quality, improved = quality, True
-                else:
-                    split[a][i], split[b][j] = split[b][j], split[a][i]
-    return Balance(split, best_quality, time.perf_counter() - started, False)
+        search = f"exhaustive: every one of the {len(table):,} splits"
+        return Balance(
+            _teams_of(table[best], len(sizes)),
+            float(scores[best]),
+            time.perf_counter() - started,
+            True,
+            search,
+        )
+    assignment = np.empty(len(pool), dtype=np.intp)
+    for team, members in enumerate(_snake_draft(pool, sizes, parties)):
+        assignment[members] = team
+    quality = float(_split_scores(model, pool, len(sizes), assignment[None, :], parties, party_effect)[0])
+    rounds = 0
+    while time.perf_counter() - started < budget:
+        swaps = _swaps(assignment, {i for party in parties for i in party})
+        if not len(swaps):
+            break
+        scores = _split_scores(model, pool, len(sizes), swaps, parties, party_effect)
+        best = int(np.argmax(scores))
+        if not scores[best] > quality + 1e-12:
+            break
+        assignment, quality, rounds = swaps[best], float(scores[best]), rounds + 1
+    search = (
+        f"local search: {labelled:,} labelled splits are more than the {EXHAUSTIVE_SPLITS:,} searched "
+        f"exhaustively; a snake draft improved by {rounds} rounds of the best swap of two players"
+    )
+    return Balance(_teams_of(assignment, len(sizes)), quality, time.perf_counter() - started, False, search)
+
+
+def _teams_of(assignment: Any, teams: int) -> list[list[int]]:
+    """Pool indices per team of a split given as each player's team."""
+    return [np.flatnonzero(assignment == t).tolist() for t in range(teams)]
+
+
+def _swaps(assignment: Any, fixed: set[int]) -> Any:
+    """Every split one swap of two players of different teams away from `assignment` (party
+    members, `fixed`, never move), one per row."""
+    free = [i for i in range(len(assignment)) if i not in fixed]
+    pairs = [(i, j) for i, j in itertools.combinations(free, 2) if assignment[i] != assignment[j]]
+    if not pairs:
+        return np.empty((0, len(assignment)), dtype=np.intp)
+    rows = np.repeat(assignment[None, :], len(pairs), axis=0)
+    first, second = np.array(pairs).T
+    at = np.arange(len(pairs))
+    rows[at, first], rows[at, second] = assignment[second], assignment[first]
+    return rows
+
+
+@functools.lru_cache(maxsize=32)
+def _split_table(team_sizes: tuple[int, ...]) -> Any:
+    """Every split (`_splits`) of players 0..n−1 into teams of `team_sizes`, one row per split
+    giving each player's team; made once per shape."""
+    splits = list(_splits(list(range(sum(team_sizes))), list(team_sizes)))
+    table = np.empty((len(splits), sum(team_sizes)), dtype=np.intp)
+    for row, split in zip(table, splits):
+        for team, members in enumerate(split):
+            row[members] = team
+    table.setflags(write=False)
+    return table
+
+
+def _split_scores(
+    model: RatingModel,
+    pool: Sequence[Rating],
+    teams: int,
+    table: Any,
+    parties: Sequence[Sequence[int]],
+    party_effect: Callable[[int], Rating] | None,
+) -> Any:
+    """`predict`'s quality of each split of `table` (a row per split: each player's team), −1
+    where a party is split over teams. TrueSkill's eq. (7) is computed for all the splits at
+    once (`quality_of_terms` over arrays); another model's quality asks `predict` per split."""
+    whole = np.ones(len(table), dtype=bool)
+    for party in parties:
+        whole &= (table[:, party] == table[:, party[:1]]).all(axis=1)
+    effects = _effect_members(table, teams, parties, party_effect)
+    sigmas = [r.sigma for r in pool] + [r.sigma for _, r in effects]
+    if isinstance(model, TrueSkill) and None not in sigmas:
+        member = table[:, None, :] == np.arange(teams)[None, :, None]  # split, team, player
+        mu = np.array([r.mu for r in pool])
+        variance = np.square(np.array(sigmas, dtype=float))
+        means, spread, count = member @ mu, member @ variance[: len(pool)], member.sum(axis=2).astype(float)
+        for (has, rating), effect_variance in zip(effects, variance[len(pool) :]):
+            means, spread, count = means + has * rating.mu, spread + has * effect_variance, count + has
+        noise = model.beta**2 * count
+        columns = [means[:, t] for t in range(teams)], [noise[:, t] for t in range(teams)]
+        scores = quality_of_terms(
+            *columns, [noise[:, t] + spread[:, t] for t in range(teams)], np.log, np.exp, np.minimum
+        )
+    else:
+        scores = np.array(
+            [
+                _quality_of(model, pool, teams, row, [(h[k], r) for h, r in effects])
+                for k, row in enumerate(table)
+            ]
+        )
+    return np.where(whole, scores, -1.0)
+
+
+def _effect_members(
+    table: Any, teams: int, parties: Sequence[Sequence[int]], party_effect: Callable[[int], Rating] | None
+) -> list[tuple[Any, Rating]]:
+    """Per distinct party size n >= 2 (with `party_effect`): which teams of each split hold a
+    party of that size (split × team booleans) and the effect ``party_effect(n)`` they add."""
+    if party_effect is None:
+        return []
+    found = []
+    for n in sorted({len(p) for p in parties if len(p) >= 2}):
+        has = np.zeros((len(table), teams), dtype=bool)
+        for party in (p for p in parties if len(p) == n):
+            has |= table[:, party[0]][:, None] == np.arange(teams)[None, :]
+        found.append((has, party_effect(n)))
+    return found
+
+
+def _quality_of(
+    model: RatingModel, pool: Sequence[Rating], teams: int, row: Any, effects: Sequence[tuple[Any, Rating]]
+) -> float:
+    """`predict`'s quality of one split (each player's team in `row`) with the effects its
+    teams hold (a team × boolean row and the effect's rating each)."""
+    members = [[pool[i] for i in np.flatnonzero(row == t).tolist()] for t in range(teams)]
+    for has, rating in effects:
+        for t in np.flatnonzero(has).tolist():
+            members[t].append(rating)
+    return predict(model, members).quality
 
 
 def labelled_splits(team_sizes: Sequence[int]) -> int:
