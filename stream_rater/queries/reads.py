@@ -35,6 +35,7 @@ from stream_rater.config.settings import DEFAULT_HISTORY, Settings
 from stream_rater.queries.arguments import (
     NotRanked,
     QueryError,
+    TooManyPlayers,
     UnknownPlayer,
     ladder_of,
     limit_of,
@@ -47,7 +48,13 @@ from stream_rater.queries.arguments import (
     top_of,
 )
 from stream_rater.rating.base import Rating
-from stream_rater.rating.predict import MAX_RANKED_TEAMS, balance, predict, ranking_probabilities
+from stream_rater.rating.predict import (
+    MAX_RANKED_TEAMS,
+    SlowBalance,
+    balance,
+    predict,
+    ranking_probabilities,
+)
 from stream_rater.store import Lookup, PlayerState, ReadStore
 
 #: Most events one history page from the archive gives.
@@ -89,6 +96,19 @@ class Queries:
                 for ladder in self.ladders.values()
             ]
         }
+
+    async def board_version(self, ladder_name: str, season: bool) -> tuple[Any, ...] | None:
+        """What a leaderboard answer of the ladder (of an ended season: `season`) depends on
+        besides the request: the live generation, the matches applied to it (the read
+        script's watermark, which every commit moves) and the re-rate lock; None when a live
+        board's answer also depends on the clock (time-aware σ, an activity rule), which no
+        version covers."""
+        ladder = ladder_of(self.ladders, ladder_name)
+        if not season and (ladder.rating_model.ages or ladder.rules.active_since(0.0) is not None):
+            return None
+        snapshot = await self.store.read(ladder.name, [], [], [])
+        generations = await self.store.generations(ladder.name)
+        return (snapshot.generation, snapshot.watermark, generations.live, generations.lock_owner)
 
     async def history(
         self, ladder_name: str, player_id: str, limit: Any = None, before: Any = None
@@ -333,7 +353,9 @@ class Queries:
     ) -> dict[str, Any]:
         """The split of `pool` into teams of `team_sizes` with the highest match quality;
         each of `parties` (groups of the pool who queued together) stays on one team and, on
-        a ladder with the ``party_effects`` rule, brings its ``party:<size>`` effect."""
+        a ladder with the ``party_effects`` rule, brings its ``party:<size>`` effect. How it
+        searched is in ``search`` (`rating.predict.balance`); a search too slow for the
+        ladder's model is `TooManyPlayers` (413), saying so."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(pool, "players", self.max_players)
         groups = parties_of(parties, ids, self.max_players)
@@ -357,6 +379,8 @@ class Queries:
                 parties=[[index[p] for p in party] for party in groups],
                 party_effect=(lambda n: effects[f"party:{n}"]) if effects else None,
             )
+        except SlowBalance as exc:
+            raise TooManyPlayers(str(exc)) from None
         except ValueError as exc:
             raise QueryError(str(exc)) from None
         return {
@@ -365,6 +389,7 @@ class Queries:
             "quality": best.quality,
             "seconds": best.seconds,
             "exhaustive": best.exhaustive,
+            "search": best.search,
         }
 
     async def _effects(self, ladder: Ladder, names: Sequence[str]) -> dict[str, Rating]:

@@ -53,6 +53,15 @@ RANKING_SAMPLES = 200_000
 
 #: Largest number of labelled splits (`labelled_splits`) `balance` searches exhaustively.
 EXHAUSTIVE_SPLITS = 50_000
+#: Most team scores (splits × teams) `balance` asks of `predict` one split at a time (a model
+#: whose quality `_split_scores` does not compute for many splits at once, some 10 µs each):
+#: the exhaustive search of such a model stops there, and a local search whose rounds would
+#: pass it is refused (`SlowBalance`) rather than holding the server for seconds.
+PER_SPLIT_WORK = 20_000
+
+
+class SlowBalance(ValueError):
+    """A balance too slow to search with its model (see `PER_SPLIT_WORK`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,39 +264,61 @@ def balance(
     started = time.perf_counter()
     sizes = tuple(team_sizes)
     labelled = labelled_splits(sizes)
-    if labelled <= EXHAUSTIVE_SPLITS:
+    at_once = _scored_at_once(model, pool)
+    if labelled <= EXHAUSTIVE_SPLITS and (at_once or labelled * len(sizes) <= PER_SPLIT_WORK):
         table = _split_table(sizes)
         scores = _split_scores(model, pool, len(sizes), table, parties, party_effect)
         best = int(np.argmax(scores))
         if scores[best] < 0.0:
             raise ValueError("parties: they fit in no split of team_sizes")
         search = f"exhaustive: every one of the {len(table):,} splits"
-        return Balance(
-            _teams_of(table[best], len(sizes)),
-            float(scores[best]),
-            time.perf_counter() - started,
-            True,
-            search,
+        seconds = time.perf_counter() - started
+        return Balance(_teams_of(table[best], len(sizes)), float(scores[best]), seconds, True, search)
+    swaps = (len(pool) ** 2 - sum(size * size for size in sizes)) // 2
+    if not at_once and swaps * len(sizes) > PER_SPLIT_WORK:
+        raise SlowBalance(
+            f"balance: {len(pool)} players into {len(sizes)} teams is too slow to search with the "
+            f"{model.name} model ({swaps:,} splits of {len(sizes)} teams scored one by one per round, "
+            f"at most {PER_SPLIT_WORK:,} team scores): ask for fewer players or teams"
         )
+    return _local_search(model, pool, sizes, budget, parties, party_effect, started)
+
+
+def _local_search(
+    model: RatingModel,
+    pool: Sequence[Rating],
+    sizes: tuple[int, ...],
+    budget: float,
+    parties: Sequence[Sequence[int]],
+    party_effect: Callable[[int], Rating] | None,
+    started: float,
+) -> Balance:
+    """`balance` beyond the exhaustive limit: the snake draft, then rounds of the best swap."""
     assignment = np.empty(len(pool), dtype=np.intp)
     for team, members in enumerate(_snake_draft(pool, sizes, parties)):
         assignment[members] = team
     quality = float(_split_scores(model, pool, len(sizes), assignment[None, :], parties, party_effect)[0])
-    rounds = 0
+    rounds, optimum = 0, False
     while time.perf_counter() - started < budget:
         swaps = _swaps(assignment, {i for party in parties for i in party})
-        if not len(swaps):
-            break
-        scores = _split_scores(model, pool, len(sizes), swaps, parties, party_effect)
-        best = int(np.argmax(scores))
-        if not scores[best] > quality + 1e-12:
+        scores = _split_scores(model, pool, len(sizes), swaps, parties, party_effect) if len(swaps) else swaps
+        best = int(np.argmax(scores)) if len(swaps) else 0
+        if not len(swaps) or not scores[best] > quality + 1e-12:
+            optimum = True
             break
         assignment, quality, rounds = swaps[best], float(scores[best]), rounds + 1
     search = (
-        f"local search: {labelled:,} labelled splits are more than the {EXHAUSTIVE_SPLITS:,} searched "
-        f"exhaustively; a snake draft improved by {rounds} rounds of the best swap of two players"
+        f"local search: {labelled_splits(sizes):,} labelled splits, more than searched exhaustively; "
+        f"a snake draft improved by {rounds} rounds of the best swap of two players, "
+        + ("until no swap improved it" if optimum else f"until the {budget:g} s budget ran out")
     )
     return Balance(_teams_of(assignment, len(sizes)), quality, time.perf_counter() - started, False, search)
+
+
+def _scored_at_once(model: RatingModel, pool: Sequence[Rating]) -> bool:
+    """Whether `_split_scores` scores many splits at once (numpy) rather than one by one:
+    TrueSkill's eq. (7), with a σ for every player."""
+    return isinstance(model, TrueSkill) and all(r.sigma is not None for r in pool)
 
 
 def _teams_of(assignment: Any, teams: int) -> list[list[int]]:
@@ -339,10 +370,10 @@ def _split_scores(
     effects = _effect_members(table, teams, parties, party_effect)
     sigmas = [r.sigma for r in pool] + [r.sigma for _, r in effects]
     if isinstance(model, TrueSkill) and None not in sigmas:
-        member = table[:, None, :] == np.arange(teams)[None, :, None]  # split, team, player
-        mu = np.array([r.mu for r in pool])
         variance = np.square(np.array(sigmas, dtype=float))
-        means, spread, count = member @ mu, member @ variance[: len(pool)], member.sum(axis=2).astype(float)
+        means = _team_sums(table, teams, np.array([r.mu for r in pool]))
+        spread = _team_sums(table, teams, variance[: len(pool)])
+        count = _team_sums(table, teams, np.ones(len(pool)))
         for (has, rating), effect_variance in zip(effects, variance[len(pool) :]):
             means, spread, count = means + has * rating.mu, spread + has * effect_variance, count + has
         noise = model.beta**2 * count
@@ -358,6 +389,14 @@ def _split_scores(
             ]
         )
     return np.where(whole, scores, -1.0)
+
+
+def _team_sums(table: Any, teams: int, values: Any) -> Any:
+    """Per split (row of `table`) and team, the sum of `values` over the team's players."""
+    flat = (np.arange(len(table))[:, None] * teams + table).ravel()
+    return np.bincount(flat, weights=np.tile(values, len(table)), minlength=len(table) * teams).reshape(
+        -1, teams
+    )
 
 
 def _effect_members(

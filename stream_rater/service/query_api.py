@@ -19,18 +19,24 @@
 ``GET /api/ladders/{ladder}/matches/{match_id}``  why each player's rating moved in that match
                                         (`stream_rater.explain`; from the archive once the marker expired); 404 for an unknown match
 
+A leaderboard answer carries an ``ETag``; sent back in ``If-None-Match`` it gets 304 while the
+answer is the same (`BoardCache`, which also keeps the answers of ladders whose answer moves
+only with their commits, per ladder version). Answers are JSON by orjson.
+
 Errors are JSON ``{"error": "..."}``: 400 names the field, 404 the unknown ladder (or player), 409
 a player the ladder does not rank, 413 says the player limit; never a traceback.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from stream_rater.config.ladders import Ladder
@@ -40,6 +46,8 @@ from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError,
 from stream_rater.store import ReadStore
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
+#: Leaderboard answers `BoardCache` keeps (the most recently asked).
+BOARD_CACHE_SIZE = 256
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
@@ -50,20 +58,30 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
     def answering(ask: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]) -> Handler:
         async def handle(request: web.Request) -> web.Response:
             try:
-                body = json.loads(await request.read() or b"null")
+                body = orjson.loads(await request.read() or b"null")
             except ValueError:
                 body = None
             if not isinstance(body, dict):
-                return web.json_response({"error": "body: must be a JSON object"}, status=400)
+                return _json({"error": "body: must be a JSON object"}, 400)
             return await _reply(ask(request.match_info["ladder"], body))
 
         return handle
 
+    boards = BoardCache(queries)
+
     async def leaderboard(request: web.Request) -> web.Response:
-        return await _reply(_board(queries, request.match_info["ladder"], request.query, clock()))
+        ladder, query = request.match_info["ladder"], request.query
+        try:
+            body, etag = await boards.answer(ladder, query, clock())
+        except QueryError as exc:
+            return _json({"error": str(exc)}, exc.status)
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if _matches(request.headers.get("If-None-Match"), etag):
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, content_type="application/json", headers=headers)
 
     async def ladder_list(request: web.Request) -> web.Response:
-        return web.json_response(queries.ladder_list())
+        return _json(queries.ladder_list())
 
     async def history(request: web.Request) -> web.Response:
         ladder, player = request.match_info["ladder"], request.match_info["player"]
@@ -127,7 +145,7 @@ def _of_ladder(queries: Queries, ask: Callable[[Ladder, web.Request], Awaitable[
         try:
             ladder = ladder_of(queries.ladders, request.match_info["ladder"])
         except QueryError as exc:
-            return web.json_response({"error": str(exc)}, status=exc.status)
+            return _json({"error": str(exc)}, exc.status)
         return await _reply(ask(ladder, request))
 
     return handle
@@ -144,12 +162,61 @@ async def _board(queries: Queries, ladder: str, query: Mapping[str, str], now: f
     return await queries.around(ladder, query["around"], n, now)
 
 
+class BoardCache:
+    """Leaderboard answers (``…/leaderboard``: top, season, around) as JSON bytes and their
+    ETag, kept per ladder version (`Queries.board_version`: generation, matches applied,
+    re-rate lock) for the ladders whose answer depends on nothing else. A read first asks
+    the version (one round trip) and answers from the cache when it has not moved; a ladder
+    whose answer depends on the clock (time-aware σ, an activity rule) is computed each time,
+    its ETag the hash of the answer. Either way a client that sends the ETag back in
+    ``If-None-Match`` gets 304 while the answer is the same."""
+
+    def __init__(self, queries: Queries, size: int = BOARD_CACHE_SIZE) -> None:
+        self.queries = queries
+        self.size = size
+        self._answers: OrderedDict[tuple[str, ...], tuple[Any, bytes, str]] = OrderedDict()
+
+    async def answer(self, ladder: str, query: Mapping[str, str], now: float) -> tuple[bytes, str]:
+        """The JSON answer of the leaderboard `query` and its ETag; `QueryError` as `_board`."""
+        key = (ladder, *sorted(f"{k}={v}" for k, v in query.items()))
+        version = await self.queries.board_version(ladder, "season" in query)
+        cached = self._answers.get(key)
+        if version is not None and cached is not None and cached[0] == version:
+            self._answers.move_to_end(key)
+            return cached[1], cached[2]
+        body = _dumps(await _board(self.queries, ladder, query, now))
+        etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+        if version is not None:
+            self._answers[key] = (version, body, etag)
+            self._answers.move_to_end(key)
+            while len(self._answers) > self.size:
+                self._answers.popitem(last=False)
+        return body, etag
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header names `etag` (weak or strong) or is ``*``."""
+    if not if_none_match:
+        return False
+    tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
+    return etag in tags or "*" in tags
+
+
+def _dumps(data: Any) -> bytes:
+    """JSON bytes by orjson (NaN as null; numpy numbers as numbers)."""
+    return orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=_dumps(data), status=status, content_type="application/json")
+
+
 async def _reply(answer: Awaitable[dict[str, Any]]) -> web.Response:
     """The answer as JSON, or a query error as ``{"error": ...}`` with its status."""
     try:
-        return web.json_response(await answer)
+        return _json(await answer)
     except QueryError as exc:
-        return web.json_response({"error": str(exc)}, status=exc.status)
+        return _json({"error": str(exc)}, exc.status)
 
 
 async def quality_of(store: ReadStore, ladder: Ladder, query: Mapping[str, str]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from stream_rater.rating import _latent
 from stream_rater.rating.base import Rating, RatingModel
 from stream_rater.rating.predict import (
     EXHAUSTIVE_SPLITS,
+    SlowBalance,
     _snake_draft,
     _splits,
     balance,
@@ -111,7 +112,19 @@ def test_a_balance_past_the_exhaustive_limit_says_it_searched_locally():
     assert labelled_splits([6, 6, 6]) > EXHAUSTIVE_SPLITS
     found = balance(model, pool, [6, 6, 6], budget=1.0)
     assert not found.exhaustive and found.search.startswith("local search")
-    assert f"{EXHAUSTIVE_SPLITS:,}" in found.search
+    assert "17,153,136 labelled splits" in found.search and "until no swap improved it" in found.search
     snake = [[pool[i] for i in team] for team in _snake_draft(pool, [6, 6, 6])]
     assert found.quality >= predict(model, snake).quality - 1e-12
     assert sorted(itertools.chain(*found.teams)) == list(range(18))
+
+
+def test_a_balance_too_slow_to_search_one_split_at_a_time_is_refused():
+    """Elo scores splits one by one: 100 players into ten teams is refused, naming the model
+    and what to ask instead; 16 players into four teams is searched locally."""
+    model = create_model("elo")
+    rng = np.random.default_rng(4)
+    pool = [_rating(model, rng, 1.0) for _ in range(100)]
+    with pytest.raises(SlowBalance, match=r"too slow to search with the elo model.*fewer players or teams"):
+        balance(model, pool, [10] * 10)
+    found = balance(model, pool[:16], [4, 4, 4, 4], budget=1.0)
+    assert not found.exhaustive and found.search.startswith("local search")

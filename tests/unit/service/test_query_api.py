@@ -17,7 +17,7 @@ from scipy.stats import norm
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.processor import Processor
-from stream_rater.queries import Queries
+from stream_rater.queries import Queries, TooManyPlayers
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import predict
 from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
@@ -415,6 +415,54 @@ async def test_leaderboard_around_a_player_over_http(client):
     ):
         response = await client.get(f"/api/ladders/default/leaderboard?{query}")
         assert response.status == 400 and (await response.json())["error"].startswith(says)
+
+
+async def test_a_leaderboard_read_is_revalidated_by_its_etag_and_cached_until_a_commit():
+    """Every leaderboard answer has an ETag; sent back in If-None-Match it gets 304 with no
+    body while the ladder has not moved. A clock-free ladder's answer comes from the cache
+    (the board is not read again) until a commit moves the ladder: then a new answer and
+    ETag. A time-scaled ladder's answer is computed every time."""
+    store = MemoryStore()
+    processor = Processor(LADDERS, store)
+    await processor.process([duel("m1", "ann", "bob"), duel("t1", "ann", "bob", ladder="timed")])
+    queries = Queries(store, LADDERS)
+    asked: list[str] = []
+    board = queries.leaderboard
+
+    async def counted(ladder, *args, **kwargs):
+        asked.append(ladder)
+        return await board(ladder, *args, **kwargs)
+
+    queries.leaderboard = counted  # type: ignore[method-assign]
+    async with TestClient(TestServer(serve_app(queries, store))) as client:
+        first = await client.get("/api/ladders/default/leaderboard?top=10")
+        etag = first.headers["ETag"]
+        again = await client.get("/api/ladders/default/leaderboard?top=10", headers={"If-None-Match": etag})
+        assert again.status == 304 and again.headers["ETag"] == etag and await again.read() == b""
+        same = await client.get("/api/ladders/default/leaderboard?top=10")
+        assert await same.json() == await first.json() and asked == ["default"]
+        weak = await client.get(
+            "/api/ladders/default/leaderboard?top=10", headers={"If-None-Match": f"W/{etag}"}
+        )
+        assert weak.status == 304
+        await processor.process([duel("m2", "bob", "cat")])
+        moved = await client.get("/api/ladders/default/leaderboard?top=10", headers={"If-None-Match": etag})
+        assert moved.status == 200 and moved.headers["ETag"] != etag and asked == ["default"] * 2
+        assert len((await moved.json())["rows"]) == 3
+        for _ in range(2):
+            await client.get("/api/ladders/timed/leaderboard?top=10")
+        assert asked == ["default"] * 2 + ["timed"] * 2
+
+
+async def test_a_balance_too_slow_for_its_model_is_refused_with_413_and_says_so():
+    """An Elo ladder scores splits one by one: 100 players into ten teams is a 413 naming the
+    model; a TrueSkill ladder searches the same pool locally and says how."""
+    queries = Queries(MemoryStore(), LADDERS, max_players=100)
+    pool = [f"p{i}" for i in range(100)]
+    with pytest.raises(TooManyPlayers, match="too slow to search with the elo model"):
+        await queries.balance("elo", pool, [10] * 10, NOW)
+    answer = await queries.balance("default", pool, [10] * 10, NOW)
+    assert answer["exhaustive"] is False and answer["search"].startswith("local search")
 
 
 async def test_each_shadow_is_scored_beside_the_live_ladder_as_a_live_ladder_of_its_model_would_be():
