@@ -3,7 +3,8 @@
 A ``stream-rater serve`` process answers over HTTP from a local Redis holding 1,000 rated
 players; this process sends requests at a fixed rate (open loop: a request is due on schedule
 whether or not earlier ones have been answered, and its latency is counted from when it was
-due, so queueing shows in the latency) for each query shape: batch lookups, a player's rank,
+due, so queueing shows in the latency) for each query shape: ``/healthz`` (what the HTTP
+server costs alone), batch lookups, a player's rank,
 around-me, the top 100 (plain and revalidated with ``If-None-Match``), predictions and a
 balance. Each shape runs twice: at the `rate` offered (its p50 and p99) and at the
 `saturation` rate (what one server answers per second at most), beside the server's CPU:
@@ -62,6 +63,7 @@ def _shapes(rng: random.Random, etag: str) -> dict[str, Callable[[], Request]]:
         return "POST", "predict", {"teams": out}, {}
 
     return {
+        "/healthz (HTTP alone)": lambda: ("GET", "/healthz", None, {}),
         "lookup 10 players": lambda: ("POST", "players", {"players": rng.sample(PLAYERS, 10)}, {}),
         "rank of a player": lambda: ("POST", "players", {"players": [rng.choice(PLAYERS)]}, {}),
         "around a player, n = 10": lambda: (
@@ -106,7 +108,8 @@ def _raw(host: str, ladder_path: str, request: Request) -> bytes:
     """The bytes of one HTTP/1.1 request."""
     method, path, body, headers = request
     data = b"" if body is None else json.dumps(body).encode()
-    lines = [f"{method} {ladder_path}/{path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(data)}"]
+    target = path if path.startswith("/") else f"{ladder_path}/{path}"
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(data)}"]
     lines += ["Content-Type: application/json"] if body is not None else []
     lines += [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
