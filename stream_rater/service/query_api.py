@@ -29,10 +29,13 @@ a player the ladder does not rank, 413 says the player limit; never a traceback.
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import dataclasses
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,7 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.explain import explain_match
 from stream_rater.processor import quality
 from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
-from stream_rater.store import ReadStore
+from stream_rater.store import Lookup, ReadStore, Snapshot
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
 #: Leaderboard answers `BoardCache` keeps (the most recently asked).
@@ -53,7 +56,10 @@ Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
 def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> list[web.RouteDef]:
-    """The read API's routes over `queries`; `clock` is "now" for time-aware reads."""
+    """The read API's routes over `queries` (their store reads batched across concurrent
+    requests: `BatchedReads`); `clock` is "now" for time-aware reads."""
+    queries = copy.copy(queries)
+    queries.store = BatchedReads(queries.store)
 
     def answering(ask: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]) -> Handler:
         async def handle(request: web.Request) -> web.Response:
@@ -160,6 +166,76 @@ async def _board(queries: Queries, ladder: str, query: Mapping[str, str], now: f
     if "season" in query or "top" in query:
         raise QueryError("around: not with top or season")
     return await queries.around(ladder, query["around"], n, now)
+
+
+class BatchedReads:
+    """A `ReadStore` that sends the player lookups (`ReadStore.lookup`) and state reads
+    (`ReadStore.read` of players only) that requests ask of one ladder in the same turn of
+    the event loop to the store as one call: under load, many concurrent lookups cost the
+    store client one pipeline, not one each (its per-call overhead, not Redis, bounds a
+    read server). Each caller gets what it asked (its players only) of that one answer.
+    Every other call goes to the store as it is."""
+
+    def __init__(self, store: ReadStore) -> None:
+        self.store = store
+        self._pending: dict[tuple[str, str], tuple[dict[str, None], asyncio.Future[Any]]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+        found: Lookup = await self._batched("lookup", ladder, player_ids)
+        ids = set(player_ids)
+        return Lookup(
+            {p: s for p, s in found.players.items() if p in ids},
+            {p: n for p, n in found.places.items() if p in ids},
+            found.ranked,
+        )
+
+    async def read(
+        self,
+        ladder: str,
+        player_ids: Iterable[str],
+        effect_ids: Iterable[str],
+        match_ids: Iterable[str],
+        generation: int | None = None,
+    ) -> Snapshot:
+        effects, matches = list(effect_ids), list(match_ids)
+        if effects or matches or generation is not None:
+            return await self.store.read(ladder, player_ids, effects, matches, generation)
+        ids = list(player_ids)
+        found: Snapshot = await self._batched("read", ladder, ids)
+        wanted = set(ids)
+        return dataclasses.replace(found, players={p: s for p, s in found.players.items() if p in wanted})
+
+    async def _batched(self, kind: str, ladder: str, ids: Iterable[str]) -> Any:
+        """The answer of the store's `kind` call for the ids every caller of this turn asked."""
+        key = (kind, ladder)
+        if key not in self._pending:
+            self._pending[key] = ({}, asyncio.get_running_loop().create_future())
+            asyncio.get_running_loop().call_soon(self._send, key)
+        asked, answer = self._pending[key]
+        asked.update(dict.fromkeys(ids))
+        return await asyncio.shield(answer)
+
+    def _send(self, key: tuple[str, str]) -> None:
+        asked, answer = self._pending.pop(key)
+        kind, ladder = key
+        call = (
+            self.store.lookup(ladder, list(asked))
+            if kind == "lookup"
+            else self.store.read(ladder, asked, [], [])
+        )
+
+        def settle(done: asyncio.Task[Any]) -> None:
+            if done.cancelled():
+                answer.cancel()
+            elif done.exception() is not None:
+                answer.set_exception(done.exception())  # type: ignore[arg-type]
+            else:
+                answer.set_result(done.result())
+
+        asyncio.ensure_future(call).add_done_callback(settle)
 
 
 class BoardCache:

@@ -4,6 +4,7 @@ field — never a traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import replace
 from functools import partial
@@ -20,7 +21,7 @@ from stream_rater.processor import Processor
 from stream_rater.queries import Queries, TooManyPlayers
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import predict
-from stream_rater.service.query_api import OPENAPI, query_routes, serve_app
+from stream_rater.service.query_api import OPENAPI, BatchedReads, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.values import Generations
 from tests.helpers import parsed_duel
@@ -463,6 +464,36 @@ async def test_a_balance_too_slow_for_its_model_is_refused_with_413_and_says_so(
         await queries.balance("elo", pool, [10] * 10, NOW)
     answer = await queries.balance("default", pool, [10] * 10, NOW)
     assert answer["exhaustive"] is False and answer["search"].startswith("local search")
+
+
+async def test_concurrent_lookups_and_reads_reach_the_store_as_one_call_each():
+    """Lookups of one ladder asked in the same turn go to the store as one call of all their
+    players, and state reads too; each caller gets its own players, as a lookup of its own
+    would give them."""
+    store = MemoryStore()
+    await Processor(LADDERS, store).process([duel("m1", "ann", "bob"), duel("m2", "ann", "cat")])
+    calls: list[tuple[str, list[str]]] = []
+    lookup, read = store.lookup, store.read
+
+    async def counted_lookup(ladder, ids):
+        calls.append(("lookup", list(ids)))
+        return await lookup(ladder, ids)
+
+    async def counted_read(ladder, ids, effects, matches, generation=None):
+        calls.append(("read", list(ids)))
+        return await read(ladder, ids, effects, matches, generation)
+
+    store.lookup, store.read = counted_lookup, counted_read  # type: ignore[method-assign]
+    batched = BatchedReads(store)
+    first, second = await asyncio.gather(
+        batched.lookup("default", ["ann"]), batched.lookup("default", ["bob", "zed"])
+    )
+    assert calls == [("lookup", ["ann", "bob", "zed"])]
+    alone = await lookup("default", ["bob", "zed"])
+    assert (second.players, second.places, second.ranked) == (alone.players, alone.places, alone.ranked)
+    assert set(first.players) == set(first.places) == {"ann"}
+    states = await asyncio.gather(*(batched.read("default", [p], [], []) for p in ("cat", "bob")))
+    assert calls[1:] == [("read", ["cat", "bob"])] and [set(s.players) for s in states] == [{"cat"}, {"bob"}]
 
 
 async def test_each_shadow_is_scored_beside_the_live_ladder_as_a_live_ladder_of_its_model_would_be():
