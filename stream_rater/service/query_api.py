@@ -73,19 +73,6 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
 
         return handle
 
-    boards = BoardCache(queries)
-
-    async def leaderboard(request: web.Request) -> web.Response:
-        ladder, query = request.match_info["ladder"], request.query
-        try:
-            body, etag = await boards.answer(ladder, query, clock())
-        except QueryError as exc:
-            return _json({"error": str(exc)}, exc.status)
-        headers = {"ETag": etag, "Cache-Control": "no-cache"}
-        if _matches(request.headers.get("If-None-Match"), etag):
-            return web.Response(status=304, headers=headers)
-        return web.Response(body=body, content_type="application/json", headers=headers)
-
     async def ladder_list(request: web.Request) -> web.Response:
         return _json(queries.ladder_list())
 
@@ -97,7 +84,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
     return [
         web.get("/api/ladders", ladder_list),
         web.get("/api/ladders/{ladder}/players/{player}", history),
-        web.get("/api/ladders/{ladder}/leaderboard", leaderboard),
+        web.get("/api/ladders/{ladder}/leaderboard", _leaderboard(BoardCache(queries), clock)),
         *_judging_routes(queries),
         web.post(
             "/api/ladders/{ladder}/players",
@@ -121,6 +108,22 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         ),
         web.get("/api/openapi.yaml", _openapi),
     ]
+
+
+def _leaderboard(boards: BoardCache, clock: Callable[[], float]) -> Handler:
+    """``…/leaderboard``: the answer with its ETag, or 304 when ``If-None-Match`` names it."""
+
+    async def handle(request: web.Request) -> web.Response:
+        try:
+            body, etag = await boards.answer(request.match_info["ladder"], request.query, clock())
+        except QueryError as exc:
+            return _json({"error": str(exc)}, exc.status)
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if _matches(request.headers.get("If-None-Match"), etag):
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, content_type="application/json", headers=headers)
+
+    return handle
 
 
 def _judging_routes(queries: Queries) -> list[web.RouteDef]:
