@@ -273,11 +273,11 @@ class Queries:
         """The states of a board's players: live, or as the ended `season` left them (a season
         archived before the store kept its states: the live ones)."""
         if season is None:
-            return (await self.store.lookup(ladder.name, ids)).players
+            return (await self.store.read(ladder.name, ids, [], [])).players
         states = await self.store.season_states(ladder.name, season, ids)
         missing = [p for p in ids if p not in states]
         if missing:
-            states.update((await self.store.lookup(ladder.name, missing)).players)
+            states.update((await self.store.read(ladder.name, missing, [], [])).players)
         return states
 
     def _row(
