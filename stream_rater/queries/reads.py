@@ -313,7 +313,7 @@ class Queries:
         names = party_effect_names(
             ladder, teams, parties_of(parties, [p for team in teams for p in team], self.max_players)
         )
-        found = await self.store.lookup(ladder.name, [p for team in teams for p in team])
+        found = await self.store.read(ladder.name, [p for team in teams for p in team], [], [])
         effects = await self._effects(ladder, [e for team in names for e in team])
         ratings = [
             [self._rating(ladder, found.players.get(p), now) for p in team]
@@ -367,7 +367,7 @@ class Queries:
             raise QueryError("team_sizes: must be an array of at least two positive integers")
         if sum(team_sizes) != len(ids):
             raise QueryError(f"team_sizes: add up to {sum(team_sizes)}, but {len(ids)} players were given")
-        found = await self.store.lookup(ladder.name, ids)
+        found = await self.store.read(ladder.name, ids, [], [])
         sizes = range(2, max(team_sizes) + 1) if ladder.rules.party_effects and groups else ()
         effects = await self._effects(ladder, [f"party:{n}" for n in sizes])
         index = {p: i for i, p in enumerate(ids)}
