@@ -67,6 +67,8 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
                 body = orjson.loads(await request.read() or b"null")
             except ValueError:
                 body = None
+            except web.HTTPRequestEntityTooLarge as exc:
+                return _json({"error": f"body: {exc.text}"}, 413)
             if not isinstance(body, dict):
                 return _json({"error": "body: must be a JSON object"}, 400)
             return await _reply(ask(request.match_info["ladder"], body))

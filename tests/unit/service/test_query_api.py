@@ -155,6 +155,13 @@ async def test_bad_requests_get_their_status_and_the_field(client, path, body, s
     assert got == status and says in answer["error"] and "Traceback" not in answer["error"]
 
 
+async def test_a_body_over_the_size_limit_is_a_413_in_json(client):
+    """A batch too big to read (over aiohttp's 1 MiB body limit) is 413 with a JSON error."""
+    players = [f"player-{i:07d}" for i in range(80_000)]
+    status, answer = await post(client, "/api/ladders/default/players", {"players": players})
+    assert status == 413 and answer["error"].startswith("body: Maximum request body size")
+
+
 async def test_the_openapi_file_is_served_as_yaml(client):
     """The shipped OpenAPI document (which names every route: tests/unit/service/test_web.py)
     is served at /api/openapi.yaml, as YAML."""
