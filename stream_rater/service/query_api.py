@@ -244,13 +244,15 @@ class BatchedReads:
 
 
 class BoardCache:
-    """Leaderboard answers (``…/leaderboard``: top, season, around) as JSON bytes and their
-    ETag, kept per ladder version (`Queries.board_version`: generation, matches applied,
-    re-rate lock) for the ladders whose answer depends on nothing else. A read first asks
-    the version (one round trip) and answers from the cache when it has not moved; a ladder
-    whose answer depends on the clock (time-aware σ, an activity rule) is computed each time,
-    its ETag the hash of the answer. Either way a client that sends the ETag back in
-    ``If-None-Match`` gets 304 while the answer is the same."""
+    """Leaderboard answers (``…/leaderboard``) as JSON bytes and their ETag. The top (of the
+    live board or an ended season: few distinct reads, asked again and again) is kept per
+    ladder version (`Queries.board_version`: generation, matches applied, re-rate lock) on
+    the ladders whose answer depends on nothing else: a read first asks the version and
+    answers from the cache when it has not moved. An answer around a player (one per player:
+    seldom asked twice) and a ladder whose answer depends on the clock (time-aware σ, an
+    activity rule) are computed each time, their ETag the hash of the answer. Either way a
+    client that sends the ETag back in ``If-None-Match`` gets 304 while the answer is the
+    same."""
 
     def __init__(self, queries: Queries, size: int = BOARD_CACHE_SIZE) -> None:
         self.queries = queries
@@ -260,7 +262,7 @@ class BoardCache:
     async def answer(self, ladder: str, query: Mapping[str, str], now: float) -> tuple[bytes, str]:
         """The JSON answer of the leaderboard `query` and its ETag; `QueryError` as `_board`."""
         key = (ladder, *sorted(f"{k}={v}" for k, v in query.items()))
-        version = await self.queries.board_version(ladder, "season" in query)
+        version = None if "around" in query else await self.queries.board_version(ladder, "season" in query)
         cached = self._answers.get(key)
         if version is not None and cached is not None and cached[0] == version:
             self._answers.move_to_end(key)

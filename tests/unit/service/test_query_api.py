@@ -429,7 +429,8 @@ async def test_a_leaderboard_read_is_revalidated_by_its_etag_and_cached_until_a_
     """Every leaderboard answer has an ETag; sent back in If-None-Match it gets 304 with no
     body while the ladder has not moved. A clock-free ladder's answer comes from the cache
     (the board is not read again) until a commit moves the ladder: then a new answer and
-    ETag. A time-scaled ladder's answer is computed every time."""
+    ETag. A time-scaled ladder's answer is computed every time, and so is one around a
+    player, whose ETag still revalidates."""
     store = MemoryStore()
     processor = Processor(LADDERS, store)
     await processor.process([duel("m1", "ann", "bob"), duel("t1", "ann", "bob", ladder="timed")])
@@ -460,6 +461,11 @@ async def test_a_leaderboard_read_is_revalidated_by_its_etag_and_cached_until_a_
         for _ in range(2):
             await client.get("/api/ladders/timed/leaderboard?top=10")
         assert asked == ["default"] * 2 + ["timed"] * 2
+        around = await client.get("/api/ladders/default/leaderboard?around=bob&n=1")
+        tag = {"If-None-Match": around.headers["ETag"]}
+        assert (
+            await client.get("/api/ladders/default/leaderboard?around=bob&n=1", headers=tag)
+        ).status == 304
 
 
 async def test_a_balance_too_slow_for_its_model_is_refused_with_413_and_says_so():
