@@ -299,6 +299,5 @@ def cmd_balance(args: argparse.Namespace) -> int:
         return 0
     for team in answer["teams"]:
         print(",".join(team))
-    search = "exhaustive" if answer["exhaustive"] else "heuristic"
-    print(f"match quality {answer['quality']:.4f} ({search}, {answer['seconds']:.3f} s)")
+    print(f"match quality {answer['quality']:.4f} ({answer['search']}, {answer['seconds']:.3f} s)")
     return 0
