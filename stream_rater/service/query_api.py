@@ -184,6 +184,7 @@ class BatchedReads:
     def __init__(self, store: ReadStore) -> None:
         self.store = store
         self._pending: dict[tuple[str, str], tuple[dict[str, None], asyncio.Future[Any]]] = {}
+        self._sending: set[asyncio.Future[Any]] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -229,7 +230,7 @@ class BatchedReads:
         call = (
             self.store.lookup(ladder, list(asked))
             if kind == "lookup"
-            else self.store.read(ladder, asked, [], [])
+            else self.store.read(ladder, list(asked), [], [])
         )
 
         def settle(done: asyncio.Task[Any]) -> None:
@@ -240,7 +241,10 @@ class BatchedReads:
             else:
                 answer.set_result(done.result())
 
-        asyncio.ensure_future(call).add_done_callback(settle)
+        task = asyncio.ensure_future(call)
+        self._sending.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._sending.discard)
+        task.add_done_callback(settle)
 
 
 class BoardCache:
