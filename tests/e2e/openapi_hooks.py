@@ -8,7 +8,8 @@ not ended (``leaderboard?season=N``; the test's ladders have had no season start
 season asked for is one), and ``around`` together with ``top`` or ``season``. The test's configuration lets those operations answer schema-valid
 data with 400, and the check here keeps that narrow: such a 400 must come with a request that
 really breaks the rule. Likewise ``leaderboard?around=P`` answers 404 for a player the ladder
-has never seen (schemathesis makes up ids): such a 404 must say so.
+has never seen (schemathesis makes up ids): such a 404 must say so; and 304 only to an
+``If-None-Match`` that names the answer's ETag (or is ``*``).
 """
 
 from __future__ import annotations
@@ -91,4 +92,19 @@ def not_found_only_for_an_unknown_player(ctx: Any, response: Any, case: Any) -> 
         != f"{around} has not played on ladder {case.path_parameters['ladder']!r}"
     ):
         raise AssertionError(f"schema-valid request not found: {response.text}")
+    return None
+
+
+@schemathesis.check
+def not_modified_only_for_its_etag(ctx: Any, response: Any, case: Any) -> bool | None:
+    """A 304 (leaderboard) must answer an ``If-None-Match`` naming the answer's ETag, or ``*``."""
+    if response.status_code != 304:
+        return None
+    asked = {
+        tag.strip().removeprefix("W/") for tag in (case.headers or {}).get("If-None-Match", "").split(",")
+    }
+    if not ({"*", response.headers.get("ETag")} & asked):
+        raise AssertionError(
+            f"304 to If-None-Match {asked!r}, the ETag being {response.headers.get('ETag')!r}"
+        )
     return None

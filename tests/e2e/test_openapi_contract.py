@@ -102,7 +102,8 @@ def schemathesis_config(ladders: list[str], players: list[str]) -> str:
     many players breaks the schema's maxItems too); predict, balance and leaderboard may also
     answer 400 for the rule JSON Schema cannot state, which `openapi_hooks` checks the request
     really breaks, and leaderboard 404 or 409 for ``around`` a player the ladder has never
-    seen or does not rank; any warning (such as every request answered 404) fails the run. A
+    seen or does not rank, and 304 to an ``If-None-Match`` that names its answer (``*`` does:
+    `openapi_hooks` checks it); any warning (such as every request answered 404) fails the run. A
     match id is one of the replayed matches' (`MATCHES`), and a schema-valid one the ladder
     never applied is rightly 404."""
     return f"""
@@ -136,7 +137,7 @@ checks.positive_data_acceptance.expected-statuses = ["200", "404"]
 
 [[operations]]
 include-path-regex = "/leaderboard$"
-checks.positive_data_acceptance.expected-statuses = ["200", "400", "404", "409", "413"]
+checks.positive_data_acceptance.expected-statuses = ["200", "304", "400", "404", "409", "413"]
 """
 
 
