@@ -11,9 +11,9 @@ balance. Each shape runs twice: at the `rate` offered (its p50 and p99) and at t
 in cores, and in CPU µs per answer, the figure least moved by other load on a shared machine
 (one core's ceiling is 1,000,000 / µs per answer).
 
-The load generator is a minimal keep-alive HTTP/1.1 client on asyncio (`_Connection`): some
-25 µs of CPU a request, where aiohttp's client takes some 250, so that it, not the server,
-would be what a run measures on 2 cores.
+The load generator is a minimal keep-alive HTTP/1.1 client on asyncio (`_Connection`,
+requests made before the run): lighter than aiohttp's client, so that on 2 cores the server,
+not the generator, is what a run measures.
 """
 
 from __future__ import annotations
