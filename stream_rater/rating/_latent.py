@@ -107,6 +107,9 @@ _FAMILIES = {
     "logexp": (_logexp_kernel, 1.0, _logexp_logcdf, -40.0, 4.0),
 }
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(16)
+#: Most panels of `_first_places`' shared grid (its arrays hold 16 nodes a panel per team:
+#: 100 teams make 13 MB each at this size).
+MAX_SHARED_PANELS = 1024
 #: Per family, in standard units, where `_first_places` integrates: where the density is
 #: above e^-40 of its peak (what lies outside changes no probability by 1e-17).
 _SHARED_WINDOW = {"normal": (-9.0, 9.0), "logexp": (-40.0, 4.0)}
@@ -149,7 +152,7 @@ def _first_places(locs: Floats, scales: Floats, family: str) -> list[float] | No
     much within a panel (what `_first_place`'s extra break points are for): the answers agree
     with `_first_place`'s to some 1e-13 (tests/unit/rating/test_latent.py). None when that
     grid would have more panels than the per-team grids together (performances far apart on
-    very different scales): ask `_first_place`.
+    very different scales), or more than `MAX_SHARED_PANELS`: ask `_first_place`.
     """
     kernel, normaliser, logcdf, _, _ = _FAMILIES[family]
     lo, hi = _SHARED_WINDOW[family]
@@ -161,7 +164,7 @@ def _first_places(locs: Floats, scales: Floats, family: str) -> list[float] | No
         else:
             merged.append([start, end])
     counts = [max(1, math.ceil((end - start) / width)) for start, end in merged]
-    if sum(counts) > len(locs) * (hi - lo):
+    if sum(counts) > min(len(locs) * (hi - lo), MAX_SHARED_PANELS):
         return None
     lefts = np.concatenate(
         [start + (end - start) / c * np.arange(c) for (start, end), c in zip(merged, counts)]
