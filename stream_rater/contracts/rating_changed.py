@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from stream_rater.contracts._checks import _fail, _finite, _kind, _no_unknown, _required, _string
 from stream_rater.contracts.timestamps import _parse_rfc3339
@@ -28,26 +28,37 @@ def rating_changed(
     late: bool = False,
     provisional: bool | None = None,
     expected: dict[str, float] | None = None,
+    before_rating: float | None = None,
 ) -> dict[str, Any]:
     """A rating-changed event in its wire form (field order as in the README's example): `before` and
     `after` are ``(mu, sigma)`` or a longer tuple that starts so (a stored state, a rating); ``event_id`` is ``<match_id>:<player_id>``, stable across
     redeliveries; ``late`` appears only when true; ``provisional`` only on a ladder whose rules
     mark provisional players (`config.rules`); ``expected`` (a match's events: what the read
-    API expected of the player's team before it, `rating.predict.expected`) when given."""
+    API expected of the player's team before it, `rating.predict.expected`) when given.
+    `before_rating` is the display rating before (what players saw): it gives ``before.rating``,
+    ``after.rating`` (= `rating`, so that each ``before`` is the player's previous ``after``)
+    and ``rating_delta`` = `rating` − `before_rating` (``delta`` is μ's change); events stored
+    before they carried it read back without them."""
+    before_state: dict[str, Any] = {"mu": before[0], "sigma": before[1]}
+    after_state: dict[str, Any] = {"mu": after[0], "sigma": after[1]}
+    if before_rating is not None:
+        before_state["rating"], after_state["rating"] = before_rating, rating
     event = {
         "event_id": f"{match_id}:{player_id}",
         "match_id": match_id,
         "ladder": ladder,
         "player_id": player_id,
         "model": model,
-        "before": {"mu": before[0], "sigma": before[1]},
-        "after": {"mu": after[0], "sigma": after[1]},
+        "before": before_state,
+        "after": after_state,
         "rating": rating,
         "delta": after[0] - before[0],
-        "games": games,
-        "finished_at": finished_at,
-        "processed_at": processed_at,
     }
+    if before_rating is not None:
+        event["rating_delta"] = rating - before_rating
+    event["games"] = games
+    event["finished_at"] = finished_at
+    event["processed_at"] = processed_at
     if late:
         event["late"] = True
     if provisional is not None:
@@ -70,6 +81,7 @@ def season_changed(
     processed_at: str,
     provisional: bool | None,
     params: dict[str, float],
+    before_rating: float | None = None,
 ) -> dict[str, Any]:
     """A rating-changed event of the season kind: a season of the ladder started (the record
     `season_id`) and the soft reset moved the player from `before` to `after`; ``season`` is
@@ -86,6 +98,7 @@ def season_changed(
         started_at,
         processed_at,
         provisional=provisional,
+        before_rating=before_rating,
     )
     event["kind"] = "season"
     event["season"] = {"id": season_id, "params": params}
@@ -103,6 +116,7 @@ def correction_changed(
     games: int,
     corrected_at: str,
     cause: dict[str, Any],
+    before_rating: float | None = None,
 ) -> dict[str, Any]:
     """A rating-changed event of the correction kind: a re-rate (voids, un-voids, new
     parameters) changed the player's state from `before` (what subscribers last saw) to
@@ -110,7 +124,17 @@ def correction_changed(
     is stable and unique across ladders; `cause` is ``{"id", "reason", "voided", "unvoided", "params"}``; ``games``
     may be 0 (the player's only matches were voided)."""
     event = rating_changed(
-        correction_id, ladder, player_id, model, before, after, rating, games, corrected_at, corrected_at
+        correction_id,
+        ladder,
+        player_id,
+        model,
+        before,
+        after,
+        rating,
+        games,
+        corrected_at,
+        corrected_at,
+        before_rating=before_rating,
     )
     event["kind"] = "correction"
     event["correction"] = cause
@@ -118,10 +142,12 @@ def correction_changed(
 
 
 class RatingState(TypedDict):
-    """A state as a rating-changed event carries it (sigma None for Elo-family models)."""
+    """A state as a rating-changed event carries it (sigma None for Elo-family models), with
+    ``rating``, the display rating players saw (absent from events stored before it was)."""
 
     mu: float
     sigma: float | None
+    rating: NotRequired[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +173,7 @@ class RatingChanged:
     provisional: bool | None = None
     season: dict[str, Any] | None = None
     expected: dict[str, float] | None = None
+    rating_delta: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form (`rating_changed` or `correction_changed`)."""
@@ -164,8 +191,11 @@ class RatingChanged:
             self.late,
             self.provisional,
             self.expected,
+            self.before.get("rating"),
         )
         wire["event_id"], wire["delta"] = self.event_id, self.delta
+        if self.rating_delta is not None:
+            wire["rating_delta"] = self.rating_delta
         if self.kind == "correction":
             wire["kind"], wire["correction"] = self.kind, self.correction
         elif self.kind == "season":
@@ -181,10 +211,11 @@ class RatingChanged:
         event_id, match_id, ladder, player_id, model = (
             _string(_required(d, name, ""), "", name, None) for name in _CHANGED_STRINGS
         )
-        before = _state(_required(d, "before", ""), "before")
-        after = _state(_required(d, "after", ""), "after")
+        before = _state(_required(d, "before", ""), "before", _RATED_FIELDS)
+        after = _state(_required(d, "after", ""), "after", _RATED_FIELDS)
         if (before["sigma"] is None) != (after["sigma"] is None):
             _fail("after.sigma", "must be null exactly when before.sigma is null")
+        rating_delta = _rating_delta(d, before, after)
         games, kind, correction, season = _games_and_kind(d)
         provisional, late = _flags(d)
         expected = d.get("expected")
@@ -211,7 +242,21 @@ class RatingChanged:
             provisional=provisional,
             season=season,
             expected=expected,
+            rating_delta=rating_delta,
         )
+
+
+def _rating_delta(d: dict[str, Any], before: RatingState, after: RatingState) -> float | None:
+    """A rating-changed object's ``rating_delta``, which comes exactly with ``before.rating``
+    and ``after.rating`` (the event's ``rating``)."""
+    rating_delta = d.get("rating_delta")
+    if (rating_delta is None) != ("rating" not in before):
+        _fail("rating_delta", "must be present exactly when before.rating is")
+    if ("rating" in after) != ("rating" in before):
+        _fail("after.rating", "must be present exactly when before.rating is")
+    if "rating" in after and after["rating"] != _finite(_required(d, "rating", ""), "", "rating"):
+        _fail("after.rating", "must equal rating")
+    return None if rating_delta is None else _finite(rating_delta, "", "rating_delta")
 
 
 def _games_and_kind(d: dict[str, Any]) -> tuple[int, str, Any, Any]:
@@ -266,6 +311,7 @@ _CHANGED_FIELDS = frozenset(
         "after",
         "rating",
         "delta",
+        "rating_delta",
         "games",
         "finished_at",
         "processed_at",
@@ -330,16 +376,20 @@ def _correction(value: Any) -> None:
 
 
 _STATE_FIELDS = frozenset({"mu", "sigma"})
+_RATED_FIELDS = _STATE_FIELDS | {"rating"}
 
 
-def _state(value: Any, path: str) -> RatingState:
+def _state(value: Any, path: str, fields: frozenset[str] = _STATE_FIELDS) -> RatingState:
     if not isinstance(value, dict):
         _fail(path, f"must be an object, got {_kind(value)}")
-    _no_unknown(value, _STATE_FIELDS, path)
+    _no_unknown(value, fields, path)
     mu = _finite(_required(value, "mu", path), path, "mu")
     sigma = _required(value, "sigma", path)
     if sigma is not None:
         sigma = _finite(sigma, path, "sigma")
         if sigma < 0.0:
             _fail(f"{path}.sigma", "must be >= 0")
-    return {"mu": mu, "sigma": sigma}
+    state: RatingState = {"mu": mu, "sigma": sigma}
+    if "rating" in value:
+        state["rating"] = _finite(value["rating"], path, "rating")
+    return state

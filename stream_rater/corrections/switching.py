@@ -86,4 +86,5 @@ class Compare:
             new.games,
             self.stamp,
             self.cause,
+            self.model.display(Rating(old.mu, old.sigma)),
         )

@@ -341,6 +341,7 @@ def _events(
                 before.last_played is not None and at < before.last_played,  # late: see `is_late`
                 None if provisional is None else provisional(games, after.sigma),
                 expectation[t],
+                display(Rating(before.mu, before.sigma)),
             )
             events.append(event)
             entries = history.get(pid)
@@ -417,6 +418,7 @@ def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> lis
             processed_at=s.processed_at,
             provisional=None if s.provisional is None else s.provisional(after.games, after.sigma),
             params=overrides,
+            before_rating=model.display(Rating(state.mu, state.sigma)),
         )
         events.append(event)
         changes.history.setdefault(pid, []).append(event)

@@ -3,11 +3,13 @@ histories): a plain rating-changed event of the key's ladder as a compact msgpac
 half the bytes of the event's map, which Redis then copies, stores and hands out the cheaper.
 
 The array is ``[match_id, player_id, model, before_mu, before_sigma, after_mu, after_sigma,
-rating, games, finished_at, processed_at, late, expected, provisional]`` (``expected``, the
-event's map of what was expected of the player's team, or nil; ``provisional`` the flag of a
-ladder whose rules mark provisional players: the trailing ones the event lacks are left out, so
-arrays written before events carried them have 12 or 13 items and read back as they were); ``event_id``, ``ladder``
-and ``delta`` are rebuilt on reading by `contracts.rating_changed`, which made the event, so a stored event reads
+rating, games, finished_at, processed_at, late, expected, provisional, before_rating]``
+(``expected``, the event's map of what was expected of the player's team, or nil;
+``provisional`` the flag of a ladder whose rules mark provisional players, or nil;
+``before_rating`` the display rating before the change, ``before.rating``; ``after.rating`` is
+the event's ``rating``. An event without ``before.rating`` — stored before events carried it — leaves out the trailing items it lacks,
+so it has 12 to 14 and reads back as it was); ``event_id``, ``ladder``, ``delta``,
+``after.rating`` and ``rating_delta`` are rebuilt on reading by `contracts.rating_changed`, which made the event, so a stored event reads
 back equal to the one written, field for field and in the same order. Any other event (a
 correction event, one whose fields are not exactly a plain event's) is stored as its msgpack
 map, and maps written before the compact form existed read back as they are.
@@ -30,11 +32,13 @@ from stream_rater.store.base import Event
 PACKER = msgpack.Packer(use_bin_type=True)
 
 _PLAIN = frozenset(rating_changed("m", "l", "p", "model", (0.0, 0.0), (0.0, 0.0), 0.0, 1, "t", "t"))
-#: The key sets a compact array can stand for: plain, with any of ``late``, ``provisional`` and
-#: ``expected``.
+_STATE = frozenset({"mu", "sigma"})
+_RATED = _STATE | {"rating"}
+#: The key sets a compact array can stand for: plain, with any of ``late``, ``provisional``,
+#: ``expected`` and ``rating_delta`` (with ``before.rating``).
 _COMPACT = frozenset(
-    _PLAIN | {k for k, on in zip(("late", "provisional", "expected"), bits) if on}
-    for bits in itertools.product((False, True), repeat=3)
+    _PLAIN | {k for k, on in zip(("late", "provisional", "expected", "rating_delta"), bits) if on}
+    for bits in itertools.product((False, True), repeat=4)
 )
 
 
@@ -46,10 +50,21 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
     if keys not in _COMPACT or late is not ("late" in keys) or event["ladder"] != ladder:
         return None
     before, after = event["before"], event["after"]
-    if before.keys() != after.keys() or len(before) != 2 or "mu" not in before or "sigma" not in before:
+    rated = "rating_delta" in keys
+    if before.keys() != after.keys() or before.keys() != (_RATED if rated else _STATE):
         return None
     match_id, player_id = event["match_id"], event["player_id"]
-    if event["event_id"] != f"{match_id}:{player_id}" or event["delta"] != after["mu"] - before["mu"]:
+    if (
+        event["event_id"] != f"{match_id}:{player_id}"
+        or event["delta"] != after["mu"] - before["mu"]
+        or (
+            rated
+            and (
+                event["rating_delta"] != event["rating"] - before["rating"]
+                or after["rating"] != event["rating"]
+            )
+        )
+    ):
         return None
     compact = [
         match_id,
@@ -70,6 +85,9 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         "provisional" in keys and not isinstance(provisional, bool)
     ):
         return None
+    if rated:
+        compact += (expected, provisional, before["rating"])
+        return compact
     if expected is not None or provisional is not None:
         compact.append(expected)
     if provisional is not None:
@@ -112,6 +130,7 @@ def stored_event(value: Any, ladder: str) -> Event:
         late,
         provisional=value[13] if len(value) > 13 else None,
         expected=value[12] if len(value) > 12 else None,
+        before_rating=value[14] if len(value) > 14 else None,
     )
 
 
@@ -162,7 +181,7 @@ def _entry(compact: list[Any]) -> list[Any]:
         expected = rest[0]
         keys = None if expected is None else tuple(expected)
         entry.append([_EXPECTED.index(keys), *expected.values()] if keys in _EXPECTED else expected)
-        entry += rest[1:]  # provisional
+        entry += rest[1:]  # provisional, before rating
     return entry
 
 
@@ -180,7 +199,7 @@ def _event_fields(entry: list[Any], player_id: str, model: str | None) -> list[A
         fields.append(
             dict(zip(_EXPECTED[expected[0]], expected[1:])) if isinstance(expected, list) else expected
         )
-        fields += rest[1:]  # provisional
+        fields += rest[1:]  # provisional, before rating
     return fields
 
 
@@ -188,7 +207,7 @@ def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
     """`event`, a change of `player_id` of `ladder`, as a history entry (``h:<b>``, see
     `store.redis.keys`): its 2-byte big-endian length, then msgpack ``[match_id, before_mu,
     before_sigma, after_mu, after_sigma, rating, games, finished_at, processed_at, late(,
-    expected(, provisional))]`` — the player, the model (`model`) and the ladder are the history's, not
+    expected, provisional, before_rating)]`` — the player, the model (`model`) and the ladder are the history's, not
     repeated; a UUID match id as its 16 bytes; the timestamps as microseconds where that reads
     back identical, ``processed_at`` then after ``finished_at``; an ``expected`` of the usual
     keys as their index in `_EXPECTED` then its values — or, for any other event, its msgpack

@@ -37,7 +37,7 @@ async def test_a_duel_is_explained_from_its_events_with_what_was_expected():
     )
     assert b["before"] == events["b"]["before"] and b["after"] == events["b"]["after"]
     model = LADDERS.get("default").rating_model
-    prior = [Rating(**e["before"]) for e in (b, a)]
+    prior = [Rating(e["before"]["mu"], e["before"]["sigma"]) for e in (b, a)]
     expected = predict(model, [[prior[0]], [prior[1]]])
     assert b["expected"] == {
         "win": pytest.approx(expected.win_probabilities[0]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from unittest.mock import ANY
 from importlib.resources import files
 
 import jsonschema
@@ -18,6 +19,7 @@ from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit, CommitConflict
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import match as wire_match
 from tests.unit.processing import LADDERS, fixed_clock, match
 
 
@@ -40,11 +42,45 @@ async def test_events_carry_the_contract_fields(processor):
     """Each rated player gets one rating-changed event with before/after, rating and delta."""
     [event_a, event_b] = (await processor.process([match("m1", ["a"], ["b"])])).events
     assert event_a["event_id"] == "m1:a" and event_a["model"] == "trueskill"
-    assert event_a["before"] == {"mu": 25.0, "sigma": pytest.approx(25 / 3)}
+    assert event_a["before"] == {"mu": 25.0, "sigma": pytest.approx(25 / 3), "rating": pytest.approx(0.0)}
     assert event_a["after"]["mu"] > 25.0 > event_b["after"]["mu"]
     assert event_a["rating"] == pytest.approx(event_a["after"]["mu"] - 3 * event_a["after"]["sigma"])
     assert event_a["delta"] == pytest.approx(event_a["after"]["mu"] - 25.0)
     assert event_a["processed_at"] == "2023-11-14T22:13:20Z"
+
+
+async def test_events_carry_the_rating_players_saw_before_and_its_change(processor):
+    """``before.rating`` is the closed-form display rating of the state before (μ − 3σ for
+    TrueSkill, μ for an Elo model), so it equals the player's previous event's ``rating``,
+    and ``rating_delta`` is exactly ``rating`` − ``before.rating`` — also where μ did not move
+    (a draw between equals) but the display rating did (σ shrank)."""
+    first = (await processor.process([match("m1", ["a"], ["b"])])).events
+    drawn = (
+        await processor.process(
+            [match("m2", ["a"], ["b"]), parse_match(wire_match("m3", ["c"], ["d"], ranks=[0, 0]), LADDERS)]
+        )
+    ).events
+    for event in first + drawn:
+        before = event["before"]
+        assert before["rating"] == before["mu"] - 3 * before["sigma"]
+        assert event["rating_delta"] == event["rating"] - before["rating"]
+        assert event["rating"] == event["after"]["rating"] == event["after"]["mu"] - 3 * event["after"]["sigma"]
+    assert (
+        drawn[0]["before"]["rating"] == first[0]["rating"]
+        and drawn[0]["before"]["mu"] == first[0]["after"]["mu"]
+    )
+    [c] = [e for e in drawn if e["player_id"] == "c"]
+    assert c["rating_delta"] > 0.5 and c["delta"] == 0.0
+    sph = {"ladder": "sph", "finished_at": 0}
+    teams = [
+        {"score": s, "players": [{"id": p, "score": s, "seconds_played": 900}]}
+        for p, s in (("a", 3), ("b", 1))
+    ]
+    for event in (
+        await processor.process([parse_match({**sph, "match_id": "s1", "teams": teams}, LADDERS)])
+    ).events:
+        assert event["before"] == {"mu": 500.0, "sigma": None, "rating": 500.0}
+        assert event["rating_delta"] == event["rating"] - 500.0 == event["delta"]
 
 
 async def test_redelivered_match_changes_nothing_and_reemits(processor):
@@ -193,7 +229,7 @@ async def test_a_late_match_is_applied_in_log_order_and_marked_for_the_late_play
         [[Rating(before.mu, before.sigma)], [Rating(25.0, 25 / 3)]],
         Outcome(ranks=[0, 1], elapsed=[[0.0], [None]]),
     )
-    assert result.events[0]["after"] == {"mu": no_gap[0][0].mu, "sigma": no_gap[0][0].sigma}
+    assert result.events[0]["after"] == {"mu": no_gap[0][0].mu, "sigma": no_gap[0][0].sigma, "rating": ANY}
     in_order = (await processor.process([match("m2", ["a"], ["b"], ladder="timed", at=11 * day)])).results[0]
     assert not is_late(in_order)
 
@@ -311,7 +347,7 @@ async def test_sph_ladder_uses_scores_and_time(processor):
         ],
     }
     [ea, eb] = (await processor.process([parse_match(event, LADDERS)])).events
-    assert ea["before"] == {"mu": 500.0, "sigma": None} and ea["model"] == "sph-elo"
+    assert ea["before"] == {"mu": 500.0, "sigma": None, "rating": 500.0} and ea["model"] == "sph-elo"
     assert ea["delta"] == pytest.approx(-eb["delta"]) and ea["delta"] > 0
 
 

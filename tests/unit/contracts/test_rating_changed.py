@@ -16,7 +16,13 @@ from tests.helpers import RATING_CHANGED as CHANGED
 def test_rating_changed_round_trips() -> None:
     """RatingChanged.from_dict(d).to_dict() == d for the documented example, Elo-style null sigmas too."""
     assert RatingChanged.from_dict(CHANGED).to_dict() == CHANGED
-    elo = {**CHANGED, "before": {"mu": 500.0, "sigma": None}, "after": {"mu": 510.0, "sigma": None}}
+    elo = {
+        **CHANGED,
+        "before": {"mu": 500.0, "sigma": None, "rating": 500.0},
+        "after": {"mu": 510.0, "sigma": None, "rating": 510.0},
+        "rating": 510.0,
+        "rating_delta": 10.0,
+    }
     assert RatingChanged.from_dict(elo).to_dict() == elo
 
 
@@ -37,9 +43,19 @@ def test_expected_round_trips_on_a_match_and_is_refused_on_a_correction() -> Non
 def test_rating_changed_accepts_integral_numbers() -> None:
     """Integers for mu, rating and delta and an integral float for games are accepted (JSON does not tell them apart)."""
     changed = RatingChanged.from_dict(
-        {**CHANGED, "before": {"mu": 25, "sigma": 8}, "rating": 6, "games": 3.0}
+        {
+            **CHANGED,
+            "before": {"mu": 25, "sigma": 8, "rating": 1},
+            "after": {"mu": 27.6, "sigma": 7.2, "rating": 6},
+            "rating": 6,
+            "games": 3.0,
+        }
     )
-    assert (changed.before, changed.rating, changed.games) == ({"mu": 25.0, "sigma": 8.0}, 6.0, 3)
+    assert (changed.before, changed.rating, changed.games) == (
+        {"mu": 25.0, "sigma": 8.0, "rating": 1.0},
+        6.0,
+        3,
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,6 +72,17 @@ def test_rating_changed_accepts_integral_numbers() -> None:
             "after.sigma: must be null exactly when before.sigma is null",
         ),
         ({"games": 0}, "games: must be >= 1"),
+        ({"rating_delta": None}, "rating_delta: must be present exactly when before.rating is"),
+        (
+            {"after": {"mu": 27.6, "sigma": 7.2}},
+            "after.rating: must be present exactly when before.rating is",
+        ),
+        ({"after": {"mu": 27.6, "sigma": 7.2, "rating": 5.0}}, "after.rating: must equal rating"),
+        (
+            {"before": {"mu": 1.0, "sigma": 1.0}},
+            "rating_delta: must be present exactly when before.rating is",
+        ),
+        ({"before": {"mu": 1.0, "sigma": 1.0, "rating": "x"}}, "before.rating: must be a number, got string"),
         ({"games": True}, "games: must be an integer, got boolean"),
         ({"rating": "6"}, "rating: must be a number, got string"),
         (

@@ -82,6 +82,7 @@ def test_schema_fields_are_the_dataclass_fields() -> None:
         "provisional",
         "season",
         "expected",
+        "rating_delta",  # absent only from events stored before they carried it
     }
 
 
@@ -407,6 +408,10 @@ CHANGED_INVALID = {
         "correction": {"id": "rerate:1", "reason": "", "voided": [], "unvoided": [], "params": {}},
     },
     "unknown kind": {**CHANGED_EXAMPLE, "kind": "refund"},
+    "rating_delta without before.rating": {**CHANGED_EXAMPLE, "before": {"mu": 25.0, "sigma": 8.333}},
+    "before.rating without rating_delta": {k: v for k, v in CHANGED_EXAMPLE.items() if k != "rating_delta"},
+    "non-numeric before.rating": {**CHANGED_EXAMPLE, "before": {**CHANGED_EXAMPLE["before"], "rating": "0"}},
+    "after without rating": {**CHANGED_EXAMPLE, "after": {"mu": 27.6, "sigma": 7.2}},
 }
 CORRECTION_EXAMPLE = {
     **CHANGED_EXAMPLE,
@@ -429,9 +434,20 @@ CHANGED_INVALID["correction voided not ids"] = {
 
 
 def test_rating_changed_example_passes_schema_and_validator() -> None:
-    """The README's rating-changed example, and its Elo form with null sigmas, pass both checks."""
-    elo = {**CHANGED_EXAMPLE, "before": {"mu": 500, "sigma": None}, "after": {"mu": 510, "sigma": None}}
-    for example in (CHANGED_EXAMPLE, elo, CORRECTION_EXAMPLE):
+    """The README's rating-changed example, its Elo form with null sigmas, and an event stored
+    before events carried ``before.rating`` and ``rating_delta`` pass both checks."""
+    elo = {
+        **CHANGED_EXAMPLE,
+        "before": {"mu": 500, "sigma": None, "rating": 500},
+        "after": {"mu": 510, "sigma": None, "rating": 510},
+        "rating": 510,
+        "rating_delta": 10,
+    }
+    older = {k: v for k, v in CHANGED_EXAMPLE.items() if k != "rating_delta"} | {
+        "before": {"mu": 25.0, "sigma": 8.333},
+        "after": {"mu": 27.6, "sigma": 7.2},
+    }
+    for example in (CHANGED_EXAMPLE, elo, CORRECTION_EXAMPLE, older):
         assert (CHANGED.is_valid(example), we_accept_changed(example)) == (True, True)
     assert RatingChanged.from_dict(CORRECTION_EXAMPLE).to_dict() == CORRECTION_EXAMPLE
 

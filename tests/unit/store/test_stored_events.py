@@ -45,6 +45,27 @@ def test_plain_events_round_trip_exactly_and_smaller(
     assert len(packed) < 0.7 * len(msgpack.packb(event, use_bin_type=True))
 
 
+@given(finite, st.none() | finite, finite, st.booleans(), st.booleans(), st.booleans())
+def test_before_rating_rides_in_the_compact_form_and_history_entries(
+    before_rating, b_sigma, rating, late, provisional, expected
+):
+    """An event with ``before.rating`` and ``rating_delta`` (with or without ``expected`` and
+    ``provisional``) is compact, in a marker and in a history entry, and reads back equal,
+    field for field; ``rating_delta`` is rebuilt as rating - before.rating."""
+    event = rating_changed(
+        "m1", LADDER, "a", "trueskill", (25.0, b_sigma), (27.0, b_sigma), rating, 3, "2004-08-06T18:13:50Z",
+        "2026-11-26T09:00:00.5Z", late, provisional if provisional else None,
+        {"win": 0.25, "draw": 0.5} if expected else None, before_rating,
+    )  # fmt: skip
+    assert event["before"]["rating"] == before_rating and event["rating_delta"] == rating - before_rating
+    packed = pack_event(event, LADDER)
+    compact = msgpack.unpackb(packed, raw=False)
+    assert isinstance(compact, list) and compact[14] == before_rating
+    assert list(read_back(packed).items()) == list(event.items())
+    [again] = unpack_entries(pack_entry(event, LADDER, "trueskill", "a"), LADDER, "a", "trueskill")
+    assert list(again.items()) == list(event.items())
+
+
 def test_expected_rides_in_the_compact_form_and_twelve_item_arrays_still_read():
     """An event with ``expected`` (either form, late or not) is compact and reads back equal;
     an array written before events carried it (12 items) reads back without it."""
