@@ -290,8 +290,8 @@ def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack)
     history = ladder_history(records, ladders, args.ladder, settings.limits())
     if not history.ordered:
         print(
-            f"warning: ladder {args.ladder!r} has records on partitions {sorted(history.positions)}; "
-            "taken by broker timestamp",
+            f"warning: split ladder {args.ladder!r}: records on partitions {sorted(history.positions)}; "
+            "taken by broker timestamp, then partition and offset",
             file=sys.stderr,
         )
     heads = asyncio.run(deleted_heads(settings, args.ladder, partitions=history.positions))

@@ -142,6 +142,8 @@ class VerifyReport:
     shadows: list[str] = field(default_factory=list)
     #: The checkpoint the recomputation started from (its `line`); None: the topic's start.
     checkpoint: str | None = None
+    #: The partitions the ladder's records were read from (more than one: a split ladder).
+    partitions: list[int] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [s.line() for s in self.skipped] + [d.line() for d in self.differences]
@@ -153,8 +155,12 @@ class VerifyReport:
             )
         if not self.ordered:
             out.append(
-                f"warning: ladder {self.ladder!r} has match records on several partitions; the order "
-                "between them was not defined, so differences may come from that"
+                f"warning: split ladder {self.ladder!r}: its match records are on partitions "
+                f"{self.partitions or 'several'} (a producer that does not hash the key by ladder). "
+                "The workers applied each exactly once, in the order they took them from those "
+                "partitions, which the log does not define; this check (like replay --from-topic "
+                "and rerate) took them by broker timestamp, then partition and offset, so "
+                "differences may come from that: rerate makes the ladder equal to this order"
             )
         if not self.caught_up:
             out.append(
@@ -309,6 +315,7 @@ async def compare(
         skipped=skipped,
         shadows=sorted(shadows or ()),
         checkpoint=start.line() if start is not None else None,
+        partitions=sorted(history.positions),
     )
 
 

@@ -99,7 +99,6 @@ def create_app(
         on_batch=recent.record,
         stopped=stopped,
         refusal=refusal,
-        partition_count=lambda topic: app.consumer.topic_partitions(topic),
     )
     guard, rebuilder = guard_losses(settings, ladders, timed, handler)
 

@@ -101,7 +101,6 @@ class BatchHandler:
         stopping: Callable[[], bool] = lambda: False,
         max_backoff: float = 5.0,
         on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
-        partition_count: Callable[[str], int | None] = lambda topic: None,
         stopped: dict[str, str] | None = None,
         guard: LossGuard | None = None,
         refusal: StoreRefusal | None = None,
@@ -109,8 +108,7 @@ class BatchHandler:
         dead_log: DeadLetterLog | None = None,
     ) -> None:
         """`on_batch` is called with each finished batch and its result (the dashboard's feed
-        and the consumer-lag measurement use it). `partition_count(topic)` is the topic's
-        partition count as the consumer knows it (None: unknown), for `OrderWatch`. `stopped`
+        and the consumer-lag measurement use it). `stopped`
         (ladder → reason) is filled while a ladder cannot be applied because the store lost
         it; readiness reads it. `guard`, if given, checks each partition for a lost store before
         its batches are applied, and holds lost ladders (its `report` and `recovered` should be
@@ -126,7 +124,7 @@ class BatchHandler:
         self.stopping = stopping
         self.max_backoff = max_backoff
         self.on_batch = on_batch
-        self.order_watch = OrderWatch(partition_count)
+        self.order_watch = OrderWatch()
         #: Ladder → why it is not being applied (a lost store); readiness reports it.
         self.stopped: dict[str, str] = {} if stopped is None else stopped
         self.guard = guard

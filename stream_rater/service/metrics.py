@@ -107,7 +107,17 @@ MATCHES_LATE = Counter(
 )
 MATCHES_MISKEYED = Counter(
     "stream_rater_matches_miskeyed",
-    "Match records not keyed by their ladder or not on the ladder's partition (order not guaranteed)",
+    "Match records not keyed by their ladder (order not guaranteed)",
+    ["ladder", "partition"],
+)
+SPLIT_LADDERS = Gauge(
+    "stream_rater_split_ladders",
+    "Partitions a split ladder's match records arrived on at this worker (present only when > 1)",
+    ["ladder"],
+)
+LADDER_PARTITION = Gauge(
+    "stream_rater_ladder_partition",
+    "1 for each partition of the matches topic a ladder's records arrived on at this worker",
     ["ladder", "partition"],
 )
 STORE_LOSSES = Counter(

@@ -49,6 +49,16 @@ def test_the_summary_says_none_differ_when_all_agree_and_how_many_when_not() -> 
     assert two.lines()[-1].endswith("; 7 players, 2 differ from the replay")
 
 
+def test_a_split_ladder_is_named_with_its_partitions_and_the_order_each_side_applied() -> None:
+    """A ladder read from two partitions: `verify` names it a split ladder, its partitions,
+    the order the workers applied (theirs) and the order it recomputed (broker timestamp)."""
+    split = VerifyReport("eu", 10, 7, [], ordered=False, rejected=0, caught_up=True, partitions=[0, 3])
+    [warning, _] = split.lines()
+    assert warning.startswith("warning: split ladder 'eu': its match records are on partitions [0, 3]")
+    assert "in the order they took them" in warning and "by broker timestamp" in warning
+    assert "rerate makes the ladder equal" in warning
+
+
 async def test_compare_checks_each_shadow_and_names_the_one_that_differs() -> None:
     """A store whose shadow was rated with other parameters than configured: the live ladder
     and the other shadow match their recomputation, the differing shadow's players are named."""

@@ -15,7 +15,7 @@ from aiokafka.errors import KafkaConnectionError
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import Limits, parse_match
-from stream_rater.kafka import LadderHistory, home_partition
+from stream_rater.kafka import LadderHistory
 from stream_rater.offline.replay import replay
 from stream_rater.offline.verify import compare
 from stream_rater.processor import Processor, Skipped, StoreLost
@@ -103,24 +103,39 @@ def miskeyed(ladder: str, partition: int) -> float:
     return metrics.MATCHES_MISKEYED.labels(ladder, str(partition))._value.get()
 
 
-def test_order_watch_counts_records_off_their_ladders_key_or_partition(caplog):
-    """A record keyed by its ladder on the ladder's partition passes; one keyed otherwise, or
-    on another partition, is counted per ladder and partition and warned about once per
-    interval."""
+def test_order_watch_counts_records_not_keyed_by_their_ladder(caplog):
+    """A record keyed by its ladder passes on whatever partition the ladder's records arrive
+    (any hashing partitioner); one keyed otherwise is counted per ladder and partition and
+    warned about once per interval."""
     now = [0.0]
-    watch = OrderWatch(lambda topic: 8, warn_every=60.0, clock=lambda: now[0])
-    home = home_partition("eu", 8)
-    away = (home + 1) % 8
-    before = miskeyed("eu", home), miskeyed("eu", away)
-    assert watch.check(Record(None, key=b"eu", partition=home), "eu")
-    assert not watch.check(Record(None, key=b"m-17", partition=home), "eu")
-    assert not watch.check(Record(None, key=b"eu", partition=away), "eu")
-    assert not watch.check(Record(None, key=b"eu", partition=away), "eu")
-    assert (miskeyed("eu", home) - before[0], miskeyed("eu", away) - before[1]) == (1, 2)
-    assert len([r for r in caplog.records if "'eu'" in r.getMessage()]) == 2
+    watch = OrderWatch(warn_every=60.0, clock=lambda: now[0])
+    before = miskeyed("eu", 5)
+    assert watch.check(Record(None, key=b"eu", partition=5), "eu")
+    assert not watch.check(Record(None, key=b"m-17", partition=5), "eu")
+    assert not watch.check(Record(None, key=None, partition=5), "eu")
+    assert miskeyed("eu", 5) - before == 2
+    assert len([r for r in caplog.records if "'eu'" in r.getMessage()]) == 1
     now[0] = 61.0
-    watch.check(Record(None, key=b"eu", partition=away), "eu")
-    assert len([r for r in caplog.records if "'eu'" in r.getMessage()]) == 3
+    watch.check(Record(None, key=b"m-18", partition=5), "eu")
+    assert len([r for r in caplog.records if "'eu'" in r.getMessage()]) == 2
+
+
+def test_order_watch_reports_a_split_ladder_by_name_with_the_fix(caplog):
+    """A ladder whose records arrive on a second partition is a split ladder: the gauge names
+    it with its partition count, each partition is marked for the alert rule, and the warning
+    names the partitions and the producer setting that fixes it; another ladder is untouched."""
+    watch = OrderWatch()
+    assert watch.check(Record(None, key=b"na", partition=1), "na")
+    assert watch.check(Record(None, key=b"eu-split", partition=2), "eu-split")
+    assert not watch.check(Record(None, key=b"eu-split", partition=3), "eu-split")
+    assert not watch.check(Record(None, key=b"eu-split", partition=0), "eu-split")
+    assert metrics.SPLIT_LADDERS.labels("eu-split")._value.get() == 3
+    marked = {p for ladder, p in metrics.LADDER_PARTITION._metrics if ladder == "eu-split"}
+    assert marked == {"0", "2", "3"}
+    assert ("na",) not in metrics.SPLIT_LADDERS._metrics
+    [first, *_] = [r.getMessage() for r in caplog.records if "split ladder 'eu-split'" in r.getMessage()]
+    assert "partitions [2, 3]" in first and "key every match by its ladder" in first
+    assert "round-robin" in first and "verify" in first
 
 
 async def test_late_matches_are_counted_once_per_applied_match():
