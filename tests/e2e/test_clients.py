@@ -28,15 +28,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers, read_log
+from tests.e2e.clients_support import consumed_by_java, consumed_by_kcat, java_tool, kcat, tools
 from tests.e2e.conftest import Scrape
 from tests.e2e.e2e_support import worker_test_env
 from tests.e2e.streams import Stream, by_event_id, exact, replay_events
-from tests.e2e.test_producers import consumed_by_java, consumed_by_kcat, java_tool, kcat, tools
 from tests.helpers import cli, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 
-__all__ = ["kcat", "tools"]  # fixtures shared with test_producers
+__all__ = ["kcat", "tools"]  # fixtures of clients_support
 
 GO_SOURCES = Path(__file__).with_name("goclients")
 PARTITIONS = 4

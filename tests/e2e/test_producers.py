@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,12 +23,14 @@ from aiokafka.record.memory_records import MemoryRecords
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers, read_log
-from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
+from tests.e2e.clients_support import consumed_by_java, consumed_by_kcat, java_tool, kcat, tools
 from tests.e2e.e2e_support import worker_test_env
 from tests.e2e.streams import Stream, by_event_id, exact, replay_events
 from tests.helpers import cli, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
+
+__all__ = ["kcat", "tools"]  # fixtures of clients_support
 
 #: Compression codecs of the Kafka protocol, by the number a record batch's attributes hold.
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -38,29 +39,6 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 PER_BATCH = 8
 #: A header every foreign producer sets (the worker ignores headers; they must not trip it).
 HEADER = ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
-
-
-@pytest.fixture(scope="module")
-def tools() -> Path:
-    """Kafka's command-line tools' jars (console producer and consumer)."""
-    try:
-        java_binary()
-        return kafka_libs(part="tools")
-    except JavaToolMissing as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
-def kcat() -> str:
-    found = shutil.which("kcat")
-    if not found:
-        pytest.skip("kcat (librdkafka's command-line client; Debian package kcat) is not installed")
-    return found
-
-
-def java_tool(tools: Path, main: str, *args: str) -> list[str]:
-    """The command line of one of Kafka's console tools."""
-    return [java_binary(), "-Xmx256m", "-cp", f"{tools}/*", main, *args]
 
 
 def publish_kcat(settings: Settings, codec: str, matches: list[dict]) -> None:
@@ -176,29 +154,6 @@ def offline_tools_agree(stream: Stream, expected: list[dict]) -> None:
         "--out", str(out), env=env, check=True)  # fmt: skip
     replayed = [json.loads(line) for line in out.read_text().splitlines()]
     assert by_event_id(replayed) == by_event_id(expected)
-
-
-def consumed_by_kcat(settings: Settings, count: int) -> list[dict]:
-    """The first `count` rating-changed events, read by librdkafka (kcat -C)."""
-    done = subprocess.run(
-        ["kcat", "-C", "-b", bootstrap_servers(settings.broker), "-t", settings.topic_updates,
-         "-o", "beginning", "-c", str(count), "-q", "-f", "%s\\n", "-X", "isolation.level=read_committed"],
-        check=True, timeout=60, capture_output=True,
-    )  # fmt: skip
-    return [json.loads(line) for line in done.stdout.splitlines()]
-
-
-def consumed_by_java(tools: Path, settings: Settings, count: int) -> list[dict]:
-    """The first `count` rating-changed events, read by Kafka's Java consumer (ConsoleConsumer)."""
-    argv = java_tool(
-        tools, "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        "--bootstrap-server", bootstrap_servers(settings.broker), "--topic", settings.topic_updates,
-        "--from-beginning", "--max-messages", str(count), "--timeout-ms", "60000",
-        "--consumer-property", "isolation.level=read_committed",
-    )  # fmt: skip
-    done = subprocess.run(argv, timeout=90, capture_output=True)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
-    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 async def compress_on_the_broker(settings: Settings, *topics: str) -> None:
