@@ -9,11 +9,27 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from stream_rater.corrections.planning import Entry, Progress
 from stream_rater.processor import Processor, process_skipping
+from stream_rater.store.base import Event
 
 
 def covers(reached: Mapping[int, int], positions: Mapping[int, int]) -> bool:
     """True when the topic was read at least up to the live positions."""
     return all(reached.get(p, 0) >= offset for p, offset in positions.items())
+
+
+def not_delivered(
+    held: Mapping[str, list[Event]], where: Mapping[str, tuple[int, int] | None], committed: Mapping[int, int]
+) -> dict[str, list[Event]]:
+    """Of `held` (match id → the events its marker still holds), the matches whose events are
+    not known to be with the broker. A worker acknowledges a batch only once its events are
+    with the broker, so a match whose record (`where`) is below the consumer group's
+    `committed` offset of its partition had them produced: its marker only waits for the
+    ladder's next commit to shrink. Sending those again would hand subscribers duplicates."""
+
+    def acknowledged(at: tuple[int, int] | None) -> bool:
+        return at is not None and at[1] < committed.get(at[0], 0)
+
+    return {m: events for m, events in held.items() if not acknowledged(where.get(m))}
 
 
 #: The fewest matches a build applies in one processor batch, however slow they are.
@@ -42,8 +58,9 @@ class Build:
         self.done = 0  # entries processed (applied, voided, duplicates or skipped)
         #: A line per match the model could not rate (skipped, as the worker dead-letters it).
         self.skipped: list[str] = []
-        #: The ids of the last `keep` matches processed, oldest first.
-        self.recent: OrderedDict[str, None] = OrderedDict()
+        #: The ids of the last `keep` matches processed, oldest first, with where their
+        #: records are (None: from a file).
+        self.recent: OrderedDict[str, tuple[int, int] | None] = OrderedDict()
         self.keep = recent
 
     def add(self, entries: list[Entry]) -> None:
@@ -72,7 +89,7 @@ class Build:
             self.skipped += [skip.line() for skip in skipped]
             newly = [r for r in result.results if not r.duplicate and not r.voided]
             self.applied += len(newly)
-            self.recent.update((match.match_id, None) for match, _ in chunk[-self.keep :])
+            self.recent.update((match.match_id, where) for match, where in chunk[-self.keep :])
             while len(self.recent) > self.keep:
                 self.recent.popitem(last=False)
             self.done += len(chunk)

@@ -49,7 +49,7 @@ from typing import Any
 from stream_rater.checkpoints import Checkpoint, seed
 from stream_rater.checkpoints.state import SEED_MARKERS, Deduped
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.corrections.building import Build, covers, players_of, touched
+from stream_rater.corrections.building import Build, covers, not_delivered, players_of, touched
 from stream_rater.corrections.planning import (
     DEFAULT_TUNING,
     FOLLOW_ROUNDS,
@@ -306,6 +306,7 @@ class Rerate:
         clock.step("compare")
         maybe |= {match.match_id for match, _ in last}
         held = await store.unproduced(ladder, live.live, [m for m in build.recent if m in maybe])
+        held = not_delivered(held, build.recent, self.history.committed())
         if held:
             await self.send([event for events in held.values() for event in events])
         clock.step("unproduced")

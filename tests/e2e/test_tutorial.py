@@ -7,6 +7,7 @@ the prior. If a command of the tutorial changes, this test fails."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,14 +21,19 @@ from pathlib import Path
 import pytest
 
 from stream_rater.config.ladders import Ladders
+from stream_rater.config.settings import Settings
+from stream_rater.kafka import committed_offsets, read_log
 from stream_rater.local.demo import stop_process, wait_ready
 from tests.e2e.e2e_support import replay_of
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "pages" / "tutorial.md"
 BIN = str(Path(sys.executable).parent)
 WEB = "http://127.0.0.1:6066"
+#: The broker and topics of the tutorial's `dev`.
+DEV = Settings(broker="localhost:9092")
 
 
 def tutorial_blocks(text: str) -> list[str]:
@@ -101,6 +107,14 @@ class Tutorial:
         assert {r["player_id"] for r in board["rows"]} == {"alice", "bob", "carol", "dave"}
         alice, bob = (team["win_probability"] for team in predict["teams"])
         assert alice > bob, predict
+        # A newcomer's pause before the next step: the worker commits its group's offsets
+        # (every second) past the matches it acknowledged, i.e. whose events the broker has.
+        wait_for(self.acknowledged, "the worker's group committed the tutorial's matches", 30)
+
+    def acknowledged(self) -> bool:
+        """The worker's consumer group has committed the end of the matches topic."""
+        records, reached = asyncio.run(read_log(DEV, DEV.topic_matches))
+        return bool(records) and asyncio.run(committed_offsets(DEV, DEV.topic_matches, reached)) == reached
 
     def void(self, result: subprocess.CompletedProcess) -> None:
         """With its only match voided, chess's players are back to the prior."""
@@ -111,6 +125,20 @@ class Tutorial:
             ("alice", True, 0),
             ("bob", True, 0),
         ], lookup
+        self.no_duplicates_after_the_void()
+
+    def no_duplicates_after_the_void(self) -> None:
+        """rating-updates holds each event once: the match events, then the void's two
+        correction events; none of the voided match's delivered events is sent again."""
+        count = len(self.replayed) + 2
+        flags = ["--broker", "localhost:9092", "--from-beginning", "--count", str(count)]
+        done = subprocess.run(
+            [f"{BIN}/stream-rater", "subscribe", *flags], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        ids = [e["event_id"] for e in json_lines(done.stdout)]
+        assert len(ids) == len(set(ids)) == count, sorted(ids)
+        assert set(ids) == set(self.replayed) | {f"rerate:chess:1:{p}" for p in ("alice", "bob")}, sorted(ids)
 
 
 #: Each block of the tutorial, in order: how to recognise it and the check of its output.

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import CorrectionRequest
+from stream_rater.contracts import CorrectionRequest, parse_match
 from stream_rater.corrections.rerate import Correction, Rerate
+from stream_rater.processor import Processor
 from stream_rater.store.memory import MemoryStore
+from tests.helpers import duel
 
 LADDERS = Ladders([Ladder("l", "trueskill")])
 
@@ -63,3 +65,49 @@ async def test_voids_already_as_asked_are_nothing_to_do():
     await store.set_voids("l", {"m1": {"reason": "", "at": 0.0}}, [], 0)
     report = await Rerate(store, LADDERS, Correction("void", "l", ("m1",)), NoHistory(), no_send).run()
     assert report.nothing_to_do and report.generation == 0
+
+
+class Topic:
+    """The ladder's history, all applied by the live worker, whose consumer group committed
+    `committed` of partition 0."""
+
+    def __init__(self, entries: list, committed: int) -> None:
+        self.entries, self.offset = entries, committed
+
+    async def read(self) -> list:
+        new, self.entries = self.entries, []
+        return new
+
+    def reached(self) -> dict[int, int]:
+        return {0: 4}
+
+    def committed(self) -> dict[int, int]:
+        return {0: self.offset}
+
+
+@pytest.mark.parametrize(("committed", "resent"), [(4, []), (2, ["m2:a", "m2:c", "m3:a", "m3:b"])])
+async def test_a_void_sends_again_only_the_live_events_not_known_with_the_broker(committed, resent):
+    """The worker produced its last batch (m2, m3) but its markers still hold their events (they
+    shrink at the ladder's next commit). With the group's offset past them, they are known with
+    the broker and the void sends only its correction events; with the offset before them
+    (the worker may have died before producing), it sends them again first."""
+    store = MemoryStore()
+    matches = [
+        parse_match(duel(f"m{i}", "abc"[i % 3], "abc"[(i + 1) % 3], ladder="l"), LADDERS) for i in range(4)
+    ]
+    worker = Processor(LADDERS, store)
+    worker.produced(await worker.process(matches[:2], [(0, 0), (0, 1)]))
+    worker.produced(await worker.process(matches[2:], [(0, 2), (0, 3)]))
+    assert set(await store.unproduced("l", 0, ["m0", "m1", "m2", "m3"])) == {"m2", "m3"}
+    sent: list[dict] = []
+
+    async def send(events: list[dict]) -> None:
+        sent.extend(events)
+
+    entries = [(m, (0, i)) for i, m in enumerate(matches)]
+    report = await Rerate(
+        store, LADDERS, Correction("void", "l", ("m1",)), Topic(entries, committed), send
+    ).run()
+    corrections = [e["event_id"] for e in sent if e.get("kind") == "correction"]
+    assert len(corrections) == report.corrections > 0
+    assert sorted(e["event_id"] for e in sent if e.get("kind") != "correction") == resent
