@@ -262,6 +262,7 @@ class Nemesis:
         """Run the correction command of `fault` (again after a refusal, up to `CORRECTION_TRIES`
         times) and log its outcome; one at a time (the corrections' resource lock)."""
         argv, correction = self._correction_command(fault)
+        correction.started = time.time()
         for attempt in range(CORRECTION_TRIES):
             time.sleep(CORRECTION_RETRY_DELAY if attempt else 0.0)
             try:
@@ -276,6 +277,7 @@ class Nemesis:
             correction.detail = (done.stderr.strip().splitlines() or [""])[-1]
             if done.returncode == 0:
                 break
+        correction.ended = time.time()
         self.corrections.append(correction)
         return f"{correction.outcome} {correction.detail}".strip()
 

@@ -48,6 +48,12 @@ class Correction:
     params: dict[str, float]
     outcome: str = ""
     detail: str = ""
+    #: When the command started and ended (epoch seconds).
+    started: float = 0.0
+    ended: float = 0.0
+    #: Rating-changed records written while it ran whose event id the topic already held (a
+    #: normal correction sends none; a fault's redelivery may).
+    duplicates: int = 0
 
 
 @dataclass
@@ -100,7 +106,11 @@ class Verdict:
     def lines(self) -> list[str]:
         out = [f"records: {', '.join(f'{k} {v:,}' for k, v in self.records.items())}"]
         out.append(f"matches applied: {self.matches_applied:,}")
-        out += [f"correction {c.kind} {c.ladder} {c.match}: {c.outcome} {c.detail}" for c in self.corrections]
+        out += [
+            f"correction {c.kind} {c.ladder} {c.match}: {c.outcome} {c.detail}; "
+            f"{c.duplicates} duplicate events while it ran"
+            for c in self.corrections
+        ]
         for name, oracle in self.oracles.items():
             out.append(f"oracle {name}: {'passed' if oracle.passed else 'FAILED'} — {oracle.detail}")
         out.append("verdict: " + ("every oracle passed" if self.passed else "VIOLATION"))
@@ -133,6 +143,7 @@ async def judge(
         dead, _ = await read_log(settings, settings.topic_dlq)
         valid, invalid = _classify(matches)
         events, applied = _events(valid, updates)
+        count_duplicates(updates, corrections)
         oracles = {
             "states": states,
             "events": events,
@@ -205,6 +216,20 @@ def _events(valid: Mapping[tuple[int, int], dict[str, Any]], updates: list[LogRe
         f"events there with one payload each, {chains:,} players' chains unbroken"
     )
     return Oracle(True, detail), applied
+
+
+def count_duplicates(updates: Iterable[LogRecord], corrections: Sequence[Correction]) -> None:
+    """Set each correction's `duplicates`: the records of `updates` (in partition and offset
+    order; one event id is always on one partition) that repeat an event id, timestamped while
+    the correction ran."""
+    seen: set[str] = set()
+    for record in updates:
+        event_id = json.loads(record.value)["event_id"]
+        if event_id not in seen:
+            seen.add(event_id)
+            continue
+        for c in corrections:
+            c.duplicates += c.started * 1000 <= record.timestamp <= c.ended * 1000
 
 
 def broken_chains(updates: Iterable[LogRecord]) -> tuple[int, list[str]]:

@@ -8,7 +8,15 @@ import json
 from collections import defaultdict
 
 from stream_rater.bench.chaos_schedule import KINDS, draw_schedule, match_record, record_kind
-from stream_rater.bench.chaos_verdict import ReadinessLog, _dead_letters, _events, _readiness
+from stream_rater.bench.chaos_verdict import (
+    Correction,
+    ReadinessLog,
+    Verdict,
+    _dead_letters,
+    _events,
+    _readiness,
+    count_duplicates,
+)
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import ValidationError, parse_match
 from stream_rater.kafka import LogRecord
@@ -112,3 +120,20 @@ def test_the_readiness_oracle_fails_on_a_held_ladder_answered_200():
     assert _readiness(log).passed
     log.sample(1, held=True, status=200)
     assert not _readiness(log).passed
+
+
+def test_duplicates_are_counted_per_correction_by_when_they_were_written():
+    """A record repeating an event id is counted for each correction that ran when it was
+    written; first copies, and repeats outside every correction, count for none."""
+    void = Correction("void", "duel-a", "m-1", {}, "done", started=10.0, ended=20.0)
+    rerate = Correction("rerate", "duel-b", "", {"beta": 3.0}, "done", started=30.0, ended=40.0)
+
+    def at(offset: int, seconds: float, event_id: str) -> LogRecord:
+        return LogRecord(
+            0, offset, int(seconds * 1000), None, json.dumps({"event_id": event_id}).encode(), ()
+        )
+
+    updates = [at(0, 5, "m1:a"), at(1, 12, "m1:a"), at(2, 15, "m2:b"), at(3, 25, "m2:b"), at(4, 35, "m1:a")]
+    count_duplicates(updates, [void, rerate])
+    assert (void.duplicates, rerate.duplicates) == (1, 1)
+    assert "1 duplicate events while it ran" in Verdict({}, 0, {}, [], [void]).lines()[2]
