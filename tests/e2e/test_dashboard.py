@@ -3,6 +3,7 @@ package, never a browser that Playwright downloads). Screenshots go to ``test-ar
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
 
@@ -47,6 +48,12 @@ def test_dashboard_shows_leaderboard_charts_feed_and_player_history(rated_worker
     assert page.locator("#quality-tiles .tile .value").first.inner_text() == str(len(PAIRS))
     page.locator("#feed li").first.wait_for()
     assert page.locator("#status").inner_text() == "ready"
+    # The feed shows the change players see (rating_delta), μ's change in its tooltip.
+    status, body = rated_worker.get("/api/feed?limit=60")
+    [*_, shown] = page.locator("#feed li").first.locator("span").all()
+    newest = json.loads(body)["events"][0]
+    assert status == 200 and float(shown.inner_text()) == pytest.approx(newest["rating_delta"], abs=0.006)
+    assert float(shown.get_attribute("title").removeprefix("μ ")) == pytest.approx(newest["delta"], abs=0.006)
     # The inflation panel: the ranked players and their total as stored (TrueSkill's μ − 3σ).
     page.locator("#inflation-tiles .tile").first.wait_for()
     tiles = page.locator("#inflation-tiles .tile .value").all_inner_texts()

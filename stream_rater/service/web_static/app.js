@@ -150,6 +150,11 @@ function drawOps({ worker, totals, lag, series }) {
     ...(rows.length ? rows : [el("p", { class: "muted", text: "No partition is assigned to this worker." })]));
 }
 
+// The change players see (the display rating's), or μ's for an event stored before events carried it.
+function shown(e) {
+  return e.rating_delta ?? e.delta;
+}
+
 async function refreshFeed() {
   try {
     const { events } = await api("/api/feed?limit=60");
@@ -158,7 +163,7 @@ async function refreshFeed() {
       el("span", { class: "who" },
         el("a", { href: playerHref(e.ladder, e.player_id), text: e.player_id }),
         el("small", { text: ` ${e.ladder}` })),
-      el("span", { class: e.delta >= 0 ? "up" : "down", text: signed(e.delta) }))));
+      el("span", { class: shown(e) >= 0 ? "up" : "down", text: signed(shown(e)), title: `μ ${signed(e.delta)}` }))));
   } catch (error) {
     // the status pill already says the worker is unreachable
   }
@@ -312,6 +317,7 @@ async function refreshPlayer(ladder, player) {
       el("td", { class: "num", text: num(e.after.mu) }),
       el("td", { class: e.delta >= 0 ? "up" : "down", text: signed(e.delta) }),
       el("td", { class: "num", text: num(e.rating) }),
+      el("td", { class: shown(e) >= 0 ? "up" : "down", text: signed(shown(e)) }),
       el("td", { class: "num", text: count(e.games) }),
       el("td", { class: "expected", text: expectation(e.expected) }));
     if (!e.kind || e.kind === "match") row.addEventListener("click", () => explain(ladder, e.match_id));
