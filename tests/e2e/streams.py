@@ -235,7 +235,8 @@ def assert_unbroken_chains(events: list[dict], states: dict) -> None:
         assert [e["games"] for e in chain] == list(range(1, len(chain) + 1)), player
         for prev, nxt in itertools.pairwise(chain):
             assert nxt["before"] == prev["after"], player
-        assert chain[-1]["after"] == {"mu": states[player].mu, "sigma": states[player].sigma}
+        last = chain[-1]["after"]
+        assert (last["mu"], last["sigma"]) == (states[player].mu, states[player].sigma), player
         assert states[player].games == len(chain)
 
 

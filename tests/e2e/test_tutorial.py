@@ -102,7 +102,11 @@ class Tutorial:
         """The lookup shows alice and bob as rated, the leaderboard the four of the team
         game, the predict favours chess-1's winner."""
         lookup, board, predict = json_lines(result.stdout)
-        after = {e["player_id"]: e["after"] for e in self.replayed.values() if e["ladder"] == "chess"}
+        after = {
+            e["player_id"]: {"mu": e["after"]["mu"], "sigma": e["after"]["sigma"]}
+            for e in self.replayed.values()
+            if e["ladder"] == "chess"
+        }
         assert {p["player_id"]: {"mu": p["mu"], "sigma": p["sigma"]} for p in lookup["players"]} == after
         assert {r["player_id"] for r in board["rows"]} == {"alice", "bob", "carol", "dave"}
         alice, bob = (team["win_probability"] for team in predict["teams"])

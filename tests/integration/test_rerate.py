@@ -65,6 +65,7 @@ class LiveLog:
 
     def __init__(self, entries: list[Entry], live: Processor, applied: int, step: int) -> None:
         self.entries, self.live, self.done, self.step = entries, live, applied, step
+        self.produced = applied  # matches whose events the worker produced (and so acknowledged)
         self._read = self._began = 0
 
     async def advance(self, n: int, produce: bool = True) -> None:
@@ -76,10 +77,12 @@ class LiveLog:
             if produce:
                 self.live.produced(result)
         self.done += len(chunk)
+        if produce and self.produced == self.done - len(chunk):
+            self.produced = self.done
 
     async def read(self) -> list[Entry]:
         if not self._read:
-            self._began = self.done
+            self._began = self.produced
         await self.advance(self.step)
         new, self._read = self.entries[self._read :], len(self.entries)
         return new
@@ -88,8 +91,8 @@ class LiveLog:
         return {0: self._read}
 
     def committed(self) -> dict[int, int]:
-        """The worker commits its offsets after the store: up to what it had applied when
-        the re-rate began (its first read)."""
+        """The worker commits its offsets once it produced a batch's events: up to what it
+        had produced when the re-rate began (its first read)."""
         return {0: self._began}
 
     def again(self) -> LiveLog:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from unittest.mock import ANY
 from importlib.resources import files
+from unittest.mock import ANY
 
 import jsonschema
 import pytest
@@ -64,7 +64,9 @@ async def test_events_carry_the_rating_players_saw_before_and_its_change(process
         before = event["before"]
         assert before["rating"] == before["mu"] - 3 * before["sigma"]
         assert event["rating_delta"] == event["rating"] - before["rating"]
-        assert event["rating"] == event["after"]["rating"] == event["after"]["mu"] - 3 * event["after"]["sigma"]
+        assert (
+            event["rating"] == event["after"]["rating"] == event["after"]["mu"] - 3 * event["after"]["sigma"]
+        )
     assert (
         drawn[0]["before"]["rating"] == first[0]["rating"]
         and drawn[0]["before"]["mu"] == first[0]["after"]["mu"]
