@@ -165,6 +165,7 @@ def _player(
         "after": event["after"],
         "delta": event["delta"],
         "rating": event["rating"],
+        "rating_delta": event.get("rating_delta"),
         "expected": expected,
         "actual": None if placing is None else _actual(*placing, two_teams),
         "idle": _idle(ladder, event, previous),

@@ -227,7 +227,10 @@ def _explained(row: dict[str, Any]) -> str:
         else f"ahead {100 * expected.get('ahead', 0):.1f} %, rank {expected.get('rank', 0):.2f}"
     )
     moved = f"mu {row['before']['mu']:.3f} -> {row['after']['mu']:.3f} ({row['delta']:+.3f})"
-    lines = [f"{row['player_id']}: {happened} (expected {hoped}); {moved}, rating {row['rating']:.3f}"]
+    shown = f"rating {row['rating']:.3f}" + (
+        f" ({row['rating_delta']:+.3f})" if row.get("rating_delta") is not None else ""
+    )
+    lines = [f"{row['player_id']}: {happened} (expected {hoped}); {moved}, {shown}"]
     if row["idle"]:
         idle = row["idle"]
         lines.append(

@@ -36,6 +36,7 @@ async def test_a_duel_is_explained_from_its_events_with_what_was_expected():
         {"result": "loss", "rank": 1},
     )
     assert b["before"] == events["b"]["before"] and b["after"] == events["b"]["after"]
+    assert b["rating_delta"] == events["b"]["rating_delta"] == b["rating"] - b["before"]["rating"]
     model = LADDERS.get("default").rating_model
     prior = [Rating(e["before"]["mu"], e["before"]["sigma"]) for e in (b, a)]
     expected = predict(model, [[prior[0]], [prior[1]]])
