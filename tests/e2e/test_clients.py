@@ -60,12 +60,16 @@ def goclients() -> Path:
     binary = cache / digest.hexdigest()[:16] / "goclients"
     if not binary.exists():
         binary.parent.mkdir(parents=True, exist_ok=True)
+        partial = binary.with_suffix(f".{os.getpid()}")  # the suite's two processes may both build
         built = subprocess.run(
-            [go, "build", "-o", str(binary.with_suffix(".tmp")), "."],
-            cwd=GO_SOURCES, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [go, "build", "-o", str(partial), "."],
+            cwd=GO_SOURCES,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert built.returncode == 0, built.stderr[-3000:]
-        binary.with_suffix(".tmp").rename(binary)
+        partial.replace(binary)
     return binary
 
 
