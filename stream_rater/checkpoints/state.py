@@ -95,6 +95,7 @@ def _commits(
                 positions=checkpoint.positions if last else {},
                 generation=generation,
                 quality=state.quality if i == 0 else {},
+                active_within=ladder.rules.active_within(),
             )
         )
     return commits

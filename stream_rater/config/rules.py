@@ -12,8 +12,9 @@ beside the model's own (README "Ladder rules"):
   player's last match).
 - ``leaderboard_min_games``, ``leaderboard_active_days`` D — a player is ranked once they
   have that many games and are not provisional, and while their last match lies within D days
-  of the read's clock. The first two are decided when a state is written (the leaderboard
-  holds only such players); activity is decided when reading.
+  of the read's clock. The leaderboard holds only such players: the first two are decided
+  when a state is written, and each commit takes players idle for D days off it (the few who
+  went idle since are skipped by the reads).
 - ``min_duration`` (seconds), ``min_players`` (rated players in the match) — a match below
   either is valid but unrated, like one sent with ``"rated": false``.
 - ``season_shrink`` k, ``season_sigma`` s — at a season start every player's rating is pulled
@@ -110,6 +111,11 @@ class Rules:
         if self.leaderboard_active_days is None:
             return None
         return now - self.leaderboard_active_days * DAY
+
+    def active_within(self) -> float | None:
+        """Seconds a player stays active after their last match, or None (no rule): the
+        commits trim the players idle longer off the leaderboard."""
+        return None if self.leaderboard_active_days is None else self.leaderboard_active_days * DAY
 
     def unrated_reason(self, match: MatchFinished) -> str | None:
         """Why `match` changes no rating — ``declared`` (``"rated": false``), ``min_duration``

@@ -460,4 +460,5 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         read_at=(s.snapshot.generation, s.snapshot.watermark),
         placings=changes.placings,
         quality={LIVE: (increments(changes.scores), changes.scores)} if changes.scores else {},
+        active_within=s.rules.active_within(),
     )

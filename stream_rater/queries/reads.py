@@ -8,18 +8,15 @@ the ladder has never seen gets the model's prior and is flagged ``"new": true``.
 
 Ladder rules (`config.rules`) apply here too: each player is flagged ``provisional`` (always
 false on a ladder without that rule) and carries their ``peak``; the leaderboard and the
-ranks and percentiles count eligible players only. Games and provisional status decide
-leaderboard membership when a state is written; recent activity (``leaderboard_active_days``)
-is decided here, against the read's own clock:
+ranks and percentiles count eligible players only. The store keeps a leaderboard of exactly
+those (games and provisional status decided when a state is written, idle players trimmed off
+by the commits), so that every rank read — rank, around-me, top-N, the player lookup, an ended
+season's board — is O(log N) whatever the rules; activity is counted against the read's own
+clock (the few players who went idle since the last trim are skipped).
 
-- a top-N read skips inactive players inside Redis: its cost grows with N plus the inactive
-  players above the N-th active one;
-- a player's rank counts the active players above them, by walking the leaderboard down to
-  the player, by going through the active players, or by counting the active players below
-  them on the rest of the leaderboard, whichever is fewer entries (``min(place, active
-  players, places below)``); the percentile's total is one count of the active
-  (`StateStore.active_places`; stream_rater/bench/README.md "Leaderboard eligibility"
-  has the measured costs).
+Ranks are standard competition ranking ("1224"): 1 + the players rated strictly higher, so tied
+players share a rank (and a percentile); inside a tie rows come by player id, descending
+(byte order), the same in every read (`store.BoardRow`).
 """
 
 from __future__ import annotations
@@ -55,7 +52,7 @@ from stream_rater.rating.predict import (
     predict,
     ranking_probabilities,
 )
-from stream_rater.store import Lookup, PlayerState, ReadStore
+from stream_rater.store import BoardRow, Lookup, PlayerState, ReadStore
 
 #: Most events one history page from the archive gives.
 ARCHIVE_PAGE = 1000
@@ -167,15 +164,13 @@ class Queries:
         }
 
     async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:
-        """State, display rating, leaderboard rank and percentile, games and last match of
-        each player (one store round trip)."""
+        """State, display rating, leaderboard rank (shared by tied players) and percentile, games
+        and last match of each player (two store round trips)."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(ids, "players", self.max_players)
         found = await self.store.lookup(ladder.name, ids)
-        since = ladder.rules.active_since(now)
-        if since is not None:
-            places, total = await self.store.active_places(ladder.name, ids, since)
-            found = Lookup(found.players, places, total)
+        ranks = await self.store.board_ranks(ladder.name, ids, ladder.rules.active_since(now))
+        found = Lookup(found.players, {p: r - 1 for p, r in ranks.ranks.items()}, ranks.total)
         return {
             "ladder": ladder.name,
             "model": ladder.model,
@@ -183,10 +178,9 @@ class Queries:
         }
 
     async def leaderboard(self, ladder_name: str, top: Any, now: float, season: Any = None) -> dict[str, Any]:
-        """The `top` eligible players by display rating, best first (three store round trips,
-        more when inactive players are skipped); of an ended `season` (1-based), its final
-        leaderboard as it was (activity is not applied to it), every field of a row the
-        player's state as that season left it.
+        """The `top` eligible players by display rating, best first, ranked (tied players share
+        a rank); of an ended `season` (1-based), its final leaderboard as it was (activity is
+        not applied to it), every field of a row the player's state as that season left it.
 
         Each row has the stored state (``mu``, ``sigma``) and the stored display rating the
         board is ordered by (``rating``), beside the time-aware view the other reads give:
@@ -199,10 +193,8 @@ class Queries:
         ended = await self.store.seasons(ladder.name)
         if season is not None:
             season = season_of(season, len(ended))
-            board = await self.store.leaderboard(ladder.name, top, season=season)
-        else:
-            board = await self._eligible_top(ladder, top, now)
-        rows = await self._rows(ladder, board, 1, None if season else now, season)
+        board = await self.store.board_top(ladder.name, top, ladder.rules.active_since(now), season)
+        rows = await self._rows(ladder, board, None if season else now, season)
         generations = await self.store.generations(ladder.name)
         return {
             "ladder": ladder.name,
@@ -217,53 +209,40 @@ class Queries:
     async def around(self, ladder_name: str, player_id: Any, n: Any, now: float) -> dict[str, Any]:
         """The leaderboard from `n` eligible players above `player_id` to `n` below, ranked as
         `leaderboard` ranks them; `UnknownPlayer` for a player the ladder has never seen,
-        `NotRanked` (saying which rule) for one it does not rank. Cost: the player's rank (one
-        ``ZREVRANK``, or with an activity rule ``min(place, active players, places below)``
-        entries, as for `players`) plus the rows."""
+        `NotRanked` (saying which rule) for one it does not rank. One store round trip, O(log N
+        + n) (two more for the rows' states)."""
         ladder = ladder_of(self.ladders, ladder_name)
         if not isinstance(player_id, str) or not player_id:
             raise QueryError("around: must be a non-empty player id")
         player = player_id
         n = n_of(n)
-        found = await self.store.lookup(ladder.name, [player])
-        state = found.players.get(player)
-        if state is None:
-            raise UnknownPlayer(f"{player} has not played on ladder {ladder.name!r}")
-        raw = found.places.get(player)
         since = ladder.rules.active_since(now)
-        if raw is None or (since is not None and (state.last_played or -math.inf) < since):
+        around = await self.store.board_around(ladder.name, player, n, since)
+        if around is None:
+            state = (await self.store.lookup(ladder.name, [player])).players.get(player)
+            if state is None:
+                raise UnknownPlayer(f"{player} has not played on ladder {ladder.name!r}")
             raise NotRanked(f"{player} is not ranked: {_unranked_reason(ladder, state, now)}")
-        if since is None:
-            first, ranked = max(0, raw - n), found.ranked
-            board = await self.store.leaderboard(ladder.name, raw - first + n + 1, start=first)
-        else:
-            places, ranked = await self.store.active_places(ladder.name, [player], since)
-            board = await self.store.active_around(ladder.name, raw, n, since)
-            first = places.get(player, 0) - next((i for i, (p, _) in enumerate(board) if p == player), 0)
-        rows = await self._rows(ladder, board, first + 1, now)
+        rows = await self._rows(ladder, around.rows, now)
+        ranked = around.total
         return {
             "ladder": ladder.name,
             "model": ladder.model,
             "player_id": player,
-            "rank": next((row["rank"] for row in rows if row["player_id"] == player), None),
+            "rank": around.rank,
             "ranked": ranked,
             "rows": rows,
         }
 
     async def _rows(
-        self,
-        ladder: Ladder,
-        board: Sequence[tuple[str, float]],
-        first_rank: int,
-        now: float | None,
-        season: int | None = None,
+        self, ladder: Ladder, board: Sequence[BoardRow], now: float | None, season: int | None = None
     ) -> list[dict[str, Any]]:
-        """Leaderboard rows of `board` (player, stored display rating), ranked from `first_rank`:
-        time-aware as of `now`, or frozen as the ended `season` left them (`now` None)."""
-        states = await self._board_states(ladder, [p for p, _ in board], season)
+        """Leaderboard rows of `board`: time-aware as of `now`, or frozen as the ended `season`
+        left them (`now` None)."""
+        states = await self._board_states(ladder, [row.player_id for row in board], season)
         return [
             self._row(ladder, rank, player_id, score, states[player_id], now)
-            for rank, (player_id, score) in enumerate(board, start=first_rank)
+            for player_id, score, rank in board
             if player_id in states
         ]
 
@@ -402,13 +381,6 @@ class Queries:
             n: model.initial_effect() if (s := stored.get(n)) is None else Rating(s.mu, s.sigma, s.extra)
             for n in names
         }
-
-    async def _eligible_top(self, ladder: Ladder, top: int, now: float) -> list[tuple[str, float]]:
-        """The live leaderboard's first `top` players who were active recently enough."""
-        since = ladder.rules.active_since(now)
-        if since is None:
-            return await self.store.leaderboard(ladder.name, top)
-        return await self.store.active_leaderboard(ladder.name, top, since)
 
     @staticmethod
     def _provisional(ladder: Ladder, state: PlayerState | None) -> bool:

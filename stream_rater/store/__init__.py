@@ -10,6 +10,10 @@
 from stream_rater.config.settings import DEFAULT_HISTORY, Settings
 from stream_rater.store.base import (
     DEFAULT_TIMEOUTS,
+    BoardAround,
+    BoardBehind,
+    BoardRanks,
+    BoardRow,
     Commit,
     CommitConflict,
     Lookup,
@@ -29,6 +33,10 @@ __all__ = [
     "ReadStore",
     "RerateStore",
     "VoidStore",
+    "BoardAround",
+    "BoardBehind",
+    "BoardRanks",
+    "BoardRow",
     "Commit",
     "CommitConflict",
     "Lookup",

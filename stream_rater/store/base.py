@@ -12,6 +12,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from stream_rater.store.roles import DeploymentStore, ReadStore, RerateStore
 from stream_rater.store.values import (
     DEFAULT_TIMEOUTS,
+    BoardAround,
+    BoardBehind,
+    BoardRanks,
+    BoardRow,
     Commit,
     CommitConflict,
     Event,
@@ -31,6 +35,10 @@ from stream_rater.store.values import (
 )
 
 __all__ = [
+    "BoardAround",
+    "BoardBehind",
+    "BoardRanks",
+    "BoardRow",
     "Commit",
     "CommitConflict",
     "DEFAULT_TIMEOUTS",

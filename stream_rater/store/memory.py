@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stream_rater.store.base import (
+    BoardAround,
+    BoardRanks,
+    BoardRow,
     Commit,
     CommitConflict,
     Event,
@@ -24,7 +27,7 @@ from stream_rater.store.base import (
     Void,
 )
 from stream_rater.store.status import refusal
-from stream_rater.store.values import QUALITY_WINDOW
+from stream_rater.store.values import QUALITY_WINDOW, trim_since
 
 
 @dataclass
@@ -141,8 +144,11 @@ class MemoryStore(StateStore):
 
     def _apply(self, gen: _Generation, commit: Commit) -> None:
         """Write `commit` (checked) into `gen`."""
-        if commit.season is not None:
-            gen.seasons[commit.season] = dict(gen.scores)
+        if commit.season is not None:  # the ending season's board: the eligible one
+            since = trim_since(commit, time.time())
+            gen.seasons[commit.season] = {
+                p: s for p, s in gen.scores.items() if since is None or gen.active.get(p, math.inf) >= since
+            }
             gen.season_states[commit.season] = {
                 w.player_id: gen.players[w.player_id]
                 for w in commit.writes
@@ -188,7 +194,7 @@ class MemoryStore(StateStore):
             scores = list(gen.seasons.values())[season - 1]
         else:
             raise KeyError(season)
-        return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[start : start + top]
+        return [(row.player_id, row.score) for row in _ranked(scores)[start : start + top]]
 
     async def season_states(
         self, ladder: str, season: int, player_ids: Sequence[str]
@@ -202,34 +208,54 @@ class MemoryStore(StateStore):
     async def seasons(self, ladder: str) -> list[str]:
         return list(self._generation(ladder, None).seasons)
 
-    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
-        return self._active_board(ladder, since)[:top]
+    async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
+        rows = {row.player_id: row.rank for row in self._board(ladder, since)}
+        return BoardRanks({p: rows[p] for p in player_ids if p in rows}, len(rows))
 
-    async def active_places(
-        self, ladder: str, player_ids: Sequence[str], since: float
-    ) -> tuple[dict[str, int], int]:
-        board = self._active_board(ladder, since)
-        place = {p: i for i, (p, _) in enumerate(board)}
-        return {p: place[p] for p in player_ids if p in place}, len(board)
+    async def board_top(
+        self, ladder: str, top: int, since: float | None, season: int | None = None
+    ) -> list[BoardRow]:
+        if season is None:
+            return self._board(ladder, since)[:top]
+        gen = self._generation(ladder, None)
+        if not 1 <= season <= len(gen.seasons):
+            raise KeyError(season)
+        return _ranked(list(gen.seasons.values())[season - 1])[:top]
+
+    async def board_around(
+        self, ladder: str, player_id: str, n: int, since: float | None
+    ) -> BoardAround | None:
+        rows = self._board(ladder, since)
+        at = next((i for i, row in enumerate(rows) if row.player_id == player_id), None)
+        if at is None:
+            return None
+        return BoardAround(rows[max(0, at - n) : at + n + 1], rows[at].rank, len(rows))
 
     async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
+        scores = [row.score for row in self._board(ladder, since)]
+        return RatingTotals(len(scores), math.fsum(scores), len(scores), math.fsum(scores))
+
+    async def recount_totals(self, ladder: str, since: float | None) -> RatingTotals:
+        return await self.rating_totals(ladder, since)
+
+    async def trim_board(self, ladder: str, since: float) -> int:
         gen = self._generation(ladder, None)
-        active = [s for p, s in gen.scores.items() if since is None or gen.active.get(p, -math.inf) >= since]
-        return RatingTotals(len(gen.scores), math.fsum(gen.scores.values()), len(active), math.fsum(active))
+        idle = [p for p, last in gen.active.items() if last < since]
+        for player_id in idle:
+            del gen.scores[player_id], gen.active[player_id]
+        return len(idle)
 
-    async def active_around(self, ladder: str, place: int, n: int, since: float) -> list[tuple[str, float]]:
+    async def board_entries(self, ladder: str, since: float | None) -> tuple[dict[str, float], float | None]:
+        rows = {row.player_id: row.score for row in self._board(ladder, since)}
+        return rows, math.fsum(rows.values())
+
+    def _board(self, ladder: str, since: float | None) -> list[BoardRow]:
+        """The live eligible leaderboard at `since`, ranked, in the Redis store's order (a player
+        written without a last match never goes idle)."""
         gen = self._generation(ladder, None)
-        board = await self.leaderboard(ladder, len(gen.scores))
-
-        def active(rows: list[tuple[str, float]]) -> list[tuple[str, float]]:
-            return [(p, score) for p, score in rows if gen.active.get(p, -math.inf) >= since]
-
-        return active(board[: place + 1])[-(n + 1) :] + active(board[place + 1 :])[:n]
-
-    def _active_board(self, ladder: str, since: float) -> list[tuple[str, float]]:
-        gen = self._generation(ladder, None)
-        active = {p: score for p, score in gen.scores.items() if gen.active.get(p, -math.inf) >= since}
-        return sorted(active.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+        if since is None:
+            return _ranked(gen.scores)
+        return _ranked({p: s for p, s in gen.scores.items() if gen.active.get(p, math.inf) >= since})
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
@@ -245,7 +271,7 @@ class MemoryStore(StateStore):
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         self.round_trips += 1
         players = self._generation(ladder, None).players
-        board = [p for p, _ in await self.leaderboard(ladder, len(self._generation(ladder, None).scores))]
+        board = [row.player_id for row in self._board(ladder, None)]
         place = {p: i for i, p in enumerate(board)}
         return Lookup(
             {p: players[p] for p in player_ids if p in players},
@@ -359,3 +385,14 @@ def _write(gen: _Generation, write: StateWrite) -> None:
     else:
         gen.scores.pop(write.player_id, None)
         gen.active.pop(write.player_id, None)
+
+
+def _ranked(scores: Mapping[str, float]) -> list[BoardRow]:
+    """`scores` as leaderboard rows, best first (ties: id descending, as Redis orders them),
+    each ranked 1 + the players scored strictly higher."""
+    rows: list[BoardRow] = []
+    for i, (player_id, score) in enumerate(
+        sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    ):
+        rows.append(BoardRow(player_id, score, rows[-1].rank if rows and rows[-1].score == score else i + 1))
+    return rows

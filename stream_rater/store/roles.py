@@ -18,6 +18,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from stream_rater.store.values import (
+    BoardAround,
+    BoardRanks,
+    BoardRow,
     Commit,
     CommitConflict,
     Event,
@@ -116,27 +119,47 @@ class ReadStore(GenerationsStore, Protocol):
         season n + 1 began with the n-th; the current season is ``len(...) + 1``."""
 
     @abstractmethod
-    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
-        """The first `top` players of the live leaderboard whose last match is at or after
-        `since` (ladders whose rules rank only active players), best first."""
+    async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
+        """The rank of each of `player_ids` on the live eligible leaderboard (`BoardRow`: tied
+        players share one; absent: not ranked, or idle since `since`, the read's activity
+        cutoff, None without an activity rule) and how many players it ranks. O(log N) per
+        player (`BoardBehind` when too many went idle since the last trim)."""
 
     @abstractmethod
-    async def active_places(
-        self, ladder: str, player_ids: Sequence[str], since: float
-    ) -> tuple[dict[str, int], int]:
-        """Each of `player_ids`' 0-based place among the live leaderboard's players active
-        since `since` (absent: not ranked, or not active), and how many those are."""
+    async def board_top(
+        self, ladder: str, top: int, since: float | None, season: int | None = None
+    ) -> list[BoardRow]:
+        """The first `top` rows of the live eligible leaderboard (players idle since `since`
+        left out), or of the final one of an ended `season` (1-based, activity not applied;
+        `KeyError` if it has not ended), best first, ranked. O(log N + top)."""
+
+    @abstractmethod
+    async def board_around(
+        self, ladder: str, player_id: str, n: int, since: float | None
+    ) -> BoardAround | None:
+        """The rows of the live eligible leaderboard from `n` above `player_id` to `n` below,
+        ranked, and the player's rank; None when the player is not on it. O(log N + n)."""
 
     @abstractmethod
     async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
-        """The live leaderboard's player count and display-rating sum, and those of its
-        players whose last match is at or after `since` (None: all of them count as active).
-        Read in bounded steps on a large ladder: not one snapshot while the ladder moves."""
+        """The live eligible leaderboard's player count and display-rating sum (players idle
+        since `since` left out): the running sum the commits keep, read in O(1)."""
 
-    async def active_around(self, ladder: str, place: int, n: int, since: float) -> list[tuple[str, float]]:
-        """The active (since `since`) players around the live leaderboard's 0-based `place`,
-        best first: the one at `place` (if active) and up to `n` more active above it, then up
-        to `n` active below it."""
+    @abstractmethod
+    async def recount_totals(self, ladder: str, since: float | None) -> RatingTotals:
+        """`rating_totals` counted again from every entry of the leaderboard, in bounded steps
+        (not one snapshot while the ladder moves): the check of the running sum."""
+
+    @abstractmethod
+    async def trim_board(self, ladder: str, since: float) -> int:
+        """Take every player idle since `since` off the live leaderboard, in bounded steps, as
+        the commits do a few at a time; how many it took off (the worker calls it on a ladder
+        whose commits stopped)."""
+
+    @abstractmethod
+    async def board_entries(self, ladder: str, since: float | None) -> tuple[dict[str, float], float | None]:
+        """The whole live eligible leaderboard (player → score, players idle since `since` left
+        out) and the running sum of its scores (None: not kept), for `verify`. O(N)."""
 
     @abstractmethod
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:

@@ -293,10 +293,25 @@ class Commit:
     #: Scorer name → (increments of its cumulative prediction-quality sums, the batch's match
     #: scores oldest first): see `processor.quality`; kept per (ladder, scorer).
     quality: Mapping[str, tuple[dict[str, float], list[list[Any]]]] = field(default_factory=dict)
+    #: Seconds a ranked player stays on the leaderboard after their last match (the ladder's
+    #: ``leaderboard_active_days``; None: no activity rule). The commit then trims the players
+    #: idle longer than that, as of its newest match, off the leaderboard (a few at a time).
+    active_within: float | None = None
 
     def __post_init__(self) -> None:
         if self.writes and not self.markers:
             raise ValueError(f"ladder {self.ladder!r}: a commit that writes states must apply a match")
+
+
+def trim_since(commit: Commit, now: float) -> float | None:
+    """The activity cutoff `commit` trims the leaderboard at (None: none): `active_within`
+    before its newest last match, or before `now` if that is earlier (a match dated in the
+    future trims nobody early). From the matches' own time, so a replay of old matches keeps
+    the board they leave, and reads, whose cutoff is their clock's, skip the rest."""
+    if commit.active_within is None:
+        return None
+    latest = max((w.active for w in commit.writes if w.active is not None), default=None)
+    return None if latest is None else min(latest, now) - commit.active_within
 
 
 #: Most recent match scores a store keeps per (ladder, scorer) (`Commit.quality`).
@@ -313,11 +328,56 @@ class Lookup:
     ranked: int
 
 
+class BoardRow(NamedTuple):
+    """One row of a leaderboard read: the player, the display rating the board is ordered by,
+    and their rank, standard competition ranking ("1224": 1 + the players rated strictly
+    higher, so tied players share a rank). Inside a tie rows come by player id, descending
+    (byte order: Redis's order of equal scores), the same in every read."""
+
+    player_id: str
+    score: float
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRanks:
+    """What `ReadStore.board_ranks` returns: each ranked player's rank (`BoardRow`; absent:
+    not eligible) and how many players are eligible."""
+
+    ranks: dict[str, int]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class BoardAround:
+    """What `ReadStore.board_around` returns: the rows from `n` above a player to `n` below
+    (fewer at the ends), the player's rank and how many players are eligible."""
+
+    rows: list[BoardRow]
+    rank: int
+    total: int
+
+
+class BoardBehind(RuntimeError):
+    """A leaderboard read refused rather than made slow: more players went idle since the
+    leaderboard was last trimmed than a read skips (the ladder had no commit for long and no
+    worker trimmed it). It passes once a commit or a worker's trim catches up."""
+
+    def __init__(self, ladder: str, idle: int) -> None:
+        super().__init__(
+            f"ladder {ladder!r}: more than {idle} players went idle since its leaderboard was last "
+            "trimmed; the read is refused rather than made slow until a commit or the worker's "
+            "trim (every inflation interval) takes them off"
+        )
+        self.ladder = ladder
+
+
 @dataclass(frozen=True, slots=True)
 class RatingTotals:
     """The live leaderboard's display ratings added up (`ReadStore.rating_totals`): how many
     players are ranked and the sum of their ratings, and the same of those among them active
-    since the read's `since` (every ranked player when no `since` is given)."""
+    since the read's `since` (every ranked player when no `since` is given). Idle players
+    leave the leaderboard, so both are of the eligible players: kept for the gauges' names."""
 
     ranked: int
     ranked_sum: float

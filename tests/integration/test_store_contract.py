@@ -8,7 +8,18 @@ import msgpack
 import pytest
 
 from stream_rater.contracts import rating_changed
-from stream_rater.store import Commit, CommitConflict, PlayerState, ReadRequest, StateWrite, open_store
+from stream_rater.store import (
+    BoardAround,
+    BoardBehind,
+    BoardRanks,
+    BoardRow,
+    Commit,
+    CommitConflict,
+    PlayerState,
+    ReadRequest,
+    StateWrite,
+    open_store,
+)
 from stream_rater.store.redis import RedisStore, ladder_key
 from stream_rater.store.redis.keys import bucket, marker_slots
 
@@ -427,40 +438,84 @@ async def test_a_write_without_a_score_takes_the_player_off_the_leaderboard(stor
             {"m1": []},
         )
     )
-    assert await store.active_places(ladder, ["a", "b"], 0.0) == ({"a": 0}, 1)
+    assert await store.board_ranks(ladder, ["a", "b"], 200.0) == BoardRanks({"b": 1}, 1)  # a: idle
+    assert await store.board_ranks(ladder, ["a", "b"], 0.0) == BoardRanks({"a": 1, "b": 2}, 2)
     await store.commit(Commit(ladder, [write("a", 28.0, 2, 1)], {"m2": []}))
     assert await store.leaderboard(ladder, 10) == [("b", 1.0)]
-    assert await store.active_places(ladder, ["a"], 0.0) == ({}, 0)
+    assert await store.board_ranks(ladder, ["a"], 0.0) == BoardRanks({}, 1)
     assert (await store.players(ladder, only=["a"]))["a"].mu == 28.0
     assert (await store.lookup(ladder, ["a", "b"])).places == {"b": 0}
 
 
-@pytest.mark.parametrize("step", [10_000, 7])
-@pytest.mark.parametrize("where", ["top", "ends", "bottom"])
-async def test_active_reads_skip_players_idle_since_a_time(store, ladder, where, step, monkeypatch):
-    """Top rows and places count only players active since the given time, in leaderboard
-    order (ties: id descending) — by walking the leaderboard (`where` top: few places above
-    the asked players), by going through the active players (ends: the asked players span the
-    board) or by walking the tail below them (bottom); in one step of the Redis script or in
-    many (`step` entries each)."""
-    monkeypatch.setattr("stream_rater.store.redis.store.BOARD_STEP", step)
-    players = [(f"p{i:03d}", float(i % 50), 1000.0 + (i * 37) % 200) for i in range(120)]
+def competition(scores: dict[str, float]) -> list[BoardRow]:
+    """The oracle: `scores` best first, ties by id descending, ranked 1 + those strictly higher."""
+    order = sorted(scores, key=lambda p: (scores[p], p), reverse=True)
+    return [BoardRow(p, scores[p], 1 + sum(s > scores[p] for s in scores.values())) for p in order]
+
+
+@pytest.mark.parametrize("since", [None, 1100.0])
+async def test_board_reads_rank_ties_alike_and_skip_idle_players(store, ladder, since):
+    """Top rows, ranks, around-me and totals of the eligible board: players idle since `since`
+    left out (still on the board: no commit trimmed them), ties ranked "1224" (1 + the players
+    strictly higher) and ordered by id descending, in every read."""
+    players = [(f"p{i:03d}", float(i % 17), 1000.0 + (i * 37) % 200) for i in range(120)]
     await store.commit(
-        Commit(
-            ladder, [write(p, 20.0, 1, 0, score=score, active=last) for p, score, last in players], {"m1": []}
-        )
+        Commit(ladder, [write(p, 20.0, 1, 0, score=score, active=last) for p, score, last in players], {"m1": []})
     )
-    since = 1100.0
-    oracle = sorted(((score, p) for p, score, last in players if last >= since), reverse=True)
-    assert await store.active_leaderboard(ladder, 7, since) == [(p, score) for score, p in oracle[:7]]
-    active_ids = [p for _, p in oracle]
-    asked = {"top": active_ids[:3], "ends": active_ids[:1] + active_ids[-2:], "bottom": active_ids[-3:]}[
-        where
-    ]
-    asked += ["p000" if "p000" not in active_ids else "nobody", "nobody"]
-    places, total = await store.active_places(ladder, asked, since)
-    assert total == len(oracle)
-    assert places == {p: active_ids.index(p) for p in asked if p in active_ids}
+    oracle = competition({p: score for p, score, last in players if since is None or last >= since})
+    assert await store.board_top(ladder, 9, since) == oracle[:9]
+    asked = [oracle[0].player_id, oracle[5].player_id, oracle[-1].player_id, "p001", "nobody"]
+    expected = {row.player_id: row.rank for row in oracle if row.player_id in asked}
+    assert await store.board_ranks(ladder, asked, since) == BoardRanks(expected, len(oracle))
+    for at in (0, 1, len(oracle) // 2, len(oracle) - 1):
+        around = await store.board_around(ladder, oracle[at].player_id, 3, since)
+        assert around == BoardAround(oracle[max(0, at - 3) : at + 4], oracle[at].rank, len(oracle))
+    assert await store.board_around(ladder, "nobody", 3, since) is None
+    totals = await store.rating_totals(ladder, since)
+    assert (totals.ranked, totals.active) == (len(oracle), len(oracle))
+    assert totals.ranked_sum == pytest.approx(sum(row.score for row in oracle), abs=1e-9)
+    assert await store.recount_totals(ladder, since) == totals
+
+
+async def test_a_board_read_past_too_many_idle_players_is_refused(store, ladder, monkeypatch):
+    """A read that would skip more idle players than the limit is refused (`BoardBehind`, one
+    line naming the ladder) rather than made slow; once trimmed, it answers."""
+    monkeypatch.setattr("stream_rater.store.redis.store.IDLE_READ_LIMIT", 5)
+    players = [(f"p{i}", float(i), 1000.0 + i) for i in range(20)]
+    await store.commit(
+        Commit(ladder, [write(p, 20.0, 1, 0, score=s, active=last) for p, s, last in players], {"m1": []})
+    )
+    if isinstance(store, RedisStore):
+        with pytest.raises(BoardBehind, match=rf"^ladder {ladder!r}: more than 5 players went idle"):
+            await store.board_top(ladder, 3, 1010.0)
+    assert await store.trim_board(ladder, 1010.0) == 10
+    assert [row.player_id for row in await store.board_top(ladder, 3, 1010.0)] == ["p19", "p18", "p17"]
+    assert (await store.board_ranks(ladder, ["p10", "p9"], 1010.0)).ranks == {"p10": 10}
+
+
+async def test_commits_trim_idle_players_and_keep_the_running_sum(store, ladder, monkeypatch):
+    """A commit with an activity rule (`active_within`) takes players idle since its newest
+    match off the board (a few per commit: the rest on later commits), re-scores and removes
+    keep the running sum equal to a recount, and an ended season's board is the eligible one."""
+    monkeypatch.setattr("stream_rater.store.redis.store.TOTALS_STEP", 7)
+    day = 86_400.0
+    writes = [write(f"p{i:03d}", 20.0, 1, 0, score=1000.0 + i * 0.37, active=i * day / 10) for i in range(300)]
+    await store.commit(Commit(ladder, writes, {"m1": []}, active_within=10 * day))  # trims < 19.9 days
+    more = [write("p299", 20.0, 2, 1, score=5.0, active=30 * day), write("p298", 20.0, 2, 1, active=30 * day)]
+    await store.commit(Commit(ladder, more, {"m2": []}, active_within=10 * day))  # trims < 20 days
+    since = 20 * day
+    kept = {w.player_id: w.leaderboard_score for w in writes[200:298]} | {"p299": 5.0}
+    entries, running = await store.board_entries(ladder, since)
+    assert entries == kept and running == pytest.approx(sum(kept.values()), abs=1e-6)
+    assert (await store.recount_totals(ladder, since)).ranked_sum == pytest.approx(running, abs=1e-6)
+    if isinstance(store, RedisStore):  # trimmed: only the players of the last 10 days are left
+        assert await store.client.zcard(ladder_key(ladder, "lb")) == len(kept)
+        assert await store.client.zcard(ladder_key(ladder, "act")) == len(kept)
+    season = Commit(ladder, [write("p297", 20.0, 2, 1, score=1.0, active=31 * day)], {"m3": []},
+                    season="s1", active_within=10 * day)  # fmt: skip
+    await store.commit(season)
+    ended = await store.board_top(ladder, 1000, None, season=1)
+    assert {row.player_id for row in ended} == {p for p in kept if p >= "p210"} | {"p299"}
 
 
 async def test_a_season_commit_keeps_the_ending_seasons_leaderboard(store, ladder):
@@ -630,28 +685,6 @@ def test_a_bad_prefix_is_one_line_naming_the_variable(prefix):
     """A prefix that could break the key layout, the hash tag or a scan pattern is refused."""
     with pytest.raises(ValueError, match=r"^STREAM_RATER_REDIS_PREFIX=.*letters, digits"):
         open_store("redis://127.0.0.1:1/0", prefix=prefix)
-
-
-@pytest.mark.parametrize("step", [10_000, 1500, 7])
-async def test_rating_totals_add_up_the_leaderboard_and_its_active_players(store, ladder, step, monkeypatch):
-    """The ranked players' count and display-rating sum, and those of the ones active since a
-    time (all of them without one), equal the sums over what was written — in one step of the
-    Redis script or many (`step` entries each, across its chunks of 1000); a player off the
-    leaderboard counts in neither."""
-    monkeypatch.setattr("stream_rater.store.redis.store.TOTALS_STEP", step)
-    players = [(f"p{i:04d}", 1400.0 + (i * 0.37) % 211, 1000.0 + (i * 37) % 200) for i in range(2600)]
-    writes = [write(p, score, 1, 0, score=score, active=last) for p, score, last in players]
-    await store.commit(Commit(ladder, [*writes, write("off", 9999.0, 1, 0)], {"m1": []}))
-    since = 1100.0
-    active = [score for _, score, last in players if last >= since]
-    totals = await store.rating_totals(ladder, since)
-    assert (totals.ranked, totals.active) == (len(players), len(active))
-    assert totals.ranked_sum == pytest.approx(sum(s for _, s, _ in players), rel=1e-12)
-    assert totals.active_sum == pytest.approx(sum(active), rel=1e-12)
-    everyone = await store.rating_totals(ladder, None)
-    assert (everyone.active, everyone.active_sum) == (everyone.ranked, everyone.ranked_sum)
-    empty = await store.rating_totals(f"{ladder}-none", since)
-    assert (empty.ranked, empty.ranked_sum, empty.active, empty.active_sum) == (0, 0.0, 0, 0.0)
 
 
 async def test_a_markers_placings_are_the_index_by_match(store, ladder):

@@ -1,209 +1,153 @@
--- Leaderboard reads that count only recently active players (ladder rules; see keys.py
--- for the key layout), done beside the data so that the entries skipped never leave Redis,
--- and done in steps of at most `budget` entries per call, so that a read of a large ladder
--- never blocks Redis for long: the client calls again from `cursor` until the answer is whole.
+-- Reads of the eligible leaderboard (see eligible.lua and keys.py), each O(log N) plus what it
+-- returns: the leaderboard holds only the players the ladder ranks, and on a ladder with an
+-- activity rule the commits (and the worker's trim) take idle players off it. The few who went
+-- idle since the last trim (last match before the read's `since`) are still on it: a read
+-- looks them up through the activity zset's time index and skips them, at most `limit` of
+-- them; more, and the read is refused ({'behind'}) rather than made slow.
 --
--- KEYS: 1 the leaderboard zset, 2 the activity zset (ranked player → last match), both of one
---       generation of one ladder.
+-- Ranks are standard competition ranking ("1224"): 1 + the players scored strictly higher
+-- (ZCOUNT of an exclusive range, less the idle ones above), so tied players share a rank;
+-- inside a tie the rows come as ZREVRANGE gives them, by member, descending (byte order).
+--
+-- KEYS: 1 the leaderboard zset (of one generation, or an ended season's copy), 2 the activity
+--       zset, 3 the meta hash (field 'lb:sum'), 4 the ladder's control hash.
 -- ARGV: 1 one msgpack map (raw strings):
---         mode    'top', 'places' or 'totals'
---         since   the oldest last match that counts as active ('totals': absent = everyone)
---         cursor  where this step starts (0 on the first call)
---         budget  most entries this step reads
---         top     ('top', 'above') rows still wanted
---         ids     ('places') the players whose places are wanted
---         path    ('places', after the first call) the path the first call chose
--- 'top' returns {next cursor or -1, id, score, id, score, …}: the next active players of the
--- leaderboard from place `cursor` on, best first (scores as Redis writes them).
--- 'above' returns {next cursor or -1, id, score, …}: the next active players going up the
--- leaderboard from place `cursor` - 1 (nearest first), the read of the players around one.
--- 'places' returns {total active, path, next cursor or -1, count for ids[1], …}: a count is
--- how many active players this step found above the player (the client adds the steps'
--- counts up), -1 for a player who is not ranked or not active. The first call chooses the
--- cheaper path: 'walk' down the leaderboard to the deepest asked player, go through the 'set'
--- of active players, or walk the 'tail' of the leaderboard below the shallowest asked player,
--- whichever is fewer entries. On the 'tail' path a count is of the active players found
--- *below* the player: the client's rank is then total - 1 - that count.
--- 'totals' returns {next cursor or -1, ranked, sum of their scores, active, sum of theirs} of
--- places cursor .. cursor + budget - 1 (sums as strings, "%.17g": a Lua number in a reply
--- would be cut to an integer); the client adds the steps up.
+--         op          'ranks', 'top', 'around', 'totals', 'recount' or 'trim'
+--         generation  the generation the keys are of, which must be the live one (`mode`
+--                     'live', see common.lua)
+--         since       nil (no activity rule, or an ended season's board), or the oldest last
+--                     match that counts as active
+--         limit       most idle players a read skips
+--         ids         ('ranks') the players asked
+--         top         ('top') rows wanted
+--         id, n       ('around') the player, and rows wanted above and below
+--         cursor, budget ('recount', 'trim') where the step starts, most entries it reads
+-- Returns {'generation', g} or {'gone', g} for keys of another generation (wrong_generation),
+-- {'behind', limit} when too many idle players are left to skip, else {'ok', …}:
+--   'ranks'   {'ok', eligible, rank of ids[1] or -1, …}
+--   'top'     {'ok', eligible, id, score, rank, …} best first
+--   'around'  {'ok', eligible, rank of id or -1, id, score, rank, …} best first
+--   'totals'  {'ok', eligible, sum of their scores or '' (no running sum kept yet)}
+--   'recount' {'ok', next cursor or -1, count, sum} of the active entries at places cursor ..
+--             cursor + budget - 1 (an exact pass in steps, the check of the running sum)
+--   'trim'    {'ok', players taken off} (at most budget; writes)
+-- Scores and sums are strings (a Lua number in a reply would be cut to an integer).
 local args = cmsgpack.unpack(ARGV[1])
-local board, activity, since = KEYS[1], KEYS[2], args.since
-local cursor, budget = args.cursor, args.budget
-local CHUNK = 1000
+local board, activity, meta = KEYS[1], KEYS[2], KEYS[3]
+local refused = wrong_generation(KEYS[4], args)
+if refused then return refused end
 
--- Which of `members` (an array) are active: an array of booleans.
-local function active_of(members)
-  local out = {}
-  for i = 1, #members, CHUNK do
-    local j = math.min(i + CHUNK - 1, #members)
-    local last = redis.call('ZMSCORE', activity, unpack(members, i, j))
-    for x = 1, #last do out[i + x - 1] = last[x] and tonumber(last[x]) >= since end
-  end
-  return out
+if args.op == 'trim' then
+  return {'ok', trim_board(board, activity, meta, args.since, args.budget)}
 end
 
-if args.mode == 'top' then
-  local out = {-1}
-  local found, start, stop = 0, cursor, cursor + budget
-  while found < args.top and start < stop do
-    local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, stop) - 1, 'WITHSCORES')
-    if #page == 0 then return out end
-    local members = {}
-    for i = 1, #page, 2 do members[#members + 1] = page[i] end
-    local active = active_of(members)
-    for i = 1, #members do
-      if active[i] then
-        out[#out + 1] = page[2 * i - 1]
-        out[#out + 1] = page[2 * i]
-        found = found + 1
-        if found == args.top then
-          out[1] = start + i
-          return out
-        end
+if args.op == 'recount' then
+  local count, sum, start = 0, 0, args.cursor
+  local page = redis.call('ZRANGE', board, start, start + args.budget - 1, 'WITHSCORES')
+  local members = {}
+  for i = 1, #page, 2 do members[#members + 1] = page[i] end
+  local last = args.since and board_scores(activity, members)
+  for i = 1, #members do
+    if not last or (last[i] and last[i] >= args.since) then
+      count, sum = count + 1, sum + tonumber(page[2 * i])
+    end
+  end
+  local after = #members < args.budget and -1 or start + #members
+  return {'ok', after, count, board_number(sum)}
+end
+
+-- The players on the board idle since `since`: their ids (a set id → score) and scores, or
+-- nil when there are more than the limit.
+local idle_scores, idle = {}, {}
+if args.since then
+  local ids = redis.call('ZRANGEBYSCORE', activity, '-inf', '(' .. board_number(args.since),
+                         'LIMIT', 0, args.limit + 1)
+  if #ids > args.limit then return {'behind', args.limit} end
+  for i, score in ipairs(board_scores(board, ids)) do
+    if score then idle[ids[i]] = score; idle_scores[#idle_scores + 1] = score end
+  end
+end
+local eligible = redis.call('ZCARD', board) - #idle_scores
+
+-- The rank of a player scored `score` (Redis's string of it): 1 + the eligible scored higher.
+local function rank_of(score)
+  local above = redis.call('ZCOUNT', board, '(' .. score, '+inf')
+  local value = tonumber(score)
+  for _, s in ipairs(idle_scores) do
+    if s > value then above = above - 1 end
+  end
+  return above + 1
+end
+
+-- `page` (ZREVRANGE … WITHSCORES) without the idle players, as rows {id, score, rank}: the
+-- first row's rank is `first` (nil: counted), each next one shares its predecessor's on a
+-- tie, else is `first` + its index when `first` is given (a page from the top), else counted.
+local function rows_of(page, first)
+  local rows = {}
+  for i = 1, #page, 2 do
+    if idle[page[i]] == nil then
+      local row, before = {page[i], page[i + 1]}, rows[#rows]
+      if before and tonumber(before[2]) == tonumber(row[2]) then
+        row[3] = before[3]
+      elseif first then
+        row[3] = first + #rows
+      else
+        row[3] = rank_of(row[2])
       end
+      rows[#rows + 1] = row
     end
-    start = start + #members
   end
-  out[1] = start
+  return rows
+end
+
+if args.op == 'ranks' then
+  local out = {'ok', eligible}
+  for i, id in ipairs(args.ids) do
+    local score = redis.call('ZSCORE', board, id)
+    out[i + 2] = (score and idle[id] == nil) and rank_of(score) or -1
+  end
   return out
 end
 
-if args.mode == 'totals' then
-  local ranked, ranked_sum, active, active_sum = 0, 0, 0, 0
-  local start, stop = cursor, cursor + budget
-  while start < stop do
-    local last = math.min(start + CHUNK, stop) - 1
-    local page = redis.call('ZRANGE', board, start, last, 'WITHSCORES')
-    local members = {}
-    for i = 1, #page, 2 do members[#members + 1] = page[i] end
-    local counts = since and active_of(members)
-    for i = 1, #members do
-      local score = tonumber(page[2 * i])
-      ranked, ranked_sum = ranked + 1, ranked_sum + score
-      if not counts or counts[i] then active, active_sum = active + 1, active_sum + score end
-    end
-    start = start + #members
-    if #members < last - (start - #members) + 1 then
-      start = -1
-      break
-    end
+if args.op == 'top' then
+  local out = {'ok', eligible}
+  if args.top < 1 then return out end
+  local page = redis.call('ZREVRANGE', board, 0, args.top + #idle_scores - 1, 'WITHSCORES')
+  for i, row in ipairs(rows_of(page, 1)) do
+    if i > args.top then break end
+    out[#out + 1] = row[1]; out[#out + 1] = row[2]; out[#out + 1] = row[3]
   end
-  return {start, ranked, string.format('%.17g', ranked_sum), active, string.format('%.17g', active_sum)}
-end
-
-if args.mode == 'above' then
-  local out = {-1}
-  local found, stop, low = 0, cursor, math.max(0, cursor - budget)
-  while found < args.top and stop > low do
-    local start = math.max(low, stop - CHUNK)
-    local page = redis.call('ZREVRANGE', board, start, stop - 1, 'WITHSCORES')
-    if #page == 0 then return out end
-    local members = {}
-    for i = 1, #page, 2 do members[#members + 1] = page[i] end
-    local active = active_of(members)
-    for i = #members, 1, -1 do
-      if active[i] then
-        out[#out + 1] = page[2 * i - 1]
-        out[#out + 1] = page[2 * i]
-        found = found + 1
-        if found == args.top then
-          out[1] = start + i - 1
-          return out
-        end
-      end
-    end
-    stop = start
-  end
-  if stop > 0 then out[1] = stop end
   return out
 end
 
-local total = redis.call('ZCOUNT', activity, since, '+inf')
-local ids = args.ids
-local raw, deepest, shallowest = {}, -1, math.huge
-local asked = active_of(ids)
-for i, id in ipairs(ids) do
-  local rank = asked[i] and redis.call('ZREVRANK', board, id)
-  raw[i] = rank or -1
-  if rank and rank > deepest then deepest = rank end
-  if rank and rank < shallowest then shallowest = rank end
-end
-local ranked = redis.call('ZCARD', board)
-local path = args.path
-if not path then
-  local tail = ranked - 1 - shallowest
-  path = (deepest <= total and deepest <= tail and 'walk') or (total <= tail and 'set') or 'tail'
-end
-local out = {total, path, -1}
-for i = 1, #ids do out[i + 3] = raw[i] >= 0 and 0 or -1 end
-if deepest < 0 then return out end
-
--- Go down the leaderboard's places start .. stop - 1; each active one counts for every asked
--- player `counts(their place, its place)` says. Returns where it stopped.
-local function count_down(start, stop, counts)
-  while start < stop do
-    local page = redis.call('ZREVRANGE', board, start, math.min(start + CHUNK, stop) - 1)
-    if #page == 0 then break end
-    local active = active_of(page)
-    for x = 1, #page do
-      if active[x] then
-        local place = start + x - 1
-        for i = 1, #ids do
-          if counts(raw[i], place) then out[i + 3] = out[i + 3] + 1 end
-        end
-      end
-    end
-    start = start + #page
+if args.op == 'around' then
+  local place = redis.call('ZREVRANK', board, args.id)
+  if not place or idle[args.id] ~= nil then return {'ok', eligible, -1} end
+  local wide = args.n + #idle_scores
+  local page = redis.call('ZREVRANGE', board, math.max(0, place - wide), place + wide, 'WITHSCORES')
+  local found = {}
+  for i = 1, #page, 2 do
+    if idle[page[i]] == nil then found[#found + 1] = {page[i], page[i + 1]} end
   end
-  return start
-end
-
-if path == 'tail' then
-  -- Places below the shallowest asked player, cursor entries of them already counted.
-  local start = shallowest + 1 + cursor
-  start = count_down(start, math.min(start + budget, ranked), function(rank, place)
-    return rank >= 0 and rank < place
-  end)
-  if start < ranked then out[3] = start - shallowest - 1 end
+  local at = 1
+  while found[at][1] ~= args.id do at = at + 1 end
+  local flat = {}
+  for i = math.max(1, at - args.n), math.min(#found, at + args.n) do
+    flat[#flat + 1] = found[i][1]; flat[#flat + 1] = found[i][2]
+  end
+  local out = {'ok', eligible, -1}
+  for _, row in ipairs(rows_of(flat, nil)) do
+    if row[1] == args.id then out[3] = row[3] end
+    out[#out + 1] = row[1]; out[#out + 1] = row[2]; out[#out + 1] = row[3]
+  end
   return out
 end
 
-if path == 'walk' then
-  -- Places cursor .. stop - 1 of the leaderboard: count the active ones above each player.
-  local start = count_down(cursor, math.min(cursor + budget, deepest), function(rank, place)
-    return rank > place
-  end)
-  if start < deepest then out[3] = start end
-  return out
+-- 'totals'
+local sum = redis.call('HGET', meta, BOARD_SUM)
+if not sum then
+  return {'ok', eligible, redis.call('ZCARD', board) == 0 and '0' or ''}
 end
-
--- The active players are the activity set's last `total` members, paged by index; each one
--- ranked above an asked player (score, then member, both descending) counts for them.
-local scores = {}
-for i, id in ipairs(ids) do
-  if raw[i] >= 0 then scores[i] = tonumber(redis.call('ZSCORE', board, id)) end
-end
-local card = redis.call('ZCARD', activity)
-local first = card - total
-local start, stop = first + cursor, math.min(first + cursor + budget, card)
-while start < stop do
-  local page = redis.call('ZRANGE', activity, start, math.min(start + CHUNK, stop) - 1)
-  if #page == 0 then break end
-  local rated = redis.call('ZMSCORE', board, unpack(page))
-  for x = 1, #page do
-    local score = rated[x] and tonumber(rated[x])
-    if score then
-      for i, id in ipairs(ids) do
-        local own = scores[i]
-        -- A tie is ordered as ZREVRANK orders it (bytes, not the server's collation).
-        if own and (score > own or (score == own and redis.call('ZREVRANK', board, page[x]) < raw[i])) then
-          out[i + 3] = out[i + 3] + 1
-        end
-      end
-    end
-  end
-  start = start + #page
-end
-if start < card then out[3] = start - first end
-return out
+local value = tonumber(sum)
+for _, s in ipairs(idle_scores) do value = value - s end
+return {'ok', eligible, board_number(value)}

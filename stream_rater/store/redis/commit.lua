@@ -29,6 +29,10 @@
 --         scores           per write, leaderboard score as a decimal string (exact) or nil
 --                          (= not on the leaderboard: removed from it and the activity zset)
 --         activity         nil, or per write the player's last match for the activity zset
+--         trim_since       nil, or the oldest last match that keeps a player on the leaderboard
+--                          (the ladder's activity rule as of the commit's clock): older ones
+--                          are trimmed off it (`rank`); 'lb:sum' in the meta hash keeps the
+--                          sum of the leaderboard's scores
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to its key and the written players' states to the archive buckets
 --                          first, and the id appended to the seasons list
@@ -138,29 +142,41 @@ local function refusal(key, args, groups, writes, B)
   return nil
 end
 
--- The leaderboard and activity zsets after the player writes `of`.
+-- ---- The eligible leaderboard (rank-store; eligible.lua has the helpers) ----------------
+-- Players idle since `trim_since` leave the leaderboard at most this many per commit (bounded
+-- work: the worker's trim takes the rest, and reads skip the few left, see board.lua).
+local TRIM_STEP = 256
+
+-- The leaderboard and activity zsets after the player writes `of`, and the leaderboard's sum:
+-- a write is ranked with a score unless it is idle since `trim_since` (a late match of an idle
+-- player); then players idle since `trim_since` are trimmed off.
 local function rank(key, args, of)
-  local ids, scores, scored, unranked = args.ids, args.scores, {}, {}
+  local ids, scores, activity, since = args.ids, args.scores, args.activity, args.trim_since
+  local members, scored, unranked, active, added = {}, {}, {}, {}, 0
   for _, w in ipairs(of) do
-    if scores[w] then
+    members[#members + 1] = ids[w]
+    local last = activity and activity[w]
+    if scores[w] and not (since and last and last < since) then
       scored[#scored + 1] = scores[w]; scored[#scored + 1] = ids[w]
+      added = added + tonumber(scores[w])
+      if last then active[#active + 1] = last; active[#active + 1] = ids[w] end
     else
       unranked[#unranked + 1] = ids[w]
     end
   end
+  if #members == 0 then return end
+  local removed = 0
+  for _, score in ipairs(board_scores(key(2), members)) do
+    if score then removed = removed + score end
+  end
   chunked('ZADD', key(2), scored)
   chunked('ZREM', key(2), unranked)
   chunked('ZREM', key(6), unranked)
-  if args.activity then
-    local active = {}
-    for _, w in ipairs(of) do
-      if scores[w] and args.activity[w] then
-        active[#active + 1] = args.activity[w]; active[#active + 1] = ids[w]
-      end
-    end
-    chunked('ZADD', key(6), active)
-  end
+  chunked('ZADD', key(6), active)
+  redis.call('HINCRBYFLOAT', key(3), BOARD_SUM, board_number(added - removed))
+  if since then trim_board(key(2), key(6), key(3), since, TRIM_STEP) end
 end
+-- ---- end of the eligible leaderboard ------------------------------------------------------
 
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
@@ -252,7 +268,11 @@ local function commit(o, args)
   local refused = refusal(key, args, groups, effects, B)
   if refused then return refused end
 
-  if args.season then archive(key, args, groups, B) end
+  if args.season then
+    -- the ending season's board is the eligible one: every idle player off first
+    if args.trim_since then trim_board(key(2), key(6), key(3), args.trim_since, -1) end
+    archive(key, args, groups, B)
+  end
   write_players(key, args, B, players)
   hset(key(1), effects, args.ids, args.states, {'', HASH_TABLE})
   rank(key, args, players)

@@ -24,16 +24,17 @@ from stream_rater.store.stored_events import PACKER, pack_entry, pack_events, st
 from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
 
-def _script(name: str) -> str:
-    """A Lua script of this package, after the msgpack helpers both scripts use."""
+def _script(name: str, *helpers: str) -> str:
+    """A Lua script of this package, after the msgpack helpers every script uses and the
+    files of `helpers`."""
     lua = files("stream_rater.store.redis")
-    return lua.joinpath("common.lua").read_text() + lua.joinpath(name).read_text()
+    return "".join(lua.joinpath(n).read_text() for n in ("common.lua", *helpers, name))
 
 
 READ_SCRIPT = _script("read.lua")
-COMMIT_SCRIPT = _script("commit.lua")
+COMMIT_SCRIPT = _script("commit.lua", "eligible.lua")
 CONTROL_SCRIPT = _script("control.lua")
-BOARD_SCRIPT = _script("board.lua")
+BOARD_SCRIPT = _script("board.lua", "eligible.lua")
 #: Every state of the players buckets in KEYS, flat: field, value, … (a full scan:
 #: `RedisStore.players`), leaving out the history fields (byte 0xFF first: `keys.HISTORY_MARK`).
 SCAN_SCRIPT = """local out = {}
@@ -50,11 +51,14 @@ return out"""
 #: Buckets one call of the scan script reads: 2^17 buckets make 128 calls; on a ladder of ten
 #: million players about 78 000 states per call (tens of milliseconds of Redis at a time).
 SCAN_STEP = 1024
-#: Most leaderboard entries one step of the board script reads: at about 2 µs each, a step
-#: holds Redis for some 20 ms at most however large the ladder (bench leaderboard).
-BOARD_STEP = 10_000
-#: Entries one step of ``board.lua``'s 'totals' mode adds up: each step holds Redis for about
-#: 2 µs per entry on an idle core (ZRANGE WITHSCORES), so a million-player sum never blocks
+#: Most players gone idle since the leaderboard was last trimmed that a read of ``board.lua``
+#: skips (each costs about a microsecond); past it the read is refused (`BoardBehind`) rather
+#: than made slow.
+IDLE_READ_LIMIT = 1_000
+#: Idle players one step of ``board.lua``'s 'trim' takes off (a few ms of Redis at a time).
+TRIM_STEP = 2_000
+#: Entries one step of ``board.lua``'s 'recount' mode adds up: each step holds Redis for about
+#: 2 µs per entry on an idle core (ZRANGE WITHSCORES), so a million-player recount never blocks
 #: it for more than a few milliseconds at a time.
 TOTALS_STEP = 2_000
 
@@ -132,9 +136,17 @@ def _with_history(commit: Commit) -> list[int]:
     return [0 if w.is_effect else at.get(w.player_id, 0) for w in commit.writes]
 
 
-def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, history_cap: int) -> bytes:
+def commit_args(
+    commit: Commit,
+    keys: int,
+    generation: int,
+    buckets: Buckets,
+    history_cap: int,
+    trim_since: float | None = None,
+) -> bytes:
     """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
-    described in ``commit.lua``); histories keep `history_cap` entries."""
+    described in ``commit.lua``); histories keep `history_cap` entries; players idle since
+    `trim_since` leave the leaderboard."""
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     unproduced = [events for events in commit.markers.values() if events]
@@ -175,6 +187,7 @@ def commit_args(commit: Commit, keys: int, generation: int, buckets: Buckets, hi
         ],
         quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
         quality_cap=QUALITY_WINDOW,
+        trim_since=trim_since,
     )
 
 

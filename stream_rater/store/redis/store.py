@@ -35,13 +35,14 @@ from stream_rater.store.redis.keys import (
 )
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
-    BOARD_STEP,
     COMMIT_SCRIPT,
     CONTROL_SCRIPT,
+    IDLE_READ_LIMIT,
     READ_SCRIPT,
     SCAN_SCRIPT,
     SCAN_STEP,
     TOTALS_STEP,
+    TRIM_STEP,
     Buckets,
     commit_args,
     read_args,
@@ -53,6 +54,10 @@ from stream_rater.store.status import check_reply, text
 from stream_rater.store.stored_events import unpack_entries
 from stream_rater.store.values import (
     DEFAULT_TIMEOUTS,
+    BoardAround,
+    BoardBehind,
+    BoardRanks,
+    BoardRow,
     Commit,
     CommitConflict,
     Event,
@@ -61,6 +66,7 @@ from stream_rater.store.values import (
     ReadRequest,
     RedisTimeouts,
     Snapshot,
+    trim_since,
 )
 
 #: Connections a store opens at most (`RedisStore.from_url`).
@@ -161,9 +167,10 @@ class RedisStore(RerateControl, StateStore):
             commit = dataclasses.replace(commit, history={})
         ladder = commit.ladder
         gen = self._live.get(ladder, 0) if commit.generation is None else commit.generation
-        buckets = Buckets.of(commit, self.clock(), self.marker_ttl)
+        now = self.clock()
+        buckets = Buckets.of(commit, now, self.marker_ttl)
         keys = self.commit_keys(ladder, gen, buckets.keys(), commit.season, commit.quality)
-        return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit)
+        return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit, trim_since(commit, now))
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
         """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each
@@ -262,12 +269,7 @@ class RedisStore(RerateControl, StateStore):
     async def leaderboard(
         self, ladder: str, top: int, start: int = 0, season: int | None = None
     ) -> list[tuple[str, float]]:
-        board = "lb"
-        if season is not None:
-            ended = await self.seasons(ladder)
-            if not 1 <= season <= len(ended):
-                raise KeyError(season)
-            board = f"lb:season:{ended[season - 1]}"
+        board = "lb" if season is None else f"lb:season:{await self._season_id(ladder, season)}"
         [rows] = await self._on_live(
             ladder,
             lambda pipe, gen: pipe.zrevrange(
@@ -279,13 +281,11 @@ class RedisStore(RerateControl, StateStore):
     async def season_states(
         self, ladder: str, season: int, player_ids: Sequence[str]
     ) -> dict[str, PlayerState]:
-        ended = await self.seasons(ladder)
-        if not 1 <= season <= len(ended):
-            raise KeyError(season)
+        season_id = await self._season_id(ladder, season)
         ids = list(player_ids)
         if not ids:
             return {}
-        archive = f"players:season:{ended[season - 1]}"
+        archive = f"players:season:{season_id}"
         gen = await self._live_generation(ladder)
         return await self._bucketed(ladder, gen, archive, ids)
 
@@ -295,66 +295,98 @@ class RedisStore(RerateControl, StateStore):
         )
         return [text(i) for i in ids]
 
-    async def active_leaderboard(self, ladder: str, top: int, since: float) -> list[tuple[str, float]]:
-        rows: list[tuple[str, float]] = []
-        cursor = 0
-        while cursor >= 0 and len(rows) < top:
-            step = await self._board(ladder, mode="top", since=since, cursor=cursor, top=top - len(rows))
-            cursor = int(step[0])
-            rows += [(text(step[i]), float(step[i + 1])) for i in range(1, len(step), 2)]
-        return rows
-
-    async def active_around(self, ladder: str, place: int, n: int, since: float) -> list[tuple[str, float]]:
-        above: list[tuple[str, float]] = []
-        cursor = place + 1
-        while cursor > 0 and len(above) < n + 1:
-            step = await self._board(ladder, mode="above", since=since, cursor=cursor, top=n + 1 - len(above))
-            cursor = int(step[0])
-            above += [(text(step[i]), float(step[i + 1])) for i in range(1, len(step), 2)]
-        below: list[tuple[str, float]] = []
-        cursor = place + 1
-        while cursor >= 0 and len(below) < n:
-            step = await self._board(ladder, mode="top", since=since, cursor=cursor, top=n - len(below))
-            cursor = int(step[0])
-            below += [(text(step[i]), float(step[i + 1])) for i in range(1, len(step), 2)]
-        return above[::-1] + below
-
-    async def active_places(
-        self, ladder: str, player_ids: Sequence[str], since: float
-    ) -> tuple[dict[str, int], int]:
+    async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
         ids = list(player_ids)
-        counts = [0] * len(ids)
-        cursor, path, total = 0, None, 0
-        while cursor >= 0:
-            step = await self._board(ladder, mode="places", since=since, ids=ids, cursor=cursor, path=path)
-            total, path, cursor = int(step[0]), text(step[1]), int(step[2])
-            counts = [c + n if n >= 0 and c >= 0 else -1 for c, n in zip(counts, step[3:])]
-        if path == "tail":  # the counts are of the active players below each player
-            counts = [total - 1 - c if c >= 0 else -1 for c in counts]
-        return {p: c for p, c in zip(ids, counts) if c >= 0}, total
+        reply = await self._board(ladder, "lb", op="ranks", since=since, ids=ids)
+        ranks = {p: int(r) for p, r in zip(ids, reply[2:]) if int(r) > 0}
+        return BoardRanks(ranks, int(reply[1]))
+
+    async def board_top(
+        self, ladder: str, top: int, since: float | None, season: int | None = None
+    ) -> list[BoardRow]:
+        board = "lb" if season is None else f"lb:season:{await self._season_id(ladder, season)}"
+        reply = await self._board(ladder, board, op="top", since=None if season else since, top=top)
+        return _rows(reply[2:])
+
+    async def board_around(
+        self, ladder: str, player_id: str, n: int, since: float | None
+    ) -> BoardAround | None:
+        reply = await self._board(ladder, "lb", op="around", since=since, id=player_id, n=n)
+        if int(reply[2]) < 0:
+            return None
+        return BoardAround(_rows(reply[3:]), int(reply[2]), int(reply[1]))
 
     async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
-        ranked, ranked_sum, active, active_sum = 0, 0.0, 0, 0.0
-        cursor = 0
-        window = {} if since is None else {"since": since}
-        while cursor >= 0:
-            step = await self._board(ladder, TOTALS_STEP, mode="totals", cursor=cursor, **window)
-            cursor = int(step[0])
-            ranked, ranked_sum = ranked + int(step[1]), ranked_sum + float(step[2])
-            active, active_sum = active + int(step[3]), active_sum + float(step[4])
-        return RatingTotals(ranked, ranked_sum, active, active_sum)
+        reply = await self._board(ladder, "lb", op="totals", since=since)
+        if reply[2] == b"":  # a leaderboard written before the running sum was kept
+            return await self.recount_totals(ladder, since)
+        count, total = int(reply[1]), float(reply[2])
+        return RatingTotals(count, total, count, total)
 
-    async def _board(self, ladder: str, budget: int | None = None, **fields: Any) -> list[Any]:
-        """One step of the board script on the ladder's live leaderboard (see ``board.lua``):
-        the live generation is asked first (one more round trip, so that a switch by another
-        process is never missed)."""
-        gen = await self._live_generation(ladder)
-        self.round_trips += 2
-        keys = [self._gen_key(ladder, gen, "lb"), self._gen_key(ladder, gen, "act")]
-        reply: list[Any] = await self._board_script(
-            keys=keys, args=[script_args(budget=budget or BOARD_STEP, **fields)]
-        )
-        return reply
+    async def recount_totals(self, ladder: str, since: float | None) -> RatingTotals:
+        count, total, cursor = 0, 0.0, 0
+        while cursor >= 0:
+            step = await self._board(
+                ladder, "lb", op="recount", since=since, cursor=cursor, budget=TOTALS_STEP
+            )
+            cursor, count, total = int(step[1]), count + int(step[2]), total + float(step[3])
+        return RatingTotals(count, total, count, total)
+
+    async def trim_board(self, ladder: str, since: float) -> int:
+        trimmed, step = 0, TRIM_STEP
+        while step == TRIM_STEP:
+            step = int((await self._board(ladder, "lb", op="trim", since=since, budget=TRIM_STEP))[1])
+            trimmed += step
+        return trimmed
+
+    async def board_entries(self, ladder: str, since: float | None) -> tuple[dict[str, float], float | None]:
+        def build(pipe: Any, gen: int) -> None:
+            pipe.zrange(self._gen_key(ladder, gen, "lb"), 0, -1, withscores=True)
+            if since is not None:
+                pipe.zrangebyscore(self._gen_key(ladder, gen, "act"), since, "+inf")
+            pipe.hget(self._gen_key(ladder, gen, "meta"), "lb:sum")
+
+        replies = await self._on_live(ladder, build)
+        rows = {text(member): float(score) for member, score in replies[0]}
+        if since is not None:
+            active = {text(member) for member in replies[1]}
+            idle = sum(score for p, score in rows.items() if p not in active)
+            rows = {p: score for p, score in rows.items() if p in active}
+        else:
+            idle = 0.0
+        running = replies[-1]
+        return rows, None if running is None else float(running) - idle
+
+    async def _season_id(self, ladder: str, season: int) -> str:
+        """The id of the season-start record that ended `season` (1-based); KeyError if none."""
+        ended = await self.seasons(ladder)
+        if not 1 <= season <= len(ended):
+            raise KeyError(season)
+        return ended[season - 1]
+
+    async def _board(self, ladder: str, board: str, **fields: Any) -> list[Any]:
+        """The board script's reply (see ``board.lua``) on the live generation's `board` (a key
+        suffix), in one round trip: the script checks the cached live generation and says which
+        one is live when another is (then the call is made again). `BoardBehind` for a read
+        with too many idle players left to skip."""
+        while True:
+            gen = self._live.get(ladder, 0)
+            keys = [
+                *(self._gen_key(ladder, gen, k) for k in (board, "act", "meta")),
+                self._key(ladder, "control"),
+            ]
+            arg = script_args(limit=IDLE_READ_LIMIT, generation=gen, mode="live", **fields)
+            reply: list[Any] = await self._board_script(keys=keys, args=[arg])
+            self.round_trips += 1
+            status = text(reply[0])
+            if status == "generation":
+                self._live[ladder] = int(reply[1])
+                continue
+            if status == "behind":
+                raise BoardBehind(ladder, int(reply[1]))
+            if status != "ok":
+                check_reply(ladder, reply)
+            return reply
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         if not self.history_limit:
@@ -460,3 +492,8 @@ class RedisStore(RerateControl, StateStore):
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def _rows(flat: Sequence[Any]) -> list[BoardRow]:
+    """The board script's rows ``id, score, rank, …`` as `BoardRow`s."""
+    return [BoardRow(text(flat[i]), float(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat), 3)]
