@@ -190,9 +190,10 @@ class Settings:
     )
     inflation_interval: float = _field(
         300.0,
-        "seconds between two computations of a ladder's rating totals for the inflation metrics, by the "
-        "worker holding its home partition (a scrape recomputes them when older; each reads the whole "
-        "leaderboard in steps: seconds of Redis time per million ranked players; 0 = every scrape)",
+        "seconds between two checks of a ladder's rating totals (read in O(1) at every scrape) against an "
+        "exact recount, by the worker holding its home partition, which also trims players gone idle off "
+        "its leaderboard (the recount reads the whole leaderboard in steps: about a second of Redis time "
+        "per million ranked players; 0 = every scrape)",
     )
     kafka_security_protocol: str = _field("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     kafka_sasl_mechanism: str = _field("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")

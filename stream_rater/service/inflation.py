@@ -1,18 +1,17 @@
 """The inflation monitor's totals: per ladder, how many players are ranked and active and the
-sum and mean of their display ratings, as Prometheus gauges (`metrics`), refreshed when a
-scrape finds them older than ``inflation_interval`` seconds.
+sum and mean of their display ratings, as Prometheus gauges (`metrics`), read at every scrape.
 
-Why computed from the leaderboard and not kept as running sums: the active population changes
-with the clock alone (a player stops counting ``leaderboard_active_days`` after their last
-match, with no write), and re-rates, seasons and voids swap or rewrite whole leaderboards; a
-sum kept from each commit's deltas would need the commit script to read every old score and
-would still miss the first two. The leaderboard holds exactly the ranked players' display
-ratings, so one pass over it in bounded steps (`ReadStore.rating_totals`) is exact and costs
-O(ranked players) per refresh and nothing per match, in steps of `TOTALS_STEP` entries (a few
-milliseconds of Redis each), by the one worker whose partitions include the ladder's home
-partition (`home_here`): the cost does not grow with the number of workers. Measured: README
-"Inflation monitor". The per-match figure, the points each match created, is counted from
-the events as they are produced (`processor.points_created`).
+The commits keep the leaderboard's sum as they write it (``lb:sum``, `ReadStore.rating_totals`),
+and the leaderboard holds only eligible players (idle ones are trimmed off it), so a read costs
+O(1) whatever the ladder's size: ranked and active are the same players, the eligible ones,
+both kept for the gauges' names. Every ``inflation_interval`` seconds the worker whose
+partitions include the ladder's home partition (`home_here`: the cost does not grow with the
+number of workers) also trims the players gone idle off the leaderboard (a ladder with no
+commits for a while) and recounts the totals exactly from every entry, in bounded steps
+(`ReadStore.recount_totals`): ``stream_rater_rating_sum_drift`` is the running sum less that
+recount (a few ulps; more means the running sum went wrong: `stream-rater migrate` recounts it).
+The per-match figure, the points each match created, is counted from the events as they are
+produced (`processor.points_created`).
 """
 
 from __future__ import annotations
@@ -36,7 +35,8 @@ log = logging.getLogger(__name__)
 
 
 class InflationMonitor:
-    """Keeps each configured ladder's rating-total gauges at most `interval` seconds old."""
+    """Keeps each configured ladder's rating-total gauges, checked against a recount every
+    `interval` seconds."""
 
     def __init__(
         self, store: ReadStore, ladders: Ladders, interval: float, clock: Callable[[], float] = time.time
@@ -46,29 +46,42 @@ class InflationMonitor:
         self.interval = interval
         self.clock = clock
         self._computed: dict[str, float] = {}
+        #: Ladder → when its running totals were last checked against a recount.
+        self._checked: dict[str, float] = {}
         #: Ladder → its last totals and when they were computed.
         self.latest: dict[str, tuple[RatingTotals, float]] = {}
 
     async def refresh(self, owns: Callable[[str], bool] = lambda ladder: True) -> None:
-        """Recompute the totals of every ladder this worker `owns` whose gauges are older than
-        the interval, and drop the gauges of the others (another worker publishes them); a
-        store that fails leaves the last ones (and their timestamp) as they were."""
+        """Read the totals of every ladder this worker `owns` (and check them against a recount
+        when the last check is older than the interval), and drop the gauges of the others
+        (another worker publishes them); a store that fails leaves the last ones (and their
+        timestamp) as they were."""
         for name, ladder in self.ladders.items():
             if not owns(name):
                 if self._computed.pop(name, None) is not None:
                     unpublish(name)
                 continue
             now = self.clock()
-            if now - self._computed.get(name, -math.inf) < self.interval:
-                continue
+            since = ladder.rules.active_since(now)
             try:
-                totals = await self.store.rating_totals(name, ladder.rules.active_since(now))
+                totals = await self.store.rating_totals(name, since)
+                if now - self._checked.get(name, -math.inf) >= self.interval:
+                    await self._check(name, since, totals)
+                    self._checked[name] = now
             except Exception as exc:  # a scrape must answer while the store does not
                 log.warning("rating totals of ladder %r not computed: %r", name, exc)
                 return
             publish(name, totals, now)
             self.latest[name] = (totals, now)
             self._computed[name] = now
+
+    async def _check(self, ladder: str, since: float | None, totals: RatingTotals) -> None:
+        """Trim the ladder's idle players off its leaderboard and set the drift of its running
+        sum from an exact recount."""
+        if since is not None:
+            await self.store.trim_board(ladder, since)
+        recount = await self.store.recount_totals(ladder, since)
+        metrics.RATING_SUM_DRIFT.labels(ladder).set(totals.ranked_sum - recount.ranked_sum)
 
     def routes(self) -> list[web.RouteDef]:
         """``GET /api/ladders/{ladder}/inflation``: the totals (refreshed if stale), the
@@ -161,4 +174,5 @@ _GAUGES = (
     metrics.ACTIVE_RATING_SUM,
     metrics.ACTIVE_RATING_MEAN,
     metrics.RATING_TOTALS_AGE,
+    metrics.RATING_SUM_DRIFT,
 )

@@ -81,7 +81,7 @@ RANKED_RATING_MEAN = Gauge(
 )
 ACTIVE_PLAYERS = Gauge(
     "stream_rater_active_players",
-    "Ranked players active within leaderboard_active_days (every ranked player without that rule)",
+    "Ranked players active within leaderboard_active_days (the ranked ones: idle players leave the leaderboard)",
     ["ladder"],
 )
 ACTIVE_RATING_SUM = Gauge(
@@ -92,9 +92,15 @@ ACTIVE_RATING_SUM = Gauge(
 ACTIVE_RATING_MEAN = Gauge(
     "stream_rater_active_rating_mean", "Mean display rating of the ladder's active ranked players", ["ladder"]
 )
+RATING_SUM_DRIFT = Gauge(
+    "stream_rater_rating_sum_drift",
+    "The ladder's running sum of ranked display ratings (kept by the commits) less an exact recount "
+    "of its leaderboard, at the last check (every inflation_interval)",
+    ["ladder"],
+)
 RATING_TOTALS_AGE = Gauge(
     "stream_rater_rating_totals_timestamp_seconds",
-    "When the ladder's rating totals (ranked and active players, sums, means) were computed (Unix time)",
+    "When the ladder's rating totals (ranked and active players, sums, means) were read (Unix time)",
     ["ladder"],
 )
 SEASONS_STARTED = Counter(

@@ -1,5 +1,5 @@
-"""The inflation monitor on a memory store: gauges equal to the stored states' totals,
-recomputed only when older than the interval, kept when the store fails, and the dashboard's
+"""The inflation monitor on a memory store: gauges equal to the eligible players' totals, checked
+against a recount once per interval, kept when the store fails, and the dashboard's
 ``/api/ladders/{ladder}/inflation`` answer."""
 
 from __future__ import annotations
@@ -37,27 +37,33 @@ async def rated_store() -> MemoryStore:
     return store
 
 
-async def test_the_gauges_equal_the_stored_totals_and_follow_the_interval():
-    """Ranked: all four players (sum 4 × 1500: Elo is zero-sum); active: c and d. A refresh
-    within the interval keeps the gauges; one after it recomputes them."""
+async def test_the_gauges_equal_the_eligible_totals_and_the_drift_follows_the_interval():
+    """Ranked and active: c and d (a and b went idle and left the leaderboard), read at every
+    refresh; the running sum is checked against a recount (drift 0 here) once per interval."""
     store = await rated_store()
     now = [T0 + 10 * DAY]
     monitor = InflationMonitor(store, LADDERS, interval=60.0, clock=lambda: now[0])
+    recounts = []
+    recount = store.recount_totals
+
+    async def counted(ladder, since):
+        recounts.append(ladder == "infl")
+        return await recount(ladder, since)
+
+    store.recount_totals = counted  # type: ignore[method-assign]
     await monitor.refresh()
     states = await store.players("infl")
-    assert gauge("ranked_players") == 4 and gauge("ranked_rating_sum") == math.fsum(
-        s.mu for s in states.values()
-    )
-    assert gauge("ranked_rating_mean") == gauge("ranked_rating_sum") / 4
-    assert gauge("active_players") == 2 and gauge("active_rating_sum") == states["c"].mu + states["d"].mu
-    assert gauge("rating_totals_timestamp_seconds") == now[0]
+    assert gauge("ranked_players") == 2 and gauge("ranked_rating_sum") == states["c"].mu + states["d"].mu
+    assert gauge("ranked_rating_mean") == gauge("ranked_rating_sum") / 2
+    assert gauge("active_players") == 2 and gauge("active_rating_sum") == gauge("ranked_rating_sum")
+    assert gauge("rating_totals_timestamp_seconds") == now[0] and gauge("rating_sum_drift") == 0.0
     await Processor(LADDERS, store).process([parsed_duel(LADDERS, "m3", "e", "f", ladder="infl", at=now[0])])
     now[0] += 30
     await monitor.refresh()
-    assert gauge("ranked_players") == 4
+    assert (gauge("ranked_players"), sum(recounts)) == (4, 1)
     now[0] += 31
     await monitor.refresh()
-    assert (gauge("ranked_players"), gauge("active_players")) == (6, 4)
+    assert (gauge("active_players"), sum(recounts)) == (4, 2)
 
 
 async def test_a_failing_store_keeps_the_last_totals():
@@ -71,7 +77,7 @@ async def test_a_failing_store_keeps_the_last_totals():
 
     store.rating_totals = broken  # type: ignore[method-assign]
     await monitor.refresh()
-    assert gauge("ranked_players") == 4
+    assert gauge("ranked_players") == 2
 
 
 async def test_the_inflation_endpoint_answers_the_totals_season_and_generation():
@@ -86,7 +92,7 @@ async def test_the_inflation_endpoint_answers_the_totals_season_and_generation()
         body = await response.json()
         assert response.status == 200
         assert body["ranked"] == {
-            "players": 4,
+            "players": 2,
             "sum": gauge("ranked_rating_sum"),
             "mean": gauge("ranked_rating_mean"),
         }
@@ -101,6 +107,6 @@ async def test_a_ladder_rated_elsewhere_has_its_gauges_dropped_here():
     store = await rated_store()
     monitor = InflationMonitor(store, LADDERS, interval=0.0, clock=lambda: T0 + 10 * DAY)
     await monitor.refresh()
-    assert gauge("ranked_players") == 4
+    assert gauge("ranked_players") == 2
     await monitor.refresh(lambda ladder: False)
     assert gauge("ranked_players") is None and gauge("active_rating_mean") is None
