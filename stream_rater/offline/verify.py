@@ -8,11 +8,12 @@ compares the result with the states in the store: ``stream-rater verify``.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from stream_rater.checkpoints import Checkpoint, CheckpointSink, Replica, configured_sink, latest_usable
-from stream_rater.config.ladders import Ladders, split_shadow
+from stream_rater.config.ladders import Ladder, Ladders, split_shadow
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
 from stream_rater.kafka import (
@@ -27,6 +28,7 @@ from stream_rater.kafka import (
 )
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor, Skipped
+from stream_rater.rating.base import Rating
 from stream_rater.store import PlayerState, StateStore
 from stream_rater.store.memory import MemoryStore
 from stream_rater.waiting import wait_until_async
@@ -67,6 +69,10 @@ async def corrected(store: StateStore, ladders: Ladders, ladder: str) -> tuple[L
     return Ladders([*others, changed], source=ladders.source), voided
 
 
+#: The `Difference.player_id` of a leaderboard whose running sum is not its scores' sum.
+BOARD_SUM = "(running sum)"
+
+
 @dataclass(frozen=True, slots=True)
 class Difference:
     """A player (or effect) whose live state differs from the recomputed one (None = absent)."""
@@ -77,8 +83,18 @@ class Difference:
     recomputed: PlayerState | None
     #: The shadow (`Ladder.shadows`) whose state this is; None: the live ladder's.
     shadow: str | None = None
+    #: A leaderboard difference instead: the player's score on the live eligible leaderboard
+    #: and the one their live state gives (None: absent); for `BOARD_SUM`, the running sum and
+    #: the sum of the leaderboard's scores.
+    board: tuple[float | None, float | None] | None = None
 
     def line(self) -> str:
+        if self.board is not None:
+            live, expected = ("absent" if x is None else repr(x) for x in self.board)
+            if self.player_id == BOARD_SUM:
+                return f"leaderboard: running sum {live}; its scores add up to {expected}"
+            return f"leaderboard: player {self.player_id}: live {live}; from the live state {expected}"
+
         def show(s: PlayerState | None) -> str:
             if s is None:
                 return "absent"
@@ -121,6 +137,43 @@ def differences(
         for pid in sorted(set(live) | set(recomputed))
         if pid not in live or pid not in recomputed or not same(live[pid], recomputed[pid])
     ]
+
+
+def eligible_board(
+    ladder: Ladder, states: Mapping[str, PlayerState], since: float | None
+) -> dict[str, float]:
+    """The eligible leaderboard recomputed from `states`: each player the ladder's rules rank
+    (games, not provisional) and active since `since` (None: no activity rule), by display
+    rating — what the commits keep (`ReadStore.board_entries`; a player without a last match
+    never goes idle)."""
+    model, rules = ladder.rating_model, ladder.rules
+    return {
+        pid: model.display(Rating(s.mu, s.sigma, s.extra))
+        for pid, s in states.items()
+        if (not rules.filters_leaderboard or rules.qualifies(s.games, s.sigma))
+        and (since is None or s.last_played is None or s.last_played >= since)
+    }
+
+
+async def board_differences(
+    store: StateStore, ladder: Ladder, states: Mapping[str, PlayerState], now: float, tolerance: float
+) -> list[Difference]:
+    """Where the live eligible leaderboard (at `now`) differs from `eligible_board` of the live
+    `states`, and its running sum from its scores' sum (relative 1e-9)."""
+    since = ladder.rules.active_since(now)
+    live, running = await store.board_entries(ladder.name, since)
+    expected = eligible_board(ladder, states, since)
+    found = [
+        Difference(pid, False, states.get(pid), states.get(pid), board=(live.get(pid), expected.get(pid)))
+        for pid in sorted(set(live) | set(expected))
+        if pid not in live
+        or pid not in expected
+        or not math.isclose(live[pid], expected[pid], rel_tol=0, abs_tol=tolerance)
+    ]
+    total = math.fsum(live.values())
+    if running is not None and not math.isclose(running, total, rel_tol=1e-9, abs_tol=tolerance):
+        found.append(Difference(BOARD_SUM, False, None, None, board=(running, total)))
+    return found
 
 
 @dataclass(slots=True)
@@ -281,13 +334,15 @@ async def compare(
     shadows: Mapping[str, _States] | None = None,
     *,
     start: Checkpoint | None = None,
+    now: float | None = None,
 ) -> VerifyReport:
     """Compare the `live` states (players, effects) of `history`'s ladder with a recomputation
     of `history` (from the checkpoint `start`, if given) with the store's live parameter
     overrides and voids: `verify` once the history is read and the worker group has caught up
     with it. `shadows` (internal name → live states) are compared with the same
     recomputation's shadows — made without the voids, which are the live ladder's (a shadow
-    rates every match its ladder's records bring)."""
+    rates every match its ladder's records bring). The live eligible leaderboard is compared with
+    the one the live states give at `now` (default: the clock's) (`board_differences`)."""
     ladder = history.ladder
     skipped: list[Skipped] = []
     if start is None:
@@ -304,6 +359,9 @@ async def compare(
     )
     for name, states in (shadows or {}).items():
         found += _shadow_differences(name, states, await _states(whole, name), tolerance)
+    clock = time.time() if now is None else now
+    ruled = (await corrected(store, ladders, ladder))[0].get(ladder)
+    found += await board_differences(store, ruled, live[0], clock, tolerance)
     return VerifyReport(
         ladder,
         len(history.matches),

@@ -10,9 +10,11 @@ import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
+from stream_rater.offline.verify import board_differences, eligible_board
 from stream_rater.processor import Processor
 from stream_rater.queries import NotRanked, Queries, UnknownPlayer
 from stream_rater.store import open_store
+from stream_rater.store.redis import RedisStore, ladder_key
 from tests.helpers import duel
 
 T0 = 1_700_000_000.0
@@ -159,3 +161,31 @@ async def test_around_says_why_a_player_is_not_ranked(store):
         await queries.around(name, "b", 2, now)
     answer = await queries.around(name, "a", 2, now)
     assert [r["player_id"] for r in answer["rows"]] == ["a"] and answer["rank"] == 1
+
+
+async def test_the_eligible_board_equals_a_recomputation_from_the_states(store):
+    """Through matches, a late match of an idle player and a season start (an activity rule and
+    provisional players), the live eligible leaderboard — and on Redis its running sum — equals
+    the one the live states give (`verify`'s check); a wrong entry or sum is named."""
+    name, ladders = table(leaderboard_active_days=2, provisional_games=2, season_shrink=0.5)
+    day = 86_400.0
+    events = [duel(f"m{i}", f"p{i % 7}", f"p{(i + 1 + i % 3) % 7}", at=T0 + i * day / 3) for i in range(30)]
+    events.insert(20, {"kind": "season", "match_id": "s2", "finished_at": T0 + 6.6 * day})
+    events.append(duel("late", "p0", "p6", at=T0))  # an old match: counted, but p0 stays idle
+    for event in events:
+        await apply(store, ladders, name, event)
+    ladder = ladders.get(name)
+    states = await store.players(name)
+    now = T0 + 11 * day
+    since = ladder.rules.active_since(now)
+    assert await board_differences(store, ladder, states, now, 1e-9) == []
+    board = eligible_board(ladder, states, since)
+    assert 0 < len(board) < len(states) - 1
+    top = [(r.player_id, r.score) for r in await store.board_top(name, 10, since)]
+    assert top == sorted(board.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    if isinstance(store, RedisStore):
+        wrong = top[0][0]
+        await store.client.zadd(ladder_key(name, "lb"), {wrong: 1.0})
+        lines = [d.line() for d in await board_differences(store, ladder, states, now, 1e-9)]
+        assert lines[0] == f"leaderboard: player {wrong}: live 1.0; from the live state {top[0][1]!r}"
+        assert lines[1].startswith("leaderboard: running sum ") and len(lines) == 2
