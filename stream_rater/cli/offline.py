@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from contextlib import ExitStack, nullcontext
 from typing import TYPE_CHECKING, TextIO
 
@@ -15,6 +16,7 @@ from stream_rater.cli.common import (
     KAFKA_SECURITY,
     Subcommands,
     bound_store,
+    configured_ladders,
     ladders_of,
     require,
     settings_flags,
@@ -306,13 +308,23 @@ def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack)
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """``migrate --to 2``: rewrite a format-1 store into format 2 (`store.redis.upgrade_to_2`,
-    which first moves the markers of the layout before the markers hash)."""
+    which first moves the markers of the layout before the markers hash, and recounts the
+    leaderboards' running sums), then trim the idle players off the leaderboards of the
+    configured ladders with an activity rule."""
     from stream_rater.store.redis import RedisStore, upgrade_to_2
+
+    ladders = configured_ladders(args)
 
     async def migrate(store: object) -> dict[str, int]:
         if not isinstance(store, RedisStore):
             raise ValueError("--store: only a Redis store has a stored format to upgrade (redis://…)")
-        return await upgrade_to_2(store)
+        moved = await upgrade_to_2(store)
+        moved["idle players off the leaderboards"] = 0
+        for ladder in ladders.values():
+            since = ladder.rules.active_since(time.time())
+            if since is not None:
+                moved["idle players off the leaderboards"] += await store.trim_board(ladder.name, since)
+        return moved
 
     moved = with_store(args, migrate)
     print(f"upgraded to stored format {args.to}: " + ", ".join(f"{n} {kind}" for kind, n in moved.items()))

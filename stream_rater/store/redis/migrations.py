@@ -1,5 +1,6 @@
 """Upgrades of a Redis store's data from earlier layouts (`stream-rater migrate --to 2`):
-the markers of before the markers hash, and stored format 1 to format 2."""
+the markers of before the markers hash, stored format 1 to format 2, and the leaderboards'
+running sums."""
 
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ async def _move_markers(store: RedisStore, found: Sequence[tuple[bytes, str, int
 
 #: Keys the upgrade moves per pipeline.
 _BATCH = 500
+#: Leaderboard entries one read of `recount_board_sums` takes.
+_BOARD_STEP = 10_000
 
 
 async def upgrade_to_2(store: RedisStore) -> dict[str, int]:
@@ -85,8 +88,31 @@ async def upgrade_to_2(store: RedisStore) -> dict[str, int]:
             counts["markers"] += await _move_markers_2(store, key, ladder, generation)
     async for key, (ladder, generation, rest) in _format_1_keys(store, "h:"):  # once the states are
         counts["histories"] += await _move_history(store, key, ladder, generation, rest[2:])
+    counts["leaderboard sums"] = await recount_board_sums(store)
     await store.client.hset(store.prefix + ":deployment", "format", "2")
     return counts
+
+
+async def recount_board_sums(store: RedisStore) -> int:
+    """Set the running sum of every generation's leaderboard (meta field ``lb:sum``, which the
+    commits keep from then on: ``eligible.lua``) to the exact sum of its scores, read in steps;
+    returns how many leaderboards. For an upgrade, with no worker running (a store written
+    before the sum was kept reads its totals by a recount until then)."""
+    board = re.compile(rf"^{re.escape(store.prefix)}:\{{[^}}]+\}}:(?:g\d+:)?lb$", re.DOTALL)
+    done = 0
+    async for key in store.client.scan_iter(match=store.prefix + ":{*lb", count=1000):
+        name = key.decode()
+        if not board.match(name):
+            continue
+        scores: list[float] = []
+        while True:
+            rows = await store.client.zrange(key, len(scores), len(scores) + _BOARD_STEP - 1, withscores=True)
+            scores += (score for _, score in rows)
+            if len(rows) < _BOARD_STEP:
+                break
+        await store.client.hset(name[: -len("lb")] + "meta", "lb:sum", repr(math.fsum(scores)))
+        done += 1
+    return done
 
 
 async def _format_1_keys(
