@@ -1,30 +1,33 @@
-"""``stream-rater bench leaderboard``: what the ladder rules' leaderboard eligibility costs on a
-large ladder (README "Ladder rules").
+"""``stream-rater bench leaderboard``: the cost of every rank read on a large ladder whose rules
+rank only eligible players (README "Ladder rules"), beside plain Redis reads of a leaderboard
+without rules, in the same run.
 
-A local Redis is started for the run and two Elo ladders of `players` players each are loaded
-through the store's own commit script, with the rules ``provisional_games = 10`` and
-``leaderboard_active_days = 7``: each player has 1–60 games, a rating drawn from N(1500, 200²)
-and a last match in the 28 days before the read. Players with fewer than 10 games are not
-ranked (the commit leaves them off the leaderboard); the others are ranked while active.
+A local Redis is started for the run and an Elo ladder of `players` players is loaded through
+the store's own commit script (10,000 players per commit), with the rules ``provisional_games =
+10`` and ``leaderboard_active_days = 7``: each player has 1–60 games, a rating drawn from
+N(1500, 200²) and a last match in the 28 days before the read; the best `IDLE_TOP` players the
+rules would rank have all been idle for more than 7 days (a season's stars who stopped playing).
+The commits keep the eligible leaderboard (players with 10 games or more, active in the last 7
+days), trimming the idle ones off as they go.
 
-- ``spread`` — last matches uniform over the 28 days: about a quarter of the ranked players
-  are active, spread evenly over the leaderboard.
-- ``idle top`` — the same, but the best 10,000 ranked players have all been idle for more than
-  7 days: a top-N read skips them all (a season's stars who stopped playing).
+Each read is timed `repeat` times (p50 and p99) with the store round trips it took, the keys
+Redis looked up for it (``keyspace_hits`` + ``keyspace_misses`` per read, lookups inside the
+scripts included) and the time Redis spent on it (``INFO commandstats``: what the read costs the
+server whatever the client's machine is doing), on three probes: an eligible player in the top 1 %, at the median and last:
 
-Reported per ladder: the p50 / p99 time of an eligibility-filtered top-100 read
-(`Queries.leaderboard`) and of the same read with the rule off (the plain leaderboard), and
-of a rank lookup of an active player in the top 1 %, at the median and at the bottom of the
-active ones (`Queries.players`), of the leaderboard around each of them (`Queries.around`,
-10 rows above and below; around the median also with the rule off), and of the inflation
-monitor's rating totals of the ranked players, alone and with the active ones
-(`RedisStore.rating_totals`), with the store round trips each took; and the activity set's
-bytes per ranked player (``MEMORY USAGE``).
+- ``rank`` — `RedisStore.board_ranks` of one player;
+- ``player`` — the player endpoint's read, `Queries.players` (state, rank and percentile);
+- ``around`` — `Queries.around`, 10 rows above and below, with their states;
+- ``top100`` — `Queries.leaderboard`, the best 100 eligible with their states;
+- ``totals`` — the inflation monitor's totals, `RedisStore.rating_totals`;
+- ``plain …`` — ``ZREVRANK``, ``ZREVRANGE 0 99 WITHSCORES`` and ZREVRANK + ZREVRANGE of 21
+  rows around, straight on the leaderboard key: the floor any read of it costs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import statistics
 import sys
@@ -32,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
-import redis
+import redis.asyncio as aioredis
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.rules import DAY
@@ -41,35 +44,37 @@ from stream_rater.queries import Queries
 from stream_rater.store.base import Commit, PlayerState, StateWrite
 from stream_rater.store.redis import RedisStore, ladder_key
 
-#: The read's clock.
+#: The read's clock (and the store's, so that the commits trim as of it).
 NOW = 1_800_000_000.0
 RULES: dict[str, Any] = {"provisional_games": 10, "leaderboard_active_days": 7}
 #: Players written per commit while loading.
 CHUNK = 10_000
-#: Ranked players idle at the top of the ``idle top`` ladder.
+#: Ranked players idle at the top of the ladder.
 IDLE_TOP = 10_000
 #: Rows above and below the player of an around-me read.
 AROUND = 10
+#: Rows of a top-N read.
+TOP = 100
+LADDER = "bench-board"
 
 
-def _players(n: int, rng: random.Random, idle_top: bool) -> list[tuple[str, PlayerState]]:
-    """`n` players' states; with `idle_top`, the best `IDLE_TOP` ranked ones idle for 8–28 days."""
+def players_of(n: int, rng: random.Random) -> list[tuple[str, PlayerState]]:
+    """`n` players' states, the best `IDLE_TOP` ranked ones idle for 8–28 days."""
     states = []
     for i in range(n):
         games = rng.randint(1, 60)
         last = NOW - rng.uniform(0.0, 28.0) * DAY
         states.append((f"p{i}", PlayerState(rng.gauss(1500.0, 200.0), None, games, last, 1)))
-    if idle_top:
-        ranked = sorted(
-            (s.mu, pid, k) for k, (pid, s) in enumerate(states) if s.games >= RULES["provisional_games"]
-        )
-        for _, _, k in ranked[-IDLE_TOP:]:
-            pid, s = states[k]
-            states[k] = (pid, s._replace(last_played=NOW - rng.uniform(8.0, 28.0) * DAY))
+    ranked = sorted(
+        (s.mu, pid, k) for k, (pid, s) in enumerate(states) if s.games >= RULES["provisional_games"]
+    )
+    for _, _, k in ranked[-IDLE_TOP:]:
+        pid, s = states[k]
+        states[k] = (pid, s._replace(last_played=NOW - rng.uniform(8.0, 28.0) * DAY))
     return states
 
 
-async def _load(store: RedisStore, ladder: Ladder, states: list[tuple[str, PlayerState]]) -> None:
+async def load(store: RedisStore, ladder: Ladder, states: list[tuple[str, PlayerState]]) -> None:
     """Write `states` through the commit script, as the processor would have left them."""
     rules = ladder.rules
     for start in range(0, len(states), CHUNK):
@@ -79,125 +84,123 @@ async def _load(store: RedisStore, ladder: Ladder, states: list[tuple[str, Playe
             writes.append(
                 StateWrite(pid, s, 0, False, s.mu if ranked else None, s.last_played if ranked else None)
             )
-        await store.commit(Commit(ladder.name, writes, {f"load-{start}": []}))
+        commit = Commit(ladder.name, writes, {f"load-{start}": []}, active_within=rules.active_within())
+        await store.commit(commit)
 
 
-async def _timed(
-    store: RedisStore, call: Callable[[], Awaitable[Any]], repeat: int
-) -> tuple[float, float, float]:
-    """p50 and p99 milliseconds of `call`, and the round trips of one call."""
-    seconds = []
-    trips = 0
-    for _ in range(repeat):
-        before = store.round_trips
-        started = time.perf_counter()
-        await call()
-        seconds.append(time.perf_counter() - started)
-        trips = store.round_trips - before
-    seconds.sort()
-    return 1000 * statistics.median(seconds), 1000 * seconds[int(0.99 * (len(seconds) - 1))], trips
+class Timer:
+    """Times reads: milliseconds, store round trips and Redis key lookups per read."""
 
+    def __init__(self, store: RedisStore, client: aioredis.Redis, repeat: int) -> None:
+        self.store, self.client, self.repeat = store, client, repeat
 
-async def measure(redis_url: str, players: int, repeat: int, out: TextIO) -> dict[str, dict[str, Any]]:
-    """Load both ladders into the Redis at `redis_url` and time the reads; print the table."""
-    store = RedisStore.from_url(redis_url)
-    client = redis.Redis.from_url(redis_url)
-    report: dict[str, dict[str, Any]] = {}
-    try:
-        for name, idle_top in (("spread", False), ("idle-top", True)):
-            ruled = Ladder(f"bench-{name}", "elo", RULES)
-            plain = Ladder(ruled.name, "elo")
-            states = _players(players, random.Random(7), idle_top)
+    async def _counters(self) -> tuple[int, int]:
+        """Redis's key lookups so far, and the microseconds its commands took (scripts whole)."""
+        stats = await self.client.info("stats")
+        commands = await self.client.info("commandstats")
+        busy = sum(int(c["usec"]) for name, c in commands.items() if name != "cmdstat_info")
+        return int(stats["keyspace_hits"]) + int(stats["keyspace_misses"]), busy
+
+    async def __call__(self, call: Callable[[], Awaitable[Any]]) -> dict[str, float]:
+        await call()  # warm: scripts loaded, connections open
+        seconds = []
+        trips, (keys, busy) = self.store.round_trips, await self._counters()
+        for _ in range(self.repeat):
             started = time.perf_counter()
-            await _load(store, ruled, states)
-            loaded = time.perf_counter() - started
-            ranked = await client_zcard(client, ruled.name)
-            ruled_queries = Queries(store, Ladders([ruled]))
-            plain_queries = Queries(store, Ladders([plain]))
-            since = NOW - RULES["leaderboard_active_days"] * DAY
-            last = dict(states)
-            board = [
-                p for p, _ in await store.leaderboard(ruled.name, ranked) if last[p].last_played >= since
-            ]
-            probes = {
-                "top 1 %": board[len(board) // 100],
-                "median": board[len(board) // 2],
-                "last": board[-1],
-            }
-            active = int(client.zcount(ladder_key(ruled.name, "act"), since, "+inf"))
-            row: dict[str, Any] = {"players": players, "ranked": ranked, "active": active, "load_s": loaded}
-            row["top100"] = await _timed(store, _top(ruled_queries, ruled.name), repeat)
-            row["top100_plain"] = await _timed(store, _top(plain_queries, ruled.name), repeat)
-            for label, pid in probes.items():
-                row[f"rank {label}"] = await _timed(
-                    store, _rank(ruled_queries, ruled.name, pid), max(3, repeat // 5)
-                )
-                row[f"around {label}"] = await _timed(
-                    store, _around(ruled_queries, ruled.name, pid), max(3, repeat // 5)
-                )
-            row["around median plain"] = await _timed(
-                store, _around(plain_queries, ruled.name, probes["median"]), repeat
+            await call()
+            seconds.append(time.perf_counter() - started)
+        after = await self._counters()
+        keys, busy = after[0] - keys, after[1] - busy
+        trips = self.store.round_trips - trips
+        seconds.sort()
+        return {
+            "p50_ms": 1000 * statistics.median(seconds),
+            "p99_ms": 1000 * seconds[min(len(seconds) - 1, round(0.99 * (len(seconds) - 1)))],
+            "round_trips": trips / self.repeat,
+            "keys": keys / self.repeat,
+            "redis_us": busy / self.repeat,
+        }
+
+
+async def measure(redis_url: str, players: int, repeat: int) -> dict[str, Any]:
+    """Load the ladder into the Redis at `redis_url` and time the reads."""
+    store = RedisStore.from_url(redis_url, clock=lambda: NOW)
+    client = aioredis.Redis.from_url(redis_url)
+    ladder = Ladder(LADDER, "elo", RULES)
+    queries = Queries(store, Ladders([ladder]))
+    since = ladder.rules.active_since(NOW)
+    try:
+        states = players_of(players, random.Random(7))
+        started = time.perf_counter()
+        await load(store, ladder, states)
+        report: dict[str, Any] = {"players": players, "load_s": time.perf_counter() - started}
+        board = await store.board_top(LADDER, players, since)
+        board_key = ladder_key(LADDER, "lb")
+        report["eligible"] = len(board)
+        report["ranked_idle"] = sum(
+            1 for _, s in states if s.games >= RULES["provisional_games"] and s.last_played < since
+        )
+        report["bytes_per_eligible"] = (
+            (await client.memory_usage(board_key) or 0)
+            + (await client.memory_usage(ladder_key(LADDER, "act")) or 0)
+        ) / max(1, len(board))
+        timer = Timer(store, client, repeat)
+        reads: dict[str, dict[str, float]] = {}
+        probes = {"top 1 %": board[len(board) // 100], "median": board[len(board) // 2], "last": board[-1]}
+        for label, row in probes.items():
+            ids = [row.player_id]
+            reads[f"rank, {label}"] = await timer(lambda ids=ids: store.board_ranks(LADDER, ids, since))
+            reads[f"player, {label}"] = await timer(lambda ids=ids: queries.players(LADDER, ids, NOW))
+            reads[f"around, {label}"] = await timer(
+                lambda ids=ids: queries.around(LADDER, ids[0], AROUND, NOW)
             )
-            row["totals"] = await _timed(store, _totals(store, ruled.name, None), 3)
-            row["totals_active"] = await _timed(store, _totals(store, ruled.name, since), 3)
-            usage = client.memory_usage(ladder_key(ruled.name, "act")) or 0
-            row["act_bytes_per_ranked"] = usage / max(1, ranked)
-            report[name] = row
+        reads["top 100"] = await timer(lambda: queries.leaderboard(LADDER, TOP, NOW))
+        reads["totals"] = await timer(lambda: store.rating_totals(LADDER, since))
+        median = probes["median"].player_id
+        reads["plain ZREVRANK, median"] = await timer(lambda: client.zrevrank(board_key, median))
+        reads["plain ZREVRANGE top 100"] = await timer(
+            lambda: client.zrevrange(board_key, 0, TOP - 1, withscores=True)
+        )
+        reads["plain around, median"] = await timer(lambda: _plain_around(client, board_key, median))
+        report["reads"] = reads
     finally:
-        client.close()
+        await client.aclose()
         await store.close()
-    _print(report, out)
     return report
 
 
-def _totals(store: RedisStore, ladder: str, since: float | None) -> Callable[[], Awaitable[Any]]:
-    return lambda: store.rating_totals(ladder, since)
+async def _plain_around(client: aioredis.Redis, key: str, player: str) -> Any:
+    """ZREVRANK of `player`, then ZREVRANGE of the `AROUND` rows above and below it."""
+    place = await client.zrevrank(key, player)
+    return await client.zrevrange(key, max(0, place - AROUND), place + AROUND, withscores=True)
 
 
-def _top(queries: Queries, ladder: str) -> Callable[[], Awaitable[Any]]:
-    return lambda: queries.leaderboard(ladder, 100, NOW)
-
-
-def _rank(queries: Queries, ladder: str, player: str) -> Callable[[], Awaitable[Any]]:
-    return lambda: queries.players(ladder, [player], NOW)
-
-
-def _around(queries: Queries, ladder: str, player: str) -> Callable[[], Awaitable[Any]]:
-    return lambda: queries.around(ladder, player, AROUND, NOW)
-
-
-async def client_zcard(client: redis.Redis, ladder: str) -> int:
-    """Players on the ladder's leaderboard."""
-    return int(client.zcard(ladder_key(ladder, "lb")))
-
-
-def _print(report: dict[str, dict[str, Any]], out: TextIO) -> None:
-    for name, row in report.items():
+def show(report: dict[str, Any], out: TextIO) -> None:
+    """The report as a table."""
+    print(
+        f"{report['players']:,} players, {report['eligible']:,} eligible (>= 10 games, active in the last "
+        f"7 days; {report['ranked_idle']:,} with 10 games idle, the best {IDLE_TOP:,} among them); loaded "
+        f"in {report['load_s']:.1f} s; leaderboard + activity index {report['bytes_per_eligible']:.0f} B "
+        "per eligible player",
+        file=out,
+    )
+    print(f"  {'read':<32}{'p50 ms':>9}{'p99 ms':>9}{'round trips':>13}{'keys':>7}{'Redis µs':>10}", file=out)
+    for name, row in report["reads"].items():
         print(
-            f"{name}: {row['players']:,} players, {row['ranked']:,} ranked (>= 10 games), {row['active']:,} "
-            f"of them active in the last 7 days; loaded in {row['load_s']:.1f} s; activity set "
-            f"{row['act_bytes_per_ranked']:.0f} B per ranked player",
+            f"  {name:<32}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}{row['round_trips']:>13.0f}"
+            f"{row['keys']:>7.0f}{row['redis_us']:>10.0f}",
             file=out,
         )
-        print(f"  {'read':<40}{'p50 ms':>9}{'p99 ms':>9}{'round trips':>13}", file=out)
-        for key, label in [
-            ("top100", "top 100, eligible only"),
-            ("top100_plain", "top 100, no activity rule"),
-            ("rank top 1 %", "rank of a top-1 % player"),
-            ("rank median", "rank of the median player"),
-            ("rank last", "rank of the last player"),
-            ("around top 1 %", f"around a top-1 % player (n={AROUND})"),
-            ("around median", f"around the median player (n={AROUND})"),
-            ("around last", f"around the last player (n={AROUND})"),
-            ("around median plain", "around the median, no activity rule"),
-            ("totals", "rating totals, ranked"),
-            ("totals_active", "rating totals, ranked + active"),
-        ]:
-            p50, p99, trips = row[key]
-            print(f"  {label:<40}{p50:>9.2f}{p99:>9.2f}{trips:>13}", file=out)
 
 
-def run(players: int = 1_000_000, repeat: int = 50, out: TextIO = sys.stdout) -> dict[str, dict[str, Any]]:
+def run(
+    players: int = 1_000_000, repeat: int = 200, as_json: bool = False, out: TextIO = sys.stdout
+) -> dict[str, Any]:
     """The benchmark on a local Redis started (and stopped) for the run."""
     with LocalRuntime(broker=False) as runtime:
-        return asyncio.run(measure(runtime.redis_url, players, repeat, out))
+        report = asyncio.run(measure(runtime.redis_url, players, repeat))
+    if as_json:
+        print(json.dumps(report, indent=2), file=out)
+    else:
+        show(report, out)
+    return report

@@ -206,10 +206,12 @@ def _redis(benches: Subcommands) -> None:
 
 def _leaderboard(benches: Subcommands) -> None:
     p = benches.add_parser(
-        "leaderboard", help="eligibility-filtered top-100 reads and ranks on a large ladder"
+        "leaderboard", help="rank, around, top-100, player and totals reads of an eligible-only leaderboard"
     )
     p.add_argument("--players", type=int, default=1_000_000, help="players of the ladder (1000000)")
-    p.set_defaults(**_runs("leaderboard", "players"))
+    p.add_argument("--repeat", type=int, default=200, help="timed calls of each read (200)")
+    p.add_argument("--json", dest="as_json", action="store_true", help="print the result as JSON")
+    p.set_defaults(**_runs("leaderboard", "players", "repeat", "as_json"))
 
 
 def _chaos(benches: Subcommands) -> None:
