@@ -189,3 +189,24 @@ async def test_the_eligible_board_equals_a_recomputation_from_the_states(store):
         lines = [d.line() for d in await board_differences(store, ladder, states, now, 1e-9)]
         assert lines[0] == f"leaderboard: player {wrong}: live 1.0; from the live state {top[0][1]!r}"
         assert lines[1].startswith("leaderboard: running sum ") and len(lines) == 2
+
+
+async def test_tied_players_share_a_rank_in_every_read(store):
+    """Two equal ratings share a rank ("1224": 1 + the players strictly higher) and a
+    percentile in the leaderboard, around-me, the player lookup and an ended season's board;
+    inside the tie the rows come by id, descending."""
+    name, ladders = table(leaderboard_active_days=30, season_shrink=0.0)
+    await apply(store, ladders, name, duel("m1", "ann", "bob", at=T0), duel("m2", "cat", "dan", at=T0 + 1))
+    queries = Queries(store, ladders)
+    expected = [("cat", 1), ("ann", 1), ("dan", 3), ("bob", 3)]
+    rows = (await queries.leaderboard(name, 10, T0 + 2))["rows"]
+    assert [(r["player_id"], r["rank"]) for r in rows] == expected
+    around = await queries.around(name, "ann", 1, T0 + 2)
+    assert [(r["player_id"], r["rank"]) for r in around["rows"]] == expected[:3] and around["rank"] == 1
+    found = (await queries.players(name, ["ann", "cat", "bob", "dan"], T0 + 2))["players"]
+    assert [(p["rank"], p["percentile"]) for p in found] == [(1, 100.0), (1, 100.0), (3, 50.0), (3, 50.0)]
+    await apply(store, ladders, name, {"kind": "season", "match_id": "s2", "finished_at": T0 + 3})
+    ended = (await queries.leaderboard(name, 10, T0 + 4, season=1))["rows"]
+    assert [(r["player_id"], r["rank"]) for r in ended] == expected
+    now = [(r["player_id"], r["rank"]) for r in (await queries.leaderboard(name, 10, T0 + 4))["rows"]]
+    assert now == [("dan", 1), ("cat", 1), ("bob", 1), ("ann", 1)]  # the reset made them all equal
