@@ -14,6 +14,7 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.corrections.rerate import Correction, Entry, Rerate, Tuning, UnknownMatches
+from stream_rater.offline.verify import board_differences
 from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.store import open_store
 from stream_rater.store.base import RerateRunning
@@ -380,3 +381,32 @@ async def test_a_rerate_with_a_rating_floor_equals_a_replay_with_it(store):
     assert min(s.mu for s in stored.values()) == pytest.approx(1480.0)
     unfloored = await replayed(kept, Ladders([Ladder(NAME, "elo")]))
     assert min(s.mu for s in unfloored.values()) < 1470.0
+
+
+async def test_the_eligible_board_is_rebuilt_by_a_rerate(store):
+    """A ladder ranking only active, non-provisional players, a season start in its history, a
+    void re-rated while the live worker goes on: after the switch the eligible leaderboard (and
+    on Redis its running sum) equals the one the new states give, and its ranks are the ones a
+    replay without the voided match gives."""
+    ruled = Ladders([Ladder(NAME, "trueskill", {"provisional_games": 3, "leaderboard_active_days": 1.0})])
+    entries = matches(80, seed=5)  # an hour apart: a day is the last 24 matches
+    start = parse_match(
+        {"kind": "season", "match_id": "s2", "ladder": NAME, "finished_at": 1_700_100_000}, ruled
+    )
+    entries = entries[:30] + [(start, (0, 30))] + [(m, (0, i + 1)) for m, (_, i) in entries[30:]]
+    live = LiveLog(entries, Processor(ruled, store), 0, 5)
+    await live.advance(60)
+    correction = Correction("void", NAME, ("m70",), "", {})
+    await Rerate(store, ruled, correction, live, lambda e: send_to([], e), Tuning()).run()
+    await live.advance(len(entries))
+    now = 1_700_000_000 + 3600 * 80
+    ladder = ruled.get(NAME)
+    assert await board_differences(store, ladder, await store.players(NAME), now, 1e-9) == []
+    oracle = MemoryStore()
+    await process_skipping(Processor(ruled, oracle), *zip(*[e for e in entries if e[0].match_id != "m70"]))
+    since = ladder.rules.active_since(now)
+    expected = await oracle.board_top(NAME, 100, since)
+    assert 3 < len(expected) < 12
+    assert [(r.player_id, r.rank) for r in await store.board_top(NAME, 100, since)] == [
+        (r.player_id, r.rank) for r in expected
+    ]
