@@ -399,7 +399,7 @@ async def test_the_eligible_board_is_rebuilt_by_a_rerate(store):
     correction = Correction("void", NAME, ("m70",), "", {})
     await Rerate(store, ruled, correction, live, lambda e: send_to([], e), Tuning()).run()
     await live.advance(len(entries))
-    now = 1_700_000_000 + 3600 * 80
+    now = 1_700_000_000 + 3600 * 98  # active: the players of the last 6 matches
     ladder = ruled.get(NAME)
     assert await board_differences(store, ladder, await store.players(NAME), now, 1e-9) == []
     oracle = MemoryStore()
