@@ -128,7 +128,7 @@ async def measure(redis_url: str, players: int, repeat: int) -> dict[str, Any]:
     client = aioredis.Redis.from_url(redis_url)
     ladder = Ladder(LADDER, "elo", RULES)
     queries = Queries(store, Ladders([ladder]))
-    since = ladder.rules.active_since(NOW)
+    since = NOW - RULES["leaderboard_active_days"] * DAY
     try:
         states = players_of(players, random.Random(7))
         started = time.perf_counter()
@@ -138,7 +138,7 @@ async def measure(redis_url: str, players: int, repeat: int) -> dict[str, Any]:
         board_key = ladder_key(LADDER, "lb")
         report["eligible"] = len(board)
         report["ranked_idle"] = sum(
-            1 for _, s in states if s.games >= RULES["provisional_games"] and s.last_played < since
+            s.games >= RULES["provisional_games"] and (s.last_played or NOW) < since for _, s in states
         )
         report["bytes_per_eligible"] = (
             (await client.memory_usage(board_key) or 0)
@@ -148,12 +148,7 @@ async def measure(redis_url: str, players: int, repeat: int) -> dict[str, Any]:
         reads: dict[str, dict[str, float]] = {}
         probes = {"top 1 %": board[len(board) // 100], "median": board[len(board) // 2], "last": board[-1]}
         for label, row in probes.items():
-            ids = [row.player_id]
-            reads[f"rank, {label}"] = await timer(lambda ids=ids: store.board_ranks(LADDER, ids, since))
-            reads[f"player, {label}"] = await timer(lambda ids=ids: queries.players(LADDER, ids, NOW))
-            reads[f"around, {label}"] = await timer(
-                lambda ids=ids: queries.around(LADDER, ids[0], AROUND, NOW)
-            )
+            reads |= await _player_reads(timer, queries, label, row.player_id, since)
         reads["top 100"] = await timer(lambda: queries.leaderboard(LADDER, TOP, NOW))
         reads["totals"] = await timer(lambda: store.rating_totals(LADDER, since))
         median = probes["median"].player_id
@@ -169,9 +164,21 @@ async def measure(redis_url: str, players: int, repeat: int) -> dict[str, Any]:
     return report
 
 
+async def _player_reads(
+    timer: Timer, queries: Queries, label: str, player: str, since: float
+) -> dict[str, dict[str, float]]:
+    """The rank, player-endpoint and around reads of `player` (the probe `label`)."""
+    store = queries.store
+    return {
+        f"rank, {label}": await timer(lambda: store.board_ranks(LADDER, [player], since)),
+        f"player, {label}": await timer(lambda: queries.players(LADDER, [player], NOW)),
+        f"around, {label}": await timer(lambda: queries.around(LADDER, player, AROUND, NOW)),
+    }
+
+
 async def _plain_around(client: aioredis.Redis, key: str, player: str) -> Any:
     """ZREVRANK of `player`, then ZREVRANGE of the `AROUND` rows above and below it."""
-    place = await client.zrevrank(key, player)
+    place = int(await client.zrevrank(key, player))  # type: ignore[arg-type]
     return await client.zrevrange(key, max(0, place - AROUND), place + AROUND, withscores=True)
 
 

@@ -107,7 +107,7 @@ async def recount_board_sums(store: RedisStore) -> int:
         scores: list[float] = []
         while True:
             rows = await store.client.zrange(key, len(scores), len(scores) + _BOARD_STEP - 1, withscores=True)
-            scores += (score for _, score in rows)
+            scores += (float(row[1]) for row in rows)
             if len(rows) < _BOARD_STEP:
                 break
         await store.client.hset(name[: -len("lb")] + "meta", "lb:sum", repr(math.fsum(scores)))
