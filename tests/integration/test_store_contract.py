@@ -460,7 +460,9 @@ async def test_board_reads_rank_ties_alike_and_skip_idle_players(store, ladder, 
     strictly higher) and ordered by id descending, in every read."""
     players = [(f"p{i:03d}", float(i % 17), 1000.0 + (i * 37) % 200) for i in range(120)]
     await store.commit(
-        Commit(ladder, [write(p, 20.0, 1, 0, score=score, active=last) for p, score, last in players], {"m1": []})
+        Commit(
+            ladder, [write(p, 20.0, 1, 0, score=score, active=last) for p, score, last in players], {"m1": []}
+        )
     )
     oracle = competition({p: score for p, score, last in players if since is None or last >= since})
     assert await store.board_top(ladder, 9, since) == oracle[:9]
@@ -499,7 +501,9 @@ async def test_commits_trim_idle_players_and_keep_the_running_sum(store, ladder,
     keep the running sum equal to a recount, and an ended season's board is the eligible one."""
     monkeypatch.setattr("stream_rater.store.redis.store.TOTALS_STEP", 7)
     day = 86_400.0
-    writes = [write(f"p{i:03d}", 20.0, 1, 0, score=1000.0 + i * 0.37, active=i * day / 10) for i in range(300)]
+    writes = [
+        write(f"p{i:03d}", 20.0, 1, 0, score=1000.0 + i * 0.37, active=i * day / 10) for i in range(300)
+    ]
     await store.commit(Commit(ladder, writes, {"m1": []}, active_within=10 * day))  # trims < 19.9 days
     more = [write("p299", 20.0, 2, 1, score=5.0, active=30 * day), write("p298", 20.0, 2, 1, active=30 * day)]
     await store.commit(Commit(ladder, more, {"m2": []}, active_within=10 * day))  # trims < 20 days

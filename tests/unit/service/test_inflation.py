@@ -4,8 +4,6 @@ against a recount once per interval, kept when the store fails, and the dashboar
 
 from __future__ import annotations
 
-import math
-
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import REGISTRY
