@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -340,21 +341,29 @@ class RedisStore(RerateControl, StateStore):
         return trimmed
 
     async def board_entries(self, ladder: str, since: float | None) -> tuple[dict[str, float], float | None]:
-        def build(pipe: Any, gen: int) -> None:
-            pipe.zrange(self._gen_key(ladder, gen, "lb"), 0, -1, withscores=True)
-            if since is not None:
-                pipe.zrangebyscore(self._gen_key(ladder, gen, "act"), since, "+inf")
-            pipe.hget(self._gen_key(ladder, gen, "meta"), "lb:sum")
-
-        replies = await self._on_live(ladder, build)
-        rows = {text(member): float(score) for member, score in replies[0]}
+        gen = await self._live_generation(ladder)
+        board, activity = self._gen_key(ladder, gen, "lb"), self._gen_key(ladder, gen, "act")
+        rows: dict[str, float] = {}
+        while True:  # in pages: a whole large leaderboard in one reply would block Redis
+            page: list[Any] = await self.client.zrange(
+                board, len(rows), len(rows) + TOTALS_STEP - 1, withscores=True
+            )
+            rows.update((text(member), float(score)) for member, score in page)
+            if len(page) < TOTALS_STEP:
+                break
+        running = await self.client.hget(self._gen_key(ladder, gen, "meta"), "lb:sum")
+        idle = 0.0
         if since is not None:
-            active = {text(member) for member in replies[1]}
-            idle = sum(score for p, score in rows.items() if p not in active)
+            active: set[str] = set()
+            while True:
+                page = await self.client.zrangebyscore(
+                    activity, since, "+inf", start=len(active), num=TOTALS_STEP
+                )
+                active.update(map(text, page))
+                if len(page) < TOTALS_STEP:
+                    break
+            idle = math.fsum(score for p, score in rows.items() if p not in active)
             rows = {p: score for p, score in rows.items() if p in active}
-        else:
-            idle = 0.0
-        running = replies[-1]
         return rows, None if running is None else float(running) - idle
 
     async def _season_id(self, ladder: str, season: int) -> str:
