@@ -356,11 +356,11 @@ class RedisStore(RerateControl, StateStore):
         if since is not None:
             active: set[str] = set()
             while True:
-                page = await self.client.zrangebyscore(
+                ids: list[Any] = await self.client.zrangebyscore(
                     activity, since, "+inf", start=len(active), num=TOTALS_STEP
                 )
-                active.update(map(text, page))
-                if len(page) < TOTALS_STEP:
+                active.update(text(i) for i in ids)
+                if len(ids) < TOTALS_STEP:
                     break
             idle = math.fsum(score for p, score in rows.items() if p not in active)
             rows = {p: score for p, score in rows.items() if p in active}
