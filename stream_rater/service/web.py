@@ -446,9 +446,13 @@ def register_web(
         except (KafkaError, faust.exceptions.ConsumerNotStarted) as exc:  # rebalancing; next tick
             log.debug("consumer lag not measured: %r", exc)
 
+    async def check_totals() -> None:  # trims idle players off the leaderboards, without scrapes too
+        await dashboard.inflation.refresh(home_here(app, settings.topic_matches))
+
     # Called rather than used as decorators: faust's are untyped, and would untype the functions.
     app.timer(interval=1.0)(sample_throughput)
     app.timer(interval=LAG_INTERVAL)(measure_consumer_lag)
+    app.timer(interval=settings.inflation_interval or 60.0)(check_totals)
 
     @app.on_partitions_assigned.connect
     async def forget_offsets(app: faust.App, /, *assigned: set[TP], **kwargs: Any) -> None:
