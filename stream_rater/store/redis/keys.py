@@ -31,10 +31,11 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   back identical (`stored_events.pack_entry`), or any other event's msgpack map
 - ``effects`` hash  effect name → same state form (context effects, never ranked; few per ladder:
   one hash, with a field '' that is no id and keeps it a hash table, see ``commit.lua``)
-- ``lb``      zset  player id scored by display rating (the leaderboard; on a ladder whose
-  rules rank only some players, just those)
-- ``act``     zset  ranked player id scored by their last match (only on ladders whose rules
-  rank only recently active players)
+- ``lb``      zset  player id scored by display rating: the eligible leaderboard (on a ladder
+  whose rules rank only some players, just those; on one ranking only recently active players,
+  the commits trim the idle ones off it, ``eligible.lua``)
+- ``act``     zset  ranked player id scored by their last match: the leaderboard's time index
+  (only on ladders whose rules rank only recently active players)
 - ``seasons`` list  ids of the season-start records applied, in order; ``lb:season:<id>`` the
   leaderboard as the season that record ended left it, ``players:season:<id>:<b>`` hashes (as
   ``players:<b>``) the state before the season start of each player it wrote
@@ -57,7 +58,8 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   it only grows, so a read that finds less than a worker committed means the store lost
   data); ``p:<partition>`` → offset after the last record of the ladder applied (a redelivered
   record below it is applied already, whatever the markers say); ``model`` → the model of the
-  history entries (which leave it out)
+  history entries (which leave it out); ``lb:sum`` → the sum of the leaderboard's scores, kept
+  by the commits (the inflation totals)
 
 and per ladder, whatever the generation:
 
