@@ -247,9 +247,9 @@ def test_the_season_reset_grows_sigma_toward_the_prior_only():
     )
 )
 async def test_active_ranks_count_only_recently_active_players(games):
-    """With ``leaderboard_active_days = 10`` the top list, each rank and each percentile are
-    those of the leaderboard restricted to players whose last match lies within 10 days of
-    the read (a brute-force oracle), by either way the reads compute them."""
+    """With ``leaderboard_active_days = 10`` the top list, each rank (tied players sharing one)
+    and each percentile are those of the leaderboard restricted to players whose last match
+    lies within 10 days of the read (a brute-force oracle)."""
     table = ladders(leaderboard_active_days=10)
     events = [match(f"m{i}", a, b, at=T0 + day * DAY) for i, (a, b, day) in enumerate(games) if a != b]
     store, _ = await run(table, events)
@@ -257,12 +257,15 @@ async def test_active_ranks_count_only_recently_active_players(games):
     states = await store.players("l")
     ordered = await store.leaderboard("l", 100)
     eligible = [p for p, _ in ordered if states[p].last_played >= now - 10 * DAY]
+    score = dict(ordered)
     queries = Queries(store, table)
     board = await queries.leaderboard("l", 5, now)
     found = (await queries.players("l", list("abcdefgh"), now))["players"]
     assert [r["player_id"] for r in board["rows"]] == eligible[:5]
     for p in found:
-        expected = eligible.index(p["player_id"]) + 1 if p["player_id"] in eligible else None
+        pid = p["player_id"]
+        # standard competition ranking: 1 + the eligible players rated strictly higher
+        expected = 1 + sum(score[q] > score[pid] for q in eligible) if pid in eligible else None
         assert p["rank"] == expected
         if expected is not None:
             assert p["percentile"] == 100.0 * (len(eligible) - expected + 1) / len(eligible)
