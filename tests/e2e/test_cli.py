@@ -245,7 +245,10 @@ def test_migrate_to_2_moves_markers_of_the_earlier_layout(redis_url):
         out = helpers.cli(
             "migrate", "--to", "2", "--store", redis_url, "--redis-prefix", prefix, check=True
         ).stdout
-        assert out == "upgraded to stored format 2: 1 legacy markers, 0 states, 0 histories, 1 markers\n", out
+        assert out == (
+            "upgraded to stored format 2: 1 legacy markers, 0 states, 0 histories, 1 markers, "
+            "0 leaderboard sums, 0 idle players off the leaderboards\n"
+        ), out
         slot = marker_slots(time.time(), Settings.marker_ttl)[1]  # moved into the present slot
         assert client.hget(f"{prefix}:{{{ladder}}}:mk:{slot}", "m1") == b""
         assert not client.exists(f"{prefix}:{{{ladder}}}:m:m1")
