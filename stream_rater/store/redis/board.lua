@@ -79,22 +79,22 @@ local function rank_of(score)
   return above + 1
 end
 
--- `page` (ZREVRANGE … WITHSCORES) without the idle players, as rows {id, score, rank}: the
--- first row's rank is `first` (nil: counted), each next one shares its predecessor's on a
--- tie, else is `first` + its index when `first` is given (a page from the top), else counted.
-local function rows_of(page, first)
-  local rows = {}
+-- Appends to `out` the rows of `page` (ZREVRANGE … WITHSCORES) but the idle players, at most
+-- `most` of them, as id, score, rank: a row tied with the one before shares its rank (Redis
+-- writes equal scores as equal strings); else its rank is `first` + the rows before it when
+-- `first` is given (a page from the top), else counted. Returns how many rows it appended.
+local function append_rows(out, page, first, most)
+  local rows, previous, rank = 0, nil, nil
   for i = 1, #page, 2 do
+    if rows == most then break end
     if idle[page[i]] == nil then
-      local row, before = {page[i], page[i + 1]}, rows[#rows]
-      if before and tonumber(before[2]) == tonumber(row[2]) then
-        row[3] = before[3]
-      elseif first then
-        row[3] = first + #rows
-      else
-        row[3] = rank_of(row[2])
+      local score = page[i + 1]
+      if score ~= previous then
+        rank = first and first + rows or rank_of(score)
+        previous = score
       end
-      rows[#rows + 1] = row
+      out[#out + 1] = page[i]; out[#out + 1] = score; out[#out + 1] = rank
+      rows = rows + 1
     end
   end
   return rows
@@ -113,10 +113,7 @@ if args.op == 'top' then
   local out = {'ok', eligible}
   if args.top < 1 then return out end
   local page = redis.call('ZREVRANGE', board, 0, args.top + #idle_scores - 1, 'WITHSCORES')
-  for i, row in ipairs(rows_of(page, 1)) do
-    if i > args.top then break end
-    out[#out + 1] = row[1]; out[#out + 1] = row[2]; out[#out + 1] = row[3]
-  end
+  append_rows(out, page, 1, args.top)
   return out
 end
 
@@ -125,20 +122,18 @@ if args.op == 'around' then
   if not place or idle[args.id] ~= nil then return {'ok', eligible, -1} end
   local wide = args.n + #idle_scores
   local page = redis.call('ZREVRANGE', board, math.max(0, place - wide), place + wide, 'WITHSCORES')
-  local found = {}
+  local found, at = {}, nil  -- the page's eligible rows; the player's among them
   for i = 1, #page, 2 do
-    if idle[page[i]] == nil then found[#found + 1] = {page[i], page[i + 1]} end
+    if idle[page[i]] == nil then
+      found[#found + 1] = page[i]; found[#found + 1] = page[i + 1]
+      if page[i] == args.id then at = #found - 1 end
+    end
   end
-  local at = 1
-  while found[at][1] ~= args.id do at = at + 1 end
-  local flat = {}
-  for i = math.max(1, at - args.n), math.min(#found, at + args.n) do
-    flat[#flat + 1] = found[i][1]; flat[#flat + 1] = found[i][2]
-  end
+  local from = math.max(1, at - 2 * args.n)
   local out = {'ok', eligible, -1}
-  for _, row in ipairs(rows_of(flat, nil)) do
-    if row[1] == args.id then out[3] = row[3] end
-    out[#out + 1] = row[1]; out[#out + 1] = row[2]; out[#out + 1] = row[3]
+  append_rows(out, {unpack(found, from, math.min(#found, at + 1 + 2 * args.n))}, nil, -1)
+  for i = 4, #out, 3 do
+    if out[i] == args.id then out[3] = out[i + 2] end
   end
   return out
 end
