@@ -46,7 +46,7 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.explain import explain_match
 from stream_rater.processor import quality
 from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
-from stream_rater.store import Lookup, ReadStore, Snapshot
+from stream_rater.store import BoardBehind, Lookup, ReadStore, Snapshot
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
 #: Leaderboard answers `BoardCache` keeps (the most recently asked).
@@ -118,8 +118,8 @@ def _leaderboard(boards: BoardCache, clock: Callable[[], float]) -> Handler:
     async def handle(request: web.Request) -> web.Response:
         try:
             body, etag = await boards.answer(request.match_info["ladder"], request.query, clock())
-        except QueryError as exc:
-            return _json({"error": str(exc)}, exc.status)
+        except (QueryError, BoardBehind) as exc:
+            return _refused(exc)
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if _matches(request.headers.get("If-None-Match"), etag):
             return web.Response(status=304, headers=headers)
@@ -299,11 +299,25 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 async def _reply(answer: Awaitable[dict[str, Any]]) -> web.Response:
-    """The answer as JSON, or a query error as ``{"error": ...}`` with its status."""
+    """The answer as JSON, or a refusal (`_refused`)."""
     try:
         return _json(await answer)
-    except QueryError as exc:
-        return _json({"error": str(exc)}, exc.status)
+    except (QueryError, BoardBehind) as exc:
+        return _refused(exc)
+
+
+#: Seconds a client waits before asking again a leaderboard read refused as behind its trim.
+BOARD_BEHIND_RETRY = 5
+
+
+def _refused(exc: QueryError | BoardBehind) -> web.Response:
+    """A refusal as ``{"error": ...}``: a query error with its status; a leaderboard behind its
+    trim with 503 and ``Retry-After``, as it passes once a commit or the worker's trim catches up."""
+    if isinstance(exc, BoardBehind):
+        response = _json({"error": str(exc)}, 503)
+        response.headers["Retry-After"] = str(BOARD_BEHIND_RETRY)
+        return response
+    return _json({"error": str(exc)}, exc.status)
 
 
 async def quality_of(store: ReadStore, ladder: Ladder, query: Mapping[str, str]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import predict
 from stream_rater.service.query_api import OPENAPI, BatchedReads, query_routes, serve_app
 from stream_rater.store.memory import MemoryStore
-from stream_rater.store.values import Generations
+from stream_rater.store.values import BoardBehind, Generations
 from tests.helpers import parsed_duel
 from tests.unit.shadowing import SHADOWED, alone, duels
 
@@ -547,3 +547,30 @@ def test_the_two_time_forms_are_documented_side_by_side():
     assert descriptions and all("epoch seconds" in d and "ISO 8601" in d for d in descriptions)
     guide = (OPENAPI.parents[2] / "docs" / "pages" / "reference" / "read-api.md").read_text()
     assert "ISO 8601" in guide and "epoch seconds" in guide
+
+
+async def test_a_leaderboard_behind_its_trim_is_a_503_with_retry_after_on_every_board_read():
+    """A store refusing a board read (`BoardBehind`: too many players went idle since the last
+    trim) answers 503 and when to ask again, on the leaderboard, around and the players' lookup."""
+
+    class Behind(MemoryStore):
+        async def board_ranks(self, ladder, ids, since):
+            raise BoardBehind(ladder, 1000)
+
+        async def board_top(self, ladder, top, since, season=None):
+            raise BoardBehind(ladder, 1000)
+
+        async def board_around(self, ladder, player_id, n, since):
+            raise BoardBehind(ladder, 1000)
+
+    store = Behind()
+    await Processor(LADDERS, store).process([duel("m1", "ann", "bob")])
+    async with TestClient(TestServer(serve_app(Queries(store, LADDERS), store))) as client:
+        for response in (
+            await client.get("/api/ladders/default/leaderboard"),
+            await client.get("/api/ladders/default/leaderboard?around=ann"),
+            await client.post("/api/ladders/default/players", json={"players": ["ann"]}),
+        ):
+            assert response.status == 503, response.url
+            assert response.headers["Retry-After"] == "5"
+            assert "went idle since its leaderboard was last trimmed" in (await response.json())["error"]
