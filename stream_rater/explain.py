@@ -119,15 +119,18 @@ async def _archived_player(
     )
 
 
-def _actual(rank: int, ranks: Sequence[int], two_teams: bool) -> dict[str, Any]:
-    """What happened to a team of `rank` among the players' `ranks`: ``{"result", "rank"}``
-    for two teams, ``{"rank", "ahead"}`` (the share of other ranks it finished ahead of) for
-    more, in the form of the event's ``expected``."""
+def _actual(rank: float, ranks: Sequence[float], two_teams: bool) -> dict[str, Any]:
+    """What happened to a team placed `rank` among the players' `ranks` (the match's, lower is
+    better): ``{"result", "rank"}`` for two teams, ``{"rank", "ahead"}`` (the share of other
+    placings it finished ahead of) for more, in the form of the event's ``expected``. ``rank``
+    is 1-based whatever numbers the match used, as ``expected.rank`` and leaderboard ranks are:
+    1 + the distinct placings better than the team's (1 = first; drawn teams share it)."""
     others = sorted(set(ranks) - {rank})
+    place = 1 + sum(1 for r in others if r < rank)
     if two_teams:
         result = "draw" if not others else "win" if rank < others[0] else "loss"
-        return {"result": result, "rank": rank}
-    return {"rank": rank, "ahead": sum(1 for r in others if rank < r) / len(others) if others else 0.0}
+        return {"result": result, "rank": place}
+    return {"rank": place, "ahead": sum(1 for r in others if rank < r) / len(others) if others else 0.0}
 
 
 def _player(

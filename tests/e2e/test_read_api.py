@@ -232,7 +232,7 @@ def test_explain_says_what_was_expected_and_what_happened(redis_url: str, tmp_pa
     bob, ann = json.loads(answer.stdout)["players"]
     assert (bob["player_id"], bob["actual"], ann["actual"]["result"]) == (
         "bob",
-        {"result": "win", "rank": 0},
+        {"result": "win", "rank": 1},
         "loss",
     )
     assert bob["expected"]["win"] < ann["expected"]["win"]  # ann won m0, so was favoured

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_rater.contracts import correction_changed
+from stream_rater.contracts import correction_changed, parse_match
 from stream_rater.explain import UnknownMatch, explain_match
 from stream_rater.processor import Processor
 from stream_rater.rating.base import Rating
@@ -32,8 +32,8 @@ async def test_a_duel_is_explained_from_its_events_with_what_was_expected():
     b, a = answer["players"]
     assert (b["player_id"], b["actual"], a["actual"]) == (
         "b",
-        {"result": "win", "rank": 0},
-        {"result": "loss", "rank": 1},
+        {"result": "win", "rank": 1},
+        {"result": "loss", "rank": 2},
     )
     assert b["before"] == events["b"]["before"] and b["after"] == events["b"]["after"]
     assert b["rating_delta"] == events["b"]["rating_delta"] == b["rating"] - b["before"]["rating"]
@@ -92,11 +92,11 @@ async def test_more_teams_give_ahead_and_rank_and_a_forgotten_event_is_not_found
     longer holds the event is listed as not found."""
     store = await applied(match("m1", ["a"], ["b"], ["c"]))
     [a, b, c] = (await explain_match(store, LADDERS.get("default"), "m1", 100))["players"]
-    assert (a["actual"], c["actual"]) == ({"rank": 0, "ahead": 1.0}, {"rank": 2, "ahead": 0.0})
+    assert (a["actual"], c["actual"]) == ({"rank": 1, "ahead": 1.0}, {"rank": 3, "ahead": 0.0})
     assert set(a["expected"]) == {"ahead", "rank"}
     assert sum(p["expected"]["rank"] for p in (a, b, c)) < 6.0 + 1e-9  # 1 + 2 + 3 less the draws
     [gone, *_] = (await explain_match(store, LADDERS.get("default"), "m1", 0))["players"]
-    assert gone == {"player_id": "a", "found": False, "actual": {"rank": 0, "ahead": 1.0}}
+    assert gone == {"player_id": "a", "found": False, "actual": {"rank": 1, "ahead": 1.0}}
 
 
 async def test_an_unknown_match_is_a_404():
@@ -104,3 +104,18 @@ async def test_an_unknown_match_is_a_404():
     with pytest.raises(UnknownMatch, match="no match 'nope' on ladder 'default'") as raised:
         await explain_match(store, LADDERS.get("default"), "nope", 100)
     assert raised.value.status == 404
+
+
+async def test_actual_rank_is_one_based_whatever_ranks_the_match_gave():
+    """The match's own ranks (here 5, 5 and 9, as floats on the wire) become 1-based integer
+    places like ``expected.rank`` and the leaderboard's: drawn teams share the better one."""
+    teams = [{"rank": r, "players": [{"id": p}]} for r, p in ((5.0, "a"), (5.0, "b"), (9.0, "c"))]
+    raw = {"match_id": "m1", "finished_at": 1_000_000, "teams": teams}
+    store = await applied(parse_match(raw, LADDERS))
+    [a, b, c] = (await explain_match(store, LADDERS.get("default"), "m1", 100))["players"]
+    assert [p["actual"] for p in (a, b, c)] == [
+        {"rank": 1, "ahead": 1.0},
+        {"rank": 1, "ahead": 1.0},
+        {"rank": 2, "ahead": 0.0},
+    ]
+    assert all(type(p["actual"]["rank"]) is int for p in (a, b, c))
