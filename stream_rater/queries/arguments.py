@@ -3,6 +3,7 @@ sizes of a read; and the errors a read answers with (`QueryError` and its HTTP s
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,7 +65,8 @@ def player_ids(value: Any, field: str, limit: int) -> list[str]:
     if len(value) > limit:
         raise TooManyPlayers(f"{field}: {len(value)} players, at most {limit} per query")
     if len(set(value)) != len(value):
-        raise QueryError(f"{field}: names a player twice")
+        twice = next(p for p, n in Counter(value).items() if n > 1)
+        raise QueryError(f"{field}: names {twice!r} twice")
     return list(value)
 
 
@@ -112,8 +114,11 @@ def teams_of(value: Any, limit: int) -> list[list[str]]:
     everyone = [p for team in teams for p in team]
     if len(everyone) > limit:
         raise TooManyPlayers(f"teams: {len(everyone)} players, at most {limit} per query")
-    if len(set(everyone)) != len(everyone):
-        raise QueryError("teams: a player is on two teams")
+    team_of: dict[str, int] = {}
+    for i, team in enumerate(teams):
+        for p in team:
+            if team_of.setdefault(p, i) != i:
+                raise QueryError(f"teams[{i}]: player {p!r} is on two teams (also teams[{team_of[p]}])")
     return teams
 
 

@@ -65,8 +65,8 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         async def handle(request: web.Request) -> web.Response:
             try:
                 body = orjson.loads(await request.read() or b"null")
-            except ValueError:
-                body = None
+            except orjson.JSONDecodeError as exc:
+                return _json({"error": f"body: invalid JSON: {exc}"}, 400)
             except web.HTTPRequestEntityTooLarge as exc:
                 return _json({"error": f"body: {exc.text}"}, 413)
             if not isinstance(body, dict):

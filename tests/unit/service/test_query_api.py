@@ -58,7 +58,10 @@ async def client() -> TestClient:
 
 
 async def post(client: TestClient, path: str, body: object) -> tuple[int, dict]:
-    response = await client.post(path, json=body)
+    """POST `body` as JSON, or as it is if bytes (a malformed body)."""
+    response = await (
+        client.post(path, data=body) if isinstance(body, bytes) else client.post(path, json=body)
+    )
     return response.status, await response.json()
 
 
@@ -139,8 +142,15 @@ async def test_balance_splits_the_pool_into_the_sizes_asked(client):
             413,
             "at most 6",
         ),
-        ("/api/ladders/default/predict", {"teams": [["a"], ["a"]]}, 400, "a player is on two teams"),
+        (
+            "/api/ladders/default/predict",
+            {"teams": [["a", "b"], ["c"], ["d", "b"]]},
+            400,
+            "teams[2]: player 'b' is on two teams (also teams[0])",
+        ),
+        ("/api/ladders/default/predict", {"teams": [["a", "a"], ["b"]]}, 400, "teams[0]: names 'a' twice"),
         ("/api/ladders/default/players", [1, 2], 400, "body: must be a JSON object"),
+        ("/api/ladders/default/players", b'{"players": ["a",]}', 400, "body: invalid JSON: "),
         (
             "/api/ladders/default/balance",
             {"players": ["a", "b", "c"], "team_sizes": [2, 2]},
