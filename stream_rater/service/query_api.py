@@ -18,6 +18,7 @@
                                         cumulative and over its last N matches (`processor.quality`)
 ``GET /api/ladders/{ladder}/matches/{match_id}``  why each player's rating moved in that match
                                         (`stream_rater.explain`; from the archive once the marker expired); 404 for an unknown match
+``GET /api/docs``                       this API's interactive docs (Swagger UI, packaged: `api_docs`)
 
 A leaderboard answer carries an ``ETag``; sent back in ``If-None-Match`` it gets 304 while the
 answer is the same (`BoardCache`, which also keeps the answers of ladders whose answer moves
@@ -46,6 +47,7 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.explain import explain_match
 from stream_rater.processor import quality
 from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
+from stream_rater.service.api_docs import docs_routes
 from stream_rater.store import BoardBehind, Lookup, ReadStore, Snapshot
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
@@ -109,6 +111,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
             ),
         ),
         web.get("/api/openapi.yaml", _openapi),
+        *docs_routes(),
     ]
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -37,6 +39,7 @@ TOKENS = {
     "dash": ("dashboard", None),
     "scraper": ("metrics", None),
     "burst": ("read", 0.2),
+    "docs": ("read", 1000.0),  # the API docs' page and files, more than a burst at once
 }
 BURST = 5
 
@@ -126,6 +129,44 @@ def test_tokens_get_401_without_or_with_a_bad_one_403_without_the_scope_and_200(
     assert call(ladders, auth.tokens["reader"])[0] == 200
     assert call(ladders, auth.tokens["dash"])[0] == 200  # the page's reads
     assert call(f"{served}/healthz")[0] == 200 and call(f"{served}/readyz")[0] == 200
+
+
+#: What the docs page's files ask for, by file: the page's attributes, our start script's spec
+#: url, a style sheet's url(), a script's source map (Swagger UI's own defaults, such as its
+#: demo spec's address, are overridden by the start script, which the test reads).
+REFERENCES = {
+    "/api/docs": r'(?:src|href)="([^"]+)"',
+    "/start.js": r'url: "([^"]+)"',
+    ".css": r"url\(['\"]?([^)'\"]+)",
+    ".js": r"sourceMappingURL=(\S+)",
+}
+
+
+def references(url: str, text: str) -> list[str]:
+    """The URLs the file at `url` references (`REFERENCES`; data: URLs aside), made absolute."""
+    pattern = next((p for suffix, p in REFERENCES.items() if url.endswith(suffix)), None)
+    found = re.findall(pattern, text) if pattern else []
+    return [urllib.parse.urljoin(url, ref) for ref in found if not ref.startswith("data:")]
+
+
+def test_api_docs_are_served_whole_from_the_server_with_the_spec_scope(served: str, auth: Auth):
+    """/api/docs and every file it references, followed down to the OpenAPI document, come from
+    the server itself (no other host: no CDN, no online validator), and need the scope that
+    /api/openapi.yaml needs (read): no credential 401, the dashboard's scope 403."""
+    token, page = auth.tokens["docs"], f"{served}/api/docs"
+    assert [call(page)[0], call(page, auth.tokens["dash"])[0]] == [401, 403]
+    seen, queue = {page}, [page]
+    while queue:
+        url = queue.pop()
+        status, _, body = call(url, token)
+        assert status == 200, (url, status)
+        for target in references(url, body.decode(errors="replace")):
+            assert urllib.parse.urlsplit(target).netloc == urllib.parse.urlsplit(served).netloc, (url, target)
+            if target not in seen:
+                seen.add(target)
+                queue.append(target)
+    assert {f"{served}/api/openapi.yaml", f"{served}/api/docs/swagger-ui-bundle.js.map"} <= seen, seen
+    assert b"validatorUrl: null" in call(f"{served}/api/docs/start.js", token)[2]
 
 
 def test_a_token_whose_line_is_removed_is_refused_without_a_restart(served: str, auth: Auth):

@@ -1,7 +1,8 @@
 """Who a request comes from (`Principal`) and what it may do: the scope each endpoint needs.
 
 =============  ====================================================================
-``read``       the read API: ``/api/ladders…`` (GET and POST), ``/api/openapi.yaml``
+``read``       the read API: ``/api/ladders…`` (GET and POST), ``/api/openapi.yaml`` and
+               its browsable docs ``/api/docs…`` (the page and its files)
 ``dashboard``  the page (``/``, ``/static/*``) and its feeds (``/api/overview``,
                ``/api/feed``, ``…/distribution``, ``…/inflation``), and the read API's
                GETs the page shows (leaderboards, players, matches)
