@@ -59,6 +59,7 @@ SERVICE_FIXTURES = frozenset(
     {
         "broker_url",
         "kafka_bootstrap",
+        "tansu_bootstrap",
         "redis_url",
         "redis_client",
         "topic_factory",
@@ -207,6 +208,12 @@ def kafka_bootstrap(
             container = _stack.enter_context(KafkaContainer().with_kraft())
             _brokers["docker"] = str(container.get_bootstrap_server())
         return _brokers["docker"]
+    return str(request.getfixturevalue("tansu_bootstrap"))
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap(_stack: ExitStack, _brokers: dict[str, str]) -> str:
+    """``127.0.0.1:port`` of the session's Tansu (`dev`'s default broker), started on first use."""
     if "tansu" not in _brokers:
         _brokers["tansu"] = _local(_stack, broker="tansu", redis=False).bootstrap_servers
     return _brokers["tansu"]

@@ -244,15 +244,20 @@ def publish_hint(broker_url: str, ladders_file: str) -> str:
 
 
 def tansu_clients_note() -> str:
-    """What `dev` says of the clients Tansu serves: aiokafka and the Java client publish to it,
-    librdkafka does not (Tansu 0.6's ApiVersions answer does not parse there, whatever the
-    client's settings), and which flag starts a broker that takes them all."""
+    """What `dev` says of the clients Tansu serves: aiokafka, the Java client and librdkafka from
+    `TANSU_MIN_LIBRDKAFKA` on (an older one cannot parse Tansu 0.6's ApiVersions answer, whatever
+    the client's settings), which flag starts a broker that takes them all, and how long a
+    group consumer waits for its partitions (`stream_rater.local.runtime`)."""
     from stream_rater.local.apache_kafka import apache_kafka_missing
+    from stream_rater.local.runtime import TANSU_MIN_LIBRDKAFKA
 
+    least = ".".join(map(str, TANSU_MIN_LIBRDKAFKA[:2]))
     note = (
-        "Tansu takes aiokafka and Java producers, not librdkafka ones (kcat, confluent-kafka "
-        "for Go, .NET or Python, node-rdkafka: 'ApiVersionRequest failed'); for those, start "
-        "`stream-rater dev --embedded-broker apache-kafka`"
+        f"Tansu takes aiokafka, Java and librdkafka {least}+ clients (confluent-kafka {least}+ for "
+        f"Python, Go or .NET bundles it), not an older one ('ApiVersionRequest failed'; Debian 12's "
+        "kcat links 2.0.2, `kcat -V` shows yours); a group consumer gets its partitions after "
+        "half its session timeout (librdkafka's and Java's default: 23 s; session.timeout.ms=6000: "
+        "3 s); for old librdkafka clients, start `stream-rater dev --embedded-broker apache-kafka`"
     )
     missing = apache_kafka_missing()
     return note if missing is None else f"{note}, which cannot start here: {missing}"

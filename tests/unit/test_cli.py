@@ -36,15 +36,17 @@ def test_bench_chooses_the_redis_topology_with_redis():
         parser.parse_args(["bench", "scale", "--store", "single"])
 
 
-def test_dev_on_tansu_names_the_flag_for_librdkafka_clients_and_says_when_java_is_missing(monkeypatch):
-    """`dev`'s note on Tansu names `--embedded-broker apache-kafka`, and says why that cannot start here
+def test_dev_on_tansu_names_the_librdkafka_it_takes_and_says_when_java_is_missing(monkeypatch):
+    """`dev`'s note on Tansu names the librdkafka it takes (tests/e2e/test_tansu_clients.py checks
+    the claim), a group consumer's wait, `--embedded-broker apache-kafka`, and why that cannot start here
     when java is missing (`demo` and `dev` on Tansu need no java)."""
     from stream_rater.cli.stream import tansu_clients_note
 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     note = tansu_clients_note()
-    assert "librdkafka" in note and "`stream-rater dev --embedded-broker apache-kafka`" in note
+    assert "librdkafka 2.2+" in note and "`stream-rater dev --embedded-broker apache-kafka`" in note
+    assert "session.timeout.ms=6000: 3 s" in note
     assert note.endswith(
         "which cannot start here: Apache Kafka needs java 17+ (JAVA_HOME or PATH), and none was found"
     )
