@@ -300,17 +300,17 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.player and not args.ladder:
         raise ValueError("--player needs --ladder")
 
+    def say(what: str) -> None:
+        print(f"stream-rater subscribe: {what}", file=sys.stderr, flush=True)
+
     async def run() -> None:
         seen = 0
-
-        def bad(where: str, reason: str) -> None:
-            print(f"stream-rater subscribe: skipped the record at {where}: {reason}", file=sys.stderr)
-
         async for event in subscribe(
             settings,
             ladder=args.ladder,
             player=args.player,
-            on_bad=bad,
+            on_bad=lambda where, reason: say(f"skipped the record at {where}: {reason}"),
+            on_progress=say,
             from_beginning=args.from_beginning,
             idle_timeout=args.idle_timeout,
         ):

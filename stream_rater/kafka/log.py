@@ -31,13 +31,17 @@ async def subscribe(
     from_beginning: bool = False,
     idle_timeout: float | None = None,
     on_bad: Callable[[str, str], None] = lambda where, reason: None,
+    on_progress: Callable[[str], None] = lambda what: None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Rating-changed events as dicts, optionally only one ladder's or one player's.
 
     Reads every partition of the updates topic without a consumer group (a subscriber never
-    takes partitions from another). Stops after `idle_timeout` seconds without a message. A
-    record that is not a JSON object goes to ``on_bad(topic[partition]@offset, reason)`` and
-    the records after it are still read.
+    takes partitions from another, and never waits for a group's join: on Tansu that takes half
+    the session timeout). ``on_progress`` is told, in words, when it has connected and waits for
+    the topic's partitions, and when it reads them and waits for events, so a quiet topic never
+    looks like a stuck subscriber. Stops after `idle_timeout` seconds without a
+    message. A record that is not a JSON object goes to ``on_bad(topic[partition]@offset, reason)``
+    and the records after it are still read.
     """
     consumer = AIOKafkaConsumer(
         **client_options(settings),
@@ -49,12 +53,16 @@ async def subscribe(
     try:
         await consumer.start()  # a failed start is stopped too (else aiokafka warns at exit)
         topic = settings.topic_updates
+        on_progress(f"connected; waiting for the partitions of {topic}")
         partitions = await topic_partitions(consumer, topic)
         consumer.assign(partitions)
         if from_beginning:
             await consumer.seek_to_beginning(*partitions)
         else:
             await consumer.seek_to_end(*partitions)
+        numbers = ",".join(str(tp.partition) for tp in partitions)
+        start = "the oldest retained event" if from_beginning else "now on"
+        on_progress(f"reading {topic} partitions {numbers} from {start}; waiting for events")
         prefix = f"{ladder}:".encode() if ladder else None
         wanted = f"{ladder}:{player}".encode() if ladder and player else None
         while True:

@@ -2,7 +2,8 @@
 note says (`tansu_clients_note`): librdkafka from `TANSU_MIN_LIBRDKAFKA` on (confluent-kafka's
 bundled one) produces, and its group consumer, with ``session.timeout.ms=6000``, gets its
 partitions and reads; kcat works exactly when its librdkafka is that new (Debian 12's, 2.0.2,
-is refused with 'ApiVersionRequest failed')."""
+is refused with 'ApiVersionRequest failed'). And `stream-rater subscribe`, which joins no group,
+says when it waits for the topic's partitions and when it reads them, so it never looks stuck."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from stream_rater.local.runtime import TANSU_MIN_LIBRDKAFKA
 from tests.e2e.clients_support import kcat
+from tests.helpers import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -102,3 +104,19 @@ def test_kcat_talks_to_tansu_exactly_when_its_librdkafka_is_new_enough(tansu_boo
     new_enough = version(found.group(1)) >= TANSU_MIN_LIBRDKAFKA
     assert (done.returncode == 0) == new_enough, (found.group(1), done.stderr[-1000:])
     assert new_enough or b"ApiVersionRequest failed" in done.stderr, done.stderr[-1000:]
+
+
+def test_subscribe_says_when_it_waits_for_partitions_and_when_it_reads_them(
+    tansu_bootstrap: str, published: str
+):
+    """Its stderr tells each step, then the event comes on stdout."""
+    flags = ("--broker", f"kafka://{tansu_bootstrap}", "--topic-updates", published)
+    result = cli("subscribe", *flags, "--from-beginning", "--count", "1", check=True, timeout=60)
+    assert json.loads(result.stdout) == EVENT
+    waiting, reading = result.stderr.splitlines()
+    assert waiting == f"stream-rater subscribe: connected; waiting for the partitions of {published}"
+    assert re.fullmatch(
+        rf"stream-rater subscribe: reading {published} partitions [0-9,]+ from the oldest retained event; "
+        "waiting for events",
+        reading,
+    ), reading
