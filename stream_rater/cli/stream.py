@@ -243,13 +243,16 @@ def publish_hint(broker_url: str, ladders_file: str) -> str:
     return f"stream-rater publish --broker {broker_url}{ladders} FILE"
 
 
+#: The oldest librdkafka that talks to Tansu 0.6 (2.0.2 and 2.1.1 fail; docs: reference/events.md).
+TANSU_MIN_LIBRDKAFKA = (2, 2, 0)
+
+
 def tansu_clients_note() -> str:
     """What `dev` says of the clients Tansu serves: aiokafka, the Java client and librdkafka from
     `TANSU_MIN_LIBRDKAFKA` on (an older one cannot parse Tansu 0.6's ApiVersions answer, whatever
     the client's settings), which flag starts a broker that takes them all, and how long a
     group consumer waits for its partitions (`stream_rater.local.runtime`)."""
     from stream_rater.local.apache_kafka import apache_kafka_missing
-    from stream_rater.local.runtime import TANSU_MIN_LIBRDKAFKA
 
     least = ".".join(map(str, TANSU_MIN_LIBRDKAFKA[:2]))
     note = (

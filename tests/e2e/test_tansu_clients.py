@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from stream_rater.local.runtime import TANSU_MIN_LIBRDKAFKA
+from stream_rater.cli.stream import TANSU_MIN_LIBRDKAFKA
 from tests.e2e.clients_support import kcat
 from tests.helpers import cli
 
