@@ -10,7 +10,9 @@ store-loss recovery costs with and without one; on the embedded runtime (Tansu a
    deleted again and recovered from the topic's start; both must give the same states.
 4. The match `back` from the end is voided (from the checkpoint), then the first match (from
    the start), while a live feeder keeps applying new matches at `rate` per second: each
-   void's time and how long live commits were refused (freeze to lift).
+   void's time, how long live commits of the ladder were refused (freeze to switch), how
+   long its corrected players were held (switch to the last correction event sent), and the
+   slowest of the feeder's matches to apply (what a live match actually waited).
 """
 
 from __future__ import annotations
@@ -137,16 +139,20 @@ async def _recoveries(bench: Bench, sink: CheckpointSink, out: TextIO) -> dict[s
     return found
 
 
-async def _void(bench: Bench, sink: CheckpointSink, match_id: str, rate: float) -> RerateReport:
+async def _void(bench: Bench, sink: CheckpointSink, match_id: str, rate: float) -> tuple[RerateReport, float]:
     """Void `match_id` while a feeder publishes new matches at `rate` per second and applies
-    each from its place in the topic, as the worker does."""
+    each from its place in the topic, as the worker does; the re-rate's report and the
+    longest a feeder's match took to apply (seconds: a match waits while the ladder is frozen
+    or one of its players held)."""
     from stream_rater.kafka.produce import new_producer
 
     stop = asyncio.Event()
     producer = new_producer(bench.settings)
     await producer.start()
+    longest = 0.0
 
     async def feed() -> None:
+        nonlocal longest
         first = 10**8 + int(time.time())
         for i in range(10**6):  # made one at a time: making them all first would hold the loop
             [event] = duels(first + i, 1)
@@ -154,9 +160,12 @@ async def _void(bench: Bench, sink: CheckpointSink, match_id: str, rate: float) 
                 return
             topic, key, value, _ = match_record(bench.settings.topic_matches, event)
             sent = await producer.send_and_wait(topic, value, key=key)
-            await bench.processor.process(
-                [parse_match(event, bench.ladders)], [(sent.partition, sent.offset)]
+            _, took = await _timed(
+                lambda: bench.processor.process(
+                    [parse_match(event, bench.ladders)], [(sent.partition, sent.offset)]  # noqa: B023
+                )
             )
+            longest = max(longest, took)
             await asyncio.sleep(1 / rate)
 
     feeder = asyncio.create_task(feed())
@@ -164,13 +173,14 @@ async def _void(bench: Bench, sink: CheckpointSink, match_id: str, rate: float) 
         correction = Correction("void", LADDER, (match_id,), "bench")
         # A re-rate of 1 M matches on a loaded machine can keep the event loop from renewing a
         # 10 s lease (its garbage collections alone): the operator's --lease 60.
-        return await apply_correction(
+        report = await apply_correction(
             correction, bench.settings, bench.ladders, bench.store, sink=sink, lease=60.0
         )
     finally:
         stop.set()
         await feeder
         await producer.stop()
+    return report, longest
 
 
 async def _prepare(settings: Settings, history: int, out: TextIO) -> Bench:
@@ -207,12 +217,13 @@ async def _measure(
         await bench.work(history)
         figures: dict[str, Any] = {"recovery": await _recoveries(bench, sink, out)}
         for name, index in (("back", history - back), ("start", 0)):
-            report, wall = await _timed(lambda index=index: _void(bench, sink, f"h{index}", rate))  # type: ignore[misc]
+            (report, longest), wall = await _timed(lambda index=index: _void(bench, sink, f"h{index}", rate))  # type: ignore[misc]
             print(
-                f"void of h{index} ({name}): {wall:.2f} s in all (choosing and reading the checkpoint included); {report.line()}",
+                f"void of h{index} ({name}): {wall:.2f} s in all (choosing and reading the checkpoint included); "
+                f"{report.line()}; the live feeder's slowest match took {longest * 1000:.1f} ms",
                 file=out,
             )
-            figures[name], figures[f"{name} wall"] = report, wall
+            figures[name], figures[f"{name} wall"], figures[f"{name} longest"] = report, wall, longest
     await bench.store.close()
     return figures
 
@@ -231,8 +242,9 @@ def run(history_matches: int, back: int, gap: int, rate: float, out: TextIO = sy
     )
     print(
         f"void {back:,} back: {wall:.2f} s = {100 * wall / whole:.2f} % of the void "
-        f"at the start ({whole:.1f} s); live blocked {recent.blocked_seconds * 1000:.1f} ms and "
-        f"{start.blocked_seconds * 1000:.1f} ms; store-loss recovery "
+        f"at the start ({whole:.1f} s); live ladder blocked {recent.blocked_seconds * 1000:.1f} ms and "
+        f"{start.blocked_seconds * 1000:.1f} ms (the slowest live match {figures['back longest'] * 1000:.1f} ms "
+        f"and {figures['start longest'] * 1000:.1f} ms); store-loss recovery "
         f"{figures['recovery']['from the checkpoint']:.1f} s from the checkpoint vs "
         f"{figures['recovery']['from the start']:.1f} s from the start",
         file=out,

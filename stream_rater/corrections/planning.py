@@ -56,10 +56,13 @@ class RerateReport:
     reason: str = ""
     corrections: int = 0
     seconds: float = 0.0
-    #: From the freeze to its lift: how long live commits of the ladder were refused.
+    #: From the freeze to the switch: how long live commits of the ladder were refused.
     blocked_seconds: float = 0.0
-    #: Where that time went: step → seconds (freeze, read, apply, compare, switch, send).
+    #: Where that time went: step → seconds (freeze, read, apply, compare, unproduced, switch).
     blocked_steps: dict[str, float] = field(default_factory=dict)
+    #: From the switch until every correction event was sent: the corrected players' hold
+    #: (a live commit of one waits until its event is sent; the others go on).
+    held_seconds: float = 0.0
     #: Live positions at the switch (partition → next offset).
     positions: dict[int, int] = field(default_factory=dict)
     nothing_to_do: bool = False
@@ -77,7 +80,8 @@ class RerateReport:
         return (
             f"ladder {self.ladder!r}: re-rated {self.applied} matches into generation {self.generation} "
             f"in {self.seconds:.2f} s ({rate:,.0f} matches/s); {self.corrections} players corrected; "
-            f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch"
+            f"live ladder blocked {self.blocked_seconds * 1000:.1f} ms at the switch, its corrected players "
+            f"held {self.held_seconds * 1000:.1f} ms while their events were sent"
             + (f"; started from checkpoint {self.checkpoint}" if self.checkpoint else "")
             + (
                 f"; {len(self.skipped)} matches skipped (the model could not rate them)"
@@ -141,13 +145,16 @@ class Tuning:
     freeze once a round found fewer than this (or after `FOLLOW_ROUNDS`), so that few matches
     are left to apply inside the freeze. `recent`: how many of the last matches applied are
     checked for events the live worker has not produced (at least twice the worker's batch
-    size: a worker's last batch, and its predecessor's)."""
+    size: a worker's last batch, and its predecessor's). `send_chunk`: correction events sent
+    (and their players released) at a time after the switch: a held player's match waits
+    about two chunks' sends at most."""
 
     lease: float = 10.0
     batch_size: int = 1000
     catch_up: int = 1000
     close: int = 20
     recent: int = 1000
+    send_chunk: int = 250
 
 
 #: The pacing a re-rate uses unless told otherwise.

@@ -19,20 +19,28 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
    switch, so only the players of the last few matches need comparing again.
 5. **Switch.** Freeze the live generation (its commits are refused; the worker waits and
    retries), apply the last few matches up to its now fixed position, compare their players
-   again, and in one atomic step make the staging generation live and store the correction
-   events (one per player whose state changed). Send them, lift the freeze, release the
-   lock, drop the old generation. The live ladder is blocked only from the freeze to the
-   lift: a fetch from the topic, a few matches, a few reads and one or two produces —
-   milliseconds, whatever the ladder's size. The staging generation's markers are written
+   again, and in one atomic step make the staging generation live, store the correction
+   events (one per player whose state changed) and turn the freeze into a *hold* of their
+   players: the live ladder goes on, but a live commit writing a held player is refused (the
+   worker retries) until that player's correction event is with the broker. Send the events
+   in chunks, each chunk's players released once the broker has it, the players of the
+   matches the topic shows next first (the live worker's next commits; the topic is read
+   again before each chunk); then release the lock and drop the old generation. The live
+   ladder is blocked only from the freeze to the switch: a fetch from the topic, a few
+   matches, a few reads and a produce — milliseconds, whatever the ladder's size; a match
+   of a corrected player waits at most about two chunks' sends, however many players were
+   corrected. The staging generation's markers are written
    empty (its events are never produced). The live ladder's last matches whose live markers
    still hold their events (a worker died between its commit and its produce, or is
    producing them now) are sent by the re-rate itself, in log order, before the switch: on
    `rating-updates` every player's events then chain, the live ones ending where the
-   correction event begins (a worker still producing them adds duplicates after it).
+   correction event begins (a worker still producing them adds duplicates after it), and
+   the hold puts a player's next live events after it.
 
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
 abandoned staging one); a crash after it leaves the new generation live and its correction
-events in the store's outbox, sent by the next re-rate of the ladder.
+events in the store's outbox, sent by the next re-rate of the ladder (the hold expires with
+the lock's lease).
 
 What a re-rate is asked, reports and checks first is in `corrections.planning`, the build in
 `corrections.building`, the comparison in `corrections.switching`; `Rerate` runs the phases.
@@ -42,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -287,8 +296,8 @@ class Rerate:
     async def switch(self) -> None:
         """5. Switch: freeze the live generation, apply its last matches, compare their players
         again, send the live events not yet produced, switch atomically storing the correction
-        events, send them, lift the freeze and release the lock; each step's time goes to the
-        report's `blocked_steps`."""
+        events (the freeze becomes the hold of their players); each step's time goes to the
+        report's `blocked_steps`. Then send them (`send_held`) and release the lock."""
         store, ladder, build = self.store, self.ladder, self.staging
         # Markers only ever go from holding events to empty, and every match committed from
         # here on is applied inside the freeze: only these and those can hold events then.
@@ -313,10 +322,37 @@ class Rerate:
         await store.switch(ladder, self.owner, self.generation, live, events)
         self.switched = True
         clock.step("switch")
-        await self.send(events)
-        await store.finish_rerate(ladder, self.owner)
-        clock.step("send")
         self.report.blocked_seconds = sum(self.report.blocked_steps.values())
+        await self.send_held(events)
+        await store.finish_rerate(ladder, self.owner)
+        self.report.held_seconds = time.perf_counter() - clock.last
         self.report.applied, self.report.corrections = build.applied, len(events)
         self.report.skipped = build.skipped
         self.report.positions = live.positions
+
+    async def send_held(self, events: list[dict[str, Any]]) -> None:
+        """Send the correction events `tuning.send_chunk` at a time, releasing each chunk's
+        players once the broker has it. Meanwhile the topic is read on: the held players of
+        the matches it shows (the live worker's next commits) go first in the next chunk."""
+        waiting = {event["player_id"]: event for event in events}
+        wanted: set[str] = set()
+
+        async def watch() -> None:
+            while waiting:
+                wanted.update(players_of(await self.history.read()))
+                await asyncio.sleep(0.001)
+
+        watcher = asyncio.create_task(watch())
+        try:
+            while waiting:
+                first = {p for p in wanted if p in waiting}
+                wanted.clear()
+                rest = (p for p in waiting if p not in first)
+                more = list(itertools.islice(rest, max(0, self.tuning.send_chunk - len(first))))
+                chunk = [waiting.pop(p) for p in [*sorted(first), *more]]
+                await self.send(chunk)
+                await self.store.release(self.ladder, self.owner, [event["player_id"] for event in chunk])
+        finally:
+            waiting.clear()  # the watcher stops after its read (cancelling a store call mid-way is unsafe)
+            # A failed read only loses the order (the sends themselves fail on a lost broker).
+            await asyncio.gather(watcher, return_exceptions=True)

@@ -59,6 +59,8 @@ class _Ladder:
     last: int = 0
     lock: tuple[str, float] | None = None  # owner, expiry (monotonic)
     frozen: tuple[str, float] | None = None
+    #: After a switch: the players whose correction events are not sent yet, and the expiry.
+    held: tuple[set[str], float] = (set(), 0.0)
     outbox: list[Event] = field(default_factory=list)
     voids: dict[str, Void] = field(default_factory=dict)
     voids_version: int = 0  # counts changes of the voids
@@ -66,6 +68,14 @@ class _Ladder:
 
 def _holder(lease: tuple[str, float] | None) -> str | None:
     return lease[0] if lease is not None and lease[1] > time.monotonic() else None
+
+
+def _waits(state: _Ladder, commit: Commit) -> bool:
+    """Whether a live commit is refused: the ladder is frozen, or it writes a held player."""
+    players, expiry = state.held
+    return _holder(state.frozen) is not None or (
+        expiry > time.monotonic() and any(w.player_id in players for w in commit.writes if not w.is_effect)
+    )
 
 
 class MemoryStore(StateStore):
@@ -128,7 +138,7 @@ class MemoryStore(StateStore):
     def _commit(self, commit: Commit) -> None:
         """Refuse `commit` as the commit script would, or apply it."""
         ladder = commit.ladder
-        if commit.generation is None and _holder(self._ladders[ladder].frozen):
+        if commit.generation is None and _waits(self._ladders[ladder], commit):
             raise refusal("frozen", ladder)
         gen = self._generation(ladder, commit.generation)
         for match_id in commit.markers:
@@ -318,6 +328,7 @@ class MemoryStore(StateStore):
         state.lock = (owner, time.monotonic() + lease)
         if _holder(state.frozen) == owner:
             state.frozen = (owner, time.monotonic() + lease)
+        state.held = (state.held[0], time.monotonic() + lease)
 
     async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
         self._owned(ladder, owner).frozen = (owner, time.monotonic() + ttl)
@@ -331,16 +342,22 @@ class MemoryStore(StateStore):
         if state.live != live.live or state.generations[state.live].positions != live.positions:
             raise refusal("moved", ladder)
         state.live, state.staging, state.outbox = staging, None, list(outbox)
+        expiry = state.frozen[1] if state.frozen is not None else 0.0
+        state.held, state.frozen = ({event["player_id"] for event in outbox}, expiry), None
+
+    async def release(self, ladder: str, owner: str, players: Iterable[str]) -> None:
+        self._owned(ladder, owner).held[0].difference_update(players)
 
     async def finish_rerate(self, ladder: str, owner: str) -> None:
         state = self._owned(ladder, owner)
-        state.outbox, state.frozen, state.lock = [], None, None
+        state.outbox, state.frozen, state.lock, state.held = [], None, None, (set(), 0.0)
 
     async def abort_rerate(self, ladder: str, owner: str) -> int | None:
         state = self._ladders[ladder]
         if _holder(state.lock) != owner:
             return None
         staging, state.staging, state.frozen, state.lock = state.staging, None, None, None
+        state.held = (set(), 0.0)
         return staging
 
     async def drop_generation(self, ladder: str, generation: int) -> None:

@@ -226,11 +226,17 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
         """Atomically make `staging` the live generation and store `outbox` (the correction
         events still to send), if `owner` holds the lock and the freeze, and the live
         generation is still `live` at the same positions; else `LockLost` or
-        `CommitConflict`, having changed nothing."""
+        `CommitConflict`, having changed nothing. The freeze then becomes a hold of the
+        outbox's players: live commits writing one of them are refused (`LadderFrozen`) until
+        `release`, the others go on."""
+
+    @abstractmethod
+    async def release(self, ladder: str, owner: str, players: Iterable[str]) -> None:
+        """End the hold of `players` (their correction events are with the broker)."""
 
     @abstractmethod
     async def finish_rerate(self, ladder: str, owner: str) -> None:
-        """Drop the sent outbox, lift the freeze, release the lock."""
+        """Drop the sent outbox, lift the freeze (or hold), release the lock."""
 
     @abstractmethod
     async def abort_rerate(self, ladder: str, owner: str) -> int | None:

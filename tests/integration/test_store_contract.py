@@ -20,6 +20,7 @@ from stream_rater.store import (
     StateWrite,
     open_store,
 )
+from stream_rater.store.base import LadderFrozen
 from stream_rater.store.redis import RedisStore, ladder_key
 from stream_rater.store.redis.keys import bucket, marker_slots
 
@@ -122,6 +123,31 @@ async def test_a_commit_read_from_a_generation_switched_away_is_checked_write_by
     with pytest.raises(CommitConflict):
         await store.commit(Commit(ladder, [write("a", 9.0, 2, 1)], {"m2": []}, read_at=(0, 1)))
     assert (await store.read(ladder, ["a"], [], [])).players["a"].mu == 5.0
+
+
+async def test_after_a_switch_only_the_corrected_players_are_held_until_released(store, ladder):
+    """The switch turns the freeze into a hold of the outbox's players: a live commit writing
+    one is refused until `release`, a commit of the others (and of an effect of the same name)
+    goes on; `finish_rerate` ends the hold of the rest."""
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0), write("b", 1.0, 1, 0)], {"m1": []}))
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit(ladder, [write("c", 1.0, 1, 0)], {"m2": []}))
+    outbox = [{"player_id": p, "event_id": f"rerate:{p}"} for p in ("a", "b")]
+    await store.switch(ladder, "owner", generation, live, outbox)
+    await store.commit(Commit(ladder, [write("c", 1.0, 1, 0), write("a", 0.1, 1, 0, is_effect=True)], {"m2": []}))
+    for held in ("a", "b"):
+        with pytest.raises(LadderFrozen):
+            await store.commit(Commit(ladder, [write(held, 2.0, 1, 0)], {"m3": []}))
+    await store.release(ladder, "owner", ["a"])
+    await store.commit(Commit(ladder, [write("a", 2.0, 1, 0)], {"m3": []}))
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit(ladder, [write("b", 2.0, 1, 0)], {"m4": []}))
+    assert await store.outbox(ladder) == outbox
+    await store.finish_rerate(ladder, "owner")
+    await store.commit(Commit(ladder, [write("b", 2.0, 1, 0)], {"m4": []}))
 
 
 def test_a_commit_that_writes_must_apply_a_match():

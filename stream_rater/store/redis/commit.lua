@@ -5,7 +5,7 @@
 -- KEYS: each ladder's keys in turn: 1 effects hash, 2 leaderboard zset, 3 meta hash (field
 --       'applied': matches applied to the generation so far, the watermark that tells "lost"
 --       from "new"; 'p:<partition>': offset after the last record applied; 'model' of the
---       history entries), 4 the ladder's control hash, 5 its freeze key, 6 the activity zset,
+--       history entries), 4 the ladder's control hash, 5 its freeze key (or hold set: control.lua), 6 the activity zset,
 --       7 the seasons list, 8 the unproduced-events hash, then the `buckets[1]` players buckets
 --       written (states and histories), the `buckets[2]` markers slots of the last marker TTL
 --       (keys.py), then each scorer's quality sums hash and window list, then (with `season`) the key that
@@ -117,11 +117,23 @@ local function hset(hash, of, ids, values, head)
   end
 end
 
+-- Whether a live commit must wait: its ladder is frozen (a string: a re-rate is switching it),
+-- or it writes a player held (a set: players whose correction events are not sent yet).
+local function held(frozen, args)
+  if redis.call('TYPE', frozen).ok ~= 'set' then return true end
+  for w = 1, #args.ids do
+    if not args.is_effect[w] and redis.call('SISMEMBER', frozen, args.ids[w]) == 1 then return true end
+  end
+  return false
+end
+
 -- The refusal of a commit of ladder keys `key` (a function n → KEYS) and `args`, or nil.
 local function refusal(key, args, groups, writes, B)
   local refused = wrong_generation(key(4), args)
   if refused then return refused end
-  if args.mode == 'live' and redis.call('EXISTS', key(5)) == 1 then return {'frozen'} end
+  if args.mode == 'live' and redis.call('EXISTS', key(5)) == 1 and held(key(5), args) then
+    return {'frozen'}
+  end
   -- An unchanged watermark means no commit since the read, which found no marker of these.
   local watermark = tonumber(redis.call('HGET', key(3), 'applied') or '0')
   if args.watermark == nil or watermark ~= args.watermark then

@@ -5,7 +5,9 @@
 -- KEYS: 1 control hash (fields: 'live' generation, 'staging' generation, 'last' generation
 --       number handed out, 'params:<g>' parameter overrides of generation g), 2 lock (string:
 --       owner, expires), 3 freeze (string: owner, expires; live commits are refused while it
---       exists), 4 outbox (correction events still to send), 5 the live generation's meta hash.
+--       exists; from the switch on, a set: the players whose correction events are not sent
+--       yet, whose live commits are refused; same expiry), 4 outbox (correction events still
+--       to send), 5 the live generation's meta hash.
 -- ARGV: 1 one msgpack map (raw strings): step, owner, ms (milliseconds of the lease or
 --       freeze), and per step:
 --   begin   params: parameter overrides of the new generation (msgpack; absent for none)
@@ -14,9 +16,11 @@
 --   renew   → {'ok'} or {'lost'}
 --   freeze  → {'ok'} or {'lost'}
 --   switch  staging: the staging generation, live: the expected live generation, positions:
---           its expected positions (map partition → offset), outbox: msgpack events
+--           its expected positions (map partition → offset), outbox: msgpack events,
+--           held: the ids of the players of those events (the freeze becomes their hold)
 --           → {'ok'}, {'lost'} (lock, freeze or staging generation not ours) or {'moved'}
 --             (the live generation is not the expected one or went further)
+--   release held: player ids whose correction events are with the broker → {'ok'} or {'lost'}
 --   finish  → {'ok'} or {'lost'}
 --   abort   → {'ok', staging generation or -1} or {'lost'}
 -- Refusals are decoded by stream_rater/store/status.py.
@@ -24,6 +28,12 @@ local args = cmsgpack.unpack(ARGV[1])
 local step, owner, ms = args.step, args.owner, args.ms
 local control, lock, frozen, outbox, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder = redis.call('GET', lock)
+
+-- Whether the freeze is `owner`'s (a hold set exists only while its switch's lock does).
+local function frozen_by_owner()
+  local kind = redis.call('TYPE', frozen).ok
+  return kind == 'set' or (kind == 'string' and redis.call('GET', frozen) == owner)
+end
 
 if step == 'begin' then
   if holder and holder ~= owner then
@@ -42,13 +52,13 @@ if holder ~= owner then return {'lost'} end
 
 if step == 'renew' then
   redis.call('PEXPIRE', lock, ms)
-  if redis.call('GET', frozen) == owner then redis.call('PEXPIRE', frozen, ms) end
+  if frozen_by_owner() then redis.call('PEXPIRE', frozen, ms) end
   return {'ok'}
 elseif step == 'freeze' then
   redis.call('SET', frozen, owner, 'PX', ms)
   return {'ok'}
 elseif step == 'switch' then
-  if redis.call('GET', frozen) ~= owner
+  if redis.call('TYPE', frozen).ok ~= 'string' or redis.call('GET', frozen) ~= owner
       or tonumber(redis.call('HGET', control, 'staging') or '-1') ~= args.staging then
     return {'lost'}
   end
@@ -68,6 +78,19 @@ elseif step == 'switch' then
   redis.call('HSET', control, 'live', args.staging)
   redis.call('HDEL', control, 'staging')
   redis.call('SET', outbox, args.outbox)
+  local ttl = redis.call('PTTL', frozen)
+  redis.call('DEL', frozen)
+  for i = 1, #args.held, 1000 do
+    redis.call('SADD', frozen, unpack(args.held, i, math.min(i + 999, #args.held)))
+  end
+  if #args.held > 0 then redis.call('PEXPIRE', frozen, math.max(ttl, 1)) end
+  return {'ok'}
+elseif step == 'release' then
+  if redis.call('TYPE', frozen).ok == 'set' then
+    for i = 1, #args.held, 1000 do
+      redis.call('SREM', frozen, unpack(args.held, i, math.min(i + 999, #args.held)))
+    end
+  end
   return {'ok'}
 elseif step == 'finish' then
   redis.call('DEL', outbox, frozen, lock)
@@ -75,7 +98,7 @@ elseif step == 'finish' then
 elseif step == 'abort' then
   local staging = tonumber(redis.call('HGET', control, 'staging') or '-1')
   redis.call('HDEL', control, 'staging')
-  if redis.call('GET', frozen) == owner then redis.call('DEL', frozen) end
+  if frozen_by_owner() then redis.call('DEL', frozen) end
   redis.call('DEL', lock)
   return {'ok', staging}
 end

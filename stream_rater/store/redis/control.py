@@ -84,8 +84,12 @@ class RerateControl(KeyLayout):
             staging=staging,
             positions=dict(live.positions),
             outbox=msgpack.packb(list(outbox), use_bin_type=True),
+            held=sorted({event["player_id"] for event in outbox}),
         )
         self._live[ladder] = staging
+
+    async def release(self, ladder: str, owner: str, players: Iterable[str]) -> None:
+        await self._control(ladder, "release", owner, 0, held=list(players))
 
     async def finish_rerate(self, ladder: str, owner: str) -> None:
         await self._control(ladder, "finish", owner, 0)
