@@ -40,6 +40,7 @@ from stream_rater.bench.chaos_schedule import (
     match_id,
     match_record,
 )
+from stream_rater.bench.chaos_checkpoints import CheckpointLoop, tagged
 from stream_rater.bench.chaos_verdict import Correction, ReadinessLog, Verdict, judge
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish
@@ -180,6 +181,7 @@ class Nemesis:
     settings: Settings
     env: dict[str, str]
     out: TextIO
+    checkpoints: CheckpointLoop
     #: Threads that live as long as the runtime, one for the brokers and one for Redis: a child
     #: started by another thread would die when that thread ends (``PR_SET_PDEATHSIG``,
     #: `stream_rater.local.runtime`).
@@ -224,6 +226,9 @@ class Nemesis:
 
         if fault.kind in CORRECTIONS:
             return (lambda: self._correct(fault)), nothing
+        ck = self.checkpoints
+        if fault.kind == "checkpoint-tear":
+            return (lambda: ck.tear(fault.ladder, r.url)), nothing
         actions: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
             "worker-kill": (lambda: w.signal(slot, signal.SIGKILL), lambda: w.start(slot)),
             "worker-pause": (lambda: w.signal(slot, signal.SIGSTOP), lambda: w.signal(slot, signal.SIGCONT)),
@@ -243,6 +248,9 @@ class Nemesis:
             "redis-freeze": (lambda: r.signal(signal.SIGSTOP), lambda: r.signal(signal.SIGCONT)),
             "redis-refuse": (r.refuse_writes, r.accept_writes),
             "redis-restart": (r.kill, lambda: self.spawners["redis"].submit(r.start).result()),
+            "checkpoint-kill": (lambda: ck.signal(signal.SIGKILL), ck.start),
+            "checkpoint-pause": (lambda: ck.signal(signal.SIGSTOP), lambda: ck.signal(signal.SIGCONT)),
+            "checkpoint-cut": (ck.proxy.cut, ck.proxy.heal),
         }
         inject, heal = actions[fault.kind]
         return (lambda: inject() and None), heal
@@ -294,6 +302,7 @@ class Nemesis:
         else:
             args = [fault.kind, "--lease", "5", "--json"]
             args += ["--topic-updates", s.topic_updates, "--topic-corrections", s.topic_corrections]
+            args += ["--topic-checkpoints", s.topic_checkpoints]
             if fault.kind == "rerate":
                 params = {"beta": 3.0 + (int(fault.at) % 5) * 0.5}
                 args += ["--param", f"beta={params['beta']}"]
@@ -308,7 +317,7 @@ class Nemesis:
 def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
     """Run the nemesis as `options` say; print (or, as JSON, write) the schedule and the verdict."""
     tag = uuid.uuid4().hex[:8]
-    settings = tagged_settings(tag, partitions=PARTITIONS, session_timeout=6.0)
+    settings = tagged(tagged_settings(tag, partitions=PARTITIONS, session_timeout=6.0), tag)
     topics = dict.fromkeys((settings.topic_matches, settings.topic_updates, settings.topic_dlq), PARTITIONS)
     topics[settings.topic_corrections] = 1
     brokers = options.brokers if options.broker == "apache-kafka" else 1
@@ -337,10 +346,12 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
         settings = replace(settings, broker=runtime.broker_url, redis_url=redis.url)
         env = _child_env(workdir)
         workers = Workers(settings, env, redis.port, workdir, links)
-        nemesis = Nemesis(runtime, redis, workers, settings, env, log)
+        checkpoints = CheckpointLoop(settings, env, redis.port, workdir)
+        nemesis = Nemesis(runtime, redis, workers, settings, env, log, checkpoints)
         try:
             verdict = _run_on(options, nemesis, schedule, log)
         finally:
+            checkpoints.close()
             nemesis.workers.close()
             redis.stop()
             for spawner in nemesis.spawners.values():
@@ -374,9 +385,10 @@ def _run_on(options: Options, nemesis: Nemesis, schedule: list[Fault], log: Text
         file=log,
         flush=True,
     )
+    nemesis.checkpoints.start()
     readiness = ReadinessLog()
     stop = threading.Event()
-    sampler = threading.Thread(target=_watch, args=(workers, readiness, stop, log), daemon=True)
+    sampler = threading.Thread(target=_watch, args=(nemesis, readiness, stop, log), daemon=True)
     sampler.start()
     started = time.monotonic()
     published: list[int] = []
@@ -398,9 +410,18 @@ def _run_on(options: Options, nemesis: Nemesis, schedule: list[Fault], log: Text
     finally:
         stop.set()
         sampler.join()
-    print("judging", file=log, flush=True)
+        nemesis.checkpoints.close()
+    print(f"judging ({nemesis.checkpoints.written()} checkpoints written by the loop)", file=log, flush=True)
     return asyncio.run(
-        judge(settings, nemesis.env, list(LADDER_SHAPES), nemesis.corrections, readiness, nemesis.applied)
+        judge(
+            settings,
+            nemesis.env,
+            list(LADDER_SHAPES),
+            nemesis.corrections,
+            readiness,
+            nemesis.applied,
+            nemesis.checkpoints.torn,
+        )
     )
 
 
@@ -429,11 +450,12 @@ def _publish(settings: Settings, options: Options, started: float) -> int:
     return sent
 
 
-def _watch(workers: Workers, readiness: ReadinessLog, stop: threading.Event, log: TextIO) -> None:
-    """Every half second: start again the wanted workers that exited, and sample each running
-    worker's held ladders (``/metrics``) around its ``/readyz``."""
+def _watch(nemesis: Nemesis, readiness: ReadinessLog, stop: threading.Event, log: TextIO) -> None:
+    """Every half second: start again the wanted workers (and checkpoint loop) that exited, and
+    sample each running worker's held ladders (``/metrics``) around its ``/readyz``."""
+    workers = nemesis.workers
     while not stop.wait(0.5):
-        for line in workers.revive():
+        for line in workers.revive() + nemesis.checkpoints.revive():
             print(f"  supervisor: {line}", file=log, flush=True)
         for port in workers.ports():
             try:

@@ -37,8 +37,11 @@ WORKER_FAULTS = (
 BROKER_FAULTS = ("broker-kill", "broker-freeze")
 REDIS_FAULTS = ("redis-freeze", "redis-refuse", "redis-restart")
 CORRECTIONS = ("void", "unvoid", "rerate", "season")
+#: The checkpoint loop killed (and started again), frozen, cut off from Redis; a one-shot
+#: checkpoint of a ladder killed between its chunks and its manifest (`bench.chaos_checkpoints`).
+CHECKPOINT_FAULTS = ("checkpoint-kill", "checkpoint-pause", "checkpoint-cut", "checkpoint-tear")
 #: Every kind of fault the nemesis injects.
-KINDS = (*WORKER_FAULTS, "worker-add", *BROKER_FAULTS, *REDIS_FAULTS, *CORRECTIONS)
+KINDS = (*WORKER_FAULTS, "worker-add", *BROKER_FAULTS, *REDIS_FAULTS, *CORRECTIONS, *CHECKPOINT_FAULTS)
 #: The kinds only a cluster of Apache Kafka brokers can take: a broker restarted from its log
 #: dir, and a worker cut off from every broker (per-worker listeners advertised behind proxies).
 APACHE_KAFKA_ONLY = ("broker-kill", "broker-partition")
@@ -65,11 +68,13 @@ class Fault:
             return "broker"
         if self.kind in REDIS_FAULTS:
             return "redis"
+        if self.kind in CHECKPOINT_FAULTS:
+            return "checkpoint-tear" if self.kind == "checkpoint-tear" else "checkpointer"
         return "corrections" if self.kind in CORRECTIONS else f"extra-{self.target}"
 
     def line(self) -> str:
         what = {"ladder": self.ladder, "match": match_id(self.match)} if self.match >= 0 else {}
-        where = self.ladder if self.kind in CORRECTIONS else f"#{self.target}"
+        where = self.ladder if self.ladder else f"#{self.target}"
         extra = f" {what['match']}" if what else ""
         return f"{self.at:7.1f}s  {self.kind:<16}{where}{extra}  for {self.duration:.1f}s"
 
@@ -167,8 +172,12 @@ def _drawn(
     """A fault of `kind` at `at`, its target and duration drawn."""
     duration = round(rng.uniform(1.0, 6.0), 1)
     target = rng.randrange(brokers if kind in BROKER_FAULTS else workers)
+    if kind in CHECKPOINT_FAULTS:
+        target = 0
     if kind == "worker-add":
         target = workers + len([f for f in before if f.kind == "worker-add"]) % EXTRA_WORKER_SLOTS
+    if kind == "checkpoint-tear":
+        return Fault(round(at, 1), kind, 0, 0.0, rng.choice(list(LADDER_SHAPES)))
     if kind not in CORRECTIONS:
         return Fault(round(at, 1), kind, target, duration)
     if kind == "unvoid":

@@ -1,5 +1,5 @@
 """The verdict of ``stream-rater bench chaos``, read from the topics and the store after the
-run, not from the workers' counters. Five oracles:
+run, not from the workers' counters. Six oracles:
 
 1. ``states``: every ladder's stored states equal a replay of its matches topic with its
    voids and parameters (`offline.verify.verify`, to 1e-9);
@@ -12,7 +12,10 @@ run, not from the workers' counters. Five oracles:
 4. ``corrections``: the store's voids and parameter overrides are what the correction
    commands that succeeded asked for (and oracle 1 replays with them);
 5. ``readiness``: ``/readyz`` answered 503 in every sample where the worker's gauges said a
-   ladder was held (stopped, or Redis refusing writes) before and after it.
+   ladder was held (stopped, or Redis refusing writes) before and after it;
+6. ``checkpoints``: per ladder, ``verify`` from the newest usable checkpoint, and a recovery
+   from it into an empty store, equal the live states; no torn checkpoint is listed
+   (`bench.chaos_checkpoints`). Oracle 1 replays from the topic's start, without them.
 """
 
 from __future__ import annotations
@@ -132,8 +135,12 @@ async def judge(
     corrections: list[Correction],
     readiness: ReadinessLog,
     faults: list[tuple[Fault, str]],
+    torn: Sequence[str] = (),
 ) -> Verdict:
-    """Wait for the quiet (the workers caught up), then run every oracle."""
+    """Wait for the quiet (the workers caught up), then run every oracle (`torn`: the
+    checkpoints torn writes left, ``ladder id``)."""
+    from stream_rater.bench.chaos_checkpoints import judge_checkpoints
+
     ladders = load_ladders(None, env)
     store = open_store(settings.redis_url)
     try:
@@ -150,6 +157,7 @@ async def judge(
             "dead-letters": _dead_letters(valid, invalid, dead),
             "corrections": await _corrections(store, names, corrections),
             "readiness": _readiness(readiness),
+            "checkpoints": await judge_checkpoints(settings, ladders, names, store, torn),
         }
     finally:
         await store.close()
@@ -167,7 +175,7 @@ async def _states(settings: Settings, ladders: Ladders, names: Sequence[str], st
     """Oracle 1: `verify` of every ladder."""
     failures, players = [], 0
     for name in names:
-        report = await verify(settings, ladders, name, store, wait=QUIET_TIMEOUT)
+        report = await verify(settings, ladders, name, store, wait=QUIET_TIMEOUT, sink=None)
         players += report.players
         if report.differences or report.skipped or not report.caught_up:
             failures += [line for line in report.lines() if not line.startswith("warning: ladder")][:_SHOWN]

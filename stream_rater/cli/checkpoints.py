@@ -39,6 +39,9 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--interval", type=float, default=10.0, help="seconds between rounds with --loop (default 10)"
     )
+    p.add_argument(
+        "--metrics-port", type=int, default=0, help="port of the /metrics HTTP server (default 0: none)"
+    )
     store_flag(p)
     settings_flags(
         p,

@@ -275,9 +275,9 @@ async def bound_store(args: argparse.Namespace, store: StateStore) -> None:
     if getattr(args, "upgrading", False):
         await bind(store, upgrading=True)  # `migrate`: an earlier format is what it upgrades
         return
-    ladder = getattr(args, "ladder", None)
+    ladder = getattr(args, "ladder", None)  # ``checkpoint --ladder`` is repeatable: a list
     if hasattr(args, "topic_matches") and ladder and getattr(args, "from_topic", True):
-        await bind(store, settings_of(args).topic_matches, [ladder])
+        await bind(store, settings_of(args).topic_matches, ladder if isinstance(ladder, list) else [ladder])
     else:
         await bind(store)
 
