@@ -35,6 +35,10 @@ EVERY_MATCHES = 1500
 INTERVAL = 1.0
 #: Seconds between two starts of a checkpoint loop that keeps exiting.
 REVIVE_BACKOFF = 5.0
+#: Times a torn write is tried (a broker or Redis fault may keep it from writing), and the
+#: seconds between tries.
+TEAR_TRIES = 6
+TEAR_RETRY_DELAY = 5.0
 
 #: ``python -c`` of a ``checkpoint`` command killed (SIGKILL) right after its chunks were
 #: produced, before its manifest: what a kill in the middle of a write leaves.
@@ -103,20 +107,20 @@ class CheckpointLoop:
         return [f"checkpoint loop exited with code {process.returncode}; started again"]
 
     def tear(self, ladder: str, store_url: str) -> str:
-        """A ``checkpoint --force`` of `ladder` killed between its chunks and its manifest."""
-        done = subprocess.run(
-            [sys.executable, "-c", TORN_WRITE, *self.argv("--force", "--ladder", ladder, store=store_url)],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        lines = [line for line in done.stdout.splitlines() if line.startswith("torn:")]
-        if done.returncode != -signal.SIGKILL or not lines:
+        """A ``checkpoint --force`` of `ladder` killed between its chunks and its manifest;
+        tried again (up to `TEAR_TRIES` times) while a fault keeps it from getting there."""
+        argv = [sys.executable, "-c", TORN_WRITE, *self.argv("--force", "--ladder", ladder, store=store_url)]
+        outcome = ""
+        for attempt in range(TEAR_TRIES):
+            time.sleep(TEAR_RETRY_DELAY if attempt else 0.0)
+            done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=180)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("torn:")]
+            if done.returncode == -signal.SIGKILL and lines:
+                self.torn.append(lines[0].removeprefix("torn: "))
+                return f"torn {lines[0].split()[-1]}"
             last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
-            return f"not torn (exit {done.returncode}): {last}"
-        self.torn.append(lines[0].removeprefix("torn: "))
-        return f"torn {lines[0].split()[-1]}"
+            outcome = f"not torn (exit {done.returncode}): {last}"
+        return outcome
 
     def close(self) -> None:
         self.wanted = False

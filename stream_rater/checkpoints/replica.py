@@ -53,7 +53,7 @@ class Replica:
         """Record the voids and seed the starting checkpoint's state (shadows included)."""
         await self.store.set_voids(self.ladder, self.voids, [], 0)
         if self.start is not None:
-            await seed(self.store, self.base, self.start, None, shadows=True)
+            await seed(self.store, self.base, self.start, None, shadows=True, whole=False)
         self.processor = Processor(self.ladders, self.store)
         return self
 

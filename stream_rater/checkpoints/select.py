@@ -9,7 +9,10 @@ newest made before it — and from the newest when no segment holds it (the matc
 or before every checkpoint kept: then the history read from it lacks the match and the
 correction is refused, `corrections.starting`). Its parameters must be the ones the replay
 uses, unless the replay asks for new ones from the checkpoint on (``rerate --since``). A torn
-checkpoint is never used; a checkpoint past a season start is not either (`state.seedable`).
+checkpoint is never used. A checkpoint past a season start does not hold the ended seasons'
+leaderboards and archived states: a replica (the checkpointer's, `verify`'s) needs none, a
+re-rate copies them from the live generation (they are before the checkpoint, so before what
+it corrects), only a store rebuilt from nothing would lack them (``whole``: not used).
 
 A correction that switched drops the checkpoints made after the one it started from (they
 passed the corrected match with its old void): so the voids of every checkpoint kept agree
@@ -44,14 +47,15 @@ def choose(
     *,
     any_params: bool = False,
     changing: Collection[str] = (),
+    whole: bool = False,
 ) -> list[Manifest]:
     """Of `manifests` (oldest first), those a replay with `voids` (ids; None: each one's own,
     for a store that lost them) and `params` may start from, newest first; `changing` names
-    the matches a correction (un-)voids."""
+    the matches a correction (un-)voids; `whole`: none past a season start."""
     out = []
     for i, manifest in enumerate(manifests):
         differ = set(changing) | (set() if voids is None else set(manifest.voids) ^ set(voids))
-        if manifest.seasons or (not any_params and dict(manifest.params or {}) != dict(params or {})):
+        if (whole and manifest.seasons) or (not any_params and dict(manifest.params or {}) != dict(params or {})):
             continue
         if first_passed(manifests[: i + 1], differ) <= i:
             continue
@@ -70,11 +74,12 @@ async def latest_usable(
     ident: str | None = None,
     created_before: float | None = None,
     within: Mapping[int, int] | None = None,
+    whole: bool = False,
 ) -> Checkpoint | None:
     """The newest of `ladder`'s whole checkpoints `choose` allows (or the one named `ident`, or
     made at or before `created_before`, or with positions `within` these); None if none is."""
     for manifest in choose(
-        await sink.manifests(ladder), voids, params, any_params=any_params, changing=changing
+        await sink.manifests(ladder), voids, params, any_params=any_params, changing=changing, whole=whole
     ):
         if (
             (ident is not None and manifest.id != ident)

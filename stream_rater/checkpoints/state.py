@@ -8,8 +8,8 @@ if the ladder's rules rank the player, and the last match on ladders that rank o
 players), the applied match ids as empty markers (a redelivery of one is a duplicate, and the
 watermark counts them as a replay's would), the prediction-quality sums and window, and the
 checkpoint's positions. Not carried: per-player rating histories (the archive keeps the past),
-match placings, and ended seasons' leaderboards (a checkpoint past a season start is not used
-for seeding: `seedable`).
+match placings, and ended seasons' leaderboards and archived states (a store seeded from a
+checkpoint past a season start gets them elsewhere, or is a replica that needs none: ``whole``).
 """
 
 from __future__ import annotations
@@ -110,12 +110,14 @@ async def seed(
     shadows: bool = False,
     params: dict[str, Any] | None = None,
     markers: int | None = None,
+    whole: bool = True,
 ) -> None:
     """Write `checkpoint` into `store`: its ladder's generation `generation` (None: the live
     one), and with `shadows` its shadows' live states too; leaderboard scores with the
     parameter overrides `params` (default: the checkpoint's); markers for the last `markers`
-    applied matches (None: all). `ValueError` if not `seedable`."""
-    if not seedable(checkpoint):
+    applied matches (None: all). With `whole`, `ValueError` if not `seedable` (the store would
+    lack the ended seasons)."""
+    if whole and not seedable(checkpoint):
         raise ValueError(f"{checkpoint.line()}: past a season start, it cannot seed a store")
     ladders = with_params(ladders, checkpoint.ladder, checkpoint.params if params is None else params)
     applied = checkpoint.applied if markers is None else checkpoint.applied[-markers:]

@@ -252,7 +252,8 @@ class Rerate:
     async def build(self) -> None:
         """3. Build: apply the history to the staging generation up to the live one's
         position, reading on while the live worker moves, until a round finds few matches.
-        From a checkpoint, its state is written into the staging generation first."""
+        From a checkpoint, its state is written into the staging generation first, with the
+        ended seasons it passed copied from the live generation."""
         if self.start is not None:
             await seed(
                 self.store,
@@ -261,7 +262,10 @@ class Rerate:
                 self.generation,
                 params=self.overrides,
                 markers=SEED_MARKERS,
+                whole=False,
             )
+            # The seasons it passed ended before it, so before the corrected match: as live.
+            await self.store.copy_seasons(self.ladder, self.live.live, self.generation, self.start.seasons)
         processor = Processor(self.ladders, self.store, generation=self.generation)
         self.staging = Build(
             processor,

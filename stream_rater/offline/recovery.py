@@ -50,8 +50,8 @@ async def recovery_start(
     live = await store.generations(ladder)
     empty = not live.positions and not (await store.read(ladder, [], [], [])).watermark
     if empty:
-        return await latest_usable(sink, ladder, None, None, within=committed), True
-    start = await latest_usable(sink, ladder, await store.voids(ladder), live.params, within=committed)
+        return await latest_usable(sink, ladder, None, None, within=committed, whole=True), True
+    start = await latest_usable(sink, ladder, await store.voids(ladder), live.params, within=committed, whole=True)
     if start is not None and all(live.positions.get(p, 0) >= o for p, o in start.positions.items()):
         return start, False
     return None, False

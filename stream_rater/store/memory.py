@@ -345,6 +345,13 @@ class MemoryStore(StateStore):
         expiry = state.frozen[1] if state.frozen is not None else 0.0
         state.held, state.frozen = ({event["player_id"] for event in outbox}, expiry), None
 
+    async def copy_seasons(self, ladder: str, source: int, target: int, seasons: Sequence[str]) -> None:
+        generations = self._ladders[ladder].generations
+        old, new = generations[source], generations[target]
+        for season in seasons:
+            new.seasons[season] = dict(old.seasons[season])
+            new.season_states[season] = dict(old.season_states[season])
+
     async def release(self, ladder: str, owner: str, players: Iterable[str]) -> None:
         self._owned(ladder, owner).held[0].difference_update(players)
 

@@ -231,6 +231,12 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
         `release`, the others go on."""
 
     @abstractmethod
+    async def copy_seasons(self, ladder: str, source: int, target: int, seasons: Sequence[str]) -> None:
+        """Copy the ended `seasons` (season-start ids, in order) of generation `source` into
+        generation `target`: their leaderboards, archived states and places in its seasons
+        list (appended)."""
+
+    @abstractmethod
     async def release(self, ladder: str, owner: str, players: Iterable[str]) -> None:
         """End the hold of `players` (their correction events are with the broker)."""
 

@@ -11,6 +11,7 @@ from collections.abc import Collection
 
 import pytest
 
+from stream_rater.checkpoints import Replica
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
 from stream_rater.corrections.rerate import Correction, Entry, Rerate, Tuning, UnknownMatches
@@ -331,6 +332,33 @@ async def test_a_rerate_applies_a_season_start_at_its_place_in_the_history(store
     first_season = await replayed([e for e in entries[:40] if e[0].match_id != "m7"], seasoned)
     best = max(first_season, key=lambda p: first_season[p].mu - 3 * first_season[p].sigma)
     assert (await store.leaderboard(NAME, 1, season=1))[0][0] == best
+
+
+async def test_a_void_starts_from_a_checkpoint_past_a_season_start_and_keeps_the_ended_season(store):
+    """A checkpoint made after a season start is a void's start (it replays only the matches
+    after it): the result equals a replay without the match, and the ended season's
+    leaderboard and archived states, which the checkpoint does not hold, are as live."""
+    seasoned = Ladders([Ladder(NAME, "trueskill", {"season_shrink": 0.5, "season_sigma": 1.0})])
+    start = parse_match(
+        {"kind": "season", "match_id": "s2", "ladder": NAME, "finished_at": 1_700_100_000}, seasoned
+    )
+    entries = matches(80, seed=11)
+    entries = entries[:40] + [(start, (0, 40))] + [(m, (0, i + 1)) for m, (_, i) in entries[40:]]
+    live = LiveLog(entries, Processor(seasoned, store), 0, 0)
+    await live.advance(len(entries))
+    replica = await Replica(seasoned, NAME).open()
+    await replica.apply(entries[:60])
+    checkpoint = await replica.checkpoint()
+    board, archived = await store.leaderboard(NAME, 20, season=1), await store.season_states(NAME, 1, ["p1", "p2"])
+    correction = Correction("void", NAME, ("m70",), "", {})
+    report = await Rerate(
+        store, seasoned, correction, live.again(), lambda e: send_to([], e), Tuning(), start=checkpoint
+    ).run()
+    assert report.checkpoint == checkpoint.id and report.applied == len(entries) - 60 - 1
+    same(await store.players(NAME), await replayed([e for e in entries if e[0].match_id != "m70"], seasoned))
+    assert await store.seasons(NAME) == ["s2"]
+    assert await store.leaderboard(NAME, 20, season=1) == board
+    assert await store.season_states(NAME, 1, ["p1", "p2"]) == archived
 
 
 async def test_first_rerates_of_two_ladders_give_a_shared_player_two_event_ids():

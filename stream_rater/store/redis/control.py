@@ -88,6 +88,18 @@ class RerateControl(KeyLayout):
         )
         self._live[ladder] = staging
 
+    async def copy_seasons(self, ladder: str, source: int, target: int, seasons: Sequence[str]) -> None:
+        old, new = self._gen_key(ladder, source, ""), self._gen_key(ladder, target, "")
+        keys = []
+        for season in seasons:
+            keys.append(f"{old}lb:season:{season}")
+            pattern = f"{old}players:season:{season}:*"
+            keys += [text(k) async for k in self.client.scan_iter(match=pattern, count=1000)]
+        for key in keys:
+            await self.client.copy(key, new + key[len(old) :], replace=True)
+        if seasons:
+            await self.client.rpush(f"{new}seasons", *seasons)
+
     async def release(self, ladder: str, owner: str, players: Iterable[str]) -> None:
         await self._control(ladder, "release", owner, 0, held=list(players))
 
