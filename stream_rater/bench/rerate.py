@@ -4,8 +4,9 @@ ladder blocked at the switch?
 
 The first `before` football matches are published and rated; then the rest are published at
 `rate` per second while ``void`` of the first match re-rates the ladder from the matches
-topic. Reports the re-rate's matches/s, the time live commits were refused (freeze to lift)
-and the corrections sent, then checks the live states with ``verify``.
+topic. Reports the re-rate's matches/s, the time live commits were refused (freeze to switch),
+how long the corrected players were then held (until their correction events were sent) and
+the corrections sent, then checks the live states with ``verify``.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def run(
     print(
         f"re-rate: {report.applied} matches in {report.seconds:.2f} s = {rate_rerate:,.0f} matches/s "
         f"(reading the topic included); live ladder blocked {report.blocked_seconds * 1000:.1f} ms at the "
-        f"switch ({_steps(report)}); {report.corrections} correction events; matches still arriving at the "
+        f"switch ({_steps(report)}), its corrected players held {report.held_seconds * 1000:.1f} ms while "
+        f"{report.corrections} correction events were sent; matches still arriving at the "
         f"switch: {'yes' if live else 'no'} (switched at offset {sum(report.positions.values()):,} of "
         f"{len(events):,})",
         file=out,

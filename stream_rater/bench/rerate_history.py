@@ -192,7 +192,7 @@ async def _prepare(settings: Settings, history: int, out: TextIO) -> Bench:
         await send_records(
             settings, [match_record(settings.topic_matches, e) for e in events[i : i + 50_000]]
         )
-    records, _ = await read_log(settings, settings.topic_matches)
+    records, _ = await read_log(settings, settings.topic_matches, timeout=1800.0)  # a loaded machine
     found = await asyncio.to_thread(ladder_history, records, ladders, LADDER, settings.limits())
     del records
     print(f"{history:,} matches published and read back in {time.perf_counter() - began:.1f} s", file=out)

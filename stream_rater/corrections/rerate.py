@@ -357,6 +357,9 @@ class Rerate:
                 await self.send(chunk)
                 await self.store.release(self.ladder, self.owner, [event["player_id"] for event in chunk])
         finally:
-            waiting.clear()  # the watcher stops after its read (cancelling a store call mid-way is unsafe)
-            # A failed read only loses the order (the sends themselves fail on a lost broker).
+            # The watcher stops after its read; one still reading a second later (a broker gone
+            # since the last send) is cancelled. A failed read only loses the order.
+            waiting.clear()
+            await asyncio.wait([watcher], timeout=1.0)
+            watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)

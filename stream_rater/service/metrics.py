@@ -52,7 +52,7 @@ RERATE_LAST_SWITCH = Gauge(
 )
 RERATE_LAST_BLOCKED = Gauge(
     "stream_rater_rerate_last_blocked_seconds",
-    "How long live commits of the ladder were refused at its last switch (freeze to lift)",
+    "How long live commits of the ladder were refused at its last switch (freeze to switch; the corrected players are then held until their events are sent)",
     ["ladder"],
 )
 MATCHES_UNRATED = Counter(
