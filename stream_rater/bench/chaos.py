@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from stream_rater.bench.chaos_checkpoints import CheckpointLoop, tagged
 from stream_rater.bench.chaos_schedule import (
     CORRECTIONS,
     EXTRA_WORKER_SLOTS,
@@ -40,7 +41,6 @@ from stream_rater.bench.chaos_schedule import (
     match_id,
     match_record,
 )
-from stream_rater.bench.chaos_checkpoints import CheckpointLoop, tagged
 from stream_rater.bench.chaos_verdict import Correction, ReadinessLog, Verdict, judge
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from stream_rater.bench.chaos_verdict import QUIET_TIMEOUT, Oracle
 from stream_rater.checkpoints import KafkaSink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
@@ -142,10 +141,16 @@ class CheckpointLoop:
 
 
 async def judge_checkpoints(
-    settings: Settings, ladders: Ladders, names: Sequence[str], store: StateStore, torn: Sequence[str]
-) -> Oracle:
-    """The ``checkpoints`` oracle of the module docstring. A ladder with parameter overrides
-    is not recovered: a store rebuilt from nothing does not get them (noted in the detail)."""
+    settings: Settings,
+    ladders: Ladders,
+    names: Sequence[str],
+    store: StateStore,
+    torn: Sequence[str],
+    wait: float,
+) -> tuple[bool, str]:
+    """The ``checkpoints`` oracle of the module docstring: whether it passed, and its detail
+    (`wait`: `verify`'s). A ladder with parameter overrides is not recovered: a store rebuilt
+    from nothing does not get them (noted in the detail)."""
     failures, used = [], []
     async with KafkaSink(settings) as sink:
         for name in names:
@@ -153,7 +158,7 @@ async def judge_checkpoints(
             listed = [t for t in torn if t.split()[0] == name and t.split()[-1] in ids]
             if listed:
                 failures.append(f"ladder {name!r}: torn checkpoint(s) {listed} listed")
-            report = await verify(settings, ladders, name, store, wait=QUIET_TIMEOUT, sink=sink)
+            report = await verify(settings, ladders, name, store, wait=wait, sink=sink)
             if report.differences or not report.caught_up:
                 failures.append(f"ladder {name!r}: verify from {report.checkpoint}: {report.lines()[:2]}")
             line = f"{name}: {len(ids)} kept, verify from {report.checkpoint or 'the start'}"
@@ -164,11 +169,13 @@ async def judge_checkpoints(
             _, _, start, _ = await recover(settings, ladders, name, scratch, sink)
             differ = _differences(await store.players(name), await scratch.players(name))
             if differ:
-                failures.append(f"ladder {name!r}: recovery from {start.id if start else 'the start'}: {differ}")
+                failures.append(
+                    f"ladder {name!r}: recovery from {start.id if start else 'the start'}: {differ}"
+                )
             used.append(f"{line}, recovery from {start.id if start else 'the start'}")
     if failures:
-        return Oracle(False, "; ".join(failures[:5]))
-    return Oracle(True, f"{len(torn)} torn writes never listed; " + "; ".join(used))
+        return False, "; ".join(failures[:5])
+    return True, f"{len(torn)} torn writes never listed; " + "; ".join(used)
 
 
 def _differences(live: Mapping[str, PlayerState], recovered: Mapping[str, PlayerState]) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from stream_rater.bench.chaos_checkpoints import judge_checkpoints
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import LogRecord, read_log
@@ -139,7 +140,6 @@ async def judge(
 ) -> Verdict:
     """Wait for the quiet (the workers caught up), then run every oracle (`torn`: the
     checkpoints torn writes left, ``ladder id``)."""
-    from stream_rater.bench.chaos_checkpoints import judge_checkpoints
 
     ladders = load_ladders(None, env)
     store = open_store(settings.redis_url)
@@ -157,7 +157,9 @@ async def judge(
             "dead-letters": _dead_letters(valid, invalid, dead),
             "corrections": await _corrections(store, names, corrections),
             "readiness": _readiness(readiness),
-            "checkpoints": await judge_checkpoints(settings, ladders, names, store, torn),
+            "checkpoints": Oracle(
+                *await judge_checkpoints(settings, ladders, names, store, torn, QUIET_TIMEOUT)
+            ),
         }
     finally:
         await store.close()

@@ -55,7 +55,9 @@ def choose(
     out = []
     for i, manifest in enumerate(manifests):
         differ = set(changing) | (set() if voids is None else set(manifest.voids) ^ set(voids))
-        if (whole and manifest.seasons) or (not any_params and dict(manifest.params or {}) != dict(params or {})):
+        if (whole and manifest.seasons) or (
+            not any_params and dict(manifest.params or {}) != dict(params or {})
+        ):
             continue
         if first_passed(manifests[: i + 1], differ) <= i:
             continue

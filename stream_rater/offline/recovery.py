@@ -51,7 +51,9 @@ async def recovery_start(
     empty = not live.positions and not (await store.read(ladder, [], [], [])).watermark
     if empty:
         return await latest_usable(sink, ladder, None, None, within=committed, whole=True), True
-    start = await latest_usable(sink, ladder, await store.voids(ladder), live.params, within=committed, whole=True)
+    start = await latest_usable(
+        sink, ladder, await store.voids(ladder), live.params, within=committed, whole=True
+    )
     if start is not None and all(live.positions.get(p, 0) >= o for p, o in start.positions.items()):
         return start, False
     return None, False

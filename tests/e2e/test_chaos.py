@@ -29,7 +29,14 @@ def test_a_fixed_seed_nemesis_run_passes_every_oracle_with_every_kind_of_fault(t
     print(report["faults_by_kind"], report["matches_applied"], report["records"], oracles)
     failed = {name: o["detail"] for name, o in report["oracles"].items() if not o["passed"]}
     assert done.returncode == 0 and not failed, f"{failed}; {done.stderr[-3000:]}"
-    assert set(report["oracles"]) == {"states", "events", "dead-letters", "corrections", "readiness", "checkpoints"}
+    assert set(report["oracles"]) == {
+        "states",
+        "events",
+        "dead-letters",
+        "corrections",
+        "readiness",
+        "checkpoints",
+    }
     assert set(report["faults_by_kind"]) == set(KINDS)
     assert report["seed"] == 7 and report["matches_applied"] > 10_000
     assert not failure.exists()

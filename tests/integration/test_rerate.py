@@ -349,7 +349,10 @@ async def test_a_void_starts_from_a_checkpoint_past_a_season_start_and_keeps_the
     replica = await Replica(seasoned, NAME).open()
     await replica.apply(entries[:60])
     checkpoint = await replica.checkpoint()
-    board, archived = await store.leaderboard(NAME, 20, season=1), await store.season_states(NAME, 1, ["p1", "p2"])
+    board, archived = (
+        await store.leaderboard(NAME, 20, season=1),
+        await store.season_states(NAME, 1, ["p1", "p2"]),
+    )
     correction = Correction("void", NAME, ("m70",), "", {})
     report = await Rerate(
         store, seasoned, correction, live.again(), lambda e: send_to([], e), Tuning(), start=checkpoint

@@ -137,7 +137,9 @@ async def test_after_a_switch_only_the_corrected_players_are_held_until_released
         await store.commit(Commit(ladder, [write("c", 1.0, 1, 0)], {"m2": []}))
     outbox = [{"player_id": p, "event_id": f"rerate:{p}"} for p in ("a", "b")]
     await store.switch(ladder, "owner", generation, live, outbox)
-    await store.commit(Commit(ladder, [write("c", 1.0, 1, 0), write("a", 0.1, 1, 0, is_effect=True)], {"m2": []}))
+    await store.commit(
+        Commit(ladder, [write("c", 1.0, 1, 0), write("a", 0.1, 1, 0, is_effect=True)], {"m2": []})
+    )
     for held in ("a", "b"):
         with pytest.raises(LadderFrozen):
             await store.commit(Commit(ladder, [write(held, 2.0, 1, 0)], {"m3": []}))
