@@ -98,6 +98,11 @@ class Checkpointer:
         self.last_written = time.time()
         #: Set when a round wrote a checkpoint (the loop's age metric clears it).
         self.written = False
+        #: Whether the newest checkpoint kept has other voids or parameters than the live ones
+        #: (a correction died between its switch and rewriting its checkpoints): a recovery of
+        #: a lost store, which knows only the checkpoint's, would undo the correction. The next
+        #: round writes one whatever the cadence.
+        self.stale = False
 
     async def close(self) -> None:
         if self.reader is not None:
@@ -107,6 +112,10 @@ class Checkpointer:
     async def _restart(self, voids: dict[str, Void], params: dict[str, Any] | None) -> Replica:
         """A replica from the newest checkpoint usable with these voids and parameters."""
         await self.close()
+        manifests = await self.sink.manifests(self.ladder)
+        self.stale = bool(manifests) and (
+            set(manifests[-1].voids) != set(voids) or dict(manifests[-1].params or {}) != dict(params or {})
+        )
         start = await latest_usable(self.sink, self.ladder, voids, params)
         replica = await Replica(self.ladders, self.ladder, start, voids=voids, params=params).open()
         partitions = await self._partitions(start)
@@ -145,13 +154,15 @@ class Checkpointer:
         return ready
 
     def due(self, force: bool) -> bool:
-        """Whether the cadence (or `force`) asks for a checkpoint now."""
+        """Whether the cadence (or `force`, or a `stale` newest checkpoint) asks for a
+        checkpoint now."""
         replica = self.replica
-        if replica is None or replica.since == 0:
+        if replica is None or (replica.since == 0 and not self.stale):
             return False
         hours = (time.time() - self.last_written) / 3600
         return (
             force
+            or self.stale
             or replica.since >= self.settings.checkpoint_every_matches
             or hours >= self.settings.checkpoint_every_hours
         )
@@ -178,6 +189,7 @@ class Checkpointer:
         if not self.due(force):
             return report
         await self._write(report, states, first, second)
+        self.stale = self.stale and report.written is None
         return report
 
     async def _live_at(self) -> tuple[dict[int, int] | None, dict[str, _States], dict[int, int]]:

@@ -16,9 +16,11 @@ from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, Replic
 from stream_rater.contracts import parse_match
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction
+from stream_rater.offline.recovery import recover
 from stream_rater.offline.verify import verify
 from stream_rater.service import metrics
 from stream_rater.service.checkpointing import checkpoint_rounds
+from stream_rater.store.memory import MemoryStore
 from tests.integration.checkpointing import Lab, checkpointed, discard, duels, exact, new_lab
 
 pytestmark = pytest.mark.integration
@@ -245,3 +247,33 @@ async def test_checkpoints_across_the_window_each_void_starts_from_the_one_befor
         )
         assert old.checkpoint is None and old.voided == ["m100"]
         assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m100", "m400", "m650"}))
+
+
+async def test_a_void_that_died_before_rewriting_the_checkpoints_gets_a_true_one_at_the_next_round(lab: Lab):
+    """A void killed between its switch and rewriting the checkpoints (here: made without a
+    sink) leaves the newest checkpoint with the old voids, which a recovery of a lost store
+    would use. The next round of the checkpointer writes one with the live voids whatever the
+    cadence, and a recovery from it equals the live ladder."""
+    await lab.publish(duels(lab.ladder, 300))
+    await lab.work(produce=True)
+    async with KafkaSink(lab.settings) as sink:
+        await checkpointed(lab, sink)
+        await lab.publish(duels(lab.ladder, 100, first=300))
+        await lab.work(produce=True)
+        stale = await checkpointed(lab, sink)
+        await apply_correction(
+            Correction("void", lab.ladder, ("m350",), "cheat"),
+            lab.settings,
+            lab.ladders,
+            lab.store,
+            send=discard,
+            sink=None,
+        )
+        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+        done = await checkpointer.round()
+        await checkpointer.close()
+        assert done.written is not None and set(done.written.voids) == {"m350"}, done.line()
+        scratch = MemoryStore()
+        _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, scratch, sink)
+        assert start is not None and start.id != stale.id and start.id == done.written.id
+        assert exact(await scratch.players(lab.ladder)) == exact(await lab.oracle({"m350"}))
