@@ -52,7 +52,9 @@ class Compare:
             "params": report.params,
         }
         self.stamp = format_timestamp(at)
-        self.changed: dict[str, tuple[PlayerState, PlayerState]] = {}
+        #: Player id → the correction event of a player whose state differs (made when
+        #: compared: inside the freeze only those of the players compared `again`).
+        self.events: dict[str, dict[str, Any]] = {}
 
     async def all(self) -> None:
         """Compare every player of both generations."""
@@ -62,7 +64,7 @@ class Compare:
         """Compare `players` (None: every player) again; the events, by player id."""
         if players is None or players:
             await self._compare(players)
-        return [self._event(player_id, *self.changed[player_id]) for player_id in sorted(self.changed)]
+        return [self.events[player_id] for player_id in sorted(self.events)]
 
     async def _compare(self, only: set[str] | None) -> None:
         before = await self.store.players(self.ladder, only=only)
@@ -70,9 +72,9 @@ class Compare:
         for player_id in before.keys() | after.keys() if only is None else only:
             old, new = before.get(player_id, self.empty), after.get(player_id, self.empty)
             if old[:4] == new[:4]:
-                self.changed.pop(player_id, None)
+                self.events.pop(player_id, None)
             else:
-                self.changed[player_id] = (old, new)
+                self.events[player_id] = self._event(player_id, old, new)
 
     def _event(self, player_id: str, old: PlayerState, new: PlayerState) -> dict[str, Any]:
         return correction_changed(
