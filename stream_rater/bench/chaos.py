@@ -21,8 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -45,7 +43,14 @@ from stream_rater.bench.chaos_verdict import Correction, ReadinessLog, Verdict, 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import publish
 from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
-from stream_rater.local.nemesis import BrokerLinks, FaultyRedis, TcpProxy, signal_process
+from stream_rater.local.nemesis import (
+    BrokerLinks,
+    FaultyRedis,
+    TcpProxy,
+    held_ladders,
+    readyz_status,
+    signal_process,
+)
 from stream_rater.local.runtime import BrokerKind, LocalRuntime, LocalRuntimeError, free_port
 from stream_rater.waiting import wait_until
 
@@ -147,7 +152,7 @@ class Workers:
     def ready(self, slot: int) -> bool:
         """Whether the worker of `slot` answers ``/readyz`` with 200."""
         try:
-            return _status(self.slots[slot].port) == 200
+            return readyz_status(self.slots[slot].port) == 200
         except OSError:
             return False
 
@@ -412,17 +417,9 @@ def _run_on(options: Options, nemesis: Nemesis, schedule: list[Fault], log: Text
         sampler.join()
         nemesis.checkpoints.close()
     print(f"judging ({nemesis.checkpoints.written()} checkpoints written by the loop)", file=log, flush=True)
-    return asyncio.run(
-        judge(
-            settings,
-            nemesis.env,
-            list(LADDER_SHAPES),
-            nemesis.corrections,
-            readiness,
-            nemesis.applied,
-            nemesis.checkpoints.torn,
-        )
-    )
+    names, ck = list(LADDER_SHAPES), nemesis.checkpoints
+    done = judge(settings, nemesis.env, names, nemesis.corrections, readiness, nemesis.applied, ck.torn)
+    return asyncio.run(done)
 
 
 def _back_and_ready(workers: Workers, slot: int) -> bool:
@@ -459,31 +456,12 @@ def _watch(nemesis: Nemesis, readiness: ReadinessLog, stop: threading.Event, log
             print(f"  supervisor: {line}", file=log, flush=True)
         for port in workers.ports():
             try:
-                held_before = _held(port)
-                status = _status(port)
-                held_after = _held(port)
+                held_before = held_ladders(port)
+                status = readyz_status(port)
+                held_after = held_ladders(port)
             except OSError:  # frozen, starting or stopping: no sample
                 continue
             readiness.sample(port, held_before and held_after, status)
-
-
-def _held(port: int) -> bool:
-    """Whether the worker's gauges say a ladder is held (stopped, or Redis refusing writes)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-        text = response.read().decode()
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in ("stream_rater_ladders_stopped", "stream_rater_store_refusing") and float(value) > 0:
-            return True
-    return False
-
-
-def _status(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
 
 
 def _report(options: Options, schedule: list[Fault], verdict: Verdict, out: TextIO) -> None:

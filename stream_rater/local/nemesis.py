@@ -13,6 +13,8 @@ import signal
 import socket
 import subprocess
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import redis
@@ -215,3 +217,23 @@ def signal_process(process: subprocess.Popen[bytes], sig: int) -> None:
     """Send `sig` to a child by PID, if it still runs."""
     if process.poll() is None:
         process.send_signal(sig)
+
+
+def held_ladders(port: int) -> bool:
+    """Whether the worker's gauges say a ladder is held (stopped, or Redis refusing writes)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+        text = response.read().decode()
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("stream_rater_ladders_stopped", "stream_rater_store_refusing") and float(value) > 0:
+            return True
+    return False
+
+
+def readyz_status(port: int) -> int:
+    """The HTTP status of a worker's ``/readyz``."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
