@@ -4,8 +4,10 @@ run, not from the workers' counters. Six oracles:
 1. ``states``: every ladder's stored states equal a replay of its matches topic with its
    voids and parameters (`offline.verify.verify`, to 1e-9);
 2. ``events``: every valid match has each of its players' rating-changed events on the
-   updates topic (at least once), each ``event_id`` with one payload (``processed_at``
-   aside), and per player the events' ``before``/``after`` chain is unbroken in log order;
+   updates topic (at least once) — or, for a match voided before a worker reached it and
+   un-voided later, a correction event of each player naming it among its ``unvoided`` —
+   each ``event_id`` with one payload (``processed_at`` aside), and per player the events'
+   ``before``/``after`` chain is unbroken in log order;
 3. ``dead-letters``: no valid match is in the DLQ, and every invalid record of the matches
    topic is in it (by its origin partition and offset) — once, or again after a redelivery,
    which is counted (`_dead_letters`);
@@ -207,14 +209,22 @@ def _classify(matches: list[LogRecord]) -> tuple[dict[tuple[int, int], dict[str,
 def _events(valid: Mapping[tuple[int, int], dict[str, Any]], updates: list[LogRecord]) -> tuple[Oracle, int]:
     """Oracle 2, and how many valid matches have all their events."""
     payloads: dict[str, set[bytes]] = defaultdict(set)
+    unvoided: set[str] = set()
     for record in updates:
         event = json.loads(record.value)
         payloads[event["event_id"]].add(json.dumps({**event, "processed_at": None}, sort_keys=True).encode())
+        if event.get("kind") == "correction":
+            unvoided.update(f"{mid}:{event['player_id']}" for mid in event["correction"].get("unvoided", ()))
     problems = [f"event {eid} has {len(p)} payloads" for eid, p in payloads.items() if len(p) > 1]
     expected = {
         m["match_id"]: [p["id"] for team in m["teams"] for p in team["players"]] for m in valid.values()
     }
-    missing = [f"{mid}:{p}" for mid, ps in expected.items() for p in ps if f"{mid}:{p}" not in payloads]
+    missing = [
+        f"{mid}:{p}"
+        for mid, ps in expected.items()
+        for p in ps
+        if f"{mid}:{p}" not in payloads and f"{mid}:{p}" not in unvoided
+    ]
     problems += [f"no event {eid}" for eid in missing]
     chains, breaks = broken_chains(updates)
     problems += breaks

@@ -97,6 +97,25 @@ def test_the_events_oracle_fails_on_a_missing_event_a_second_payload_or_a_broken
     assert "before !=" in _events(VALID, broken)[0].detail
 
 
+def unvoid(player: str, before: float, after: float, unvoided: list[str]) -> dict:
+    return {
+        **change("rerate:l:2", player, before, after),
+        "kind": "correction",
+        "correction": {"reason": "unvoid", "voided": [], "unvoided": unvoided},
+    }
+
+
+def test_a_match_voided_before_it_was_applied_counts_by_its_unvoids_correction_events():
+    """m-1 was voided before a worker reached it (no live event), then un-voided: each player's
+    correction event naming it stands for its events; a correction naming another match does not."""
+    corrected = [*GOOD[:3], record(0, 3, unvoid("a", 26, 27, ["m-1"]), b"l:a")]
+    late = [*corrected, record(0, 4, unvoid("b", 24, 23, ["m-1"]), b"l:b")]
+    oracle, applied = _events(VALID, late)
+    assert oracle.passed and applied == 2, oracle.detail
+    other = [*corrected, record(0, 4, unvoid("b", 24, 23, ["m-9"]), b"l:b")]
+    assert "no event m-1:b" in _events(VALID, other)[0].detail
+
+
 def dead(partition: int, offset: int) -> LogRecord:
     headers = [("sr-origin-partition", str(partition).encode()), ("sr-origin-offset", str(offset).encode())]
     return record(0, 0, {}, headers=headers)
