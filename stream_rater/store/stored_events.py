@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 import uuid
 from typing import Any
 
@@ -104,8 +105,43 @@ def pack_event(event: Event, ladder: str) -> bytes:
 
 def pack_events(events: list[Event], ladder: str) -> bytes:
     """A marker's value: the msgpack array of `events` in their stored form."""
-    header: bytes = PACKER.pack_array_header(len(events))
-    return header + b"".join(pack_event(e, ladder) for e in events)
+    return StoredForms(ladder).marker(events)
+
+
+class StoredForms:
+    """The stored forms of one commit's events of `ladder`: each event's compact form is made
+    once (by the event's identity, so the events must outlive this) and serves both its match's
+    marker (`marker`) and its player's history entry (`entry`)."""
+
+    __slots__ = ("ladder", "_compacts")
+
+    def __init__(self, ladder: str) -> None:
+        self.ladder = ladder
+        self._compacts: dict[int, list[Any] | None] = {}
+
+    def compact(self, event: Event) -> list[Any] | None:
+        """`_compact` of `event`, made once."""
+        compacts = self._compacts
+        key = id(event)
+        if key in compacts:
+            return compacts[key]
+        compact = compacts[key] = _compact(event, self.ladder)
+        return compact
+
+    def marker(self, events: list[Event]) -> bytes:
+        """A marker's value: the msgpack array of `events` in their stored form."""
+        compact = self.compact
+        packed: bytes = PACKER.pack([event if (c := compact(event)) is None else c for event in events])
+        return packed
+
+    def entry(self, event: Event, model: str, player_id: str) -> bytes:
+        """`pack_entry` of `event`."""
+        compact = self.compact(event)
+        if compact is None or compact[1] != player_id or compact[2] != model:
+            body: bytes = PACKER.pack(event)
+        else:
+            body = PACKER.pack(_entry(compact))
+        return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
 
 
 def stored_event(value: Any, ladder: str) -> Event:
@@ -158,15 +194,14 @@ def _text(value: Any) -> Any:
 _EXPECTED = (("win", "draw"), ("ahead", "rank"))
 
 
+#: A UUID in its canonical text, `str(uuid.UUID(...))`'s: lower-case 8-4-4-4-12 hex digits.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _match(match_id: str) -> str | bytes:
     """A match id as its 16 bytes if it is a canonical UUID (reads back identical), else itself."""
-    if len(match_id) == 36:
-        try:
-            found = uuid.UUID(match_id)
-        except ValueError:
-            return match_id
-        if str(found) == match_id:
-            return found.bytes
+    if len(match_id) == 36 and _CANONICAL_UUID.fullmatch(match_id):
+        return bytes.fromhex(match_id.replace("-", ""))
     return match_id
 
 
@@ -212,12 +247,7 @@ def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
     back identical, ``processed_at`` then after ``finished_at``; an ``expected`` of the usual
     keys as their index in `_EXPECTED` then its values — or, for any other event, its msgpack
     map. Empty (not kept) if longer than `ENTRY_LIMIT`."""
-    compact = _compact(event, ladder)
-    if compact is None or compact[1] != player_id or compact[2] != model:
-        body: bytes = PACKER.pack(event)
-    else:
-        body = PACKER.pack(_entry(compact))
-    return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
+    return StoredForms(ladder).entry(event, model, player_id)
 
 
 def unpack_entries(blob: bytes, ladder: str, player_id: str, model: str | None) -> list[Event]:
