@@ -151,7 +151,7 @@ class PlayerState(NamedTuple):
         64-byte listpack limit (`PACKED_LIMIT`) whenever that is possible."""
         mu, sigma, games, last, version, extra, peak, peak_at = self
         small = _small
-        head = (small(mu), small(sigma), games, small(last), version)
+        head: tuple[Any, ...] = (small(mu), small(sigma), games, small(last), version)
         if peak is not None:
             at = True if peak_at is not None and peak_at == last else small(peak_at)
             head += (small(extra), small(peak), at)
