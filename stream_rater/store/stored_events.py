@@ -137,7 +137,8 @@ class StoredForms:
 
     def entry(self, event: Event, model: str, player_id: str) -> bytes:
         """`pack_entry` of `event`."""
-        compact = self.compact(event)
+        compacts = self._compacts
+        compact = compacts[id(event)] if id(event) in compacts else self.compact(event)
         if compact is None or compact[1] != player_id or compact[2] != model:
             body: bytes = PACKER.pack(event)
         else:

@@ -151,10 +151,17 @@ class PlayerState(NamedTuple):
         64-byte listpack limit (`PACKED_LIMIT`) whenever that is possible."""
         mu, sigma, games, last, version, extra, peak, peak_at = self
         small = _small
-        head: tuple[Any, ...] = (small(mu), small(sigma), games, small(last), version)
+        # A fractional float is packed as it is: `_small` is called only where it may change it.
+        head: tuple[Any, ...] = (
+            mu if type(mu) is float and not mu.is_integer() else small(mu),
+            sigma if type(sigma) is float and not sigma.is_integer() else small(sigma),
+            games,
+            small(last),
+            version,
+        )
         if peak is not None:
             at = True if peak_at is not None and peak_at == last else small(peak_at)
-            head += (small(extra), small(peak), at)
+            head += (small(extra), peak if type(peak) is float and not peak.is_integer() else small(peak), at)
         elif extra is not None:
             head += (small(extra),)
         packed: bytes = _PACKER.pack(head)  # tuples pack as arrays
