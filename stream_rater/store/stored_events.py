@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgpack
@@ -104,8 +106,44 @@ def pack_event(event: Event, ladder: str) -> bytes:
 
 def pack_events(events: list[Event], ladder: str) -> bytes:
     """A marker's value: the msgpack array of `events` in their stored form."""
-    header: bytes = PACKER.pack_array_header(len(events))
-    return header + b"".join(pack_event(e, ladder) for e in events)
+    return StoredForms(ladder).marker(events)
+
+
+class StoredForms:
+    """The stored forms of one commit's events of `ladder`: each event's compact form is made
+    once (by the event's identity, so the events must outlive this) and serves both its match's
+    marker (`marker`) and its player's history entry (`entry`)."""
+
+    __slots__ = ("_compacts", "ladder")
+
+    def __init__(self, ladder: str) -> None:
+        self.ladder = ladder
+        self._compacts: dict[int, list[Any] | None] = {}
+
+    def compact(self, event: Event) -> list[Any] | None:
+        """`_compact` of `event`, made once."""
+        compacts = self._compacts
+        key = id(event)
+        if key in compacts:
+            return compacts[key]
+        compact = compacts[key] = _compact(event, self.ladder)
+        return compact
+
+    def marker(self, events: list[Event]) -> bytes:
+        """A marker's value: the msgpack array of `events` in their stored form."""
+        compact = self.compact
+        packed: bytes = PACKER.pack([event if (c := compact(event)) is None else c for event in events])
+        return packed
+
+    def entry(self, event: Event, model: str, player_id: str) -> bytes:
+        """`pack_entry` of `event`."""
+        compacts = self._compacts
+        compact = compacts[id(event)] if id(event) in compacts else self.compact(event)
+        if compact is None or compact[1] != player_id or compact[2] != model:
+            body: bytes = PACKER.pack(event)
+        else:
+            body = PACKER.pack(_entry(compact))
+        return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
 
 
 def stored_event(value: Any, ladder: str) -> Event:
@@ -141,12 +179,34 @@ ENTRY_LIMIT = 0xFFFF
 @functools.lru_cache(maxsize=4096)
 def _micros(text: str) -> int | str:
     """A timestamp as integer microseconds when `format_timestamp` gives `text` back from them
-    (then it reads back identical), else `text` itself."""
+    (then it reads back identical), else `text` itself. Text in `format_timestamp`'s form is
+    read digit by digit, its minute parsed once (`_minute_micros`): the same number as parsing
+    it whole, at a fraction of the cost."""
     try:
-        micros = round(parse_timestamp(text) * 1e6)
+        found = _FORMATTED.fullmatch(text)
+        if found is not None and text < "9999":  # parsing a time past the last second fails
+            minute, second, fraction = found.groups()
+            exact = _minute_micros(minute) + int(second) * 1_000_000 + int((fraction or "").ljust(6, "0"))
+            micros = round(exact / 1_000_000 * 1e6)  # what parse_timestamp's float gives
+        else:
+            micros = round(parse_timestamp(text) * 1e6)
     except Exception:  # not a timestamp of ours: kept as it is
         return text
     return micros if format_timestamp(micros / 1e6) == text else text
+
+
+#: `format_timestamp`'s text: the minute (``YYYY-MM-DDTHH:MM:``), the second, the fraction.
+_FORMATTED = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:)(\d\d)(?:\.(\d{1,6}))?Z", re.ASCII)
+_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@functools.lru_cache(maxsize=1024)
+def _minute_micros(minute: str) -> int:
+    """The epoch microseconds of the start of `minute` (``YYYY-MM-DDTHH:MM:``), exactly;
+    `parse_timestamp`'s error if it is not a valid time."""
+    start = minute + "00Z"
+    parse_timestamp(start)
+    return (datetime.fromisoformat(start.replace("Z", "+00:00")) - _UTC_EPOCH) // timedelta(microseconds=1)
 
 
 def _text(value: Any) -> Any:
@@ -156,32 +216,31 @@ def _text(value: Any) -> Any:
 
 #: The key lists of an ``expected`` a history entry keeps as its values alone (`pack_entry`).
 _EXPECTED = (("win", "draw"), ("ahead", "rank"))
+_EXPECTED_AT = {keys: at for at, keys in enumerate(_EXPECTED)}
+
+
+#: A UUID in its canonical text, `str(uuid.UUID(...))`'s: lower-case 8-4-4-4-12 hex digits.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _match(match_id: str) -> str | bytes:
     """A match id as its 16 bytes if it is a canonical UUID (reads back identical), else itself."""
-    if len(match_id) == 36:
-        try:
-            found = uuid.UUID(match_id)
-        except ValueError:
-            return match_id
-        if str(found) == match_id:
-            return found.bytes
+    if len(match_id) == 36 and _CANONICAL_UUID.fullmatch(match_id):
+        return bytes.fromhex(match_id.replace("-", ""))
     return match_id
 
 
 def _entry(compact: list[Any]) -> list[Any]:
     """The fields of a history entry from an event's compact form (`pack_entry`)."""
-    match_id, _, _, b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late, *rest = compact
-    finished, processed = _micros(finished), _micros(processed)
+    finished, processed = _micros(compact[9]), _micros(compact[10])
     if type(finished) is int and type(processed) is int:
         processed -= finished  # exact: both are integers
-    entry = [_match(match_id), b_mu, b_sigma, a_mu, a_sigma, rating, games, finished, processed, late]
-    if rest:
-        expected = rest[0]
-        keys = None if expected is None else tuple(expected)
-        entry.append([_EXPECTED.index(keys), *expected.values()] if keys in _EXPECTED else expected)
-        entry += rest[1:]  # provisional, before rating
+    entry = [_match(compact[0]), *compact[3:9], finished, processed, compact[11]]
+    if len(compact) > 12:
+        expected = compact[12]
+        at = None if expected is None else _EXPECTED_AT.get(tuple(expected))
+        entry.append(expected if at is None else [at, *expected.values()])
+        entry += compact[13:]  # provisional, before rating
     return entry
 
 
@@ -212,12 +271,7 @@ def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
     back identical, ``processed_at`` then after ``finished_at``; an ``expected`` of the usual
     keys as their index in `_EXPECTED` then its values — or, for any other event, its msgpack
     map. Empty (not kept) if longer than `ENTRY_LIMIT`."""
-    compact = _compact(event, ladder)
-    if compact is None or compact[1] != player_id or compact[2] != model:
-        body: bytes = PACKER.pack(event)
-    else:
-        body = PACKER.pack(_entry(compact))
-    return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
+    return StoredForms(ladder).entry(event, model, player_id)
 
 
 def unpack_entries(blob: bytes, ladder: str, player_id: str, model: str | None) -> list[Event]:

@@ -149,13 +149,22 @@ class PlayerState(NamedTuple):
         ``mu``) is packed as an int, and a ``peak_at`` equal to ``last_played`` as ``true``:
         `unpack` turns both back into the same floats, and the value stays within Redis's
         64-byte listpack limit (`PACKED_LIMIT`) whenever that is possible."""
-        fields = list(self if self.peak is not None else self[:5] if self.extra is None else self[:6])
-        for i in _FLOATS:
-            if i < len(fields):
-                fields[i] = _small(fields[i])
-        if len(fields) == 8 and self.peak_at is not None and self.peak_at == self.last_played:
-            fields[7] = True
-        packed: bytes = _PACKER.pack(fields)
+        mu, sigma, games, last, version, extra, peak, peak_at = self
+        small = _small
+        # A fractional float is packed as it is: `_small` is called only where it may change it.
+        head: tuple[Any, ...] = (
+            mu if type(mu) is float and not mu.is_integer() else small(mu),
+            sigma if type(sigma) is float and not sigma.is_integer() else small(sigma),
+            games,
+            small(last),
+            version,
+        )
+        if peak is not None:
+            at = True if peak_at is not None and peak_at == last else small(peak_at)
+            head += (small(extra), peak if type(peak) is float and not peak.is_integer() else small(peak), at)
+        elif extra is not None:
+            head += (small(extra),)
+        packed: bytes = _PACKER.pack(head)  # tuples pack as arrays
         return packed
 
     @classmethod
@@ -185,9 +194,9 @@ PACKED_LIMIT = 64
 def _small(value: float | None) -> float | int | None:
     """`value` as an int if it is an integral float that reads back bit-identical (not -0.0,
     within msgpack's int range), else as it is."""
-    if not isinstance(value, float):
+    if not isinstance(value, float) or not value.is_integer():
         return value
-    if value.is_integer() and abs(value) < 2**63 and (value or math.copysign(1.0, value) > 0):
+    if abs(value) < 2**63 and (value or math.copysign(1.0, value) > 0):
         return int(value)
     return value
 

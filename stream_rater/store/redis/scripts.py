@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 
 from stream_rater.store.redis.keys import bucket, grouped, history_chunk, history_slot, marker_slots
-from stream_rater.store.stored_events import PACKER, pack_entry, pack_events, stored_event
+from stream_rater.store.stored_events import PACKER, StoredForms, stored_event
 from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
 
@@ -104,12 +104,15 @@ class Buckets:
         return self.players, self.slots
 
 
-def history_args(commit: Commit, cap: int) -> tuple[str | None, list[bytes], list[bytes]]:
+def history_args(
+    commit: Commit, cap: int, forms: StoredForms | None = None
+) -> tuple[str | None, list[bytes], list[bytes]]:
     """The history entries' model (of the first plain event), and per player the field its
     entries of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last
     `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
-    the most a read returns)."""
-    ladder = commit.ladder
+    the most a read returns), packed by `forms` (the commit's markers' own, so that each event's
+    compact form is made once)."""
+    entry = (forms or StoredForms(commit.ladder)).entry
     model = next(
         (
             e["model"]
@@ -124,9 +127,7 @@ def history_args(commit: Commit, cap: int) -> tuple[str | None, list[bytes], lis
     for player, entries in commit.history.items():
         version = versions.get(player, 0)  # a history without its state (not the processor's): 0
         fields.append(history_slot(player, version, cap))
-        chunks.append(
-            history_chunk(version, [pack_entry(e, ladder, model or "", player) for e in entries[::-1][:cap]])
-        )
+        chunks.append(history_chunk(version, [entry(e, model or "", player) for e in entries[::-1][:cap]]))
     return model, fields, chunks
 
 
@@ -149,8 +150,9 @@ def commit_args(
     `trim_since` leave the leaderboard."""
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
-    unproduced = [events for events in commit.markers.values() if events]
-    model, history_fields, history = history_args(commit, history_cap)
+    forms = StoredForms(ladder)
+    unproduced = [forms.marker(events) for events in commit.markers.values() if events]
+    model, history_fields, history = history_args(commit, history_cap, forms)
     ids_of = list(commit.markers)
     return script_args(
         keys=keys,
@@ -175,7 +177,7 @@ def commit_args(
         slot=buckets.slot_written,
         slot_ttl=buckets.slot_ttl,
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
-        unproduced=[pack_events(events, ladder) for events in unproduced],
+        unproduced=unproduced,
         produced=list(commit.produced),
         history_fields=history_fields,
         history=history,

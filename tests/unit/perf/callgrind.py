@@ -11,6 +11,7 @@ nor the building of the matches is counted.
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import operator
@@ -19,13 +20,14 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from stream_rater.processor import core, planner
-from tests.unit.perf.workload import CASES, parsed, run
+from stream_rater.store.base import Commit
+from tests.unit.perf.workload import CASES, CLOCK, parsed, run
 
 ROOT = Path(__file__).resolve().parents[3]
 VALGRIND = "valgrind"
@@ -42,6 +44,7 @@ MARKERS: dict[str, tuple[str, str]] = {
     "quality": ("takewhile_next", "planner's live quality: score_match and record"),
     "expected": ("dropwhile_next", "planner's pairwise and expected"),
     "store": ("filterfalse_next", "MemoryStore._read and _commit"),
+    "redis_args": ("functools_reduce", "the Redis store's argument of each commit (scripts.commit_args)"),
 }
 
 
@@ -68,6 +71,17 @@ def _by_starmap(f: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *args: next(itertools.starmap(f, (args,)))
 
 
+def _by_reduce(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`f`, called inside ``functools.reduce``'s C function."""
+
+    def call(*args: Any) -> Any:
+        box: list[Any] = []
+        functools.reduce(lambda _, __: box.append(f(*args)), (None, None))
+        return box[0]
+
+    return call
+
+
 def _mark(module: Any, names: tuple[str, ...], wrap: Callable[..., Any]) -> None:
     for name in names:
         if hasattr(module, name):
@@ -78,11 +92,34 @@ def counted_run(case: str, n: int, marked: bool) -> None:
     """Replay `n` matches of `case`, with every group's calls `marked` (module docstring),
     after a short replay of other matches of it (imports and caches of first use uncounted)."""
     matches = parsed(CASES[case](n))
+    _build_redis_args(marked)
     run([replace(m, match_id=f"warm-{m.match_id}", finished_at=m.finished_at - 1e8) for m in matches[:50]])
     if marked:  # the collector's pauses fall in whichever group allocates: not in the groups
         _mark_groups()
         gc.disable()
     sys.call_tracing(run, (matches,))
+
+
+def _build_redis_args(marked: bool) -> None:
+    """Have the memory store also build the Redis store's script argument of each commit (as
+    `RedisStore` would, markers kept an hour, histories 2 entries: the worker's defaults), so
+    that the budget covers the worker's encoding of its commits too; `marked`: through
+    ``functools.reduce``."""
+    from stream_rater.store.memory import MemoryStore
+    from stream_rater.store.redis.scripts import Buckets, commit_args
+
+    def args(commit: Commit) -> bytes:
+        return commit_args(commit, 0, 0, Buckets.of(commit, CLOCK, 3600.0), 2)
+
+    build = _by_reduce(args) if marked else args
+    commit_many = MemoryStore.commit_many
+
+    async def commit_with_args(self: MemoryStore, commits: Sequence[Commit]) -> Any:
+        for commit in commits:
+            build(commit)
+        return await commit_many(self, commits)
+
+    MemoryStore.commit_many = commit_with_args  # type: ignore[method-assign]
 
 
 def _mark_groups() -> None:

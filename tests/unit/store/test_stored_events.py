@@ -7,9 +7,22 @@ import msgpack
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_rater.contracts import correction_changed, rating_changed
+from stream_rater.contracts import (
+    ValidationError,
+    correction_changed,
+    format_timestamp,
+    parse_timestamp,
+    rating_changed,
+)
 from stream_rater.contracts.codecs import encode_event
-from stream_rater.store.stored_events import pack_entry, pack_event, pack_events, stored_event, unpack_entries
+from stream_rater.store.stored_events import (
+    _micros,
+    pack_entry,
+    pack_event,
+    pack_events,
+    stored_event,
+    unpack_entries,
+)
 
 LADDER = "duel"
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
@@ -189,3 +202,34 @@ def test_a_history_entry_of_a_uuid_match_with_expectations_is_compact_and_reads_
     assert len(entries[0]) <= 102 and match_id.encode() not in entries[0]  # 36 characters: 16 bytes
     assert unpack_entries(b"".join(entries), "L", "p", "ts") == events
     assert [list(e["expected"]) for e in unpack_entries(entries[2], "L", "p", "ts")] == [["draw", "win"]]
+
+
+@given(
+    st.one_of(
+        st.floats(min_value=-62135596800.0, max_value=253402300799.0),
+        st.integers(min_value=-62135596800, max_value=253402300799).map(float),
+    ),
+    st.sampled_from(["", "+00:00", "0Z", " ", "60Z"]),
+)
+def test_a_timestamp_is_read_digit_by_digit_as_parsing_it_whole_reads_it(epoch, mutation):
+    """`_micros`'s fast path gives what parsing the whole text gives, at any time of years
+    1-9999 (float rounding included) and for text that is not `format_timestamp`'s."""
+    text = format_timestamp(epoch)
+    if mutation == "+00:00":
+        text = text[:-1] + mutation
+    elif mutation == " ":
+        text = text.replace("T", " ")
+    elif mutation:
+        text = text[:-1] + mutation if mutation == "0Z" else text[:17] + mutation
+    whole = round(parse_timestamp(text) * 1e6) if _parses(text) else None
+    expected = whole if whole is not None and format_timestamp(whole / 1e6) == text else text
+    _micros.cache_clear()
+    assert _micros(text) == expected and type(_micros(text)) is type(expected)
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse_timestamp(text)
+    except ValidationError:
+        return False
+    return True
