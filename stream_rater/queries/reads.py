@@ -165,12 +165,12 @@ class Queries:
 
     async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:
         """State, display rating, leaderboard rank (shared by tied players) and percentile, games
-        and last match of each player (two store round trips)."""
+        and last match of each player (two store round trips, one script call each)."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(ids, "players", self.max_players)
-        found = await self.store.lookup(ladder.name, ids)
+        states = (await self.store.read(ladder.name, ids, [], [])).players
         ranks = await self.store.board_ranks(ladder.name, ids, ladder.rules.active_since(now))
-        found = Lookup(found.players, {p: r - 1 for p, r in ranks.ranks.items()}, ranks.total)
+        found = Lookup(states, {p: r - 1 for p, r in ranks.ranks.items()}, ranks.total)
         return {
             "ladder": ladder.name,
             "model": ladder.model,

@@ -48,7 +48,7 @@ from stream_rater.explain import explain_match
 from stream_rater.processor import quality
 from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
 from stream_rater.service.api_docs import docs_routes
-from stream_rater.store import BoardBehind, Lookup, ReadStore, Snapshot
+from stream_rater.store import BoardAround, BoardBehind, BoardRanks, Lookup, ReadStore, Snapshot
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
 #: Leaderboard answers `BoardCache` keeps (the most recently asked).
@@ -177,16 +177,18 @@ async def _board(queries: Queries, ladder: str, query: Mapping[str, str], now: f
 
 
 class BatchedReads:
-    """A `ReadStore` that sends the player lookups (`ReadStore.lookup`) and state reads
-    (`ReadStore.read` of players only) that requests ask of one ladder in the same turn of
-    the event loop to the store as one call: under load, many concurrent lookups cost the
+    """A `ReadStore` that sends the player lookups (`ReadStore.lookup`), state reads
+    (`ReadStore.read` of players only), leaderboard ranks (`ReadStore.board_ranks`, per
+    activity cut-off) and rows around players (`ReadStore.board_arounds`, per n and cut-off)
+    that requests ask of one ladder in the same turn of the event loop to
+    the store as one call: under load, many concurrent lookups cost the
     store client one pipeline, not one each (its per-call overhead, not Redis, bounds a
     read server). Each caller gets what it asked (its players only) of that one answer.
     Every other call goes to the store as it is."""
 
     def __init__(self, store: ReadStore) -> None:
         self.store = store
-        self._pending: dict[tuple[str, str], tuple[dict[str, None], asyncio.Future[Any]]] = {}
+        self._pending: dict[tuple[str, str, Any], tuple[dict[str, None], asyncio.Future[Any]]] = {}
         self._sending: set[asyncio.Future[Any]] = set()
 
     def __getattr__(self, name: str) -> Any:
@@ -194,12 +196,17 @@ class BatchedReads:
 
     async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
         found: Lookup = await self._batched("lookup", ladder, player_ids)
-        ids = set(player_ids)
-        return Lookup(
-            {p: s for p, s in found.players.items() if p in ids},
-            {p: n for p, n in found.places.items() if p in ids},
-            found.ranked,
-        )
+        return Lookup(_of(found.players, player_ids), _of(found.places, player_ids), found.ranked)
+
+    async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
+        found: BoardRanks = await self._batched("ranks", ladder, player_ids, since)
+        return BoardRanks(_of(found.ranks, player_ids), found.total)
+
+    async def board_around(
+        self, ladder: str, player_id: str, n: int, since: float | None
+    ) -> BoardAround | None:
+        found: dict[str, BoardAround | None] = await self._batched("around", ladder, [player_id], (n, since))
+        return found[player_id]
 
     async def read(
         self,
@@ -214,12 +221,12 @@ class BatchedReads:
             return await self.store.read(ladder, player_ids, effects, matches, generation)
         ids = list(player_ids)
         found: Snapshot = await self._batched("read", ladder, ids)
-        wanted = set(ids)
-        return dataclasses.replace(found, players={p: s for p, s in found.players.items() if p in wanted})
+        return dataclasses.replace(found, players=_of(found.players, ids))
 
-    async def _batched(self, kind: str, ladder: str, ids: Iterable[str]) -> Any:
-        """The answer of the store's `kind` call for the ids every caller of this turn asked."""
-        key = (kind, ladder)
+    async def _batched(self, kind: str, ladder: str, ids: Iterable[str], extra: Any = None) -> Any:
+        """The answer of the store's `kind` call for the ids every caller of this turn asked
+        (with the same `extra` arguments)."""
+        key = (kind, ladder, extra)
         if key not in self._pending:
             self._pending[key] = ({}, asyncio.get_running_loop().create_future())
             asyncio.get_running_loop().call_soon(self._send, key)
@@ -227,14 +234,20 @@ class BatchedReads:
         asked.update(dict.fromkeys(ids))
         return await asyncio.shield(answer)
 
-    def _send(self, key: tuple[str, str]) -> None:
+    def _call(self, kind: str, ladder: str, ids: list[str], extra: Any) -> Awaitable[Any]:
+        """The store's call of `kind` for `ids` (see `_batched`)."""
+        if kind == "lookup":
+            return self.store.lookup(ladder, ids)
+        if kind == "ranks":
+            return self.store.board_ranks(ladder, ids, extra)
+        if kind == "around":
+            return self.store.board_arounds(ladder, ids, *extra)
+        return self.store.read(ladder, ids, [], [])
+
+    def _send(self, key: tuple[str, str, Any]) -> None:
         asked, answer = self._pending.pop(key)
-        kind, ladder = key
-        call = (
-            self.store.lookup(ladder, list(asked))
-            if kind == "lookup"
-            else self.store.read(ladder, list(asked), [], [])
-        )
+        kind, ladder, extra = key
+        call = self._call(kind, ladder, list(asked), extra)
 
         def settle(done: asyncio.Task[Any]) -> None:
             if done.cancelled():
@@ -248,6 +261,11 @@ class BatchedReads:
         self._sending.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(self._sending.discard)
         task.add_done_callback(settle)
+
+
+def _of(found: Mapping[str, Any], ids: Iterable[str]) -> dict[str, Any]:
+    """The entries of `found` of `ids` (a caller's part of a batched answer)."""
+    return {p: found[p] for p in ids if p in found}
 
 
 class BoardCache:

@@ -140,6 +140,12 @@ class ReadStore(GenerationsStore, Protocol):
         """The rows of the live eligible leaderboard from `n` above `player_id` to `n` below,
         ranked, and the player's rank; None when the player is not on it. O(log N + n)."""
 
+    async def board_arounds(
+        self, ladder: str, player_ids: Sequence[str], n: int, since: float | None
+    ) -> dict[str, BoardAround | None]:
+        """`board_around` of each of `player_ids` (a store may answer them in one round trip)."""
+        return {p: await self.board_around(ladder, p, n, since) for p in player_ids}
+
     @abstractmethod
     async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
         """The live eligible leaderboard's player count and display-rating sum (players idle

@@ -501,6 +501,10 @@ async def test_board_reads_rank_ties_alike_and_skip_idle_players(store, ladder, 
         around = await store.board_around(ladder, oracle[at].player_id, 3, since)
         assert around == BoardAround(oracle[max(0, at - 3) : at + 4], oracle[at].rank, len(oracle))
     assert await store.board_around(ladder, "nobody", 3, since) is None
+    several = [oracle[0].player_id, "nobody", oracle[len(oracle) // 2].player_id]
+    assert await store.board_arounds(ladder, several, 3, since) == {
+        p: await store.board_around(ladder, p, 3, since) for p in several
+    }
     totals = await store.rating_totals(ladder, since)
     assert (totals.ranked, totals.active) == (len(oracle), len(oracle))
     assert totals.ranked_sum == pytest.approx(sum(row.score for row in oracle), abs=1e-9)

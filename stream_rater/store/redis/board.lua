@@ -20,13 +20,13 @@
 --         limit       most idle players a read skips
 --         ids         ('ranks') the players asked
 --         top         ('top') rows wanted
---         id, n       ('around') the player, and rows wanted above and below
+--         ids, n      ('around') the players, and rows wanted above and below each
 --         cursor, budget ('recount', 'trim') where the step starts, most entries it reads
 -- Returns {'generation', g} or {'gone', g} for keys of another generation (wrong_generation),
 -- {'behind', limit} when too many idle players are left to skip, else {'ok', …}:
 --   'ranks'   {'ok', eligible, rank of ids[1] or -1, …}
 --   'top'     {'ok', eligible, id, score, rank, …} best first
---   'around'  {'ok', eligible, rank of id or -1, id, score, rank, …} best first
+--   'around'  {'ok', eligible, per id {rank of id or -1, id, score, rank, …} best first}
 --   'totals'  {'ok', eligible, sum of their scores or '' (no running sum kept yet)}
 --   'recount' {'ok', next cursor or -1, count, sum} of the active entries at places cursor ..
 --             cursor + budget - 1 (an exact pass in steps, the check of the running sum)
@@ -117,24 +117,31 @@ if args.op == 'top' then
   return out
 end
 
-if args.op == 'around' then
-  local place = redis.call('ZREVRANK', board, args.id)
-  if not place or idle[args.id] ~= nil then return {'ok', eligible, -1} end
-  local wide = args.n + #idle_scores
+-- The rows around `id` (see the header): {rank of id or -1, id, score, rank, …}.
+local function around(id, n)
+  local place = redis.call('ZREVRANK', board, id)
+  if not place or idle[id] ~= nil then return {-1} end
+  local wide = n + #idle_scores
   local page = redis.call('ZREVRANGE', board, math.max(0, place - wide), place + wide, 'WITHSCORES')
   local found, at = {}, nil  -- the page's eligible rows; the player's among them
   for i = 1, #page, 2 do
     if idle[page[i]] == nil then
       found[#found + 1] = page[i]; found[#found + 1] = page[i + 1]
-      if page[i] == args.id then at = #found - 1 end
+      if page[i] == id then at = #found - 1 end
     end
   end
-  local from = math.max(1, at - 2 * args.n)
-  local out = {'ok', eligible, -1}
-  append_rows(out, {unpack(found, from, math.min(#found, at + 1 + 2 * args.n))}, nil, -1)
-  for i = 4, #out, 3 do
-    if out[i] == args.id then out[3] = out[i + 2] end
+  local from = math.max(1, at - 2 * n)
+  local out = {-1}
+  append_rows(out, {unpack(found, from, math.min(#found, at + 1 + 2 * n))}, nil, -1)
+  for i = 2, #out, 3 do
+    if out[i] == id then out[1] = out[i + 2] end
   end
+  return out
+end
+
+if args.op == 'around' then
+  local out = {'ok', eligible}
+  for i, id in ipairs(args.ids) do out[i + 2] = around(id, args.n) end
   return out
 end
 

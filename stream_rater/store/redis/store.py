@@ -312,10 +312,18 @@ class RedisStore(RerateControl, StateStore):
     async def board_around(
         self, ladder: str, player_id: str, n: int, since: float | None
     ) -> BoardAround | None:
-        reply = await self._board(ladder, "lb", op="around", since=since, id=player_id, n=n)
-        if int(reply[2]) < 0:
-            return None
-        return BoardAround(_rows(reply[3:]), int(reply[2]), int(reply[1]))
+        return (await self.board_arounds(ladder, [player_id], n, since))[player_id]
+
+    async def board_arounds(
+        self, ladder: str, player_ids: Sequence[str], n: int, since: float | None
+    ) -> dict[str, BoardAround | None]:
+        ids = list(player_ids)
+        reply = await self._board(ladder, "lb", op="around", since=since, ids=ids, n=n)
+        total = int(reply[1])
+        return {
+            p: None if int(part[0]) < 0 else BoardAround(_rows(part[1:]), int(part[0]), total)
+            for p, part in zip(ids, reply[2:])
+        }
 
     async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
         reply = await self._board(ladder, "lb", op="totals", since=since)

@@ -491,8 +491,8 @@ async def test_a_balance_too_slow_for_its_model_is_refused_with_413_and_says_so(
 
 async def test_concurrent_lookups_and_reads_reach_the_store_as_one_call_each():
     """Lookups of one ladder asked in the same turn go to the store as one call of all their
-    players, and state reads too; each caller gets its own players, as a lookup of its own
-    would give them."""
+    players, and state reads, leaderboard ranks and rows around players too; each caller gets
+    its own players, as a call of its own would give them."""
     store = MemoryStore()
     await Processor(LADDERS, store).process([duel("m1", "ann", "bob"), duel("m2", "ann", "cat")])
     calls: list[tuple[str, list[str]]] = []
@@ -517,6 +517,18 @@ async def test_concurrent_lookups_and_reads_reach_the_store_as_one_call_each():
     assert set(first.players) == set(first.places) == {"ann"}
     states = await asyncio.gather(*(batched.read("default", [p], [], []) for p in ("cat", "bob")))
     assert calls[1:] == [("read", ["cat", "bob"])] and [set(s.players) for s in states] == [{"cat"}, {"bob"}]
+    ranks = await asyncio.gather(*(batched.board_ranks("default", [p], None) for p in ("ann", "bob")))
+    assert ranks == [await store.board_ranks("default", [p], None) for p in ("ann", "bob")]
+    arounds, asked = store.board_arounds, []
+
+    async def counted_arounds(ladder, ids, n, since):
+        asked.append(list(ids))
+        return await arounds(ladder, ids, n, since)
+
+    store.board_arounds = counted_arounds  # type: ignore[method-assign]
+    rows = await asyncio.gather(*(batched.board_around("default", p, 1, None) for p in ("ann", "nobody")))
+    assert asked == [["ann", "nobody"]]
+    assert rows == [await store.board_around("default", "ann", 1, None), None]
 
 
 async def test_each_shadow_is_scored_beside_the_live_ladder_as_a_live_ladder_of_its_model_would_be():
