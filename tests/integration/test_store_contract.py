@@ -514,7 +514,7 @@ async def test_board_reads_rank_ties_alike_and_skip_idle_players(store, ladder, 
 async def test_a_board_read_past_too_many_idle_players_is_refused(store, ladder, monkeypatch):
     """A read that would skip more idle players than the limit is refused (`BoardBehind`, one
     line naming the ladder) rather than made slow; once trimmed, it answers."""
-    monkeypatch.setattr("stream_rater.store.redis.store.IDLE_READ_LIMIT", 5)
+    monkeypatch.setattr("stream_rater.store.redis.leaderboard.IDLE_READ_LIMIT", 5)
     players = [(f"p{i}", float(i), 1000.0 + i) for i in range(20)]
     await store.commit(
         Commit(ladder, [write(p, 20.0, 1, 0, score=s, active=last) for p, s, last in players], {"m1": []})
@@ -531,7 +531,7 @@ async def test_commits_trim_idle_players_and_keep_the_running_sum(store, ladder,
     """A commit with an activity rule (`active_within`) takes players idle since its newest
     match off the board (a few per commit: the rest on later commits), re-scores and removes
     keep the running sum equal to a recount, and an ended season's board is the eligible one."""
-    monkeypatch.setattr("stream_rater.store.redis.store.TOTALS_STEP", 7)
+    monkeypatch.setattr("stream_rater.store.redis.leaderboard.TOTALS_STEP", 7)
     day = 86_400.0
     writes = [
         write(f"p{i:03d}", 20.0, 1, 0, score=1000.0 + i * 0.37, active=i * day / 10) for i in range(300)

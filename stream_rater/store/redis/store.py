@@ -2,14 +2,14 @@
 ladder of it in one round trip each way (see `BatchStore.read_many`): on a single Redis one
 call of the script for all of them, on a Redis Cluster one call per ladder, sent concurrently;
 each ladder's part is atomic on its own. The keys are described in `keys`, the scripts'
-arguments in `scripts`; the re-rate control is `control.RerateControl`.
+arguments in `scripts`; the re-rate control is `control.RerateControl`, the leaderboard reads
+`leaderboard.LeaderboardReads`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -20,7 +20,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
 from stream_rater.config.settings import DEFAULT_HISTORY
-from stream_rater.store.base import RatingTotals, StateStore
+from stream_rater.store.base import StateStore
 from stream_rater.store.deployment import check_prefix
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
 from stream_rater.store.redis.control import RerateControl
@@ -34,16 +34,14 @@ from stream_rater.store.redis.keys import (
     ladder_of_meta,
     marker_slots,
 )
+from stream_rater.store.redis.leaderboard import LeaderboardReads
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
     COMMIT_SCRIPT,
     CONTROL_SCRIPT,
-    IDLE_READ_LIMIT,
     READ_SCRIPT,
     SCAN_SCRIPT,
     SCAN_STEP,
-    TOTALS_STEP,
-    TRIM_STEP,
     Buckets,
     commit_args,
     read_args,
@@ -55,10 +53,6 @@ from stream_rater.store.status import check_reply, text
 from stream_rater.store.stored_events import unpack_entries
 from stream_rater.store.values import (
     DEFAULT_TIMEOUTS,
-    BoardAround,
-    BoardBehind,
-    BoardRanks,
-    BoardRow,
     Commit,
     CommitConflict,
     Event,
@@ -74,7 +68,7 @@ from stream_rater.store.values import (
 MAX_CONNECTIONS = 64
 
 
-class RedisStore(RerateControl, StateStore):
+class RedisStore(RerateControl, LeaderboardReads, StateStore):
     """`StateStore` on Redis or Redis Cluster (any client exposing the asyncio Redis API)."""
 
     def __init__(
@@ -296,115 +290,6 @@ class RedisStore(RerateControl, StateStore):
         )
         return [text(i) for i in ids]
 
-    async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
-        ids = list(player_ids)
-        reply = await self._board(ladder, "lb", op="ranks", since=since, ids=ids)
-        ranks = {p: int(r) for p, r in zip(ids, reply[2:]) if int(r) > 0}
-        return BoardRanks(ranks, int(reply[1]))
-
-    async def board_top(
-        self, ladder: str, top: int, since: float | None, season: int | None = None
-    ) -> list[BoardRow]:
-        board = "lb" if season is None else f"lb:season:{await self._season_id(ladder, season)}"
-        reply = await self._board(ladder, board, op="top", since=None if season else since, top=top)
-        return _rows(reply[2:])
-
-    async def board_around(
-        self, ladder: str, player_id: str, n: int, since: float | None
-    ) -> BoardAround | None:
-        return (await self.board_arounds(ladder, [player_id], n, since))[player_id]
-
-    async def board_arounds(
-        self, ladder: str, player_ids: Sequence[str], n: int, since: float | None
-    ) -> dict[str, BoardAround | None]:
-        ids = list(player_ids)
-        reply = await self._board(ladder, "lb", op="around", since=since, ids=ids, n=n)
-        total = int(reply[1])
-        return {
-            p: None if int(part[0]) < 0 else BoardAround(_rows(part[1:]), int(part[0]), total)
-            for p, part in zip(ids, reply[2:])
-        }
-
-    async def rating_totals(self, ladder: str, since: float | None) -> RatingTotals:
-        reply = await self._board(ladder, "lb", op="totals", since=since)
-        if reply[2] == b"":  # a leaderboard written before the running sum was kept
-            return await self.recount_totals(ladder, since)
-        count, total = int(reply[1]), float(reply[2])
-        return RatingTotals(count, total, count, total)
-
-    async def recount_totals(self, ladder: str, since: float | None) -> RatingTotals:
-        count, total, cursor = 0, 0.0, 0
-        while cursor >= 0:
-            step = await self._board(
-                ladder, "lb", op="recount", since=since, cursor=cursor, budget=TOTALS_STEP
-            )
-            cursor, count, total = int(step[1]), count + int(step[2]), total + float(step[3])
-        return RatingTotals(count, total, count, total)
-
-    async def trim_board(self, ladder: str, since: float) -> int:
-        trimmed, step = 0, TRIM_STEP
-        while step == TRIM_STEP:
-            step = int((await self._board(ladder, "lb", op="trim", since=since, budget=TRIM_STEP))[1])
-            trimmed += step
-        return trimmed
-
-    async def board_entries(self, ladder: str, since: float | None) -> tuple[dict[str, float], float | None]:
-        gen = await self._live_generation(ladder)
-        board, activity = self._gen_key(ladder, gen, "lb"), self._gen_key(ladder, gen, "act")
-        rows: dict[str, float] = {}
-        while True:  # in pages: a whole large leaderboard in one reply would block Redis
-            page: list[Any] = await self.client.zrange(
-                board, len(rows), len(rows) + TOTALS_STEP - 1, withscores=True
-            )
-            rows.update((text(member), float(score)) for member, score in page)
-            if len(page) < TOTALS_STEP:
-                break
-        running = await self.client.hget(self._gen_key(ladder, gen, "meta"), "lb:sum")
-        idle = 0.0
-        if since is not None:
-            active: set[str] = set()
-            while True:
-                ids: list[Any] = await self.client.zrangebyscore(
-                    activity, since, "+inf", start=len(active), num=TOTALS_STEP
-                )
-                active.update(text(i) for i in ids)
-                if len(ids) < TOTALS_STEP:
-                    break
-            idle = math.fsum(score for p, score in rows.items() if p not in active)
-            rows = {p: score for p, score in rows.items() if p in active}
-        return rows, None if running is None else float(running) - idle
-
-    async def _season_id(self, ladder: str, season: int) -> str:
-        """The id of the season-start record that ended `season` (1-based); KeyError if none."""
-        ended = await self.seasons(ladder)
-        if not 1 <= season <= len(ended):
-            raise KeyError(season)
-        return ended[season - 1]
-
-    async def _board(self, ladder: str, board: str, **fields: Any) -> list[Any]:
-        """The board script's reply (see ``board.lua``) on the live generation's `board` (a key
-        suffix), in one round trip: the script checks the cached live generation and says which
-        one is live when another is (then the call is made again). `BoardBehind` for a read
-        with too many idle players left to skip."""
-        while True:
-            gen = self._live.get(ladder, 0)
-            keys = [
-                *(self._gen_key(ladder, gen, k) for k in (board, "act", "meta")),
-                self._key(ladder, "control"),
-            ]
-            arg = script_args(limit=IDLE_READ_LIMIT, generation=gen, mode="live", **fields)
-            reply: list[Any] = await self._board_script(keys=keys, args=[arg])
-            self.round_trips += 1
-            status = text(reply[0])
-            if status == "generation":
-                self._live[ladder] = int(reply[1])
-                continue
-            if status == "behind":
-                raise BoardBehind(ladder, int(reply[1]))
-            if status != "ok":
-                check_reply(ladder, reply)
-            return reply
-
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         if not self.history_limit:
             return []
@@ -509,8 +394,3 @@ class RedisStore(RerateControl, StateStore):
 
     async def close(self) -> None:
         await self.client.aclose()
-
-
-def _rows(flat: Sequence[Any]) -> list[BoardRow]:
-    """The board script's rows ``id, score, rank, …`` as `BoardRow`s."""
-    return [BoardRow(text(flat[i]), float(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat), 3)]
