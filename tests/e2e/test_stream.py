@@ -104,7 +104,8 @@ def test_ladders_over_partitions_equal_replay_and_verify_says_so(stream_factory,
     )
     assert bad.returncode == 1
     assert f"player {player}: live mu={state.mu + 1e-6!r}" in bad.stdout
-    assert bad.stdout.strip().endswith(" players, 1 differ from the replay")
+    assert f"leaderboard: player {player}: live " in bad.stdout  # its row no longer its state's rating
+    assert bad.stdout.strip().endswith(" players, 2 differ from the replay")
 
 
 def tamper(redis_url: str, ladder: str, player: str, state: PlayerState) -> None:
