@@ -13,6 +13,9 @@ from stream_rater.bench.rerate_history import commit_group
 from stream_rater.checkpoints import Checkpointer, CheckpointSink, Manifest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
+from stream_rater.corrections.history import apply_correction
+from stream_rater.corrections.planning import RerateReport, Send
+from stream_rater.corrections.rerate import Correction
 from stream_rater.kafka import ladder_history, read_log
 from stream_rater.kafka.produce import match_record, send_records
 from stream_rater.processor import Processor
@@ -68,6 +71,21 @@ class Lab:
                     await commit_group(self.settings, {0: chunk[-1][1][1] + 1})  # type: ignore[index]
                 self.processor.produced(result)
         self.applied += len(todo)
+
+    async def correct(
+        self, correction: Correction, sink: CheckpointSink | None, send: Send | None = None, **options: Any
+    ) -> RerateReport:
+        """`apply_correction` of `correction` on this lab's ladder and store (events discarded
+        unless `send` is given)."""
+        return await apply_correction(
+            correction, self.settings, self.ladders, self.store, send=send or discard, sink=sink, **options
+        )
+
+    async def void(
+        self, match_id: str, sink: CheckpointSink | None, send: Send | None = None
+    ) -> RerateReport:
+        """Void `match_id` of this lab's ladder."""
+        return await self.correct(Correction("void", self.ladder, (match_id,), "r"), sink, send)
 
     async def oracle(self, voided: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
         """States of a replay of the published matches without `voided`."""

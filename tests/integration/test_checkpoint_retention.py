@@ -8,11 +8,9 @@ from __future__ import annotations
 import pytest
 
 from stream_rater.checkpoints import KafkaSink
-from stream_rater.corrections.history import apply_correction
-from stream_rater.corrections.rerate import Correction
 from stream_rater.corrections.starting import TooOld
 from tests.e2e.e2e_support import delete_head
-from tests.integration.checkpointing import Lab, checkpointed, discard, duels, exact, new_lab
+from tests.integration.checkpointing import Lab, checkpointed, duels, exact, new_lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.apache_kafka(only=True)]
 
@@ -33,14 +31,7 @@ async def test_a_void_inside_the_window_works_and_one_outside_is_refused(lab: La
         await delete_head(lab.settings, lab.ladder, 250)
         before = exact(await lab.store.players(lab.ladder))
         with pytest.raises(TooOld) as refused:
-            await apply_correction(
-                Correction("void", lab.ladder, ("m100",), "r"),
-                lab.settings,
-                lab.ladders,
-                lab.store,
-                send=discard,
-                sink=sink,
-            )
+            await lab.void("m100", sink)
         assert str(refused.value) == (
             f"ladder {lab.ladder!r}: partition 0 of topic {lab.settings.topic_matches!r} starts at offset "
             "250; offsets 0..249 were deleted (retention?), and no checkpoint kept is older than the "
@@ -48,13 +39,6 @@ async def test_a_void_inside_the_window_works_and_one_outside_is_refused(lab: La
             "give the deleted matches with --history FILE"
         )
         assert exact(await lab.store.players(lab.ladder)) == before, "a refused void changed the ladder"
-        report = await apply_correction(
-            Correction("void", lab.ladder, ("m380",), "r"),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=discard,
-            sink=sink,
-        )
+        report = await lab.void("m380", sink)
     assert report.checkpoint == written.id and report.voided == ["m380"]
     assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m380"}))

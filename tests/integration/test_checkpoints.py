@@ -14,7 +14,6 @@ import pytest
 from stream_rater.bench.rerate_history import commit_group
 from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, Replica, latest_usable
 from stream_rater.contracts import parse_match
-from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction
 from stream_rater.offline.recovery import recover
 from stream_rater.offline.verify import verify
@@ -96,24 +95,10 @@ async def test_a_void_starts_from_the_checkpoint_before_the_voided_match(lab: La
         await lab.work()
         send = discard
 
-        after = await apply_correction(
-            Correction("void", lab.ladder, ("m350",), "cheat"),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=send,
-            sink=sink,
-        )
+        after = await lab.void("m350", sink, send)
         assert after.checkpoint == written.id and after.applied == 99, after.line()
         assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m350"}))
-        before = await apply_correction(
-            Correction("void", lab.ladder, ("m100",), "cheat"),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=send,
-            sink=sink,
-        )
+        before = await lab.void("m100", sink, send)
         assert before.checkpoint is None and before.applied == 398, before.line()
         assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m100", "m350"}))
 
@@ -171,15 +156,7 @@ async def test_rerate_since_a_checkpoint_applies_the_new_parameters_from_it_on(l
         await lab.work()
         await commit_group(lab.settings, {0: 400})
         params = {"beta": 2.0}
-        report = await apply_correction(
-            Correction("rerate", lab.ladder, params=params),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=discard,
-            sink=sink,
-            since=written.id,
-        )
+        report = await lab.correct(Correction("rerate", lab.ladder, params=params), sink, since=written.id)
         assert report.checkpoint == written.id and report.applied == 100, report.line()
         start = await sink.load((await sink.manifests(lab.ladder))[0])
         oracle = await Replica(lab.ladders, lab.ladder, start, params=params).open()
@@ -206,23 +183,9 @@ async def test_checkpoints_across_the_window_each_void_starts_from_the_one_befor
         assert first is not None and second is not None
         await lab.publish(duels(lab.ladder, 100, first=600))
         await lab.work()
-        late = await apply_correction(
-            Correction("void", lab.ladder, ("m650",), "r"),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=discard,
-            sink=sink,
-        )
+        late = await lab.void("m650", sink)
         assert late.checkpoint == second.id and late.applied == 99
-        middle = await apply_correction(
-            Correction("void", lab.ladder, ("m400",), "r"),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=discard,
-            sink=sink,
-        )
+        middle = await lab.void("m400", sink)
         assert middle.checkpoint == first.id and middle.applied == 398
         assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m400", "m650"}))
         kept = await sink.manifests(lab.ladder)
@@ -237,14 +200,7 @@ async def test_checkpoints_across_the_window_each_void_starts_from_the_one_befor
         await checkpointer.close()
         assert third is not None and third.positions == {0: 700}
         await sink.drop(kept[0])  # only the third is left: segment m300..m699
-        old = await apply_correction(
-            Correction("void", lab.ladder, ("m100",), "r"),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=discard,
-            sink=sink,
-        )
+        old = await lab.void("m100", sink)
         assert old.checkpoint is None and old.voided == ["m100"]
         assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m100", "m400", "m650"}))
 
@@ -261,14 +217,7 @@ async def test_a_void_that_died_before_rewriting_the_checkpoints_gets_a_true_one
         await lab.publish(duels(lab.ladder, 100, first=300))
         await lab.work(produce=True)
         stale = await checkpointed(lab, sink)
-        await apply_correction(
-            Correction("void", lab.ladder, ("m350",), "cheat"),
-            lab.settings,
-            lab.ladders,
-            lab.store,
-            send=discard,
-            sink=None,
-        )
+        await lab.void("m350", None)
         checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
         done = await checkpointer.round()
         await checkpointer.close()
