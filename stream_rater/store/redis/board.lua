@@ -9,8 +9,9 @@
 -- (ZCOUNT of an exclusive range, less the idle ones above), so tied players share a rank;
 -- inside a tie the rows come as ZREVRANGE gives them, by member, descending (byte order).
 --
--- KEYS: 1 the leaderboard zset (of one generation, or an ended season's copy), 2 the activity
---       zset, 3 the meta hash (field 'lb:sum'), 4 the ladder's control hash.
+-- KEYS: as named in K (the header scripts.py generates from keys.BOARD_KEYS): lb the
+--       leaderboard zset (of one generation, or an ended season's copy), act the activity
+--       zset, the meta hash (field 'lb:sum'), the ladder's control hash.
 -- ARGV: 1 one msgpack map (raw strings):
 --         op          'ranks', 'top', 'around', 'totals', 'recount' or 'trim'
 --         generation  the generation the keys are of, which must be the live one (`mode`
@@ -33,8 +34,8 @@
 --   'trim'    {'ok', players taken off} (at most budget; writes)
 -- Scores and sums are strings (a Lua number in a reply would be cut to an integer).
 local args = cmsgpack.unpack(ARGV[1])
-local board, activity, meta = KEYS[1], KEYS[2], KEYS[3]
-local refused = wrong_generation(KEYS[4], args)
+local board, activity, meta = KEYS[K.lb], KEYS[K.act], KEYS[K.meta]
+local refused = wrong_generation(KEYS[K.control], args)
 if refused then return refused end
 
 if args.op == 'trim' then

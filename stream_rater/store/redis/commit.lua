@@ -2,11 +2,12 @@
 -- each ladder's part is checked and written on its own — checks first, writes after, so a
 -- refused part writes nothing — and the parts of the other ladders go on.
 --
--- KEYS: each ladder's keys in turn: 1 effects hash, 2 leaderboard zset, 3 meta hash (field
+-- KEYS: each ladder's keys in turn: first the K_FIXED named in K (the header scripts.py
+--       generates from keys.COMMIT_KEYS): effects hash, lb leaderboard zset, meta hash (field
 --       'applied': matches applied to the generation so far, the watermark that tells "lost"
 --       from "new"; 'p:<partition>': offset after the last record applied; 'model' of the
---       history entries), 4 the ladder's control hash, 5 its freeze key (or hold set: control.lua), 6 the activity zset,
---       7 the seasons list, 8 the unproduced-events hash, then the `buckets[1]` players buckets
+--       history entries), the ladder's control hash, its frozen key (or hold set: control.lua),
+--       act the activity zset, the seasons list, the unproduced-events hash, then the `buckets[1]` players buckets
 --       written (states and histories), the `buckets[2]` markers slots of the last marker TTL
 --       (keys.py), then each scorer's quality sums hash and window list, then (with `season`) the key that
 --       keeps the ending season's leaderboard and the archive bucket of each players bucket, in
@@ -129,13 +130,13 @@ end
 
 -- The refusal of a commit of ladder keys `key` (a function n → KEYS) and `args`, or nil.
 local function refusal(key, args, groups, writes, B)
-  local refused = wrong_generation(key(4), args)
+  local refused = wrong_generation(key(K.control), args)
   if refused then return refused end
-  if args.mode == 'live' and redis.call('EXISTS', key(5)) == 1 and held(key(5), args) then
+  if args.mode == 'live' and redis.call('EXISTS', key(K.frozen)) == 1 and held(key(K.frozen), args) then
     return {'frozen'}
   end
   -- An unchanged watermark means no commit since the read, which found no marker of these.
-  local watermark = tonumber(redis.call('HGET', key(3), 'applied') or '0')
+  local watermark = tonumber(redis.call('HGET', key(K.meta), 'applied') or '0')
   if args.watermark == nil or watermark ~= args.watermark then
     for s = 1, args.buckets[2] do
       local found = redis.call('EXISTS', key(B.markers + s)) == 1
@@ -148,7 +149,7 @@ local function refusal(key, args, groups, writes, B)
       local id = stale(key(B.players + b), of, args.ids, args.expected)
       if id then return {'conflict', id} end
     end
-    local id = stale(key(1), writes, args.ids, args.expected)
+    local id = stale(key(K.effects), writes, args.ids, args.expected)
     if id then return {'conflict', id} end
   end
   return nil
@@ -178,22 +179,22 @@ local function rank(key, args, of)
   end
   if #members == 0 then return end
   local removed = 0
-  for _, score in ipairs(board_scores(key(2), members)) do
+  for _, score in ipairs(board_scores(key(K.lb), members)) do
     if score then removed = removed + score end
   end
-  chunked('ZADD', key(2), scored)
-  chunked('ZREM', key(2), unranked)
-  chunked('ZREM', key(6), unranked)
-  chunked('ZADD', key(6), active)
-  redis.call('HINCRBYFLOAT', key(3), BOARD_SUM, board_number(added - removed))
-  if since then trim_board(key(2), key(6), key(3), since, TRIM_STEP) end
+  chunked('ZADD', key(K.lb), scored)
+  chunked('ZREM', key(K.lb), unranked)
+  chunked('ZREM', key(K.act), unranked)
+  chunked('ZADD', key(K.act), active)
+  redis.call('HINCRBYFLOAT', key(K.meta), BOARD_SUM, board_number(added - removed))
+  if since then trim_board(key(K.lb), key(K.act), key(K.meta), since, TRIM_STEP) end
 end
 -- ---- end of the eligible leaderboard ------------------------------------------------------
 
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
 local function mark(key, args, B)
-  chunked('HDEL', key(8), args.produced)  -- first: events this commit keeps are never dropped
+  chunked('HDEL', key(K.unproduced), args.produced)  -- first: events this commit keeps are never dropped
   if #args.marker_ids > 0 then
     local slot = key(B.markers + args.slot)
     hset(slot, B.marker_at, args.marker_ids, args.markers)
@@ -206,12 +207,12 @@ local function mark(key, args, B)
     kept[2 * m + 1] = args.marker_ids[args.unproduced_at[m]]
     kept[2 * m + 2] = args.unproduced[m]
   end
-  if #kept > 2 then chunked('HSET', key(8), kept) end
-  redis.call('HINCRBY', key(3), 'applied', #args.marker_ids)
+  if #kept > 2 then chunked('HSET', key(K.unproduced), kept) end
+  redis.call('HINCRBY', key(K.meta), 'applied', #args.marker_ids)
   for partition, offset in pairs(args.positions) do
     local field = 'p:' .. partition
-    if tonumber(redis.call('HGET', key(3), field) or '0') < offset then
-      redis.call('HSET', key(3), field, offset)
+    if tonumber(redis.call('HGET', key(K.meta), field) or '0') < offset then
+      redis.call('HSET', key(K.meta), field, offset)
     end
   end
 end
@@ -233,7 +234,7 @@ local function write_players(key, args, B, players)
   for h = 1, #fields do
     if not done[h] then redis.call('HSET', key(B.players + args.history_bucket[h]), fields[h], chunks[h]) end
   end
-  if args.model then redis.call('HSET', key(3), 'model', args.model) end
+  if args.model then redis.call('HSET', key(K.meta), 'model', args.model) end
 end
 
 -- Prediction quality, exactly once with the batch's markers.
@@ -253,7 +254,7 @@ end
 local function archive(key, args, groups, B)
   local board = key(B.season)
   redis.call('DEL', board)
-  if redis.call('EXISTS', key(2)) == 1 then redis.call('COPY', key(2), board) end
+  if redis.call('EXISTS', key(K.lb)) == 1 then redis.call('COPY', key(K.lb), board) end
   for b, of in pairs(groups) do
     local old, fields = stored(key(B.players + b), of, args.ids), {}
     for x, w in ipairs(of) do
@@ -261,14 +262,14 @@ local function archive(key, args, groups, B)
     end
     chunked('HSET', key(B.season + b), fields)
   end
-  redis.call('RPUSH', key(7), args.season)
+  redis.call('RPUSH', key(K.seasons), args.season)
 end
 
 -- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys]. Returns its reply.
 local function commit(o, args)
   local function key(n) return KEYS[o + n] end
   local nb, nm = args.buckets[1], args.buckets[2]
-  local B = {players = 8, markers = 8 + nb, scorers = 8 + nb + nm}
+  local B = {players = K_FIXED, markers = K_FIXED + nb, scorers = K_FIXED + nb + nm}
   B.season = B.scorers + 2 * #args.quality_add + 1
   local players, effects = {}, {}
   for w = 1, #args.ids do
@@ -282,11 +283,11 @@ local function commit(o, args)
 
   if args.season then
     -- the ending season's board is the eligible one: every idle player off first
-    if args.trim_since then trim_board(key(2), key(6), key(3), args.trim_since, -1) end
+    if args.trim_since then trim_board(key(K.lb), key(K.act), key(K.meta), args.trim_since, -1) end
     archive(key, args, groups, B)
   end
   write_players(key, args, B, players)
-  hset(key(1), effects, args.ids, args.states, {'', HASH_TABLE})
+  hset(key(K.effects), effects, args.ids, args.states, {'', HASH_TABLE})
   rank(key, args, players)
   mark(key, args, B)
   add_quality(key, args, B)

@@ -2,12 +2,13 @@
 -- stream_rater/corrections/rerate.py for the protocol). One script, one step per call, so
 -- each step is atomic.
 --
--- KEYS: 1 control hash (fields: 'live' generation, 'staging' generation, 'last' generation
---       number handed out, 'params:<g>' parameter overrides of generation g), 2 lock (string:
---       owner, expires), 3 freeze (string: owner, expires; live commits are refused while it
---       exists; from the switch on, a set: the players whose correction events are not sent
---       yet, whose live commits are refused; same expiry), 4 outbox (correction events still
---       to send), 5 the live generation's meta hash.
+-- KEYS: as named in K (the header scripts.py generates from keys.CONTROL_KEYS): control hash
+--       (fields: 'live' generation, 'staging' generation, 'last' generation number handed
+--       out, 'params:<g>' parameter overrides of generation g), lock (string: owner,
+--       expires), frozen (string: owner, expires; live commits are refused while it exists;
+--       from the switch on, a set: the players whose correction events are not sent yet,
+--       whose live commits are refused; same expiry), outbox (correction events still to
+--       send), the live generation's meta hash.
 -- ARGV: 1 one msgpack map (raw strings): step, owner, ms (milliseconds of the lease or
 --       freeze), and per step:
 --   begin   params: parameter overrides of the new generation (msgpack; absent for none)
@@ -26,7 +27,8 @@
 -- Refusals are decoded by stream_rater/store/status.py.
 local args = cmsgpack.unpack(ARGV[1])
 local step, owner, ms = args.step, args.owner, args.ms
-local control, lock, frozen, outbox, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local control, lock, frozen = KEYS[K.control], KEYS[K.lock], KEYS[K.frozen]
+local outbox, meta = KEYS[K.outbox], KEYS[K.meta]
 local holder = redis.call('GET', lock)
 
 -- Whether the freeze is `owner`'s (a hold set exists only while its switch's lock does).

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
-from stream_rater.store.redis.keys import KeyLayout
+from stream_rater.store.redis.keys import CONTROL_KEYS, KeyLayout
 from stream_rater.store.redis.scripts import script_args
 from stream_rater.store.status import check_reply, text
 from stream_rater.store.stored_events import PACKER, stored_event
@@ -33,8 +33,7 @@ class RerateControl(KeyLayout):
         `live` (its other `fields` are described in ``control.lua``); raise what a refusal
         means."""
         reply: list[Any] = await self._control_script(
-            keys=[self._key(ladder, k) for k in ("control", "lock", "frozen", "outbox")]
-            + [self._gen_key(ladder, live, "meta")],
+            keys=self.named_keys(ladder, live, CONTROL_KEYS),
             args=[script_args(step=step, owner=owner, ms=max(1, int(seconds * 1000)), live=live, **fields)],
         )
         check_reply(ladder, reply)

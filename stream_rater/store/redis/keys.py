@@ -88,6 +88,16 @@ from stream_rater.config.settings import Settings
 #: Keys of a ladder that belong to no generation.
 LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 
+#: The keys each script gets first in KEYS, in order, named by their suffix (above): `KeyLayout`
+#: builds its key lists from these names and `scripts.SCRIPTS` writes them into each script as
+#: the header ``local K = {effects = 1, …}`` (and ``K_FIXED``, how many: a script's variable keys
+#: follow them), so that Python and Lua name one position the same way and no script reads a
+#: key by a number.
+READ_KEYS = ("effects", "meta", "unproduced", "control", "voids")
+COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced")
+BOARD_KEYS = ("lb", "act", "meta", "control")
+CONTROL_KEYS = ("control", "lock", "frozen", "outbox", "meta")
+
 #: Buckets of a ladder's players (and histories): 2^17, so that ten million players make about
 #: 76 per bucket, under Redis's default ``hash-max-listpack-entries`` (128). Fixed: a player's
 #: bucket must never move.
@@ -193,6 +203,14 @@ class KeyLayout:
         """`generation_key` of this store's prefix."""
         return self._key(ladder, f"g{generation}:{suffix}" if generation else suffix)
 
+    def named_keys(self, ladder: str, generation: int, names: Iterable[str], **instead: str) -> list[str]:
+        """The keys `names` (a script's, such as `COMMIT_KEYS`) of `ladder`, those of a
+        generation of `generation`; `instead` gives another suffix for a name."""
+        return [
+            self._key(ladder, n) if n in LADDER_KEYS else self._gen_key(ladder, generation, instead.get(n, n))
+            for n in names
+        ]
+
     def bucket_keys(self, ladder: str, generation: int, kind: str, buckets: Iterable[int | str]) -> list[str]:
         """The keys ``<kind>:<b>`` of `buckets` in `ladder`'s `generation`."""
         prefix = self._gen_key(ladder, generation, kind)
@@ -203,13 +221,8 @@ class KeyLayout:
     ) -> list[str]:
         """The keys the read script gets for `ladder`'s `generation`: then those of the
         `players` buckets and of the `markers` buckets."""
-        prefix = self._gen_key(ladder, generation, "")
         return [
-            prefix + "effects",
-            prefix + "meta",
-            prefix + "unproduced",
-            self._key(ladder, "control"),
-            self._key(ladder, "voids"),
+            *self.named_keys(ladder, generation, READ_KEYS),
             *self.bucket_keys(ladder, generation, "players", players),
             *self.bucket_keys(ladder, generation, "mk", markers),
         ]
@@ -229,14 +242,7 @@ class KeyLayout:
         players, markers = buckets
         prefix = self._gen_key(ladder, generation, "")
         keys = [
-            prefix + "effects",
-            prefix + "lb",
-            prefix + "meta",
-            self._key(ladder, "control"),
-            self._key(ladder, "frozen"),
-            prefix + "act",
-            prefix + "seasons",
-            prefix + "unproduced",
+            *self.named_keys(ladder, generation, COMMIT_KEYS),
             *self.bucket_keys(ladder, generation, "players", players),
             *self.bucket_keys(ladder, generation, "mk", markers),
             *(f"{prefix}{kind}:{scorer}" for scorer in scorers for kind in ("q", "qw")),

@@ -13,7 +13,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
 from stream_rater.store.base import RatingTotals
-from stream_rater.store.redis.keys import KeyLayout
+from stream_rater.store.redis.keys import BOARD_KEYS, KeyLayout
 from stream_rater.store.redis.scripts import IDLE_READ_LIMIT, TOTALS_STEP, TRIM_STEP, script_args
 from stream_rater.store.status import check_reply, text
 from stream_rater.store.values import BoardAround, BoardBehind, BoardRanks, BoardRow
@@ -123,10 +123,7 @@ class LeaderboardReads(KeyLayout):
         with too many idle players left to skip."""
         while True:
             gen = self._live.get(ladder, 0)
-            keys = [
-                *(self._gen_key(ladder, gen, k) for k in (board, "act", "meta")),
-                self._key(ladder, "control"),
-            ]
+            keys = self.named_keys(ladder, gen, BOARD_KEYS, lb=board)
             arg = script_args(limit=IDLE_READ_LIMIT, generation=gen, mode="live", **fields)
             reply: list[Any] = await self._board_script(keys=keys, args=[arg])
             self.round_trips += 1

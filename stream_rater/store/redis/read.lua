@@ -1,9 +1,10 @@
 -- Read of one batch of one or more ladders (see keys.py for the key layout, format 2).
 --
--- KEYS: each ladder's keys in turn: 1 effects hash, 2 meta hash (field 'applied': the
---       watermark; 'p:<partition>': the positions), 3 unproduced-events hash, all of the
---       generation read, 4 the ladder's control hash ('params:<g>': generation g's parameter
---       overrides), 5 its voids hash, then its `buckets[1]` players buckets and `buckets[2]`
+-- KEYS: each ladder's keys in turn: first the K_FIXED named in K (the header scripts.py
+--       generates from keys.READ_KEYS): effects hash, meta hash (field 'applied': the
+--       watermark; 'p:<partition>': the positions), unproduced-events hash, all of the
+--       generation read, the ladder's control hash ('params:<g>': generation g's parameter
+--       overrides), its voids hash, then its `buckets[1]` players buckets and `buckets[2]`
 --       markers slots of the last marker TTL (every key the script touches).
 -- ARGV: per ladder one msgpack map (raw strings): players, bucket (per player the index of its
 --       bucket among the players keys), effects, matches (the ids read), records (nil, or per
@@ -57,7 +58,7 @@ end
 local function applied_matches(key, args, meta)
   local markers, every = {}, indices(#args.matches)
   for s = 1, args.buckets[2] do
-    local slot = key(5 + args.buckets[1] + s)
+    local slot = key(K_FIXED + args.buckets[1] + s)
     if redis.call('EXISTS', slot) == 1 then  -- most slots of a quiet ladder are empty
       local found = {}
       hmget(slot, args.matches, found, every)
@@ -77,38 +78,38 @@ end
 -- One ladder's read: its keys are KEYS[o + 1] …. Returns its reply.
 local function read(o, args)
   local function key(n) return KEYS[o + n] end
-  local refused = wrong_generation(key(4), args)
+  local refused = wrong_generation(key(K.control), args)
   if refused then return refused end
-  local fields, meta = redis.call('HGETALL', key(2)), {}
+  local fields, meta = redis.call('HGETALL', key(K.meta)), {}
   for i = 1, #fields, 2 do meta[fields[i]] = fields[i + 1] end
 
   local out = {array_header(6), array_header(#args.players)}
-  local states = bucketed(key, 5, args.players, args.bucket)
+  local states = bucketed(key, K_FIXED, args.players, args.bucket)
   for i = 1, #args.players do out[#out + 1] = states[i] or NIL end
   local effects = {}
-  hmget(key(1), args.effects, effects, indices(#args.effects))
+  hmget(key(K.effects), args.effects, effects, indices(#args.effects))
   out[#out + 1] = array_header(#args.effects)
   for i = 1, #args.effects do out[#out + 1] = effects[i] or NIL end
 
   -- An applied match's events are looked up only then (redeliveries: rare).
   local applied, unproduced = applied_matches(key, args, meta), {}
   local held = {}
-  hmget(key(3), applied, held, applied)
+  hmget(key(K.unproduced), applied, held, applied)
   for _, m in ipairs(applied) do unproduced[m] = held[m] or EMPTY end
   out[#out + 1] = array_header(#args.matches)
   for _, m in ipairs(args.matches) do out[#out + 1] = unproduced[m] or NIL end
 
   local watermark = meta['applied']
   out[#out + 1] = watermark and cmsgpack.pack(tonumber(watermark)) or NIL
-  if redis.call('EXISTS', key(5)) == 1 then
+  if redis.call('EXISTS', key(K.voids)) == 1 then
     local voids = {}
-    hmget(key(5), args.matches, voids, indices(#args.matches))
+    hmget(key(K.voids), args.matches, voids, indices(#args.matches))
     out[#out + 1] = array_header(#args.matches)
     for i = 1, #args.matches do out[#out + 1] = voids[i] or NIL end
   else
     out[#out + 1] = NIL  -- the ladder has no voids: nil rather than an array of nils
   end
-  out[#out + 1] = redis.call('HGET', key(4), 'params:' .. args.generation) or NIL
+  out[#out + 1] = redis.call('HGET', key(K.control), 'params:' .. args.generation) or NIL
   return table.concat(out)
 end
 

@@ -19,7 +19,8 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
-from stream_rater.store.redis.scripts import Buckets, commit_args
+from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout
+from stream_rater.store.redis.scripts import Buckets, commit_args, key_header
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 
 SCRIPTS = ("common.lua", "commit.lua", "read.lua", "control.lua")
@@ -54,6 +55,39 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     }
     assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed)
     assert packed["positions"] == {0: 7} and packed["unproduced_at"] == [1] and packed["mode"] == b"live"
+
+
+def test_no_script_reads_a_key_by_its_position() -> None:
+    lua = files("stream_rater.store.redis")
+    scripts = [p for p in lua.iterdir() if p.name.endswith(".lua")]
+    by_digit = {p.name: re.findall(r"\b(?:KEYS\[|key\()\s*\d[^\]\)]*[\]\)]", p.read_text()) for p in scripts}
+    assert len(scripts) >= 5 and not any(by_digit.values()), by_digit
+
+
+@pytest.mark.parametrize(
+    ("name", "names"),
+    [
+        ("commit.lua", COMMIT_KEYS),
+        ("read.lua", READ_KEYS),
+        ("board.lua", BOARD_KEYS),
+        ("control.lua", CONTROL_KEYS),
+    ],
+)
+def test_every_key_a_script_names_is_in_its_generated_header(name: str, names: tuple[str, ...]) -> None:
+    used = set(re.findall(r"\bK\.(\w+)", _lua(name)))
+    assert used and used <= set(names)
+    assert f"local K = {{{names[0]} = 1, {names[1]} = 2," in key_header(names)
+
+
+def test_the_key_lists_follow_the_named_positions() -> None:
+    layout = KeyLayout()
+    commit = layout.commit_keys("L", 2, ([7], ["all"]), None)
+    read = layout.read_keys("L", 0, [7], ["all"])
+    assert [k.rsplit(":", 1)[-1] for k in commit[: len(COMMIT_KEYS)]] == list(COMMIT_KEYS)
+    assert (
+        commit[1] == "sr:{L}:g2:lb" and commit[3] == "sr:{L}:control" and commit[8] == "sr:{L}:g2:players:7"
+    )
+    assert [k.rsplit(":", 1)[-1] for k in read[: len(READ_KEYS)]] == list(READ_KEYS)
 
 
 def test_every_status_a_script_answers_is_ok_or_a_refusal() -> None:
