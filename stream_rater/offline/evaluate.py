@@ -174,9 +174,9 @@ class Scorer:
     """
 
     def __init__(
-        self, ladders: Ladders, *, bins: int = 10, periods: int = 20, keep_raw: bool = False
+        self, ladders: Ladders | None, *, bins: int = 10, periods: int = 20, keep_raw: bool = False
     ) -> None:
-        """`keep_raw`: also keep each scored pair's raw probabilities (`raw`), for fitting
+        """`ladders`: where `observe` finds a match's model (None: only `observe_with`). `keep_raw`: also keep each scored pair's raw probabilities (`raw`), for fitting
         a calibration."""
         if bins < 1 or periods < 1:
             raise ValueError("bins and periods must be at least 1")
@@ -201,6 +201,8 @@ class Scorer:
         """The ladder's model and whether it predicts draws (two newcomers may draw)."""
         known = self._models.get(ladder)
         if known is None:
+            if self._ladders is None:
+                raise LookupError(f"no ladders given to score ladder {ladder!r} by")
             model = self._ladders.get(ladder).rating_model
             known = self._models[ladder] = (model, predicts_draws(model))
         return known
@@ -209,6 +211,18 @@ class Scorer:
         """Score the read API's prediction for `match` from the prior ratings `teams`, each
         as of the match's time (`RatingModel.as_of` with ``outcome.elapsed``)."""
         model, draws = self._model(match.ladder)
+        self.observe_with(model, draws, match, teams, outcome)
+
+    def observe_with(
+        self,
+        model: RatingModel,
+        draws: bool,
+        match: MatchFinished,
+        teams: Sequence[Sequence[Rating]],
+        outcome: Outcome,
+    ) -> None:
+        """`observe` with the `model` given (`draws`: whether it predicts draws) rather than
+        the match's ladder's: the models of a ladder's modes (`offline.modes`)."""
         read = as_read(model, teams, outcome.elapsed)
         self.add(score_match(model, draws, read, outcome.ranks), match.finished_at)
         if self.raw is not None:

@@ -42,3 +42,50 @@ def _pooled(others: Sequence[Rating]) -> tuple[float, float | None]:
     total = math.fsum(precisions)
     mu = math.fsum(p * state.mu for p, state in zip(precisions, others)) / total
     return mu, math.sqrt(1.0 / total)
+
+
+def parts_prior(model: RatingModel, coupling: float) -> tuple[Rating, Rating]:
+    """The richer form's prior (TrueSkill 2's shared skill plus per-mode offsets): a player's
+    skill in a mode is ``s + o`` with ``s ~ N(μ₀, ρσ₀²)`` shared by every mode and
+    ``o ~ N(0, (1 − ρ)σ₀²)`` its own, independent, so that two modes correlate by ρ as in
+    `first_in_mode`; the (shared, offset) pair. Models with a σ only."""
+    prior = model.initial()
+    if prior.sigma is None:
+        raise ValueError(f"shared skill and per-mode offsets need a model with a σ, not {model.name!r}")
+    return (
+        Rating(prior.mu, prior.sigma * math.sqrt(coupling)),
+        Rating(0.0, prior.sigma * math.sqrt(1.0 - coupling)),
+    )
+
+
+def in_mode(shared: Rating, offset: Rating) -> Rating:
+    """The player's rating in a mode: the sum of their shared skill and the mode's offset."""
+    assert shared.sigma is not None and offset.sigma is not None
+    return Rating(shared.mu + offset.mu, math.sqrt(shared.sigma**2 + offset.sigma**2))
+
+
+def split(shared: Rating, offset: Rating, before: Rating, after: Rating) -> tuple[Rating, Rating]:
+    """Share a model's update of the sum (`before` → `after`, `before` = `in_mode`) between
+    the two parts, each by its share of the variance: the exact Gaussian update of ``s`` and
+    ``o`` given the model's message on ``s + o`` (a Kalman gain ``k = σₚ²/σ²`` per part:
+    ``μₚ += k Δμ``, ``σₚ² −= k² (σ² − σ'²)``); the new (shared, offset)."""
+    assert before.sigma is not None and after.sigma is not None
+    var, shrink, shift = before.sigma**2, before.sigma**2 - after.sigma**2, after.mu - before.mu
+    new = []
+    for part in (shared, offset):
+        assert part.sigma is not None
+        gain = part.sigma**2 / var
+        new.append(Rating(part.mu + gain * shift, math.sqrt(max(part.sigma**2 - gain * gain * shrink, 0.0))))
+    return new[0], new[1]
+
+
+def aged(model: RatingModel, part: Rating, share: float, idle_seconds: float) -> Rating:
+    """A part holding `share` of the prior's variance, `idle_seconds` after it last changed:
+    aged by `share` of the model's time dynamics and capped at `share` of the prior variance
+    (`RatingModel.as_of` of the part scaled by 1/√share, scaled back)."""
+    if share <= 0.0 or part.sigma is None or not model.ages:
+        return part
+    scale = math.sqrt(share)
+    read = model.as_of(Rating(part.mu, part.sigma / scale), idle_seconds)
+    assert read.sigma is not None
+    return Rating(part.mu, read.sigma * scale)

@@ -1,0 +1,256 @@
+"""A ladder with modes, replayed offline: each player has a state per (player, mode), and a
+player's first match in a mode starts from `rating.modes.first_in_mode` of their other modes'
+states (issue 48). Pure: it replays a list of ``(mode, match)`` through the rating models and
+scores every match before it is rated, as `offline.evaluate` does for a ladder without modes.
+
+The rule, which the service's per-mode states follow too:
+
+- A player's state in mode ``m`` is keyed by (player, ``m``); a context effect's (``home``) by
+  (effect, ``m``), new ones starting from the model's `initial_effect` (effects are not shared).
+- A player with no state in ``m`` starts from ``first_in_mode(model_m, others, coupling)``,
+  ``others`` being their states in the other modes **in sorted mode order**, each as read at
+  the match's time (`RatingModel.as_of` with its idle time, as the read API sees it). The new
+  state has no last-played time: the first match in a mode has no idle time in it.
+- After a match, each member's state is the model's posterior, its games count + 1 and its
+  last-played time the match's (never earlier than before).
+
+Ladder rules (floors, minimum durations, seasons, voids) are not replayed here: the studies it
+serves have none. ``experience`` (off unless given) is TrueSkill 2's experience effect, tried
+here only: after each of a player's first matches in a mode their μ moves up by
+``experience · exp(−games / EXPERIENCE_GAMES)`` (`offline.modes_study` reports what it did).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stream_rater.config.ladders import Ladder
+from stream_rater.contracts import MatchFinished
+from stream_rater.offline.evaluate import Scorer, Summary
+from stream_rater.rating.base import Outcome, Rating, RatingModel
+from stream_rater.rating.modes import aged, first_in_mode, in_mode, parts_prior, split
+from stream_rater.rating.scoring import predicts_draws
+
+#: The experience effect's scale in games (module docs).
+EXPERIENCE_GAMES = 10.0
+#: One labelled match: its mode and the match.
+Moded = tuple[str, MatchFinished]
+
+
+@dataclass(slots=True)
+class _State:
+    rating: Rating
+    last_played: float | None = None
+    games: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModesScore:
+    """The metrics of one replay, per part: over every mode (`whole`) and per mode (`modes`);
+    with ``keep_raw``, per part and mode the raw pairs a calibration is fitted on."""
+
+    whole: list[Summary]
+    modes: list[dict[str, Summary]]
+    raw: list[dict[str, list[tuple[float, float, int]]]] = field(default_factory=list)
+
+
+class ModedReplay:
+    """The states of one ladder with modes; `models` has one `RatingModel` per mode (a mode's
+    parameter overrides applied), `coupling` is the ladder's ρ in [0, 1]."""
+
+    def __init__(self, models: Mapping[str, RatingModel], coupling: float, experience: float = 0.0) -> None:
+        if not 0.0 <= coupling <= 1.0:
+            raise ValueError(f"coupling must be in [0, 1], got {coupling}")
+        self.models, self.coupling, self.experience = dict(models), coupling, experience
+        self.draws = {mode: predicts_draws(model) for mode, model in self.models.items()}
+        #: Player id → mode → state.
+        self.players: dict[str, dict[str, _State]] = {}
+        #: (Effect name, mode) → state.
+        self.effects: dict[tuple[str, str], _State] = {}
+
+    def prior(self, player: str, mode: str, at: float) -> _State:
+        """The player's state in `mode` before a match at `at` (module docs: a first match in
+        the mode starts from their other modes)."""
+        known = self.players.setdefault(player, {})
+        state = known.get(mode)
+        if state is None:
+            others = [
+                _read(self.models[m], known[m], at) for m in sorted(known) if m != mode and m in self.models
+            ]
+            state = _State(first_in_mode(self.models[mode], others, self.coupling))
+        return state
+
+    def apply(self, mode: str, match: MatchFinished) -> tuple[list[list[Rating]], Outcome]:
+        """Rate `match` in `mode`; the prior teams (players, then effects) and the outcome the
+        model was given — what `Scorer.observe_with` scores."""
+        model, at = self.models[mode], match.finished_at
+        members: list[list[tuple[str, str, _State]]] = []
+        for team in match.teams:
+            row = [("player", p.id, self.prior(p.id, mode, at)) for p in team.players]
+            row += [
+                ("effect", e, self.effects.get((e, mode)) or _State(model.initial_effect()))
+                for e in team.effects
+            ]
+            members.append(row)
+        teams = [[state.rating for _, _, state in row] for row in members]
+        elapsed = [
+            [None if s.last_played is None else max(0.0, at - s.last_played) for _, _, s in row]
+            for row in members
+        ]
+        outcome = _outcome(model, match, elapsed)
+        posterior = model.rate_match(teams, outcome)
+        for row, after in zip(members, posterior):
+            for (kind, name, before), rating in zip(row, after):
+                self._store(kind, name, mode, before, rating, at)
+        return teams, outcome
+
+    def _store(self, kind: str, name: str, mode: str, before: _State, rating: Rating, at: float) -> None:
+        last = at if before.last_played is None else max(before.last_played, at)
+        if kind == "effect":
+            self.effects[(name, mode)] = _State(rating, last, before.games + 1)
+            return
+        if self.experience:
+            bump = self.experience * math.exp(-before.games / EXPERIENCE_GAMES)
+            rating = Rating(rating.mu + bump, rating.sigma, rating[2] if len(rating) > 2 else None)
+        self.players[name][mode] = _State(rating, last, before.games + 1)
+
+
+class SharedReplay:
+    """The richer form (TrueSkill 2's): a player's skill in mode ``m`` is a shared skill plus
+    a per-mode offset (`rating.modes.parts_prior`); ρ = 1 is one ladder ignoring the modes,
+    ρ = 0 one ladder per mode. Every match updates both parts (`rating.modes.split`); time
+    dynamics age each part by its share (`rating.modes.aged`), the shared part by the time
+    since the player's last match in any mode, an offset since their last in its mode. With
+    ``experience`` the bump goes to the shared part, by the player's games in all modes."""
+
+    def __init__(self, models: Mapping[str, RatingModel], coupling: float, experience: float = 0.0) -> None:
+        if not 0.0 <= coupling <= 1.0:
+            raise ValueError(f"coupling must be in [0, 1], got {coupling}")
+        self.models, self.coupling, self.experience = dict(models), coupling, experience
+        self.draws = {mode: predicts_draws(model) for mode, model in self.models.items()}
+        self.priors = {mode: parts_prior(model, coupling) for mode, model in self.models.items()}
+        #: Player id → its shared part; (player id, mode) → its offset; (effect, mode) → state.
+        self.shared: dict[str, _State] = {}
+        self.offsets: dict[tuple[str, str], _State] = {}
+        self.effects: dict[tuple[str, str], _State] = {}
+
+    def _parts(self, mode: str, player: str, at: float) -> tuple[_State, _State]:
+        """The player's shared part and `mode` offset before a match at `at`, aged."""
+        shared_prior, offset_prior = self.priors[mode]
+        shared = self.shared.get(player) or _State(shared_prior)
+        offset = self.offsets.get((player, mode)) or _State(offset_prior)
+        model, rho = self.models[mode], self.coupling
+        return _aged(model, shared, rho, at), _aged(model, offset, 1.0 - rho, at)
+
+    def apply(self, mode: str, match: MatchFinished) -> tuple[list[list[Rating]], Outcome]:
+        """Rate `match` in `mode` (`ModedReplay.apply`)."""
+        model, at = self.models[mode], match.finished_at
+        parts = [[self._parts(mode, p.id, at) for p in team.players] for team in match.teams]
+        effects = [
+            [self.effects.get((e, mode)) or _State(model.initial_effect()) for e in t.effects]
+            for t in match.teams
+        ]
+        teams = [
+            [in_mode(s.rating, o.rating) for s, o in row] + [e.rating for e in fx]
+            for row, fx in zip(parts, effects)
+        ]
+        none: list[float | None] = [None]
+        elapsed = [
+            none * len(row) + [None if e.last_played is None else max(0.0, at - e.last_played) for e in fx]
+            for row, fx in zip(parts, effects)
+        ]
+        outcome = _outcome(model, match, elapsed)
+        posterior = model.rate_match(teams, outcome)
+        for team, row, fx, prior, after in zip(match.teams, parts, effects, teams, posterior):
+            for player, (s, o), before, new in zip(team.players, row, prior, after):
+                shared, offset = split(s.rating, o.rating, before, new)
+                if self.experience:
+                    bump = self.experience * math.exp(-s.games / EXPERIENCE_GAMES)
+                    shared = Rating(shared.mu + bump, shared.sigma)
+                self.shared[player.id] = _State(shared, _later(s.last_played, at), s.games + 1)
+                self.offsets[(player.id, mode)] = _State(offset, _later(o.last_played, at), o.games + 1)
+            for name, e, new in zip(team.effects, fx, after[len(row) :]):
+                self.effects[(name, mode)] = _State(new, _later(e.last_played, at), e.games + 1)
+        return teams, outcome
+
+
+def _later(last: float | None, at: float) -> float:
+    return at if last is None else max(last, at)
+
+
+def _aged(model: RatingModel, state: _State, share: float, at: float) -> _State:
+    """`state` (a part holding `share` of the prior variance) as of `at` (`rating.modes.aged`)."""
+    if state.last_played is None:
+        return state
+    return _State(
+        aged(model, state.rating, share, max(0.0, at - state.last_played)), state.last_played, state.games
+    )
+
+
+def mode_models(ladder: Ladder, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, RatingModel]:
+    """Per mode of `overrides`: `ladder`'s model with the mode's parameters over the ladder's
+    (a ``calibration`` of None: none)."""
+    return {
+        mode: Ladder(ladder.name, ladder.model, {**ladder.params, **params}).rating_model
+        for mode, params in overrides.items()
+    }
+
+
+def _read(model: RatingModel, state: _State, at: float) -> Rating:
+    """A state as the read API sees it at `at`: aged by its idle time."""
+    if state.last_played is None:
+        return state.rating
+    return model.as_of(state.rating, max(0.0, at - state.last_played))
+
+
+def _outcome(model: RatingModel, match: MatchFinished, elapsed: list[list[float | None]]) -> Outcome:
+    """The model's `Outcome` of `match`, as the processor builds it: weights and rated flags
+    (effects: 1 and True) unless every player is plain, scores where the model needs them."""
+    plain = all(not t.effects and all(p.weight == 1.0 and p.rated for p in t.players) for t in match.teams)
+    weights = rated = scores = seconds = None
+    if not plain:
+        weights = [[p.weight for p in t.players] + [1.0] * len(t.effects) for t in match.teams]
+        rated = [[p.rated for p in t.players] + [True] * len(t.effects) for t in match.teams]
+    if model.needs_scores:
+        scores = [[p.score or 0.0 for p in t.players] for t in match.teams]
+        seconds = [[p.seconds_played or 0.0 for p in t.players] for t in match.teams]
+    return Outcome(match.ranks(), weights, scores, seconds, elapsed, rated)
+
+
+def score_modes(
+    parts: Sequence[Iterable[Moded]],
+    models: Mapping[str, RatingModel],
+    coupling: float,
+    *,
+    experience: float = 0.0,
+    keep_raw: bool = False,
+    form: str = "prior",
+) -> ModesScore:
+    """Replay `parts` one after the other on one `ModedReplay`, scoring each match before it
+    is rated; per part the summary over every mode and per mode (modes in sorted order).
+    `keep_raw`: also each part's raw pairs per mode (`Scorer.raw`). `form`: ``prior``
+    (`ModedReplay`, what the service does) or ``shared`` (`SharedReplay`)."""
+    if form not in FORMS:
+        raise ValueError(f"form: use one of {', '.join(FORMS)}")
+    replay = FORMS[form](models, coupling, experience)
+    whole, per_mode, raw = [], [], []
+    for part in parts:
+        everything = Scorer(None)
+        scorers: dict[str, Scorer] = {}
+        for mode, match in part:
+            teams, outcome = replay.apply(mode, match)
+            scorer = scorers.get(mode) or scorers.setdefault(mode, Scorer(None, keep_raw=keep_raw))
+            for s in (everything, scorer):
+                s.observe_with(replay.models[mode], replay.draws[mode], match, teams, outcome)
+        whole.append(everything.summary())
+        per_mode.append({m: scorers[m].summary() for m in sorted(scorers)})
+        if keep_raw:
+            raw.append({m: scorers[m].raw or [] for m in sorted(scorers)})
+    return ModesScore(whole, per_mode, raw)
+
+
+#: The forms of sharing `score_modes` replays.
+FORMS: dict[str, type[ModedReplay] | type[SharedReplay]] = {"prior": ModedReplay, "shared": SharedReplay}
