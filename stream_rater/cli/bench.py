@@ -22,7 +22,19 @@ def register(sub: Subcommands) -> None:
     """Add ``bench`` and its subcommands to the subcommands `sub`."""
     bench = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
     benches = bench.add_subparsers(dest="what", required=True, metavar="BENCH")
-    for add in (_engines, _e2e, _api, _soak, _rerate, _scale, _capacity, _redis, _leaderboard, _chaos):
+    for add in (
+        _engines,
+        _e2e,
+        _api,
+        _soak,
+        _rerate,
+        _scale,
+        _capacity,
+        _redis,
+        _leaderboard,
+        _chaos,
+        _modes,
+    ):
         add(benches)
 
 
@@ -212,6 +224,18 @@ def _leaderboard(benches: Subcommands) -> None:
     p.add_argument("--repeat", type=int, default=200, help="timed calls of each read (200)")
     p.add_argument("--json", dest="as_json", action="store_true", help="print the result as JSON")
     p.set_defaults(**_runs("leaderboard", "players", "repeat", "as_json"))
+
+
+def _modes(benches: Subcommands) -> None:
+    p = benches.add_parser(
+        "modes",
+        help="football by competition class (issue 48): one ladder, one per mode, and modes sharing "
+        "what they know; held-out wrong order, log-loss and ECE",
+    )
+    p.add_argument("--path", help="the football results CSV (default: the shipped one)")
+    p.add_argument("--experience", action="store_true", help="also fit the experience effect")
+    p.add_argument("--json", dest="as_json", action="store_true", help="print the results as JSON")
+    p.set_defaults(**_runs("modes", "path", "experience", "as_json"))
 
 
 def _chaos(benches: Subcommands) -> None:

@@ -31,7 +31,7 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished
 from stream_rater.offline.evaluate import Scorer, Summary
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.rating.modes import aged, first_in_mode, in_mode, parts_prior, split
+from stream_rater.rating.modes import Joint, aged, first_in_mode, in_mode, joint_prior, updated, with_mode
 from stream_rater.rating.scoring import predicts_draws
 
 #: The experience effect's scale in games (module docs).
@@ -120,74 +120,59 @@ class ModedReplay:
 
 class SharedReplay:
     """The richer form (TrueSkill 2's): a player's skill in mode ``m`` is a shared skill plus
-    a per-mode offset (`rating.modes.parts_prior`); ρ = 1 is one ladder ignoring the modes,
-    ρ = 0 one ladder per mode. Every match updates both parts (`rating.modes.split`); time
-    dynamics age each part by its share (`rating.modes.aged`), the shared part by the time
-    since the player's last match in any mode, an offset since their last in its mode. With
-    ``experience`` the bump goes to the shared part, by the player's games in all modes."""
+    a per-mode offset, jointly Gaussian (`rating.modes.Joint`); ρ = 1 is one ladder ignoring
+    the modes, ρ = 0 one ladder per mode. Every match updates the shared skill and the mode's
+    offset (`rating.modes.updated`); time dynamics age each by its share (`rating.modes.aged`).
+    With ``experience`` the bump goes to the shared skill, by the player's games in all modes."""
 
     def __init__(self, models: Mapping[str, RatingModel], coupling: float, experience: float = 0.0) -> None:
         if not 0.0 <= coupling <= 1.0:
             raise ValueError(f"coupling must be in [0, 1], got {coupling}")
         self.models, self.coupling, self.experience = dict(models), coupling, experience
         self.draws = {mode: predicts_draws(model) for mode, model in self.models.items()}
-        self.priors = {mode: parts_prior(model, coupling) for mode, model in self.models.items()}
-        #: Player id → its shared part; (player id, mode) → its offset; (effect, mode) → state.
-        self.shared: dict[str, _State] = {}
-        self.offsets: dict[tuple[str, str], _State] = {}
+        self.new = {mode: joint_prior(model, coupling) for mode, model in self.models.items()}
+        #: Player id → (their skills, games in all modes); (effect, mode) → state.
+        self.players: dict[str, tuple[Joint, int]] = {}
         self.effects: dict[tuple[str, str], _State] = {}
 
-    def _parts(self, mode: str, player: str, at: float) -> tuple[_State, _State]:
-        """The player's shared part and `mode` offset before a match at `at`, aged."""
-        shared_prior, offset_prior = self.priors[mode]
-        shared = self.shared.get(player) or _State(shared_prior)
-        offset = self.offsets.get((player, mode)) or _State(offset_prior)
-        model, rho = self.models[mode], self.coupling
-        return _aged(model, shared, rho, at), _aged(model, offset, 1.0 - rho, at)
+    def _prior(self, mode: str, player: str, at: float) -> Joint:
+        joint = self.players.get(player, (self.new[mode], 0))[0]
+        model = self.models[mode]
+        return aged(with_mode(joint, mode, model, self.coupling), mode, model, self.coupling, at)
 
     def apply(self, mode: str, match: MatchFinished) -> tuple[list[list[Rating]], Outcome]:
         """Rate `match` in `mode` (`ModedReplay.apply`)."""
         model, at = self.models[mode], match.finished_at
-        parts = [[self._parts(mode, p.id, at) for p in team.players] for team in match.teams]
+        joints = [[self._prior(mode, p.id, at) for p in team.players] for team in match.teams]
         effects = [
             [self.effects.get((e, mode)) or _State(model.initial_effect()) for e in t.effects]
             for t in match.teams
         ]
-        teams = [
-            [in_mode(s.rating, o.rating) for s, o in row] + [e.rating for e in fx]
-            for row, fx in zip(parts, effects)
-        ]
+        teams = [[in_mode(j, mode) for j in row] + [e.rating for e in fx] for row, fx in zip(joints, effects)]
         none: list[float | None] = [None]
         elapsed = [
             none * len(row) + [None if e.last_played is None else max(0.0, at - e.last_played) for e in fx]
-            for row, fx in zip(parts, effects)
+            for row, fx in zip(joints, effects)
         ]
         outcome = _outcome(model, match, elapsed)
         posterior = model.rate_match(teams, outcome)
-        for team, row, fx, prior, after in zip(match.teams, parts, effects, teams, posterior):
-            for player, (s, o), before, new in zip(team.players, row, prior, after):
-                shared, offset = split(s.rating, o.rating, before, new)
-                if self.experience:
-                    bump = self.experience * math.exp(-s.games / EXPERIENCE_GAMES)
-                    shared = Rating(shared.mu + bump, shared.sigma)
-                self.shared[player.id] = _State(shared, _later(s.last_played, at), s.games + 1)
-                self.offsets[(player.id, mode)] = _State(offset, _later(o.last_played, at), o.games + 1)
+        for team, row, fx, prior, after in zip(match.teams, joints, effects, teams, posterior):
+            for player, joint, before, new in zip(team.players, row, prior, after):
+                self._keep(player.id, updated(joint, mode, before, new, at))
             for name, e, new in zip(team.effects, fx, after[len(row) :]):
                 self.effects[(name, mode)] = _State(new, _later(e.last_played, at), e.games + 1)
         return teams, outcome
 
+    def _keep(self, player: str, joint: Joint) -> None:
+        games = self.players[player][1] if player in self.players else 0
+        if self.experience:
+            bump = self.experience * math.exp(-games / EXPERIENCE_GAMES)
+            joint = Joint(joint.modes, (joint.mean[0] + bump, *joint.mean[1:]), joint.cov, joint.last)
+        self.players[player] = (joint, games + 1)
+
 
 def _later(last: float | None, at: float) -> float:
     return at if last is None else max(last, at)
-
-
-def _aged(model: RatingModel, state: _State, share: float, at: float) -> _State:
-    """`state` (a part holding `share` of the prior variance) as of `at` (`rating.modes.aged`)."""
-    if state.last_played is None:
-        return state
-    return _State(
-        aged(model, state.rating, share, max(0.0, at - state.last_played)), state.last_played, state.games
-    )
 
 
 def mode_models(ladder: Ladder, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, RatingModel]:

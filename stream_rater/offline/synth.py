@@ -219,3 +219,65 @@ def recovery(means: Mapping[str, float], truth: Mapping[str, float]) -> float:
     (scale-free: TrueSkill's units need not be the generator's)."""
     rated = sorted(means)
     return statistics.correlation([means[p] for p in rated], [truth[p] for p in rated])
+
+
+@dataclass(frozen=True, slots=True)
+class ModesConfig:
+    """Duels in several modes of one ladder (issue 48's acceptance shape: a small mode whose
+    players are veterans of a large one). Each player has a shared skill
+    ``s ~ N(mu, skill_sd**2)`` and per mode an offset ``o ~ N(0, offset_sd**2)``; in a mode
+    they perform ``N(s + o, beta**2)``, and the better performance wins. The first mode of
+    `modes` is open from the start; the others open after `opens` of the matches, to the
+    first `veterans` share of the players only. `modes` gives each mode's share of the
+    matches once open. The modes' skills correlate by ``skill_sd² / (skill_sd² + offset_sd²)``
+    (0.8 by default, with TrueSkill's prior variance split between the two)."""
+
+    players: int = 300
+    matches: int = 6000
+    modes: tuple[tuple[str, float], ...] = (("large", 0.8), ("small", 0.2))
+    opens: float = 0.3
+    veterans: float = 0.5
+    mu: float = 25.0
+    skill_sd: float = 25.0 / 3.0 * 0.8**0.5
+    offset_sd: float = 25.0 / 3.0 * 0.2**0.5
+    beta: float = 25.0 / 6.0
+    seed: int = 0
+
+    @property
+    def correlation(self) -> float:
+        """The true correlation of a player's skills in two modes."""
+        return self.skill_sd**2 / (self.skill_sd**2 + self.offset_sd**2)
+
+
+@dataclass(frozen=True, slots=True)
+class ModesSynthetic:
+    """``(mode, event)`` pairs in order, and each player's true offset per mode."""
+
+    events: list[tuple[str, dict[str, Any]]]
+    offsets: dict[tuple[str, str], float]
+
+
+def generate_modes(config: ModesConfig) -> ModesSynthetic:
+    """The labelled duels of `config`'s model; the same config (seed included) gives the same data."""
+    import numpy as np
+
+    rng = np.random.default_rng(config.seed)
+    ids = [f"p{i:05d}" for i in range(config.players)]
+    names = [name for name, _ in config.modes]
+    skills = rng.normal(config.mu, config.skill_sd, config.players)
+    offsets = rng.normal(0.0, config.offset_sd, (len(names), config.players))
+    shares = np.array([share for _, share in config.modes], dtype=float)
+    pool = max(2, round(config.players * config.veterans))
+    events = []
+    for n in range(config.matches):
+        opened = n >= config.opens * config.matches
+        k = int(rng.choice(len(names), p=shares / shares.sum())) if opened else 0
+        a, b = rng.choice(config.players if k == 0 else pool, 2, replace=False)
+        perf = rng.normal(skills[[a, b]] + offsets[k, [a, b]], config.beta)
+        ranks = (0, 1) if perf[0] > perf[1] else (1, 0)
+        teams = [{"rank": r, "players": [{"id": ids[p]}]} for p, r in zip((a, b), ranks)]
+        events.append((names[k], {"match_id": f"modes-{n}", "finished_at": n * 3600, "teams": teams}))
+    truth = {
+        (ids[p], names[k]): float(offsets[k, p]) for k in range(len(names)) for p in range(config.players)
+    }
+    return ModesSynthetic(events, truth)

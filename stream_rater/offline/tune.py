@@ -394,6 +394,8 @@ class _Search:
 
 #: The coupling's search: a bounded scalar search over [0, 1] stopping at this step.
 COUPLING_TOLERANCE = 0.002
+#: Where `tune_modes` looks for the experience effect (rating units per early game).
+EXPERIENCE_RANGE = (-1.0, 2.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,10 +408,31 @@ class ModesTuneResult:
     fit_matches: int
     matches: int
     coupling: float
+    experience: float
     modes: dict[str, dict[str, Any]]
     trials: list[Trial]
     baseline: ModesScore
     tuned: ModesScore
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: the fitted values, and per part the metrics before and after,
+        over all modes and per mode."""
+        return {
+            "form": self.form,
+            "fit_matches": self.fit_matches,
+            "matches": self.matches,
+            "coupling": self.coupling,
+            "experience": self.experience,
+            "modes": self.modes,
+            "trials": len(self.trials),
+            **{
+                name: [
+                    {"all": _metrics(whole), **{m: _metrics(s) for m, s in modes.items()}}
+                    for whole, modes in zip(score.whole, score.modes)
+                ]
+                for name, score in (("baseline", self.baseline), ("tuned", self.tuned))
+            },
+        }
 
     def report(self) -> str:
         """A human-readable table: per part and mode, wrong order, log-loss and ECE before and after."""
@@ -427,6 +450,11 @@ class ModesTuneResult:
             rows += [(m, self.baseline.modes[k][m], self.tuned.modes[k][m]) for m in self.tuned.modes[k]]
             for mode, before, after in rows:
                 lines.append(f"{part:<6}{mode:<12}{after.matches:>8}" + _cells(before, after))
+        if self.experience:
+            lines += [
+                "",
+                f"experience {self.experience:.4g} (offline only: the service has no experience effect)",
+            ]
         lines += ["", "ladders file:", *_modes_toml(self.coupling, self.modes)]
         return "\n".join(lines)
 
@@ -461,14 +489,15 @@ def tune_modes(
     fit_fraction: float = 0.3,
     objective: str = "log_loss",
     calibrate: str | None = "draw",
-    experience: float = 0.0,
+    experience: float | None = 0.0,
 ) -> ModesTuneResult:
     """Fit a ladder with modes on the first `fit_fraction` of `matches` (``(mode, match)``):
     the coupling (unless given) by a bounded search minimising `objective` of the raw
     probabilities, then, with `calibrate`, each mode's calibration of that kind (a per-mode
-    parameter, fitted on the mode's own pairs). `ladder` has the model and its parameters,
+    parameter, fitted on the mode's own pairs). `experience` None: fit it too, after the
+    coupling, over `EXPERIENCE_RANGE`. `ladder` has the model and its parameters,
     `overrides` each mode's own; `form` the sharing (`offline.modes.FORMS`). The baseline is
-    the configured parameters with coupling 0 (or the given one)."""
+    the configured parameters with coupling 0 and no experience effect."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
     fit = round(len(matches) * fit_fraction)
@@ -480,23 +509,31 @@ def tune_modes(
     parts = [matches[:fit], matches[fit:]]
     trials: list[Trial] = []
 
-    def objective_at(value: float) -> float:
-        summary = score_modes([parts[0]], raw, value, form=form, experience=experience).whole[0]
-        trials.append(Trial(len(trials) + 1, {"coupling": value}, summary.metric(objective)))
+    def objective_at(value: float, experience: float, name: str = "coupling") -> float:
+        at = {"coupling": value, "experience": experience}
+        summary = score_modes([parts[0]], raw, at["coupling"], form=form, experience=at["experience"]).whole[
+            0
+        ]
+        trials.append(Trial(len(trials) + 1, {name: at[name]}, summary.metric(objective)))
         return trials[-1].value
 
     if coupling is None:
-        found = minimize_scalar(
-            objective_at, bounds=(0.0, 1.0), method="bounded", options={"xatol": COUPLING_TOLERANCE}
-        )
-        coupling = min(1.0, max(0.0, _round(float(found.x))))
-    baseline = score_modes(parts, mode_models(ladder, params), 0.0, form=form, experience=experience)
+        coupling = _bounded(lambda c: objective_at(c, experience or 0.0), (0.0, 1.0))
+    if experience is None:
+        experience = _bounded(lambda e: objective_at(coupling, e, "experience"), EXPERIENCE_RANGE)
+    baseline = score_modes(parts, mode_models(ladder, params), 0.0, form=form)
     if calibrate is not None:
         pairs = score_modes([parts[0]], raw, coupling, form=form, keep_raw=True, experience=experience).raw[0]
         for m in names:
             params[m]["calibration"] = str(_fit_pairs(pairs[m], calibrate, predicts_draws(raw[m])))
     tuned = score_modes(parts, mode_models(ladder, params), coupling, form=form, experience=experience)
-    return ModesTuneResult(form, fit, len(matches), coupling, params, trials, baseline, tuned)
+    return ModesTuneResult(form, fit, len(matches), coupling, experience, params, trials, baseline, tuned)
+
+
+def _bounded(objective: Callable[[float], float], bounds: tuple[float, float]) -> float:
+    """The minimum of a scalar `objective` over `bounds` (scipy's bounded search), rounded."""
+    found = minimize_scalar(objective, bounds=bounds, method="bounded", options={"xatol": COUPLING_TOLERANCE})
+    return min(bounds[1], max(bounds[0], _round(float(found.x))))
 
 
 def _fit_pairs(pairs: Sequence[tuple[float, float, int]], kind: str, draws: bool) -> Calibration:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from stream_rater.rating.base import Rating, RatingModel
 
@@ -44,48 +45,81 @@ def _pooled(others: Sequence[Rating]) -> tuple[float, float | None]:
     return mu, math.sqrt(1.0 / total)
 
 
-def parts_prior(model: RatingModel, coupling: float) -> tuple[Rating, Rating]:
-    """The richer form's prior (TrueSkill 2's shared skill plus per-mode offsets): a player's
-    skill in a mode is ``s + o`` with ``s ~ N(μ₀, ρσ₀²)`` shared by every mode and
-    ``o ~ N(0, (1 − ρ)σ₀²)`` its own, independent, so that two modes correlate by ρ as in
-    `first_in_mode`; the (shared, offset) pair. Models with a σ only."""
+@dataclass(frozen=True, slots=True)
+class Joint:
+    """The richer form (TrueSkill 2's shared skill plus per-mode offsets): a player's skills
+    ``x = (s, o_1, …, o_k)`` — a skill shared by every mode and an offset per mode played
+    (`modes`, in the order first played) — jointly Gaussian with `mean` and covariance `cov`;
+    their skill in mode ``m`` is ``s + o_m``. `last` is each component's last-update time (for
+    time dynamics), None before its first. The covariance is kept whole: a mode's results
+    only tell ``s + o_m``, so ``s`` and ``o_m`` become negatively correlated, and dropping
+    that would make the player's other modes too sure of ``s``."""
+
+    modes: tuple[str, ...]
+    mean: tuple[float, ...]
+    cov: tuple[tuple[float, ...], ...]
+    last: tuple[float | None, ...]
+
+
+def joint_prior(model: RatingModel, coupling: float) -> Joint:
+    """A new player's `Joint`: ``s ~ N(μ₀, ρσ₀²)`` and no mode yet (each offset, once
+    played, ``~ N(0, (1 − ρ)σ₀²)``, independent), so two modes correlate by ρ as in
+    `first_in_mode`: ρ = 1 is one rating for all modes, ρ = 0 one per mode. Models with a σ."""
     prior = model.initial()
     if prior.sigma is None:
         raise ValueError(f"shared skill and per-mode offsets need a model with a σ, not {model.name!r}")
-    return (
-        Rating(prior.mu, prior.sigma * math.sqrt(coupling)),
-        Rating(0.0, prior.sigma * math.sqrt(1.0 - coupling)),
-    )
+    return Joint((), (prior.mu,), ((coupling * prior.sigma**2,),), (None,))
 
 
-def in_mode(shared: Rating, offset: Rating) -> Rating:
-    """The player's rating in a mode: the sum of their shared skill and the mode's offset."""
-    assert shared.sigma is not None and offset.sigma is not None
-    return Rating(shared.mu + offset.mu, math.sqrt(shared.sigma**2 + offset.sigma**2))
+def with_mode(joint: Joint, mode: str, model: RatingModel, coupling: float) -> Joint:
+    """`joint` with an offset for `mode` (unchanged if it has one): ``N(0, (1 − ρ)σ₀²)``."""
+    if mode in joint.modes:
+        return joint
+    sigma = model.initial().sigma
+    assert sigma is not None
+    cov = [(*row, 0.0) for row in joint.cov]
+    cov.append((*(0.0 for _ in joint.mean), (1.0 - coupling) * sigma**2))
+    return Joint((*joint.modes, mode), (*joint.mean, 0.0), tuple(cov), (*joint.last, None))
 
 
-def split(shared: Rating, offset: Rating, before: Rating, after: Rating) -> tuple[Rating, Rating]:
-    """Share a model's update of the sum (`before` → `after`, `before` = `in_mode`) between
-    the two parts, each by its share of the variance: the exact Gaussian update of ``s`` and
-    ``o`` given the model's message on ``s + o`` (a Kalman gain ``k = σₚ²/σ²`` per part:
-    ``μₚ += k Δμ``, ``σₚ² −= k² (σ² − σ'²)``); the new (shared, offset)."""
+def in_mode(joint: Joint, mode: str) -> Rating:
+    """The player's rating in `mode` (an offset of `joint`): ``s + o_m``."""
+    k = 1 + joint.modes.index(mode)
+    c = joint.cov
+    return Rating(joint.mean[0] + joint.mean[k], math.sqrt(max(c[0][0] + c[k][k] + 2.0 * c[0][k], 0.0)))
+
+
+def updated(joint: Joint, mode: str, before: Rating, after: Rating, at: float) -> Joint:
+    """`joint` after a model's update of its `mode` rating from `before` (`in_mode`) to
+    `after` at time `at`: the exact Gaussian update of all components given the model's
+    message on ``s + o_m`` — with ``g = Cov(x, s + o_m)``, ``μ += g Δμ / σ²`` and
+    ``Σ −= g gᵀ (σ² − σ'²) / σ⁴`` (a Kalman update)."""
     assert before.sigma is not None and after.sigma is not None
-    var, shrink, shift = before.sigma**2, before.sigma**2 - after.sigma**2, after.mu - before.mu
-    new = []
-    for part in (shared, offset):
-        assert part.sigma is not None
-        gain = part.sigma**2 / var
-        new.append(Rating(part.mu + gain * shift, math.sqrt(max(part.sigma**2 - gain * gain * shrink, 0.0))))
-    return new[0], new[1]
+    k = 1 + joint.modes.index(mode)
+    var = before.sigma**2
+    gain = [row[0] + row[k] for row in joint.cov]
+    shift, shrink = (after.mu - before.mu) / var, (var - after.sigma**2) / (var * var)
+    mean = tuple(m + g * shift for m, g in zip(joint.mean, gain))
+    cov = tuple(tuple(c - gi * gj * shrink for c, gj in zip(row, gain)) for row, gi in zip(joint.cov, gain))
+    last = tuple(at if i in (0, k) else t for i, t in enumerate(joint.last))
+    return Joint(joint.modes, mean, cov, last)
 
 
-def aged(model: RatingModel, part: Rating, share: float, idle_seconds: float) -> Rating:
-    """A part holding `share` of the prior's variance, `idle_seconds` after it last changed:
-    aged by `share` of the model's time dynamics and capped at `share` of the prior variance
-    (`RatingModel.as_of` of the part scaled by 1/√share, scaled back)."""
-    if share <= 0.0 or part.sigma is None or not model.ages:
-        return part
-    scale = math.sqrt(share)
-    read = model.as_of(Rating(part.mu, part.sigma / scale), idle_seconds)
-    assert read.sigma is not None
-    return Rating(part.mu, read.sigma * scale)
+def aged(joint: Joint, mode: str, model: RatingModel, coupling: float, at: float) -> Joint:
+    """`joint` read at `at` for a match in `mode`: the shared skill aged by ρ of the model's
+    time dynamics since it last changed (any mode), the mode's offset by 1 − ρ since its
+    last match in the mode, each capped at its share of the prior variance (`RatingModel.as_of`
+    of the component scaled by 1/√share, scaled back)."""
+    if not model.ages:
+        return joint
+    cov = [list(row) for row in joint.cov]
+    k = 1 + joint.modes.index(mode)
+    for i, share in ((0, coupling), (k, 1.0 - coupling)):
+        then = joint.last[i]
+        if then is None or share <= 0.0 or at <= then:
+            continue
+        scale = math.sqrt(share)
+        read = model.as_of(Rating(0.0, math.sqrt(max(cov[i][i], 0.0)) / scale), at - then)
+        assert read.sigma is not None
+        cov[i][i] = (read.sigma * scale) ** 2
+    return Joint(joint.modes, joint.mean, tuple(tuple(row) for row in cov), joint.last)

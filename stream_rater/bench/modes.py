@@ -1,0 +1,121 @@
+"""``bench modes``: issue 48's football study — one ladder with the competition class as its
+modes, against one ladder that ignores the modes and one ladder per mode.
+
+Modes (`competition_class` of the ``tournament`` column): ``friendly`` (``Friendly``),
+``qualifier`` (any tournament whose name has ``qualification``) and ``finals`` (every other
+competition: World Cup, continental and regional cups, Nations Leagues, invitational
+tournaments). The model is the tuned football TrueSkill (`PARAMS`, home effect), the split
+`tune`'s: fitted on the first 30 %, scored on the held-out 70 %. Every alternative is tuned by
+the same path (`offline.tune.tune_modes`): the coupling where it has one, then a ``draw``
+calibration per mode (the ladder's one calibration where it has no modes), on the fit part;
+the figures are the calibrated held-out ones. Alternatives:
+
+- ``one ladder``: every match in one mode (the modes ignored);
+- ``per mode``: coupling 0 (no sharing);
+- ``first-match prior``: `rating.modes.first_in_mode` at a player's first match in a mode, the
+  coupling tuned (what the service does);
+- ``shared + offsets``: a shared skill and per-mode offsets (`rating.modes.Joint`), tuned.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import parse_match
+from stream_rater.offline.adapters import open_text, read_records
+from stream_rater.offline.modes import Moded
+from stream_rater.offline.tune import ModesTuneResult, tune_modes
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "international_football_results.csv.gz"
+#: The tuned football TrueSkill (stream_rater/bench/README.md "Accuracy").
+PARAMS: dict[str, Any] = {
+    "beta": 5.851,
+    "tau": 0.0,
+    "draw_probability": 0.2035,
+    "time_tau": 1.216,
+    "time_unit": "years",
+}
+
+
+def competition_class(tournament: str) -> str:
+    """The mode of a football match by its ``tournament`` (module docs)."""
+    if tournament == "Friendly":
+        return "friendly"
+    return "qualifier" if "qualification" in tournament else "finals"
+
+
+def football_modes(path: str | Path = DATA) -> list[Moded]:
+    """The football results of `path` as ``(mode, match)``, the home effect on."""
+    with open_text(path) as stream:
+        modes = {n: competition_class(row[5]) for n, row in enumerate(csv.reader(stream), 1) if n > 1}
+    ladders = Ladders([Ladder("football", "trueskill", PARAMS)])
+    with open_text(path) as stream:
+        records = read_records([(str(path), stream)], "football", home_effect=True)
+        return [(modes[r.line], parse_match({**r.event, "ladder": "football"}, ladders)) for r in records]
+
+
+def study(matches: Sequence[Moded], experience: bool = False) -> dict[str, ModesTuneResult]:
+    """Each alternative (module docs) tuned on `matches`, by name; with `experience` also the
+    shared form with a fitted experience effect."""
+    ladder = Ladder("football", "trueskill", PARAMS)
+    one = [("all", match) for _, match in matches]
+    results = {
+        "one ladder": tune_modes(one, ladder, coupling=0.0),
+        "per mode": tune_modes(matches, ladder, coupling=0.0),
+        "first-match prior": tune_modes(matches, ladder),
+        "shared + offsets": tune_modes(matches, ladder, form="shared"),
+    }
+    if experience:
+        results["one ladder + experience"] = tune_modes(one, ladder, coupling=0.0, experience=None)
+        results["shared + offsets + experience"] = tune_modes(matches, ladder, form="shared", experience=None)
+    return results
+
+
+def table(results: dict[str, ModesTuneResult]) -> str:
+    """The held-out comparison, then each mode's."""
+    lines = [
+        f"{'held-out 70 %':<32}{'coupling':>9}{'wrong order':>13}{'log-loss':>10}{'ECE':>8}{'ECE raw':>9}",
+    ]
+    for name, r in results.items():
+        after, before = r.tuned.whole[1], r.baseline.whole[1]
+        coupling = "" if name.startswith(("one ladder", "per mode")) else f"{r.coupling:.4g}"
+        lines.append(
+            f"{name:<32}{coupling:>9}{after.metric('wrong_order'):>13.3%}{after.metric('log_loss'):>10.4f}"
+            f"{after.expected_calibration_error:>8.4f}{before.expected_calibration_error:>9.4f}"
+        )
+        if r.experience:
+            lines.append(f"{'':<4}experience {r.experience:.4g}")
+    lines += ["", f"{'per mode, held out':<32}" + "".join(f"{m:>24}" for m in _modes(results))]
+    for name, r in results.items():
+        cells = [
+            f"{s.metric('wrong_order'):>14.2%} {s.metric('log_loss'):>8.4f}"
+            for s in r.tuned.modes[1].values()
+        ]
+        lines.append(f"{name:<32}" + "".join(f"{c:>24}" for c in cells))
+    return "\n".join(lines)
+
+
+def _modes(results: dict[str, ModesTuneResult]) -> list[str]:
+    return max((list(r.tuned.modes[1]) for r in results.values()), key=len)
+
+
+def run(
+    path: str | None = None, experience: bool = False, as_json: bool = False, out: TextIO = sys.stdout
+) -> dict[str, ModesTuneResult]:
+    """The study on `path` (default: the shipped football results), printed."""
+    start = time.perf_counter()
+    matches = football_modes(path or DATA)
+    results = study(matches, experience)
+    if as_json:
+        print(json.dumps({name: r.to_dict() for name, r in results.items()}, indent=2), file=out)
+    else:
+        print(table(results), file=out)
+        print(f"\n{len(matches)} matches, {time.perf_counter() - start:.0f} s", file=out)
+    return results
