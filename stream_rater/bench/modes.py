@@ -58,7 +58,11 @@ def football_modes(path: str | Path = DATA) -> list[Moded]:
     ladders = Ladders([Ladder("football", "trueskill", PARAMS)])
     with open_text(path) as stream:
         records = read_records([(str(path), stream)], "football", home_effect=True)
-        return [(modes[r.line], parse_match({**r.event, "ladder": "football"}, ladders)) for r in records]
+        return [
+            (modes[r.line], parse_match({**r.event, "ladder": "football"}, ladders))
+            for r in records
+            if r.event is not None
+        ]
 
 
 def study(matches: Sequence[Moded], experience: bool = False) -> dict[str, ModesTuneResult]:

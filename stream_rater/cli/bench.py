@@ -22,20 +22,9 @@ def register(sub: Subcommands) -> None:
     """Add ``bench`` and its subcommands to the subcommands `sub`."""
     bench = sub.add_parser("bench", help="benchmarks (speed and memory, never timed tests)")
     benches = bench.add_subparsers(dest="what", required=True, metavar="BENCH")
-    for add in (
-        _engines,
-        _e2e,
-        _api,
-        _soak,
-        _rerate,
-        _scale,
-        _capacity,
-        _redis,
-        _leaderboard,
-        _chaos,
-        _modes,
-    ):
+    for add in (_engines, _e2e, _api, _soak, _rerate, _scale, _capacity, _redis, _leaderboard, _chaos):
         add(benches)
+    _modes(benches)
 
 
 def _runs(module: str, *flags: str) -> dict[str, Any]:
