@@ -6,7 +6,7 @@ import pytest
 
 from stream_rater.rating import create_model
 from stream_rater.rating.base import Rating
-from stream_rater.rating.modes import first_in_mode
+from stream_rater.rating.modes import first_in_mode, in_mode, joint_prior, updated, with_mode
 
 
 @pytest.fixture
@@ -35,3 +35,36 @@ def test_point_model_moves_its_mean_only():
     elo = create_model("elo")
     got = first_in_mode(elo, [Rating(1700.0), Rating(1500.0)], 0.5)
     assert got == Rating(elo.initial().mu + 0.5 * (1600.0 - elo.initial().mu), None)
+
+
+def test_joint_at_full_coupling_is_one_rating(trueskill):
+    joint = with_mode(joint_prior(trueskill, 1.0), "duel", trueskill, 1.0)
+    assert in_mode(joint, "duel") == pytest.approx(trueskill.initial())
+    before, after = in_mode(joint, "duel"), Rating(29.0, 6.0)
+    joint = with_mode(updated(joint, "duel", before, after, 10.0), "team", trueskill, 1.0)
+    assert in_mode(joint, "team") == pytest.approx(after)  # the other mode knows it all
+
+
+def test_joint_at_no_coupling_keeps_modes_apart(trueskill):
+    joint = with_mode(joint_prior(trueskill, 0.0), "duel", trueskill, 0.0)
+    joint = updated(joint, "duel", in_mode(joint, "duel"), Rating(29.0, 6.0), 10.0)
+    assert in_mode(with_mode(joint, "team", trueskill, 0.0), "team") == pytest.approx(trueskill.initial())
+
+
+def test_joint_update_keeps_the_correlation(trueskill):
+    """A mode's results tell s + o only: the other mode learns ρ of the move and keeps the
+    uncertainty the sum leaves about s (no diagonal approximation)."""
+    rho = 0.8
+    joint = with_mode(joint_prior(trueskill, rho), "large", trueskill, rho)
+    for _ in range(40):  # the large mode's rating becomes nearly certain
+        before = in_mode(joint, "large")
+        joint = updated(joint, "large", before, Rating(35.0, before.sigma * 0.9), 0.0)
+    small = in_mode(with_mode(joint, "small", trueskill, rho), "small")
+    prior = trueskill.initial()
+    assert small.mu == pytest.approx(prior.mu + rho * (in_mode(joint, "large").mu - prior.mu), rel=1e-3)
+    assert small.sigma == pytest.approx(prior.sigma * math.sqrt(1 - rho**2), rel=0.02)  # = first_in_mode's
+
+
+def test_joint_needs_a_sigma():
+    with pytest.raises(ValueError, match="σ"):
+        joint_prior(create_model("elo"), 0.5)
