@@ -172,10 +172,19 @@ def _add_tune(sub: Subcommands) -> None:
         "--calibrate",
         nargs="?",
         const="temperature",
+        default="auto",
         choices=("temperature", "platt", "draw"),
         help="then fit a calibration of the predicted probabilities on the fit part — temperature "
-        "(the default), platt or, for a model that predicts draws, draw (the draw band alone; the "
-        "others fit it too) — and print the ladder's calibration parameter line",
+        "(the flag alone), platt or, for a model that predicts draws, draw (the draw band alone; the "
+        "others fit it too); without the flag: draw for a model that predicts draws, else temperature "
+        "— the tuned ladder's calibration parameter, in the printed ladders-file lines",
+    )
+    p.add_argument(
+        "--no-calibrate",
+        dest="calibrate",
+        action="store_const",
+        const=None,
+        help="fit no calibration (the tuned figures are the model's raw probabilities)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune)
@@ -385,8 +394,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         objective=args.objective,
         max_trials=args.max_trials,
         batch_size=args.batch_size,
-        calibrate=args.calibrate,
+        calibrate=_calibration_kind(args.calibrate, ladders, args.ladder or DEFAULT_LADDER),
         on_trial=lambda trial: print(trial.line(), file=sys.stderr, flush=True),
     )
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
     return 0
+
+
+def _calibration_kind(asked: str | None, ladders: Ladders, ladder: str) -> str | None:
+    """``tune``'s calibration: as asked, or by default (``auto``) the draw band for a model that
+    predicts draws (the best held-out ECE on the football data) and temperature otherwise."""
+    from stream_rater.rating.scoring import predicts_draws
+
+    if asked != "auto":
+        return asked
+    return "draw" if predicts_draws(ladders.get(ladder).rating_model) else "temperature"

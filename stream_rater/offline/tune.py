@@ -181,8 +181,8 @@ class TuneResult:
                     cells.append(f"{'n/a' if value is None else fmt.format(value):>11}")
             lines.append(f"{name.replace('expected_calibration_error', 'ECE'):<16}" + "".join(cells))
         lines += ["", "baseline: " + _flags(self.baseline.params), "tuned:    " + _flags(self.tuned.params)]
-        if "calibration" in self.tuned.params:
-            lines.append(f'ladders file: calibration = "{self.tuned.params["calibration"]}"')
+        lines += ["", "ladders file:", f"[ladders.{self.ladder}]", f'model = "{self.model}"']
+        lines += [f"{k} = {_toml(v)}" for k, v in self.tuned.params.items()]
         return "\n".join(lines)
 
 
@@ -195,6 +195,13 @@ def _metrics(s: Summary) -> dict[str, Any]:
         "brier": s.brier,
         "expected_calibration_error": s.expected_calibration_error,
     }
+
+
+def _toml(value: Any) -> str:
+    """A parameter's value as the ladders file writes it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else repr(value)
 
 
 def _flags(params: Mapping[str, Any]) -> str:

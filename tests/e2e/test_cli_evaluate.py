@@ -88,5 +88,6 @@ def test_tune_is_no_worse_than_baseline_on_the_fit_part(football: Path) -> None:
                 "expected_calibration_error",
             }
         assert scores["fit"]["matches"] + scores["rest"]["matches"] == scores["all"]["matches"] == ROWS
-    assert set(out["tuned"]["params"]) == {"time_unit", "beta", "time_tau"}
+    assert set(out["tuned"]["params"]) == {"time_unit", "beta", "time_tau", "calibration"}
+    assert out["tuned"]["params"]["calibration"].startswith("draw:")  # calibrated by default
     assert out["tuned"]["fit"]["log_loss"] <= out["baseline"]["fit"]["log_loss"]
