@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import parse_match
-from stream_rater.offline.adapters import open_text, read_records
+from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.offline.adapters import InputRecord, open_text, read_records
 from stream_rater.offline.modes import Moded
 from stream_rater.offline.tune import ModesTuneResult, tune_modes
 
@@ -51,18 +51,25 @@ def competition_class(tournament: str) -> str:
     return "qualifier" if "qualification" in tournament else "finals"
 
 
-def football_modes(path: str | Path = DATA) -> list[Moded]:
-    """The football results of `path` as ``(mode, match)``, the home effect on."""
+def football_modes(path: str | Path = DATA, *, home_effect: bool = True) -> list[Moded]:
+    """The football results of `path` as ``(mode, match)`` (`home_effect`: the ``home`` effect
+    on the home team of a non-neutral match)."""
     with open_text(path) as stream:
         modes = {n: competition_class(row[5]) for n, row in enumerate(csv.reader(stream), 1) if n > 1}
     ladders = Ladders([Ladder("football", "trueskill", PARAMS)])
     with open_text(path) as stream:
-        records = read_records([(str(path), stream)], "football", home_effect=True)
-        return [
-            (modes[r.line], parse_match({**r.event, "ladder": "football"}, ladders))
-            for r in records
-            if r.event is not None
-        ]
+        records = read_records([(str(path), stream)], "football", home_effect=home_effect)
+        return [(modes[r.line], _parsed(r, ladders)) for r in records]
+
+
+def _parsed(record: InputRecord, ladders: Ladders) -> MatchFinished:
+    """The record's match; ValueError naming its file:line when it is bad."""
+    try:
+        if record.event is None:
+            raise ValueError(record.error)
+        return parse_match({**record.event, "ladder": "football"}, ladders)
+    except ValueError as exc:
+        raise ValueError(f"{record.where}: {exc}") from None
 
 
 def study(matches: Sequence[Moded], experience: bool = False) -> dict[str, ModesTuneResult]:

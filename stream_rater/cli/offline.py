@@ -27,6 +27,7 @@ from stream_rater.cli.common import (
 )
 from stream_rater.cli.inputs import bad_lines_code, input_flags, progress, valid_matches
 from stream_rater.config.ladders import DEFAULT_LADDER, Ladders, parse_param
+from stream_rater.contracts import MatchFinished
 from stream_rater.contracts.codecs import encode_event
 
 if TYPE_CHECKING:
@@ -142,7 +143,31 @@ def _add_evaluate(sub: Subcommands) -> None:
     p.add_argument(
         "--plot", metavar="FILE.png", help="save the calibration curve and wrong-order rate over time"
     )
+    _modes_flags(p)
+    p.add_argument(
+        "--coupling",
+        type=float,
+        default=0.0,
+        help="with --modes: the modes' coupling ρ in [0, 1] (default 0)",
+    )
     p.set_defaults(func=cmd_evaluate)
+
+
+def _modes_flags(p: argparse.ArgumentParser) -> None:
+    """``--modes`` and ``--form`` of ``evaluate`` and ``tune``."""
+    p.add_argument(
+        "--modes",
+        choices=("competition",),
+        help="rate as a ladder with modes and report per mode; competition: football's competition "
+        "class (friendly, qualifier, finals; --format football)",
+    )
+    p.add_argument(
+        "--form",
+        choices=("prior", "shared"),
+        default="shared",
+        help="with --modes: how modes share — shared (a shared skill plus per-mode offsets, the "
+        "default) or prior (a first match in a mode starts from the player's other modes)",
+    )
 
 
 def _add_tune(sub: Subcommands) -> None:
@@ -186,6 +211,7 @@ def _add_tune(sub: Subcommands) -> None:
         const=None,
         help="fit no calibration (the tuned figures are the model's raw probabilities)",
     )
+    _modes_flags(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune)
 
@@ -361,6 +387,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from stream_rater.offline.evaluate import plot, score
 
     ladders = ladders_of(args)
+    if args.modes:
+        return _evaluate_modes(args, ladders)
     with ExitStack() as stack:
         matches, rejected = valid_matches(args, ladders, stack)
         _, summary, counts = score([progress(matches, "evaluate")], ladders, batch_size=args.batch_size)
@@ -379,6 +407,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from stream_rater.offline.tune import tune
 
     ladders = ladders_of(args)
+    if args.modes:
+        return _tune_modes(args, ladders)
     with ExitStack() as stack:
         matches, rejected = valid_matches(args, ladders, stack)
         parsed = list(progress(matches, "validate"))
@@ -409,3 +439,51 @@ def _calibration_kind(asked: str | None, ladders: Ladders, ladder: str) -> str |
     if asked != "auto":
         return asked
     return "draw" if predicts_draws(ladders.get(ladder).rating_model) else "temperature"
+
+
+def _moded_matches(args: argparse.Namespace) -> list[tuple[str, MatchFinished]]:
+    """``--modes competition``: the football files' matches with their competition class."""
+    from stream_rater.bench.modes import football_modes
+
+    if args.format != "football" or not args.files or args.files == ["-"]:
+        raise ValueError("--modes competition: give football files (--format football FILE…)")
+    return [m for path in args.files for m in football_modes(path, home_effect=args.home_effect)]
+
+
+def _evaluate_modes(args: argparse.Namespace, ladders: Ladders) -> int:
+    """``evaluate --modes``: the ladder with modes' metrics over all modes, then per mode."""
+    from stream_rater.offline.modes import mode_models, score_modes
+
+    matches = _moded_matches(args)
+    ladder = ladders.get(args.ladder or DEFAULT_LADDER)
+    models = mode_models(ladder, {mode: {} for mode in sorted({m for m, _ in matches})})
+    result = score_modes([matches], models, args.coupling, form=args.form)
+    whole, modes = result.whole[0], result.modes[0]
+    if args.json:
+        print(json.dumps({"all": whole.to_dict(), **{m: s.to_dict() for m, s in modes.items()}}, indent=2))
+        return 0
+    print(whole.report())
+    print(f"\n{'mode':<12}{'matches':>9}{'wrong order':>13}{'log-loss':>10}{'Brier':>8}{'ECE':>8}")
+    for mode, s in modes.items():
+        print(
+            f"{mode:<12}{s.matches:>9}{s.metric('wrong_order'):>13.3%}{s.metric('log_loss'):>10.4f}"
+            f"{s.metric('brier'):>8.4f}{s.expected_calibration_error or 0.0:>8.4f}"
+        )
+    return 0
+
+
+def _tune_modes(args: argparse.Namespace, ladders: Ladders) -> int:
+    """``tune --modes``: the coupling and each mode's calibration (`offline.tune.tune_modes`)."""
+    from stream_rater.offline.tune import tune_modes
+
+    name = args.ladder or DEFAULT_LADDER
+    result = tune_modes(
+        _moded_matches(args),
+        ladders.get(name),
+        form=args.form,
+        fit_fraction=args.fit_fraction,
+        objective=args.objective,
+        calibrate=_calibration_kind(args.calibrate, ladders, name),
+    )
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
+    return 0

@@ -411,6 +411,7 @@ class ModesTuneResult:
     calibrated, its ``calibration``), and the metrics before (the configured coupling, no new
     calibration) and after, per part (fit, rest) over all modes and per mode."""
 
+    ladder: str
     form: str
     fit_matches: int
     matches: int
@@ -425,6 +426,7 @@ class ModesTuneResult:
         """A JSON-ready dict: the fitted values, and per part the metrics before and after,
         over all modes and per mode."""
         return {
+            "ladder": self.ladder,
             "form": self.form,
             "fit_matches": self.fit_matches,
             "matches": self.matches,
@@ -462,7 +464,7 @@ class ModesTuneResult:
                 "",
                 f"experience {self.experience:.4g} (offline only: the service has no experience effect)",
             ]
-        lines += ["", "ladders file:", *_modes_toml(self.coupling, self.modes)]
+        lines += ["", "ladders file:", *_modes_toml(self.ladder, self.coupling, self.modes)]
         return "\n".join(lines)
 
 
@@ -532,9 +534,12 @@ def tune_modes(
     if calibrate is not None:
         pairs = score_modes([parts[0]], raw, coupling, form=form, keep_raw=True, experience=experience).raw[0]
         for m in names:
-            params[m]["calibration"] = str(_fit_pairs(pairs[m], calibrate, predicts_draws(raw[m])))
+            if pairs.get(m):  # a mode not played in the fit part keeps its model's probabilities
+                params[m]["calibration"] = str(_fit_pairs(pairs[m], calibrate, predicts_draws(raw[m])))
     tuned = score_modes(parts, mode_models(ladder, params), coupling, form=form, experience=experience)
-    return ModesTuneResult(form, fit, len(matches), coupling, experience, params, trials, baseline, tuned)
+    return ModesTuneResult(
+        ladder.name, form, fit, len(matches), coupling, experience, params, trials, baseline, tuned
+    )
 
 
 def _bounded(objective: Callable[[float], float], bounds: tuple[float, float]) -> float:
