@@ -477,14 +477,11 @@ def _cells(before: Summary, after: Summary) -> str:
     return out
 
 
-def _modes_toml(coupling: float, modes: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    lines = [f"coupling = {coupling}"]
+def _modes_toml(ladder: str, coupling: float, modes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The ladders-file lines of a tuned ladder with modes."""
+    lines = [f"[ladders.{ladder}]", f"coupling = {coupling}"]
     for mode, params in modes.items():
-        lines += [
-            "",
-            f"[ladders.L.modes.{mode}]",
-            *(f"{k} = {v!r}".replace("'", '"') for k, v in params.items()),
-        ]
+        lines += ["", f"[ladders.{ladder}.modes.{mode}]", *(f"{k} = {_toml(v)}" for k, v in params.items())]
     return lines
 
 
