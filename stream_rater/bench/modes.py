@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -30,6 +32,7 @@ from typing import Any, TextIO
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.offline.adapters import InputRecord, open_text, read_records
+from stream_rater.offline.evaluate import Summary
 from stream_rater.offline.modes import Moded
 from stream_rater.offline.tune import ModesTuneResult, tune_modes
 
@@ -91,15 +94,16 @@ def study(matches: Sequence[Moded], experience: bool = False) -> dict[str, Modes
 
 def table(results: dict[str, ModesTuneResult]) -> str:
     """The held-out comparison, then each mode's."""
-    lines = [
-        f"{'held-out 70 %':<32}{'coupling':>9}{'wrong order':>13}{'log-loss':>10}{'ECE':>8}{'ECE raw':>9}",
-    ]
+    head = f"{'held-out 70 %':<32}{'coupling':>9}{'wrong order':>13}{'Δ vs one ladder':>20}"
+    lines = [head + f"{'log-loss':>10}{'ECE':>8}{'ECE raw':>9}"]
+    one = next(iter(results.values())).tuned.whole[1]
     for name, r in results.items():
         after, before = r.tuned.whole[1], r.baseline.whole[1]
         coupling = "" if name.startswith(("one ladder", "per mode")) else f"{r.coupling:.4g}"
         lines.append(
-            f"{name:<32}{coupling:>9}{after.metric('wrong_order'):>13.3%}{after.metric('log_loss'):>10.4f}"
-            f"{after.expected_calibration_error:>8.4f}{before.expected_calibration_error:>9.4f}"
+            f"{name:<32}{coupling:>9}{after.metric('wrong_order'):>13.3%}{_difference(after, one):>20}"
+            f"{after.metric('log_loss'):>10.4f}{after.expected_calibration_error:>8.4f}"
+            f"{before.expected_calibration_error:>9.4f}"
         )
         if r.experience:
             lines.append(f"{'':<4}experience {r.experience:.4g}")
@@ -111,6 +115,15 @@ def table(results: dict[str, ModesTuneResult]) -> str:
         ]
         lines.append(f"{name:<32}" + "".join(f"{c:>24}" for c in cells))
     return "\n".join(lines)
+
+
+def _difference(summary: Summary, one: Summary) -> str:
+    """The wrong-order difference from `one` in points, ± its standard error over the
+    over-time windows (the same decisive pairs in both, so the windows pair up)."""
+    diffs = [100 * (a.wrong_order - b.wrong_order) for a, b in zip(summary.over_time, one.over_time)]
+    if summary is one or len(diffs) < 2:
+        return ""
+    return f"{statistics.fmean(diffs):+.3f} ± {statistics.stdev(diffs) / math.sqrt(len(diffs)):.3f}"
 
 
 def _modes(results: dict[str, ModesTuneResult]) -> list[str]:
