@@ -34,7 +34,7 @@ from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.offline.adapters import InputRecord, open_text, read_records
 from stream_rater.offline.evaluate import Summary
 from stream_rater.offline.modes import Moded
-from stream_rater.offline.tune import ModesTuneResult, tune_modes
+from stream_rater.offline.tune_modes import ModesTuneResult, tune_modes
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "international_football_results.csv.gz"
 #: The tuned football TrueSkill (stream_rater/bench/README.md "Accuracy").

@@ -474,7 +474,7 @@ def _evaluate_modes(args: argparse.Namespace, ladders: Ladders) -> int:
 
 def _tune_modes(args: argparse.Namespace, ladders: Ladders) -> int:
     """``tune --modes``: the coupling and each mode's calibration (`offline.tune.tune_modes`)."""
-    from stream_rater.offline.tune import tune_modes
+    from stream_rater.offline.tune_modes import tune_modes
 
     name = args.ladder or DEFAULT_LADDER
     result = tune_modes(

@@ -16,7 +16,7 @@ from stream_rater.contracts import parse_match
 from stream_rater.offline.evaluate import score
 from stream_rater.offline.modes import ModedReplay, SharedReplay, mode_models, score_modes
 from stream_rater.offline.synth import ModesConfig, generate_modes
-from stream_rater.offline.tune import tune_modes
+from stream_rater.offline.tune_modes import tune_modes
 from stream_rater.rating.modes import first_in_mode
 
 LADDER = Ladder("m", "trueskill", {"tau": 0.0, "time_tau": 0.5, "time_unit": "days"})
