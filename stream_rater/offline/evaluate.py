@@ -220,17 +220,20 @@ class Scorer:
         match: MatchFinished,
         teams: Sequence[Sequence[Rating]],
         outcome: Outcome,
-    ) -> None:
+    ) -> MatchScore:
         """`observe` with the `model` given (`draws`: whether it predicts draws) rather than
-        the match's ladder's: the models of a ladder's modes (`offline.modes`)."""
+        the match's ladder's: the models of a ladder's modes (`offline.modes`); the score, for
+        another scorer's `add`."""
         read = as_read(model, teams, outcome.elapsed)
-        self.add(score_match(model, draws, read, outcome.ranks), match.finished_at)
+        score = score_match(model, draws, read, outcome.ranks)
+        self.add(score, match.finished_at)
         if self.raw is not None:
             ranks = outcome.ranks
             for a, b in itertools.combinations(range(len(read)), 2):
                 if ranks[a] != ranks[b] or draws:
                     won = 0 if ranks[a] < ranks[b] else 1 if ranks[a] != ranks[b] else 2
                     self._keep_raw(model, [read[a], read[b]], won)
+        return score
 
     def add(self, score: MatchScore, finished_at: float) -> None:
         """Count one match's `score` (`rating.scoring.score_match`), finished at `finished_at`."""

@@ -228,8 +228,8 @@ def score_modes(
         for mode, match in part:
             teams, outcome = replay.apply(mode, match)
             scorer = scorers.get(mode) or scorers.setdefault(mode, Scorer(None, keep_raw=keep_raw))
-            for s in (everything, scorer):
-                s.observe_with(replay.models[mode], replay.draws[mode], match, teams, outcome)
+            score = scorer.observe_with(replay.models[mode], replay.draws[mode], match, teams, outcome)
+            everything.add(score, match.finished_at)
         whole.append(everything.summary())
         per_mode.append({m: scorers[m].summary() for m in sorted(scorers)})
         if keep_raw:
