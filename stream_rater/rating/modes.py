@@ -23,7 +23,10 @@ from stream_rater.rating.base import Rating, RatingModel
 
 def first_in_mode(model: RatingModel, others: Sequence[Rating], coupling: float) -> Rating:
     """The prior of a player's first match in a mode, given their states in the ladder's
-    other modes (`others`, in any fixed order) and the ladder's `coupling` ρ in [0, 1]."""
+    other modes (`others`) and the ladder's `coupling` ρ in [0, 1]. `offline.modes` (what
+    ``evaluate``, ``tune`` and ``bench modes`` measure) passes the states in sorted mode order,
+    each as read at the match's time (`RatingModel.as_of` with its idle time); the new state
+    has no last-played time."""
     prior = model.initial()
     if not others or coupling == 0.0:
         return prior
