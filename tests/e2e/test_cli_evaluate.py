@@ -91,3 +91,27 @@ def test_tune_is_no_worse_than_baseline_on_the_fit_part(football: Path) -> None:
     assert set(out["tuned"]["params"]) == {"time_unit", "beta", "time_tau", "calibration"}
     assert out["tuned"]["params"]["calibration"].startswith("draw:")  # calibrated by default
     assert out["tuned"]["fit"]["log_loss"] <= out["baseline"]["fit"]["log_loss"]
+
+
+def test_evaluate_and_tune_with_modes_report_per_mode(football: Path) -> None:
+    """``--modes competition``: the metrics per competition class beside all of them, and
+    ``tune`` fits the coupling and each mode's calibration."""
+    evaluated = json.loads(
+        cli("evaluate", "--format", "football", "--modes", "competition", "--json", str(football)).stdout
+    )
+    assert set(evaluated) == {"all", "friendly", "finals"}  # no qualifiers before 1908
+    assert (
+        evaluated["friendly"]["matches"] + evaluated["finals"]["matches"]
+        == evaluated["all"]["matches"]
+        == ROWS
+    )
+    tuned = json.loads(
+        cli("tune", "--format", "football", "--modes", "competition", "--json", str(football)).stdout
+    )
+    assert 0.0 <= tuned["coupling"] <= 1.0 and tuned["form"] == "shared"
+    assert {m: set(p) for m, p in tuned["modes"].items()} == {
+        "finals": {"calibration"},
+        "friendly": {"calibration"},
+    }
+    rest = tuned["tuned"][1]
+    assert rest["all"]["matches"] == ROWS - tuned["fit_matches"]
