@@ -93,9 +93,10 @@ def study(matches: Sequence[Moded], experience: bool = False) -> dict[str, Modes
 
 
 def table(results: dict[str, ModesTuneResult]) -> str:
-    """The held-out comparison, then each mode's."""
+    """The held-out comparison, then each mode's; ECE ``before`` is the alternative's before
+    tuning (coupling 0, no calibration)."""
     head = f"{'held-out 70 %':<32}{'coupling':>9}{'wrong order':>13}{'Δ vs one ladder':>20}"
-    lines = [head + f"{'log-loss':>10}{'ECE':>8}{'ECE raw':>9}"]
+    lines = [head + f"{'log-loss':>10}{'ECE':>8}{'before':>9}"]
     one = next(iter(results.values())).tuned.whole[1]
     for name, r in results.items():
         after, before = r.tuned.whole[1], r.baseline.whole[1]
