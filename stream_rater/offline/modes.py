@@ -1,9 +1,9 @@
-"""A ladder with modes, replayed offline: each player has a state per (player, mode), and a
-player's first match in a mode starts from `rating.modes.first_in_mode` of their other modes'
-states (issue 48). Pure: it replays a list of ``(mode, match)`` through the rating models and
-scores every match before it is rated, as `offline.evaluate` does for a ladder without modes.
+"""A ladder with modes, replayed offline (issue 48). Pure: it replays a list of
+``(mode, match)`` through the rating models and scores every match before it is rated, per
+mode and over all, as `offline.evaluate` does for a ladder without modes. Two forms of sharing
+(`FORMS`):
 
-The rule, which the service's per-mode states follow too:
+``prior`` (`ModedReplay`, the rule a worker follows):
 
 - A player's state in mode ``m`` is keyed by (player, ``m``); a context effect's (``home``) by
   (effect, ``m``), new ones starting from the model's `initial_effect` (effects are not shared).
@@ -14,10 +14,13 @@ The rule, which the service's per-mode states follow too:
 - After a match, each member's state is the model's posterior, its games count + 1 and its
   last-played time the match's (never earlier than before).
 
+``shared`` (`SharedReplay`): a shared skill plus per-mode offsets (`rating.modes.Joint`),
+updated by every mode; effects as above.
+
 Ladder rules (floors, minimum durations, seasons, voids) are not replayed here: the studies it
 serves have none. ``experience`` (off unless given) is TrueSkill 2's experience effect, tried
-here only: after each of a player's first matches in a mode their μ moves up by
-``experience · exp(−games / EXPERIENCE_GAMES)`` (`offline.modes_study` reports what it did).
+here only: after each of a player's early matches their μ moves up by
+``experience · exp(−games / EXPERIENCE_GAMES)`` (``bench modes --experience`` measures it).
 """
 
 from __future__ import annotations
