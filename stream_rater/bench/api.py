@@ -25,6 +25,7 @@ import random
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,6 +39,7 @@ from stream_rater.local.processes import HOST
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor
+from stream_rater.service.query_api import serving_loop
 from stream_rater.store import open_store
 
 LADDER = "bench-api"
@@ -115,41 +117,68 @@ def _raw(host: str, ladder_path: str, request: Request) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection: sends a request, resolves its future with the status once the
-    whole response (``Content-Length`` bytes of body) is in."""
+class _Load:
+    """The requests of one phase and the connections answering them: a request due while every
+    connection is busy waits in `backlog` (on the clock) and is sent by the first connection
+    its answer frees, so the generator makes no task or future per request."""
 
     def __init__(self) -> None:
+        self.free: list[_Connection] = []
+        self.backlog: deque[tuple[float, bytes]] = deque()
+        self.latencies: list[float] = []
+        self.errors = 0
+
+    def offer(self, due: float, data: bytes) -> None:
+        """Send a request due at `due` (perf_counter) now, or when a connection frees."""
+        if self.free:
+            self.free.pop().send(due, data)
+        else:
+            self.backlog.append((due, data))
+
+    def answered(self, connection: _Connection, due: float, status: int) -> None:
+        """A request's answer is in: count it, give the connection the next waiting request."""
+        self.latencies.append(time.perf_counter() - due)
+        self.errors += status not in (200, 304)
+        if self.backlog:
+            connection.send(*self.backlog.popleft())
+        else:
+            self.free.append(connection)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: sends a request, tells `_Load` its status once the whole
+    response (``Content-Length`` bytes of body) is in."""
+
+    def __init__(self, load: _Load) -> None:
+        self.load = load
         self.transport: asyncio.Transport | None = None
         self.buffer = b""
-        self.answer: asyncio.Future[int] | None = None
+        self.due: float | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.load.free.append(self)
 
-    def send(self, data: bytes) -> asyncio.Future[int]:
-        self.answer = asyncio.get_running_loop().create_future()
+    def send(self, due: float, data: bytes) -> None:
         assert self.transport is not None
+        self.due = due
         self.transport.write(data)
-        return self.answer
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
         head, found, rest = self.buffer.partition(b"\r\n\r\n")
         if not found:
             return
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.lower() == b"content-length":
-                length = int(value)
-        if len(rest) >= length and self.answer is not None and not self.answer.done():
-            self.buffer = rest[length:]
-            self.answer.set_result(int(head[9:12]))
+        at = head.lower().find(b"content-length:")
+        length = 0 if at < 0 else int(head[at + 15 :].split(b"\r\n", 1)[0])
+        if len(rest) >= length and self.due is not None:
+            self.buffer, due, self.due = rest[length:], self.due, None
+            self.load.answered(self, due, int(head[9:12]))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.answer is not None and not self.answer.done():
-            self.answer.set_exception(ConnectionError("the server closed the connection"))
+        if self.due is not None:
+            self.load.errors += 1
+            self.due = None
 
 
 async def _load(
@@ -160,45 +189,28 @@ async def _load(
     unanswered a second after the last was due are dropped (a saturated server's queue)."""
     parts = urlsplit(url)
     loop = asyncio.get_running_loop()
-    free: asyncio.Queue[_Connection] = asyncio.Queue()
-    connections = [
-        (await loop.create_connection(_Connection, parts.hostname or HOST, parts.port or 80))[1]
-        for _ in range(CONNECTIONS)
-    ]
-    for connection in connections:
-        free.put_nowait(connection)
-    latencies: list[float] = []
-    errors = 0
-
-    async def one(due: float, data: bytes) -> None:
-        nonlocal errors
-        connection = await free.get()
-        try:
-            status = await connection.send(data)
-        except ConnectionError:
-            errors += 1
-            return
-        latencies.append(time.perf_counter() - due)
-        errors += status not in (200, 304)
-        free.put_nowait(connection)
-
-    tasks, start = [], time.perf_counter()
-    for n in range(int(rate * seconds)):
-        due = start + n / rate
-        delay = due - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(one(due, requests[n % len(requests)])))
-    # past the schedule, a second for the requests under way; those still queued are dropped
-    await asyncio.wait(tasks, timeout=1.0)
+    load = _Load()
+    for _ in range(CONNECTIONS):
+        await loop.create_connection(lambda: _Connection(load), parts.hostname or HOST, parts.port or 80)
+    connections = list(load.free)
+    total, start = int(rate * seconds), time.perf_counter()
+    n = 0
+    while n < total:  # every request due by now, then sleep until the next is
+        now = time.perf_counter()
+        while n < total and start + n / rate <= now:
+            load.offer(start + n / rate, requests[n % len(requests)])
+            n += 1
+        await asyncio.sleep(max(0.0, start + n / rate - time.perf_counter()))
+    # past the schedule, a second for the requests under way; those still waiting are dropped
+    deadline = time.perf_counter() + 1.0
+    while len(load.latencies) + load.errors < total and time.perf_counter() < deadline:
+        await asyncio.sleep(0.005)
     wall = time.perf_counter() - start
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    answered, latencies = len(load.latencies), sorted(load.latencies)
     for connection in connections:
         if connection.transport is not None:
             connection.transport.close()
-    return len(latencies), sorted(latencies), errors, wall
+    return answered, latencies, load.errors, wall
 
 
 def _etag(url: str) -> str:
@@ -224,10 +236,12 @@ def _drained(url: str, timeout: float = 120.0) -> None:
 
 
 def _measure(server: Any, name: str, requests: list[bytes], rate: float, seconds: float) -> dict[str, Any]:
-    """One load phase: answered/s, p50 and p99 ms, errors and the server's CPU (cores)."""
-    cpu = _cpu_seconds(server.process.pid)
-    answered, latencies, errors, wall = asyncio.run(_load(server.url, requests, rate, seconds))
-    used = _cpu_seconds(server.process.pid) - cpu
+    """One load phase: answered/s, p50 and p99 ms, errors, the server's CPU (cores, and µs per
+    answer) and the load generator's (cores), on the loop `serve` answers on (uvloop's)."""
+    cpu, client = _cpu_seconds(server.process.pid), time.process_time()
+    with asyncio.Runner(loop_factory=serving_loop) as runner:
+        answered, latencies, errors, wall = runner.run(_load(server.url, requests, rate, seconds))
+    used, client = _cpu_seconds(server.process.pid) - cpu, time.process_time() - client
     _drained(server.url)
     latencies = latencies or [float("nan")]
     return {
@@ -239,6 +253,7 @@ def _measure(server: Any, name: str, requests: list[bytes], rate: float, seconds
         "errors": errors,
         "server_cores": used / wall,
         "server_us": 1e6 * used / max(answered, 1),
+        "client_cores": client / wall,
     }
 
 
@@ -264,7 +279,7 @@ def run(
             )
             print(
                 f"{'query':<26}{'offered/s':>10}{'answered/s':>12}{'p50 ms':>9}{'p99 ms':>9}"
-                f"{'errors':>8}{'server CPU':>12}{'µs/answer':>11}",
+                f"{'errors':>8}{'server CPU':>12}{'µs/answer':>11}{'1 core/s':>10}{'client CPU':>12}",
                 file=out,
             )
             host = urlsplit(server.url).netloc
@@ -277,7 +292,7 @@ def run(
                     print(
                         f"{name:<26}{offered:>10,.0f}{row['answered_per_s']:>12,.0f}{row['p50_ms']:>9.2f}"
                         f"{row['p99_ms']:>9.2f}{row['errors']:>8}{row['server_cores']:>11.2f}c"
-                        f"{row['server_us']:>11,.0f}",
+                        f"{row['server_us']:>11,.0f}{1e6 / row['server_us']:>10,.0f}{row['client_cores']:>11.2f}c",
                         file=out,
                         flush=True,
                     )

@@ -254,7 +254,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from stream_rater.archive import archive_reader
     from stream_rater.queries import Queries
     from stream_rater.service.auth import check_exposure, protect
-    from stream_rater.service.query_api import serve_app
+    from stream_rater.service.query_api import serve_app, serving_loop
 
     settings = settings_of(args)
     check_exposure(settings)
@@ -275,7 +275,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served.on_cleanup.append(close_store)
         return served
 
-    web.run_app(application(), host=settings.web_host, port=settings.web_port, print=None)
+    web.run_app(
+        application(),
+        host=settings.web_host,
+        port=settings.web_port,
+        print=None,
+        access_log=None,
+        loop=serving_loop(),
+    )
     return 0
 
 

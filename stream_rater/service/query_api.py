@@ -49,6 +49,7 @@ from stream_rater.processor import quality
 from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
 from stream_rater.service.api_docs import docs_routes
 from stream_rater.store import BoardAround, BoardBehind, BoardRanks, Lookup, ReadStore, Snapshot
+from stream_rater.store.base import Generations
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
 #: Leaderboard answers `BoardCache` keeps (the most recently asked).
@@ -178,7 +179,8 @@ async def _board(queries: Queries, ladder: str, query: Mapping[str, str], now: f
 
 class BatchedReads:
     """A `ReadStore` that sends the player lookups (`ReadStore.lookup`), state reads
-    (`ReadStore.read` of players only), leaderboard ranks (`ReadStore.board_ranks`, per
+    (`ReadStore.read` of players only), generations (`ReadStore.generations`: a cached
+    leaderboard answer's version), leaderboard ranks (`ReadStore.board_ranks`, per
     activity cut-off) and rows around players (`ReadStore.board_arounds`, per n and cut-off)
     that requests ask of one ladder in the same turn of the event loop to
     the store as one call: under load, many concurrent lookups cost the
@@ -207,6 +209,10 @@ class BatchedReads:
     ) -> BoardAround | None:
         found: dict[str, BoardAround | None] = await self._batched("around", ladder, [player_id], (n, since))
         return found[player_id]
+
+    async def generations(self, ladder: str) -> Generations:
+        found: Generations = await self._batched("generations", ladder, ())
+        return found
 
     async def read(
         self,
@@ -242,6 +248,8 @@ class BatchedReads:
             return self.store.board_ranks(ladder, ids, extra)
         if kind == "around":
             return self.store.board_arounds(ladder, ids, *extra)
+        if kind == "generations":
+            return self.store.generations(ladder)
         return self.store.read(ladder, ids, [], [])
 
     def _send(self, key: tuple[str, str, Any]) -> None:
@@ -374,6 +382,17 @@ async def _figures(store: ReadStore, ladder: str, scorer: str, last: int) -> dic
 
 async def _openapi(request: web.Request) -> web.Response:
     return web.Response(text=OPENAPI.read_text(), content_type="application/yaml")
+
+
+def serving_loop() -> asyncio.AbstractEventLoop:
+    """The event loop ``stream-rater serve`` answers on: uvloop's (libuv; its transports and
+    scheduling in C cost the read API less per answer than asyncio's, `bench api`), asyncio's
+    where uvloop is not installed (Windows)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def serve_app(queries: Queries, store: ReadStore) -> web.Application:

@@ -531,6 +531,23 @@ async def test_concurrent_lookups_and_reads_reach_the_store_as_one_call_each():
     assert rows == [await store.board_around("default", "ann", 1, None), None]
 
 
+async def test_concurrent_leaderboard_versions_ask_the_store_for_generations_once():
+    """The generations that cached leaderboard answers of the same turn check their version
+    by are one store call, each caller getting the store's answer."""
+    store = MemoryStore()
+    await Processor(LADDERS, store).process([duel("m1", "ann", "bob")])
+    generations, calls = store.generations, []
+
+    async def counted(ladder):
+        calls.append(ladder)
+        return await generations(ladder)
+
+    store.generations = counted  # type: ignore[method-assign]
+    batched = BatchedReads(store)
+    answers = await asyncio.gather(*(batched.generations("default") for _ in range(3)))
+    assert calls == ["default"] and answers == [await generations("default")] * 3
+
+
 async def test_each_shadow_is_scored_beside_the_live_ladder_as_a_live_ladder_of_its_model_would_be():
     """``…/quality`` of a shadowed ladder gives each shadow's figures under its name, equal to
     the live figures of a ladder rated alone with that shadow's model and parameters."""
