@@ -10,6 +10,7 @@ from dataclasses import replace
 from functools import partial
 
 import pytest
+import uvloop
 import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -21,7 +22,7 @@ from stream_rater.processor import Processor
 from stream_rater.queries import Queries, TooManyPlayers
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import predict
-from stream_rater.service.query_api import OPENAPI, BatchedReads, query_routes, serve_app
+from stream_rater.service.query_api import OPENAPI, BatchedReads, query_routes, serve_app, serving_loop
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.values import BoardBehind, Generations
 from tests.helpers import parsed_duel
@@ -613,3 +614,12 @@ async def test_a_leaderboard_behind_its_trim_is_a_503_with_retry_after_on_every_
             assert response.status == 503, response.url
             assert response.headers["Retry-After"] == "5"
             assert "went idle since its leaderboard was last trimmed" in (await response.json())["error"]
+
+
+def test_serve_answers_on_uvloops_event_loop():
+    """``stream-rater serve`` runs on uvloop's loop where uvloop is installed (a dependency)."""
+    loop = serving_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
