@@ -20,7 +20,7 @@ def _parse_plain(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinishe
 
     The shape: no fields but ``match_id``, ``ladder``, ``model`` (the ladder's) and
     ``finished_at``; ``teams`` of exactly ``rank`` and ``players``; players of just an
-    ``id``; ASCII ids; a ladder whose model needs no scores. It checks the same rules as
+    ``id``; ASCII ids; a ladder whose model needs no scores and that has no modes. It checks the same rules as
     `_match_parse._parse_any` (which accepts such an event with an equal result), without the
     bookkeeping that names a field; it never raises, so `_parse_any` reports every error.
     """
@@ -34,7 +34,7 @@ def _parse_plain(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinishe
     if not (_is_plain_id(match_id, id_limit) and _is_plain_id(name, id_limit)):
         return None
     ladder = ladders.get(name, None)
-    if ladder is None or ladder.model_class.needs_scores:
+    if ladder is None or ladder.model_class.needs_scores or ladder.modes:
         return None
     model = obj.get("model")
     if model is not None and model != ladder.model:
@@ -117,7 +117,9 @@ def _new_team(players: tuple[Player, ...], rank: float) -> Team:
 def _new_match(match_id: str, ladder: str, finished_at: float, teams: tuple[Team, ...]) -> MatchFinished:
     """``MatchFinished(match_id, ladder, finished_at, teams)``, built through the slots."""
     match = _new_object(MatchFinished)
-    set_match_id, set_ladder, set_finished_at, set_teams, set_rated, set_duration, set_season = _MATCH_SLOTS
+    set_match_id, set_ladder, set_finished_at, set_teams, set_rated, set_duration, set_season, set_mode = (
+        _MATCH_SLOTS
+    )
     set_match_id(match, match_id)
     set_ladder(match, ladder)
     set_finished_at(match, finished_at)
@@ -125,6 +127,7 @@ def _new_match(match_id: str, ladder: str, finished_at: float, teams: tuple[Team
     set_rated(match, True)
     set_duration(match, None)
     set_season(match, None)
+    set_mode(match, None)
     return match
 
 

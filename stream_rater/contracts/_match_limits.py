@@ -6,6 +6,7 @@ contracts layer does not import the config layer above it (`config.ladders` impl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
@@ -24,6 +25,14 @@ class LadderRules(Protocol):
     @property
     def model_class(self) -> Any:
         """The model's class: its ``needs_scores`` and ``supports_effects`` flags."""
+
+    @property
+    def modes(self) -> Mapping[str, Any]:
+        """Its declared modes by name (empty: a ladder without modes; `contracts.modes`)."""
+
+    @property
+    def default_mode(self) -> str | None:
+        """The mode of its matches that name none (None: such a match is refused)."""
 
 
 class LadderTable(Protocol):

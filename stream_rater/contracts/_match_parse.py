@@ -20,9 +20,10 @@ from stream_rater.contracts._checks import (
 from stream_rater.contracts._match_fast import PLAIN_FIELDS
 from stream_rater.contracts._match_limits import LadderRules, LadderTable, Limits
 from stream_rater.contracts._match_types import DEFAULT_LADDER, MatchFinished, Player, SeasonStart, Team
+from stream_rater.contracts.modes import mode_problem
 from stream_rater.contracts.timestamps import _timestamp
 
-_MATCH_FIELDS = PLAIN_FIELDS | {"rated", "duration"}
+_MATCH_FIELDS = PLAIN_FIELDS | {"rated", "duration", "mode"}
 
 _SEASON_FIELDS = frozenset({"kind", "match_id", "ladder", "finished_at", "params"})
 
@@ -47,6 +48,7 @@ def _parse_any(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinished:
             f"ladder {name!r} uses model {ladder.model!r}, the event says {model!r}; "
             "an event may not switch a ladder's model",
         )
+    mode = _mode(obj.get("mode"), name, ladder)
     finished_at = _timestamp(_required(obj, "finished_at", ""), "finished_at")
     teams = _teams(_required(obj, "teams", ""), ladder, limits)
     _check_ranking(teams)
@@ -54,7 +56,25 @@ def _parse_any(obj: Any, ladders: LadderTable, limits: Limits) -> MatchFinished:
     duration = _optional_finite(obj, "duration")
     if duration is not None and duration < 0.0:
         _fail("duration", "must be >= 0")
-    return MatchFinished(match_id, name, finished_at, tuple(teams), rated, duration)
+    return MatchFinished(match_id, name, finished_at, tuple(teams), rated, duration, mode=mode)
+
+
+def _mode(value: Any, name: str, ladder: LadderRules) -> str | None:
+    """The match's mode (`contracts.modes`): the one it names, which its ladder declares, or
+    the ladder's default mode; None on a ladder without modes."""
+    modes = ladder.modes
+    if value is None:
+        if modes and ladder.default_mode is None:
+            _fail("mode", f"ladder {name!r} has modes ({', '.join(modes)}) and no default mode: name one")
+        return ladder.default_mode if modes else None
+    problem = mode_problem(value)
+    if problem is not None:
+        _fail("mode", f"{problem}, got {_show(value) if isinstance(value, str) else _kind(value)}")
+    if not modes:
+        _fail("mode", f"ladder {name!r} has no modes, the event says {value!r}")
+    if value not in modes:
+        _fail("mode", f"ladder {name!r} has no mode {value!r} (its modes: {', '.join(modes)})")
+    return str(value)
 
 
 def _ladder(obj: dict[str, Any], ladders: LadderTable, id_limit: int) -> tuple[str, LadderRules]:

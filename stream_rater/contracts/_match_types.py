@@ -54,7 +54,8 @@ class MatchFinished:
     once and changes nothing. `duration` (seconds) is optional and feeds the ladder's
     ``min_duration`` rule. A record of the matches topic that starts a season is read as a
     `MatchFinished` without teams whose `season` is set: it takes its place in the ladder's
-    order like a match, and ``match_id`` is its idempotency key."""
+    order like a match, and ``match_id`` is its idempotency key. `mode` is the ladder's mode
+    the match was played in (`contracts.modes`)."""
 
     match_id: str
     ladder: str
@@ -63,6 +64,10 @@ class MatchFinished:
     rated: bool = True
     duration: float | None = None
     season: SeasonStart | None = None
+    #: The ladder's mode the match was played in (None on a ladder without modes;
+    #: `contracts.modes`): on a ladder with modes, always set (its default mode if the event
+    #: named none).
+    mode: str | None = None
 
     def ranks(self) -> list[float]:
         """One rank per team, lower is better, equal ranks are a draw.
@@ -107,6 +112,8 @@ class MatchFinished:
             wire["rated"] = False
         if self.duration is not None:
             wire["duration"] = _number(self.duration)
+        if self.mode is not None:
+            wire["mode"] = self.mode
         return wire
 
 
