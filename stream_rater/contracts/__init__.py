@@ -28,6 +28,7 @@ from stream_rater.contracts.rating_changed import (
     correction_changed,
     rating_changed,
     season_changed,
+    with_mode,
 )
 from stream_rater.contracts.timestamps import format_timestamp, parse_timestamp
 
@@ -49,4 +50,5 @@ __all__ = [
     "parse_timestamp",
     "rating_changed",
     "season_changed",
+    "with_mode",
 ]

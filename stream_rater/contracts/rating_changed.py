@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from stream_rater.contracts._checks import _fail, _finite, _kind, _no_unknown, _required, _string
+from stream_rater.contracts.modes import mode_problem
 from stream_rater.contracts.timestamps import _parse_rfc3339
 
 #: A state as `rating_changed` reads it: ``(mu, sigma, …)``.
@@ -65,6 +66,17 @@ def rating_changed(
         event["provisional"] = provisional
     if expected is not None:
         event["expected"] = expected
+    return event
+
+
+def with_mode(event: dict[str, Any], mode: str, player_id: str) -> dict[str, Any]:
+    """`event`, made for a moded ladder's stored id (`contracts.modes.stored_id`), turned in
+    place into `player_id`'s event in `mode`: its ``event_id`` and ``player_id`` the player's
+    own, and ``mode`` (last) added. In place, because the processor's markers and histories
+    share the event; returns it."""
+    event["event_id"] = f"{event['match_id']}:{player_id}"
+    event["player_id"] = player_id
+    event["mode"] = mode
     return event
 
 
@@ -174,6 +186,8 @@ class RatingChanged:
     season: dict[str, Any] | None = None
     expected: dict[str, float] | None = None
     rating_delta: float | None = None
+    #: The ladder's mode of the change (a ladder with modes, `contracts.modes`), else None.
+    mode: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form (`rating_changed` or `correction_changed`)."""
@@ -200,6 +214,8 @@ class RatingChanged:
             wire["kind"], wire["correction"] = self.kind, self.correction
         elif self.kind == "season":
             wire["kind"], wire["season"] = self.kind, self.season
+        if self.mode is not None:
+            with_mode(wire, self.mode, self.player_id)
         return wire
 
     @classmethod
@@ -243,7 +259,16 @@ class RatingChanged:
             season=season,
             expected=expected,
             rating_delta=rating_delta,
+            mode=_event_mode(d),
         )
+
+
+def _event_mode(d: dict[str, Any]) -> str | None:
+    """A rating-changed object's ``mode`` (optional: a plain word, `contracts.modes`)."""
+    mode = d.get("mode")
+    if mode is not None and mode_problem(mode) is not None:
+        _fail("mode", f"{mode_problem(mode)}, got {_kind(mode) if not isinstance(mode, str) else repr(mode)}")
+    return mode
 
 
 def _rating_delta(d: dict[str, Any], before: RatingState, after: RatingState) -> float | None:
@@ -321,6 +346,7 @@ _CHANGED_FIELDS = frozenset(
         "provisional",
         "season",
         "expected",
+        "mode",
     )
 )
 
