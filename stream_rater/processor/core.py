@@ -15,6 +15,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.processor.known_states import KnownStates
 from stream_rater.processor.ledger import CommitLedger
+from stream_rater.processor.modes import other_modes, plan_moded, qualified
 from stream_rater.processor.planner import PriorObserver, _Plan, plan_batch
 from stream_rater.processor.results import BatchResult, MatchResult, TooManyConflicts, Unratable
 from stream_rater.store.base import Commit, LadderFrozen, ReadRequest, Snapshot
@@ -43,7 +44,7 @@ class _LadderPart:
     def add(self, index: int, match: MatchFinished, record: tuple[int, int] | None) -> None:
         """Add the batch's `index`-th match, from `record` (partition, offset) if known."""
         self.indices.append(index)
-        self.matches.append(self.ladder.rules.with_parties(match))
+        self.matches.append(qualified(self.ladder, self.ladder.rules.with_parties(match)))
         self.records.setdefault(match.match_id, record)
         if record is not None:
             partition, offset = record
@@ -64,6 +65,8 @@ class _LadderPart:
     def ids(self) -> tuple[list[str], list[str]]:
         """The players and the effects of these matches, each once."""
         players = dict.fromkeys(p.id for m in self.matches for t in m.teams for p in t.players)
+        if self.ladder.modes:  # each player's states in the ladder's other modes too
+            players.update(dict.fromkeys(other_modes(self.ladder, players)))
         effects = dict.fromkeys(e for m in self.matches for t in m.teams for e in t.effects)
         return list(players), list(effects)
 
@@ -276,7 +279,7 @@ class Processor:
         name = part.ladder.name
         self.ledger.read(name, snapshot)
         try:
-            plan = plan_batch(
+            plan = (plan_moded if part.ladder.modes else plan_batch)(
                 self._with_params(part.ladder, snapshot.params),
                 part.matches,
                 snapshot,
@@ -298,5 +301,5 @@ class Processor:
         key = (ladder.name, repr(sorted(params.items())))
         found = self._overridden.get(key)
         if found is None:
-            found = self._overridden[key] = Ladder(ladder.name, ladder.model, {**ladder.params, **params})
+            found = self._overridden[key] = replace(ladder, params={**ladder.params, **params})
         return found

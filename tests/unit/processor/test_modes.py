@@ -1,0 +1,112 @@
+"""A ladder with modes (issue 48) on the memory store: stream = replay whatever the batches,
+a player's first match in a mode starts from `first_in_mode` of their other modes, each mode
+rates with its own parameters, and live quality is kept per mode."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts import MatchFinished, Player, Team
+from stream_rater.processor import Processor
+from stream_rater.processor.modes import mode_scorer
+from stream_rater.processor.quality import LIVE
+from stream_rater.rating.base import Rating
+from stream_rater.rating.modes import first_in_mode
+from stream_rater.store.memory import MemoryStore
+from tests.unit.processing import fixed_clock
+
+ARENA = Ladder(
+    "arena",
+    "trueskill",
+    {"mode_coupling": 0.6, "draw_probability": 0.1},
+    modes={"duel": {"draw_probability": 0.02}, "ffa": {}, "team": {}},
+)
+LADDERS = Ladders([ARENA])
+
+
+def moded(mid: str, mode: str, *teams: Sequence[str], at: float = 1_000_000.0) -> MatchFinished:
+    return MatchFinished(
+        mid,
+        "arena",
+        at,
+        tuple(Team(tuple(Player(p) for p in team), rank=float(r)) for r, team in enumerate(teams, 1)),
+        mode=mode,
+    )
+
+
+def mixed(n: int, seed: int = 7) -> list[MatchFinished]:
+    """`n` matches of every mode among 12 players, who cross between the modes."""
+    rng = random.Random(seed)
+    players = [f"p{i}" for i in range(12)]
+    out = []
+    for i in range(n):
+        mode = rng.choice(["duel", "ffa", "team"])
+        picked = rng.sample(players, {"duel": 2, "ffa": 4, "team": 4}[mode])
+        teams = [picked[:2], picked[2:]] if mode == "team" else [[p] for p in picked]
+        out.append(moded(f"m{i}", mode, *teams, at=1_000_000.0 + i))
+    return out
+
+
+async def run(matches: Sequence[MatchFinished], sizes: Sequence[int]) -> tuple[MemoryStore, list]:
+    """Process `matches` in batches of the given sizes, in turn; the store and the events."""
+    store, events, lo, i = MemoryStore(), [], 0, 0
+    processor = Processor(LADDERS, store, clock=fixed_clock)
+    while lo < len(matches):
+        size = sizes[i % len(sizes)]
+        events += (await processor.process(matches[lo : lo + size])).events
+        lo, i = lo + size, i + 1
+    return store, events
+
+
+async def test_stream_equals_replay_whatever_the_batches():
+    matches = mixed(90)
+    one, one_events = await run(matches, [len(matches)])
+    many, many_events = await run(matches, [1, 5, 2, 11])
+    assert one_events == many_events
+    unversioned = [
+        {p: s._replace(version=0) for p, s in (await st.players("arena")).items()} for st in (one, many)
+    ]
+    assert unversioned[0] == unversioned[1]
+    assert {p.partition("@")[0] for p in unversioned[0]} == {"duel", "ffa", "team"}
+    assert {e["mode"] for e in one_events} == {"duel", "ffa", "team"}
+    assert all(
+        "@" not in e["player_id"] and e["event_id"] == f"{e['match_id']}:{e['player_id']}" for e in one_events
+    )
+
+
+async def test_a_first_match_in_a_mode_starts_from_the_players_other_modes():
+    duels = [moded(f"d{i}", "duel", ["vet"], [f"x{i}"]) for i in range(6)]
+    store, _ = await run(duels, [6])
+    vet_duel = (await store.players("arena", only=["duel@vet"]))["duel@vet"]
+    processor = Processor(LADDERS, store, clock=fixed_clock)
+    result = await processor.process([moded("f1", "ffa", ["vet"], ["new"], ["x0"])])
+    before = {e["player_id"]: e["before"] for e in result.events}
+    ffa_model = ARENA.mode_ladder("ffa").rating_model
+    prior = first_in_mode(ffa_model, [Rating(vet_duel.mu, vet_duel.sigma)], 0.6)
+    assert (before["vet"]["mu"], before["vet"]["sigma"]) == (prior.mu, prior.sigma)
+    assert prior.mu > ffa_model.initial().mu
+    # x0 played one duel, lost: their ffa prior is below the plain one; "new" starts plain
+    assert before["new"]["mu"] == ffa_model.initial().mu
+    assert before["x0"]["mu"] < ffa_model.initial().mu
+
+
+async def test_each_mode_rates_with_its_own_parameters():
+    tie = [moded("d", "duel", ["a"], ["b"]), moded("t", "team", ["c"], ["e"])]
+    store, _ = await run(tie, [2])
+    duel, team = ARENA.mode_ladder("duel").rating_model, ARENA.mode_ladder("team").rating_model
+    assert duel.draw_probability == 0.02 and team.draw_probability == 0.1
+    a, c = (await store.players("arena", only=["duel@a", "team@c"])).values()
+    assert a.mu != c.mu  # the same result, another draw margin
+
+
+async def test_live_quality_is_kept_per_mode_and_for_the_ladder():
+    matches = mixed(30)
+    store, _ = await run(matches, [4])
+    counts = {m: sum(1 for x in matches if x.mode == m) for m in ("duel", "ffa", "team")}
+    ladder_total, _ = await store.quality("arena", LIVE, 100)
+    assert ladder_total
+    for mode, n in counts.items():
+        _, window = await store.quality("arena", mode_scorer(mode), 100)
+        assert len(window) == n
