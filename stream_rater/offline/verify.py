@@ -16,6 +16,7 @@ from stream_rater.checkpoints import Checkpoint, CheckpointSink, Replica, config
 from stream_rater.config.ladders import Ladder, Ladders, split_shadow
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
+from stream_rater.contracts.modes import board_name, stored_id
 from stream_rater.kafka import (
     DeletedHead,
     LadderHistory,
@@ -159,9 +160,32 @@ async def board_differences(
     store: StateStore, ladder: Ladder, states: Mapping[str, PlayerState], now: float, tolerance: float
 ) -> list[Difference]:
     """Where the live eligible leaderboard (at `now`) differs from `eligible_board` of the live
-    `states`, and its running sum from its scores' sum (relative 1e-9)."""
+    `states`, and its running sum from its scores' sum (relative 1e-9). A ladder with modes
+    has a board per mode, each compared with its mode's states (stored ids ``<mode>@<id>``)
+    and its mode's display rating; its differences name the stored ids."""
+    if not ladder.modes:
+        return await _board_differences(store, ladder.name, ladder, states, now, tolerance)
+    found = []
+    for mode in ladder.modes:
+        head = stored_id(mode, "")
+        of_mode = {p[len(head) :]: s for p, s in states.items() if p.startswith(head)}
+        board = board_name(ladder.name, mode)
+        differ = await _board_differences(store, board, ladder.mode_ladder(mode), of_mode, now, tolerance)
+        found += [replace(d, player_id=stored_id(mode, d.player_id)) for d in differ]
+    return found
+
+
+async def _board_differences(
+    store: StateStore,
+    board: str,
+    ladder: Ladder,
+    states: Mapping[str, PlayerState],
+    now: float,
+    tolerance: float,
+) -> list[Difference]:
+    """`board_differences` of one board (`contracts.modes.board_name`)."""
     since = ladder.rules.active_since(now)
-    live, running = await store.board_entries(ladder.name, since)
+    live, running = await store.board_entries(board, since)
     expected = eligible_board(ladder, states, since)
     found = [
         Difference(pid, False, states.get(pid), states.get(pid), board=(live.get(pid), expected.get(pid)))

@@ -95,11 +95,9 @@ def plan_moded(
                 with_mode(event, *split_stored(event["player_id"]))
         changes.results.append(result)
     commit = _commit(base, changes, positions)
-    if by_mode:
-        quality = dict(commit.quality)
-        quality.update((mode_scorer(m), (increments(scores), scores)) for m, scores in by_mode.items())
-        commit = replace(commit, quality=quality)
-    return _Plan(changes.results, commit)
+    quality = dict(commit.quality)
+    quality.update((mode_scorer(m), (increments(scores), scores)) for m, scores in by_mode.items())
+    return _Plan(changes.results, replace(commit, quality=quality, moded=True))
 
 
 def _prime(

@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stream_rater.contracts.modes import split_board, stored_id
 from stream_rater.store.base import (
     BoardAround,
     BoardRanks,
@@ -261,11 +262,16 @@ class MemoryStore(StateStore):
 
     def _board(self, ladder: str, since: float | None) -> list[BoardRow]:
         """The live eligible leaderboard at `since`, ranked, in the Redis store's order (a player
-        written without a last match never goes idle)."""
+        written without a last match never goes idle); `ladder` may be a board name
+        ``<ladder>@<mode>`` (`contracts.modes.board_name`): that mode's board."""
+        ladder, mode = split_board(ladder)
         gen = self._generation(ladder, None)
+        scores, active = gen.scores, gen.active
+        if mode is not None:  # a moded ladder's board of one mode: its stored ids ``<mode>@<id>``
+            scores, active = _of_mode(scores, mode), _of_mode(active, mode)
         if since is None:
-            return _ranked(gen.scores)
-        return _ranked({p: s for p, s in gen.scores.items() if gen.active.get(p, math.inf) >= since})
+            return _ranked(scores)
+        return _ranked({p: s for p, s in scores.items() if active.get(p, math.inf) >= since})
 
     async def history(self, ladder: str, player_id: str, limit: int) -> list[Event]:
         return list(self._generation(ladder, None).history.get(player_id, ()))[:limit]
@@ -409,6 +415,12 @@ def _write(gen: _Generation, write: StateWrite) -> None:
     else:
         gen.scores.pop(write.player_id, None)
         gen.active.pop(write.player_id, None)
+
+
+def _of_mode(by_id: Mapping[str, float], mode: str) -> dict[str, float]:
+    """The entries of `by_id` (by stored id) of one mode, by player id (`contracts.modes`)."""
+    head = stored_id(mode, "")
+    return {p[len(head) :]: v for p, v in by_id.items() if p.startswith(head)}
 
 
 def _ranked(scores: Mapping[str, float]) -> list[BoardRow]:

@@ -306,6 +306,9 @@ class Commit:
     #: ``leaderboard_active_days``; None: no activity rule). The commit then trims the players
     #: idle longer than that, as of its newest match, off the leaderboard (a few at a time).
     active_within: float | None = None
+    #: A ladder with modes (`contracts.modes`): every player write's id is a stored id
+    #: ``<mode>@<player id>``, ranked on its mode's leaderboard under the player id.
+    moded: bool = False
 
     def __post_init__(self) -> None:
         if self.writes and not self.markers:

@@ -54,6 +54,8 @@
 --         quality_add      per scorer, its sums' increments as field, decimal string, …
 --         quality_window   per scorer, the batch's match scores (packed), oldest first,
 --         quality_cap      pushed onto the window list, which keeps the newest quality_cap
+--         boards           nil, or (a ladder with modes) its modes in the commit, and per write
+--         board, board_ids the index of its mode's board and its id there (`rank_modes`)
 -- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
 -- (a marker exists), {'conflict', id} (a write whose stored version is not the expected
 -- one), {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'}.
@@ -265,6 +267,18 @@ local function archive(key, args, groups, B)
   redis.call('RPUSH', key(K.seasons), args.season)
 end
 
+-- A moded ladder's players (`boards`: its modes in the commit; `board`: per write the index of
+-- its mode's board; `board_ids`: per write the player id without its mode) each on their mode's
+-- board, whose keys (board, activity, running sum) are the last 3 per mode of the ladder's keys.
+local function rank_modes(key, args, players)
+  local first = args.keys - 3 * #args.boards
+  local ranked = {ids = args.board_ids, scores = args.scores, activity = args.activity, trim_since = args.trim_since}
+  for b, of in pairs(by_bucket(players, args.board)) do
+    local at = {[K.lb] = first + 3 * b - 2, [K.act] = first + 3 * b - 1, [K.meta] = first + 3 * b}
+    rank(function(n) return key(at[n] or n) end, ranked, of)
+  end
+end
+
 -- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys]. Returns its reply.
 local function commit(o, args)
   local function key(n) return KEYS[o + n] end
@@ -288,7 +302,7 @@ local function commit(o, args)
   end
   write_players(key, args, B, players)
   hset(key(K.effects), effects, args.ids, args.states, {'', HASH_TABLE})
-  rank(key, args, players)
+  if args.boards then rank_modes(key, args, players) else rank(key, args, players) end
   mark(key, args, B)
   add_quality(key, args, B)
   return {'ok'}

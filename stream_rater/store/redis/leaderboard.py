@@ -13,7 +13,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
 from stream_rater.store.base import RatingTotals
+from stream_rater.contracts.modes import split_board
 from stream_rater.store.redis.keys import BOARD_KEYS, KeyLayout
+from stream_rater.store.redis.mode_boards import BOARD_PARTS, board_suffixes
 from stream_rater.store.redis.scripts import IDLE_READ_LIMIT, TOTALS_STEP, TRIM_STEP, script_args
 from stream_rater.store.status import check_reply, text
 from stream_rater.store.values import BoardAround, BoardBehind, BoardRanks, BoardRow
@@ -84,8 +86,9 @@ class LeaderboardReads(KeyLayout):
         return trimmed
 
     async def board_entries(self, ladder: str, since: float | None) -> tuple[dict[str, float], float | None]:
+        ladder, mode = split_board(ladder)
         gen = await self._live_generation(ladder)
-        board, activity = self._gen_key(ladder, gen, "lb"), self._gen_key(ladder, gen, "act")
+        board, activity, meta = self.named_keys(ladder, gen, BOARD_PARTS, **board_suffixes(mode))
         rows: dict[str, float] = {}
         while True:  # in pages: a whole large leaderboard in one reply would block Redis
             page: list[Any] = await self.client.zrange(
@@ -94,7 +97,7 @@ class LeaderboardReads(KeyLayout):
             rows.update((text(member), float(score)) for member, score in page)
             if len(page) < TOTALS_STEP:
                 break
-        running = await self.client.hget(self._gen_key(ladder, gen, "meta"), "lb:sum")
+        running = await self.client.hget(meta, "lb:sum")
         idle = 0.0
         if since is not None:
             active: set[str] = set()
@@ -120,10 +123,13 @@ class LeaderboardReads(KeyLayout):
         """The board script's reply (see ``board.lua``) on the live generation's `board` (a key
         suffix), in one round trip: the script checks the cached live generation and says which
         one is live when another is (then the call is made again). `BoardBehind` for a read
-        with too many idle players left to skip."""
+        with too many idle players left to skip. `ladder` may be a board name ``<ladder>@<mode>``:
+        that mode's board (`store.redis.mode_boards`)."""
+        name = ladder
         while True:
+            ladder, mode = split_board(name)
             gen = self._live.get(ladder, 0)
-            keys = self.named_keys(ladder, gen, BOARD_KEYS, lb=board)
+            keys = self.named_keys(ladder, gen, BOARD_KEYS, **board_suffixes(mode, board))
             arg = script_args(limit=IDLE_READ_LIMIT, generation=gen, mode="live", **fields)
             reply: list[Any] = await self._board_script(keys=keys, args=[arg])
             self.round_trips += 1

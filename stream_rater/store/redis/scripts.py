@@ -12,7 +12,7 @@ finds another one says so and the client retries with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
@@ -165,10 +165,11 @@ def commit_args(
     buckets: Buckets,
     history_cap: int,
     trim_since: float | None = None,
+    boards: Mapping[str, Any] | None = None,
 ) -> bytes:
     """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
     described in ``commit.lua``); histories keep `history_cap` entries; players idle since
-    `trim_since` leave the leaderboard."""
+    `trim_since` leave the leaderboard; `boards`, a moded ladder's (`mode_boards`)."""
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     forms = StoredForms(ladder)
@@ -211,6 +212,7 @@ def commit_args(
         quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
         quality_cap=QUALITY_WINDOW,
         trim_since=trim_since,
+        **(boards or {}),
     )
 
 

@@ -35,6 +35,7 @@ from stream_rater.store.redis.keys import (
     marker_slots,
 )
 from stream_rater.store.redis.leaderboard import LeaderboardReads
+from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
     COMMIT_SCRIPT,
@@ -165,7 +166,11 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         now = self.clock()
         buckets = Buckets.of(commit, now, self.marker_ttl)
         keys = self.commit_keys(ladder, gen, buckets.keys(), commit.season, commit.quality)
-        return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit, trim_since(commit, now))
+        boards = mode_boards(self, ladder, gen, commit)  # a moded ladder's: last, after the others
+        keys += boards[0]
+        return keys, commit_args(
+            commit, len(keys), gen, buckets, self.history_limit, trim_since(commit, now), boards[1]
+        )
 
     async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
         """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each

@@ -4,49 +4,20 @@ rates with its own parameters, and live quality is kept per mode."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
-from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import MatchFinished, Player, Team
+from stream_rater.contracts import MatchFinished
 from stream_rater.processor import Processor
 from stream_rater.processor.modes import mode_scorer
 from stream_rater.processor.quality import LIVE
 from stream_rater.rating.base import Rating
 from stream_rater.rating.modes import first_in_mode
 from stream_rater.store.memory import MemoryStore
+from tests.unit.moding import arena, arena_ladders, mixed, moded
 from tests.unit.processing import fixed_clock
 
-ARENA = Ladder(
-    "arena",
-    "trueskill",
-    {"mode_coupling": 0.6, "draw_probability": 0.1},
-    modes={"duel": {"draw_probability": 0.02}, "ffa": {}, "team": {}},
-)
-LADDERS = Ladders([ARENA])
-
-
-def moded(mid: str, mode: str, *teams: Sequence[str], at: float = 1_000_000.0) -> MatchFinished:
-    return MatchFinished(
-        mid,
-        "arena",
-        at,
-        tuple(Team(tuple(Player(p) for p in team), rank=float(r)) for r, team in enumerate(teams, 1)),
-        mode=mode,
-    )
-
-
-def mixed(n: int, seed: int = 7) -> list[MatchFinished]:
-    """`n` matches of every mode among 12 players, who cross between the modes."""
-    rng = random.Random(seed)
-    players = [f"p{i}" for i in range(12)]
-    out = []
-    for i in range(n):
-        mode = rng.choice(["duel", "ffa", "team"])
-        picked = rng.sample(players, {"duel": 2, "ffa": 4, "team": 4}[mode])
-        teams = [picked[:2], picked[2:]] if mode == "team" else [[p] for p in picked]
-        out.append(moded(f"m{i}", mode, *teams, at=1_000_000.0 + i))
-    return out
+ARENA = arena()
+LADDERS = arena_ladders()
 
 
 async def run(matches: Sequence[MatchFinished], sizes: Sequence[int]) -> tuple[MemoryStore, list]:
