@@ -40,9 +40,8 @@ Shadows (`Ladder.shadows`; README "Shadow models"), in the file only: ``[ladders
 with a model and its parameters (the live ladder's rules inherited) is the internal ladder
 ``L~S`` (`shadow_name`), rated beside L, never published nor named by an event.
 
-Modes (`config.modes`; issue 48), in the file only: ``[ladders.L.modes.M]`` with overrides of
-the ladder's model parameters, and the ladder's ``mode_coupling`` and ``default_mode``. A
-shadow of a moded ladder has the same modes (and may set its own ``mode_coupling``).
+Modes (`config.modes`; issue 48), in the file only: ``[ladders.L.modes.M]``; a shadow of a
+moded ladder has its modes.
 
 ``calibration`` (``"temperature:T"``, ``"platt:a,b"`` and/or ``"draw:e"``, `rating.calibration`;
 ``stream-rater tune --calibrate`` prints the line) maps the model's predicted win and draw
@@ -65,7 +64,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
-from stream_rater.config.modes import MODE_PARAMS, ModeError, check_mode_params, coupling, mode_tables
+from stream_rater.config import modes as moding
+from stream_rater.config.modes import LadderConfigError, ModedLadder
 from stream_rater.config.param_text import parse_param, parse_value
 from stream_rater.config.rules import RULE_PARAMS, RuleError, Rules
 from stream_rater.config.settings import ENV_PREFIX
@@ -93,14 +93,10 @@ DEFAULT_MODEL = "trueskill"
 #: Between a ladder's name and its shadow's in the shadow's internal ladder name.
 SHADOW_SEPARATOR = "~"
 #: Ladder parameters that are neither the model's nor rules, with their defaults.
-LADDER_PARAMS: dict[str, Any] = {"calibration": None, **MODE_PARAMS}
+LADDER_PARAMS: dict[str, Any] = {"calibration": None, **moding.MODE_PARAMS}
 
 _T = TypeVar("_T")
 _REQUIRED: Any = object()
-
-
-class LadderConfigError(ValueError):
-    """Ladder configuration that cannot be used; the message says where and why."""
 
 
 class UnknownLadderError(KeyError):
@@ -119,8 +115,8 @@ class UnknownLadderError(KeyError):
 
 
 @dataclass(frozen=True)
-class Ladder:
-    """A rating pool: its name, model name and model parameters (read-only)."""
+class Ladder(ModedLadder):
+    """A rating pool: its name, model name and model parameters (read-only), its modes."""
 
     name: str
     model: str
@@ -162,32 +158,6 @@ class Ladder:
     def rules(self) -> Rules:
         """The ladder's rules (`config.rules`), from its rule parameters."""
         return Rules.of(self.params)
-
-    @property
-    def default_mode(self) -> str | None:
-        """The mode of a match that names none (None: it must name one; `config.modes`)."""
-        mode: str | None = self.params.get("default_mode")
-        return mode
-
-    @property
-    def mode_coupling(self) -> float:
-        """ρ of `rating.modes.first_in_mode` for this ladder's modes."""
-        return coupling(self.params)
-
-    def mode_ladder(self, mode: str) -> Ladder:
-        """This ladder as `mode` rates: same name, its parameters then the mode's overrides
-        (so its own model instance), no modes or shadows; built once per mode."""
-        found = self._mode_ladders.get(mode)
-        if found is None:
-            found = Ladder(
-                self.name, self.model, {**self.params, **self.modes[mode]}, shadow_of=self.shadow_of
-            )
-            self._mode_ladders[mode] = found
-        return found
-
-    @cached_property
-    def _mode_ladders(self) -> dict[str, Ladder]:
-        return {}
 
 
 def model_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -385,11 +355,7 @@ def _build(name: str, source: _Source, shadow_of: str | None = None) -> Ladder:
                 f"(allowed: {', '.join(sorted(allowed))})"
             )
         params[actual] = param.value
-    modes = _modes(source)
-    try:
-        check_mode_params(name, params, modes, source.where)
-    except ModeError as e:
-        raise LadderConfigError(str(e)) from e
+    modes = moding.mode_overrides(name, source.modes, source.model, params, source.where)
     shadows = tuple(_shadow(name, s, source, params) for s in source.shadows.items())
     ladder = Ladder(name, source.model, params, shadows, shadow_of, modes)
     try:
@@ -398,38 +364,16 @@ def _build(name: str, source: _Source, shadow_of: str | None = None) -> Ladder:
             raise RuleError(f"party_effects: model {source.model!r} does not support effects")
     except (ValueError, TypeError, RuleError) as e:
         raise LadderConfigError(f"{source.where}: {e}") from e
-    for mode, overrides in source.modes.items():
-        try:
-            ladder.mode_ladder(mode).rating_model  # noqa: B018 -- a bad override raises here
-        except (ValueError, TypeError) as e:
-            first = next(iter(overrides.values()), (None, source.where))[1]
-            raise LadderConfigError(f"{first}: mode {mode!r}: {e}") from e
+    moding.check_mode_models(ladder, source.modes, source.where)
     return ladder
-
-
-def _modes(source: _Source) -> dict[str, dict[str, Any]]:
-    """The mode overrides of `source`, each a parameter of its model (`config.modes`)."""
-    allowed = registry.model_parameters(source.model or DEFAULT_MODEL)
-    modes: dict[str, dict[str, Any]] = {}
-    for mode, overrides in source.modes.items():
-        modes[mode] = {}
-        for key, (value, where) in overrides.items():
-            if key not in allowed:
-                raise LadderConfigError(
-                    f"{where}: model {source.model!r} has no parameter {key!r} "
-                    f"(a mode overrides model parameters: {', '.join(sorted(allowed))})"
-                )
-            modes[mode][key] = value
-    return modes
 
 
 def _shadow(name: str, shadow: tuple[str, _Source], live: _Source, params: dict[str, Any]) -> Ladder:
     """Shadow `shadow` (name, source) of ladder `name`, which inherits the rules among the
     live ladder's `params` it does not set itself (so both rate the same matches)."""
     sname, source = shadow
-    for rule in (RULE_PARAMS.keys() | MODE_PARAMS.keys()) & params.keys() - source.params.keys():
+    for rule in (RULE_PARAMS.keys() | moding.MODE_PARAMS.keys()) & params.keys() - source.params.keys():
         source.params[rule] = _Param(params[rule], live.where, ignore_case=False)
-    # the live ladder's modes, with its overrides where the shadow's model is the same
     source.modes = {m: (o if source.model == live.model else {}) for m, o in live.modes.items()}
     return _build(shadow_name(name, sname), source, shadow_of=name)
 
@@ -479,22 +423,14 @@ def _read_toml(path: str) -> dict[str, _Source]:
         if not isinstance(table, dict):
             raise LadderConfigError(f"{here}: must be a table")
         sources[name] = source = _table_source(header, table, where)
-        try:
-            source.modes = mode_tables(header, table.get("modes", {}), where)
-        except ModeError as e:
-            raise LadderConfigError(str(e)) from None
+        source.modes = moding.mode_tables(header, table.get("modes", {}), where)
         shadows = table.get("shadows", {})
         if not isinstance(shadows, dict):
             raise LadderConfigError(f"{where(header, 'shadows')}: [{header}] shadows: must be a table")
         for shadow, shadow_table in shadows.items():
             sub = f"{header}.shadows.{shadow}"
             problem = _name_problem(shadow)
-            if (
-                problem
-                or not isinstance(shadow_table, dict)
-                or "shadows" in shadow_table
-                or "modes" in shadow_table
-            ):
+            if problem or not isinstance(shadow_table, dict) or shadow_table.keys() & {"shadows", "modes"}:
                 why = problem or "must be a table of a model and its parameters"
                 raise LadderConfigError(f"{where(sub)}: [{sub}]: {why.replace('ladder name', 'shadow name')}")
             source.shadows[shadow] = _table_source(sub, shadow_table, where)

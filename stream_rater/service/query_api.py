@@ -46,8 +46,10 @@ from aiohttp import web
 from stream_rater.config.ladders import Ladder
 from stream_rater.explain import explain_match
 from stream_rater.processor import quality
+from stream_rater.processor.modes import mode_scorer
 from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
 from stream_rater.service.api_docs import docs_routes
+from stream_rater.service.mode_reads import mode_queries, queries_mode
 from stream_rater.store import BoardAround, BoardBehind, BoardRanks, Lookup, ReadStore, Snapshot
 from stream_rater.store.base import Generations
 
@@ -64,7 +66,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
     queries = copy.copy(queries)
     queries.store = BatchedReads(queries.store)
 
-    def answering(ask: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]) -> Handler:
+    def answering(ask: Callable[[Queries, str, dict[str, Any]], Awaitable[dict[str, Any]]]) -> Handler:
         async def handle(request: web.Request) -> web.Response:
             try:
                 body = orjson.loads(await request.read() or b"null")
@@ -74,7 +76,8 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
                 return _json({"error": f"body: {exc.text}"}, 413)
             if not isinstance(body, dict):
                 return _json({"error": "body: must be a JSON object"}, 400)
-            return await _reply(ask(request.match_info["ladder"], body))
+            ladder = request.match_info["ladder"]
+            return await _reply(_in_mode(queries, request, lambda q: ask(q, ladder, body)))
 
         return handle
 
@@ -82,9 +85,9 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         return _json(queries.ladder_list())
 
     async def history(request: web.Request) -> web.Response:
-        ladder, player = request.match_info["ladder"], request.match_info["player"]
-        query = request.query
-        return await _reply(queries.history(ladder, player, query.get("limit"), query.get("before")))
+        ladder, player, query = request.match_info["ladder"], request.match_info["player"], request.query
+        limit, before = query.get("limit"), query.get("before")
+        return await _reply(_in_mode(queries, request, lambda q: q.history(ladder, player, limit, before)))
 
     return [
         web.get("/api/ladders", ladder_list),
@@ -93,12 +96,12 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         *_judging_routes(queries),
         web.post(
             "/api/ladders/{ladder}/players",
-            answering(lambda ladder, b: queries.players(ladder, b.get("players"), clock())),
+            answering(lambda q, ladder, b: q.players(ladder, b.get("players"), clock())),
         ),
         web.post(
             "/api/ladders/{ladder}/predict",
             answering(
-                lambda ladder, b: queries.predict(
+                lambda q, ladder, b: q.predict(
                     ladder, b.get("teams"), clock(), b.get("rankings", False), b.get("parties")
                 )
             ),
@@ -106,7 +109,7 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
         web.post(
             "/api/ladders/{ladder}/balance",
             answering(
-                lambda ladder, b: queries.balance(
+                lambda q, ladder, b: q.balance(
                     ladder, b.get("players"), b.get("team_sizes"), clock(), b.get("parties")
                 )
             ),
@@ -116,12 +119,21 @@ def query_routes(queries: Queries, clock: Callable[[], float] = time.time) -> li
     ]
 
 
+async def _in_mode(
+    queries: Queries, request: web.Request, ask: Callable[[Queries], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    """`ask` of `queries` in the request's ``?mode=`` (`mode_reads`; issue 48)."""
+    return await ask(mode_queries(queries, request.match_info["ladder"], request.query))
+
+
 def _leaderboard(boards: BoardCache, clock: Callable[[], float]) -> Handler:
     """``…/leaderboard``: the answer with its ETag, or 304 when ``If-None-Match`` names it."""
 
     async def handle(request: web.Request) -> web.Response:
         try:
-            body, etag = await boards.answer(request.match_info["ladder"], request.query, clock())
+            ladder = request.match_info["ladder"]
+            asked = mode_queries(boards.queries, ladder, request.query)
+            body, etag = await boards.answer(ladder, request.query, clock(), asked)
         except (QueryError, BoardBehind) as exc:
             return _refused(exc)
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
@@ -134,34 +146,42 @@ def _leaderboard(boards: BoardCache, clock: Callable[[], float]) -> Handler:
 
 def _judging_routes(queries: Queries) -> list[web.RouteDef]:
     """The routes that judge ratings: a ladder's live prediction quality, a match explained."""
-    store = queries.store
     return [
         web.get(
             "/api/ladders/{ladder}/quality",
-            _of_ladder(queries, lambda ladder, r: quality_of(store, ladder, r.query)),
+            _of_ladder(
+                queries, lambda q, ladder, r: quality_of(q.store, ladder, r.query), default_mode=False
+            ),
         ),
         web.get(
             "/api/ladders/{ladder}/matches/{match_id}",
             _of_ladder(
                 queries,
-                lambda ladder, r: explain_match(
-                    store, ladder, r.match_info["match_id"], queries.history_limit, queries.archive
+                lambda q, ladder, r: explain_match(
+                    q.store, ladder, r.match_info["match_id"], q.history_limit, q.archive
                 ),
             ),
         ),
     ]
 
 
-def _of_ladder(queries: Queries, ask: Callable[[Ladder, web.Request], Awaitable[dict[str, Any]]]) -> Handler:
+def _of_ladder(
+    queries: Queries,
+    ask: Callable[[Queries, Ladder, web.Request], Awaitable[dict[str, Any]]],
+    default_mode: bool = True,
+) -> Handler:
     """A GET handler answering `ask` of the request's configured ladder (404 if unknown; a
-    `QueryError` answered with its status)."""
+    `QueryError` answered with its status), in the request's mode (`mode_reads`; without
+    `default_mode` a moded ladder's read naming no mode is of the whole ladder)."""
 
     async def handle(request: web.Request) -> web.Response:
         try:
-            ladder = ladder_of(queries.ladders, request.match_info["ladder"])
+            name = request.match_info["ladder"]
+            asked = mode_queries(queries, name, request.query, default=default_mode)
+            ladder = ladder_of(asked.ladders, name)
         except QueryError as exc:
             return _json({"error": str(exc)}, exc.status)
-        return await _reply(ask(ladder, request))
+        return await _reply(ask(asked, ladder, request))
 
     return handle
 
@@ -292,15 +312,20 @@ class BoardCache:
         self.size = size
         self._answers: OrderedDict[tuple[str, ...], tuple[Any, bytes, str]] = OrderedDict()
 
-    async def answer(self, ladder: str, query: Mapping[str, str], now: float) -> tuple[bytes, str]:
-        """The JSON answer of the leaderboard `query` and its ETag; `QueryError` as `_board`."""
-        key = (ladder, *sorted(f"{k}={v}" for k, v in query.items()))
-        version = None if "around" in query else await self.queries.board_version(ladder, "season" in query)
+    async def answer(
+        self, ladder: str, query: Mapping[str, str], now: float, queries: Queries | None = None
+    ) -> tuple[bytes, str]:
+        """The JSON answer of the leaderboard `query` and its ETag, asked of `queries` (a
+        mode's, `mode_reads`; default this cache's); `QueryError` as `_board`."""
+        queries = self.queries if queries is None else queries
+        mode = f"mode={queries_mode(queries)}"
+        key = (ladder, *sorted(f"{k}={v}" for k, v in query.items() if k != "mode"), mode)
+        version = None if "around" in query else await queries.board_version(ladder, "season" in query)
         cached = self._answers.get(key)
         if version is not None and cached is not None and cached[0] == version:
             self._answers.move_to_end(key)
             return cached[1], cached[2]
-        body = _dumps(await _board(self.queries, ladder, query, now))
+        body = _dumps(await _board(queries, ladder, query, now))
         etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
         if version is not None:
             self._answers[key] = (version, body, etag)
@@ -354,7 +379,8 @@ async def quality_of(store: ReadStore, ladder: Ladder, query: Mapping[str, str])
     (``scorer``, default ``live``), cumulative and over the ``last`` N matches (1 to
     `quality.WINDOW`; absent: not asked), these also in consecutive stretches (``over_time``);
     and the same of each of its shadow models (``shadows``, by name), scored in their own keys."""
-    scorer = query.get("scorer", quality.LIVE)
+    mode = query.get("mode")
+    scorer = query.get("scorer", quality.LIVE if mode is None else mode_scorer(mode))
     raw = query.get("last")
     last = 0
     if raw is not None:
