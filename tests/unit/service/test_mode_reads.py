@@ -5,12 +5,13 @@ ladder does not have a 404, a moded ladder read without a mode (and no default) 
 from __future__ import annotations
 
 import pytest
+import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.processor import Processor
 from stream_rater.queries import Queries
-from stream_rater.service.query_api import serve_app
+from stream_rater.service.query_api import OPENAPI, serve_app
 from stream_rater.store.memory import MemoryStore
 from tests.unit.moding import arena, moded
 from tests.unit.processing import fixed_clock
@@ -87,3 +88,19 @@ async def test_bad_modes_get_their_status(client, path, status, says):
 async def test_a_bad_mode_on_a_post_is_refused_too(client):
     response = await client.post("/api/ladders/arena/predict?mode=ctf", json={"teams": [["ann"], ["bob"]]})
     assert response.status == 404
+
+
+def test_the_openapi_contract_gives_every_per_mode_read_its_mode():
+    paths = yaml.safe_load(OPENAPI.read_text())["paths"]
+    moded = {
+        ("/api/ladders/{ladder}/players", "post"),
+        ("/api/ladders/{ladder}/leaderboard", "get"),
+        ("/api/ladders/{ladder}/predict", "post"),
+        ("/api/ladders/{ladder}/balance", "post"),
+        ("/api/ladders/{ladder}/players/{player}", "get"),
+        ("/api/ladders/{ladder}/matches/{match_id}", "get"),
+        ("/api/ladders/{ladder}/quality", "get"),
+    }
+    for path, method in moded:
+        names = {p.get("name") or p["$ref"].rsplit("/", 1)[1] for p in paths[path][method]["parameters"]}
+        assert "mode" in names, path
