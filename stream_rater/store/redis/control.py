@@ -121,7 +121,7 @@ class RerateControl(KeyLayout):
             patterns = [self._gen_key(ladder, generation, "*")]
             keys = []
         else:
-            kinds = ("players", "mk", "lb:season", "q", "qw")
+            kinds = ("players", "mk", "lb:season", "q", "qw", "m")  # m: a moded ladder's boards
             patterns = [self._key(ladder, f"{kind}:*") for kind in kinds]
             keys = [self._key(ladder, k) for k in ("effects", "lb", "meta", "act", "seasons", "unproduced")]
         for pattern in patterns:
