@@ -12,8 +12,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
-from stream_rater.store.base import RatingTotals
 from stream_rater.contracts.modes import split_board
+from stream_rater.store.base import RatingTotals
 from stream_rater.store.redis.keys import BOARD_KEYS, KeyLayout
 from stream_rater.store.redis.mode_boards import BOARD_PARTS, board_suffixes
 from stream_rater.store.redis.scripts import IDLE_READ_LIMIT, TOTALS_STEP, TRIM_STEP, script_args

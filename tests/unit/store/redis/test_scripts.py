@@ -3,6 +3,7 @@ the client sends, and every status a script answers is in the one refusal table.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from importlib.resources import files
 
@@ -20,6 +21,7 @@ from stream_rater.store.base import (
     StateWrite,
 )
 from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout
+from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import Buckets, commit_args, key_header
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 
@@ -53,7 +55,12 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
             strict_map_key=False,
         ).items()
     }
-    assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed)
+    moded = dataclasses.replace(commit, writes=[commit.writes[0]._replace(player_id="duel@a")], moded=True)
+    boards = mode_boards(KeyLayout(), "L", 0, moded)[1]  # a ladder with modes: its boards' fields too
+    args = commit_args(moded, 15, 0, Buckets.of(moded, 1000.0, 60), 100, None, boards)
+    fields = {k.decode() for k in msgpack.unpackb(args, raw=True, strict_map_key=False)}
+    assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed) | fields
+    assert fields - set(packed) == {"boards", "board", "board_ids"}
     assert packed["positions"] == {0: 7} and packed["unproduced_at"] == [1] and packed["mode"] == b"live"
 
 
