@@ -6,10 +6,12 @@ from dataclasses import replace
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.kafka import LadderHistory
-from stream_rater.offline.verify import VerifyReport, compare, differences
+from stream_rater.offline.verify import VerifyReport, board_differences, compare, differences
 from stream_rater.processor import Processor
 from stream_rater.store import PlayerState
 from stream_rater.store.memory import MemoryStore
+from tests.unit.moding import arena, arena_ladders, mixed
+from tests.unit.processing import fixed_clock
 from tests.unit.shadowing import SHADOWED, duels
 
 GLICKO2 = PlayerState(1500.0, 200.0, 3, 1_700_000_000.0, 3, extra=0.06)
@@ -85,3 +87,15 @@ async def test_compare_checks_each_shadow_and_names_the_one_that_differs() -> No
         assert report.shadows == ["duel~elo", "duel~wide"]
     assert report.differences[0].line().startswith("shadow wide: player ")
     assert "(shadows duel~elo, duel~wide included)" in report.lines()[-1]
+
+
+async def test_each_modes_board_is_checked_and_a_drifted_row_is_named():
+    """A ladder with modes (issue 48): each mode's board against its mode's states, a drifted
+    row named by its stored id."""
+    store = MemoryStore()
+    await Processor(arena_ladders(), store, clock=fixed_clock).process(mixed(40))
+    states = await store.players("arena")
+    assert await board_differences(store, arena(), states, fixed_clock(), 1e-9) == []
+    store._generation("arena", None).scores["ffa@p3"] += 1.0  # the board row drifts from the state
+    found = await board_differences(store, arena(), states, fixed_clock(), 1e-9)
+    assert [d.player_id for d in found] == ["ffa@p3"]
