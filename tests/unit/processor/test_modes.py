@@ -5,7 +5,9 @@ rates with its own parameters, and live quality is kept per mode."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished
 from stream_rater.processor import Processor
 from stream_rater.processor.modes import mode_scorer
@@ -81,3 +83,18 @@ async def test_live_quality_is_kept_per_mode_and_for_the_ladder():
     for mode, n in counts.items():
         _, window = await store.quality("arena", mode_scorer(mode), 100)
         assert len(window) == n
+
+
+async def test_a_shadow_tries_another_coupling_and_leaves_the_live_ladder_as_it_is():
+    wide = Ladder("arena~wide", "trueskill", {"mode_coupling": 1.0}, shadow_of="arena", modes=ARENA.modes)
+    shadowed = Ladders([replace(ARENA, shadows=(wide,))])
+    matches = mixed(60)
+    store, events = MemoryStore(), []
+    processor = Processor(shadowed, store, clock=fixed_clock)
+    for lo in range(0, len(matches), 8):
+        events += (await processor.process(matches[lo : lo + 8])).events
+    plain, plain_events = await run(matches, [8])
+    assert events == plain_events and await store.players("arena") == await plain.players("arena")
+    shadow = await store.players("arena~wide")
+    assert shadow.keys() == (await plain.players("arena")).keys()
+    assert shadow != await plain.players("arena")  # ρ = 1 against 0.6: other first-in-mode priors
