@@ -80,13 +80,17 @@ def refuses_only_unstated_rules(ctx: Any, response: Any, case: Any) -> bool | No
 @schemathesis.check
 def not_found_only_for_an_unknown_player(ctx: Any, response: Any, case: Any) -> bool | None:
     """A 404 to schema-valid data from the leaderboard must be ``around`` a player the ladder
-    has never seen (a history or a match the ladder has no trace of is 404 as documented)."""
+    has never seen (a history or a match the ladder has no trace of is 404 as documented), or
+    for a ``mode`` the ladder does not have — the only 404 of players, predict, balance and
+    quality."""
     if case.meta is None or not case.meta.generation.mode.is_positive or response.status_code != 404:
-        return None
-    if not case.path.endswith("/leaderboard"):
         return None
     if "mode" in (case.query or {}) and response.json().get("error", "").startswith("mode: "):
         return None  # a mode of a ladder without modes (issue 48), documented as 404
+    if case.path.endswith(("/players", "/predict", "/balance", "/quality")):
+        raise AssertionError(f"schema-valid request not found: {response.text}")
+    if not case.path.endswith("/leaderboard"):
+        return None
     around = (case.query or {}).get("around")
     if (
         around is None

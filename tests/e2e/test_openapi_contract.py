@@ -36,6 +36,8 @@ pytestmark = pytest.mark.e2e
 HOOKS = Path(__file__).with_name("openapi_hooks.py")
 #: Duels replayed into each ladder (ids m0 … m59).
 MATCHES = 60
+#: The modes of the TrueSkill ladder (issue 48): its matches are in the first, its default.
+MODES = ["duel", "team"]
 #: Test cases per operation and phase: a few hundred requests in all, some seconds.
 MAX_EXAMPLES = 100
 
@@ -65,11 +67,14 @@ def example_players(spec: dict[str, Any]) -> list[str]:
 
 def rated_ladders(tmp_path: Path, redis_url: str, prefix: str) -> list[str]:
     """Two ladders replayed into the store, a time-scaled TrueSkill one (σ grows while idle)
-    and an Elo one (no σ), each with 60 duels among the example players."""
+    with modes (`MODES`, its matches in the default one) and an Elo one (no σ, no modes), each
+    with 60 duels among the example players."""
     ladders = [f"{prefix}-trueskill", f"{prefix}-elo"]
     (tmp_path / "ladders.toml").write_text(
-        f'[ladders.{ladders[0]}]\nmodel = "trueskill"\ntime_tau = 0.01\ntime_unit = "days"\n\n'
-        f'[ladders.{ladders[1]}]\nmodel = "elo"\n'
+        f'[ladders.{ladders[0]}]\nmodel = "trueskill"\ntime_tau = 0.01\ntime_unit = "days"\n'
+        f'default_mode = "{MODES[0]}"\n\n'
+        + "".join(f"[ladders.{ladders[0]}.modes.{mode}]\n" for mode in MODES)
+        + f'\n[ladders.{ladders[1]}]\nmodel = "elo"\n'
     )
     players = example_players(yaml.safe_load(OPENAPI.read_text()))
     rng = random.Random(7)
@@ -105,18 +110,21 @@ def schemathesis_config(ladders: list[str], players: list[str]) -> str:
     seen or does not rank, and 304 to an ``If-None-Match`` that names its answer (``*`` does:
     `openapi_hooks` checks it); any warning (such as every request answered 404) fails the run. A
     match id is one of the replayed matches' (`MATCHES`), and a schema-valid one the ladder
-    never applied is rightly 404."""
+    never applied is rightly 404. Any read may answer 404 to a ``mode`` (the Elo ladder has
+    none; the TrueSkill one has `MODES`), which `openapi_hooks` checks says so."""
     return f"""
 [dictionaries]
 ladders = {{values = {json.dumps(ladders)}}}
 players = {{values = {json.dumps(players)}}}
 matches = {{values = {json.dumps([f"m{i}" for i in range(MATCHES)])}}}
+modes = {{values = {json.dumps(MODES)}}}
 
 [parameters]
 "path.ladder" = {{dictionary = "ladders"}}
 "path.player" = {{dictionary = "players"}}
 "path.match_id" = {{dictionary = "matches"}}
 "query.around" = {{dictionary = "players"}}
+"query.mode" = {{dictionary = "modes"}}
 
 [warnings]
 fail-on = true
@@ -129,7 +137,11 @@ expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "41
 
 [[operations]]
 include-path-regex = "/(predict|balance)$"
-checks.positive_data_acceptance.expected-statuses = ["200", "400", "413"]
+checks.positive_data_acceptance.expected-statuses = ["200", "400", "404", "413"]
+
+[[operations]]
+include-path-regex = "/(players|quality)$"
+checks.positive_data_acceptance.expected-statuses = ["200", "404", "413"]
 
 [[operations]]
 include-path-regex = "/(players/[^/]+|matches/.*)$"
