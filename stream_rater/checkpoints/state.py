@@ -21,6 +21,7 @@ from typing import Any
 
 from stream_rater.checkpoints.format import Checkpoint, LadderState
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts.modes import split_stored
 from stream_rater.processor.quality import LIVE
 from stream_rater.rating.base import Rating
 from stream_rater.store.base import Commit, PlayerState, StateStore, StateWrite
@@ -64,7 +65,10 @@ def seedable(checkpoint: Checkpoint) -> bool:
 
 
 def _write(ladder: Ladder, pid: str, state: PlayerState, tracks: bool) -> StateWrite:
-    """A new player's write of `state` with the leaderboard entry the planner gives it."""
+    """A new player's write of `state` with the leaderboard entry the planner gives it (on a
+    ladder with modes, `pid` is a stored id ``<mode>@<id>``: its mode's display rating)."""
+    if ladder.modes:
+        ladder = ladder.mode_ladder(split_stored(pid)[0])
     model, rules = ladder.rating_model, ladder.rules
     rating = model.display(Rating(state.mu, state.sigma, state.extra))
     ranked = not rules.filters_leaderboard or rules.qualifies(state.games, state.sigma)
@@ -96,6 +100,7 @@ def _commits(
                 generation=generation,
                 quality=state.quality if i == 0 else {},
                 active_within=ladder.rules.active_within(),
+                moded=bool(ladder.modes),
             )
         )
     return commits

@@ -313,6 +313,7 @@ def ladders_of(args: argparse.Namespace) -> Ladders:
         name,
         model or (base.model if base else DEFAULT_MODEL),
         {**(base.params if keep and base else {}), **params},
+        modes=base.modes if keep and base else {},
     )
     try:
         check_params(ladder.model, ladder.params)  # a bad parameter fails before any input is read

@@ -7,8 +7,15 @@ from typing import Any
 
 import pytest
 
+from stream_rater.checkpoints import Replica
+from stream_rater.checkpoints.state import seed
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.contracts.modes import board_name
 from stream_rater.corrections.rerate import Correction, Rerate
+from stream_rater.processor import Processor
+from stream_rater.store.memory import MemoryStore
 from tests.unit.checkpoints.support import LADDERS, checkpoint_at, entries, exact, replayed
+from tests.unit.moding import mixed
 
 
 class Topic:
@@ -69,3 +76,30 @@ async def test_a_redelivery_of_a_match_before_the_checkpoint_stays_a_duplicate_w
 
 async def _discard(events: Any) -> None:
     return None
+
+
+async def test_a_moded_ladder_seeded_from_a_checkpoint_has_each_modes_board():
+    """A ladder with modes (issue 48): the seeded states keep their stored ids, and each is
+    ranked on its mode's board by its mode's display rating (``k`` differs by mode), in
+    commits the store knows are moded, as the processor's."""
+    modes = {"duel": {"k": 2.0}, "ffa": {}, "team": {}}
+    ladders = Ladders([Ladder("arena", "trueskill", {"mode_coupling": 0.6}, modes=modes)])
+    history = [(m, (0, i)) for i, m in enumerate(mixed(60))]
+    live = MemoryStore()
+    await Processor(ladders, live).process([m for m, _ in history], [w for _, w in history])
+    replica = await Replica(ladders, "arena").open()
+    await replica.apply(history)
+    seeded, commits = MemoryStore(), []
+    commit_many = seeded.commit_many
+
+    async def recorded(batch: Any) -> Any:
+        commits.extend(batch)
+        return await commit_many(batch)
+
+    seeded.commit_many = recorded  # type: ignore[method-assign]
+    await seed(seeded, ladders, await replica.checkpoint(), None)
+    assert commits and all(c.moded for c in commits)
+    assert exact(await seeded.players("arena")) == exact(await live.players("arena"))
+    for mode in modes:
+        board = board_name("arena", mode)
+        assert await seeded.board_top(board, 50, None) == await live.board_top(board, 50, None) != []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from stream_rater.cli import build_parser
-from stream_rater.cli.common import settings_of
+from stream_rater.cli.common import ladders_of, settings_of
 from stream_rater.config.settings import env_name, secret_names
 
 #: Each command that starts an embedded broker, and the attribute its choice lands in.
@@ -53,3 +55,12 @@ def test_a_secret_flag_has_a_file_form(tmp_path, monkeypatch):
         ["ratings", "--store", "memory", "--redis-password-file", str(tmp_path / "pw")]
     )
     assert settings_of(args).redis_password == "from-a-file"
+
+
+def test_param_overrides_keep_a_ladders_modes(tmp_path):
+    """``--param`` on a ladder with modes (issue 48) keeps its modes, so its events still parse."""
+    path = tmp_path / "ladders.toml"
+    path.write_text('[ladders.arena]\nmodel = "trueskill"\n\n[ladders.arena.modes.duel]\n')
+    args = argparse.Namespace(ladders_file=str(path), ladder="arena", model=None, param=["beta=5.0"])
+    arena = ladders_of(args)["arena"]
+    assert arena.params["beta"] == 5.0 and list(arena.modes) == ["duel"]
