@@ -3,7 +3,7 @@ rank only eligible players (README "Ladder rules"), beside plain Redis reads of 
 without rules, in the same run.
 
 A local Redis is started for the run and an Elo ladder of `players` players is loaded through
-the store's own commit script (10,000 players per commit), with the rules ``provisional_games =
+the store's own commit script (10,000 players per commit), with the rules ``leaderboard_min_games =
 10`` and ``leaderboard_active_days = 7``: each player has 1–60 games, a rating drawn from
 N(1500, 200²) and a last match in the 28 days before the read; the best `IDLE_TOP` players the
 rules would rank have all been idle for more than 7 days (a season's stars who stopped playing).
@@ -46,7 +46,7 @@ from stream_rater.store.redis import RedisStore, ladder_key
 
 #: The read's clock (and the store's, so that the commits trim as of it).
 NOW = 1_800_000_000.0
-RULES: dict[str, Any] = {"provisional_games": 10, "leaderboard_active_days": 7}
+RULES: dict[str, Any] = {"leaderboard_min_games": 10, "leaderboard_active_days": 7}
 #: Players written per commit while loading.
 CHUNK = 10_000
 #: Ranked players idle at the top of the ladder.
@@ -66,7 +66,7 @@ def players_of(n: int, rng: random.Random) -> list[tuple[str, PlayerState]]:
         last = NOW - rng.uniform(0.0, 28.0) * DAY
         states.append((f"p{i}", PlayerState(rng.gauss(1500.0, 200.0), None, games, last, 1)))
     ranked = sorted(
-        (s.mu, pid, k) for k, (pid, s) in enumerate(states) if s.games >= RULES["provisional_games"]
+        (s.mu, pid, k) for k, (pid, s) in enumerate(states) if s.games >= RULES["leaderboard_min_games"]
     )
     for _, _, k in ranked[-IDLE_TOP:]:
         pid, s = states[k]
@@ -138,7 +138,7 @@ async def measure(redis_url: str, players: int, repeat: int) -> dict[str, Any]:
         eligible = (await store.rating_totals(LADDER, since)).ranked
         report["eligible"] = eligible
         report["ranked_idle"] = sum(
-            s.games >= RULES["provisional_games"] and (s.last_played or NOW) < since for _, s in states
+            s.games >= RULES["leaderboard_min_games"] and (s.last_played or NOW) < since for _, s in states
         )
         report["bytes_per_eligible"] = (
             (await client.memory_usage(board_key) or 0)

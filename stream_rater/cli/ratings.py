@@ -17,6 +17,7 @@ from stream_rater.cli.common import (
     store_for,
     with_store,
 )
+from stream_rater.config.rules import READ_FLAGS
 
 
 def register(sub: Subcommands) -> None:
@@ -160,7 +161,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for row in answer["rows"]:
         sigma = "" if row["sigma"] is None else f"{row['sigma']:8.3f}"
         peak = "" if row["peak"] is None else f"{row['peak']:9.3f}"
-        mark = " ?" if row["provisional"] else ""
+        mark = " ?" if any(row[name] for name in READ_FLAGS) else ""  # a player not ranked yet
         print(
             f"{row['rank']:>4}  {row['player_id']:<32} {row['rating']:9.3f} {row['mu']:9.3f} "
             f"{sigma:>8} {row['games']:>6} {peak:>9}{mark}"

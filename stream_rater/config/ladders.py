@@ -32,9 +32,9 @@ win key by key); a different model drops them, since they were the other model's
 environment parameter for a ladder that no source gives a model is an error, except for
 ``default``.
 
-Beside the model's parameters a ladder may set its rules (`config.rules`: provisional
-players, leaderboard eligibility, rated-game rules, season resets), in the same table and the
-same environment form (``STREAM_RATER_LADDER_MW4__PROVISIONAL_GAMES=10``).
+Beside the model's parameters a ladder may set its rules (`config.rules`: players not ranked
+yet, leaderboard eligibility, rated-game rules, season resets, inactivity decay), in the same
+table and the same environment form (``STREAM_RATER_LADDER_MW4__LEADERBOARD_MIN_GAMES=10``).
 
 Shadows (`Ladder.shadows`; README "Shadow models"), in the file only: ``[ladders.L.shadows.S]``
 with a model and its parameters (the live ladder's rules inherited) is the internal ladder

@@ -144,7 +144,7 @@ def eligible_board(
     ladder: Ladder, states: Mapping[str, PlayerState], since: float | None
 ) -> dict[str, float]:
     """The eligible leaderboard recomputed from `states`: each player the ladder's rules rank
-    (games, not provisional) and active since `since` (None: no activity rule), by display
+    (`Rules.qualifies`) and active since `since` (None: no activity rule), by display
     rating — what the commits keep (`ReadStore.board_entries`; a player without a last match
     never goes idle)."""
     model, rules = ladder.rating_model, ladder.rules

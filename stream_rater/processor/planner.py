@@ -10,7 +10,7 @@ from math import isfinite
 from typing import Any
 
 from stream_rater.config.ladders import Ladder
-from stream_rater.config.rules import Rules
+from stream_rater.config.rules import Rules, Standing
 from stream_rater.contracts import MatchFinished, Team, format_timestamp, rating_changed, season_changed
 from stream_rater.processor.quality import LIVE, increments, record
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
@@ -55,7 +55,10 @@ class _Setting:
     checks_rated: bool
     #: Display rating (games, sigma) → whether the player is on the leaderboard; None: all are.
     qualifies: Callable[[int, float | None], bool] | None
-    provisional: Callable[[int, float | None], bool] | None
+    #: (games, sigma) → the flag a rule adds to events (`Rules.flags`); None: no such rule.
+    flag: Callable[[int, float | None], bool] | None
+    #: (state, match time) → the state a rated match starts from (`Rules.adjusted`); None: as stored.
+    adjust: Callable[[PlayerState, float], PlayerState] | None
     new_player: PlayerState
     new_effect: PlayerState
     #: The ladder's ``rating_floor`` (None: no floor).
@@ -89,13 +92,27 @@ class _Setting:
             builds_events=ladder.shadow_of is None,
             checks_rated=rules.min_duration is not None or rules.min_players is not None,
             qualifies=rules.qualifies if rules.filters_leaderboard else None,
-            provisional=rules.provisional if rules.marks_provisional else None,
+            flag=rules.flagged if rules.flags else None,
+            adjust=_adjuster(rules, model) if rules.adjusts_states else None,
             new_player=PlayerState(initial.mu, initial.sigma, extra=initial.extra),
             new_effect=PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra),
             floor=rules.rating_floor,
             draws=predicts_draws(model),
             voided=snapshot.voided,
         )
+
+
+def _adjuster(rules: Rules, model: RatingModel) -> Callable[[PlayerState, float], PlayerState]:
+    """`Rules.adjusted` on a stored state (its μ only: games, σ and times stay)."""
+
+    def adjust(state: PlayerState, at: float) -> PlayerState:
+        if state.last_played is None:
+            return state
+        rating = Rating(state.mu, state.sigma, state.extra)
+        new = rules.adjusted(model, rating, Standing(state.games, state.sigma, state.last_played), at)
+        return state if new is rating else state._replace(mu=new.mu)
+
+    return adjust
 
 
 @dataclass(slots=True)
@@ -243,6 +260,8 @@ def _priors(
     plain = True
     for team in match.teams:
         prior = [players.get(p.id) or stored_players.get(p.id) or new_player for p in team.players]
+        if s.adjust is not None:
+            prior = [s.adjust(state, at) for state in prior]
         if team.effects:
             effects, stored_effects, new_effect = changes.effects, s.snapshot.effects, s.new_effect
             prior += [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
@@ -307,9 +326,9 @@ def _events(
     built (a team's share its expectation dict), put in their history and returned; without
     (a shadow), none. (`MatchFinished.placings` gives `Commit.placings`.)"""
     _check_finite(s, match, posterior)
-    display, provisional, qualifies, stored_players = (
+    display, flag, qualifies, stored_players = (
         s.model.display,
-        s.provisional,
+        s.flag,
         s.qualifies,
         s.snapshot.players,
     )
@@ -339,7 +358,7 @@ def _events(
                 finished_at,
                 processed_at,
                 before.last_played is not None and at < before.last_played,  # late: see `is_late`
-                None if provisional is None else provisional(games, after.sigma),
+                None if flag is None else flag(games, after.sigma),
                 expectation[t],
                 display(Rating(before.mu, before.sigma)),
             )
@@ -406,19 +425,19 @@ def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> lis
         rating = model.display(reset)
         changes.player(pid, after, rating, s)
         event = season_changed(
-            season_id=record.match_id,
-            ladder=s.ladder.name,
-            player_id=pid,
-            model=model.name,
-            before=(state.mu, state.sigma),
-            after=(reset.mu, reset.sigma),
-            rating=rating,
-            games=after.games,
-            started_at=started_at,
-            processed_at=s.processed_at,
-            provisional=None if s.provisional is None else s.provisional(after.games, after.sigma),
-            params=overrides,
-            before_rating=model.display(Rating(state.mu, state.sigma)),
+            record.match_id,
+            s.ladder.name,
+            pid,
+            model.name,
+            (state.mu, state.sigma),
+            (reset.mu, reset.sigma),
+            rating,
+            after.games,
+            started_at,
+            s.processed_at,
+            None if s.flag is None else s.flag(after.games, after.sigma),  # the rules' flag
+            overrides,
+            model.display(Rating(state.mu, state.sigma)),
         )
         events.append(event)
         changes.history.setdefault(pid, []).append(event)

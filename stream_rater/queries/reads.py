@@ -6,10 +6,11 @@ Reads are time-aware: a ladder with time-scaled dynamics shows each player's σ 
 ``σ² + γ²·Δt`` since the player's last match (`RatingModel.as_of`), without storing it. A player
 the ladder has never seen gets the model's prior and is flagged ``"new": true``.
 
-Ladder rules (`config.rules`) apply here too: each player is flagged ``provisional`` (always
-false on a ladder without that rule) and carries their ``peak``; the leaderboard and the
-ranks and percentiles count eligible players only. The store keeps a leaderboard of exactly
-those (games and provisional status decided when a state is written, idle players trimmed off
+Ladder rules (`config.rules`) apply here too: each player carries the rules' flags
+(`READ_FLAGS`, always false on a ladder without that rule) and their ``peak``; the rating as of
+now includes what the rules do to a state before the player's next match (inactivity decay);
+the leaderboard and the ranks and percentiles count eligible players only. The store keeps a
+leaderboard of exactly those (eligibility by games decided when a state is written, idle players trimmed off
 by the commits), so that every rank read — rank, around-me, top-N, the player lookup, an ended
 season's board — is O(log N) whatever the rules; activity is counted against the read's own
 clock (the few players who went idle since the last trim are skipped).
@@ -27,7 +28,7 @@ from typing import Any
 
 from stream_rater.archive import ArchiveReader, ArchiveUnavailable
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.config.rules import DAY
+from stream_rater.config.rules import DAY, READ_FLAGS, Standing
 from stream_rater.config.settings import DEFAULT_HISTORY, Settings
 from stream_rater.queries.arguments import (
     NotRanked,
@@ -274,7 +275,7 @@ class Queries:
             "rating_now": ladder.rating_model.display(current),
             "games": state.games,
             "last_played": state.last_played,
-            "provisional": self._provisional(ladder, state),
+            **self._flags(ladder, state),
             "peak": state.peak,
             "peak_at": state.peak_at,
         }
@@ -318,7 +319,10 @@ class Queries:
                     "players": team,
                     "win_probability": p,
                     "new": [x for x in team if x not in found.players],
-                    "provisional": [x for x in team if self._provisional(ladder, found.players.get(x))],
+                    **{
+                        name: [x for x in team if self._flags(ladder, found.players.get(x))[name]]
+                        for name in READ_FLAGS
+                    },
                     "effects": team_effects,
                 }
                 for team, p, team_effects in zip(teams, answer.win_probabilities, names)
@@ -383,11 +387,11 @@ class Queries:
         }
 
     @staticmethod
-    def _provisional(ladder: Ladder, state: PlayerState | None) -> bool:
-        """The ladder's provisional rule on a stored state (a player never seen: the prior)."""
+    def _flags(ladder: Ladder, state: PlayerState | None) -> dict[str, bool]:
+        """The ladder's rules' flags on a stored state (a player never seen: the prior)."""
         if state is None:
-            return ladder.rules.provisional(0, ladder.rating_model.initial().sigma)
-        return ladder.rules.provisional(state.games, state.sigma)
+            return ladder.rules.read_flags(0, ladder.rating_model.initial().sigma)
+        return ladder.rules.read_flags(state.games, state.sigma)
 
     @staticmethod
     def _rating(ladder: Ladder, state: PlayerState | None, now: float) -> Rating:
@@ -395,7 +399,10 @@ class Queries:
         if state is None:
             return model.initial()
         rating = Rating(state.mu, state.sigma)
-        return rating if state.last_played is None else model.as_of(rating, now - state.last_played)
+        if state.last_played is None:
+            return rating
+        standing = Standing(state.games, state.sigma, state.last_played)
+        return model.as_of(ladder.rules.adjusted(model, rating, standing, now), now - state.last_played)
 
     def _player(self, ladder: Ladder, found: Lookup, player_id: str, now: float) -> dict[str, Any]:
         state = found.players.get(player_id)
@@ -409,7 +416,7 @@ class Queries:
             "rating": ladder.rating_model.display(rating),
             "games": 0 if state is None else state.games,
             "last_played": None if state is None else state.last_played,
-            "provisional": self._provisional(ladder, state),
+            **self._flags(ladder, state),
             "peak": None if state is None else state.peak,
             "peak_at": None if state is None else state.peak_at,
             "rank": None if place is None else place + 1,
@@ -431,12 +438,9 @@ def _state_json(ladder: Ladder, state: PlayerState) -> dict[str, Any]:
 def _unranked_reason(ladder: Ladder, state: PlayerState, now: float) -> str:
     """Why the ladder's rules leave a known player off its leaderboard (README "Ladder rules")."""
     rules = ladder.rules
-    if rules.provisional_games is not None and state.games < rules.provisional_games:
-        return f"provisional, {state.games} of {rules.provisional_games} games played"
-    if rules.provisional(state.games, state.sigma):
-        return f"provisional, sigma {state.sigma:.4g} above {rules.provisional_sigma}"
-    if rules.leaderboard_min_games is not None and state.games < rules.leaderboard_min_games:
-        return f"{state.games} games played (the ladder ranks players with at least {rules.leaderboard_min_games})"
+    reason = rules.unranked(state.games, state.sigma)
+    if reason is not None:
+        return reason
     days = rules.leaderboard_active_days
     if days is not None:
         idle = (

@@ -210,3 +210,22 @@ async def test_tied_players_share_a_rank_in_every_read(store):
     assert [(r["player_id"], r["rank"]) for r in ended] == expected
     now = [(r["player_id"], r["rank"]) for r in (await queries.leaderboard(name, 10, T0 + 4))["rows"]]
     assert now == [("dan", 1), ("cat", 1), ("bob", 1), ("ann", 1)]  # the reset made them all equal
+
+
+async def test_inactivity_decay_is_on_the_leaderboard_the_scripts_keep(store):
+    """``decay_after_days``/``decay_per_day``: a player back after 30 idle days starts their
+    match from the decayed rating (one below the start keeps theirs), and the leaderboard the
+    commit scripts keep shows it, equal to the events and to the recomputation from the states
+    (`verify`'s check)."""
+    name, ladders = table(decay_after_days=10, decay_per_day=4.0)
+    await apply(store, ladders, name, *(duel(f"m{i}", "a", "b", at=T0 + i) for i in range(4)))
+    before = {r.player_id: r.score for r in await store.board_top(name, 10, None)}
+    results = await apply(store, ladders, name, duel("back", "b", "a", at=T0 + 30 * 86_400.0))
+    events = {e["player_id"]: e for e in results[0].events}
+    assert events["b"]["before"]["rating"] == pytest.approx(before["b"]) and before["b"] < 1500.0
+    decayed = max(before["a"] - 4.0 * 19, 1500.0)  # 19 whole days past 10, never below the start
+    assert events["a"]["before"]["rating"] == pytest.approx(decayed) and decayed < before["a"]
+    ladder, states = ladders.get(name), await store.players(name, only=["a", "b"])
+    top = {r.player_id: r.score for r in await store.board_top(name, 10, None)}
+    assert top == eligible_board(ladder, states, None) == {p: e["rating"] for p, e in events.items()}
+    assert await board_differences(store, ladder, states, T0 + 30 * 86_400.0, 1e-9) == []

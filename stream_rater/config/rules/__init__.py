@@ -1,17 +1,23 @@
-"""Ladder rules: what a live ladder adds on top of its model's update — provisional players,
-leaderboard eligibility, rated-game rules and season soft resets. Pure functions of a state,
-a match or a read's clock; the processor, replay, re-rates and the read API all ask these,
-so that every path applies the same rules.
+"""Ladder rules: what a live ladder adds on top of its model's update — players not ranked
+yet, leaderboard eligibility, rated-game rules, season soft resets and inactivity decay. Pure
+functions of a state, a match or a read's clock; the processor, replay, re-rates and the read
+API all ask these (through `Rules`), so that every path applies the same rules.
+
+A rule written as a plug-in is one module of this package: a `Rule` subclass, listed in
+`PLUGINS`, that says which parameters it takes and validates, whether a player is eligible for
+the leaderboard (and why not), the flag it adds to a player's events and reads, and what it does
+to a player's state before a rated match. `Rules` loops over the ladder's plug-ins; the planner,
+the leaderboard writes and the reads ask `Rules` only (docs: concepts/rules.md, and the how-to
+"Add a ladder rule").
 
 Every rule is off by default (its parameter unset), so a ladder without them computes
 exactly what it computed before the rules existed. The parameters sit in the ladder's table
 beside the model's own (README "Ladder rules"):
 
-- ``provisional_games`` N, ``provisional_sigma`` S — a player is provisional while they have
-  played fewer than N rated games or, on a model with σ, while σ > S (the stored σ, as of the
-  player's last match).
+- the plug-ins of `PLUGINS`, each described in its module: `newcomers` (a player not ranked
+  yet while they have played few games or σ is high) and `decay` (inactivity decay).
 - ``leaderboard_min_games``, ``leaderboard_active_days`` D — a player is ranked once they
-  have that many games and are not provisional, and while their last match lies within D days
+  have that many games and every plug-in finds them eligible, and while their last match lies within D days
   of the read's clock. The leaderboard holds only such players: the first two are decided
   when a state is written, and each commit takes players idle for D days off it (the few who
   went idle since are skipped by the reads).
@@ -37,23 +43,33 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from stream_rater.config.rules.base import DAY, Rule, RuleError, Standing, real
+from stream_rater.config.rules.decay import Decay
+from stream_rater.config.rules.newcomers import Newcomers
 from stream_rater.contracts.match import MatchFinished, Player, Team
 from stream_rater.rating.base import Rating, RatingModel
 
-#: Seconds in one day of ``leaderboard_active_days``.
-DAY = 86_400.0
+__all__ = [
+    "DAY",
+    "PLUGINS",
+    "READ_FLAGS",
+    "RULE_PARAMS",
+    "SEASON_PARAMS",
+    "Rule",
+    "RuleError",
+    "Rules",
+    "Standing",
+]
 
-
-class RuleError(ValueError):
-    """A ladder-rule parameter that cannot be used; the message names it."""
+#: The plug-in rules (one module each), in the order `Rules` asks them.
+PLUGINS: tuple[type[Rule], ...] = (Newcomers, Decay)
 
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """A ladder's rules; None (or the neutral value) = the rule is off."""
+    """A ladder's rules; None (or the neutral value) = the rule is off. `plugins` are the
+    ladder's rules of `PLUGINS` (`Rules.of` builds them from the parameters)."""
 
-    provisional_games: int | None = None
-    provisional_sigma: float | None = None
     leaderboard_min_games: int | None = None
     leaderboard_active_days: float | None = None
     min_duration: float | None = None
@@ -62,49 +78,87 @@ class Rules:
     season_sigma: float = 0.0
     party_effects: bool = False
     rating_floor: float | None = None
+    plugins: tuple[Rule, ...] = ()
 
     def __post_init__(self) -> None:
         if type(self.party_effects) is not bool:
             raise RuleError(f"party_effects={self.party_effects}: must be true or false")
-        if self.rating_floor is not None and not _real(self.rating_floor):
+        if self.rating_floor is not None and not real(self.rating_floor):
             raise RuleError(f"rating_floor={self.rating_floor}: must be a finite number")
-        for name in ("provisional_games", "leaderboard_min_games", "min_players"):
+        for name in ("leaderboard_min_games", "min_players"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 0):
                 raise RuleError(f"{name}={value}: must be an integer >= 0")
-        for name in ("provisional_sigma", "leaderboard_active_days", "min_duration", "season_sigma"):
+        for name in ("leaderboard_active_days", "min_duration", "season_sigma"):
             value = getattr(self, name)
-            if value is not None and not (_real(value) and value >= 0):
+            if value is not None and not (real(value) and value >= 0):
                 raise RuleError(f"{name}={value}: must be a number >= 0")
-        if not (_real(self.season_shrink) and 0.0 <= self.season_shrink <= 1.0):
+        if not (real(self.season_shrink) and 0.0 <= self.season_shrink <= 1.0):
             raise RuleError(f"season_shrink={self.season_shrink}: must be a number from 0 to 1")
 
     @classmethod
     def of(cls, params: Mapping[str, Any]) -> Rules:
         """The rules among a ladder's parameters (the others are the model's)."""
-        return cls(**{k: v for k, v in params.items() if k in RULE_PARAMS})
+        plugins = tuple(rule for kind in PLUGINS if (rule := kind.of(params)) is not None)
+        return cls(**{k: v for k, v in params.items() if k in _OWN_PARAMS}, plugins=plugins)
 
     @property
-    def marks_provisional(self) -> bool:
-        """True when rating-changed events and reads say whether a player is provisional."""
-        return self.provisional_games is not None or self.provisional_sigma is not None
+    def flags(self) -> str | None:
+        """The flag field a plug-in adds to rating-changed events and reads, or None."""
+        return next((rule.FLAG for rule in self.plugins if rule.FLAG), None)
 
     @property
     def filters_leaderboard(self) -> bool:
         """True when the leaderboard leaves out players who do not qualify yet."""
-        return self.marks_provisional or self.leaderboard_min_games is not None
+        return bool(self.plugins) or self.leaderboard_min_games is not None
 
-    def provisional(self, games: int, sigma: float | None) -> bool:
-        """Whether a player with `games` rated games and σ `sigma` is provisional."""
-        if self.provisional_games is not None and games < self.provisional_games:
-            return True
-        return self.provisional_sigma is not None and sigma is not None and sigma > self.provisional_sigma
+    @property
+    def adjusts_states(self) -> bool:
+        """True when a plug-in changes players' states before a rated match (`adjusted`)."""
+        return any(rule.ADJUSTS for rule in self.plugins)
+
+    def flagged(self, games: int, sigma: float | None) -> bool:
+        """The `flags` field of a player with `games` rated games and σ `sigma`."""
+        standing = Standing(games, sigma)
+        return any(rule.flag(standing) for rule in self.plugins if rule.FLAG)
+
+    def read_flags(self, games: int, sigma: float | None) -> dict[str, bool]:
+        """Each field of `READ_FLAGS` for a player with `games` rated games and σ `sigma`
+        (false where the ladder does not use its rule): what a read row carries."""
+        standing = Standing(games, sigma)
+        found = {rule.FLAG: rule.flag(standing) for rule in self.plugins if rule.FLAG}
+        return {name: found.get(name, False) for name in READ_FLAGS}
+
+    def unranked(self, games: int, sigma: float | None) -> str | None:
+        """Why such a player may not be ranked (activity aside), or None."""
+        standing = Standing(games, sigma)
+        for rule in self.plugins:
+            reason = rule.unranked(standing)
+            if reason is not None:
+                return reason
+        if self.leaderboard_min_games is not None and games < self.leaderboard_min_games:
+            return (
+                f"{games} games played (the ladder ranks players with at least {self.leaderboard_min_games})"
+            )
+        return None
 
     def qualifies(self, games: int, sigma: float | None) -> bool:
         """Whether such a player may be ranked (activity aside: see `active_since`)."""
-        if self.leaderboard_min_games is not None and games < self.leaderboard_min_games:
-            return False
-        return not self.provisional(games, sigma)
+        return self.unranked(games, sigma) is None
+
+    def adjusted(self, model: RatingModel, rating: Rating, standing: Standing, at: float) -> Rating:
+        """`rating` of a player in `standing` as a rated match at `at` (or a read then: the
+        ``rating_now`` preview) starts from, after each plug-in's `Rule.adjusted`: only a
+        ranked player's (`qualifies`) changes."""
+        if not self.qualifies(standing.games, standing.sigma):
+            return rating
+        bound = model.display(model.initial())
+        if self.rating_floor is not None:
+            bound = max(bound, self.rating_floor)
+        for rule in self.plugins:
+            if rule.ADJUSTS:
+                rating = rule.adjusted(model, rating, standing, at, bound)
+        return rating
 
     def active_since(self, now: float) -> float | None:
         """The oldest last match that still counts as active at `now`, or None (no rule)."""
@@ -164,8 +218,14 @@ class Rules:
         return reset if self.rating_floor is None else model.floored(reset, self.rating_floor)
 
 
+#: The flag fields every read row carries, one per plug-in with a `Rule.FLAG`.
+READ_FLAGS: tuple[str, ...] = tuple(kind.FLAG for kind in PLUGINS if kind.FLAG)
+
+#: The parameters `Rules` keeps itself (the rules not yet plug-ins), with their defaults.
+_OWN_PARAMS: dict[str, Any] = {f.name: f.default for f in fields(Rules) if f.name != "plugins"}
+
 #: The parameter names of the rules, with their defaults.
-RULE_PARAMS: dict[str, Any] = {f.name: f.default for f in fields(Rules)}
+RULE_PARAMS: dict[str, Any] = {**_OWN_PARAMS, **{k: v for kind in PLUGINS for k, v in kind.PARAMS.items()}}
 
 #: The rule parameters a season record may override.
 SEASON_PARAMS = ("season_shrink", "season_sigma")
@@ -193,7 +253,3 @@ def party_effects(players: Iterable[Player]) -> list[str]:
 
 def _season_params(rules: Rules) -> dict[str, Any]:
     return {name: getattr(rules, name) for name in SEASON_PARAMS}
-
-
-def _real(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)

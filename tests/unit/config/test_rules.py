@@ -57,10 +57,10 @@ async def run(
 def test_rules_are_off_by_default_and_checked():
     """No rule parameter: nothing is provisional, everyone qualifies, every match is rated."""
     rules = Rules()
-    assert not rules.marks_provisional and not rules.filters_leaderboard
-    assert not rules.provisional(0, 1e9) and rules.qualifies(0, 1e9) and rules.active_since(T0) is None
+    assert rules.flags is None and not rules.filters_leaderboard and not rules.adjusts_states
+    assert not rules.flagged(0, 1e9) and rules.qualifies(0, 1e9) and rules.active_since(T0) is None
     with pytest.raises(RuleError, match="provisional_games"):
-        Rules(provisional_games=-1)
+        Rules.of({"provisional_games": -1})
     with pytest.raises(RuleError, match="season_shrink"):
         Rules(season_shrink=1.5)
 
@@ -71,7 +71,7 @@ def test_rule_parameters_are_ladder_parameters_in_both_sources(tmp_path):
     path = tmp_path / "ladders.toml"
     path.write_text('[ladders.mw4]\nmodel = "elo"\nprovisional_games = 10\n')
     table = load_ladders(str(path), {"STREAM_RATER_LADDER_MW4__LEADERBOARD_ACTIVE_DAYS": "7"})
-    assert table["mw4"].rules == Rules(provisional_games=10, leaderboard_active_days=7)
+    assert table["mw4"].rules == Rules.of({"provisional_games": 10, "leaderboard_active_days": 7})
     assert table["mw4"].rating_model.name == "elo"
     path.write_text('[ladders.mw4]\nmodel = "elo"\nseason_shrink = 2\n')
     with pytest.raises(LadderConfigError, match=r"ladders.toml:.*season_shrink=2"):
