@@ -11,25 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_rater.config.ladders import Ladder, LadderConfigError, Ladders, load_ladders
+from stream_rater.config.ladders import LadderConfigError, load_ladders
 from stream_rater.config.rules import DAY, RuleError, Rules
 from stream_rater.contracts import RatingChanged, ValidationError, parse_match
-from stream_rater.offline.replay import replay
-from stream_rater.processor import MatchResult, Processor
+from stream_rater.processor import Processor
 from stream_rater.queries import Queries, QueryError
 from stream_rater.rating.base import Rating
 from stream_rater.store.memory import MemoryStore
-from tests.helpers import duel
-
-T0 = 1_700_000_000.0
-
-
-def ladders(model: str = "elo", **params: Any) -> Ladders:
-    return Ladders([Ladder("l", model, params)])
-
-
-def match(match_id: str, first: str, second: str, at: float = T0, **fields: Any) -> dict[str, Any]:
-    return {**duel(match_id, first, second, ladder="l", at=at), **fields}
+from tests.unit.config.rule_runs import T0, ladders, match, run
 
 
 def season(match_id: str, at: float = T0, **params: float) -> dict[str, Any]:
@@ -37,21 +26,6 @@ def season(match_id: str, at: float = T0, **params: float) -> dict[str, Any]:
     if params:
         record["params"] = params
     return record
-
-
-async def run(
-    table: Ladders, events: list[dict[str, Any]], store: MemoryStore | None = None, batch_size: int = 1000
-):
-    """Replay `events` into `store` (a new one by default); the store and every result."""
-    store = store or MemoryStore()
-    results: list[MatchResult] = []
-    await replay(
-        [parse_match(e, table) for e in events],
-        Processor(table, store),
-        batch_size=batch_size,
-        on_result=results.append,
-    )
-    return store, results
 
 
 def test_rules_are_off_by_default_and_checked():

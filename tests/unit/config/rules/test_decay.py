@@ -12,7 +12,7 @@ from stream_rater.config.rules.decay import Decay
 from stream_rater.queries import Queries
 from stream_rater.rating.base import Rating
 from stream_rater.rating.registry import create_model
-from tests.unit.config.test_rules import T0, ladders, match, run
+from tests.unit.config.rule_runs import T0, ladders, match, run
 
 DECAY = {"decay_after_days": 10, "decay_per_day": 5.0}
 
