@@ -50,25 +50,16 @@ from stream_rater.rating.calibration import KINDS as CALIBRATIONS
 from stream_rater.rating.calibration import Calibration
 from stream_rater.rating.calibration import fit as fit_calibration
 
-#: Per model: the parameters fitted by default and the transform each is searched in.
-#: Scale parameters that only rescale the ratings (Elo ``scale``, TrueSkill ``sigma``, …)
-#: are left out: tuning them together with the rates they scale would be redundant.
+#: Per model: the parameters fitted by default and the transform each is searched in, as the
+#: model says (`RatingModel.TUNING`; scale parameters that only rescale the ratings are left out).
 SPACES: dict[str, dict[str, str]] = {
-    "trueskill": {"beta": "log", "tau": "log", "time_tau": "log", "draw_probability": "logit"},
-    "elo": {"k": "log"},
-    "plackett-luce": {"eta": "log"},
-    "thurstonian": {"eta": "log"},
-    "duelling-elo": {"alpha": "log"},
-    "sph-elo": {"game_mult": "log"},
-    "glicko": {"rd": "log", "c": "log"},
-    "glicko2": {"rd": "log", "c": "log", "tau": "log"},
+    name: registry.model_class(name).TUNING for name in registry.MODEL_CLASSES
 }
-#: Per model: the parameters of evidence options that are off by default (TrueSkill's score
-#: margins and per-player scores), fitted only when named (``--tune``): fitting
-#: ``margin_scale`` from 0 switches margins on. ``score_noise`` matters with
-#: ``player_scores=true`` only, ``margin_noise`` with ``margin_scale`` > 0.
+#: Per model: the parameters of evidence options that are off by default
+#: (`RatingModel.TUNING_OPTIONS`, e.g. TrueSkill's score margins), fitted only when named
+#: (``--tune``).
 OPTIONS: dict[str, dict[str, str]] = {
-    "trueskill": {"margin_scale": "log", "margin_noise": "log", "score_noise": "log"},
+    name: options for name in registry.MODEL_CLASSES if (options := registry.model_class(name).TUNING_OPTIONS)
 }
 OBJECTIVES = ("log_loss", "brier", "wrong_order")
 #: Per transform: the values a parameter configured as 0 is first scanned over.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from stream_rater.rating.calibration import Calibration
@@ -57,6 +57,31 @@ class Outcome(NamedTuple):
     rated: Sequence[Sequence[bool]] | None = None
 
 
+class GaussianPerformance(Protocol):
+    """The capability of a model whose team performances are Gaussian (TrueSkill, section 4.1):
+    draws predicted by a margin, match quality by eq. (7), team performances sampled for
+    ranking probabilities and many team splits scored at once (`rating.predict`)."""
+
+    beta: float
+    calibration: Calibration | None
+
+    def quality(self, teams: Teams, weights: Sequence[Sequence[float]] | None = None) -> float:
+        """Match quality, eq. (7) generalised to teams."""
+        ...
+
+    def performance_variances(self, teams: Teams) -> list[list[float]]:
+        """Each player's part of its team's performance variance, same shape as `teams`."""
+        ...
+
+    def draw_margin(self, players: int) -> float:
+        """The draw margin of a match with `players` players in all."""
+        ...
+
+    def win_probabilities(self, teams: Teams) -> list[float]:
+        """P(each team's performance is the highest)."""
+        ...
+
+
 class RatingModel(ABC):
     """A rating model: parameters + the update rule.
 
@@ -78,6 +103,15 @@ class RatingModel(ABC):
     #: The map `rating.predict.predict` applies to the win probabilities (a ladder's
     #: ``calibration`` parameter, set by `config.ladders.Ladder`); None = as the model gives them.
     calibration: Calibration | None = None
+    #: The parameters `offline.tune` fits by default, each with the transform it is searched
+    #: in (``log``, ``logit``). Scale parameters that only rescale the ratings are left out.
+    TUNING: ClassVar[dict[str, str]] = {}
+    #: Parameters of options that are off by default, fitted only when named (``--tune``).
+    TUNING_OPTIONS: ClassVar[dict[str, str]] = {}
+
+    def gaussian(self) -> GaussianPerformance | None:
+        """The model as one of Gaussian team performances, or None (the default)."""
+        return None
 
     @abstractmethod
     def initial(self) -> Rating:

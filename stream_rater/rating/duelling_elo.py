@@ -58,6 +58,7 @@ class DuellingElo(PointRatingModel):
     """
 
     name: ClassVar[str] = "duelling-elo"
+    TUNING: ClassVar[dict[str, str]] = {"alpha": "log"}
     # Context effects are team members in the other models; here each player duels on its
     # own, so an effect would be an extra duellist, not an effect.
     supports_effects: ClassVar[bool] = False

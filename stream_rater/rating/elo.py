@@ -90,6 +90,7 @@ class Elo(PointRatingModel):
     """
 
     name: ClassVar[str] = "elo"
+    TUNING: ClassVar[dict[str, str]] = {"k": "log"}
     supports_effects: ClassVar[bool] = True
     needs_scores: bool = False
 

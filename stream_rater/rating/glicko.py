@@ -284,6 +284,7 @@ class Glicko(_Glicko):
     """
 
     name: ClassVar[str] = "glicko"
+    TUNING: ClassVar[dict[str, str]] = {"rd": "log", "c": "log"}
     scale: ClassVar[float] = GLICKO1_SCALE
 
     def __init__(
@@ -310,6 +311,7 @@ class Glicko2(_Glicko):
     """
 
     name: ClassVar[str] = "glicko2"
+    TUNING: ClassVar[dict[str, str]] = {"rd": "log", "c": "log", "tau": "log"}
     scale: ClassVar[float] = GLICKO2_SCALE
 
     def __init__(

@@ -90,6 +90,7 @@ class PlackettLuce(PointRatingModel):
     """
 
     name: ClassVar[str] = "plackett-luce"
+    TUNING: ClassVar[dict[str, str]] = {"eta": "log"}
     supports_effects: ClassVar[bool] = True
     needs_scores: bool = False
 

@@ -41,8 +41,7 @@ import numpy as np
 
 from stream_rater.rating._gaussian import cdf
 from stream_rater.rating._trueskill_quality import quality_of_terms
-from stream_rater.rating.base import Rating, RatingModel, Teams
-from stream_rater.rating.trueskill import TrueSkill
+from stream_rater.rating.base import GaussianPerformance, Rating, RatingModel, Teams
 
 _MU = operator.attrgetter("mu")
 
@@ -77,15 +76,17 @@ def predict(model: RatingModel, teams: Teams) -> Prediction:
     """Win probabilities, the draw probability (two teams) and the match quality of `teams`,
     the probabilities mapped through the model's `calibration` when it has one."""
     wins, draw = probabilities(model, teams)
-    if not isinstance(model, TrueSkill):
+    gaussian = model.gaussian()
+    if gaussian is None:
         return Prediction(wins, draw, evenness(wins))
-    return Prediction(wins, draw, model.quality(teams))
+    return Prediction(wins, draw, gaussian.quality(teams))
 
 
 def predict_raw(model: RatingModel, teams: Teams) -> Prediction:
     """`predict` as the model itself gives it, without its calibration (what one is fitted on)."""
     wins, draw = raw_probabilities(model, teams)
-    quality = model.quality(teams) if isinstance(model, TrueSkill) else evenness(wins)
+    gaussian = model.gaussian()
+    quality = evenness(wins) if gaussian is None else gaussian.quality(teams)
     return Prediction(wins, draw, quality)
 
 
@@ -102,13 +103,14 @@ def raw_probabilities(model: RatingModel, teams: Teams) -> tuple[list[float], fl
     """The model's own win and draw probabilities of `teams`, before any calibration."""
     if len(teams) < 2 or not all(teams):
         raise ValueError("a match needs at least two teams, each with a player")
-    if not isinstance(model, TrueSkill):
+    gaussian = model.gaussian()
+    if gaussian is None:
         return list(model.win_probabilities(teams)), 0.0 if len(teams) == 2 else None
     if len(teams) != 2:
-        return model.win_probabilities(teams), None
+        return gaussian.win_probabilities(teams), None
     delta = math.fsum(r.mu for r in teams[0]) - math.fsum(r.mu for r in teams[1])
-    c = math.sqrt(math.fsum(v for row in model.performance_variances(teams) for v in row))
-    eps = model.draw_margin(len(teams[0]) + len(teams[1]))
+    c = math.sqrt(math.fsum(v for row in gaussian.performance_variances(teams) for v in row))
+    eps = gaussian.draw_margin(len(teams[0]) + len(teams[1]))
     wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
     return wins, max(0.0, 1.0 - wins[0] - wins[1])
 
@@ -133,8 +135,9 @@ Pairs = dict[tuple[int, int], tuple[float, float, float]]
 def pairwise(model: RatingModel, teams: Teams) -> Pairs:
     """`probabilities` of every pair of `teams` asked alone (of the match, for two teams):
     what `expected` and `rating.scoring.score_match` both read, computed once per match."""
-    if isinstance(model, TrueSkill) and len(teams) >= 2 and all(teams):
-        return _trueskill_pairs(model, teams)
+    gaussian = model.gaussian()
+    if gaussian is not None and len(teams) >= 2 and all(teams):
+        return _trueskill_pairs(gaussian, teams)
     pairs: Pairs = {}
     for i, j in itertools.combinations(range(len(teams)), 2):
         (p_i, p_j), draw = probabilities(model, [teams[i], teams[j]])
@@ -142,7 +145,7 @@ def pairwise(model: RatingModel, teams: Teams) -> Pairs:
     return pairs
 
 
-def _trueskill_pairs(model: TrueSkill, teams: Teams) -> Pairs:
+def _trueskill_pairs(model: GaussianPerformance, teams: Teams) -> Pairs:
     """`pairwise` of TrueSkill, each pair as `raw_probabilities` computes it (section 4.1,
     the same operations on the same numbers, so the same bits), each team's mean and
     performance variances computed once instead of once per pair it is in."""
@@ -194,9 +197,10 @@ def ranking_probabilities(model: RatingModel, teams: Teams, seed: int = 0) -> di
     if not 2 <= len(teams) <= MAX_RANKED_TEAMS:
         raise ValueError(f"ranking probabilities are given for 2 to {MAX_RANKED_TEAMS} teams")
     orders = list(itertools.permutations(range(len(teams))))
-    if isinstance(model, TrueSkill):
+    gaussian = model.gaussian()
+    if gaussian is not None:
         means = [math.fsum(r.mu for r in team) for team in teams]
-        stds = [math.sqrt(math.fsum(row)) for row in model.performance_variances(teams)]
+        stds = [math.sqrt(math.fsum(row)) for row in gaussian.performance_variances(teams)]
         draws = np.random.default_rng(seed).normal(means, stds, size=(RANKING_SAMPLES, len(teams)))
         ranked = np.argsort(-draws, axis=1)
         codes = ranked @ (len(teams) ** np.arange(len(teams)))
@@ -318,7 +322,7 @@ def _local_search(
 def _scored_at_once(model: RatingModel, pool: Sequence[Rating]) -> bool:
     """Whether `_split_scores` scores many splits at once (numpy) rather than one by one:
     TrueSkill's eq. (7), with a σ for every player."""
-    return isinstance(model, TrueSkill) and all(r.sigma is not None for r in pool)
+    return model.gaussian() is not None and all(r.sigma is not None for r in pool)
 
 
 def _teams_of(assignment: Any, teams: int) -> list[list[int]]:
@@ -369,14 +373,15 @@ def _split_scores(
         whole &= (table[:, party] == table[:, party[:1]]).all(axis=1)
     effects = _effect_members(table, teams, parties, party_effect)
     sigmas = [r.sigma for r in pool] + [r.sigma for _, r in effects]
-    if isinstance(model, TrueSkill) and None not in sigmas:
+    gaussian = model.gaussian()
+    if gaussian is not None and None not in sigmas:
         variance = np.square(np.array(sigmas, dtype=float))
         means = _team_sums(table, teams, np.array([r.mu for r in pool]))
         spread = _team_sums(table, teams, variance[: len(pool)])
         count = _team_sums(table, teams, np.ones(len(pool)))
         for (has, rating), effect_variance in zip(effects, variance[len(pool) :]):
             means, spread, count = means + has * rating.mu, spread + has * effect_variance, count + has
-        noise = model.beta**2 * count
+        noise = gaussian.beta**2 * count
         columns = [means[:, t] for t in range(teams)], [noise[:, t] for t in range(teams)]
         scores = quality_of_terms(
             *columns, [noise[:, t] + spread[:, t] for t in range(teams)], np.log, np.exp, np.minimum

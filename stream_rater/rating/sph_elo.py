@@ -116,6 +116,7 @@ class SphElo(PointRatingModel):
     """
 
     name: ClassVar[str] = "sph-elo"
+    TUNING: ClassVar[dict[str, str]] = {"game_mult": "log"}
     supports_effects: ClassVar[bool] = False
     needs_scores: bool = True
 

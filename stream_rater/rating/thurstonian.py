@@ -76,6 +76,7 @@ class Thurstonian(PointRatingModel):
     """
 
     name: ClassVar[str] = "thurstonian"
+    TUNING: ClassVar[dict[str, str]] = {"eta": "log"}
     supports_effects: ClassVar[bool] = True
     needs_scores: bool = False
 
