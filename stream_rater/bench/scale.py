@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -139,14 +139,13 @@ def run(
     stores: Sequence[str] = STORES,
     players: int = PLAYERS,
     as_json: bool = False,
-    out: TextIO = sys.stdout,
     total_players: int | None = None,
 ) -> list[ScaleRun]:
     """Measure every (ladder count, store, worker count) on a fresh embedded runtime, with
     `players` players per ladder — or, with `total_players`, that many players split evenly
     over the ladders, so that the ladder counts differ only in how the same players and matches
-    are split; print the table (or JSON) and return the runs. A run whose states differ from a
-    replay is reported FAILED."""
+    are split; print the table (or JSON) on stdout and return the runs. A run whose states
+    differ from a replay is reported FAILED."""
     if max(workers) > partitions:
         raise ValueError(
             f"--workers {max(workers)} is more than --partitions {partitions}: "
@@ -156,7 +155,7 @@ def run(
         raise ValueError(
             f"--total-players {total_players}: fewer than 2 players per ladder with {max(ladders)} ladders"
         )
-    runs = []
+    runs, out = [], sys.stdout
     if not as_json:
         _print_header(partitions, matches, out)
     for count_of_ladders in ladders:
@@ -197,9 +196,7 @@ def _one_run(
                 _measure(
                     store,
                     settings,
-                    [p.pid for p in started],
-                    ports,
-                    runtime.pids,
+                    _Processes([p.pid for p in started], ports, runtime.pids),
                     names,
                     events,
                     load_ladders(None, env),
@@ -265,12 +262,18 @@ async def _applied(store: StateStore, names: list[str]) -> int:
     return sum([(await store.read(name, [], [], [])).watermark for name in names])
 
 
+class _Processes(NamedTuple):
+    """The processes of a run: the workers' pids and web ports, and the runtime's services."""
+
+    pids: list[int]
+    ports: list[int]
+    services: dict[str, int]
+
+
 async def _measure(
     store_kind: str,
     settings: Settings,
-    pids: list[int],
-    ports: list[int],
-    services: dict[str, int],
+    processes: _Processes,
     names: list[str],
     events: list[dict[str, Any]],
     ladders: Ladders,
@@ -278,6 +281,7 @@ async def _measure(
 ) -> ScaleRun:
     """Publish the backlog to the settled group and follow it until every match is applied;
     then check every ladder against a replay."""
+    pids, ports, services = processes
     await _settled(ports, settings.partitions)
     store = open_store(settings.redis_url, prefix=settings.redis_prefix)
     try:

@@ -311,7 +311,8 @@ async def verify(
         if not ladder_history(newer, ladders, ladder, limits).matches:
             break
         records += newer
-    report = await compare(store, ladders, history, live, tolerance, caught_up, shadows, start=start)
+    report = await compare(store, ladders, history, live, tolerance, shadows, start=start)
+    report.caught_up = caught_up
     known = (await store.generations(ladder)).positions
     heads = await deleted_heads(settings, ladder, partitions={*history.positions, *known})
     report.truncated = [h for h in heads if h.earliest > (begin or {}).get(h.partition, 0)]
@@ -354,7 +355,6 @@ async def compare(
     history: LadderHistory,
     live: tuple[dict[str, PlayerState], dict[str, PlayerState]],
     tolerance: float = 1e-9,
-    caught_up: bool = True,
     shadows: Mapping[str, _States] | None = None,
     *,
     start: Checkpoint | None = None,
@@ -366,7 +366,8 @@ async def compare(
     with it. `shadows` (internal name → live states) are compared with the same
     recomputation's shadows — made without the voids, which are the live ladder's (a shadow
     rates every match its ladder's records bring). The live eligible leaderboard is compared with
-    the one the live states give at `now` (default: the clock's) (`board_differences`)."""
+    the one the live states give at `now` (default: the clock's) (`board_differences`). The
+    report says the group caught up (`verify` says when it did not)."""
     ladder = history.ladder
     skipped: list[Skipped] = []
     if start is None:
@@ -393,7 +394,7 @@ async def compare(
         found,
         history.ordered,
         len(history.rejected),
-        caught_up,
+        True,
         skipped=skipped,
         shadows=sorted(shadows or ()),
         checkpoint=start.line() if start is not None else None,
