@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -155,13 +155,12 @@ async def _measure(
     per_match: int,
     latency_seconds: float,
     rates: Sequence[float],
-    services: list[int],
-    redis: int,
+    services: Mapping[str, int],
 ) -> PipelineResult:
     """Throughput over a backlog of `n` matches published before the pipeline starts, then
     latency at each steady rate of `rates` for `latency_seconds`. `process` starts the
-    pipeline and returns its PID; the CPU time of the `services` (broker, Redis) and of
-    `redis` alone is sampled beside the pipeline's."""
+    pipeline and returns its PID; the CPU time of the `services` (name → PID: broker, Redis)
+    and of ``redis`` alone is sampled beside the pipeline's."""
     rng = random.Random(1)
     await publish(_matches("burst-", n, 1000, rng, time.time), settings)
     outputs = _Outputs(settings)
@@ -175,8 +174,8 @@ async def _measure(
         def sample() -> None:
             now = time.time()
             cpu.append((now, _cpu_seconds(pid)))
-            services_cpu.append((now, sum(map(_cpu_seconds, services))))
-            redis_cpu.append((now, _cpu_seconds(redis)))
+            services_cpu.append((now, sum(map(_cpu_seconds, services.values()))))
+            redis_cpu.append((now, _cpu_seconds(services["redis"])))
 
         async def backlog_rated() -> bool:
             if len(outputs.timestamps) >= n * per_match:
@@ -276,8 +275,7 @@ def run(
                             outputs_per_match[kind],
                             latency_seconds,
                             rates,
-                            list(runtime.pids.values()),
-                            runtime.pids["redis"],
+                            runtime.pids,
                         )
                     )
                 )

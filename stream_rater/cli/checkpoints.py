@@ -92,8 +92,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
                 sink,
                 names,
                 force=args.force,
-                loop=args.loop,
-                interval=args.interval,
+                every=args.interval if args.loop else None,
                 report=lambda r: print(r.line(), flush=True),
             )
 

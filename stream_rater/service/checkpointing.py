@@ -28,12 +28,11 @@ async def checkpoint_rounds(
     names: Sequence[str],
     *,
     force: bool = False,
-    loop: bool = False,
-    interval: float = 10.0,
+    every: float | None = None,
     report: Callable[[Round], None] = lambda r: None,
 ) -> int:
-    """One round per ladder of `names` (with `loop`, again every `interval` s until
-    cancelled); how many rounds failed (of the last pass, when looping)."""
+    """One round per ladder of `names` (with `every`, again every `every` s until cancelled);
+    how many rounds failed (of the last pass, when looping)."""
     checkpointers = {n: Checkpointer(settings, ladders, store, sink, n) for n in names}
     written = dict.fromkeys(names, time.time())
     try:
@@ -45,9 +44,9 @@ async def checkpoint_rounds(
                     written[name] = time.time()
                     checkpointer.written = False
                 metrics.CHECKPOINT_AGE.labels(name).set(time.time() - written[name])
-            if not loop:
+            if every is None:
                 return failed
-            await asyncio.sleep(interval)
+            await asyncio.sleep(every)
     finally:
         for checkpointer in checkpointers.values():
             await checkpointer.close()
