@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -110,7 +110,12 @@ class Rules:
     @property
     def filters_leaderboard(self) -> bool:
         """True when the leaderboard leaves out players who do not qualify yet."""
-        return bool(self.plugins) or self.leaderboard_min_games is not None
+        return bool(self._blockers) or self.leaderboard_min_games is not None
+
+    @property
+    def _blockers(self) -> list[Rule]:
+        """The plug-ins that keep some players off the leaderboard (`Rule.blocks`)."""
+        return [rule for rule in self.plugins if type(rule).blocks is not Rule.blocks]
 
     @property
     def adjusts_states(self) -> bool:
@@ -119,14 +124,20 @@ class Rules:
 
     def flagged(self, games: int, sigma: float | None) -> bool:
         """The `flags` field of a player with `games` rated games and σ `sigma`."""
-        standing = Standing(games, sigma)
-        return any(rule.flag(standing) for rule in self.plugins if rule.FLAG)
+        return any(rule.flag(games, sigma) for rule in self.plugins if rule.FLAG)
+
+    def flagger(self) -> Callable[[int, float | None], bool] | None:
+        """`flagged` as the planner asks it for every event (the one flagging plug-in's own
+        method when there is one), or None when no plug-in flags players."""
+        flagging = [rule for rule in self.plugins if rule.FLAG]
+        if not flagging:
+            return None
+        return flagging[0].flag if len(flagging) == 1 else self.flagged
 
     def read_flags(self, games: int, sigma: float | None) -> dict[str, bool]:
         """Each field of `READ_FLAGS` for a player with `games` rated games and σ `sigma`
         (false where the ladder does not use its rule): what a read row carries."""
-        standing = Standing(games, sigma)
-        found = {rule.FLAG: rule.flag(standing) for rule in self.plugins if rule.FLAG}
+        found = {rule.FLAG: rule.flag(games, sigma) for rule in self.plugins if rule.FLAG}
         return {name: found.get(name, False) for name in READ_FLAGS}
 
     def unranked(self, games: int, sigma: float | None) -> str | None:
@@ -144,7 +155,20 @@ class Rules:
 
     def qualifies(self, games: int, sigma: float | None) -> bool:
         """Whether such a player may be ranked (activity aside: see `active_since`)."""
-        return self.unranked(games, sigma) is None
+        if self.leaderboard_min_games is not None and games < self.leaderboard_min_games:
+            return False
+        return not any(rule.blocks(games, sigma) for rule in self.plugins)
+
+    def qualifier(self) -> Callable[[int, float | None], bool]:
+        """`qualifies` as the planner asks it for every player a match writes: with one
+        blocking plug-in, its own test beside the games rule."""
+        blockers, least = self._blockers, self.leaderboard_min_games
+        if len(blockers) != 1:
+            return self.qualifies
+        blocks = blockers[0].blocks
+        if least is None:
+            return lambda games, sigma: not blocks(games, sigma)
+        return lambda games, sigma: games >= least and not blocks(games, sigma)
 
     def adjusted(self, model: RatingModel, rating: Rating, standing: Standing, at: float) -> Rating:
         """`rating` of a player in `standing` as a rated match at `at` (or a read then: the

@@ -46,12 +46,17 @@ class Rule:
         own = {k: params[k] for k in cls.PARAMS if k in params and params[k] != cls.PARAMS[k]}
         return cls(**own) if own else None
 
+    def blocks(self, games: int, sigma: float | None) -> bool:
+        """Whether the rule keeps a player with `games` rated games and σ `sigma` off the
+        leaderboard (asked for every player a match writes: keep it cheap)."""
+        return False
+
     def unranked(self, standing: Standing) -> str | None:
         """Why a player in `standing` may not be ranked (the read API's words), or None."""
         return None
 
-    def flag(self, standing: Standing) -> bool:
-        """The value of `FLAG` for a player in `standing`."""
+    def flag(self, games: int, sigma: float | None) -> bool:
+        """The value of `FLAG` for such a player (asked for every event: keep it cheap)."""
         return False
 
     def adjusted(

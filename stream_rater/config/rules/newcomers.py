@@ -27,13 +27,17 @@ class Newcomers(Rule):
         if sigma is not None and not (real(sigma) and sigma >= 0):
             raise RuleError(f"provisional_sigma={sigma}: must be a number >= 0")
 
+    def flag(self, games: int, sigma: float | None) -> bool:
+        if self.provisional_games is not None and games < self.provisional_games:
+            return True
+        return self.provisional_sigma is not None and sigma is not None and sigma > self.provisional_sigma
+
+    blocks = flag  # a provisional player is not ranked
+
     def unranked(self, standing: Standing) -> str | None:
         games, sigma = standing.games, standing.sigma
         if self.provisional_games is not None and games < self.provisional_games:
             return f"provisional, {games} of {self.provisional_games} games played"
-        if self.provisional_sigma is not None and sigma is not None and sigma > self.provisional_sigma:
+        if self.flag(games, sigma):
             return f"provisional, sigma {sigma:.4g} above {self.provisional_sigma}"
         return None
-
-    def flag(self, standing: Standing) -> bool:
-        return self.unranked(standing) is not None
