@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from stream_rater.rating.calibration import Calibration
@@ -57,6 +57,7 @@ class Outcome(NamedTuple):
     rated: Sequence[Sequence[bool]] | None = None
 
 
+@runtime_checkable
 class GaussianPerformance(Protocol):
     """The capability of a model whose team performances are Gaussian (TrueSkill, section 4.1):
     draws predicted by a margin, match quality by eq. (7), team performances sampled for
@@ -106,12 +107,15 @@ class RatingModel(ABC):
     #: The parameters `offline.tune` fits by default, each with the transform it is searched
     #: in (``log``, ``logit``). Scale parameters that only rescale the ratings are left out.
     TUNING: ClassVar[dict[str, str]] = {}
-    #: Parameters of options that are off by default, fitted only when named (``--tune``).
+    #: Parameters of options that are off by default, fitted only when named (``--tune``;
+    #: TrueSkill: fitting ``margin_scale`` from 0 switches score margins on).
     TUNING_OPTIONS: ClassVar[dict[str, str]] = {}
+    #: True for a model of Gaussian team performances (`GaussianPerformance`: TrueSkill).
+    GAUSSIAN: ClassVar[bool] = False
 
     def gaussian(self) -> GaussianPerformance | None:
-        """The model as one of Gaussian team performances, or None (the default)."""
-        return None
+        """The model as one of Gaussian team performances (`GAUSSIAN`), or None."""
+        return cast(GaussianPerformance, self) if self.GAUSSIAN else None
 
     @abstractmethod
     def initial(self) -> Rating:

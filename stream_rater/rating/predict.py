@@ -85,8 +85,7 @@ def predict(model: RatingModel, teams: Teams) -> Prediction:
 def predict_raw(model: RatingModel, teams: Teams) -> Prediction:
     """`predict` as the model itself gives it, without its calibration (what one is fitted on)."""
     wins, draw = raw_probabilities(model, teams)
-    gaussian = model.gaussian()
-    quality = evenness(wins) if gaussian is None else gaussian.quality(teams)
+    quality = evenness(wins) if (gaussian := model.gaussian()) is None else gaussian.quality(teams)
     return Prediction(wins, draw, quality)
 
 

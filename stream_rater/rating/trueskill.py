@@ -53,7 +53,6 @@ import itertools
 import math
 from collections.abc import Sequence, Sized
 from operator import attrgetter
-from typing import ClassVar
 
 from stream_rater.rating._evidence import margin_moments, margin_observation, observe, score_evidence
 from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
@@ -110,19 +109,9 @@ class TrueSkill(RatingModel):
 
     name = "trueskill"
     has_sigma = True
-    TUNING: ClassVar[dict[str, str]] = {
-        "beta": "log",
-        "tau": "log",
-        "time_tau": "log",
-        "draw_probability": "logit",
-    }
-    # Fitting ``margin_scale`` from 0 switches score margins on; ``score_noise`` matters with
-    # ``player_scores=true`` only, ``margin_noise`` with ``margin_scale`` > 0.
-    TUNING_OPTIONS: ClassVar[dict[str, str]] = {
-        "margin_scale": "log",
-        "margin_noise": "log",
-        "score_noise": "log",
-    }
+    GAUSSIAN = True
+    TUNING = {"beta": "log", "tau": "log", "time_tau": "log", "draw_probability": "logit"}  # noqa: RUF012
+    TUNING_OPTIONS = {"margin_scale": "log", "margin_noise": "log", "score_noise": "log"}  # noqa: RUF012
 
     def __init__(
         self,
@@ -461,10 +450,6 @@ class TrueSkill(RatingModel):
     def ages(self) -> bool:
         """Whether `as_of` may change a rating: with time-scaled dynamics (``time_tau`` > 0)."""
         return self._time_rate != 0.0
-
-    def gaussian(self) -> TrueSkill:
-        """TrueSkill's team performances are Gaussian (`rating.base.GaussianPerformance`)."""
-        return self
 
     def draw_margin(self, players: int) -> float:
         """The draw margin eps of a match with `players` players in all (section 4.1)."""

@@ -424,3 +424,15 @@ def test_a_balance_too_slow_to_search_one_split_at_a_time_is_refused():
         balance(model, pool, [10] * 10)
     found = balance(model, pool[:16], [4, 4, 4, 4], budget=1.0)
     assert not found.exhaustive and found.search.startswith("local search")
+
+
+def test_a_model_that_says_it_is_gaussian_has_the_gaussian_capability():
+    """`RatingModel.gaussian` is the model itself exactly when it has `GaussianPerformance`'s
+    methods (TrueSkill), None for every other model."""
+    from stream_rater.rating.base import GaussianPerformance
+    from stream_rater.rating.registry import MODEL_CLASSES, create_model
+
+    for name in MODEL_CLASSES:
+        model = create_model(name, {})
+        assert (model.gaussian() is model) == model.GAUSSIAN == (name == "trueskill")
+        assert not model.GAUSSIAN or isinstance(model, GaussianPerformance)
