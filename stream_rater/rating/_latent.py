@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import log_ndtr, logsumexp
+from scipy.special import log_ndtr, logsumexp, ndtr
 
 from stream_rater.rating._gaussian import cdf
 from stream_rater.rating._pairs import expit
@@ -113,6 +113,10 @@ MAX_SHARED_PANELS = 1024
 #: Per family, in standard units, where `_first_places` integrates: where the density is
 #: above e^-40 of its peak (what lies outside changes no probability by 1e-17).
 _SHARED_WINDOW = {"normal": (-9.0, 9.0), "logexp": (-40.0, 4.0)}
+#: Per family, the CDF itself: `_first_places` multiplies the other teams' CDFs as they are (a
+#: product under 1e-308 is a node that adds nothing) rather than summing log CDFs, which for
+#: the normal family costs twice as much (``log_ndtr``).
+_SHARED_CDF = {"normal": ndtr, "logexp": lambda u: -np.expm1(-np.exp(np.minimum(u, 700.0)))}
 
 
 def first_place_probabilities(locs: Sequence[float], scales: Sequence[float], family: str) -> list[float]:
@@ -145,16 +149,16 @@ def first_place_probabilities(locs: Sequence[float], scales: Sequence[float], fa
 
 def _first_places(locs: Floats, scales: Floats, family: str) -> list[float] | None:
     """Every team's `_first_place` at once, on one grid of performance values shared by all
-    teams: each team's log CDF is computed once per node (n·G values instead of n²·G), and
-    team a's integrand is ``f_a(x) · exp(Σ_b log F_b(x) − log F_a(x))``, summed over the
-    nodes inside a's `_SHARED_WINDOW`. The grid covers every team's window in 16-point
+    teams: each team's CDF is computed once per node (n·G values instead of n²·G), and team
+    a's integrand is ``f_a(x) · Π_b F_b(x) / F_a(x)``, summed over the nodes inside a's
+    `_SHARED_WINDOW` (where F_a is at least 1e-19, so the division keeps full precision). The grid covers every team's window in 16-point
     Gauss-Legendre panels at most twice the narrowest team's scale wide, so no CDF changes
     much within a panel (what `_first_place`'s extra break points are for): the answers agree
-    with `_first_place`'s to some 1e-13 (tests/unit/rating/test_latent.py). None when that
+    with `_first_place`'s to some 1e-13 (tests/unit/rating/test_predict.py). None when that
     grid would have more panels than the per-team grids together (performances far apart on
     very different scales), or more than `MAX_SHARED_PANELS`: ask `_first_place`.
     """
-    kernel, normaliser, logcdf, _, _ = _FAMILIES[family]
+    kernel, normaliser, _, _, _ = _FAMILIES[family]
     lo, hi = _SHARED_WINDOW[family]
     width = 2.0 * float(np.min(scales))
     merged: list[list[float]] = []
@@ -173,10 +177,11 @@ def _first_places(locs: Floats, scales: Floats, family: str) -> list[float] | No
     x = ((lefts + half)[:, None] + half[:, None] * _NODES).ravel()
     weights = (half[:, None] * _WEIGHTS).ravel()
     u = (x[None, :] - locs[:, None]) / scales[:, None]
-    log_cdfs = logcdf(u)
-    inside = (u >= lo) & (u <= hi)
-    exponent = np.where(inside, log_cdfs.sum(axis=0)[None, :] - log_cdfs + kernel(u), -np.inf)
-    probabilities: list[float] = ((np.exp(exponent) @ weights) / (scales * normaliser)).tolist()
+    cdfs = _SHARED_CDF[family](u)
+    inside = (u >= lo) & (u <= hi)  # where team a's CDF is at least 1e-19: safe to divide by
+    others = np.divide(cdfs.prod(axis=0), cdfs, out=np.zeros_like(cdfs), where=inside)
+    density = np.exp(np.where(inside, kernel(u), -np.inf))
+    probabilities: list[float] = (((density * others) @ weights) / (scales * normaliser)).tolist()
     return probabilities
 
 
