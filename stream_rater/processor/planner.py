@@ -133,6 +133,8 @@ class _Changes:
     scores: list[list[Any]] = field(default_factory=list)
     #: The id of the season-start record the batch applies, if any.
     season: str | None = None
+    #: ``id(event)`` → its fields, for each rating-changed event built (`Commit.event_fields`).
+    event_fields: dict[int, tuple[Any, ...]] = field(default_factory=dict)
 
     def apply(self, match_id: str, events: list[Event], keeps_events: bool) -> None:
         """Mark `match_id` applied with `events`, which its marker holds if `keeps_events`
@@ -326,12 +328,8 @@ def _events(
     built (a team's share its expectation dict), put in their history and returned; without
     (a shadow), none. (`MatchFinished.placings` gives `Commit.placings`.)"""
     _check_finite(s, match, posterior)
-    display, flag, qualifies, stored_players = (
-        s.model.display,
-        s.flag,
-        s.qualifies,
-        s.snapshot.players,
-    )
+    display, flag, qualifies = s.model.display, s.flag, s.qualifies
+    stored_players, event_fields = s.snapshot.players, changes.event_fields
     players, leaderboard, history = changes.players, changes.leaderboard, changes.history
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
     finished_at, processed_at = _timestamp(at), s.processed_at
@@ -346,7 +344,7 @@ def _events(
             leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
             if expectation is None:
                 continue
-            event = rating_changed(
+            fields = (  # `Commit.event_fields`: the store packs these, not the event's map
                 match_id,
                 ladder_name,
                 pid,
@@ -362,6 +360,7 @@ def _events(
                 expectation[t],
                 display(Rating(before.mu, before.sigma)),
             )
+            event_fields[id(event := rating_changed(*fields))] = fields
             events.append(event)
             entries = history.get(pid)
             if entries is None:
@@ -480,4 +479,5 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         placings=changes.placings,
         quality={LIVE: (increments(changes.scores), changes.scores)} if changes.scores else {},
         active_within=s.rules.active_within(),
+        event_fields=changes.event_fields,
     )

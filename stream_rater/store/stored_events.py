@@ -22,6 +22,7 @@ import itertools
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
 from typing import Any
 
 import msgpack
@@ -68,7 +69,10 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         )
     ):
         return None
-    compact = [
+    expected, provisional = event.get("expected"), event.get("provisional")
+    if ("expected" in keys and expected is None) or ("provisional" in keys and provisional is None):
+        return None
+    fields = (
         match_id,
         player_id,
         event["model"],
@@ -81,14 +85,38 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         event["finished_at"],
         event["processed_at"],
         late,
-    ]
-    expected, provisional = event.get("expected"), event.get("provisional")
-    if ("expected" in keys and not isinstance(expected, dict)) or (
-        "provisional" in keys and not isinstance(provisional, bool)
+        expected,
+        provisional,
+        before["rating"] if rated else None,
+    )
+    return compact_of(fields)
+
+
+#: A plain rating-changed event's fields in the order `contracts.rating_changed` takes them
+#: apart (`Commit.event_fields`): ``(match_id, player_id, model, before_mu, before_sigma,
+#: after_mu, after_sigma, rating, games, finished_at, processed_at, late, expected,
+#: provisional, before_rating)``, `late` a bool and the last three None where absent.
+EventFields = tuple[Any, ...]
+
+
+def compact_of(fields: EventFields) -> list[Any] | None:
+    """The compact form of the event `rating_changed` builds from `fields` (`EventFields`), or
+    None where the array would not read back as that event: an ``expected`` not a map, a
+    ``provisional`` not a bool, or a change that is NaN (the event's ``delta`` or
+    ``rating_delta`` would then differ from the one rebuilt)."""
+    a_mu, b_mu, expected, provisional, before_rating = fields[5], fields[3], fields[12], fields[13], fields[14]
+    if (
+        (expected is not None and not isinstance(expected, dict))
+        or (provisional is not None and not isinstance(provisional, bool))
+        or a_mu - b_mu != a_mu - b_mu
     ):
         return None
-    if rated:
-        compact += (expected, provisional, before["rating"])
+    compact = list(fields[:12])
+    if before_rating is not None:
+        rating = fields[7]
+        if rating - before_rating != rating - before_rating:
+            return None
+        compact += (expected, provisional, before_rating)
         return compact
     if expected is not None or provisional is not None:
         compact.append(expected)
@@ -111,14 +139,20 @@ def pack_events(events: list[Event], ladder: str) -> bytes:
 
 class StoredForms:
     """The stored forms of one commit's events of `ladder`: each event's compact form is made
-    once (by the event's identity, so the events must outlive this) and serves both its match's
-    marker (`marker`) and its player's history entry (`entry`)."""
+    once (by the event's identity, so the events must outlive this), from its fields where the
+    planner handed them over (`fields`: `Commit.event_fields`) else from its map, and serves
+    both its match's marker (`marker`) and its player's history entry (`entry`); the parts of
+    an entry its match's other events share (match id, timestamps, their team's ``expected``)
+    are made once too."""
 
-    __slots__ = ("_compacts", "ladder")
+    __slots__ = ("_compacts", "_expected", "_fields", "_heads", "ladder")
 
-    def __init__(self, ladder: str) -> None:
+    def __init__(self, ladder: str, fields: Mapping[int, EventFields] | None = None) -> None:
         self.ladder = ladder
+        self._fields = fields or {}
         self._compacts: dict[int, list[Any] | None] = {}
+        self._heads: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+        self._expected: dict[int, Any] = {}
 
     def compact(self, event: Event) -> list[Any] | None:
         """`_compact` of `event`, made once."""
@@ -126,7 +160,8 @@ class StoredForms:
         key = id(event)
         if key in compacts:
             return compacts[key]
-        compact = compacts[key] = _compact(event, self.ladder)
+        fields = self._fields.get(key)
+        compact = compacts[key] = _compact(event, self.ladder) if fields is None else compact_of(fields)
         return compact
 
     def marker(self, events: list[Event]) -> bytes:
@@ -142,8 +177,30 @@ class StoredForms:
         if compact is None or compact[1] != player_id or compact[2] != model:
             body: bytes = PACKER.pack(event)
         else:
-            body = PACKER.pack(_entry(compact))
+            body = PACKER.pack(self._entry(compact))
         return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
+
+    def _entry(self, compact: list[Any]) -> list[Any]:
+        """The fields of a history entry from an event's compact form (`pack_entry`)."""
+        key = (compact[0], compact[9], compact[10])
+        head = self._heads.get(key)
+        if head is None:
+            finished, processed = _micros(compact[9]), _micros(compact[10])
+            if type(finished) is int and type(processed) is int:
+                processed -= finished  # exact: both are integers
+            head = self._heads[key] = (_match(compact[0]), finished, processed)
+        entry = [head[0], *compact[3:9], head[1], head[2], compact[11]]
+        if len(compact) > 12:
+            expected = compact[12]
+            if expected is not None:
+                kept = self._expected
+                key_of = id(expected)
+                stored = kept[key_of] if key_of in kept else kept.setdefault(key_of, _stored_expected(expected))
+                entry.append(stored)
+            else:
+                entry.append(None)
+            entry += compact[13:]  # provisional, before rating
+        return entry
 
 
 def stored_event(value: Any, ladder: str) -> Event:
@@ -230,18 +287,11 @@ def _match(match_id: str) -> str | bytes:
     return match_id
 
 
-def _entry(compact: list[Any]) -> list[Any]:
-    """The fields of a history entry from an event's compact form (`pack_entry`)."""
-    finished, processed = _micros(compact[9]), _micros(compact[10])
-    if type(finished) is int and type(processed) is int:
-        processed -= finished  # exact: both are integers
-    entry = [_match(compact[0]), *compact[3:9], finished, processed, compact[11]]
-    if len(compact) > 12:
-        expected = compact[12]
-        at = None if expected is None else _EXPECTED_AT.get(tuple(expected))
-        entry.append(expected if at is None else [at, *expected.values()])
-        entry += compact[13:]  # provisional, before rating
-    return entry
+def _stored_expected(expected: dict[str, Any]) -> Any:
+    """An ``expected`` as a history entry keeps it: the index of its keys in `_EXPECTED` then
+    its values, or the map itself if its keys are none of those."""
+    at = _EXPECTED_AT.get(tuple(expected))
+    return expected if at is None else [at, *expected.values()]
 
 
 def _event_fields(entry: list[Any], player_id: str, model: str | None) -> list[Any]:

@@ -309,6 +309,11 @@ class Commit:
     #: A ladder with modes (`contracts.modes`): every player write's id is a stored id
     #: ``<mode>@<player id>``, ranked on its mode's leaderboard under the player id.
     moded: bool = False
+    #: ``id(event)`` → the fields of a plain rating-changed event of `markers` and `history`, as
+    #: the planner built it (`stored_events.EventFields`): a store that keeps events in their
+    #: stored form takes them from here rather than reading each event's map back (events
+    #: missing here are read from their map). The events outlive the commit's use.
+    event_fields: Mapping[int, tuple[Any, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.writes and not self.markers:

@@ -114,11 +114,22 @@ class Buckets:
     def of(cls, commit: Commit, now: float, ttl: float) -> Buckets:
         """The buckets of `commit` at `now` with markers kept `ttl` seconds (0: for ever)."""
         written = [w.player_id for w in commit.writes if not w.is_effect]
-        players, index = grouped([*written, *commit.history], bucket)
+        players, index = grouped(written, bucket)
+        # A history's player is nearly always written too: its bucket is not hashed again.
+        of_written = dict(zip(written, index))
+        order = {b: i for i, b in enumerate(players, 1)}
+        history_index = []
+        for player in commit.history:
+            at = of_written.get(player)
+            if at is None:
+                at = order.setdefault(bucket(player), len(order) + 1)
+                if at > len(players):
+                    players.append(bucket(player))
+            history_index.append(at)
         it = iter(index)
         player_index = [0 if w.is_effect else next(it) for w in commit.writes]
         slots, slot, slot_ttl = marker_slots(now, ttl)
-        return cls(players, player_index, list(it), slots, slots.index(slot) + 1, slot_ttl)
+        return cls(players, player_index, history_index, slots, slots.index(slot) + 1, slot_ttl)
 
     def keys(self) -> tuple[list[int], list[str]]:
         """The buckets in `KeyLayout.commit_keys`' form."""
@@ -133,7 +144,7 @@ def history_args(
     `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
     the most a read returns), packed by `forms` (the commit's markers' own, so that each event's
     compact form is made once)."""
-    entry = (forms or StoredForms(commit.ladder)).entry
+    entry = (forms or StoredForms(commit.ladder, commit.event_fields)).entry
     model = next(
         (
             e["model"]
@@ -172,7 +183,7 @@ def commit_args(
     `trim_since` leave the leaderboard; `boards`, a moded ladder's (`mode_boards`)."""
     ladder = commit.ladder
     ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
-    forms = StoredForms(ladder)
+    forms = StoredForms(ladder, commit.event_fields)
     unproduced = [forms.marker(events) for events in commit.markers.values() if events]
     model, history_fields, history = history_args(commit, history_cap, forms)
     ids_of = list(commit.markers)
