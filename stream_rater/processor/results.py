@@ -88,8 +88,11 @@ def points_created(result: MatchResult, display: Callable[[Rating], float]) -> f
     points (a ``rating_floor``, per-game caps, new players' larger K) show here."""
     total = 0.0
     for event in result.events:
-        before, after = event["before"], event["after"]
-        total += display(Rating(after["mu"], after["sigma"])) - display(Rating(before["mu"], before["sigma"]))
+        change = event.get("rating_delta")  # the same difference, in the event already
+        if change is None:
+            before, after = event["before"], event["after"]
+            change = display(Rating(after["mu"], after["sigma"])) - display(Rating(before["mu"], before["sigma"]))
+        total += change
     return total
 
 
