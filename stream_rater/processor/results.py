@@ -91,7 +91,9 @@ def points_created(result: MatchResult, display: Callable[[Rating], float]) -> f
         change = event.get("rating_delta")  # the same difference, in the event already
         if change is None:
             before, after = event["before"], event["after"]
-            change = display(Rating(after["mu"], after["sigma"])) - display(Rating(before["mu"], before["sigma"]))
+            change = display(Rating(after["mu"], after["sigma"])) - display(
+                Rating(before["mu"], before["sigma"])
+            )
         total += change
     return total
 

@@ -21,8 +21,8 @@ import functools
 import itertools
 import re
 import uuid
-from datetime import UTC, datetime, timedelta
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgpack
@@ -104,7 +104,13 @@ def compact_of(fields: EventFields) -> list[Any] | None:
     None where the array would not read back as that event: an ``expected`` not a map, a
     ``provisional`` not a bool, or a change that is NaN (the event's ``delta`` or
     ``rating_delta`` would then differ from the one rebuilt)."""
-    a_mu, b_mu, expected, provisional, before_rating = fields[5], fields[3], fields[12], fields[13], fields[14]
+    a_mu, b_mu, expected, provisional, before_rating = (
+        fields[5],
+        fields[3],
+        fields[12],
+        fields[13],
+        fields[14],
+    )
     if (
         (expected is not None and not isinstance(expected, dict))
         or (provisional is not None and not isinstance(provisional, bool))
@@ -195,7 +201,9 @@ class StoredForms:
             if expected is not None:
                 kept = self._expected
                 key_of = id(expected)
-                stored = kept[key_of] if key_of in kept else kept.setdefault(key_of, _stored_expected(expected))
+                stored = (
+                    kept[key_of] if key_of in kept else kept.setdefault(key_of, _stored_expected(expected))
+                )
                 entry.append(stored)
             else:
                 entry.append(None)
@@ -273,7 +281,7 @@ def _text(value: Any) -> Any:
 
 #: The key lists of an ``expected`` a history entry keeps as its values alone (`pack_entry`).
 _EXPECTED = (("win", "draw"), ("ahead", "rank"))
-_EXPECTED_AT = {keys: at for at, keys in enumerate(_EXPECTED)}
+_EXPECTED_AT: dict[tuple[str, ...], int] = {keys: at for at, keys in enumerate(_EXPECTED)}
 
 
 #: A UUID in its canonical text, `str(uuid.UUID(...))`'s: lower-case 8-4-4-4-12 hex digits.
