@@ -220,6 +220,7 @@ class BatchHandler:
         now = time.time()
         counts: Counter[tuple[bool, str]] = Counter()
         late: Counter[str] = Counter()
+        moved: dict[tuple[bool, str], float] = {}  # (created, ladder) → display-rating points
         for r in result.results:
             if r.voided:
                 metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
@@ -234,8 +235,7 @@ class BatchHandler:
             counts[r.duplicate, r.match.ladder] += 1
             if not r.duplicate:
                 points = points_created(r, self.ladders[r.match.ladder].rating_model.display)
-                created = metrics.RATING_POINTS_CREATED if points > 0 else metrics.RATING_POINTS_REMOVED
-                created.labels(r.match.ladder).inc(abs(points))
+                moved[points > 0, r.match.ladder] = moved.get((points > 0, r.match.ladder), 0.0) + abs(points)
                 if is_late(r):
                     late[r.match.ladder] += 1
             metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
@@ -243,6 +243,9 @@ class BatchHandler:
             (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
         for ladder, n in late.items():
             metrics.MATCHES_LATE.labels(ladder).inc(n)
+        for (up, ladder), points in moved.items():  # one increment per ladder, not per match
+            counter = metrics.RATING_POINTS_CREATED if up else metrics.RATING_POINTS_REMOVED
+            counter.labels(ladder).inc(points)
         metrics.COMMIT_CONFLICTS.inc(result.conflicts)
         for ladder, scorer, sums in result.quality:
             metrics.count_quality(ladder, scorer, sums, quality.BINS)
