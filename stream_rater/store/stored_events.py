@@ -74,52 +74,60 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         return None
     fields = (
         match_id,
+        ladder,
         player_id,
         event["model"],
-        before["mu"],
-        before["sigma"],
-        after["mu"],
-        after["sigma"],
+        (before["mu"], before["sigma"]),
+        (after["mu"], after["sigma"]),
         event["rating"],
         event["games"],
         event["finished_at"],
         event["processed_at"],
         late,
-        expected,
         provisional,
+        expected,
         before["rating"] if rated else None,
     )
-    return compact_of(fields)
+    return compact_of(fields, ladder)
 
 
-#: A plain rating-changed event's fields in the order `contracts.rating_changed` takes them
-#: apart (`Commit.event_fields`): ``(match_id, player_id, model, before_mu, before_sigma,
-#: after_mu, after_sigma, rating, games, finished_at, processed_at, late, expected,
-#: provisional, before_rating)``, `late` a bool and the last three None where absent.
+#: A rating-changed event's fields: the arguments `contracts.rating_changed` built it from, in
+#: its order, ``(match_id, ladder, player_id, model, before, after, rating, games, finished_at,
+#: processed_at, late, provisional, expected, before_rating)`` (`Commit.event_fields`).
 EventFields = tuple[Any, ...]
 
 
-def compact_of(fields: EventFields) -> list[Any] | None:
-    """The compact form of the event `rating_changed` builds from `fields` (`EventFields`), or
-    None where the array would not read back as that event: an ``expected`` not a map, a
-    ``provisional`` not a bool, or a change that is NaN (the event's ``delta`` or
-    ``rating_delta`` would then differ from the one rebuilt)."""
-    a_mu, b_mu, expected, provisional, before_rating = (
-        fields[5],
-        fields[3],
-        fields[12],
-        fields[13],
-        fields[14],
-    )
+def compact_of(fields: EventFields, ladder: str) -> list[Any] | None:
+    """The compact form of the event ``rating_changed(*fields)`` (`EventFields`), or None where
+    the array would not read back as that event: one of another ladder than `ladder`, an
+    ``expected`` not a map, a ``provisional`` not a bool, or a change that is NaN (the event's
+    ``delta`` or ``rating_delta`` would then differ from the one rebuilt)."""
+    match_id, of, player_id, model, before, after, rating, games, finished, processed, late, *rest = fields
+    provisional, expected, before_rating = rest
+    b_mu, a_mu = before[0], after[0]
     if (
-        (expected is not None and not isinstance(expected, dict))
+        of != ladder
+        or (expected is not None and not isinstance(expected, dict))
         or (provisional is not None and not isinstance(provisional, bool))
         or a_mu - b_mu != a_mu - b_mu
     ):
         return None
-    compact = list(fields[:12])
+    late = bool(late)  # the event has ``late`` (true) only if it is
+    compact = [
+        match_id,
+        player_id,
+        model,
+        b_mu,
+        before[1],
+        a_mu,
+        after[1],
+        rating,
+        games,
+        finished,
+        processed,
+        late,
+    ]
     if before_rating is not None:
-        rating = fields[7]
         if rating - before_rating != rating - before_rating:
             return None
         compact += (expected, provisional, before_rating)
@@ -167,7 +175,9 @@ class StoredForms:
         if key in compacts:
             return compacts[key]
         fields = self._fields.get(key)
-        compact = compacts[key] = _compact(event, self.ladder) if fields is None else compact_of(fields)
+        compact = compacts[key] = (
+            _compact(event, self.ladder) if fields is None else compact_of(fields, self.ladder)
+        )
         return compact
 
     def marker(self, events: list[Event]) -> bytes:

@@ -4,7 +4,7 @@ for anything else, and every event reads back equal to the one written (bytes in
 from __future__ import annotations
 
 import msgpack
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from stream_rater.contracts import (
@@ -16,6 +16,7 @@ from stream_rater.contracts import (
 )
 from stream_rater.contracts.codecs import encode_event
 from stream_rater.store.stored_events import (
+    StoredForms,
     _micros,
     pack_entry,
     pack_event,
@@ -233,3 +234,28 @@ def _parses(text: str) -> bool:
     except ValidationError:
         return False
     return True
+
+
+@given(
+    st.sampled_from([LADDER, "other"]),
+    st.floats(width=64) | st.integers(-3, 3),
+    st.none() | st.floats(width=64),
+    st.booleans() | st.just(1),
+    st.none() | st.booleans() | st.just(0),
+    st.none() | st.just({"win": 0.5, "draw": 0.1}) | st.just([0.5]),
+)
+@example(LADDER, float("nan"), None, False, None, None)
+@example(LADDER, 26.0, float("nan"), True, True, {"win": 0.5, "draw": 0.1})
+def test_an_events_fields_pack_as_its_map_does(ladder, mu, before_rating, late, provisional, expected):
+    """The planner hands the store each event's fields (`Commit.event_fields`): packed from
+    them, a marker and a history entry are the bytes packing the event itself gives, NaN,
+    odd values and another ladder's events included."""
+    fields = (
+        "m-1", ladder, "a", "trueskill", (25.0, 8.3), (mu, 7.9), 12.5, 3,
+        "2024-01-02T03:04:05Z", "2024-01-02T03:04:06.5Z", late, provisional, expected, before_rating,
+    )  # fmt: skip
+    event = rating_changed(*fields)
+    from_fields = StoredForms(LADDER, {id(event): fields})
+    from_map = StoredForms(LADDER)
+    assert from_fields.marker([event]) == from_map.marker([event])
+    assert from_fields.entry(event, "trueskill", "a") == from_map.entry(event, "trueskill", "a")
