@@ -97,6 +97,13 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
 EventFields = tuple[Any, ...]
 
 
+def _size(fields: EventFields) -> int:
+    """How many keys ``rating_changed(*fields)`` has: 12, and ``late``, ``provisional``,
+    ``expected`` and ``rating_delta`` where given."""
+    late, provisional, expected, before_rating = fields[10:]
+    return 12 + bool(late) + (provisional is not None) + (expected is not None) + (before_rating is not None)
+
+
 def compact_of(fields: EventFields, ladder: str) -> list[Any] | None:
     """The compact form of the event ``rating_changed(*fields)`` (`EventFields`), or None where
     the array would not read back as that event: one of another ladder than `ladder`, an
@@ -175,6 +182,8 @@ class StoredForms:
         if key in compacts:
             return compacts[key]
         fields = self._fields.get(key)
+        if fields is not None and (event["player_id"] is not fields[2] or len(event) != _size(fields)):
+            fields = None  # changed in place since it was built (`contracts.with_mode`): its map
         compact = compacts[key] = (
             _compact(event, self.ladder) if fields is None else compact_of(fields, self.ladder)
         )

@@ -13,9 +13,11 @@ from stream_rater.contracts import (
     format_timestamp,
     parse_timestamp,
     rating_changed,
+    with_mode,
 )
 from stream_rater.contracts.codecs import encode_event
 from stream_rater.store.stored_events import (
+    PACKER,
     StoredForms,
     _micros,
     pack_entry,
@@ -259,3 +261,15 @@ def test_an_events_fields_pack_as_its_map_does(ladder, mu, before_rating, late, 
     from_map = StoredForms(LADDER)
     assert from_fields.marker([event]) == from_map.marker([event])
     assert from_fields.entry(event, "trueskill", "a") == from_map.entry(event, "trueskill", "a")
+
+
+def test_an_event_changed_after_it_was_built_packs_as_its_map() -> None:
+    """A moded ladder's events are turned into the player's own in place (`with_mode`) after
+    the planner recorded their fields: those fields no longer describe them, so their map is
+    packed."""
+    fields = (
+        "m-1", LADDER, "mode@a", "trueskill", (25.0, 8.3), (26.0, 7.9), 12.5, 3,
+        "2024-01-02T03:04:05Z", "2024-01-02T03:04:06Z", False, None, {"win": 0.5, "draw": 0.1}, 12.0,
+    )  # fmt: skip
+    event = with_mode(rating_changed(*fields), "mode", "a")
+    assert StoredForms(LADDER, {id(event): fields}).marker([event]) == PACKER.pack([event])
