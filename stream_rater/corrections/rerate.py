@@ -16,29 +16,32 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
    offsets on: its cost follows the matches after the corrected one, not the ladder's age.
 4. **Compare.** Compare both generations' players while the live one still moves: a player
    no match after the staging generation's position touches keeps both states until the
-   switch, so only the players of the last few matches need comparing again.
+   switch, so only the players of the last few matches need comparing again. Their
+   correction events (one per player whose state changed) are staged in the store now,
+   beside the staging generation, so that the switch does not carry them.
 5. **Switch.** Freeze the live generation (its commits are refused; the worker waits and
    retries), apply the last few matches up to its now fixed position, compare their players
-   again, and in one atomic step make the staging generation live, store the correction
-   events (one per player whose state changed) and turn the freeze into a *hold* of their
-   players: the live ladder goes on, but a live commit writing a held player is refused (the
-   worker retries) until that player's correction event is with the broker. Send the events
-   in chunks, each chunk's players released once the broker has it, the players of the
-   matches the topic shows next first (the live worker's next commits; the topic is read
-   again before each chunk); then release the lock and drop the old generation. The live
-   ladder is blocked only from the freeze to the switch: a fetch from the topic, a few
-   matches, a few reads and a produce — milliseconds, whatever the ladder's size; a match
-   of a corrected player waits at most about two chunks' sends, however many players were
-   corrected. The staging generation's markers are written
-   empty (its events are never produced). The live ladder's last matches whose live markers
-   still hold their events (a worker died between its commit and its produce, or is
-   producing them now) are sent by the re-rate itself, in log order, before the switch: on
-   `rating-updates` every player's events then chain, the live ones ending where the
-   correction event begins (a worker still producing them adds duplicates after it), and
-   the hold puts a player's next live events after it.
+   again, and in one atomic step make the staging generation live, make the staged
+   correction events (with the changes of the players compared again) the outbox and turn
+   the freeze into a *hold* of their players (renames: the same few commands for ten or ten
+   thousand corrected players): the live ladder goes on, but a live commit writing a held
+   player is refused (the worker retries) until that player's correction event is with the
+   broker. Send the events in chunks, each chunk's players released once the broker has it,
+   the players of the matches the topic shows next first (the live worker's next commits;
+   the topic is read again before each chunk); then release the lock and drop the old
+   generation. The live ladder is blocked only from the freeze to the switch: a fetch from
+   the topic, a few matches, a few reads and a produce — milliseconds, whatever the ladder's
+   size and the number of corrected players; a match of a corrected player waits at most
+   about two chunks' sends, however many players were corrected. The staging generation's
+   markers are written empty (its events are never produced). The live ladder's last
+   matches whose live markers still hold their events (a worker died between its commit and
+   its produce, or is producing them now) are sent by the re-rate itself, in log order,
+   before the switch: on `rating-updates` every player's events then chain, the live ones
+   ending where the correction event begins (a worker still producing them adds duplicates
+   after it), and the hold puts a player's next live events after it.
 
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
-abandoned staging one); a crash after it leaves the new generation live and its correction
+abandoned staging one, its staged events with it); a crash after it leaves the new generation live and its correction
 events in the store's outbox, sent by the next re-rate of the ladder (the hold expires with
 the lock's lease).
 
@@ -288,6 +291,7 @@ class Rerate:
         players of the matches applied since (compared again in the switch)."""
         self.comparison = Compare(self.store, self.ladder, self.model, self.generation, self.report, self.now)
         await self.comparison.all()
+        await self.store.stage(self.ladder, self.owner, self.generation, self.comparison.stage())
         self.touched = set()
         for _ in range(FOLLOW_ROUNDS):
             self.live = await self.store.generations(self.ladder)
@@ -315,7 +319,7 @@ class Rerate:
         clock.step("read")
         last = await build.apply_upto(live.positions)
         clock.step("apply")
-        events = await self.comparison.again(touched(self.touched, last))
+        changed, dropped = await self.comparison.again(touched(self.touched, last))
         clock.step("compare")
         maybe |= {match.match_id for match, _ in last}
         held = await store.unproduced(ladder, live.live, [m for m in build.recent if m in maybe])
@@ -323,10 +327,11 @@ class Rerate:
         if held:
             await self.send([event for events in held.values() for event in events])
         clock.step("unproduced")
-        await store.switch(ladder, self.owner, self.generation, live, events)
+        await store.switch(ladder, self.owner, self.generation, live, changed, dropped)
         self.switched = True
         clock.step("switch")
         self.report.blocked_seconds = sum(self.report.blocked_steps.values())
+        events = self.comparison.sorted()
         await self.send_held(events)
         await store.finish_rerate(ladder, self.owner)
         self.report.held_seconds = time.perf_counter() - clock.last

@@ -27,7 +27,8 @@ class Clock:
 class Compare:
     """The correction events: one per player whose state differs between the live generation
     and the staging one (a player the staging one lacks is back at the prior). `all` compares
-    every player; `again` re-compares the given ones, whose states may have moved since."""
+    every player; `again` re-compares the given ones, whose states may have moved since, and
+    says what changed since the events were `staged`."""
 
     def __init__(
         self,
@@ -55,15 +56,31 @@ class Compare:
         #: Player id → the correction event of a player whose state differs (made when
         #: compared: inside the freeze only those of the players compared `again`).
         self.events: dict[str, dict[str, Any]] = {}
+        #: The players whose events went to the store before the freeze (`staged`).
+        self.staged: set[str] = set()
 
     async def all(self) -> None:
         """Compare every player of both generations."""
         await self._compare(None)
 
-    async def again(self, players: set[str] | None) -> list[dict[str, Any]]:
-        """Compare `players` (None: every player) again; the events, by player id."""
+    def stage(self) -> list[dict[str, Any]]:
+        """The events so far, noted as staged in the store (`RerateStore.stage`)."""
+        self.staged = set(self.events)
+        return list(self.events.values())
+
+    async def again(self, players: set[str] | None) -> tuple[list[dict[str, Any]], list[str]]:
+        """Compare `players` (None: every player) again. Returns what changed for them since
+        `stage`: the events of those with one, and the staged players without one now."""
         if players is None or players:
             await self._compare(players)
+        compared = self.events.keys() | self.staged if players is None else players
+        return (
+            [self.events[p] for p in compared if p in self.events],
+            [p for p in compared if p not in self.events and p in self.staged],
+        )
+
+    def sorted(self) -> list[dict[str, Any]]:
+        """Every event, by player id."""
         return [self.events[player_id] for player_id in sorted(self.events)]
 
     async def _compare(self, only: set[str] | None) -> None:

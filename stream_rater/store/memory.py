@@ -50,6 +50,8 @@ class _Generation:
     positions: dict[int, int] = field(default_factory=dict)
     params: dict[str, Any] | None = None
     voids_version: int = 0  # of the voids it was built with
+    #: Correction events staged for the switch to this generation, by player id.
+    staged: dict[str, Event] = field(default_factory=dict)
 
 
 @dataclass
@@ -339,17 +341,38 @@ class MemoryStore(StateStore):
     async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
         self._owned(ladder, owner).frozen = (owner, time.monotonic() + ttl)
 
+    async def stage(
+        self, ladder: str, owner: str, staging: int, events: Sequence[Event], dropped: Iterable[str] = ()
+    ) -> None:
+        state = self._owned(ladder, owner)
+        if state.staging != staging:
+            raise refusal("lost", ladder)
+        staged = state.generations[staging].staged
+        staged.update((event["player_id"], event) for event in events)
+        for player_id in dropped:
+            staged.pop(player_id, None)
+
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
+        self,
+        ladder: str,
+        owner: str,
+        staging: int,
+        live: Generations,
+        outbox: Sequence[Event] = (),
+        dropped: Iterable[str] = (),
     ) -> None:
         state = self._owned(ladder, owner)
         if _holder(state.frozen) != owner or state.staging != staging:
             raise refusal("lost", ladder)
         if state.live != live.live or state.generations[state.live].positions != live.positions:
             raise refusal("moved", ladder)
-        state.live, state.staging, state.outbox = staging, None, list(outbox)
+        await self.stage(ladder, owner, staging, outbox, dropped)
+        staged = state.generations[staging].staged
+        state.live, state.staging = staging, None
+        state.outbox = [staged[player_id] for player_id in sorted(staged)]
         expiry = state.frozen[1] if state.frozen is not None else 0.0
-        state.held, state.frozen = ({event["player_id"] for event in outbox}, expiry), None
+        state.held, state.frozen = (set(staged), expiry), None
+        staged.clear()
 
     async def copy_seasons(self, ladder: str, source: int, target: int, seasons: Sequence[str]) -> None:
         generations = self._ladders[ladder].generations

@@ -226,15 +226,30 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
         """Refuse live commits of the ladder (`LadderFrozen`) for `ttl` seconds at most."""
 
     @abstractmethod
-    async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
+    async def stage(
+        self, ladder: str, owner: str, staging: int, events: Sequence[Event], dropped: Iterable[str] = ()
     ) -> None:
-        """Atomically make `staging` the live generation and store `outbox` (the correction
-        events still to send), if `owner` holds the lock and the freeze, and the live
-        generation is still `live` at the same positions; else `LockLost` or
-        `CommitConflict`, having changed nothing. The freeze then becomes a hold of the
-        outbox's players: live commits writing one of them are refused (`LadderFrozen`) until
-        `release`, the others go on."""
+        """Stage correction `events` of the `staging` generation (replacing a staged event of
+        the same player) and withdraw those of the `dropped` players, ahead of the switch
+        that makes them the outbox, so that the switch's cost does not grow with them.
+        `LockLost` if `owner` no longer holds the lock or `staging` is no longer staging."""
+
+    @abstractmethod
+    async def switch(
+        self,
+        ladder: str,
+        owner: str,
+        staging: int,
+        live: Generations,
+        outbox: Sequence[Event] = (),
+        dropped: Iterable[str] = (),
+    ) -> None:
+        """Atomically stage `outbox` and withdraw `dropped` as `stage` does, make `staging` the
+        live generation and its staged events the outbox (the correction events still to
+        send), if `owner` holds the lock and the freeze, and the live generation is still
+        `live` at the same positions; else `LockLost` or `CommitConflict`, having changed
+        nothing. The freeze then becomes a hold of the outbox's players: live commits writing
+        one of them are refused (`LadderFrozen`) until `release`, the others go on."""
 
     @abstractmethod
     async def copy_seasons(self, ladder: str, source: int, target: int, seasons: Sequence[str]) -> None:
@@ -261,7 +276,7 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
 
     @abstractmethod
     async def outbox(self, ladder: str) -> list[Event]:
-        """Correction events a switch stored and nobody has sent yet."""
+        """Correction events a switch stored and nobody has sent yet, by player id."""
 
     @abstractmethod
     async def unproduced(

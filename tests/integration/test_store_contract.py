@@ -20,7 +20,7 @@ from stream_rater.store import (
     StateWrite,
     open_store,
 )
-from stream_rater.store.base import LadderFrozen
+from stream_rater.store.base import LadderFrozen, LockLost
 from stream_rater.store.redis import RedisStore, ladder_key
 from stream_rater.store.redis.keys import bucket, marker_slots
 
@@ -150,6 +150,49 @@ async def test_after_a_switch_only_the_corrected_players_are_held_until_released
     assert await store.outbox(ladder) == outbox
     await store.finish_rerate(ladder, "owner")
     await store.commit(Commit(ladder, [write("b", 2.0, 1, 0)], {"m4": []}))
+
+
+async def test_events_staged_before_the_freeze_become_the_outbox_and_hold_at_the_switch(store, ladder):
+    """`stage` puts correction events aside (nothing is held or in the outbox yet); the switch
+    adds its own changes (b's event made again in the freeze, c's withdrawn) and makes them the
+    outbox and their players the hold: a, b held, c not. Thousands of x players, staged and
+    withdrawn, take the stores' batches past one."""
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    staged = [{"player_id": p, "event_id": f"rerate:{p}", "n": 1} for p in ["c", "b", "a"]]
+    many = [{"player_id": f"x{i:04}", "event_id": f"rerate:x{i:04}"} for i in range(2500)]
+    await store.stage(ladder, "owner", generation, staged + many)
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    assert await store.outbox(ladder) == []
+    await store.freeze(ladder, "owner", 60)
+    again = {"player_id": "b", "event_id": "rerate:b", "n": 2}
+    await store.switch(
+        ladder, "owner", generation, live, [again], ["c"] + [e["player_id"] for e in many[:1200]]
+    )
+    assert await store.outbox(ladder) == [staged[2], again, *many[1200:]]
+    await store.commit(Commit(ladder, [write("c", 1.0, 1, 0)], {"m2": []}))
+    for held in ("a", "b"):
+        with pytest.raises(LadderFrozen):
+            await store.commit(Commit(ladder, [write(held, 2.0, 1, 0)], {"m3": []}))
+
+
+async def test_events_staged_by_an_abandoned_rerate_go_with_its_generation(store, ladder):
+    """A re-rate that staged events and died before its switch leaves nothing held and no
+    outbox: the next one switches to its own events only, and the staged ones' keys are gone."""
+    abandoned, _ = await store.begin_rerate(ladder, "one", 60, None)
+    await store.stage(ladder, "one", abandoned, [{"player_id": "a", "event_id": "rerate:a"}])
+    generation, dropped = await store.begin_rerate(ladder, "one", 60, None)  # its lock, taken again
+    assert dropped == abandoned
+    await store.drop_generation(ladder, abandoned)
+    with pytest.raises(LockLost):
+        await store.stage(ladder, "one", abandoned, [{"player_id": "a", "event_id": "rerate:a"}])
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "one", 60)
+    await store.switch(ladder, "one", generation, live, [])
+    assert await store.outbox(ladder) == []
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    if isinstance(store, RedisStore):
+        assert [k async for k in store.client.scan_iter(match=f"*{{{ladder}}}*staged*")] == []
 
 
 def test_a_commit_that_writes_must_apply_a_match():

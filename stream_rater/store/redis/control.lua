@@ -7,8 +7,11 @@
 --       out, 'params:<g>' parameter overrides of generation g), lock (string: owner,
 --       expires), frozen (string: owner, expires; live commits are refused while it exists;
 --       from the switch on, a set: the players whose correction events are not sent yet,
---       whose live commits are refused; same expiry), outbox (correction events still to
---       send), the live generation's meta hash.
+--       whose live commits are refused; same expiry), outbox (hash: player id → msgpack
+--       correction event still to send), the live generation's meta hash, and the staging
+--       generation's staged_outbox (as outbox) and staged_held (set of its player ids): what
+--       outbox and frozen become at the switch, filled before the freeze so that the switch
+--       costs the same whatever the number of corrected players.
 -- ARGV: 1 one msgpack map (raw strings): step, owner, ms (milliseconds of the lease or
 --       freeze), and per step:
 --   begin   params: parameter overrides of the new generation (msgpack; absent for none)
@@ -16,9 +19,13 @@
 --             or {'running', holder, lock milliseconds left}
 --   renew   → {'ok'} or {'lost'}
 --   freeze  → {'ok'} or {'lost'}
---   switch  staging: the staging generation, live: the expected live generation, positions:
---           its expected positions (map partition → offset), outbox: msgpack events,
---           held: the ids of the players of those events (the freeze becomes their hold)
+--   stage   staging: the staging generation, put: player id, msgpack event, player id, …
+--           (staged, replacing a staged event of the player), drop: player ids whose staged
+--           event is withdrawn → {'ok'} or {'lost'}
+--   switch  staging, put, drop: as stage (the last changes, made inside the freeze), live: the
+--           expected live generation, positions: its expected positions (map partition →
+--           offset); the staged outbox becomes the outbox, the staged hold the freeze's
+--           successor (the hold)
 --           → {'ok'}, {'lost'} (lock, freeze or staging generation not ours) or {'moved'}
 --             (the live generation is not the expected one or went further)
 --   release held: player ids whose correction events are with the broker → {'ok'} or {'lost'}
@@ -29,7 +36,31 @@ local args = cmsgpack.unpack(ARGV[1])
 local step, owner, ms = args.step, args.owner, args.ms
 local control, lock, frozen = KEYS[K.control], KEYS[K.lock], KEYS[K.frozen]
 local outbox, meta = KEYS[K.outbox], KEYS[K.meta]
+local staged, staged_held = KEYS[K.staged_outbox], KEYS[K.staged_held]
 local holder = redis.call('GET', lock)
+
+-- Call `command` on `key` with `items`, a thousand at a time (unpack's stack is bounded).
+local function batched(command, key, items)
+  for i = 1, #items, 1000 do
+    redis.call(command, key, unpack(items, i, math.min(i + 999, #items)))
+  end
+end
+
+-- Stage args.put's events (player id, event, …) and their players' hold; withdraw those of
+-- the players args.drop names.
+local function stage()
+  local put, drop, ids = args.put or {}, args.drop or {}, {}
+  for i = 1, #put, 2 do ids[#ids + 1] = put[i] end
+  batched('HSET', staged, put)
+  batched('SADD', staged_held, ids)
+  batched('HDEL', staged, drop)
+  batched('SREM', staged_held, drop)
+end
+
+-- Whether `staging` is the staging generation.
+local function is_staging(staging)
+  return tonumber(redis.call('HGET', control, 'staging') or '-1') == staging
+end
 
 -- Whether the freeze is `owner`'s (a hold set exists only while its switch's lock does).
 local function frozen_by_owner()
@@ -59,9 +90,13 @@ if step == 'renew' then
 elseif step == 'freeze' then
   redis.call('SET', frozen, owner, 'PX', ms)
   return {'ok'}
+elseif step == 'stage' then
+  if not is_staging(args.staging) then return {'lost'} end
+  stage()
+  return {'ok'}
 elseif step == 'switch' then
   if redis.call('TYPE', frozen).ok ~= 'string' or redis.call('GET', frozen) ~= owner
-      or tonumber(redis.call('HGET', control, 'staging') or '-1') ~= args.staging then
+      or not is_staging(args.staging) then
     return {'lost'}
   end
   if tonumber(redis.call('HGET', control, 'live') or '0') ~= args.live then return {'moved'} end
@@ -79,13 +114,15 @@ elseif step == 'switch' then
   if found ~= 0 then return {'moved'} end
   redis.call('HSET', control, 'live', args.staging)
   redis.call('HDEL', control, 'staging')
-  redis.call('SET', outbox, args.outbox)
+  stage()
+  -- Renames, not copies: the same few commands for ten or ten thousand corrected players.
   local ttl = redis.call('PTTL', frozen)
-  redis.call('DEL', frozen)
-  for i = 1, #args.held, 1000 do
-    redis.call('SADD', frozen, unpack(args.held, i, math.min(i + 999, #args.held)))
+  redis.call('UNLINK', outbox, frozen)
+  if redis.call('EXISTS', staged) == 1 then redis.call('RENAME', staged, outbox) end
+  if redis.call('EXISTS', staged_held) == 1 then
+    redis.call('RENAME', staged_held, frozen)
+    redis.call('PEXPIRE', frozen, math.max(ttl, 1))
   end
-  if #args.held > 0 then redis.call('PEXPIRE', frozen, math.max(ttl, 1)) end
   return {'ok'}
 elseif step == 'release' then
   if redis.call('TYPE', frozen).ok == 'set' then
@@ -95,7 +132,7 @@ elseif step == 'release' then
   end
   return {'ok'}
 elseif step == 'finish' then
-  redis.call('DEL', outbox, frozen, lock)
+  redis.call('UNLINK', outbox, frozen, lock)
   return {'ok'}
 elseif step == 'abort' then
   local staging = tonumber(redis.call('HGET', control, 'staging') or '-1')

@@ -11,11 +11,22 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
-from stream_rater.store.redis.keys import CONTROL_KEYS, KeyLayout
+from stream_rater.store.redis.keys import CONTROL_KEYS, STAGED_KEYS, KeyLayout
 from stream_rater.store.redis.scripts import script_args
 from stream_rater.store.status import check_reply, text
 from stream_rater.store.stored_events import PACKER, stored_event
 from stream_rater.store.values import Event, Generations, LockLost, Void
+
+#: Correction events per call of the control script's ``stage`` step: each call is short, so
+#: that staging ten thousand of them never holds Redis for long.
+STAGE_CHUNK = 1000
+
+
+def _put(events: Sequence[Event]) -> list[Any]:
+    """The ``put`` argument of the control script: player id, msgpack event, player id, …"""
+    return [
+        item for event in events for item in (event["player_id"], msgpack.packb(event, use_bin_type=True))
+    ]
 
 
 class RerateControl(KeyLayout):
@@ -27,14 +38,33 @@ class RerateControl(KeyLayout):
     _live: dict[str, int]
 
     async def _control(
-        self, ladder: str, step: str, owner: str, seconds: float, live: int = 0, **fields: Any
+        self,
+        ladder: str,
+        step: str,
+        owner: str,
+        seconds: float,
+        live: int = 0,
+        staging: int = 0,
+        **fields: Any,
     ) -> list[Any]:
         """Run one re-rate `step` of the control script on `ladder` whose live generation is
-        `live` (its other `fields` are described in ``control.lua``); raise what a refusal
-        means."""
+        `live` and staging one `staging` (its other `fields` are described in
+        ``control.lua``); raise what a refusal means."""
         reply: list[Any] = await self._control_script(
-            keys=self.named_keys(ladder, live, CONTROL_KEYS),
-            args=[script_args(step=step, owner=owner, ms=max(1, int(seconds * 1000)), live=live, **fields)],
+            keys=[
+                *self.named_keys(ladder, live, (n for n in CONTROL_KEYS if n not in STAGED_KEYS)),
+                *self.named_keys(ladder, staging, STAGED_KEYS),
+            ],
+            args=[
+                script_args(
+                    step=step,
+                    owner=owner,
+                    ms=max(1, int(seconds * 1000)),
+                    live=live,
+                    staging=staging,
+                    **fields,
+                )
+            ],
         )
         check_reply(ladder, reply)
         return reply
@@ -71,8 +101,24 @@ class RerateControl(KeyLayout):
     async def freeze(self, ladder: str, owner: str, ttl: float) -> None:
         await self._control(ladder, "freeze", owner, ttl)
 
+    async def stage(
+        self, ladder: str, owner: str, staging: int, events: Sequence[Event], dropped: Iterable[str] = ()
+    ) -> None:
+        dropped = list(dropped)
+        for i in range(0, max(len(events), len(dropped)), STAGE_CHUNK):
+            chunk = events[i : i + STAGE_CHUNK]
+            await self._control(
+                ladder, "stage", owner, 0, staging=staging, put=_put(chunk), drop=dropped[i : i + STAGE_CHUNK]
+            )
+
     async def switch(
-        self, ladder: str, owner: str, staging: int, live: Generations, outbox: Sequence[Event]
+        self,
+        ladder: str,
+        owner: str,
+        staging: int,
+        live: Generations,
+        outbox: Sequence[Event] = (),
+        dropped: Iterable[str] = (),
     ) -> None:
         await self._control(
             ladder,
@@ -82,8 +128,8 @@ class RerateControl(KeyLayout):
             live=live.live,
             staging=staging,
             positions=dict(live.positions),
-            outbox=msgpack.packb(list(outbox), use_bin_type=True),
-            held=sorted({event["player_id"] for event in outbox}),
+            put=_put(outbox),
+            drop=list(dropped),
         )
         self._live[ladder] = staging
 
@@ -135,8 +181,12 @@ class RerateControl(KeyLayout):
         await self.client.hdel(self._key(ladder, "control"), f"params:{generation}", f"voids:{generation}")
 
     async def outbox(self, ladder: str) -> list[Event]:
-        raw = await self.client.get(self._key(ladder, "outbox"))
-        return msgpack.unpackb(raw, raw=False) if raw else []
+        key = self._key(ladder, "outbox")
+        # A string is one msgpack list of them: how releases before 2026-11-29 kept it.
+        if text(await self.client.type(key)) == "string":
+            return msgpack.unpackb(await self.client.get(key), raw=False)  # type: ignore[no-any-return]
+        rows = await self.client.hgetall(key)
+        return [msgpack.unpackb(rows[player], raw=False) for player in sorted(rows)]
 
     async def unproduced(
         self, ladder: str, generation: int, match_ids: Sequence[str]

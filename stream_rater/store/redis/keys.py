@@ -68,8 +68,11 @@ and per ladder, whatever the generation:
   generation handed out, ``params:<g>`` generation g's parameter overrides (msgpack), ``voids``
   changes of the voids so far and ``voids:<g>`` how many generation g was built with
 - ``sr:{L}:lock`` the re-rate lock (owner; expires) · ``sr:{L}:frozen`` set for the moment
-  of a switch (live commits are refused while it exists; expires)
-- ``sr:{L}:outbox`` correction events a switch stored, until they are sent
+  of a switch (live commits are refused while it exists; expires), then the set of the players
+  held until their correction events are sent
+- ``sr:{L}:outbox`` hash player id → msgpack correction event a switch stored, until they are
+  sent; a staging generation's ``staged_outbox`` and ``staged_held`` (its players) are filled
+  before the freeze and renamed to ``outbox`` and ``frozen`` by the switch
 - ``sr:{L}:voids`` hash match id → msgpack ``{"reason", "at"}``
 
 Format 1 (`store.redis.upgrade` reads it) had one ``players`` hash, ``h:<player id>`` lists of
@@ -96,7 +99,9 @@ LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 READ_KEYS = ("effects", "meta", "unproduced", "control", "voids")
 COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced")
 BOARD_KEYS = ("lb", "act", "meta", "control")
-CONTROL_KEYS = ("control", "lock", "frozen", "outbox", "meta")
+#: The control script's keys of the staging generation (the others: of the live one), last.
+STAGED_KEYS = ("staged_outbox", "staged_held")
+CONTROL_KEYS = ("control", "lock", "frozen", "outbox", "meta", *STAGED_KEYS)
 
 #: Buckets of a ladder's players (and histories): 2^17, so that ten million players make about
 #: 76 per bucket, under Redis's default ``hash-max-listpack-entries`` (128). Fixed: a player's
