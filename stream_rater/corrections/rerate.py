@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from stream_rater.checkpoints import Checkpoint, seed
@@ -99,6 +100,19 @@ __all__ = [
     "players_of",
     "touched",
 ]
+
+
+@contextlib.contextmanager
+def collections_paused() -> Iterator[None]:
+    """No garbage collection inside the block: a full one over a re-rate's heap (a million
+    matches of history) takes longer than the whole freeze should."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class BeforeStart(RuntimeError):
@@ -303,14 +317,24 @@ class Rerate:
 
     async def switch(self) -> None:
         """5. Switch: freeze the live generation, apply its last matches, compare their players
-        again, send the live events not yet produced, switch atomically storing the correction
-        events (the freeze becomes the hold of their players); each step's time goes to the
-        report's `blocked_steps`. Then send them (`send_held`) and release the lock."""
+        again, send the live events not yet produced, switch atomically (the staged correction
+        events, with those changes, become the outbox, the freeze the hold of their players);
+        each step's time goes to the report's `blocked_steps`, no garbage collection in
+        between. Then send them (`send_held`) and release the lock."""
         store, ladder, build = self.store, self.ladder, self.staging
         # Markers only ever go from holding events to empty, and every match committed from
         # here on is applied inside the freeze: only these and those can hold events then.
         maybe = set(await store.unproduced(ladder, self.live.live, list(build.recent)))
         clock = Clock(self.report.blocked_steps)
+        with collections_paused():
+            await self._switch_frozen(maybe, clock)
+        await self.send_held(self.comparison.sorted())
+        await store.finish_rerate(ladder, self.owner)
+        self.report.held_seconds = time.perf_counter() - clock.last
+
+    async def _switch_frozen(self, maybe: set[str], clock: Clock) -> None:
+        """The blocked part of `switch`: from the freeze to the switch."""
+        store, ladder, build = self.store, self.ladder, self.staging
         await store.freeze(ladder, self.owner, self.tuning.lease)
         self.live = live = await store.generations(ladder)
         clock.step("freeze")
@@ -331,11 +355,7 @@ class Rerate:
         self.switched = True
         clock.step("switch")
         self.report.blocked_seconds = sum(self.report.blocked_steps.values())
-        events = self.comparison.sorted()
-        await self.send_held(events)
-        await store.finish_rerate(ladder, self.owner)
-        self.report.held_seconds = time.perf_counter() - clock.last
-        self.report.applied, self.report.corrections = build.applied, len(events)
+        self.report.applied, self.report.corrections = build.applied, len(self.comparison.events)
         self.report.skipped = build.skipped
         self.report.positions = live.positions
 
