@@ -149,8 +149,7 @@ async def judge_checkpoints(
     wait: float,
 ) -> tuple[bool, str]:
     """The ``checkpoints`` oracle of the module docstring: whether it passed, and its detail
-    (`wait`: `verify`'s). A ladder with parameter overrides is not recovered: a store rebuilt
-    from nothing does not get them (noted in the detail)."""
+    (`wait`: `verify`'s)."""
     failures, used = [], []
     async with KafkaSink(settings) as sink:
         for name in names:
@@ -162,9 +161,6 @@ async def judge_checkpoints(
             if report.differences or not report.caught_up:
                 failures.append(f"ladder {name!r}: verify from {report.checkpoint}: {report.lines()[:2]}")
             line = f"{name}: {len(ids)} kept, verify from {report.checkpoint or 'the start'}"
-            if (await store.generations(name)).params:
-                used.append(f"{line}, not recovered (parameter overrides)")
-                continue
             scratch = open_store("memory")
             _, _, start, _ = await recover(settings, ladders, name, scratch, sink)
             differ = _differences(await store.players(name), await scratch.players(name))

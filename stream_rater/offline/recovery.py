@@ -3,8 +3,9 @@
 reads only the ladder's partitions from there, and runs `offline.rebuild` on that history.
 
 - The ladder's store is empty (Redis restarted without persistence): the newest checkpoint
-  (made without parameter overrides) is written into the live generation — states, shadows,
-  applied markers, its voids — and the matches after it are replayed.
+  is written into the live generation — states, shadows, applied markers, its voids and its
+  parameter overrides (a re-rate's new parameters) — and the matches after it are replayed
+  with them.
 - The store kept a part (a failover that lost the last writes): the commits it kept are a
   prefix of the ladder's, so the newest usable checkpoint its positions reach is the start;
   the matches after it that the store has are found applied, the rest applied.
@@ -50,7 +51,8 @@ async def recovery_start(
     live = await store.generations(ladder)
     empty = not live.positions and not (await store.read(ladder, [], [], [])).watermark
     if empty:
-        return await latest_usable(sink, ladder, None, None, within=committed, whole=True), True
+        found = await latest_usable(sink, ladder, None, None, any_params=True, within=committed, whole=True)
+        return found, True
     start = await latest_usable(
         sink, ladder, await store.voids(ladder), live.params, within=committed, whole=True
     )
@@ -108,7 +110,9 @@ async def recover(
         history.matches = [history.matches[i] for i in kept]
         history.where = [history.where[i] for i in kept]
     if start is not None and empty:
-        await store.set_voids(ladder, start.voids, [], (await store.generations(ladder)).live)
+        live = (await store.generations(ladder)).live
+        await store.set_voids(ladder, start.voids, [], live)
+        await store.restore_params(ladder, live, start.params)
         await seed(store, ladders, start, None, shadows=True, markers=SEED_MARKERS)
     summary, produced = await rebuild(
         settings, ladders, history, store, batch_size=batch_size, on_result=on_result

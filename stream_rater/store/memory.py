@@ -325,6 +325,9 @@ class MemoryStore(StateStore):
         state.lock = (owner, time.monotonic() + lease)
         return state.staging, abandoned
 
+    async def restore_params(self, ladder: str, generation: int, params: Mapping[str, Any] | None) -> None:
+        self._ladders[ladder].generations[generation].params = dict(params) if params else None
+
     def _owned(self, ladder: str, owner: str) -> _Ladder:
         state = self._ladders[ladder]
         if _holder(state.lock) != owner:

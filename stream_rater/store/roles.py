@@ -217,6 +217,11 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
         another owner holds the lock."""
 
     @abstractmethod
+    async def restore_params(self, ladder: str, generation: int, params: Mapping[str, Any] | None) -> None:
+        """Make `params` the parameter overrides of `generation` (a store rebuilt from a
+        checkpoint made with them: `offline.recovery`)."""
+
+    @abstractmethod
     async def renew(self, ladder: str, owner: str, lease: float) -> None:
         """Extend the lock (and a freeze `owner` set) by `lease` seconds; `LockLost` if it
         is no longer `owner`'s."""

@@ -12,11 +12,13 @@ import pytest
 
 from stream_rater.checkpoints import KafkaSink
 from stream_rater.contracts import parse_match
+from stream_rater.corrections.history import apply_correction
+from stream_rater.corrections.rerate import Correction
 from stream_rater.kafka import read_log
 from stream_rater.offline.recovery import recover
 from stream_rater.processor import Processor
 from stream_rater.store.memory import MemoryStore
-from tests.integration.checkpointing import Lab, checkpointed, duels, exact, new_lab
+from tests.integration.checkpointing import Lab, checkpointed, discard, duels, exact, new_lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.apache_kafka(only=True)]
 
@@ -67,3 +69,24 @@ async def test_a_lost_store_is_rebuilt_from_the_latest_checkpoint(lab: Lab):
     )
     again = await lab.store.read(lab.ladder, [], [], ["m0", "m299", "m449"])
     assert set(again.applied) == {"m0", "m299", "m449"}, "redeliveries stay duplicates"
+
+
+async def test_a_lost_store_gets_back_the_parameter_overrides_of_its_checkpoint(lab: Lab):
+    """A ladder re-rated with new parameters, checkpointed, then lost: rebuilt into the empty
+    store from that checkpoint, it gets the parameters back, and the matches after it are
+    rated with them: the states are those before the loss."""
+    await lab.publish(duels(lab.ladder, 200))
+    await lab.work(produce=True)
+    params = {"beta": 2.0}
+    correction = Correction("rerate", lab.ladder, params=params)
+    await apply_correction(correction, lab.settings, lab.ladders, lab.store, send=discard)
+    async with KafkaSink(lab.settings) as sink:
+        await checkpointed(lab, sink)
+        await lab.publish(duels(lab.ladder, 50, first=200))
+        await lab.work(produce=True)
+        before = exact(await lab.store.players(lab.ladder))
+        await lose(lab)
+        _, _, start, history = await recover(lab.settings, lab.ladders, lab.ladder, lab.store, sink)
+    assert start is not None and start.params == params and len(history.matches) == 50
+    assert (await lab.store.generations(lab.ladder)).params == params
+    assert exact(await lab.store.players(lab.ladder)) == before

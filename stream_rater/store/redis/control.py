@@ -95,6 +95,13 @@ class RerateControl(KeyLayout):
         abandoned = int(reply[2])
         return int(reply[1]), abandoned if abandoned >= 0 else None
 
+    async def restore_params(self, ladder: str, generation: int, params: Mapping[str, Any] | None) -> None:
+        control, field = self._key(ladder, "control"), f"params:{generation}"
+        if params:
+            await self.client.hset(control, field, msgpack.packb(dict(params), use_bin_type=False))
+        else:
+            await self.client.hdel(control, field)
+
     async def renew(self, ladder: str, owner: str, lease: float) -> None:
         await self._control(ladder, "renew", owner, lease)
 
