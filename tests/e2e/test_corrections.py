@@ -215,7 +215,18 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
     client = redis.Redis.from_url(stream.settings.redis_url)
     lock = f"sr:{{{stream.ladder}}}:lock"
     voided = events[10]["match_id"]
-    command = [sys.executable, "-m", "stream_rater", *void_args(stream, voided), "--batch-size", "50"]
+    # A 5 s lease (not void_args's 2 s): the refused command below, a new process on a loaded
+    # machine, must reach the lock before the killed one's lease runs out.
+    command = [
+        sys.executable,
+        "-m",
+        "stream_rater",
+        *void_args(stream, voided),
+        "--batch-size",
+        "50",
+        "--lease",
+        "5",
+    ]
     env = {**os.environ, **ladder_env(stream)}
     for attempt, point in enumerate(["locked", "building"], start=1):
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
