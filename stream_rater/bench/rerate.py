@@ -84,7 +84,7 @@ def run(
     print(
         f"re-rate: {report.applied} matches in {report.seconds:.2f} s = {rate_rerate:,.0f} matches/s "
         f"(reading the topic included); live ladder blocked {report.blocked_seconds * 1000:.1f} ms at the "
-        f"switch ({blocked_steps(report)}), its corrected players held {report.held_seconds * 1000:.1f} ms while "
+        f"switch ({report.steps_line()}), its corrected players held {report.held_seconds * 1000:.1f} ms while "
         f"{report.corrections} correction events were sent; matches still arriving at the "
         f"switch: {'yes' if live else 'no'} (switched at offset {sum(report.positions.values()):,} of "
         f"{len(events):,})",
@@ -95,11 +95,6 @@ def run(
         file=out,
     )
     return report
-
-
-def blocked_steps(report: RerateReport) -> str:
-    """Where the blocked time went, e.g. ``catch_up 3.1 ms, compare 0.4 ms, …``."""
-    return ", ".join(f"{step} {seconds * 1000:.1f} ms" for step, seconds in report.blocked_steps.items())
 
 
 async def _void(settings: Settings, ladders: Ladders, match_id: str) -> RerateReport:

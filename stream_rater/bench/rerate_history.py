@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-from stream_rater.bench.rerate import blocked_steps
 from stream_rater.checkpoints import Checkpointer, CheckpointSink, KafkaSink
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
@@ -220,7 +219,7 @@ async def _measure(
             (report, longest), wall = await _timed(lambda index=index: _void(bench, sink, f"h{index}", rate))  # type: ignore[misc]
             print(
                 f"void of h{index} ({name}): {wall:.2f} s in all (choosing and reading the checkpoint included); "
-                f"{report.line()} ({blocked_steps(report)}); the live feeder's slowest match took {longest * 1000:.1f} ms",
+                f"{report.line()} ({report.steps_line()}); the live feeder's slowest match took {longest * 1000:.1f} ms",
                 file=out,
             )
             figures[name], figures[f"{name} wall"], figures[f"{name} longest"] = report, wall, longest

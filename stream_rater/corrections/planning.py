@@ -72,6 +72,10 @@ class RerateReport:
     #: The checkpoint the re-rate started from (`checkpoints`), None: the ladder's beginning.
     checkpoint: str | None = None
 
+    def steps_line(self) -> str:
+        """Where the blocked time went, e.g. ``freeze 0.5 ms, read 0.0 ms, …``."""
+        return ", ".join(f"{step} {seconds * 1000:.1f} ms" for step, seconds in self.blocked_steps.items())
+
     def line(self) -> str:
         """A one-line human summary."""
         if self.nothing_to_do:
