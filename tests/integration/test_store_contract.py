@@ -195,6 +195,21 @@ async def test_events_staged_by_an_abandoned_rerate_go_with_its_generation(store
         assert [k async for k in store.client.scan_iter(match=f"*{{{ladder}}}*staged*")] == []
 
 
+async def test_redis_an_outbox_an_earlier_release_stored_as_one_list_is_read_and_replaced(redis_url, ladder):
+    """Releases before 2026-11-29 kept the outbox as one msgpack list: a store upgraded with one
+    pending reads it, and the next switch replaces it with its own events."""
+    store = RedisStore.from_url(redis_url)
+    pending = [{"player_id": "a", "event_id": "rerate:a"}]
+    await store.client.set(ladder_key(ladder, "outbox"), msgpack.packb(pending, use_bin_type=True))
+    assert await store.outbox(ladder) == pending
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    await store.switch(ladder, "owner", generation, live, [{"player_id": "b", "event_id": "rerate:b"}])
+    assert await store.outbox(ladder) == [{"player_id": "b", "event_id": "rerate:b"}]
+    await store.close()
+
+
 def test_a_commit_that_writes_must_apply_a_match():
     """Every state change moves the watermark, which the check by watermark relies on."""
     with pytest.raises(ValueError, match="must apply a match"):
