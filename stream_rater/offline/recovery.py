@@ -12,7 +12,10 @@ reads only the ladder's partitions from there, and runs `offline.rebuild` on tha
 - Either way the checkpoint must lie within the consumer group's committed offsets: the
   events of the matches before it were produced before the loss, the rebuild produces those
   of the matches after it the group had not acknowledged (`offline.rebuild`).
-- No such checkpoint (or none configured): the whole topic, as before checkpoints.
+- No such checkpoint (or none configured): the whole topic, as before checkpoints. Into an
+  empty store, with the voids and parameter overrides of the newest checkpoint, usable or not
+  (one past a season start: the store lost them with the rest; without checkpoints nothing
+  keeps them).
 """
 
 from __future__ import annotations
@@ -109,10 +112,14 @@ async def recover(
         kept = [i for i, m in enumerate(history.matches) if m.match_id not in applied]
         history.matches = [history.matches[i] for i in kept]
         history.where = [history.where[i] for i in kept]
+    if empty and sink is not None:
+        # From the topic's start too: the voids and parameters went with the store.
+        known = start or await latest_usable(sink, ladder, None, None, any_params=True)
+        if known is not None:
+            live = (await store.generations(ladder)).live
+            await store.set_voids(ladder, known.voids, [], live)
+            await store.restore_params(ladder, live, known.params)
     if start is not None and empty:
-        live = (await store.generations(ladder)).live
-        await store.set_voids(ladder, start.voids, [], live)
-        await store.restore_params(ladder, live, start.params)
         await seed(store, ladders, start, None, shadows=True, markers=SEED_MARKERS)
     summary, produced = await rebuild(
         settings, ladders, history, store, batch_size=batch_size, on_result=on_result
