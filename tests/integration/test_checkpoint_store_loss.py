@@ -11,6 +11,7 @@ import json
 import pytest
 
 from stream_rater.checkpoints import KafkaSink
+from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.corrections.history import apply_correction
 from stream_rater.corrections.rerate import Correction
@@ -90,3 +91,24 @@ async def test_a_lost_store_gets_back_the_parameter_overrides_of_its_checkpoint(
     assert start is not None and start.params == params and len(history.matches) == 50
     assert (await lab.store.generations(lab.ladder)).params == params
     assert exact(await lab.store.players(lab.ladder)) == before
+
+
+async def test_a_lost_store_whose_checkpoints_are_past_a_season_start_keeps_its_voids(lab: Lab):
+    """No checkpoint can seed the store (each is past the season start, without the ended
+    season): it is rebuilt from the topic's start, with the voids of the newest checkpoint —
+    the voided match stays voided (bench chaos seed 46 found it came back)."""
+    seasoned = Ladders([Ladder(lab.ladder, "trueskill", {"season_shrink": 0.5, "season_sigma": 1.0})])
+    lab.ladders, lab.processor = seasoned, Processor(seasoned, lab.store)
+    season = {"kind": "season", "match_id": "s1", "ladder": lab.ladder, "finished_at": 1.7e9 + 60 * 99.5}
+    await lab.publish([*duels(lab.ladder, 100), season, *duels(lab.ladder, 100, first=100)])
+    await lab.work(produce=True)
+    async with KafkaSink(lab.settings) as sink:
+        await checkpointed(lab, sink)
+        await lab.publish(duels(lab.ladder, 50, first=200))
+        await lab.work(produce=True)
+        report = await lab.void("m220", sink)
+        assert report.checkpoint is not None, report.line()
+        await lose(lab)
+        _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, lab.store, sink)
+    assert start is None
+    assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m220"}))
