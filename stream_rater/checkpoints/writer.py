@@ -99,9 +99,10 @@ class Checkpointer:
         #: Set when a round wrote a checkpoint (the loop's age metric clears it).
         self.written = False
         #: Whether the newest checkpoint kept has other voids or parameters than the live ones
-        #: (a correction died between its switch and rewriting its checkpoints): a recovery of
-        #: a lost store, which knows only the checkpoint's, would undo the correction. The next
-        #: round writes one whatever the cadence.
+        #: (a correction died between its switch and rewriting its checkpoints), or none is kept
+        #: of a ladder with voids or parameters (a correction from the topic's start dropped
+        #: them all): a recovery of a lost store, which knows only the checkpoints', would undo
+        #: the corrections. The next round writes one whatever the cadence.
         self.stale = False
 
     async def close(self) -> None:
@@ -113,8 +114,10 @@ class Checkpointer:
         """A replica from the newest checkpoint usable with these voids and parameters."""
         await self.close()
         manifests = await self.sink.manifests(self.ladder)
-        self.stale = bool(manifests) and (
+        self.stale = (
             set(manifests[-1].voids) != set(voids) or dict(manifests[-1].params or {}) != dict(params or {})
+            if manifests
+            else bool(voids or params)
         )
         start = await latest_usable(self.sink, self.ladder, voids, params)
         replica = await Replica(self.ladders, self.ladder, start, voids=voids, params=params).open()
