@@ -226,3 +226,23 @@ async def test_a_void_that_died_before_rewriting_the_checkpoints_gets_a_true_one
         _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, scratch, sink)
         assert start is not None and start.id != stale.id and start.id == done.written.id
         assert exact(await scratch.players(lab.ladder)) == exact(await lab.oracle({"m350"}))
+
+
+async def test_a_correction_that_dropped_every_checkpoint_gets_one_at_the_next_round(lab: Lab):
+    """A void older than every checkpoint re-rates from the topic's start and drops them all:
+    the next round writes one with the live voids whatever the cadence (no more matches may
+    come to reach it), and a recovery from it equals the live ladder."""
+    await lab.publish(duels(lab.ladder, 200))
+    await lab.work(produce=True)
+    async with KafkaSink(lab.settings) as sink:
+        await checkpointed(lab, sink)
+        report = await lab.void("m10", sink)
+        assert report.checkpoint is None and await sink.manifests(lab.ladder) == [], report.line()
+        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+        done = await checkpointer.round()
+        await checkpointer.close()
+        assert done.written is not None and set(done.written.voids) == {"m10"}, done.line()
+        scratch = MemoryStore()
+        _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, scratch, sink)
+        assert start is not None and start.id == done.written.id
+        assert exact(await scratch.players(lab.ladder)) == exact(await lab.oracle({"m10"}))
