@@ -140,6 +140,29 @@ class CheckpointLoop:
         return sum(1 for line in text.splitlines() if "written" in line and "not written" not in line)
 
 
+async def stale_ladders(settings: Settings, names: Sequence[str]) -> list[str]:
+    """The ladders whose newest checkpoint has other voids or parameters than the live ones
+    (or none, with voids or parameters): a correction passed them and the loop has not written
+    since (`Checkpointer.stale`). The quiet waits for none before it judges: the ``checkpoints``
+    oracle asks the steady state, not the window right after a correction from the topic's start."""
+    stale = []
+    store = open_store(settings.redis_url)
+    try:
+        async with KafkaSink(settings) as sink:
+            for name in names:
+                manifests = await sink.manifests(name)
+                voids, params = (
+                    set(await store.voids(name)),
+                    dict((await store.generations(name)).params or {}),
+                )
+                kept = (set(manifests[-1].voids), dict(manifests[-1].params or {})) if manifests else None
+                if kept != (voids, params) and (kept is not None or voids or params):
+                    stale.append(name)
+    finally:
+        await store.close()
+    return stale
+
+
 async def judge_checkpoints(
     settings: Settings,
     ladders: Ladders,
