@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from stream_rater.bench.chaos_checkpoints import CheckpointLoop, stale_ladders, tagged
+from stream_rater.bench.chaos_checkpoints import CheckpointLoop, tagged, wait_caught_up
 from stream_rater.bench.chaos_schedule import (
     CORRECTIONS,
     EXTRA_WORKER_SLOTS,
@@ -412,12 +412,7 @@ def _run_on(options: Options, nemesis: Nemesis, schedule: list[Fault], log: Text
                 QUIET_READY_TIMEOUT,
                 interval=1.0,
             )
-        wait_until(
-            lambda: not asyncio.run(stale_ladders(settings, list(LADDER_SHAPES))),
-            "the checkpoint loop caught up with the corrections",
-            QUIET_READY_TIMEOUT,
-            interval=1.0,
-        )
+        wait_caught_up(settings, list(LADDER_SHAPES), QUIET_READY_TIMEOUT)
     finally:
         stop.set()
         sampler.join()

@@ -13,6 +13,7 @@ store and replayed to the end equals them too (the live states equal a full repl
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from stream_rater.local.nemesis import TcpProxy, signal_process
 from stream_rater.offline.recovery import recover
 from stream_rater.offline.verify import verify
 from stream_rater.store import PlayerState, StateStore, open_store
+from stream_rater.waiting import wait_until
 
 #: A checkpoint per ladder every this many of its matches, and a round every this many seconds.
 EVERY_MATCHES = 1500
@@ -140,11 +142,22 @@ class CheckpointLoop:
         return sum(1 for line in text.splitlines() if "written" in line and "not written" not in line)
 
 
+def wait_caught_up(settings: Settings, names: Sequence[str], timeout: float) -> None:
+    """Wait until no ladder's checkpoints are stale (`stale_ladders`). The quiet does before it
+    judges: the ``checkpoints`` oracle asks the steady state, not the window right after a
+    correction from the topic's start, before the loop's next round."""
+    wait_until(
+        lambda: not asyncio.run(stale_ladders(settings, names)),
+        "the checkpoint loop caught up with the corrections",
+        timeout,
+        interval=1.0,
+    )
+
+
 async def stale_ladders(settings: Settings, names: Sequence[str]) -> list[str]:
     """The ladders whose newest checkpoint has other voids or parameters than the live ones
     (or none, with voids or parameters): a correction passed them and the loop has not written
-    since (`Checkpointer.stale`). The quiet waits for none before it judges: the ``checkpoints``
-    oracle asks the steady state, not the window right after a correction from the topic's start."""
+    since (`Checkpointer.stale`)."""
     stale = []
     store = open_store(settings.redis_url)
     try:
