@@ -18,6 +18,7 @@ from stream_rater.corrections.planning import RerateReport, Send
 from stream_rater.corrections.rerate import Correction
 from stream_rater.kafka import ladder_history, read_log
 from stream_rater.kafka.produce import match_record, send_records
+from stream_rater.offline.recovery import recover
 from stream_rater.processor import Processor
 from stream_rater.store import StateStore
 from stream_rater.store.memory import MemoryStore
@@ -139,3 +140,20 @@ async def checkpointed(lab: Lab, sink: CheckpointSink) -> Manifest:
 
 async def discard(events: object) -> None:
     """A `Send` that drops the correction events."""
+
+
+async def next_round_recovers(lab: Lab, sink: CheckpointSink, voided: set[str]) -> Manifest:
+    """One unforced checkpoint round of `lab`'s ladder, which must write a checkpoint with the
+    live voids `voided`; a recovery into an empty store then starts from it and equals a replay
+    without `voided`. The checkpoint written."""
+    checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+    try:
+        done = await checkpointer.round()
+    finally:
+        await checkpointer.close()
+    assert done.written is not None and set(done.written.voids) == voided, done.line()
+    scratch = MemoryStore()
+    _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, scratch, sink)
+    assert start is not None and start.id == done.written.id
+    assert exact(await scratch.players(lab.ladder)) == exact(await lab.oracle(voided))
+    return done.written

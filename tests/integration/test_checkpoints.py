@@ -15,12 +15,18 @@ from stream_rater.bench.rerate_history import commit_group
 from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, Replica, latest_usable
 from stream_rater.contracts import parse_match
 from stream_rater.corrections.rerate import Correction
-from stream_rater.offline.recovery import recover
 from stream_rater.offline.verify import verify
 from stream_rater.service import metrics
 from stream_rater.service.checkpointing import checkpoint_rounds
-from stream_rater.store.memory import MemoryStore
-from tests.integration.checkpointing import Lab, checkpointed, discard, duels, exact, new_lab
+from tests.integration.checkpointing import (
+    Lab,
+    checkpointed,
+    discard,
+    duels,
+    exact,
+    new_lab,
+    next_round_recovers,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -218,14 +224,8 @@ async def test_a_void_that_died_before_rewriting_the_checkpoints_gets_a_true_one
         await lab.work(produce=True)
         stale = await checkpointed(lab, sink)
         await lab.void("m350", None)
-        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
-        done = await checkpointer.round()
-        await checkpointer.close()
-        assert done.written is not None and set(done.written.voids) == {"m350"}, done.line()
-        scratch = MemoryStore()
-        _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, scratch, sink)
-        assert start is not None and start.id != stale.id and start.id == done.written.id
-        assert exact(await scratch.players(lab.ladder)) == exact(await lab.oracle({"m350"}))
+        written = await next_round_recovers(lab, sink, {"m350"})
+        assert written.id != stale.id
 
 
 async def test_a_correction_that_dropped_every_checkpoint_gets_one_at_the_next_round(lab: Lab):
@@ -238,11 +238,4 @@ async def test_a_correction_that_dropped_every_checkpoint_gets_one_at_the_next_r
         await checkpointed(lab, sink)
         report = await lab.void("m10", sink)
         assert report.checkpoint is None and await sink.manifests(lab.ladder) == [], report.line()
-        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
-        done = await checkpointer.round()
-        await checkpointer.close()
-        assert done.written is not None and set(done.written.voids) == {"m10"}, done.line()
-        scratch = MemoryStore()
-        _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, scratch, sink)
-        assert start is not None and start.id == done.written.id
-        assert exact(await scratch.players(lab.ladder)) == exact(await lab.oracle({"m10"}))
+        await next_round_recovers(lab, sink, {"m10"})
