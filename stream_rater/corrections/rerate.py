@@ -80,7 +80,7 @@ from stream_rater.corrections.planning import (
     new_owner,
 )
 from stream_rater.corrections.switching import Clock, Compare
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, Target
 from stream_rater.rating.base import RatingModel
 from stream_rater.store.base import Generations
 from stream_rater.store.roles import RerateStore
@@ -284,7 +284,7 @@ class Rerate:
             )
             # The seasons it passed ended before it, so before the corrected match: as live.
             await self.store.copy_seasons(self.ladder, self.live.live, self.generation, self.start.seasons)
-        processor = Processor(self.ladders, self.store, generation=self.generation)
+        processor = Processor(self.ladders, self.store, target=Target(self.generation))
         self.staging = Build(
             processor,
             self.entries,

@@ -21,7 +21,6 @@ OVER_LIMIT = {
     "stream_rater/offline/tune.py:tune": 11,
     "stream_rater/offline/tune.py:__init__": 9,
     "stream_rater/offline/tune_modes.py:tune_modes": 9,  # came with main after the test
-    "stream_rater/processor/core.py:__init__": 10,
     "stream_rater/service/batch_handler.py:__init__": 13,
 }
 
