@@ -1,8 +1,8 @@
 """``stream-rater bench capacity``: what a ladder costs Redis, measured on a real load and
 projected — the figures of "Capacity" in stream_rater/bench/README.md.
 
-A synthetic 1-vs-1 TrueSkill ladder with the rules that cost memory (newcomers flagged and
-not ranked yet, ranking only the recently active) is applied through the processor to a local Redis started
+A synthetic 1-vs-1 TrueSkill ladder with the rules that cost memory (newcomers not ranked yet,
+ranking only the recently active) is applied through the processor to a local Redis started
 for the run, in batches, each batch's events noted as produced the way the worker notes them.
 The first matches pair every player once, so each of ``--load-players`` has a state; the rest
 are random pairs. The store's clock is the matches' own: they are spread over simulated time
