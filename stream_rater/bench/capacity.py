@@ -1,7 +1,7 @@
 """``stream-rater bench capacity``: what a ladder costs Redis, measured on a real load and
 projected — the figures of "Capacity" in stream_rater/bench/README.md.
 
-A synthetic 1-vs-1 TrueSkill ladder with the rules that cost memory (provisional players,
+A synthetic 1-vs-1 TrueSkill ladder with the rules that cost memory (newcomers not ranked yet,
 ranking only the recently active) is applied through the processor to a local Redis started
 for the run, in batches, each batch's events noted as produced the way the worker notes them.
 The first matches pair every player once, so each of ``--load-players`` has a state; the rest
@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from stream_rater.bench.capacity_model import KeySample, KindSizes, kind_of, kinds
 from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.config.rules.newcomers import Newcomers
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.kafka import match_record, update_record
@@ -37,8 +38,11 @@ from stream_rater.store.redis.keys import HISTORY_MARK
 
 DAY = 86_400.0
 LADDER = "capacity"
+#: The newcomers rule of the bench ladder: a player is flagged (in every event) and not
+#: ranked for their first 3 rated games.
+NEWCOMERS = Newcomers(3)
 #: The bench ladder: TrueSkill with the rules whose keys cost memory (`config.rules`).
-LADDER_PARAMS = {"provisional_games": 3, "leaderboard_active_days": 30.0}
+LADDER_PARAMS = {**NEWCOMERS.params, "leaderboard_active_days": 30.0}
 #: Matches per batch (the worker's default batch ceiling).
 BATCH = 2000
 #: Epoch seconds of the first synthetic match.

@@ -51,7 +51,7 @@ from stream_rater.local.nemesis import (
     readyz_status,
     signal_process,
 )
-from stream_rater.local.runtime import BrokerKind, LocalRuntime, LocalRuntimeError, free_port
+from stream_rater.local.runtime import Addresses, BrokerKind, LocalRuntime, LocalRuntimeError, free_port
 from stream_rater.waiting import wait_until
 
 PARTITIONS = 4
@@ -341,9 +341,9 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
         if options.broker == "apache-kafka"
         else None
     )
-    listeners = links.listeners() if links is not None else None
+    addresses = Addresses(kafka_listeners=links.listeners() if links is not None else None)
     with LocalRuntime(
-        topics=topics, broker=options.broker, brokers=brokers, redis=False, kafka_listeners=listeners
+        topics=topics, broker=options.broker, brokers=brokers, redis=False, addresses=addresses
     ) as runtime:
         workdir = Path(runtime.log_dir or ".")
         redis = FaultyRedis(workdir)

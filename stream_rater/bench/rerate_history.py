@@ -29,8 +29,8 @@ from stream_rater.checkpoints import Checkpointer, CheckpointSink, KafkaSink
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished, parse_match
-from stream_rater.corrections.history import apply_correction
-from stream_rater.corrections.rerate import Correction, RerateReport
+from stream_rater.corrections.history import HistorySources, apply_correction
+from stream_rater.corrections.rerate import Correction, RerateOptions, RerateReport, Tuning
 from stream_rater.kafka import client_options, ladder_history, read_log
 from stream_rater.kafka.produce import match_record, send_records
 from stream_rater.local.runtime import LocalRuntime
@@ -173,7 +173,12 @@ async def _void(bench: Bench, sink: CheckpointSink, match_id: str, rate: float) 
         # A re-rate of 1 M matches on a loaded machine can keep the event loop from renewing a
         # 10 s lease (its garbage collections alone): the operator's --lease 60.
         report = await apply_correction(
-            correction, bench.settings, bench.ladders, bench.store, sink=sink, lease=60.0
+            correction,
+            bench.settings,
+            bench.ladders,
+            bench.store,
+            options=RerateOptions(Tuning(lease=60.0)),
+            sources=HistorySources(sink=sink),
         )
     finally:
         stop.set()

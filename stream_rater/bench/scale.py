@@ -45,7 +45,7 @@ from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import home_partition, ladder_history, publish, read_log
 from stream_rater.local.demo import ladders_env, start_worker, stop_process, tagged_settings, wait_ready
-from stream_rater.local.runtime import LocalRuntime, free_port
+from stream_rater.local.runtime import ClusterLayout, LocalRuntime, free_port
 from stream_rater.offline.verify import compare
 from stream_rater.offline.verify import verdict as verify_verdict
 from stream_rater.store import StateStore, open_store
@@ -179,7 +179,7 @@ def _one_run(
     """One store and worker count on its own runtime, topics and consumer group."""
     tag = uuid.uuid4().hex[:8]
     topics = {f"{t}-{tag}": partitions for t in ("matches", "updates", "dlq")}
-    with LocalRuntime(topics=topics, redis_cluster=3 if store == "cluster" else 0) as runtime:
+    with LocalRuntime(topics=topics, redis=ClusterLayout(3) if store == "cluster" else True) as runtime:
         settings = tagged_settings(
             tag, broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=partitions
         )

@@ -12,7 +12,7 @@ rebuilt from the latest one (README "Checkpoints").
 
 from stream_rater.checkpoints.format import Checkpoint, LadderState, Manifest, TornCheckpoint
 from stream_rater.checkpoints.replica import Replica
-from stream_rater.checkpoints.select import choose, latest_usable
+from stream_rater.checkpoints.select import ReplayNeeds, choose, latest_usable
 from stream_rater.checkpoints.sink import CheckpointSink, KafkaSink, MemorySink, configured_sink
 from stream_rater.checkpoints.state import seed
 from stream_rater.checkpoints.writer import Checkpointer, Round, Unverified
@@ -26,6 +26,7 @@ __all__ = [
     "Manifest",
     "MemorySink",
     "Replica",
+    "ReplayNeeds",
     "Round",
     "TornCheckpoint",
     "Unverified",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from stream_rater.checkpoints.format import Checkpoint, Manifest, TornCheckpoint
@@ -40,23 +41,28 @@ def first_passed(manifests: Sequence[Manifest], ids: Collection[str]) -> int:
     return len(manifests)
 
 
-def choose(
-    manifests: Sequence[Manifest],
-    voids: Collection[str] | None,
-    params: Mapping[str, Any] | None,
-    *,
-    any_params: bool = False,
-    changing: Collection[str] = (),
-    whole: bool = False,
-) -> list[Manifest]:
-    """Of `manifests` (oldest first), those a replay with `voids` (ids; None: each one's own,
-    for a store that lost them) and `params` may start from, newest first; `changing` names
-    the matches a correction (un-)voids; `whole`: none past a season start."""
+@dataclass(frozen=True, slots=True)
+class ReplayNeeds:
+    """What a replay needs of the checkpoint it starts from: its `voids` (ids; None: each
+    checkpoint's own, for a store that lost them) and `params` (unless `any_params`: ``rerate
+    --since`` asks for new ones from the checkpoint on); `changing` names the matches a
+    correction (un-)voids; `whole`: none past a season start (module docstring)."""
+
+    voids: Collection[str] | None
+    params: Mapping[str, Any] | None
+    any_params: bool = False
+    changing: Collection[str] = ()
+    whole: bool = False
+
+
+def choose(manifests: Sequence[Manifest], needs: ReplayNeeds) -> list[Manifest]:
+    """Of `manifests` (oldest first), those a replay with `needs` may start from, newest first."""
     out = []
+    voids, params = needs.voids, needs.params
     for i, manifest in enumerate(manifests):
-        differ = set(changing) | (set() if voids is None else set(manifest.voids) ^ set(voids))
-        if (whole and manifest.seasons) or (
-            not any_params and dict(manifest.params or {}) != dict(params or {})
+        differ = set(needs.changing) | (set() if voids is None else set(manifest.voids) ^ set(voids))
+        if (needs.whole and manifest.seasons) or (
+            not needs.any_params and dict(manifest.params or {}) != dict(params or {})
         ):
             continue
         if first_passed(manifests[: i + 1], differ) <= i:
@@ -68,21 +74,16 @@ def choose(
 async def latest_usable(
     sink: CheckpointSink,
     ladder: str,
-    voids: Collection[str] | None,
-    params: Mapping[str, Any] | None,
+    needs: ReplayNeeds,
     *,
-    any_params: bool = False,
-    changing: Collection[str] = (),
     ident: str | None = None,
     created_before: float | None = None,
     within: Mapping[int, int] | None = None,
-    whole: bool = False,
 ) -> Checkpoint | None:
-    """The newest of `ladder`'s whole checkpoints `choose` allows (or the one named `ident`, or
-    made at or before `created_before`, or with positions `within` these); None if none is."""
-    for manifest in choose(
-        await sink.manifests(ladder), voids, params, any_params=any_params, changing=changing, whole=whole
-    ):
+    """The newest of `ladder`'s whole checkpoints `choose` allows for `needs` (or the one named
+    `ident`, or made at or before `created_before`, or with positions `within` these); None if
+    none is."""
+    for manifest in choose(await sink.manifests(ladder), needs):
         if (
             (ident is not None and manifest.id != ident)
             or (created_before is not None and manifest.created > created_before)

@@ -27,7 +27,7 @@ from typing import Any
 
 from stream_rater.checkpoints.format import Checkpoint, LadderState, Manifest
 from stream_rater.checkpoints.replica import Entry, Replica
-from stream_rater.checkpoints.select import latest_usable
+from stream_rater.checkpoints.select import ReplayNeeds, latest_usable
 from stream_rater.checkpoints.sink import CheckpointSink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
@@ -119,7 +119,7 @@ class Checkpointer:
             if manifests
             else bool(voids or params)
         )
-        start = await latest_usable(self.sink, self.ladder, voids, params)
+        start = await latest_usable(self.sink, self.ladder, ReplayNeeds(voids, params))
         replica = await Replica(self.ladders, self.ladder, start, voids=voids, params=params).open()
         partitions = await self._partitions(start)
         self.reader = LogReader(

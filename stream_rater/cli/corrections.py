@@ -223,8 +223,8 @@ def refuse_neutral_season(ladder: Ladder, overrides: Mapping[str, Any]) -> None:
 
 def cmd_correct(args: argparse.Namespace) -> int:
     """``void`` / ``unvoid`` / ``rerate``: re-rate a ladder into a new generation and switch."""
-    from stream_rater.corrections.history import apply_correction
-    from stream_rater.corrections.rerate import Correction
+    from stream_rater.corrections.history import HistorySources, apply_correction
+    from stream_rater.corrections.rerate import Correction, RerateOptions, Tuning
 
     settings = settings_of(args)
     require(settings, "broker")
@@ -255,11 +255,8 @@ def cmd_correct(args: argparse.Namespace) -> int:
                 settings,
                 ladders,
                 store,
-                files=files,
-                lease=args.lease,
-                batch_size=args.batch_size,
-                progress=progress,
-                since=getattr(args, "since", None),
+                options=RerateOptions(Tuning(lease=args.lease, batch_size=args.batch_size), progress),
+                sources=HistorySources(files=files, since=getattr(args, "since", None)),
             ),
         )
     for line in report.skipped:

@@ -404,7 +404,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """``tune``: fit a ladder's parameters on the first part of the matches, report all parts."""
-    from stream_rater.offline.tune import tune
+    from stream_rater.offline.tune import Scoring, SearchOptions, tune
 
     ladders = ladders_of(args)
     if args.modes:
@@ -420,12 +420,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         args.ladder or DEFAULT_LADDER,
         args.tune.split(",") if args.tune else None,
         fixed=[parse_param(p)[0] for p in args.param],
-        fit_fraction=args.fit_fraction,
-        objective=args.objective,
-        max_trials=args.max_trials,
-        batch_size=args.batch_size,
+        scoring=Scoring(args.fit_fraction, args.objective),
+        options=SearchOptions(
+            args.max_trials, args.batch_size, lambda trial: print(trial.line(), file=sys.stderr, flush=True)
+        ),
         calibrate=_calibration_kind(args.calibrate, ladders, args.ladder or DEFAULT_LADDER),
-        on_trial=lambda trial: print(trial.line(), file=sys.stderr, flush=True),
     )
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
     return 0
@@ -474,6 +473,7 @@ def _evaluate_modes(args: argparse.Namespace, ladders: Ladders) -> int:
 
 def _tune_modes(args: argparse.Namespace, ladders: Ladders) -> int:
     """``tune --modes``: the coupling and each mode's calibration (`offline.tune.tune_modes`)."""
+    from stream_rater.offline.tune import Scoring
     from stream_rater.offline.tune_modes import tune_modes
 
     name = args.ladder or DEFAULT_LADDER
@@ -481,8 +481,7 @@ def _tune_modes(args: argparse.Namespace, ladders: Ladders) -> int:
         _moded_matches(args),
         ladders.get(name),
         form=args.form,
-        fit_fraction=args.fit_fraction,
-        objective=args.objective,
+        scoring=Scoring(args.fit_fraction, args.objective),
         calibrate=_calibration_kind(args.calibrate, ladders, name),
     )
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())

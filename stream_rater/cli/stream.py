@@ -172,22 +172,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_dev(args: argparse.Namespace) -> int:
     """``dev``: the embedded local runtime and a worker, in the foreground until Ctrl-C."""
-    from stream_rater.local.runtime import LocalRuntime
+    from stream_rater.local.runtime import Addresses, ClusterLayout, LocalRuntime
     from stream_rater.service.app import run_worker
 
     if args.brokers != 1 and args.local_broker != "apache-kafka":
         raise ValueError(f"--brokers {args.brokers} needs --embedded-broker apache-kafka")
     settings = settings_of(args)
-    cluster = {"redis_cluster": 3, "cluster_replicas": args.cluster_replicas} if args.redis_cluster else {}
+    redis = ClusterLayout(3, args.cluster_replicas) if args.redis_cluster else True
     with (
         LocalRuntime(
             topics=settings.topics(),
             topic_configs=settings.topic_configs(),
             broker=args.local_broker,
             brokers=args.brokers,
-            tansu_port=args.kafka_port,
-            redis_port=args.redis_port,
-            **cluster,
+            redis=redis,
+            addresses=Addresses(kafka_port=args.kafka_port, redis_port=args.redis_port),
         ) as runtime,
         ExitStack() as archive,
     ):

@@ -12,15 +12,15 @@ from stream_rater.checkpoints import Checkpoint, CheckpointSink, configured_sink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
+from stream_rater.corrections.planning import DEFAULT_OPTIONS
 from stream_rater.corrections.rerate import (
     BeforeStart,
     Correction,
     Entry,
-    Progress,
     Rerate,
+    RerateOptions,
     RerateReport,
     Send,
-    Tuning,
 )
 from stream_rater.corrections.starting import TooOld, refuse_too_old, starting_checkpoint
 from stream_rater.kafka import (
@@ -94,6 +94,22 @@ class TopicHistory:
         return dict(self._committed)
 
 
+@dataclass(frozen=True)
+class HistorySources:
+    """Where a re-rate's history comes from besides the matches topic: `files` (matches the
+    topic no longer holds, read before it; even empty ones say "nothing earlier"), the
+    checkpoint `sink` it may start from ("configured": the one the settings configure; None:
+    none) and `since` (``rerate --since``: which checkpoint, by id or time)."""
+
+    files: Iterable[MatchFinished] | None = None
+    sink: CheckpointSink | str | None = "configured"
+    since: str | None = None
+
+
+#: The topic, after the checkpoints of the configured sink.
+CONFIGURED_SOURCES = HistorySources()
+
+
 async def apply_correction(
     correction: Correction,
     settings: Settings,
@@ -101,25 +117,21 @@ async def apply_correction(
     store: RerateStore,
     *,
     send: Send | None = None,
-    files: Iterable[MatchFinished] | None = None,
-    lease: float = Tuning.lease,
-    batch_size: int = Tuning.batch_size,
-    progress: Progress | None = None,
-    owner: str | None = None,
-    sink: CheckpointSink | str | None = "configured",
-    since: str | None = None,
+    options: RerateOptions = DEFAULT_OPTIONS,
+    sources: HistorySources = CONFIGURED_SOURCES,
 ) -> RerateReport:
     """Carry out `correction` (the CLI's and the workers' one way to): a `Rerate` of its ladder
-    from the history in the matches topic (after `files`), sending the correction events with
-    `send` (default: a producer of its own to the updates topic). `lease` and `batch_size` are
-    the `Tuning`'s; it checks the last twice the workers' batch size of matches for events
-    they have not produced. With a checkpoint `sink` (default: the one `settings` configure;
-    None: none), it starts from the checkpoint `corrections.starting` picks (`since`:
-    ``rerate --since``) and reads only the ladder's partitions from its offsets. Refuses
+    run with `options`, from the history in the matches topic (after the `sources`' files),
+    sending the correction events with `send` (default: a producer of its own to the updates
+    topic). It checks the last twice the workers' batch size of matches for events they have
+    not produced (the `Tuning`'s ``recent``). With a checkpoint sink among the `sources`, it
+    starts from the checkpoint `corrections.starting` picks (their ``since``: ``rerate
+    --since``) and reads only the ladder's partitions from its offsets. Refuses
     (`HistoryTruncated`, `TooOld`, changing nothing) when the topic no longer holds what that
-    start needs and no `files` (even empty ones: "nothing earlier") supply the deleted part."""
-    tuning = Tuning(lease=lease, batch_size=batch_size, recent=2 * settings.batch_size)
-    job = _Job(correction, settings, ladders, store, tuning, send, progress, owner)
+    start needs and no files (even empty ones: "nothing earlier") supply the deleted part."""
+    tuning = replace(options.tuning, recent=2 * settings.batch_size)
+    job = _Job(correction, settings, ladders, store, replace(options, tuning=tuning), send)
+    sink, since, files = sources.sink, sources.since, sources.files
     if isinstance(sink, str):
         async with configured_sink(settings) as configured:
             return await job.run(configured, since, files)
@@ -134,10 +146,8 @@ class _Job:
     settings: Settings
     ladders: Ladders
     store: RerateStore
-    tuning: Tuning
+    options: RerateOptions
     send: Send | None
-    progress: Progress | None
-    owner: str | None
 
     async def run(
         self, sink: CheckpointSink | None, since: str | None, files: Iterable[MatchFinished] | None
@@ -182,17 +192,7 @@ class _Job:
             send = self.send
             if send is None:
                 send = await stack.enter_async_context(update_sender(settings))
-            rerate = Rerate(
-                self.store,
-                self.ladders,
-                correction,
-                history,
-                send,
-                self.tuning,
-                progress=self.progress,
-                owner=self.owner,
-                start=start,
-            )
+            rerate = Rerate(self.store, self.ladders, correction, history, send, self.options, start=start)
             await rerate.run()
             return rerate
 

@@ -165,6 +165,21 @@ class Tuning:
 DEFAULT_TUNING = Tuning()
 
 
+@dataclass(frozen=True)
+class RerateOptions:
+    """How a re-rate runs, whatever it corrects: its pacing (`tuning`), what follows its build
+    (`progress`, told the matches done and in all) and the name it holds the ladder's lock
+    under (`owner`; None: a new one, `new_owner`)."""
+
+    tuning: Tuning = DEFAULT_TUNING
+    progress: Progress | None = None
+    owner: str | None = None
+
+
+#: How a re-rate runs unless told otherwise.
+DEFAULT_OPTIONS = RerateOptions()
+
+
 def check_voids(
     ladder: str,
     entries: list[Entry],

@@ -64,12 +64,13 @@ from stream_rater.checkpoints.state import SEED_MARKERS, Deduped
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.corrections.building import Build, covers, not_delivered, players_of, touched
 from stream_rater.corrections.planning import (
-    DEFAULT_TUNING,
+    DEFAULT_OPTIONS,
     FOLLOW_ROUNDS,
     Correction,
     Entry,
     History,
     Progress,
+    RerateOptions,
     RerateReport,
     Send,
     Tuning,
@@ -79,7 +80,7 @@ from stream_rater.corrections.planning import (
     new_owner,
 )
 from stream_rater.corrections.switching import Clock, Compare
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, Target
 from stream_rater.rating.base import RatingModel
 from stream_rater.store.base import Generations
 from stream_rater.store.roles import RerateStore
@@ -92,6 +93,7 @@ __all__ = [
     "History",
     "Progress",
     "Rerate",
+    "RerateOptions",
     "RerateReport",
     "Send",
     "Tuning",
@@ -124,7 +126,8 @@ class Rerate:
     """Recompute a ladder from its history into a new generation with a `Correction` applied
     and switch to it while the worker keeps rating: one method per phase of the protocol in
     the module docstring, `run` calls them in order. `send` produces the correction events;
-    `progress` follows the build; `owner` names the lock's holder (default: `new_owner()`)."""
+    `options` say how it runs (pacing, progress, the lock's holder); `start` is the checkpoint
+    it starts from (None: the history's start)."""
 
     # What the phases find out, for the phases after them.
     #: The ladder's generations as last read, and its voids before this re-rate.
@@ -150,18 +153,16 @@ class Rerate:
         correction: Correction,
         history: History,
         send: Send,
-        tuning: Tuning = DEFAULT_TUNING,
+        options: RerateOptions = DEFAULT_OPTIONS,
         *,
-        progress: Progress | None = None,
-        owner: str | None = None,
         start: Checkpoint | None = None,
     ) -> None:
         self.store, self.ladders, self.ladder = store, ladders, correction.ladder
         self.start = start
         if start is not None:
             history = Deduped(history, start)
-        self.history, self.send, self.tuning, self.progress = history, send, tuning, progress
-        self.owner = owner or new_owner()
+        self.history, self.send, self.tuning, self.progress = history, send, options.tuning, options.progress
+        self.owner = options.owner or new_owner()
         ids = list(dict.fromkeys(correction.match_ids))
         self.void = ids if correction.kind == "void" else []
         self.unvoid = ids if correction.kind == "unvoid" else []
@@ -283,7 +284,7 @@ class Rerate:
             )
             # The seasons it passed ended before it, so before the corrected match: as live.
             await self.store.copy_seasons(self.ladder, self.live.live, self.generation, self.start.seasons)
-        processor = Processor(self.ladders, self.store, generation=self.generation)
+        processor = Processor(self.ladders, self.store, target=Target(self.generation))
         self.staging = Build(
             processor,
             self.entries,

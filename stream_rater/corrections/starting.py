@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from stream_rater.checkpoints import Checkpoint, CheckpointSink, latest_usable
+from stream_rater.checkpoints import Checkpoint, CheckpointSink, ReplayNeeds, latest_usable
 from stream_rater.contracts import parse_timestamp
 from stream_rater.corrections.planning import Correction
 from stream_rater.kafka import DeletedHead, HistoryTruncated
@@ -69,10 +69,12 @@ async def starting_checkpoint(
     voids = voids_after(correction, await store.voids(ladder))
     live = await store.generations(ladder)
     if correction.kind != "rerate":
-        return await latest_usable(sink, ladder, voids, live.params, changing=correction.match_ids)
+        return await latest_usable(
+            sink, ladder, ReplayNeeds(voids, live.params, changing=correction.match_ids)
+        )
     ident, before = _since(since or "")
     found = await latest_usable(
-        sink, ladder, voids, None, any_params=True, ident=ident, created_before=before
+        sink, ladder, ReplayNeeds(voids, None, any_params=True), ident=ident, created_before=before
     )
     if found is None:
         raise ValueError(

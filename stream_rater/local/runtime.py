@@ -10,7 +10,7 @@ Children listen on free loopback ports, log into a temp dir and run in their own
 an ``atexit`` hook stops runtimes that were never stopped explicitly. Note that the death signal
 fires when the *thread* that started the runtime exits, so start it from a long-lived thread.
 
-With ``redis_cluster=N`` the Redis is a Redis Cluster of N masters (optionally with replicas):
+With ``redis=ClusterLayout(N)`` the Redis is a Redis Cluster of N masters (and replicas):
 one ``redis-server --cluster-enabled yes`` child per node, joined by ``redis-cli --cluster
 create``; the runtime waits until every node reports ``cluster_state:ok``. Its URL is
 ``redis+cluster://host:port,…`` (`stream_rater.store.redis.cluster`).
@@ -37,7 +37,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
@@ -57,6 +57,13 @@ from stream_rater.local.processes import (
     wait_for_port,
     wait_kafka_metadata,
 )
+from stream_rater.local.runtime_options import (
+    DEFAULT_SUPERVISION,
+    FREE_PORTS,
+    Addresses,
+    ClusterLayout,
+    Supervision,
+)
 from stream_rater.store.redis.keys import REDIS_HASH_LIMITS
 from stream_rater.waiting import wait_until
 
@@ -65,10 +72,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROKERS",
+    "Addresses",
     "BrokerKind",
     "LocalExtraMissing",
     "LocalRuntime",
     "LocalRuntimeError",
+    "ClusterLayout",
+    "Supervision",
     "free_cluster_port",
     "free_port",
     "redis_cli_binary",
@@ -165,7 +175,7 @@ class LocalRuntime:
     ...     rt.broker_url, rt.bootstrap_servers, rt.redis_url
     >>> with LocalRuntime(broker="apache-kafka", brokers=3, redis=False) as rt:  # doctest: +SKIP
     ...     rt.bootstrap_servers, rt.broker_pids  # three nodes; kill one, then rt.restart_broker(i)
-    >>> with LocalRuntime(broker=False, redis_cluster=3) as rt:  # doctest: +SKIP
+    >>> with LocalRuntime(broker=False, redis=ClusterLayout(3)) as rt:  # doctest: +SKIP
     ...     rt.redis_url  # redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
     """
 
@@ -176,33 +186,20 @@ class LocalRuntime:
         topic_configs: Mapping[str, Mapping[str, str]] | None = None,
         broker: bool | BrokerKind = True,
         brokers: int = 1,
-        redis: bool = True,
-        startup_timeout: float | None = None,
-        stop_timeout: float = 10.0,
+        redis: bool | ClusterLayout = True,
         workdir: str | os.PathLike[str] | None = None,
-        port_attempts: int = 3,
-        redis_cluster: int = 0,
-        cluster_replicas: int = 0,
-        kafka_listeners: Mapping[str, Sequence[tuple[int, int]]] | None = None,
-        tansu_port: int = 0,
-        redis_port: int = 0,
+        addresses: Addresses = FREE_PORTS,
+        supervision: Supervision = DEFAULT_SUPERVISION,
     ) -> None:
         """Configure (not start) the runtime.
 
         ``topics`` maps names to partition counts, created at start (on Apache Kafka with its
         replication factor), each with its ``topic_configs`` entry if it has one. ``broker``
-        is ``"tansu"`` (or True), ``"apache-kafka"`` (``brokers`` nodes) or False for none.
-        ``startup_timeout`` defaults to 30 s per service, 120 s for Apache Kafka. Logs (and
-        Kafka's log dirs) go to ``workdir`` (kept) or a temp dir (removed at stop). A child that
-        dies at startup (e.g. its port was taken meanwhile) is retried on a new port up to
-        ``port_attempts`` times. ``redis_cluster`` (at least 3, or 0 for none) makes the Redis
-        a cluster of that many masters, each with ``cluster_replicas`` replicas.
-        ``kafka_listeners``: Apache Kafka's extra listeners (`ApacheKafkaCluster`). ``tansu_port``
-        and ``redis_port`` (0: a free port) fix the ports of Tansu and of a single Redis, so
-        that `dev` is where a tutorial says; a fixed port that is taken is an error, not retried.
+        is ``"tansu"`` (or True), ``"apache-kafka"`` (``brokers`` nodes) or False for none;
+        ``redis`` a single Redis (True), a `ClusterLayout` or False for none. Logs (and Kafka's
+        log dirs) go to ``workdir`` (kept) or a temp dir (removed at stop). `Addresses` fix
+        ports and add Kafka listeners; `Supervision` bounds starts and stops.
         """
-        if redis_cluster and redis_cluster < 3:
-            raise ValueError(f"a Redis Cluster needs at least 3 masters, not {redis_cluster}")
         kind = "tansu" if broker is True else broker
         if kind is not False and kind not in BROKERS:
             raise ValueError(f"broker must be one of {', '.join(BROKERS)} (or True/False), not {broker!r}")
@@ -212,14 +209,16 @@ class LocalRuntime:
         self.topic_configs = {name: dict(config) for name, config in (topic_configs or {}).items()}
         self.broker_kind: BrokerKind | None = kind or None
         self.brokers = brokers
-        self._want_redis = redis
+        self._want_redis = redis is not False
+        cluster = redis if isinstance(redis, ClusterLayout) else None
+        self.redis_cluster, self.cluster_replicas = (cluster.masters, cluster.replicas) if cluster else (0, 0)
+        startup_timeout = supervision.startup_timeout
         self.startup_timeout = 30.0 if startup_timeout is None else startup_timeout
         self._kafka_startup_timeout = 120.0 if startup_timeout is None else startup_timeout
-        self.stop_timeout = stop_timeout
+        self.stop_timeout, self.port_attempts = supervision.stop_timeout, supervision.port_attempts
         self._workdir_arg = Path(workdir) if workdir is not None else None
-        self.port_attempts = port_attempts
-        self.redis_cluster, self.cluster_replicas = redis_cluster, cluster_replicas
-        self.kafka_listeners, self.tansu_port, self.redis_port = kafka_listeners, tansu_port, redis_port
+        self.kafka_listeners = addresses.kafka_listeners
+        self.tansu_port, self.redis_port = addresses.kafka_port, addresses.redis_port
         self._workdir: Path | None = None
         self._broker: Child | None = None
         self._kafka: ApacheKafkaCluster | None = None

@@ -48,7 +48,7 @@ from typing import Any
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.offline.replay import ReplaySummary, replay
-from stream_rater.processor import PriorObserver, Processor
+from stream_rater.processor import PriorObserver, Processor, Target
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.rating.predict import as_read, predict_raw
 from stream_rater.rating.scoring import (
@@ -312,7 +312,7 @@ def score(
     scoring each match before it is rated; the summaries of each part and of all of them,
     and the replay counts (summed over the parts)."""
     whole = Scorer(ladders)
-    processor = Processor(ladders, MemoryStore(), shadows=False)  # scores the live models
+    processor = Processor(ladders, MemoryStore(), target=Target(shadows=False))  # scores the live models
     total = ReplaySummary()
     summaries = []
     for part in parts:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
 
-from stream_rater.checkpoints import Checkpoint, CheckpointSink, latest_usable, seed
+from stream_rater.checkpoints import Checkpoint, CheckpointSink, ReplayNeeds, latest_usable, seed
 from stream_rater.checkpoints.state import SEED_MARKERS
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
@@ -54,11 +54,11 @@ async def recovery_start(
     live = await store.generations(ladder)
     empty = not live.positions and not (await store.read(ladder, [], [], [])).watermark
     if empty:
-        found = await latest_usable(sink, ladder, None, None, any_params=True, within=committed, whole=True)
+        anything = ReplayNeeds(None, None, any_params=True, whole=True)
+        found = await latest_usable(sink, ladder, anything, within=committed)
         return found, True
-    start = await latest_usable(
-        sink, ladder, await store.voids(ladder), live.params, within=committed, whole=True
-    )
+    needs = ReplayNeeds(await store.voids(ladder), live.params, whole=True)
+    start = await latest_usable(sink, ladder, needs, within=committed)
     if start is not None and all(live.positions.get(p, 0) >= o for p, o in start.positions.items()):
         return start, False
     return None, False
@@ -114,7 +114,7 @@ async def recover(
         history.where = [history.where[i] for i in kept]
     if empty and sink is not None:
         # From the topic's start too: the voids and parameters went with the store.
-        known = start or await latest_usable(sink, ladder, None, None, any_params=True)
+        known = start or await latest_usable(sink, ladder, ReplayNeeds(None, None, any_params=True))
         if known is not None:
             live = (await store.generations(ladder)).live
             await store.set_voids(ladder, known.voids, [], live)

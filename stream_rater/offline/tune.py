@@ -99,6 +99,35 @@ class Trial:
 
 
 @dataclass(frozen=True, slots=True)
+class Scoring:
+    """How a tuning run is judged: its parameters are fitted on the first `fit_fraction` of
+    the matches (the fit part; the rest is held out), minimising `objective` (one of
+    `OBJECTIVES`) there."""
+
+    fit_fraction: float = 0.3
+    objective: str = "log_loss"
+
+
+#: The scoring of a tuning run unless told otherwise.
+DEFAULT_SCORING = Scoring()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """How `tune` searches: `max_trials` objective evaluations at most (0: no search, the
+    configured values are kept), each a replay in batches of `batch_size` matches; `on_trial`
+    sees every trial as it finishes."""
+
+    max_trials: int = 60
+    batch_size: int = 1000
+    on_trial: Callable[[Trial], None] | None = None
+
+
+#: The search of `tune` unless told otherwise.
+DEFAULT_SEARCH = SearchOptions()
+
+
+@dataclass(frozen=True, slots=True)
 class Scores:
     """One parameter set's metrics on the fit part, the rest and all matches."""
 
@@ -208,24 +237,21 @@ def tune(
     names: Sequence[str] | None = None,
     *,
     fixed: Collection[str] = (),
-    fit_fraction: float = 0.3,
-    objective: str = "log_loss",
-    max_trials: int = 60,
-    batch_size: int = 1000,
+    scoring: Scoring = DEFAULT_SCORING,
+    options: SearchOptions = DEFAULT_SEARCH,
     calibrate: str | None = None,
-    on_trial: Callable[[Trial], None] | None = None,
 ) -> TuneResult:
     """Fit parameters `names` (default: the model's `SPACES` entry less `fixed`; its
     `OPTIONS` entry when named) of ladder `ladder`, starting from their configured values.
 
-    The first `fit_fraction` of `matches` is the fit part; the search stops after
-    `max_trials` objective evaluations at most (0: no search, the configured values are
-    kept). Other parameters keep their configured values. With `calibrate` (a kind of
+    The search (`options`) minimises the `scoring`'s objective on the fit part of `matches`.
+    Other parameters keep their configured values. With `calibrate` (a kind of
     `rating.calibration`), the search scores the model's raw probabilities, and a calibration
     is then fitted on the fit part's decisive pairs with the parameters found; it is the
-    tuned ``calibration`` parameter. `on_trial` sees every trial as it finishes.
+    tuned ``calibration`` parameter.
     """
     start = time.perf_counter()
+    fit_fraction, objective, max_trials = scoring.fit_fraction, scoring.objective, options.max_trials
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
     if calibrate is not None and calibrate not in CALIBRATIONS:
@@ -235,7 +261,7 @@ def tune(
     fit = round(len(matches) * fit_fraction)
     if not 0 < fit < len(matches):
         raise ValueError(f"fit fraction {fit_fraction} of {len(matches)} matches leaves a part empty")
-    search = _Search(matches, ladders, ladder, names, transforms, fit, objective, batch_size, on_trial)
+    search = _Search(matches, ladders, ladder, names, transforms, fit, objective, options)
     search.raw = calibrate is not None
     baseline = search.scores({})
     found = _best(search, max_trials) if names else {}
@@ -306,12 +332,11 @@ class _Search:
         transforms: list[str],
         fit: int,
         objective: str,
-        batch_size: int,
-        on_trial: Callable[[Trial], None] | None,
+        options: SearchOptions,
     ) -> None:
         self.matches, self.ladders, self.ladder, self.fit = matches, ladders, ladder, fit
         self.names, self.transforms = names, transforms
-        self.objective, self.batch_size, self.on_trial = objective, batch_size, on_trial
+        self.objective, self.batch_size, self.on_trial = objective, options.batch_size, options.on_trial
         self.base = ladders.get(ladder)
         self.trials: list[Trial] = []
         self.seen: dict[tuple[float, ...], float] = {}

@@ -17,7 +17,7 @@ from scipy.optimize import minimize_scalar
 from stream_rater.config.ladders import Ladder
 from stream_rater.offline.evaluate import Summary
 from stream_rater.offline.modes import Moded, ModesScore, mode_models, score_modes
-from stream_rater.offline.tune import OBJECTIVES, Trial, _metrics, _round, _toml
+from stream_rater.offline.tune import DEFAULT_SCORING, OBJECTIVES, Scoring, Trial, _metrics, _round, _toml
 from stream_rater.rating.calibration import Calibration
 from stream_rater.rating.calibration import fit as fit_calibration
 from stream_rater.rating.scoring import predicts_draws
@@ -115,18 +115,18 @@ def tune_modes(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     coupling: float | None = None,
     form: str = "prior",
-    fit_fraction: float = 0.3,
-    objective: str = "log_loss",
+    scoring: Scoring = DEFAULT_SCORING,
     calibrate: str | None = "draw",
     experience: float | None = 0.0,
 ) -> ModesTuneResult:
-    """Fit a ladder with modes on the first `fit_fraction` of `matches` (``(mode, match)``):
-    the coupling (unless given) by a bounded search minimising `objective` of the raw
+    """Fit a ladder with modes on the fit part of `matches` (``(mode, match)``, `scoring`'s):
+    the coupling (unless given) by a bounded search minimising its objective of the raw
     probabilities, then, with `calibrate`, each mode's calibration of that kind (a per-mode
     parameter, fitted on the mode's own pairs). `experience` None: fit it too, after the
     coupling, over `EXPERIENCE_RANGE`. `ladder` has the model and its parameters,
     `overrides` each mode's own; `form` the sharing (`offline.modes.FORMS`). The baseline is
     the configured parameters with coupling 0 and no experience effect."""
+    fit_fraction, objective = scoring.fit_fraction, scoring.objective
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
     fit = round(len(matches) * fit_fraction)

@@ -12,7 +12,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from stream_rater.checkpoints import Checkpoint, CheckpointSink, Replica, configured_sink, latest_usable
+from stream_rater.checkpoints import (
+    Checkpoint,
+    CheckpointSink,
+    ReplayNeeds,
+    Replica,
+    configured_sink,
+    latest_usable,
+)
 from stream_rater.config.ladders import Ladder, Ladders, split_shadow
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import MatchFinished
@@ -327,7 +334,7 @@ async def _start(
     if sink is None:
         return None, None
     live = await store.generations(ladder)
-    start = await latest_usable(sink, ladder, await store.voids(ladder), live.params)
+    start = await latest_usable(sink, ladder, ReplayNeeds(await store.voids(ladder), live.params))
     if start is None:
         return None, None
     count = await partition_count(settings, settings.topic_matches)

@@ -12,7 +12,7 @@ keeps a batch to one read and one commit, exactly once, is in README.md beside t
 - `skipping`: the one rule by which a match the model fails on is skipped (`process_skipping`).
 """
 
-from stream_rater.processor.core import Processor
+from stream_rater.processor.core import Processor, Retries, Target
 from stream_rater.processor.planner import PriorObserver, plan_batch
 from stream_rater.processor.results import (
     BatchResult,
@@ -33,8 +33,10 @@ __all__ = [
     "NonFiniteRating",
     "PriorObserver",
     "Processor",
+    "Retries",
     "Skipped",
     "StoreLost",
+    "Target",
     "TooManyConflicts",
     "Unratable",
     "is_late",

@@ -81,17 +81,34 @@ class _LadderPart:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a processor writes: each ladder's live generation (`generation` None: the
+    worker) or that staging generation (a re-rate); `shadows`: each ladder's shadows
+    (`Ladder.shadows`) rated beside it — never in a staging generation."""
+
+    generation: int | None = None
+    shadows: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Retries:
+    """How a processor retries a refused commit: one ladder's part of a batch is recomputed
+    at most `max_attempts` times in a row, and waits `freeze_poll` seconds between tries while
+    a re-rate switches the ladder."""
+
+    max_attempts: int = 50
+    freeze_poll: float = 0.002
+
+
 class Processor:
     """Applies batches of validated matches to a store, exactly once per match, in one
     store read and one commit per batch (README.md beside this module: why and how).
 
-    `max_attempts` bounds how often one ladder's part of a batch is recomputed after refused
-    commits; `observe` is passed to `plan_batch`; `suspect_empty` makes a ladder the store
-    knows nothing of count as lost (`StoreLost`); `generation` None applies to each ladder's
-    live generation (the worker), a number to that staging generation (a re-rate);
-    `freeze_poll` is the wait while a re-rate switches a ladder; `known_states` bounds the
-    states held between batches; `shadows` rates each ladder's shadows (`Ladder.shadows`)
-    beside it — never in a staging generation."""
+    `target` says which generation it writes (the live one by default) and `retries` how it
+    retries refused commits; `observe` is passed to `plan_batch`; `suspect_empty` makes a
+    ladder the store knows nothing of count as lost (`StoreLost`); `known_states` bounds the
+    states held between batches."""
 
     def __init__(
         self,
@@ -99,24 +116,22 @@ class Processor:
         store: BatchStore,
         *,
         clock: Callable[[], float] = time.time,
-        max_attempts: int = 50,
         observe: PriorObserver | None = None,
         suspect_empty: bool = False,
-        generation: int | None = None,
-        freeze_poll: float = 0.002,
         known_states: int = 200_000,
-        shadows: bool = True,
+        target: Target = Target(),
+        retries: Retries = Retries(),
     ) -> None:
         self.ladders = ladders
         self.known = KnownStates(known_states)
         self.ledger = CommitLedger(suspect_empty=suspect_empty)
-        self.generation = generation
-        self.shadows = shadows and generation is None
-        self.freeze_poll = freeze_poll
+        self.generation = target.generation
+        self.shadows = target.shadows and target.generation is None
+        self.freeze_poll = retries.freeze_poll
         self._overridden: dict[tuple[str, str], Ladder] = {}
         self.store = store
         self.clock = clock
-        self.max_attempts = max_attempts
+        self.max_attempts = retries.max_attempts
         self.observe = observe
 
     @property

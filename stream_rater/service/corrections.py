@@ -31,7 +31,14 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import CorrectionRequest, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode
 from stream_rater.corrections.history import apply_correction
-from stream_rater.corrections.rerate import Correction, RerateReport, UnknownMatches, new_owner
+from stream_rater.corrections.rerate import (
+    Correction,
+    RerateOptions,
+    RerateReport,
+    Tuning,
+    UnknownMatches,
+    new_owner,
+)
 from stream_rater.kafka import ISOLATION_LEVEL, HistoryTruncated, client_options, update_record
 from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
@@ -191,8 +198,7 @@ class CorrectionHandler:
                 self.ladders,
                 store,
                 send=self._send_events,
-                lease=self.lease,
-                owner=owner,
+                options=RerateOptions(Tuning(lease=self.lease), owner=owner),
             )
         finally:
             metrics.RERATE_RUNNING.labels(request.ladder).set(0)

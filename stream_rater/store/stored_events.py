@@ -3,9 +3,9 @@ histories): a plain rating-changed event of the key's ladder as a compact msgpac
 half the bytes of the event's map, which Redis then copies, stores and hands out the cheaper.
 
 The array is ``[match_id, player_id, model, before_mu, before_sigma, after_mu, after_sigma,
-rating, games, finished_at, processed_at, late, expected, provisional, before_rating]``
-(``expected``, the event's map of what was expected of the player's team, or nil;
-``provisional`` the flag of a ladder whose rules mark provisional players, or nil;
+rating, games, finished_at, processed_at, late, expected, flag, before_rating]``
+(``expected``, the event's map of what was expected of the player's team, or nil; ``flag``
+the value of `FLAG`, the field a ladder rule adds to its players' events, or nil;
 ``before_rating`` the display rating before the change, ``before.rating``; ``after.rating`` is
 the event's ``rating``. An event without ``before.rating`` — stored before events carried it — leaves out the trailing items it lacks,
 so it has 12 to 14 and reads back as it was); ``event_id``, ``ladder``, ``delta``,
@@ -27,6 +27,7 @@ from typing import Any
 
 import msgpack
 
+from stream_rater.config.rules import READ_FLAGS
 from stream_rater.contracts import format_timestamp, parse_timestamp, rating_changed
 from stream_rater.store.base import Event
 
@@ -34,13 +35,17 @@ from stream_rater.store.base import Event
 #: runs no Python code.
 PACKER = msgpack.Packer(use_bin_type=True)
 
+#: The flag field a ladder rule adds to events (`config.rules.READ_FLAGS`, the first) that the
+#: compact form keeps in its slot; an event with any other flag field is kept as its map.
+FLAG = READ_FLAGS[0]
+
 _PLAIN = frozenset(rating_changed("m", "l", "p", "model", (0.0, 0.0), (0.0, 0.0), 0.0, 1, "t", "t"))
 _STATE = frozenset({"mu", "sigma"})
 _RATED = _STATE | {"rating"}
-#: The key sets a compact array can stand for: plain, with any of ``late``, ``provisional``,
+#: The key sets a compact array can stand for: plain, with any of ``late``, `FLAG`,
 #: ``expected`` and ``rating_delta`` (with ``before.rating``).
 _COMPACT = frozenset(
-    _PLAIN | {k for k, on in zip(("late", "provisional", "expected", "rating_delta"), bits) if on}
+    _PLAIN | {k for k, on in zip(("late", FLAG, "expected", "rating_delta"), bits) if on}
     for bits in itertools.product((False, True), repeat=4)
 )
 
@@ -69,8 +74,8 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         )
     ):
         return None
-    expected, provisional = event.get("expected"), event.get("provisional")
-    if ("expected" in keys and expected is None) or ("provisional" in keys and provisional is None):
+    expected, flag = event.get("expected"), event.get(FLAG)
+    if ("expected" in keys and expected is None) or (FLAG in keys and flag is None):
         return None
     fields = (
         match_id,
@@ -84,7 +89,7 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
         event["finished_at"],
         event["processed_at"],
         late,
-        provisional,
+        flag,
         expected,
         before["rating"] if rated else None,
     )
@@ -93,29 +98,30 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
 
 #: A rating-changed event's fields: the arguments `contracts.rating_changed` built it from, in
 #: its order, ``(match_id, ladder, player_id, model, before, after, rating, games, finished_at,
-#: processed_at, late, provisional, expected, before_rating)`` (`Commit.event_fields`).
+#: processed_at, late, flag, expected, before_rating)`` (`Commit.event_fields`; ``flag`` is
+#: the value of `FLAG`).
 EventFields = tuple[Any, ...]
 
 
 def _size(fields: EventFields) -> int:
-    """How many keys ``rating_changed(*fields)`` has: 12, and ``late``, ``provisional``,
-    ``expected`` and ``rating_delta`` where given."""
-    late, provisional, expected, before_rating = fields[10:]
-    return 12 + bool(late) + (provisional is not None) + (expected is not None) + (before_rating is not None)
+    """How many keys ``rating_changed(*fields)`` has: 12, and ``late``, `FLAG`, ``expected``
+    and ``rating_delta`` where given."""
+    late, flag, expected, before_rating = fields[10:]
+    return 12 + bool(late) + (flag is not None) + (expected is not None) + (before_rating is not None)
 
 
 def compact_of(fields: EventFields, ladder: str) -> list[Any] | None:
     """The compact form of the event ``rating_changed(*fields)`` (`EventFields`), or None where
     the array would not read back as that event: one of another ladder than `ladder`, an
-    ``expected`` not a map, a ``provisional`` not a bool, or a change that is NaN (the event's
+    ``expected`` not a map, a `FLAG` not a bool, or a change that is NaN (the event's
     ``delta`` or ``rating_delta`` would then differ from the one rebuilt)."""
     match_id, of, player_id, model, before, after, rating, games, finished, processed, late, *rest = fields
-    provisional, expected, before_rating = rest
+    flag, expected, before_rating = rest
     b_mu, a_mu = before[0], after[0]
     if (
         of != ladder
         or (expected is not None and not isinstance(expected, dict))
-        or (provisional is not None and not isinstance(provisional, bool))
+        or (flag is not None and not isinstance(flag, bool))
         or a_mu - b_mu != a_mu - b_mu
     ):
         return None
@@ -137,12 +143,12 @@ def compact_of(fields: EventFields, ladder: str) -> list[Any] | None:
     if before_rating is not None:
         if rating - before_rating != rating - before_rating:
             return None
-        compact += (expected, provisional, before_rating)
+        compact += (expected, flag, before_rating)
         return compact
-    if expected is not None or provisional is not None:
+    if expected is not None or flag is not None:
         compact.append(expected)
-    if provisional is not None:
-        compact.append(provisional)
+    if flag is not None:
+        compact.append(flag)
     return compact
 
 
@@ -226,7 +232,7 @@ class StoredForms:
                 entry.append(stored)
             else:
                 entry.append(None)
-            entry += compact[13:]  # provisional, before rating
+            entry += compact[13:]  # flag, before rating
         return entry
 
 
@@ -250,9 +256,9 @@ def stored_event(value: Any, ladder: str) -> Event:
         finished,
         processed,
         late,
-        provisional=value[13] if len(value) > 13 else None,
-        expected=value[12] if len(value) > 12 else None,
-        before_rating=value[14] if len(value) > 14 else None,
+        value[13] if len(value) > 13 else None,  # the flag
+        value[12] if len(value) > 12 else None,  # expected
+        value[14] if len(value) > 14 else None,  # before rating
     )
 
 
@@ -335,7 +341,7 @@ def _event_fields(entry: list[Any], player_id: str, model: str | None) -> list[A
         fields.append(
             dict(zip(_EXPECTED[expected[0]], expected[1:])) if isinstance(expected, list) else expected
         )
-        fields += rest[1:]  # provisional, before rating
+        fields += rest[1:]  # flag, before rating
     return fields
 
 
@@ -343,7 +349,7 @@ def pack_entry(event: Event, ladder: str, model: str, player_id: str) -> bytes:
     """`event`, a change of `player_id` of `ladder`, as a history entry (``h:<b>``, see
     `store.redis.keys`): its 2-byte big-endian length, then msgpack ``[match_id, before_mu,
     before_sigma, after_mu, after_sigma, rating, games, finished_at, processed_at, late(,
-    expected, provisional, before_rating)]`` — the player, the model (`model`) and the ladder are the history's, not
+    expected, flag, before_rating)]`` — the player, the model (`model`) and the ladder are the history's, not
     repeated; a UUID match id as its 16 bytes; the timestamps as microseconds where that reads
     back identical, ``processed_at`` then after ``finished_at``; an ``expected`` of the usual
     keys as their index in `_EXPECTED` then its values — or, for any other event, its msgpack

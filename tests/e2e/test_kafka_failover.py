@@ -26,7 +26,7 @@ from aiokafka.errors import KafkaError
 from stream_rater.kafka import create_topics
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.demo import stop_process, tagged_settings
-from stream_rater.local.runtime import LocalRuntime
+from stream_rater.local.runtime import LocalRuntime, Supervision
 from tests.e2e.e2e_support import counted, readiness
 from tests.e2e.streams import Stream, assert_equals_replay, random_matches
 from tests.helpers import wait_for
@@ -54,8 +54,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     runtime = LocalRuntime(
         broker="apache-kafka",
         brokers=3,
-        startup_timeout=STARTUP_TIMEOUT,
         workdir=tmp_path_factory.mktemp("kafka-failover"),
+        supervision=Supervision(startup_timeout=STARTUP_TIMEOUT),
     )
     with runtime:
         yield runtime

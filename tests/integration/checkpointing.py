@@ -13,7 +13,7 @@ from stream_rater.bench.rerate_history import commit_group
 from stream_rater.checkpoints import Checkpointer, CheckpointSink, Manifest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.corrections.history import apply_correction
+from stream_rater.corrections.history import HistorySources, apply_correction
 from stream_rater.corrections.planning import RerateReport, Send
 from stream_rater.corrections.rerate import Correction
 from stream_rater.kafka import ladder_history, read_log
@@ -74,12 +74,17 @@ class Lab:
         self.applied += len(todo)
 
     async def correct(
-        self, correction: Correction, sink: CheckpointSink | None, send: Send | None = None, **options: Any
+        self,
+        correction: Correction,
+        sink: CheckpointSink | None,
+        send: Send | None = None,
+        since: str | None = None,
     ) -> RerateReport:
         """`apply_correction` of `correction` on this lab's ladder and store (events discarded
-        unless `send` is given)."""
+        unless `send` is given), starting from `sink`'s checkpoints (`since`: which one)."""
+        sources = HistorySources(sink=sink, since=since)
         return await apply_correction(
-            correction, self.settings, self.ladders, self.store, send=send or discard, sink=sink, **options
+            correction, self.settings, self.ladders, self.store, send=send or discard, sources=sources
         )
 
     async def void(

@@ -12,7 +12,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from stream_rater.local.runtime import LocalExtraMissing, LocalRuntime
+from stream_rater.local.runtime import ClusterLayout, LocalExtraMissing, LocalRuntime
 
 REDIS_CLUSTER_ENV = "STREAM_RATER_TEST_REDIS_CLUSTER_URL"
 
@@ -24,7 +24,7 @@ def redis_cluster_url(_stack: ExitStack) -> str:
     if external:
         return external
     try:
-        return _stack.enter_context(LocalRuntime(broker=False, redis_cluster=3)).redis_url
+        return _stack.enter_context(LocalRuntime(broker=False, redis=ClusterLayout(3))).redis_url
     except LocalExtraMissing as exc:
         pytest.skip(f"no {REDIS_CLUSTER_ENV} and {exc}")
 
@@ -35,7 +35,7 @@ def redis_cluster_with_replicas() -> Iterator[LocalRuntime]:
     kills and stops nodes (by PID, see `LocalRuntime.pids`); its nodes are stopped by PID
     afterwards. Always local: a test must not kill an external cluster's nodes."""
     try:
-        runtime = LocalRuntime(broker=False, redis_cluster=3, cluster_replicas=1).start()
+        runtime = LocalRuntime(broker=False, redis=ClusterLayout(3, replicas=1)).start()
     except LocalExtraMissing as exc:
         pytest.skip(f"a cluster with replicas is started locally, and {exc}")
     try:

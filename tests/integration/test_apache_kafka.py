@@ -23,7 +23,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.kafka import Record, create_topics, read_log, send_batched
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.nemesis import BrokerLinks
-from stream_rater.local.runtime import LocalRuntime, LocalRuntimeError
+from stream_rater.local.runtime import Addresses, LocalRuntime, LocalRuntimeError, Supervision
 from tests.helpers import assert_gone, topic_config
 
 pytestmark = pytest.mark.integration
@@ -58,9 +58,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, links: BrokerLinks) -> Ite
         broker="apache-kafka",
         brokers=3,
         redis=False,
-        startup_timeout=STARTUP_TIMEOUT,
         workdir=tmp_path_factory.mktemp("kafka-cluster"),
-        kafka_listeners=links.listeners(),
+        addresses=Addresses(kafka_listeners=links.listeners()),
+        supervision=Supervision(startup_timeout=STARTUP_TIMEOUT),
     )
     with runtime:
         yield runtime
@@ -126,7 +126,11 @@ def test_one_broker_round_trip(tmp_path: Path) -> None:
     stop() ends the JVM by PID; its log is on disk in the work dir."""
     topic = fresh_topic()
     runtime = LocalRuntime(
-        {topic: 2}, broker="apache-kafka", redis=False, startup_timeout=STARTUP_TIMEOUT, workdir=tmp_path
+        {topic: 2},
+        broker="apache-kafka",
+        redis=False,
+        workdir=tmp_path,
+        supervision=Supervision(startup_timeout=STARTUP_TIMEOUT),
     )
     with runtime:
         assert list(runtime.pids) == ["kafka-0"]

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from stream_rater.bench.rerate_history import commit_group
-from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, Replica, latest_usable
+from stream_rater.checkpoints import Checkpointer, KafkaSink, MemorySink, ReplayNeeds, Replica, latest_usable
 from stream_rater.contracts import parse_match
 from stream_rater.corrections.rerate import Correction
 from stream_rater.offline.verify import verify
@@ -40,14 +40,14 @@ async def lab(broker_url, redis_url, unique_name):
 KILLED_WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from stream_rater.checkpoints import KafkaSink, latest_usable
+    from stream_rater.checkpoints import KafkaSink, ReplayNeeds, latest_usable
     from stream_rater.checkpoints.format import encode
     from stream_rater.config.settings import Settings
 
     async def main():
         settings = Settings(broker=sys.argv[1], topic_checkpoints=sys.argv[2])
         async with KafkaSink(settings) as sink:
-            checkpoint = await latest_usable(sink, sys.argv[3], {}, None)
+            checkpoint = await latest_usable(sink, sys.argv[3], ReplayNeeds({}, None))
             checkpoint.id, checkpoint.positions = "ck-torn", {0: 10**6}
             chunks, _ = encode(checkpoint, 300)
             await sink.write_chunks(checkpoint, chunks)
@@ -88,7 +88,7 @@ async def test_a_verified_checkpoint_and_a_writer_killed_before_its_manifest(lab
         writer.wait()
     async with KafkaSink(lab.settings) as sink:
         assert [m.id for m in await sink.manifests(lab.ladder)] == [done.written.id]
-        found = await latest_usable(sink, lab.ladder, {}, None)
+        found = await latest_usable(sink, lab.ladder, ReplayNeeds({}, None))
         assert found is not None and found.id == done.written.id and found.positions == {0: 300}
 
 

@@ -24,6 +24,7 @@ from stream_rater.local.runtime import (
     LocalExtraMissing,
     LocalRuntime,
     LocalRuntimeError,
+    Supervision,
     free_port,
     wait_for_port,
 )
@@ -316,7 +317,7 @@ def test_startup_failure_raises_with_the_log_tail(monkeypatch: pytest.MonkeyPatc
     fake.write_text("#!/bin/sh\necho 'fatal: cannot bind' >&2\nexit 3\n")
     fake.chmod(0o755)
     monkeypatch.setattr(local_runtime, "redis_server_binary", lambda: str(fake))
-    rt = LocalRuntime(broker=False, port_attempts=2, workdir=tmp_path / "work")
+    rt = LocalRuntime(broker=False, workdir=tmp_path / "work", supervision=Supervision(port_attempts=2))
     with pytest.raises(LocalRuntimeError, match="redis failed to start") as failure:
         rt.start()
     assert "fatal: cannot bind" in str(failure.value)

@@ -16,7 +16,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.local.demo import default_data_file
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, Retries
 from stream_rater.store import Commit, CommitConflict, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis import RedisStore
@@ -95,7 +95,8 @@ async def test_two_concurrent_processors_lose_no_update(redis_url, ladders):
         matches.append(parsed_duel(ladders, f"m{i}", a, b, ladder=name, ranks=(0, rng.choice([0, 1])), at=i))
     halves = [matches[0::2], matches[1::2]]
     processors = [
-        Processor(ladders, RacingStore.from_url(redis_url), clock=clock, max_attempts=1000) for _ in range(2)
+        Processor(ladders, RacingStore.from_url(redis_url), clock=clock, retries=Retries(max_attempts=1000))
+        for _ in range(2)
     ]
 
     async def run(processor: Processor, part: list) -> tuple[list, int]:

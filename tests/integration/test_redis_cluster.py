@@ -29,7 +29,7 @@ from redis.asyncio.cluster import RedisCluster
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished
 from stream_rater.local.demo import default_data_file
-from stream_rater.local.runtime import LocalRuntime
+from stream_rater.local.runtime import ClusterLayout, LocalRuntime
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.replay import replay, validated
 from stream_rater.processor import Processor, StoreLost
@@ -292,9 +292,9 @@ async def _more(cluster: Cluster, than: int) -> bool:
 
 
 def test_the_local_cluster_with_replicas_starts_joined_and_stops_by_pid():
-    """`LocalRuntime(redis_cluster=3, cluster_replicas=1)`: six nodes, three masters each with
+    """`LocalRuntime(redis=ClusterLayout(3, replicas=1))`: six nodes, three masters each with
     a replica whose link is up; the store answers on its URL; stop() ends every PID it started."""
-    with LocalRuntime(broker=False, redis_cluster=3, cluster_replicas=1) as runtime:
+    with LocalRuntime(broker=False, redis=ClusterLayout(3, replicas=1)) as runtime:
         assert runtime.redis_url.startswith("redis+cluster://") and len(runtime.cluster_nodes) == 6
         host, port = runtime.cluster_nodes[0].split(":")
         with redis.Redis(host=host, port=int(port), decode_responses=True) as client:

@@ -14,7 +14,7 @@ import pytest
 from stream_rater.checkpoints import Replica
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
-from stream_rater.corrections.rerate import Correction, Entry, Rerate, Tuning, UnknownMatches
+from stream_rater.corrections.rerate import Correction, Entry, Rerate, RerateOptions, Tuning, UnknownMatches
 from stream_rater.offline.verify import board_differences
 from stream_rater.processor import Processor, StoreLost, process_skipping
 from stream_rater.store import open_store
@@ -129,7 +129,9 @@ async def rerate(
     """A `Rerate` of the tests' ladder from `live` (the correction `kind` of `match_ids`, with
     `params`; `tuning` is `Tuning`'s), its correction events appended to `sent`."""
     correction = Correction(kind, NAME, match_ids, reason, params or {})
-    return await Rerate(store, LADDERS, correction, live, lambda e: send_to(sent, e), Tuning(**tuning)).run()
+    return await Rerate(
+        store, LADDERS, correction, live, lambda e: send_to(sent, e), RerateOptions(Tuning(**tuning))
+    ).run()
 
 
 async def test_a_rerate_skips_the_matches_the_live_worker_dead_lettered_and_equals_a_replay(
@@ -326,7 +328,7 @@ async def test_a_rerate_applies_a_season_start_at_its_place_in_the_history(store
     live = LiveLog(entries, Processor(seasoned, store), 0, 0)
     await live.advance(len(entries))
     correction = Correction("void", NAME, ("m7",), "", {})
-    await Rerate(store, seasoned, correction, live, lambda e: send_to([], e), Tuning()).run()
+    await Rerate(store, seasoned, correction, live, lambda e: send_to([], e)).run()
     same(await store.players(NAME), await replayed([e for e in entries if e[0].match_id != "m7"], seasoned))
     assert await store.seasons(NAME) == ["s2"]
     first_season = await replayed([e for e in entries[:40] if e[0].match_id != "m7"], seasoned)
@@ -355,7 +357,7 @@ async def test_a_void_starts_from_a_checkpoint_past_a_season_start_and_keeps_the
     )
     correction = Correction("void", NAME, ("m70",), "", {})
     report = await Rerate(
-        store, seasoned, correction, live.again(), lambda e: send_to([], e), Tuning(), start=checkpoint
+        store, seasoned, correction, live.again(), lambda e: send_to([], e), start=checkpoint
     ).run()
     assert report.checkpoint == checkpoint.id and report.applied == len(entries) - 60 - 1
     same(await store.players(NAME), await replayed([e for e in entries if e[0].match_id != "m70"], seasoned))
@@ -379,7 +381,7 @@ async def test_first_rerates_of_two_ladders_give_a_shared_player_two_event_ids()
         live = LiveLog(entries, Processor(ladders, store), 0, step=0)
         await live.advance(len(entries))
         correction = Correction("rerate", name, (), "", {"beta": 2.5})
-        await Rerate(store, ladders, correction, live, lambda e: send_to(sent, e), Tuning()).run()
+        await Rerate(store, ladders, correction, live, lambda e: send_to(sent, e)).run()
     shared = [e for e in sent if e["player_id"] == "p1"]
     assert [e["ladder"] for e in shared] == list(names)
     assert len({e["event_id"] for e in shared}) == 2, [e["event_id"] for e in shared]
@@ -404,7 +406,9 @@ async def test_a_rerate_with_a_rating_floor_equals_a_replay_with_it(store):
     live = LiveLog(entries, Processor(floored, store), 0, 25)
     await live.advance(200)
     correction = Correction("void", NAME, ("m5",), "", {})
-    await Rerate(store, floored, correction, live, lambda e: send_to([], e), Tuning(catch_up=50)).run()
+    await Rerate(
+        store, floored, correction, live, lambda e: send_to([], e), RerateOptions(Tuning(catch_up=50))
+    ).run()
     await live.advance(len(entries))
     kept = [e for e in entries if e[0].match_id != "m5"]
     stored = await store.players(NAME)
@@ -428,7 +432,7 @@ async def test_the_eligible_board_is_rebuilt_by_a_rerate(store):
     live = LiveLog(entries, Processor(ruled, store), 0, 5)
     await live.advance(60)
     correction = Correction("void", NAME, ("m70",), "", {})
-    await Rerate(store, ruled, correction, live, lambda e: send_to([], e), Tuning()).run()
+    await Rerate(store, ruled, correction, live, lambda e: send_to([], e)).run()
     await live.advance(len(entries))
     now = 1_700_000_000 + 3600 * 98  # active: the players of the last 6 matches
     ladder = ruled.get(NAME)

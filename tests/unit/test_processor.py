@@ -14,7 +14,7 @@ import redis.exceptions
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
-from stream_rater.processor import NonFiniteRating, Processor, StoreLost, Unratable, is_late
+from stream_rater.processor import NonFiniteRating, Processor, StoreLost, Target, Unratable, is_late
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit, CommitConflict
@@ -120,7 +120,7 @@ async def test_a_staging_generation_stores_markers_without_events():
     """A re-rate's events are never produced, so its markers are written shrunk."""
     store = MemoryStore()
     generation, _ = await store.begin_rerate("default", "me", 60.0, None)
-    result = await Processor(LADDERS, store, generation=generation).process([match("m1", ["a"], ["b"])])
+    result = await Processor(LADDERS, store, target=Target(generation)).process([match("m1", ["a"], ["b"])])
     assert len(result.events) == 2
     assert (await store.read("default", [], [], ["m1"], generation)).applied == {"m1": []}
 

@@ -46,6 +46,12 @@ class Rule:
         own = {k: params[k] for k in cls.PARAMS if k in params and params[k] != cls.PARAMS[k]}
         return cls(**own) if own else None
 
+    @property
+    def params(self) -> dict[str, Any]:
+        """The ladder parameters this rule stands for (those `of` built it from): the ones set
+        away from their defaults, so that a ladder can be configured from a rule object."""
+        return {k: v for k, default in self.PARAMS.items() if (v := getattr(self, k)) != default}
+
     def blocks(self, games: int, sigma: float | None) -> bool:
         """Whether the rule keeps a player with `games` rated games and σ `sigma` off the
         leaderboard (asked for every player a match writes: keep it cheap)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stream_rater.checkpoints import MemorySink, Replica, latest_usable
+from stream_rater.checkpoints import MemorySink, ReplayNeeds, Replica, latest_usable
 from tests.unit.checkpoints.support import LADDERS, checkpoint_at, entries, exact, replayed
 
 
@@ -13,7 +13,7 @@ async def test_a_replay_from_a_checkpoint_equals_the_whole_replay(ladder: str):
     history = entries(ladder, 400)
     sink = MemorySink()
     await sink.write(await checkpoint_at(history, ladder, 250))
-    start = await latest_usable(sink, ladder, {}, None)
+    start = await latest_usable(sink, ladder, ReplayNeeds({}, None))
     assert start is not None
     replica = await Replica(LADDERS, ladder, start).open()
     await replica.apply(history)  # the first 250 are passed already

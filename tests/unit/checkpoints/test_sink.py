@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stream_rater.checkpoints import MemorySink, latest_usable
+from stream_rater.checkpoints import MemorySink, ReplayNeeds, latest_usable
 from stream_rater.checkpoints.format import encode
 from tests.unit.checkpoints.support import checkpoint_at, entries
 
@@ -17,5 +17,5 @@ async def test_chunks_without_a_manifest_are_never_listed_nor_used():
     chunks, _ = encode(torn, sink.chunk_bytes)
     await sink.write_chunks(torn, chunks)  # a writer killed before its manifest
     assert [m.id for m in await sink.manifests("ts")] == [whole.id]
-    found = await latest_usable(sink, "ts", {}, None)
+    found = await latest_usable(sink, "ts", ReplayNeeds({}, None))
     assert found is not None and found.id == whole.id

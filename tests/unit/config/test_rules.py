@@ -39,6 +39,14 @@ def test_rules_are_off_by_default_and_checked():
         Rules(season_shrink=1.5)
 
 
+def test_a_rule_gives_back_the_parameters_it_was_built_from():
+    """`Rule.params` is the inverse of `Rule.of`: only the parameters set, by their names."""
+    params = {"provisional_games": 3, "decay_after_days": 10.0, "decay_per_day": 2.0}
+    plugins = Rules.of({**params, "leaderboard_active_days": 30.0}).plugins
+    assert {k: v for rule in plugins for k, v in rule.params.items()} == params
+    assert all(type(rule).of(rule.params) == rule for rule in plugins)
+
+
 def test_rule_parameters_are_ladder_parameters_in_both_sources(tmp_path):
     """Rules are set like model parameters, in the ladders file and the environment, and a
     bad one names its place."""

@@ -11,7 +11,7 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.corrections.building import MIN_CHUNK
-from stream_rater.corrections.rerate import Correction, Rerate, Tuning
+from stream_rater.corrections.rerate import Correction, Rerate, RerateOptions, Tuning
 from stream_rater.processor import Processor
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import duel
@@ -67,6 +67,8 @@ async def test_a_build_slower_than_the_lease_per_batch_keeps_its_lock(monkeypatc
     async def send(events: Any) -> None:
         return None
 
-    report = await Rerate(store, LADDERS, correction, Topic(entries), send, Tuning(lease=0.6)).run()
+    report = await Rerate(
+        store, LADDERS, correction, Topic(entries), send, RerateOptions(Tuning(lease=0.6))
+    ).run()
     assert report.applied == 400 and report.generation == 1
     assert sizes[0] == MIN_CHUNK and max(sizes) * 0.003 < 0.6 / 3

@@ -16,6 +16,7 @@ from stream_rater.contracts import parse_match
 from stream_rater.offline.evaluate import score
 from stream_rater.offline.modes import ModedReplay, SharedReplay, mode_models, score_modes
 from stream_rater.offline.synth import ModesConfig, generate_modes
+from stream_rater.offline.tune import Scoring
 from stream_rater.offline.tune_modes import tune_modes
 from stream_rater.rating.modes import first_in_mode
 
@@ -99,7 +100,7 @@ def test_fit_recovers_the_coupling(truth):
     sd = 25.0 / 3.0
     config = ModesConfig(skill_sd=sd * truth**0.5, offset_sd=sd * (1 - truth) ** 0.5)
     matches, _ = labelled(config)
-    result = tune_modes(matches, STILL, form="shared", fit_fraction=0.7, calibrate=None)
+    result = tune_modes(matches, STILL, form="shared", scoring=Scoring(fit_fraction=0.7), calibrate=None)
     assert result.coupling == pytest.approx(truth, abs=0.1)
     assert result.tuned.whole[1].log_loss < result.baseline.whole[1].log_loss
     assert f"coupling = {result.coupling}" in result.report()

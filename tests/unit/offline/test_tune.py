@@ -10,7 +10,7 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.offline.synth import SynthConfig, generate
-from stream_rater.offline.tune import OPTIONS, SPACES, ZERO_SCAN, tune
+from stream_rater.offline.tune import OPTIONS, SPACES, ZERO_SCAN, Scoring, SearchOptions, tune
 
 ELO = Ladders([Ladder("default", "elo", {"k": 4.0})])
 TIMED = Ladders([Ladder("default", "trueskill", {"time_unit": "days"})])
@@ -46,7 +46,7 @@ def history(ladders: Ladders, n: int = 300, seed: int = 7, *, mixed: bool = Fals
 
 def test_tuned_fit_objective_is_no_worse_than_the_configured_values() -> None:
     """Within its trial budget, tune returns parameters whose fit-part objective is at most the baseline's."""
-    result = tune(history(ELO), ELO, "default", max_trials=10)
+    result = tune(history(ELO), ELO, "default", options=SearchOptions(10))
     assert 0 < len(result.trials) <= 12
     assert result.baseline.params == {"k": 4.0}
     assert set(result.tuned.params) == {"k"}
@@ -63,7 +63,7 @@ def test_a_parameter_configured_as_zero_is_scanned_first() -> None:
         TIMED,
         "default",
         fixed={"beta", "tau", "draw_probability"},
-        max_trials=len(ZERO_SCAN["log"]) + 2,
+        options=SearchOptions(len(ZERO_SCAN["log"]) + 2),
     )
     assert [t.params["time_tau"] for t in result.trials[:5]] == pytest.approx(ZERO_SCAN["log"])
     assert all(set(t.params) == {"time_tau"} for t in result.trials)
@@ -74,8 +74,8 @@ def test_a_parameter_configured_as_zero_is_scanned_first() -> None:
     [
         ({"names": ["scale"]}, "cannot tune scale of 'elo'"),
         ({"fixed": {"k"}}, "no parameters to tune"),
-        ({"fit_fraction": 1.0}, "leaves a part empty"),
-        ({"objective": "accuracy"}, "objective must be one of"),
+        ({"scoring": Scoring(fit_fraction=1.0)}, "leaves a part empty"),
+        ({"scoring": Scoring(objective="accuracy")}, "objective must be one of"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict, message: str) -> None:
@@ -89,7 +89,9 @@ def test_option_parameters_are_tuned_only_when_named() -> None:
     assert not set(OPTIONS["trueskill"]) & set(SPACES["trueskill"])
     ladders = Ladders([Ladder("default", "trueskill")])
     matches = [parse_match(e, ladders) for e in generate(SynthConfig(matches=200, seed=3)).events]
-    result = tune(matches, ladders, "default", ["margin_scale"], max_trials=len(ZERO_SCAN["log"]) + 1)
+    result = tune(
+        matches, ladders, "default", ["margin_scale"], options=SearchOptions(len(ZERO_SCAN["log"]) + 1)
+    )
     assert [t.params["margin_scale"] for t in result.trials[:5]] == pytest.approx(ZERO_SCAN["log"])
     assert result.tuned.fit.log_loss <= result.baseline.fit.log_loss
     with pytest.raises(ValueError, match="cannot tune player_scores"):
@@ -104,7 +106,7 @@ def test_calibrate_fits_on_the_fit_part_and_lowers_the_held_out_ece_on_the_footb
 
     ladders = Ladders.from_env(DEMO_LADDER_ENV)
     matches = [parse_match(e, ladders) for e in football_events(default_data_file(), DEMO_LADDER)]
-    result = tune(matches, ladders, DEMO_LADDER, max_trials=0, calibrate="draw")
+    result = tune(matches, ladders, DEMO_LADDER, options=SearchOptions(0), calibrate="draw")
     before, after = result.baseline.rest, result.tuned.rest
     assert after.expected_calibration_error <= 0.02 < before.expected_calibration_error
     assert after.log_loss <= before.log_loss
@@ -117,9 +119,11 @@ def test_calibrate_with_a_search_scores_the_raw_model_and_calibrates_what_it_fou
     calibration is then fitted with the parameters found (a temperature: no intercept)."""
     ladders = Ladders([Ladder("default", "elo", {"k": 4.0, "calibration": "platt:3,1"})])
     matches = history(ladders, mixed=True)
-    result = tune(matches, ladders, "default", max_trials=6, calibrate="temperature")
-    plain = tune(matches, Ladders([Ladder("default", "elo", {"k": 4.0})]), "default", max_trials=6)
+    result = tune(matches, ladders, "default", options=SearchOptions(6), calibrate="temperature")
+    plain = tune(
+        matches, Ladders([Ladder("default", "elo", {"k": 4.0})]), "default", options=SearchOptions(6)
+    )
     assert [t.value for t in result.trials] == [t.value for t in plain.trials]
     assert str(result.tuned.params["calibration"]).startswith("temperature:")
     with pytest.raises(ValueError, match="predicts no draws"):
-        tune(matches, ladders, "default", max_trials=0, calibrate="draw")
+        tune(matches, ladders, "default", options=SearchOptions(0), calibrate="draw")

@@ -11,7 +11,7 @@ import redis.exceptions
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, Target
 from stream_rater.store import Commit, CommitConflict
 from stream_rater.store.memory import MemoryStore
 from tests.unit.processing import fixed_clock
@@ -142,6 +142,6 @@ async def test_a_match_the_shadow_model_fails_on_is_unrated_in_the_shadow_only(m
 
 
 async def test_no_shadow_is_rated_when_switched_off():
-    processor = Processor(SHADOWED, MemoryStore(), clock=fixed_clock, shadows=False)
+    processor = Processor(SHADOWED, MemoryStore(), clock=fixed_clock, target=Target(shadows=False))
     await processor.process(duels(3))
     assert await processor.store.ladders() == ["duel"]

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.processor import Processor
+from stream_rater.processor import Processor, Target
 from stream_rater.processor.known_states import KnownStates
 from stream_rater.store import PlayerState, ReadRequest, Snapshot
 from stream_rater.store.memory import MemoryStore
@@ -150,7 +150,7 @@ async def test_a_batch_read_before_a_rerate_switch_is_checked_against_the_new_ge
 
     async def rerate() -> None:
         generation, _ = await store.begin_rerate("default", "owner", 60, params)
-        await Processor(LADDERS, store, clock=fixed_clock, generation=generation).process(before)
+        await Processor(LADDERS, store, clock=fixed_clock, target=Target(generation)).process(before)
         live = await store.generations("default")
         await store.freeze("default", "owner", 60)
         await store.switch("default", "owner", generation, live, [])
