@@ -29,7 +29,7 @@ The read API (`stream_rater.service.query_api`, its leaderboard included) is mou
 these views.
 
 The feed and the per-second series are this worker's own (in-memory ring buffers fed by
-`BatchHandler`'s ``on_batch`` hook and by sampling the metrics every second); with several
+`BatchMetrics.finished` and by sampling the metrics every second); with several
 workers each dashboard shows its share, while Prometheus aggregates across workers. Ladder
 views read the shared store, so they are the same on every worker.
 """
@@ -43,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faust
 import numpy as np
@@ -64,6 +64,10 @@ from stream_rater.service.inflation import InflationMonitor, home_here
 from stream_rater.service.order_watch import Message
 from stream_rater.service.query_api import query_routes
 from stream_rater.store import ReadStore
+
+if TYPE_CHECKING:
+    from stream_rater.service.batch_metrics import BatchMetrics
+    from stream_rater.service.ladder_health import LadderHealth
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +112,7 @@ class Recent:
         self._previous: tuple[float, dict[str, float]] | None = None
 
     def record(self, messages: Sequence[Message], result: BatchResult) -> None:
-        """`BatchHandler`'s ``on_batch`` hook: keep the changes of newly applied matches and
+        """Called by `BatchMetrics.finished` with each batch: keep the changes of newly applied matches and
         advance the partitions' next offsets."""
         for match in result.results:
             if not match.duplicate:
@@ -210,18 +214,15 @@ class Dashboard:
         ladders: Ladders,
         settings: Settings,
         recent: Recent,
-        stopped: Mapping[str, str],
-        refusal: Callable[[], str | None] = lambda: None,
+        health: LadderHealth,
     ) -> None:
-        """`stopped` maps each ladder not being applied to why; `refusal()` says why the
-        store refuses writes while it does (None otherwise)."""
+        """`health` says why ladders are not being applied or the store refuses writes."""
         self.app = app
         self.store = store
         self.ladders = ladders
         self.settings = settings
         self.recent = recent
-        self.stopped = stopped
-        self.refusal = refusal
+        self.health = health
         self.started = time.time()
         self.inflation = InflationMonitor(store, ladders, settings.inflation_interval)
         #: Dependency → monotonic time of the first failed probe of its current outage.
@@ -298,9 +299,7 @@ class Dashboard:
             await broker_answers(self.app, PING_TIMEOUT),
             f"the broker does not answer a metadata request within {PING_TIMEOUT:g} s",
         )
-        refused = self.refusal()
-        reasons += [refused] if refused else []
-        reasons += [f"not applying: {reason}" for _, reason in sorted(self.stopped.items())]
+        reasons += self.health.reasons()
         reasons += held_partitions(self.app)
         if reasons:
             return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
@@ -426,15 +425,13 @@ def register_web(
     store: ReadStore,
     ladders: Ladders,
     settings: Settings,
-    stopped: Mapping[str, str],
-    refusal: Callable[[], str | None] = lambda: None,
-) -> Recent:
-    """Make `app` serve this module's endpoints and measure consumer lag; returns the `Recent`
-    buffers whose ``record`` is `BatchHandler`'s ``on_batch`` hook. `stopped` is the handler's
-    ladder → reason map of ladders not being applied and `refusal` says why the store refuses
-    writes (readiness reports both)."""
-    recent = Recent()
-    dashboard = Dashboard(app, store, ladders, settings, recent, stopped, refusal)
+    health: LadderHealth,
+    sensor: BatchMetrics,
+) -> None:
+    """Make `app` serve this module's endpoints (readiness reports `health`) and measure
+    consumer lag; the dashboard shows what `sensor` keeps of the batches (`BatchMetrics.recent`)."""
+    recent = sensor.recent
+    dashboard = Dashboard(app, store, ladders, settings, recent, health)
     app.web_server(WebServer(dashboard.routes(), settings.web_host, settings.web_port))
 
     async def sample_throughput() -> None:
@@ -459,5 +456,3 @@ def register_web(
         # A mode signal handler: faust sends the newly assigned partitions as the one argument.
         for partitions in assigned:
             recent.forget(partitions)
-
-    return recent
