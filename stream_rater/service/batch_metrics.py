@@ -6,8 +6,11 @@ dashboard's recent activity (`web.Recent`), off the handler's path."""
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from faust.types import TP
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import ValidationError
@@ -15,7 +18,61 @@ from stream_rater.processor import BatchResult, is_late, points_created, quality
 from stream_rater.service import metrics
 from stream_rater.service.dead_letter import DeadLetter, DeadLetterLog
 from stream_rater.service.order_watch import Message
-from stream_rater.service.web import Recent
+
+#: Per-second series of the overview: name → counter whose rate is charted.
+_RATES: dict[str, Any] = {
+    "consumed": metrics.MATCHES_CONSUMED,
+    "applied": metrics.MATCHES_APPLIED,
+    "dead_letters": metrics.DEAD_LETTERS,
+    "conflicts": metrics.COMMIT_CONFLICTS,
+}
+
+
+class Recent:
+    """This worker's recent activity: rating changes and per-second samples in ring buffers,
+    and the next offset to process of each partition it finished a batch of."""
+
+    def __init__(self, feed_size: int = 200, window: int = 600) -> None:
+        """Keep the last `feed_size` rating changes and `window` samples (seconds)."""
+        self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
+        self.samples: deque[dict[str, float | None]] = deque(maxlen=window)
+        self.next_offsets: dict[tuple[str, int], int] = {}
+        self._previous: tuple[float, dict[str, float]] | None = None
+
+    def record(self, messages: Sequence[Message], result: BatchResult) -> None:
+        """Called by `BatchMetrics.finished` with each batch: keep the changes of newly applied matches and
+        advance the partitions' next offsets."""
+        for match in result.results:
+            if not match.duplicate:
+                self.feed.extend(match.events)
+        for message in messages:
+            key = (message.topic, message.partition)
+            self.next_offsets[key] = max(self.next_offsets.get(key, 0), message.offset + 1)
+
+    def forget(self, partitions: Iterable[TP]) -> None:
+        """Drop the next offsets of `partitions` (they were (re)assigned: stale until a batch)."""
+        for tp in partitions:
+            self.next_offsets.pop((tp.topic, tp.partition), None)
+
+    def sample(self, now: float | None = None) -> None:
+        """Append the rates since the previous call; the first call only sets the baseline."""
+        now = time.time() if now is None else now
+        counts = {name: metrics.total(metric) for name, metric in _RATES.items()}
+        counts["batches"] = metrics.total(metrics.PROCESSING_LATENCY, "_count")
+        counts["seconds"] = metrics.total(metrics.PROCESSING_LATENCY, "_sum")
+        if self._previous is not None and now > self._previous[0]:
+            then, before = self._previous
+            row: dict[str, float | None] = {"t": now}
+            row.update({name: (counts[name] - before[name]) / (now - then) for name in _RATES})
+            batches = counts["batches"] - before["batches"]
+            row["latency"] = (counts["seconds"] - before["seconds"]) / batches if batches else None
+            self.samples.append(row)
+        self._previous = (now, counts)
+
+    def series(self) -> dict[str, list[float | None]]:
+        """The samples as columns (``t``, one per rate, ``latency``), oldest first."""
+        names = ["t", *_RATES, "latency"]
+        return {name: [row[name] for row in self.samples] for name in names}
 
 
 class BatchMetrics:

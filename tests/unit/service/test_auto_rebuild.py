@@ -26,8 +26,8 @@ from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.store_loss import Loss, LossGuard
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore
+from tests.fault_support import RecordingHealth
 from tests.helpers import cli, duel
-from tests.unit.service.test_store_loss import RecordingHealth
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 SETTINGS = Settings(consumer_group="raters")

@@ -14,35 +14,7 @@ from faust.exceptions import ProducerSendError
 from stream_rater.processor import StoreLost, TooManyConflicts, Unratable
 from stream_rater.service.auto_rebuild import RebuildRunning
 from stream_rater.service.fault_reactions import FAULTS, UNKNOWN, Reaction, classify, fault, server_refusal
-
-#: What redis-py raises for Redis's refusals, as the real redis-server words them (a refusal
-#: inside a commit script keeps its code; older servers wrap it in a script error).
-REFUSALS = [
-    (
-        redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'. script: 3f1a"),
-        "OOM",
-    ),
-    (redis.exceptions.ReadOnlyError("You can't write against a read only replica. script: 3f1a"), "READONLY"),
-    (
-        redis.exceptions.ResponseError("MISCONF Errors writing to the AOF file: No space left on device"),
-        "MISCONF",
-    ),
-    (redis.exceptions.ResponseError("NOREPLICAS Not enough good replicas to write."), "NOREPLICAS"),
-    (
-        redis.exceptions.MasterDownError("Link with MASTER is down and replica-serve-stale-data is 'no'."),
-        "MASTERDOWN",
-    ),
-    (redis.exceptions.ResponseError("BUSY Redis is busy running a script."), "BUSY"),
-    (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), "LOADING"),
-    (redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"), "TRYAGAIN"),
-    (redis.exceptions.ClusterDownError("The cluster is down"), "CLUSTERDOWN"),
-    (
-        redis.exceptions.ResponseError(
-            "Error running script (call to f_3f1a): @user_script:12: -OOM command not allowed when used memory"
-        ),
-        "OOM",
-    ),
-]
+from tests.fault_support import REFUSALS
 
 
 @pytest.mark.parametrize(("error", "code"), REFUSALS)

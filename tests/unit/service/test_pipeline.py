@@ -26,8 +26,8 @@ from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.store import Commit, CommitConflict, PlayerState, StateWrite
 from stream_rater.store.memory import MemoryStore
 from stream_rater.waiting import wait_until_async
+from tests.fault_support import REFUSALS
 from tests.helpers import duel, poison_model, poisoned
-from tests.unit.service.test_fault_reactions import REFUSALS
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
 

@@ -13,29 +13,12 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.kafka import LogRecord
 from stream_rater.processor import Processor, StoreLost
-from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.store.memory import MemoryStore
+from tests.fault_support import RecordingHealth
 from tests.helpers import duel
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
-
-
-class RecordingHealth(LadderHealth):
-    """A `LadderHealth` that keeps the losses reported to it and the ladders said to be back."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reported: list[StoreLost] = []
-        self.back: list[str] = []
-
-    def report_loss(self, exc: StoreLost) -> None:
-        self.reported.append(exc)
-        super().report_loss(exc)
-
-    def recovered(self, ladder: str) -> None:
-        self.back.append(ladder)
-        super().recovered(ladder)
 
 
 class World:

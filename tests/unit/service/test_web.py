@@ -22,10 +22,10 @@ from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.queries import Queries
 from stream_rater.service import metrics
-from stream_rater.service.batch_metrics import BatchMetrics
+from stream_rater.service.batch_metrics import BatchMetrics, Recent
 from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.query_api import OPENAPI, serve_app
-from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
+from stream_rater.service.web import Dashboard, register_web, update_consumer_lag
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import parsed_duel
 
