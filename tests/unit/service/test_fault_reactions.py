@@ -5,16 +5,35 @@ path meets → its reaction, the unknown → retried loudly, and which Redis err
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pytest
 import redis.exceptions
 from aiokafka.errors import KafkaConnectionError
 from faust.exceptions import ProducerSendError
 
-from stream_rater.processor import StoreLost, TooManyConflicts, Unratable
+from stream_rater.config.ladders import Ladder, Ladders
+from stream_rater.processor import Processor, StoreLost, TooManyConflicts, Unratable
+from stream_rater.service import fault_reactions, metrics
 from stream_rater.service.auto_rebuild import RebuildRunning
-from stream_rater.service.fault_reactions import FAULTS, UNKNOWN, Reaction, classify, fault, server_refusal
+from stream_rater.service.batch_handler import BatchHandler, Retrying
+from stream_rater.service.fault_reactions import (
+    FAULTS,
+    UNKNOWN,
+    Fault,
+    Reaction,
+    classify,
+    fault,
+    kind,
+    server_refusal,
+)
+from stream_rater.store import Commit, CommitConflict
+from stream_rater.store.memory import MemoryStore
 from tests.fault_support import REFUSALS
+from tests.helpers import duel
 
 
 @pytest.mark.parametrize(("error", "code"), REFUSALS)
@@ -40,6 +59,7 @@ def test_other_errors_are_no_server_refusals(error):
     assert server_refusal(error) is None
 
 
+LADDERS = Ladders([Ladder("default", "trueskill")])
 LOST = StoreLost("default", "the store shows 0 matches applied, 10 were")
 
 
@@ -88,3 +108,61 @@ def test_a_refusal_that_is_also_a_lost_connection_class_is_held():
     """redis-py's BusyLoadingError is a ConnectionError: the refusal row comes first."""
     assert issubclass(redis.exceptions.BusyLoadingError, redis.exceptions.ConnectionError)
     assert classify(redis.exceptions.BusyLoadingError("loading")) is Reaction.HOLD
+
+
+class Glitch(Exception):
+    """A fault no row of the table knows."""
+
+
+class GlitchingStore(MemoryStore):
+    """Raises `Glitch` at its first commit, then commits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.glitches = 1
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        if self.glitches:
+            self.glitches -= 1
+            raise Glitch("once")
+        return await super().commit_many(commits)
+
+
+@dataclass
+class Message:
+    """A consumed record of a duel, as faust's Message presents it."""
+
+    value: bytes
+    key: bytes | None = None
+    topic: str = "matches"
+    partition: int = 0
+    offset: int = 0
+
+
+async def glitched_batch(caplog: pytest.LogCaptureFixture) -> list[tuple[str, bool]]:
+    """Handle one batch through a store that glitches once: the log's (level, traceback) of the retry."""
+    caplog.clear()
+    sent: list = []
+
+    async def send(records: list) -> None:
+        sent.extend(records)
+
+    handler = BatchHandler(Processor(LADDERS, GlitchingStore()), send, retrying=Retrying(0.01))
+    result = await handler.handle([Message(json.dumps(duel("m1", "a", "b")).encode())])
+    assert [r.duplicate for r in result.results] == [False] and len(sent) == 2, (
+        "applied once, not dead-lettered"
+    )
+    return [(r.levelname, r.exc_info is not None) for r in caplog.records if "store failed" in r.getMessage()]
+
+
+async def test_the_retry_loop_does_what_the_table_says_and_a_row_is_the_only_change(caplog, monkeypatch):
+    """An unknown fault is retried with its traceback logged; one row added to `FAULTS` (the
+    only change a new fault reaction needs) makes the same fault a quiet retry."""
+    caplog.set_level(logging.WARNING)
+    retries = metrics.BATCH_RETRIES.labels("store")._value.get()
+    assert await glitched_batch(caplog) == [("ERROR", True)]
+    assert metrics.BATCH_RETRIES.labels("store")._value.get() - retries == 1
+    row = Fault(kind(Glitch), Reaction.RETRY, "a glitch passes by itself")
+    monkeypatch.setattr(fault_reactions, "FAULTS", (row, *fault_reactions.FAULTS))
+    assert fault(Glitch()) is row
+    assert await glitched_batch(caplog) == [("WARNING", False)]
