@@ -40,11 +40,12 @@ from stream_rater.kafka import (
 from stream_rater.processor import Processor
 from stream_rater.service import metrics
 from stream_rater.service.auto_rebuild import AutoRebuild, TopicRebuild
-from stream_rater.service.batch_handler import BatchHandler, Topics
+from stream_rater.service.batch_handler import BatchHandler, Retrying, Topics
+from stream_rater.service.batch_metrics import BatchMetrics
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
+from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.pipeline import BatchPipeline
-from stream_rater.service.store_faults import StoreRefusal
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.web import register_web
@@ -86,21 +87,20 @@ def create_app(
         # batches: faust's Producer only offers per-record sends.
         await send_batched(aiokafka_producer(app), records)
 
-    stopped: dict[str, str] = {}
-    refusal = StoreRefusal()
-    recent = register_web(app, timed, ladders, settings, stopped, refusal.reason)
+    health = ladder_health(settings, ladders)
+    sensor = BatchMetrics(ladders)
+    register_web(app, timed, ladders, settings, health, sensor)
+    guard = loss_guard(settings, ladders, timed, health)
     handler = BatchHandler(
         Processor(ladders, timed, suspect_empty=suspect_empty, known_states=settings.known_states),
-        ladders,
         send,
         topics=Topics(updates=settings.topic_updates, dlq=settings.topic_dlq),
         limits=settings.limits(),
-        stopping=stopping.is_set,
-        on_batch=recent.record,
-        stopped=stopped,
-        refusal=refusal,
+        retrying=Retrying(stopping=stopping.is_set),
+        health=health,
+        sensor=sensor,
+        guard=guard,
     )
-    guard, rebuilder = guard_losses(settings, ladders, timed, handler)
 
     @app.on_partitions_assigned.connect
     async def check_for_lost_store(app: faust.App, /, *assigned: set[TP], **kwargs: Any) -> None:
@@ -118,7 +118,7 @@ def create_app(
         app,
         CorrectionHandler(settings, ladders, send, lambda: open_worker_store(settings)),
         stopping,
-        rebuilder,
+        health.rebuilder,
     )
     return app
 
@@ -207,30 +207,25 @@ def _correction_task(
             await rebuilder.stop()
 
 
-def guard_losses(
-    settings: Settings, ladders: Ladders, store: ReadStore, handler: BatchHandler
-) -> tuple[LossGuard, AutoRebuild | None]:
-    """The handler's `LossGuard` (a lost store noticed at assignment, lost ladders held) and,
-    with ``on_store_loss = rebuild``, the `AutoRebuild` told of every loss the handler reports."""
-    guard = handler.guard = LossGuard(
+def ladder_health(settings: Settings, ladders: Ladders) -> LadderHealth:
+    """The worker's `LadderHealth`: with ``on_store_loss = rebuild``, each lost ladder it is told
+    of is rebuilt from the topic by the worker (`AutoRebuild`, `TopicRebuild`)."""
+    if settings.on_store_loss != "rebuild":
+        return LadderHealth(settings)
+    return LadderHealth(settings, TopicRebuild(settings, ladders, lambda: open_worker_store(settings)))
+
+
+def loss_guard(settings: Settings, ladders: Ladders, store: ReadStore, health: LadderHealth) -> LossGuard:
+    """The handler's `LossGuard`: a lost store noticed at assignment, lost ladders held, each
+    reported to `health`."""
+    return LossGuard(
         store,
         ladders,
         lambda partitions: committed_offsets(settings, settings.topic_matches, partitions),
         lambda partition, start, end: read_partition(settings, settings.topic_matches, partition, start, end),
-        report=handler.report_loss,
-        recovered=handler.recovered,
+        health=health,
         limits=settings.limits(),
     )
-    if settings.on_store_loss != "rebuild":
-        return guard, None
-    rebuilder = AutoRebuild(
-        TopicRebuild(settings, ladders, lambda: open_worker_store(settings)),
-        settings,
-        holds=guard.rebuilding,
-        report=handler.report_loss,
-    )
-    handler.on_loss = rebuilder.lost
-    return guard, rebuilder
 
 
 #: Allocations (net) between two young-generation collections; Python's default is 700.

@@ -1,7 +1,7 @@
 """A worker rebuilding a lost ladder from the matches topic by itself
 (``STREAM_RATER_ON_STORE_LOSS=rebuild``; with the default, ``halt``, an operator does it).
 
-When the worker finds a ladder lost (`BatchHandler.report_loss`: the processor's watermark
+When the worker finds a ladder lost (`LadderHealth.report_loss`: the processor's watermark
 check, or `LossGuard` when a partition is assigned), `AutoRebuild.lost` starts a background
 task, one per ladder, that does what ``stream-rater replay --from-topic --store`` does:
 
@@ -89,7 +89,7 @@ class AutoRebuild:
     """Starts and follows the automatic rebuilds of lost ladders (see the module docstring).
 
     `rebuild(ladder)` does one (`TopicRebuild`) and returns a one-line summary; `holds` is the
-    `LossGuard`'s map of ladders held while rebuilt; `report` is the handler's `report_loss`,
+    `LadderHealth`'s map of ladders held while rebuilt; `report` is its `report_loss`,
     called when an attempt is refused or fails, for readiness to say so at once (a busy one
     shows at the held batch's next retry)."""
 

@@ -3,10 +3,11 @@
 `BatchHandler` is what the pipeline (`service.pipeline.BatchPipeline`) runs every batch
 through. Its order is the correctness model's: decode + validate (invalid → dead-letter topic)
 → processor (Redis commit) → produce rating-changed events and dead letters, wait for the
-broker → only then may the batch be acknowledged. A Redis or broker error is retried with
-backoff until it succeeds or the worker stops; the batch is then left unacknowledged and Kafka
+broker → only then may the batch be acknowledged. What each fault gets is one table,
+`service.fault_reactions`: a Redis or broker error is retried with backoff until it succeeds
+or the worker stops; the batch is then left unacknowledged and Kafka
 redelivers it, which the processor's idempotency makes harmless. Only a match the model cannot
-rate is dead-lettered; a ladder the store lost is reported (`report_loss`) and, in a narrowed
+rate is dead-lettered; a ladder the store lost is reported (`LadderHealth.report_loss`) and, in a narrowed
 commit, its partition's records are handed back to be parked.
 """
 
@@ -16,31 +17,19 @@ import asyncio
 import logging
 import time
 import traceback
-from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode_match
 from stream_rater.kafka import Record, update_record
-from stream_rater.processor import (
-    BatchResult,
-    Processor,
-    Skipped,
-    StoreLost,
-    Unratable,
-    is_late,
-    points_created,
-    process_skipping,
-    quality,
-)
-from stream_rater.service import metrics
-from stream_rater.service.dead_letter import DeadLetter, DeadLetterLog, dead_letter
+from stream_rater.processor import BatchResult, Processor, Skipped, StoreLost, process_skipping
+from stream_rater.service.batch_metrics import BatchMetrics
+from stream_rater.service.dead_letter import DeadLetter, dead_letter
+from stream_rater.service.fault_reactions import Fault, Reaction, fault
+from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.order_watch import Message, OrderWatch
-from stream_rater.service.store_faults import TRANSIENT_ERRORS, StoreRefusal
-from stream_rater.store.status import server_refusal
 from stream_rater.waiting import backoff
 
 if TYPE_CHECKING:
@@ -87,65 +76,44 @@ class WorkerStopping(Exception):
     """The worker is stopping while a batch still fails; it stays unacknowledged."""
 
 
+@dataclass(frozen=True)
+class Retrying:
+    """How the handler waits out a failing attempt: backoff (jittered) capped at `max_backoff`
+    seconds, until `stopping()` says the worker stops (`WorkerStopping`)."""
+
+    max_backoff: float = 5.0
+    stopping: Callable[[], bool] = field(default=lambda: False)
+
+
 class BatchHandler:
     """Processes one consumed batch end to end; see the module docstring for the order."""
 
     def __init__(
         self,
         processor: Processor,
-        ladders: Ladders,
         send: Send,
         *,
         topics: Topics = Topics(),
         limits: Limits = Limits(),
-        stopping: Callable[[], bool] = lambda: False,
-        max_backoff: float = 5.0,
-        on_batch: Callable[[Sequence[Message], BatchResult], None] | None = None,
-        stopped: dict[str, str] | None = None,
+        retrying: Retrying = Retrying(),
+        health: LadderHealth | None = None,
+        sensor: BatchMetrics | None = None,
         guard: LossGuard | None = None,
-        refusal: StoreRefusal | None = None,
-        on_loss: Callable[[StoreLost], str | None] | None = None,
-        dead_log: DeadLetterLog | None = None,
     ) -> None:
-        """`on_batch` is called with each finished batch and its result (the dashboard's feed
-        and the consumer-lag measurement use it). `stopped`
-        (ladder → reason) is filled while a ladder cannot be applied because the store lost
-        it; readiness reads it. `guard`, if given, checks each partition for a lost store before
-        its batches are applied, and holds lost ladders (its `report` and `recovered` should be
-        this handler's `report_loss` and `recovered`). `refusal` is set while Redis refuses the
-        batch's writes; readiness reads it too. `on_loss`, if given, is told of each report of
-        a lost ladder (the automatic rebuild, `service.auto_rebuild`) and returns what readiness
-        adds to its reason. `dead_log` logs the dead letters produced (default: 10 lines a minute)."""
+        """`health` is told of every lost ladder and refusal and of every store success (readiness
+        reads it); `sensor` of every batch, rejection and retry (the metrics, the dead letters'
+        log, the dashboard). `guard`, if given, checks each partition for a lost store before its
+        batches are applied and holds lost ladders; it reports to the same `health`."""
         self.processor = processor
-        self.ladders = ladders
+        self.ladders = processor.ladders
         self.send = send
         self.topics = topics
         self.limits = limits
-        self.stopping = stopping
-        self.max_backoff = max_backoff
-        self.on_batch = on_batch
+        self.retrying = retrying
         self.order_watch = OrderWatch()
-        #: Ladder → why it is not being applied (a lost store); readiness reports it.
-        self.stopped: dict[str, str] = {} if stopped is None else stopped
+        self.health = LadderHealth() if health is None else health
+        self.sensor = BatchMetrics(self.ladders) if sensor is None else sensor
         self.guard = guard
-        self.refusal = StoreRefusal() if refusal is None else refusal
-        self.on_loss = on_loss
-        self.dead_log = DeadLetterLog() if dead_log is None else dead_log
-
-    def report_loss(self, exc: StoreLost) -> None:
-        """Note a ladder not applied because the store lost it: readiness, metrics, the log
-        (counted and logged once per loss)."""
-        if exc.ladder not in self.stopped:
-            log.error("%s", exc)
-            metrics.STORE_LOSSES.labels(exc.ladder).inc()
-        note = self.on_loss(exc) if self.on_loss is not None else None
-        self.stopped[exc.ladder] = str(exc) if note is None else f"{exc}; {note}"
-        metrics.LADDERS_STOPPED.set(len(self.stopped))
-
-    def recovered(self, ladder: str) -> None:
-        """The store has `ladder` again (rebuilt): readiness no longer names it."""
-        self.stopped.pop(ladder, None)
-        metrics.LADDERS_STOPPED.set(len(self.stopped))
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
@@ -162,8 +130,7 @@ class BatchHandler:
         records share a partition, so what is applied keeps every ladder's order.
         """
         started = time.perf_counter()
-        metrics.MATCHES_CONSUMED.inc(len(messages))
-        metrics.BATCH_SIZE.observe(len(messages))
+        self.sensor.consumed(messages)
         valid, dead = self._decode(messages)
         held: set[int] = set()
         while True:
@@ -195,7 +162,7 @@ class BatchHandler:
                     record_time=getattr(message, "timestamp", None),
                 )
             except (DecodeError, ValidationError) as exc:
-                metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
+                self.sensor.rejected(exc)
                 dead.append(DeadLetter(message, str(exc), []))
                 continue
             valid.append((message, match))
@@ -215,45 +182,7 @@ class BatchHandler:
         outgoing += [update_record(self.topics.updates, e) for e in result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
         self.processor.produced(result)
-        self.dead_log.note(dead)
-
-        now = time.time()
-        counts: Counter[tuple[bool, str]] = Counter()
-        late: Counter[str] = Counter()
-        moved: dict[tuple[bool, str], float] = {}  # (created, ladder) → display-rating points
-        for r in result.results:
-            if r.voided:
-                metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
-                continue
-            if not r.duplicate and r.unrated is not None:
-                metrics.MATCHES_UNRATED.labels(r.match.ladder, r.unrated).inc()
-                continue
-            if r.match.season is not None:
-                if not r.duplicate:
-                    metrics.SEASONS_STARTED.labels(r.match.ladder).inc()
-                continue
-            counts[r.duplicate, r.match.ladder] += 1
-            if not r.duplicate:
-                points = points_created(r, self.ladders[r.match.ladder].rating_model.display)
-                moved[points > 0, r.match.ladder] = moved.get((points > 0, r.match.ladder), 0.0) + abs(points)
-                if is_late(r):
-                    late[r.match.ladder] += 1
-            metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
-        for (duplicate, ladder), n in counts.items():
-            (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
-        for ladder, n in late.items():
-            metrics.MATCHES_LATE.labels(ladder).inc(n)
-        for (up, ladder), points in moved.items():  # one increment per ladder, not per match
-            counter = metrics.RATING_POINTS_CREATED if up else metrics.RATING_POINTS_REMOVED
-            counter.labels(ladder).inc(points)
-        metrics.COMMIT_CONFLICTS.inc(result.conflicts)
-        for ladder, scorer, sums in result.quality:
-            metrics.count_quality(ladder, scorer, sums, quality.BINS)
-        metrics.DEAD_LETTERS.inc(len(dead))
-        metrics.RATING_CHANGES.inc(len(result.events))
-        metrics.PROCESSING_LATENCY.observe(time.perf_counter() - batch.started)
-        if self.on_batch is not None:
-            self.on_batch(batch.messages, result)
+        self.sensor.finished(batch.messages, result, dead, batch.started)
         return result
 
     async def _apply(
@@ -285,19 +214,18 @@ class BatchHandler:
             self.processor,
             matches,
             where,
-            attempt=lambda action: self._retry(
-                "store", lambda: self._guarded(matches, where, action), ladders=ladders, narrow=narrow
+            attempt=lambda action: self._store(
+                ladders, lambda: self._guarded(matches, where, action), narrow
             ),
             on_skip=send_now,
         )
         return result, dead
 
-    @staticmethod
-    def _dead_letter(skip: Skipped, message: Message) -> DeadLetter:
+    def _dead_letter(self, skip: Skipped, message: Message) -> DeadLetter:
         """The dead letter of a match the model cannot rate: its original record, the exception
         type and a short traceback (the full one is logged: `DeadLetterLog`)."""
         exc = skip.error
-        metrics.MATCHES_REJECTED.labels("processing").inc()
+        self.sensor.unratable()
         short = "".join(traceback.format_exception(exc, limit=-3)).strip()[-1000:]
         headers = [("sr-error-type", type(exc).__name__.encode()), ("sr-traceback", short.encode())]
         return DeadLetter(message, skip.reason, headers, skip.match.ladder, exc, sent=True)
@@ -323,74 +251,62 @@ class BatchHandler:
         if outgoing:
             await self.send(outgoing)
 
-    async def _retry(
-        self,
-        what: str,
-        action: Callable[[], Awaitable[_T]],
-        *,
-        ladders: frozenset[str] = frozenset(),
-        narrow: bool = False,
-    ) -> _T:
-        """Run `action` until it succeeds; errors back off (jittered, capped).
+    async def _store(self, ladders: frozenset[str], action: Callable[[], Awaitable[_T]], narrow: bool) -> _T:
+        """`_retry` of a store `action` on `ladders`; once it succeeds, `LadderHealth.applied`:
+        a refusal is over, and those of `ladders` stopped but no longer held are applied again."""
+        outcome = await self._retry("store", action, narrow=narrow)
+        self.health.applied(ladders, self.guard.lost if self.guard is not None else ())
+        return outcome
 
-        Only a match the model cannot rate (`Unratable`, input) is raised, to be dead-lettered.
-        Everything else is infrastructure, waited out and never dead-lettered: a transient
-        error (a lost connection, a timeout, a broker error), Redis refusing the writes
-        (`server_refusal`: OOM, READONLY, MISCONF, …; `refusal` says so meanwhile), and any
-        other error (logged with its traceback at every retry). A lost store (`StoreLost`)
-        too — nothing of the batch is applied or acknowledged until an operator rebuilds the
-        ladder — and, meanwhile, the ladder is in `stopped` (readiness says so), counted, and
-        logged once as an error; with `narrow` it is raised as `LadderHeld` instead, for the
-        caller to leave the ladder's partition out. `ladders`: those of a store action's batch,
-        applied again once it succeeds."""
-        retry_delays = backoff(0.05, self.max_backoff)
-        lost_delays = backoff(self.max_backoff, self.max_backoff)
+    async def _retry(self, what: str, action: Callable[[], Awaitable[_T]], *, narrow: bool = False) -> _T:
+        """Run `action` until it succeeds, doing about each exception what the table of fault
+        reactions says (`fault_reactions.FAULTS`).
+
+        `DEAD_LETTER` (a match the model cannot rate: input) and `STOP` are raised. Everything
+        else is infrastructure, waited out with backoff (jittered, capped) and never
+        dead-lettered: `RETRY` logs a warning (an unforeseen error: its traceback), `HOLD`
+        notes the store's refusal for readiness. `PARK` (a lost store): nothing of the batch is
+        applied or acknowledged until the ladder is rebuilt, and meanwhile `LadderHealth` has
+        it (readiness says so, counted, logged once as an error); with `narrow` it is raised
+        as `LadderHeld` instead, for the caller to leave the ladder's partition out."""
+        retry_delays = backoff(0.05, self.retrying.max_backoff)
+        lost_delays = backoff(self.retrying.max_backoff, self.retrying.max_backoff)
         while True:
             try:
-                outcome = await action()
-            except StoreLost as exc:
-                self.report_loss(exc)
-                if narrow:
-                    raise LadderHeld(exc) from exc
-                if self.stopping():
-                    raise WorkerStopping(f"{what}: {exc}") from exc
-                await asyncio.sleep(next(lost_delays))
-                continue
-            except Unratable:
-                raise
-            except Exception as exc:
-                metrics.BATCH_RETRIES.labels(what).inc()
-                if self.stopping():
-                    raise WorkerStopping(f"{what} still failing at shutdown: {exc!r}") from exc
-                delay = next(retry_delays)
-                code = server_refusal(exc)
-                if code is not None:
-                    self.refusal.note(code, exc)
-                elif isinstance(exc, TRANSIENT_ERRORS):
-                    log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+                return await action()
+            except BaseException as exc:
+                row = fault(exc)
+                if row.reaction in (Reaction.DEAD_LETTER, Reaction.STOP):
+                    raise
+                if row.reaction is Reaction.PARK:
+                    delay = self._park(what, exc, narrow, lost_delays)
                 else:
-                    log.error("%s failed; the batch is held and retried in %.2f s", what, delay, exc_info=exc)
-                await asyncio.sleep(delay)
-                continue
-            if what == "store":
-                self._applying(ladders)
-            return outcome
+                    delay = self._wait_out(what, row, exc, retry_delays)
+            await asyncio.sleep(delay)
 
-    def _applying(self, ladders: frozenset[str]) -> None:
-        """A store action on `ladders` succeeded: a refusal is over, and those of them that
-        were stopped are applied again, but those the guard still holds (a ladder held on a
-        parked partition stays stopped while other partitions' batches go through)."""
-        self.refusal.lift()
-        held = {*self.guard.lost, *self.guard.rebuilding} if self.guard is not None else set()
-        back = sorted(ladder for ladder in self.stopped if ladder in ladders and ladder not in held)
-        if back:
-            log.warning("ladders %s are applied again", ", ".join(back))
-            for ladder in back:
-                self.recovered(ladder)
+    def _park(self, what: str, exc: BaseException, narrow: bool, delays: Iterator[float]) -> float:
+        """`Reaction.PARK` of `exc` (a `StoreLost`): report it; `LadderHeld` if `narrow`, else
+        the delay before the next attempt."""
+        if not isinstance(exc, StoreLost):
+            raise TypeError(f"only a StoreLost names a ladder to park, not {exc!r}") from exc
+        self.health.report_loss(exc)
+        if narrow:
+            raise LadderHeld(exc) from exc
+        if self.retrying.stopping():
+            raise WorkerStopping(f"{what}: {exc}") from exc
+        return next(delays)
 
-
-def _reason_label(exc: Exception) -> str:
-    """A low-cardinality metric label: the top-level field that failed, or 'decode'."""
-    if isinstance(exc, ValidationError):
-        return exc.path.split(".")[0].split("[")[0] or "event"
-    return "decode"
+    def _wait_out(self, what: str, row: Fault, exc: BaseException, delays: Iterator[float]) -> float:
+        """`Reaction.RETRY` or `HOLD` of `exc`: counted, logged or noted as a refusal; the delay
+        before the next attempt (`WorkerStopping` if the worker stops)."""
+        self.sensor.retried(what)
+        if self.retrying.stopping():
+            raise WorkerStopping(f"{what} still failing at shutdown: {exc!r}") from exc
+        delay = next(delays)
+        if row.reaction is Reaction.HOLD:
+            self.health.refusal.note(exc)
+        elif row.traceback:
+            log.error("%s failed; the batch is held and retried in %.2f s", what, delay, exc_info=exc)
+        else:
+            log.warning("%s failed (%r); retrying in %.2f s", what, exc, delay)
+        return delay

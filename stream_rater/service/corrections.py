@@ -44,8 +44,8 @@ from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
 from stream_rater.service.batch_handler import Send
 from stream_rater.service.dead_letter import dead_letter
+from stream_rater.service.fault_reactions import TRANSIENT_ERRORS
 from stream_rater.service.order_watch import Message
-from stream_rater.service.store_faults import TRANSIENT_ERRORS
 from stream_rater.store import StateStore
 from stream_rater.store.base import LockLost, RerateRunning
 from stream_rater.waiting import backoff

@@ -38,6 +38,7 @@ from stream_rater.contracts import Limits, ValidationError
 from stream_rater.contracts.codecs import DecodeError, decode_match
 from stream_rater.kafka import LogRecord
 from stream_rater.processor import StoreLost
+from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.store import ReadStore
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ class LossGuard:
     """Checks each assigned partition (`assigned`) before its batches are applied (`ready`),
     and holds the batches of lost ladders (`hold`) until they are rebuilt.
 
-    `report(error)` is called once per ladder found lost, `recovered(ladder)` once it is back."""
+    `health` is told of each ladder found lost (`LadderHealth.report_loss`, once per ladder)
+    and of each back (`recovered`)."""
 
     def __init__(
         self,
@@ -75,18 +77,17 @@ class LossGuard:
         committed: Committed,
         read: ReadRange,
         *,
-        report: Callable[[StoreLost], None],
-        recovered: Callable[[str], None],
+        health: LadderHealth,
         limits: Limits = Limits(),
     ) -> None:
         self.store, self.ladders, self.limits = store, ladders, limits
         self.committed, self.read = committed, read
-        self.report, self.recovered = report, recovered
+        self.report, self.recovered = health.report_loss, health.recovered
         #: Ladder → its loss, while it is held.
         self.lost: dict[str, Loss] = {}
         #: Ladder → what to raise while the worker rebuilds it (`service.auto_rebuild`): held
         #: even where the check above or the processor's watermark would let it through.
-        self.rebuilding: dict[str, StoreLost] = {}
+        self.rebuilding: dict[str, StoreLost] = health.rebuilding
         self._checks: dict[int, asyncio.Future[None]] = {}
         self._watch: asyncio.Task[None] | None = None
 

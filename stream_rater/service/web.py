@@ -29,7 +29,7 @@ The read API (`stream_rater.service.query_api`, its leaderboard included) is mou
 these views.
 
 The feed and the per-second series are this worker's own (in-memory ring buffers fed by
-`BatchHandler`'s ``on_batch`` hook and by sampling the metrics every second); with several
+`BatchMetrics.finished` and by sampling the metrics every second); with several
 workers each dashboard shows its share, while Prometheus aggregates across workers. Ladder
 views read the shared store, so they are the same on every worker.
 """
@@ -40,8 +40,7 @@ import asyncio
 import logging
 import math
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +54,13 @@ from mode import Service
 from stream_rater.archive import archive_reader
 from stream_rater.config.ladders import Ladder, Ladders, UnknownLadderError
 from stream_rater.config.settings import Settings
-from stream_rater.processor import BatchResult
 from stream_rater.queries import Queries
 from stream_rater.service import metrics
 from stream_rater.service.auth import protect
+from stream_rater.service.batch_metrics import BatchMetrics, Recent
 from stream_rater.service.faust_transport import broker_answers, held_partitions
 from stream_rater.service.inflation import InflationMonitor, home_here
-from stream_rater.service.order_watch import Message
+from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.query_api import query_routes
 from stream_rater.store import ReadStore
 
@@ -76,13 +75,6 @@ PING_TIMEOUT = 2.0
 #: The distribution is drawn from at most this many players (the top of the leaderboard).
 DISTRIBUTION_LIMIT = 10_000
 
-#: Per-second series of the overview: name → counter whose rate is charted.
-_RATES: dict[str, Any] = {
-    "consumed": metrics.MATCHES_CONSUMED,
-    "applied": metrics.MATCHES_APPLIED,
-    "dead_letters": metrics.DEAD_LETTERS,
-    "conflicts": metrics.COMMIT_CONFLICTS,
-}
 #: Running totals shown on the overview.
 _TOTALS: dict[str, Any] = {
     "consumed": metrics.MATCHES_CONSUMED,
@@ -94,53 +86,6 @@ _TOTALS: dict[str, Any] = {
     "conflicts": metrics.COMMIT_CONFLICTS,
     "retries": metrics.BATCH_RETRIES,
 }
-
-
-class Recent:
-    """This worker's recent activity: rating changes and per-second samples in ring buffers,
-    and the next offset to process of each partition it finished a batch of."""
-
-    def __init__(self, feed_size: int = 200, window: int = 600) -> None:
-        """Keep the last `feed_size` rating changes and `window` samples (seconds)."""
-        self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
-        self.samples: deque[dict[str, float | None]] = deque(maxlen=window)
-        self.next_offsets: dict[tuple[str, int], int] = {}
-        self._previous: tuple[float, dict[str, float]] | None = None
-
-    def record(self, messages: Sequence[Message], result: BatchResult) -> None:
-        """`BatchHandler`'s ``on_batch`` hook: keep the changes of newly applied matches and
-        advance the partitions' next offsets."""
-        for match in result.results:
-            if not match.duplicate:
-                self.feed.extend(match.events)
-        for message in messages:
-            key = (message.topic, message.partition)
-            self.next_offsets[key] = max(self.next_offsets.get(key, 0), message.offset + 1)
-
-    def forget(self, partitions: Iterable[TP]) -> None:
-        """Drop the next offsets of `partitions` (they were (re)assigned: stale until a batch)."""
-        for tp in partitions:
-            self.next_offsets.pop((tp.topic, tp.partition), None)
-
-    def sample(self, now: float | None = None) -> None:
-        """Append the rates since the previous call; the first call only sets the baseline."""
-        now = time.time() if now is None else now
-        counts = {name: metrics.total(metric) for name, metric in _RATES.items()}
-        counts["batches"] = metrics.total(metrics.PROCESSING_LATENCY, "_count")
-        counts["seconds"] = metrics.total(metrics.PROCESSING_LATENCY, "_sum")
-        if self._previous is not None and now > self._previous[0]:
-            then, before = self._previous
-            row: dict[str, float | None] = {"t": now}
-            row.update({name: (counts[name] - before[name]) / (now - then) for name in _RATES})
-            batches = counts["batches"] - before["batches"]
-            row["latency"] = (counts["seconds"] - before["seconds"]) / batches if batches else None
-            self.samples.append(row)
-        self._previous = (now, counts)
-
-    def series(self) -> dict[str, list[float | None]]:
-        """The samples as columns (``t``, one per rate, ``latency``), oldest first."""
-        names = ["t", *_RATES, "latency"]
-        return {name: [row[name] for row in self.samples] for name in names}
 
 
 def assigned_partitions(app: faust.App, topic: str) -> list[int]:
@@ -210,18 +155,15 @@ class Dashboard:
         ladders: Ladders,
         settings: Settings,
         recent: Recent,
-        stopped: Mapping[str, str],
-        refusal: Callable[[], str | None] = lambda: None,
+        health: LadderHealth,
     ) -> None:
-        """`stopped` maps each ladder not being applied to why; `refusal()` says why the
-        store refuses writes while it does (None otherwise)."""
+        """`health` says why ladders are not being applied or the store refuses writes."""
         self.app = app
         self.store = store
         self.ladders = ladders
         self.settings = settings
         self.recent = recent
-        self.stopped = stopped
-        self.refusal = refusal
+        self.health = health
         self.started = time.time()
         self.inflation = InflationMonitor(store, ladders, settings.inflation_interval)
         #: Dependency → monotonic time of the first failed probe of its current outage.
@@ -298,9 +240,7 @@ class Dashboard:
             await broker_answers(self.app, PING_TIMEOUT),
             f"the broker does not answer a metadata request within {PING_TIMEOUT:g} s",
         )
-        refused = self.refusal()
-        reasons += [refused] if refused else []
-        reasons += [f"not applying: {reason}" for _, reason in sorted(self.stopped.items())]
+        reasons += self.health.reasons()
         reasons += held_partitions(self.app)
         if reasons:
             return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
@@ -426,15 +366,13 @@ def register_web(
     store: ReadStore,
     ladders: Ladders,
     settings: Settings,
-    stopped: Mapping[str, str],
-    refusal: Callable[[], str | None] = lambda: None,
-) -> Recent:
-    """Make `app` serve this module's endpoints and measure consumer lag; returns the `Recent`
-    buffers whose ``record`` is `BatchHandler`'s ``on_batch`` hook. `stopped` is the handler's
-    ladder → reason map of ladders not being applied and `refusal` says why the store refuses
-    writes (readiness reports both)."""
-    recent = Recent()
-    dashboard = Dashboard(app, store, ladders, settings, recent, stopped, refusal)
+    health: LadderHealth,
+    sensor: BatchMetrics,
+) -> None:
+    """Make `app` serve this module's endpoints (readiness reports `health`) and measure
+    consumer lag; the dashboard shows what `sensor` keeps of the batches (`BatchMetrics.recent`)."""
+    recent = sensor.recent
+    dashboard = Dashboard(app, store, ladders, settings, recent, health)
     app.web_server(WebServer(dashboard.routes(), settings.web_host, settings.web_port))
 
     async def sample_throughput() -> None:
@@ -459,5 +397,3 @@ def register_web(
         # A mode signal handler: faust sends the newly assigned partitions as the one argument.
         for partitions in assigned:
             recent.forget(partitions)
-
-    return recent

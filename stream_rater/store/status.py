@@ -5,17 +5,15 @@ The Redis scripts answer ``{status, detail…}`` (``{'ok'}`` when they did their
 the same message for the same refusal. Details arrive as the scripts send them (bytes for
 strings, milliseconds for a lock's time left).
 
-`server_refusal` is the other kind: Redis itself refusing a command on a healthy connection
-(``OOM``, ``READONLY``, ``MISCONF``, …), which is no fault of the request.
+Redis itself refusing a command on a healthy connection (``OOM``, ``READONLY``, …) is the
+other kind, no fault of the request: the worker's table of fault reactions knows it
+(`service.fault_reactions.server_refusal`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import redis.exceptions
 
 from stream_rater.store.base import CommitConflict, GenerationGone, LadderFrozen, LockLost, RerateRunning
 
@@ -66,47 +64,3 @@ def check_reply(ladder: str, reply: Sequence[Any]) -> None:
     status = text(reply[0])
     if status != "ok":
         raise refusal(status, ladder, *reply[1:])
-
-
-#: Error codes of Redis refusing a command it would run later (out of memory, a replica, a
-#: failed save, too few replicas, no master, a slow script, loading, a cluster in transition).
-SERVER_REFUSALS = (
-    "OOM",
-    "READONLY",
-    "MISCONF",
-    "NOREPLICAS",
-    "MASTERDOWN",
-    "BUSY",
-    "LOADING",
-    "TRYAGAIN",
-    "CLUSTERDOWN",
-)
-
-#: redis-py's classes of refusals whose code it strips from the message; subclasses first.
-_REFUSAL_CLASSES: tuple[tuple[type[Exception], str], ...] = (
-    (redis.exceptions.OutOfMemoryError, "OOM"),
-    (redis.exceptions.ReadOnlyError, "READONLY"),
-    (redis.exceptions.BusyLoadingError, "LOADING"),
-    (redis.exceptions.TryAgainError, "TRYAGAIN"),
-    (redis.exceptions.MasterDownError, "MASTERDOWN"),
-    (redis.exceptions.ClusterDownError, "CLUSTERDOWN"),
-)
-
-#: A refusal's code at the start of an error message, or inside a script error that wraps it
-#: (older Redis: ``Error running script (…): @user_script:1: -OOM command not allowed …``).
-_REFUSAL_CODE = re.compile(rf"(?:^|[\s:]-)({'|'.join(SERVER_REFUSALS)})\b")
-
-
-def server_refusal(exc: BaseException) -> str | None:
-    """The code (e.g. ``OOM``) if `exc` is Redis refusing a command on a healthy connection —
-    an infrastructure fault to wait out, never the request's — else None. Known by redis-py's
-    exception class or by the code its message starts with or a script error wraps."""
-    if not isinstance(exc, redis.exceptions.RedisError):
-        return None
-    for kind, code in _REFUSAL_CLASSES:
-        if isinstance(exc, kind):
-            return code
-    if not isinstance(exc, redis.exceptions.ResponseError):
-        return None
-    found = _REFUSAL_CODE.search(str(exc))
-    return found.group(1) if found else None

@@ -19,12 +19,14 @@ from stream_rater.kafka import DeletedHead, HistoryTruncated
 from stream_rater.offline.replay import replay
 from stream_rater.processor import Processor, StoreLost
 from stream_rater.service import metrics
-from stream_rater.service.app import guard_losses
+from stream_rater.service.app import ladder_health, loss_guard
 from stream_rater.service.auto_rebuild import AutoRebuild, RebuildRunning, rebuild_lock
-from stream_rater.service.batch_handler import BatchHandler, Topics
+from stream_rater.service.batch_handler import BatchHandler, Retrying
+from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.store_loss import Loss, LossGuard
 from stream_rater.store.base import RerateRunning
 from stream_rater.store.memory import MemoryStore
+from tests.fault_support import RecordingHealth
 from tests.helpers import cli, duel
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
@@ -170,10 +172,8 @@ async def test_the_guard_holds_a_ladder_being_rebuilt_or_locked_even_once_its_mi
     """The loss's missing matches (none here) are all applied: only the rebuild running here,
     or another's lock, keeps the ladder held."""
     store = MemoryStore()
-    recovered: list[str] = []
-    guard = LossGuard(
-        store, LADDERS, no_commits, no_records, report=lambda e: None, recovered=recovered.append
-    )
+    health = RecordingHealth()
+    guard = LossGuard(store, LADDERS, no_commits, no_records, health=health)
     guard.lost["default"] = Loss(LOST, ())
     guard.rebuilding["default"] = RebuildRunning(LOST)
     with pytest.raises(RebuildRunning):
@@ -184,7 +184,7 @@ async def test_the_guard_holds_a_ladder_being_rebuilt_or_locked_even_once_its_mi
         with pytest.raises(StoreLost):
             await guard.hold(["default"])
     await guard.hold(["default"])
-    assert (guard.lost, recovered) == ({}, ["default"])
+    assert (guard.lost, health.back) == ({}, ["default"])
 
 
 async def test_the_rebuild_lock_is_one_rebuilders_at_a_time_and_released_at_the_end():
@@ -224,11 +224,6 @@ async def test_the_held_batch_waits_for_the_rebuild_then_applies_its_matches_aft
     processor = Processor(LADDERS, MemoryStore())
     lost = MemoryStore()
 
-    handler = BatchHandler(processor, LADDERS, send, topics=Topics(), max_backoff=0.01)
-    guard = handler.guard = LossGuard(
-        lost, LADDERS, no_commits, no_records, report=handler.report_loss, recovered=handler.recovered
-    )
-    guard.assigned([0])  # no committed offset: nothing found lost at assignment
     halfway, go_on = asyncio.Event(), asyncio.Event()
 
     async def rebuild(ladder: str) -> str:
@@ -239,18 +234,21 @@ async def test_the_held_batch_waits_for_the_rebuild_then_applies_its_matches_aft
         await rebuilder_processor.process(matches[12:15], [(0, i) for i in range(12, 15)])
         return "rebuilt"
 
-    handler.on_loss = AutoRebuild(rebuild, SETTINGS, holds=guard.rebuilding, report=handler.report_loss).lost
+    health = LadderHealth(SETTINGS, rebuild)
+    guard = LossGuard(lost, LADDERS, no_commits, no_records, health=health)
+    handler = BatchHandler(processor, send, retrying=Retrying(0.01), health=health, guard=guard)
+    guard.assigned([0])  # no committed offset: nothing found lost at assignment
     await handler.handle([Message(i) for i in range(10)])
     processor.store = lost  # Redis restarted empty
     held = asyncio.ensure_future(handler.handle([Message(i) for i in range(10, 20)]))
     await asyncio.wait_for(halfway.wait(), 5)
     for _ in range(20):
         await asyncio.sleep(0.005)  # the handler retries every 10 ms meanwhile
-    assert not held.done() and "rebuilding ladder 'default'" in handler.stopped["default"]
+    assert not held.done() and "rebuilding ladder 'default'" in health.stopped["default"]
     assert (await lost.read("default", [], [], [])).watermark == 12, "the worker applied nothing"
     go_on.set()
     await asyncio.wait_for(held, 5)
-    assert handler.stopped == {}
+    assert health.stopped == {}
 
     replayed = MemoryStore()
     await replay(matches, Processor(LADDERS, replayed))
@@ -262,13 +260,13 @@ async def test_the_held_batch_waits_for_the_rebuild_then_applies_its_matches_aft
 
 @pytest.mark.parametrize("mode", ["halt", "rebuild"])
 async def test_only_rebuild_tells_an_auto_rebuild_of_each_loss(mode):
-    handler = BatchHandler(Processor(LADDERS, MemoryStore()), LADDERS, None)  # type: ignore[arg-type]
-    guard, rebuilder = guard_losses(Settings(on_store_loss=mode), LADDERS, MemoryStore(), handler)
-    assert handler.guard is guard
+    health = ladder_health(Settings(on_store_loss=mode), LADDERS)
+    guard = loss_guard(Settings(on_store_loss=mode), LADDERS, MemoryStore(), health)
+    assert guard.rebuilding is health.rebuilding
     if mode == "halt":
-        assert rebuilder is None and handler.on_loss is None
-        handler.report_loss(LOST)
-        assert handler.stopped == {"default": str(LOST)}
+        assert health.rebuilder is None
+        health.report_loss(LOST)
+        assert health.stopped == {"default": str(LOST)}
     else:
-        assert rebuilder is not None and handler.on_loss == rebuilder.lost
-        assert rebuilder.holds is guard.rebuilding
+        assert health.rebuilder is not None and health.rebuilder.holds is health.rebuilding
+        assert health.rebuilder.report == health.report_loss

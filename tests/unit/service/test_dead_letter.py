@@ -11,6 +11,7 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
 from stream_rater.service.batch_handler import BatchHandler, Topics
+from stream_rater.service.batch_metrics import BatchMetrics
 from stream_rater.service.dead_letter import DeadLetterLog
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import duel, poison_model, poisoned
@@ -44,9 +45,8 @@ def worker(dead_log: DeadLetterLog) -> tuple[BatchHandler, list]:
         sent.extend(records)
 
     topics = Topics(updates="updates", dlq="dlq")
-    return BatchHandler(
-        Processor(LADDERS, MemoryStore()), LADDERS, send, topics=topics, dead_log=dead_log
-    ), sent
+    sensor = BatchMetrics(LADDERS, dead_log=dead_log)
+    return BatchHandler(Processor(LADDERS, MemoryStore()), send, topics=topics, sensor=sensor), sent
 
 
 def lines(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -20,13 +20,13 @@ from stream_rater.offline.replay import replay
 from stream_rater.offline.verify import compare
 from stream_rater.processor import Processor, Skipped, StoreLost
 from stream_rater.service import metrics
-from stream_rater.service.batch_handler import BatchHandler, Topics, WorkerStopping
+from stream_rater.service.batch_handler import BatchHandler, Retrying, Topics, WorkerStopping
 from stream_rater.service.order_watch import OrderWatch
 from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.store import Commit, CommitConflict, PlayerState, StateWrite
 from stream_rater.store.memory import MemoryStore
-from stream_rater.store.status import server_refusal
 from stream_rater.waiting import wait_until_async
+from tests.fault_support import REFUSALS
 from tests.helpers import duel, poison_model, poisoned
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
@@ -73,13 +73,14 @@ class FlakyStore(MemoryStore):
         return await super().commit_many(commits)
 
 
-def handler(store: MemoryStore, producer: Producer, **kwargs) -> BatchHandler:
+def handler(
+    store: MemoryStore, producer: Producer, stopping: Callable[[], bool] = lambda: False, **kwargs
+) -> BatchHandler:
     return BatchHandler(
         Processor(LADDERS, store),
-        LADDERS,
         producer.send,
         topics=Topics(updates="updates", dlq="dlq"),
-        max_backoff=0.01,
+        retrying=Retrying(0.01, stopping),
         **kwargs,
     )
 
@@ -480,7 +481,7 @@ async def test_a_store_that_lost_a_ladder_stops_it_until_rebuilt():
     processor = Processor(LADDERS, kept)
     producer = Producer()
     work = BatchHandler(
-        processor, LADDERS, producer.send, topics=Topics(updates="updates", dlq="dlq"), max_backoff=0.01
+        processor, producer.send, topics=Topics(updates="updates", dlq="dlq"), retrying=Retrying(0.01)
     )
     await work.handle([record("m1", "a", "b")])
     processor.store = MemoryStore()  # what a restarted Redis without persistence holds
@@ -488,14 +489,14 @@ async def test_a_store_that_lost_a_ladder_stops_it_until_rebuilt():
     task = asyncio.ensure_future(work.handle([record("m2", "a", "c", offset=1)]))
 
     async def stopped() -> bool:
-        return "default" in work.stopped
+        return "default" in work.health.stopped
 
     await wait_until_async(stopped, "the ladder stopped", 5, interval=0.001)
-    assert "rebuild it from the matches topic" in work.stopped["default"]
+    assert "rebuild it from the matches topic" in work.health.stopped["default"]
     assert (counted(metrics.STORE_LOSSES) - losses, len(producer.sent), task.done()) == (1, sent, False)
     processor.store = kept  # rebuilt from the topic
     await asyncio.wait_for(task, 5)
-    assert work.stopped == {} and len(producer.sent) == sent + 2
+    assert work.health.stopped == {} and len(producer.sent) == sent + 2
 
 
 def unversioned(states: dict) -> dict:
@@ -535,59 +536,6 @@ async def test_replay_and_verify_skip_the_matches_the_worker_dead_letters_and_eq
     report = await compare(store, LADDERS, history, live)
     assert report.differences == [] and len(report.skipped) == 3
     assert "3 the model could not rate" in report.lines()[-1]
-
-
-#: What redis-py raises for Redis's refusals, as the real redis-server words them (a refusal
-#: inside a commit script keeps its code; older servers wrap it in a script error).
-REFUSALS = [
-    (
-        redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'. script: 3f1a"),
-        "OOM",
-    ),
-    (redis.exceptions.ReadOnlyError("You can't write against a read only replica. script: 3f1a"), "READONLY"),
-    (
-        redis.exceptions.ResponseError("MISCONF Errors writing to the AOF file: No space left on device"),
-        "MISCONF",
-    ),
-    (redis.exceptions.ResponseError("NOREPLICAS Not enough good replicas to write."), "NOREPLICAS"),
-    (
-        redis.exceptions.MasterDownError("Link with MASTER is down and replica-serve-stale-data is 'no'."),
-        "MASTERDOWN",
-    ),
-    (redis.exceptions.ResponseError("BUSY Redis is busy running a script."), "BUSY"),
-    (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), "LOADING"),
-    (redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"), "TRYAGAIN"),
-    (redis.exceptions.ClusterDownError("The cluster is down"), "CLUSTERDOWN"),
-    (
-        redis.exceptions.ResponseError(
-            "Error running script (call to f_3f1a): @user_script:12: -OOM command not allowed when used memory"
-        ),
-        "OOM",
-    ),
-]
-
-
-@pytest.mark.parametrize(("error", "code"), REFUSALS)
-def test_server_refusals_are_known_by_class_or_code(error, code):
-    """Each refusal is classified with its code, whether redis-py gave it a class or only the
-    message names it (at its start, or wrapped in a script error)."""
-    assert server_refusal(error) == code
-
-
-@pytest.mark.parametrize(
-    "error",
-    [
-        redis.exceptions.ResponseError("ERR value is not an integer or out of range"),
-        redis.exceptions.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
-        redis.exceptions.ResponseError("BUSYKEY Target key name already exists."),
-        redis.exceptions.ResponseError("ERR Error running script: @user_script:3: OOM in a user's message"),
-        redis.exceptions.ConnectionError("Connection reset by peer"),
-        ZeroDivisionError("OOM"),
-    ],
-)
-def test_other_errors_are_no_server_refusals(error):
-    """A request's own error, a lost connection or a model's exception is no refusal."""
-    assert server_refusal(error) is None
 
 
 class RefusingStore(MemoryStore):
@@ -631,7 +579,7 @@ async def test_a_refused_batch_is_held_until_the_store_accepts_it(error, code, c
     task = asyncio.ensure_future(work.handle([record("m1", "a", "b"), record("m2", "c", "d", offset=1)]))
     await refused(store, 3)
     assert (task.done(), producer.sent, await store.players("default")) == (False, [], {})
-    reason = work.refusal.reason()
+    reason = work.health.refusal.reason()
     assert reason is not None and reason.startswith(f"the store refuses writes: {code}")
     assert metrics.STORE_REFUSING._value.get() == 1
     assert refusals(code.lower()) - before == store.refused
@@ -642,7 +590,7 @@ async def test_a_refused_batch_is_held_until_the_store_accepts_it(error, code, c
     result = await asyncio.wait_for(task, 5)
     assert [r.duplicate for r in result.results] == [False, False]
     assert {t for t, _, _, _ in producer.sent} == {"updates"}
-    assert (work.refusal.reason(), metrics.STORE_REFUSING._value.get()) == (None, 0)
+    assert (work.health.refusal.reason(), metrics.STORE_REFUSING._value.get()) == (None, 0)
 
 
 async def test_a_refusal_in_the_one_by_one_fallback_is_held_not_dead_lettered(monkeypatch):
@@ -681,7 +629,7 @@ async def test_a_refusal_in_the_one_by_one_fallback_is_held_not_dead_lettered(mo
         )
     )
     await refused(store, 3)
-    assert not task.done() and work.refusal.reason() is not None
+    assert not task.done() and work.health.refusal.reason() is not None
     store.refusing.clear()
     await asyncio.wait_for(task, 5)
     dead = [json.loads(v)["match_id"] for t, _, v, _ in producer.sent if t == "dlq"]
@@ -744,10 +692,9 @@ class Parking:
         self.released: list[tuple[int, int]] = []
         self.handler = BatchHandler(
             Processor(TWO, self.store),
-            TWO,
             self.producer.send,
             topics=Topics(updates="updates", dlq="dlq"),
-            max_backoff=max_backoff,
+            retrying=Retrying(max_backoff),
             guard=self.guard,  # type: ignore[arg-type]  # the part of LossGuard the handler uses
         )
         self.pipeline = BatchPipeline(
@@ -770,7 +717,7 @@ class Parking:
             self.store._ladders["east"] = self._kept  # type: ignore[assignment]
         else:
             self.guard.lost.clear()
-            self.handler.recovered("east")  # what LossGuard calls once the ladder is back
+            self.handler.health.recovered("east")  # what LossGuard calls once the ladder is back
 
     def applied(self, ladder: str) -> list[str]:
         """Match ids of `ladder` whose events were produced, in order (one entry per event pair)."""
@@ -812,7 +759,7 @@ async def test_a_lost_ladder_holds_only_its_partition_until_rebuilt(how):
     await work.feed(batches[:1])
     work.lose()
     await work.feed(batches[1:4])
-    assert "east" in work.handler.stopped and "west" not in work.handler.stopped
+    assert "east" in work.handler.health.stopped and "west" not in work.handler.health.stopped
     assert work.applied("west") == ["w0", "w1", "w2", "w3"] and work.applied("east") == ["e0"]
     assert [a for a in work.acked if a[0] == 1] == [(1, o) for o in range(4)]
     assert [a for a in work.acked if a[0] == 0] == [(0, 0)]
@@ -820,14 +767,14 @@ async def test_a_lost_ladder_holds_only_its_partition_until_rebuilt(how):
 
     await work.feed(batches[4:6])  # fetched before the pause took effect: east's join the parked ones
     assert work.applied("west")[-2:] == ["w4", "w5"] and await work.parked_offsets(0) == [1, 2, 3, 4, 5]
-    assert work.handler.stopped.keys() == {"east"}
+    assert work.handler.health.stopped.keys() == {"east"}
 
     work.rebuild()
     await work.feed(batches[6:])  # east is back, its parked records are not yet applied: e6 waits
     await wait_for_async(lambda: not work.pipeline.parked, "partition 0 unparked")
     assert work.applied("east") == [f"e{o}" for o in range(7)]
     assert [a for a in work.acked if a[0] == 0] == [(0, o) for o in range(7)]
-    assert (work.resumed, work.handler.stopped, work.released) == ([{0}], {}, [])
+    assert (work.resumed, work.handler.health.stopped, work.released) == ([{0}], {}, [])
     assert counted(metrics.STORE_LOSSES, "east") - losses == 1  # reported once, not again per batch
     replayed = Processor(TWO, MemoryStore())
     await replay([parse_match(json.loads(r.value), TWO) for b in batches for r in b], replayed)
@@ -917,10 +864,9 @@ async def test_a_store_refusing_every_ladder_holds_every_partition_in_place():
     producer, acked = Producer(), []
     work = BatchHandler(
         Processor(TWO, store),
-        TWO,
         producer.send,
         topics=Topics(updates="updates", dlq="dlq"),
-        max_backoff=0.05,
+        retrying=Retrying(0.05),
     )
     pipeline = BatchPipeline(work, ack=acked.extend, pause=lambda ps: pytest.fail(f"paused {ps}"))
     store.refusing.set()

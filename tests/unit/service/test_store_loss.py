@@ -15,6 +15,7 @@ from stream_rater.kafka import LogRecord
 from stream_rater.processor import Processor, StoreLost
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.store.memory import MemoryStore
+from tests.fault_support import RecordingHealth
 from tests.helpers import duel
 
 LADDERS = Ladders([Ladder("default", "trueskill")])
@@ -27,8 +28,8 @@ class World:
         self.log = [LogRecord(0, i, 0, b"default", value) for i, value in enumerate(records)]
         self.committed: dict[int, int] = {}
         self.store = MemoryStore()
-        self.reported: list[StoreLost] = []
-        self.recovered: list[str] = []
+        self.health = RecordingHealth()
+        self.reported, self.recovered = self.health.reported, self.health.back
         self.reads: list[tuple[int, int]] = []
 
         async def committed(partitions: object) -> dict[int, int]:
@@ -43,8 +44,7 @@ class World:
             LADDERS,
             committed,
             read,
-            report=self.reported.append,
-            recovered=self.recovered.append,
+            health=self.health,
         )
 
     async def apply(self, start: int, end: int) -> None:

@@ -22,9 +22,10 @@ from stream_rater.config.settings import Settings
 from stream_rater.processor import BatchResult, MatchResult, Processor
 from stream_rater.queries import Queries
 from stream_rater.service import metrics
+from stream_rater.service.batch_metrics import BatchMetrics, Recent
+from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.query_api import OPENAPI, serve_app
-from stream_rater.service.store_faults import StoreRefusal
-from stream_rater.service.web import Dashboard, Recent, register_web, update_consumer_lag
+from stream_rater.service.web import Dashboard, register_web, update_consumer_lag
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import parsed_duel
 
@@ -100,8 +101,7 @@ async def serve(
     recent: Recent | None = None,
     *,
     broker: Broker | None = None,
-    stopped: dict[str, str] | None = None,
-    refusal: StoreRefusal | None = None,
+    health: LadderHealth | None = None,
     held: dict[TP, str] | None = None,
 ) -> TestClient:
     dashboard = Dashboard(
@@ -110,8 +110,7 @@ async def serve(
         LADDERS,
         Settings(topic_matches=TOPIC, history_limit=50),
         recent or Recent(),
-        stopped or {},
-        (refusal or StoreRefusal()).reason,
+        health or LadderHealth(),
     )
     client = TestClient(TestServer(dashboard.routes()))
     await client.start_server()
@@ -272,7 +271,9 @@ async def test_a_held_partition_still_assigned_makes_the_worker_not_ready():
 async def test_not_ready_is_503_with_the_reason(consumer, store, broker, stopped, reasons):
     """/readyz is 503 with a JSON reason without assigned partitions, when the store or the
     broker does not answer, or while a ladder is stopped by a lost store."""
-    client = await serve(consumer, store, broker=broker, stopped=stopped)
+    health = LadderHealth()
+    health.stopped.update(stopped or {})
+    client = await serve(consumer, store, broker=broker, health=health)
     try:
         response = await client.get("/readyz")
         body = await response.json()
@@ -313,12 +314,11 @@ async def test_not_ready_while_the_store_refuses_writes_and_ready_once_it_accept
     """Redis answering PING but refusing writes (OOM here) makes /readyz 503 naming the
     refusal and how long it has lasted; once a commit succeeds (`lift`) it is 200 again."""
     now = [100.0]
-    refusal = StoreRefusal(clock=lambda: now[0])
-    client = await serve(ASSIGNED, MemoryStore(), refusal=refusal)
+    health = LadderHealth(clock=lambda: now[0])
+    refusal = health.refusal
+    client = await serve(ASSIGNED, MemoryStore(), health=health)
     try:
-        refusal.note(
-            "OOM", redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
-        )
+        refusal.note(redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."))
         now[0] = 112.0
         response = await client.get("/readyz")
         assert (response.status, await response.json()) == (
@@ -388,7 +388,9 @@ async def test_assigned_partitions_lose_their_offsets_when_faust_signals_them():
     """register_web's handler of faust's on_partitions_assigned signal forgets exactly the
     partitions it is sent (their progress may be stale)."""
     app = faust.App("t-web-signal", broker="memory://")
-    recent = register_web(app, MemoryStore(), LADDERS, Settings(), {})
+    sensor = BatchMetrics(LADDERS)
+    register_web(app, MemoryStore(), LADDERS, Settings(), LadderHealth(), sensor)
+    recent = sensor.recent
     recent.next_offsets.update({(TOPIC, 0): 5, (TOPIC, 1): 7})
     await app.on_partitions_assigned.send({TP(TOPIC, 0)})
     assert recent.next_offsets == {(TOPIC, 1): 7}
@@ -489,8 +491,7 @@ def test_every_served_endpoint_is_in_openapi():
         LADDERS,
         Settings(),
         Recent(),
-        {},
-        StoreRefusal().reason,
+        LadderHealth(),
     )
     worker = served_operations(dashboard.routes()) - {("get", "/"), ("get", "/static")}
     served = served_operations(serve_app(Queries(store, LADDERS), store))

@@ -1,0 +1,158 @@
+"""`BatchMetrics`: the batch handler's sensor. The handler calls it once per event — a batch
+consumed, a record rejected, a match dead-lettered for the model, a retry, a batch finished —
+and it keeps the metrics (`service.metrics`), the dead letters' log (`DeadLetterLog`) and the
+dashboard's recent activity (`web.Recent`), off the handler's path."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from faust.types import TP
+
+from stream_rater.config.ladders import Ladders
+from stream_rater.contracts import ValidationError
+from stream_rater.processor import BatchResult, is_late, points_created, quality
+from stream_rater.service import metrics
+from stream_rater.service.dead_letter import DeadLetter, DeadLetterLog
+from stream_rater.service.order_watch import Message
+
+#: Per-second series of the overview: name → counter whose rate is charted.
+_RATES: dict[str, Any] = {
+    "consumed": metrics.MATCHES_CONSUMED,
+    "applied": metrics.MATCHES_APPLIED,
+    "dead_letters": metrics.DEAD_LETTERS,
+    "conflicts": metrics.COMMIT_CONFLICTS,
+}
+
+
+class Recent:
+    """This worker's recent activity: rating changes and per-second samples in ring buffers,
+    and the next offset to process of each partition it finished a batch of."""
+
+    def __init__(self, feed_size: int = 200, window: int = 600) -> None:
+        """Keep the last `feed_size` rating changes and `window` samples (seconds)."""
+        self.feed: deque[dict[str, Any]] = deque(maxlen=feed_size)
+        self.samples: deque[dict[str, float | None]] = deque(maxlen=window)
+        self.next_offsets: dict[tuple[str, int], int] = {}
+        self._previous: tuple[float, dict[str, float]] | None = None
+
+    def record(self, messages: Sequence[Message], result: BatchResult) -> None:
+        """Called by `BatchMetrics.finished` with each batch: keep the changes of newly applied matches and
+        advance the partitions' next offsets."""
+        for match in result.results:
+            if not match.duplicate:
+                self.feed.extend(match.events)
+        for message in messages:
+            key = (message.topic, message.partition)
+            self.next_offsets[key] = max(self.next_offsets.get(key, 0), message.offset + 1)
+
+    def forget(self, partitions: Iterable[TP]) -> None:
+        """Drop the next offsets of `partitions` (they were (re)assigned: stale until a batch)."""
+        for tp in partitions:
+            self.next_offsets.pop((tp.topic, tp.partition), None)
+
+    def sample(self, now: float | None = None) -> None:
+        """Append the rates since the previous call; the first call only sets the baseline."""
+        now = time.time() if now is None else now
+        counts = {name: metrics.total(metric) for name, metric in _RATES.items()}
+        counts["batches"] = metrics.total(metrics.PROCESSING_LATENCY, "_count")
+        counts["seconds"] = metrics.total(metrics.PROCESSING_LATENCY, "_sum")
+        if self._previous is not None and now > self._previous[0]:
+            then, before = self._previous
+            row: dict[str, float | None] = {"t": now}
+            row.update({name: (counts[name] - before[name]) / (now - then) for name in _RATES})
+            batches = counts["batches"] - before["batches"]
+            row["latency"] = (counts["seconds"] - before["seconds"]) / batches if batches else None
+            self.samples.append(row)
+        self._previous = (now, counts)
+
+    def series(self) -> dict[str, list[float | None]]:
+        """The samples as columns (``t``, one per rate, ``latency``), oldest first."""
+        names = ["t", *_RATES, "latency"]
+        return {name: [row[name] for row in self.samples] for name in names}
+
+
+class BatchMetrics:
+    """Counts what the handler tells it (module docstring). `recent` is the dashboard's feed
+    and the consumer-lag measurement's offsets; `dead_log` logs the dead letters produced
+    (default: 10 lines a minute)."""
+
+    def __init__(
+        self, ladders: Ladders, recent: Recent | None = None, dead_log: DeadLetterLog | None = None
+    ) -> None:
+        self.ladders = ladders
+        self.recent = Recent() if recent is None else recent
+        self.dead_log = DeadLetterLog() if dead_log is None else dead_log
+
+    def consumed(self, messages: Sequence[Message]) -> None:
+        """A batch was taken."""
+        metrics.MATCHES_CONSUMED.inc(len(messages))
+        metrics.BATCH_SIZE.observe(len(messages))
+
+    def rejected(self, exc: Exception) -> None:
+        """A record failed decoding or validation (it is dead-lettered)."""
+        metrics.MATCHES_REJECTED.labels(_reason_label(exc)).inc()
+
+    def unratable(self) -> None:
+        """A match made the model fail (it is dead-lettered)."""
+        metrics.MATCHES_REJECTED.labels("processing").inc()
+
+    def retried(self, what: str) -> None:
+        """An attempt at `what` ("store", "produce") failed and is retried."""
+        metrics.BATCH_RETRIES.labels(what).inc()
+
+    def finished(
+        self, messages: Sequence[Message], result: BatchResult, dead: list[DeadLetter], started: float
+    ) -> None:
+        """A batch's events and dead letters are durable (`started`: its `perf_counter`)."""
+        self.dead_log.note(dead)
+        self._matches(result)
+        metrics.COMMIT_CONFLICTS.inc(result.conflicts)
+        for ladder, scorer, sums in result.quality:
+            metrics.count_quality(ladder, scorer, sums, quality.BINS)
+        metrics.DEAD_LETTERS.inc(len(dead))
+        metrics.RATING_CHANGES.inc(len(result.events))
+        metrics.PROCESSING_LATENCY.observe(time.perf_counter() - started)
+        self.recent.record(messages, result)
+
+    def _matches(self, result: BatchResult) -> None:
+        """Each match's outcome, lateness, latency and rating points, one increment per ladder."""
+        now = time.time()
+        counts: Counter[tuple[bool, str]] = Counter()
+        late: Counter[str] = Counter()
+        moved: dict[tuple[bool, str], float] = {}  # (created, ladder) → display-rating points
+        for r in result.results:
+            if r.voided:
+                metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
+                continue
+            if not r.duplicate and r.unrated is not None:
+                metrics.MATCHES_UNRATED.labels(r.match.ladder, r.unrated).inc()
+                continue
+            if r.match.season is not None:
+                if not r.duplicate:
+                    metrics.SEASONS_STARTED.labels(r.match.ladder).inc()
+                continue
+            counts[r.duplicate, r.match.ladder] += 1
+            if not r.duplicate:
+                points = points_created(r, self.ladders[r.match.ladder].rating_model.display)
+                moved[points > 0, r.match.ladder] = moved.get((points > 0, r.match.ladder), 0.0) + abs(points)
+                if is_late(r):
+                    late[r.match.ladder] += 1
+            metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
+        for (duplicate, ladder), n in counts.items():
+            (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
+        for ladder, n in late.items():
+            metrics.MATCHES_LATE.labels(ladder).inc(n)
+        for (up, ladder), points in moved.items():  # one increment per ladder, not per match
+            counter = metrics.RATING_POINTS_CREATED if up else metrics.RATING_POINTS_REMOVED
+            counter.labels(ladder).inc(points)
+
+
+def _reason_label(exc: Exception) -> str:
+    """A low-cardinality metric label: the top-level field that failed, or 'decode'."""
+    if isinstance(exc, ValidationError):
+        return exc.path.split(".")[0].split("[")[0] or "event"
+    return "decode"
