@@ -1,6 +1,7 @@
 """A ladder with modes (issue 48; `config.modes`), in the processor: a player's state per
 (player, mode) inside the one ladder, and their first match in a mode started from what the
-ladder knows of them in its other modes (`rating.modes.first_in_mode`).
+ladder knows of them in its other modes (`rating.modes.first_in_mode`, each other mode's state
+as read at the match's time: aged by its idle time, as `offline.modes.ModedReplay` measures it).
 
 Why inside the one ladder: the ladder is the unit of order. Its modes share its partition, its
 Redis slot, its markers, watermark, positions, re-rates and checkpoints, so stream = replay
@@ -118,12 +119,20 @@ def _prime(
             other = stored_id(mode, player_id)
             state = changes.players.get(other) or stored.get(other)
             if state is not None and mode != match.mode:
-                others.append(Rating(state.mu, state.sigma, state.extra))
+                others.append(_as_read(ladder, mode, state, match.finished_at))
         if others:
             prior = first_in_mode(s.model, others, ladder.mode_coupling)
             stored[sid] = PlayerState(prior.mu, prior.sigma, extra=prior.extra)
             primed.append(sid)
     return primed
+
+
+def _as_read(ladder: Ladder, mode: str, state: PlayerState, at: float) -> Rating:
+    """A player's state in `mode` as the read API sees it at `at`: aged by its idle time."""
+    rating = Rating(state.mu, state.sigma, state.extra)
+    if state.last_played is None:
+        return rating
+    return ladder.mode_ladder(mode).rating_model.as_of(rating, max(0.0, at - state.last_played))
 
 
 def _players(teams: Sequence[Team]) -> Iterable[Player]:

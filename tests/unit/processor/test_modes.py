@@ -7,8 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import pytest
+
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished
+from stream_rater.contracts.modes import stored_id
+from stream_rater.offline.modes import ModedReplay, mode_models
 from stream_rater.processor import Processor
 from stream_rater.processor.modes import mode_scorer
 from stream_rater.processor.quality import LIVE
@@ -98,3 +102,28 @@ async def test_a_shadow_tries_another_coupling_and_leaves_the_live_ladder_as_it_
     shadow = await store.players("arena~wide")
     assert shadow.keys() == (await plain.players("arena")).keys()
     assert shadow != await plain.players("arena")  # ρ = 1 against 0.6: other first-in-mode priors
+
+
+async def test_the_worker_rates_as_the_offline_replay_with_idle_times():
+    """What `evaluate`/`tune --modes` measure (`offline.modes.ModedReplay`) is what a worker
+    computes: first-in-mode priors from the other modes as read (aged by idle time), one
+    ``home`` effect for all modes."""
+    params = {"mode_coupling": 0.6, "draw_probability": 0.1, "time_tau": 0.5, "time_unit": "days"}
+    aging = Ladder("arena", "trueskill", params, modes=ARENA.modes)
+    matches = [replace(m, finished_at=1_000_000.0 + 43_200.0 * i) for i, m in enumerate(mixed(60))]
+    matches = [
+        replace(m, teams=(replace(m.teams[0], effects=("home",)), *m.teams[1:])) if i % 3 == 0 else m
+        for i, m in enumerate(matches)
+    ]
+    store = MemoryStore()
+    await Processor(Ladders([aging]), store, clock=fixed_clock).process(matches)
+    replay = ModedReplay(mode_models(aging, dict(aging.modes)), 0.6)
+    for m in matches:
+        replay.apply(m.mode, m)
+    states = await store.players("arena")
+    assert states.keys() == {stored_id(mode, p) for p, modes in replay.players.items() for mode in modes}
+    for player, modes in replay.players.items():
+        for mode, state in modes.items():
+            assert (states[stored_id(mode, player)].mu, states[stored_id(mode, player)].sigma) == pytest.approx(
+                (state.rating.mu, state.rating.sigma), rel=1e-12
+            )
