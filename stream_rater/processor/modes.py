@@ -28,6 +28,7 @@ from dataclasses import replace
 from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished, Player, Team, with_mode
 from stream_rater.contracts.modes import SEPARATOR, split_stored, stored_id
+from stream_rater.processor.cross import cross_moves
 from stream_rater.processor.planner import PriorObserver, _Changes, _commit, _one_match, _Plan, _Setting
 from stream_rater.processor.quality import LIVE, increments
 from stream_rater.rating.base import Rating
@@ -85,10 +86,13 @@ def plan_moded(
     for match in matches:
         s = base if match.mode is None else settings[match.mode]
         primed = _prime(ladder, s, changes, stored, match)
+        before = _before(ladder, s, changes, stored, match)
         scored = len(changes.scores)
         result = _one_match(s, changes, match)
         for sid in primed:
             del stored[sid]
+        if before and not (result.duplicate or result.voided or result.unrated):
+            cross_moves(ladder, settings, changes, stored, match, before, result.events)
         if match.mode is not None and len(changes.scores) > scored:
             by_mode.setdefault(match.mode, []).append(changes.scores[-1])
         if not result.duplicate:
@@ -115,16 +119,38 @@ def _prime(
             continue
         _, player_id = split_stored(sid)
         others = []
-        for mode in ladder.modes:
+        for mode in sorted(ladder.modes):
             other = stored_id(mode, player_id)
             state = changes.players.get(other) or stored.get(other)
             if state is not None and mode != match.mode:
                 others.append(_as_read(ladder, mode, state, match.finished_at))
-        if others:
+        if others:  # the most certain as read: cross-updates told each of the others' matches
+            others = [min(others, key=lambda r: r.sigma or 0.0)]
             prior = first_in_mode(s.model, others, ladder.mode_coupling)
             stored[sid] = PlayerState(prior.mu, prior.sigma, extra=prior.extra)
             primed.append(sid)
     return primed
+
+
+def _before(
+    ladder: Ladder, s: _Setting, changes: _Changes, stored: dict[str, PlayerState], match: MatchFinished
+) -> dict[str, Rating]:
+    """Each rated player's state in `match`'s mode as its model will rate it (the rules'
+    adjustment, then aged by its idle time): what their cross-updates start from. Empty for a
+    match without a mode, a season start, or a ladder whose coupling is 0."""
+    if match.mode is None or match.season is not None or not ladder.mode_coupling:
+        return {}
+    at, seen = match.finished_at, {}
+    for player in _players(match.teams):
+        state = changes.players.get(player.id) or stored.get(player.id)
+        if state is None or not player.rated:
+            continue
+        if s.adjust is not None:
+            state = s.adjust(state, at)
+        rating = Rating(state.mu, state.sigma, state.extra)
+        idle = None if state.last_played is None else max(0.0, at - state.last_played)
+        seen[player.id] = rating if idle is None else s.model.as_of(rating, idle)
+    return seen
 
 
 def _as_read(ladder: Ladder, mode: str, state: PlayerState, at: float) -> Rating:

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import MatchFinished
+from stream_rater.contracts import MatchFinished, RatingChanged
 from stream_rater.contracts.modes import stored_id
-from stream_rater.offline.modes import ModedReplay, mode_models
+from stream_rater.offline.modes import CrossReplay, mode_models
 from stream_rater.processor import Processor
 from stream_rater.processor.modes import mode_scorer
 from stream_rater.processor.quality import LIVE
@@ -48,9 +48,10 @@ async def test_stream_equals_replay_whatever_the_batches():
     assert unversioned[0] == unversioned[1]
     assert {p.partition("@")[0] for p in unversioned[0]} == {"duel", "ffa", "team"}
     assert {e["mode"] for e in one_events} == {"duel", "ffa", "team"}
-    assert all(
-        "@" not in e["player_id"] and e["event_id"] == f"{e['match_id']}:{e['player_id']}" for e in one_events
-    )
+    own = [e for e in one_events if e.get("kind", "match") == "match"]
+    assert all("@" not in e["player_id"] and e["event_id"] == f"{e['match_id']}:{e['player_id']}" for e in own)
+    cross = [e for e in one_events if e.get("kind") == "cross"]
+    assert cross and all(e["event_id"] == f"{e['match_id']}:{e['mode']}@{e['player_id']}" for e in cross)
 
 
 async def test_a_first_match_in_a_mode_starts_from_the_players_other_modes():
@@ -59,7 +60,7 @@ async def test_a_first_match_in_a_mode_starts_from_the_players_other_modes():
     vet_duel = (await store.players("arena", only=["duel@vet"]))["duel@vet"]
     processor = Processor(LADDERS, store, clock=fixed_clock)
     result = await processor.process([moded("f1", "ffa", ["vet"], ["new"], ["x0"])])
-    before = {e["player_id"]: e["before"] for e in result.events}
+    before = {e["player_id"]: e["before"] for e in result.events if e.get("kind", "match") == "match"}
     ffa_model = ARENA.mode_ladder("ffa").rating_model
     prior = first_in_mode(ffa_model, [Rating(vet_duel.mu, vet_duel.sigma)], 0.6)
     assert (before["vet"]["mu"], before["vet"]["sigma"]) == (prior.mu, prior.sigma)
@@ -105,9 +106,9 @@ async def test_a_shadow_tries_another_coupling_and_leaves_the_live_ladder_as_it_
 
 
 async def test_the_worker_rates_as_the_offline_replay_with_idle_times():
-    """What `evaluate`/`tune --modes` measure (`offline.modes.ModedReplay`) is what a worker
-    computes: first-in-mode priors from the other modes as read (aged by idle time), one
-    ``home`` effect for all modes."""
+    """What `evaluate`/`tune --modes --form cross` measure (`offline.modes.CrossReplay`) is
+    what a worker computes: first-in-mode priors from the other modes as read (aged by idle
+    time), cross-updates of the other modes, one ``home`` effect for all modes."""
     params = {"mode_coupling": 0.6, "draw_probability": 0.1, "time_tau": 0.5, "time_unit": "days"}
     aging = Ladder("arena", "trueskill", params, modes=ARENA.modes)
     matches = [replace(m, finished_at=1_000_000.0 + 43_200.0 * i) for i, m in enumerate(mixed(60))]
@@ -117,7 +118,7 @@ async def test_the_worker_rates_as_the_offline_replay_with_idle_times():
     ]
     store = MemoryStore()
     await Processor(Ladders([aging]), store, clock=fixed_clock).process(matches)
-    replay = ModedReplay(mode_models(aging, dict(aging.modes)), 0.6)
+    replay = CrossReplay(mode_models(aging, dict(aging.modes)), 0.6)
     for m in matches:
         replay.apply(m.mode, m)
     states = await store.players("arena")
@@ -127,3 +128,32 @@ async def test_the_worker_rates_as_the_offline_replay_with_idle_times():
             assert (states[stored_id(mode, player)].mu, states[stored_id(mode, player)].sigma) == pytest.approx(
                 (state.rating.mu, state.rating.sigma), rel=1e-12
             )
+            assert states[stored_id(mode, player)].games == state.games
+
+
+def chained(events: list, states: dict) -> None:
+    """Each (player, mode)'s events in order chain before → after and end at its stored state;
+    its match events count its games 1, 2, …, its cross events keep the count."""
+    chains: dict[str, list] = {}
+    for e in events:
+        chains.setdefault(stored_id(e["mode"], e["player_id"]), []).append(e)
+    assert chains.keys() == states.keys()
+    for sid, chain in chains.items():
+        assert [e["games"] for e in chain if e.get("kind", "match") == "match"] == list(
+            range(1, states[sid].games + 1)
+        )
+        for prev, nxt in zip(chain, chain[1:]):
+            assert nxt["before"] == prev["after"], sid
+            assert nxt["games"] == prev["games"] + (nxt.get("kind", "match") == "match"), sid
+        assert (chain[-1]["after"]["mu"], chain[-1]["after"]["sigma"]) == (states[sid].mu, states[sid].sigma)
+
+
+async def test_cross_moves_are_events_that_keep_each_modes_chain_and_are_re_emitted():
+    matches = mixed(60)
+    store, events = await run(matches, [1, 5, 2, 11])
+    chained(events, await store.players("arena"))
+    crossed = [e for e in events if e.get("kind") == "cross"]
+    assert crossed and all(e["cross"]["mode"] != e["mode"] for e in crossed)
+    assert all(RatingChanged.from_dict(e).to_dict() == e for e in crossed)
+    again = await Processor(LADDERS, store, clock=fixed_clock).process(matches[:7])
+    assert again.events == events[: len(again.events)]  # a redelivery re-emits the cross events too
