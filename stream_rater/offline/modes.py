@@ -111,8 +111,7 @@ class ModedReplay:
         for team in match.teams:
             row = [("player", p.id, self.prior(p.id, mode, at)) for p in team.players]
             row += [
-                ("effect", e, self.effects.get(e) or _State(model.initial_effect()))
-                for e in team.effects
+                ("effect", e, self.effects.get(e) or _State(model.initial_effect())) for e in team.effects
             ]
             members.append(row)
         teams = [[state.rating for _, _, state in row] for row in members]
@@ -189,8 +188,7 @@ class SharedReplay:
         model, at = self.models[mode], match.finished_at
         joints = [[self._prior(mode, p.id, at) for p in team.players] for team in match.teams]
         effects = [
-            [self.effects.get(e) or _State(model.initial_effect()) for e in t.effects]
-            for t in match.teams
+            [self.effects.get(e) or _State(model.initial_effect()) for e in t.effects] for t in match.teams
         ]
         teams = [[in_mode(j, mode) for j in row] + [e.rating for e in fx] for row, fx in zip(joints, effects)]
         none: list[float | None] = [None]

@@ -208,10 +208,14 @@ def fit_jointly(
         values = decode(x)
         params = {k: v for k, v in values.items() if k != "coupling"}
         try:
-            models = mode_models(Ladder(ladder.name, ladder.model, {**ladder.params, **params}), dict.fromkeys(modes, {"calibration": None}))
+            models = mode_models(
+                Ladder(ladder.name, ladder.model, {**ladder.params, **params}),
+                {key: {"calibration": None} for key in modes},
+            )
         except ValueError:
             return float("inf")
         at = values.get("coupling", coupling)
+        assert at is not None
         value = score_modes(part, models, at, form=form).whole[0].metric(objective)
         trials.append(Trial(len(trials) + 1, values, value))
         return value

@@ -21,7 +21,7 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished, cross_changed, format_timestamp
 from stream_rater.contracts.modes import split_stored, stored_id
 from stream_rater.processor.planner import _Changes, _Setting
-from stream_rater.rating.base import Rating
+from stream_rater.rating.base import Rating, RatingModel
 from stream_rater.rating.modes import cross_update
 from stream_rater.store.base import Event, PlayerState
 
@@ -50,7 +50,7 @@ def cross_moves(
             if mode == match.mode or state is None:
                 continue
             s = settings[mode]
-            read = _as_read(s, state, at)
+            read = as_read(s.model, state, at)
             moved = cross_update(read, seen, moved_by, coupling)
             new = _written(s, state, moved, at, stored.get(other))
             rating = s.model.display(moved)
@@ -61,11 +61,12 @@ def cross_moves(
                 changes.history.setdefault(other, []).append(event)
 
 
-def _as_read(s: _Setting, state: PlayerState, at: float) -> Rating:
+def as_read(model: RatingModel, state: PlayerState, at: float) -> Rating:
+    """A stored state as `model` reads it at `at` (the read API's view): aged by its idle time."""
     rating = Rating(state.mu, state.sigma, state.extra)
     if state.last_played is None:
         return rating
-    return s.model.as_of(rating, max(0.0, at - state.last_played))
+    return model.as_of(rating, max(0.0, at - state.last_played))
 
 
 def _written(
@@ -81,11 +82,19 @@ def _written(
     last = at if state.last_played is None else max(state.last_played, at)
     extra = moved[2] if len(moved) > 2 else None
     return state._replace(
-        mu=moved.mu, sigma=moved.sigma, extra=extra, last_played=last, version=version, peak=peak, peak_at=peak_at
+        mu=moved.mu,
+        sigma=moved.sigma,
+        extra=extra,
+        last_played=last,
+        version=version,
+        peak=peak,
+        peak_at=peak_at,
     )
 
 
-def _event(s: _Setting, match: MatchFinished, sid: str, state: PlayerState, new: PlayerState, rating: float) -> Event:
+def _event(
+    s: _Setting, match: MatchFinished, sid: str, state: PlayerState, new: PlayerState, rating: float
+) -> Event:
     assert match.mode is not None
     return cross_changed(
         match.match_id,

@@ -1,7 +1,10 @@
 """A ladder with modes (issue 48; `config.modes`), in the processor: a player's state per
 (player, mode) inside the one ladder, and their first match in a mode started from what the
 ladder knows of them in its other modes (`rating.modes.first_in_mode`, each other mode's state
-as read at the match's time: aged by its idle time, as `offline.modes.ModedReplay` measures it).
+as read at the match's time, aged by its idle time: the most certain of them), and after each
+match their other modes moved by the cross-update (`processor.cross`), in the same commit.
+`offline.modes.CrossReplay` is this rule offline (what ``evaluate``/``tune --form cross``
+measure).
 
 Why inside the one ladder: the ladder is the unit of order. Its modes share its partition, its
 Redis slot, its markers, watermark, positions, re-rates and checkpoints, so stream = replay
@@ -28,7 +31,7 @@ from dataclasses import replace
 from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished, Player, Team, with_mode
 from stream_rater.contracts.modes import SEPARATOR, split_stored, stored_id
-from stream_rater.processor.cross import cross_moves
+from stream_rater.processor.cross import as_read, cross_moves
 from stream_rater.processor.planner import PriorObserver, _Changes, _commit, _one_match, _Plan, _Setting
 from stream_rater.processor.quality import LIVE, increments
 from stream_rater.rating.base import Rating
@@ -123,7 +126,7 @@ def _prime(
             other = stored_id(mode, player_id)
             state = changes.players.get(other) or stored.get(other)
             if state is not None and mode != match.mode:
-                others.append(_as_read(ladder, mode, state, match.finished_at))
+                others.append(as_read(ladder.mode_ladder(mode).rating_model, state, match.finished_at))
         if others:  # the most certain as read: cross-updates told each of the others' matches
             others = [min(others, key=lambda r: r.sigma or 0.0)]
             prior = first_in_mode(s.model, others, ladder.mode_coupling)
@@ -145,20 +148,8 @@ def _before(
         state = changes.players.get(player.id) or stored.get(player.id)
         if state is None or not player.rated:
             continue
-        if s.adjust is not None:
-            state = s.adjust(state, at)
-        rating = Rating(state.mu, state.sigma, state.extra)
-        idle = None if state.last_played is None else max(0.0, at - state.last_played)
-        seen[player.id] = rating if idle is None else s.model.as_of(rating, idle)
+        seen[player.id] = as_read(s.model, state if s.adjust is None else s.adjust(state, at), at)
     return seen
-
-
-def _as_read(ladder: Ladder, mode: str, state: PlayerState, at: float) -> Rating:
-    """A player's state in `mode` as the read API sees it at `at`: aged by its idle time."""
-    rating = Rating(state.mu, state.sigma, state.extra)
-    if state.last_played is None:
-        return rating
-    return ladder.mode_ladder(mode).rating_model.as_of(rating, max(0.0, at - state.last_played))
 
 
 def _players(teams: Sequence[Team]) -> Iterable[Player]:

@@ -19,7 +19,7 @@ from stream_rater.processor.quality import LIVE
 from stream_rater.rating.base import Rating
 from stream_rater.rating.modes import first_in_mode
 from stream_rater.store.memory import MemoryStore
-from tests.unit.moding import arena, arena_ladders, mixed, moded
+from tests.unit.moding import arena, arena_ladders, chained, mixed, moded
 from tests.unit.processing import fixed_clock
 
 ARENA = arena()
@@ -49,7 +49,9 @@ async def test_stream_equals_replay_whatever_the_batches():
     assert {p.partition("@")[0] for p in unversioned[0]} == {"duel", "ffa", "team"}
     assert {e["mode"] for e in one_events} == {"duel", "ffa", "team"}
     own = [e for e in one_events if e.get("kind", "match") == "match"]
-    assert all("@" not in e["player_id"] and e["event_id"] == f"{e['match_id']}:{e['player_id']}" for e in own)
+    assert all(
+        "@" not in e["player_id"] and e["event_id"] == f"{e['match_id']}:{e['player_id']}" for e in own
+    )
     cross = [e for e in one_events if e.get("kind") == "cross"]
     assert cross and all(e["event_id"] == f"{e['match_id']}:{e['mode']}@{e['player_id']}" for e in cross)
 
@@ -125,27 +127,11 @@ async def test_the_worker_rates_as_the_offline_replay_with_idle_times():
     assert states.keys() == {stored_id(mode, p) for p, modes in replay.players.items() for mode in modes}
     for player, modes in replay.players.items():
         for mode, state in modes.items():
-            assert (states[stored_id(mode, player)].mu, states[stored_id(mode, player)].sigma) == pytest.approx(
-                (state.rating.mu, state.rating.sigma), rel=1e-12
-            )
+            assert (
+                states[stored_id(mode, player)].mu,
+                states[stored_id(mode, player)].sigma,
+            ) == pytest.approx((state.rating.mu, state.rating.sigma), rel=1e-12)
             assert states[stored_id(mode, player)].games == state.games
-
-
-def chained(events: list, states: dict) -> None:
-    """Each (player, mode)'s events in order chain before → after and end at its stored state;
-    its match events count its games 1, 2, …, its cross events keep the count."""
-    chains: dict[str, list] = {}
-    for e in events:
-        chains.setdefault(stored_id(e["mode"], e["player_id"]), []).append(e)
-    assert chains.keys() == states.keys()
-    for sid, chain in chains.items():
-        assert [e["games"] for e in chain if e.get("kind", "match") == "match"] == list(
-            range(1, states[sid].games + 1)
-        )
-        for prev, nxt in zip(chain, chain[1:]):
-            assert nxt["before"] == prev["after"], sid
-            assert nxt["games"] == prev["games"] + (nxt.get("kind", "match") == "match"), sid
-        assert (chain[-1]["after"]["mu"], chain[-1]["after"]["sigma"]) == (states[sid].mu, states[sid].sigma)
 
 
 async def test_cross_moves_are_events_that_keep_each_modes_chain_and_are_re_emitted():
