@@ -6,7 +6,7 @@ Modes (`competition_class` of the ``tournament`` column): ``friendly`` (``Friend
 competition: World Cup, continental and regional cups, Nations Leagues, invitational
 tournaments). The model is the tuned football TrueSkill (`PARAMS`, home effect), the split
 `tune`'s: fitted on the first 30 %, scored on the held-out 70 %. Every alternative is tuned by
-the same path: `TUNED` (``beta``) and the coupling where it has one fitted together on the
+the same path: `TUNED` (``beta`` and ``time_tau``, what the football TrueSkill was tuned on) and the coupling where it has one fitted together on the
 fit part's raw log-loss (`offline.tune_modes.fit_jointly`), then a ``draw`` calibration per
 mode (the ladder's one calibration where it has no modes) by `offline.tune_modes.tune_modes`;
 the figures are the calibrated held-out ones. Alternatives:
@@ -49,7 +49,7 @@ PARAMS: dict[str, Any] = {
     "time_unit": "years",
 }
 #: What the study tunes in every alternative (with the coupling where it has one).
-TUNED = ("beta",)
+TUNED = ("beta", "time_tau")
 
 
 def competition_class(tournament: str) -> str:
