@@ -77,7 +77,8 @@ def plan_moded(
     generation: int | None = None,
 ) -> _Plan:
     """`planner.plan_batch` of a ladder with modes: each match by its mode's setting, a
-    player's first match in a mode from `first_in_mode`; pure, no I/O."""
+    player's first match in a mode from `first_in_mode`, then their other modes moved by the
+    cross-update (`processor.cross.cross_moves`); pure, no I/O."""
     stored = dict(snapshot.players)  # plus, for one match at a time, the first-in-mode priors
     shared = replace(snapshot, players=stored)
     base = _Setting.of(ladder, shared, processed_at, observe, generation)
