@@ -6,14 +6,17 @@ Modes (`competition_class` of the ``tournament`` column): ``friendly`` (``Friend
 competition: World Cup, continental and regional cups, Nations Leagues, invitational
 tournaments). The model is the tuned football TrueSkill (`PARAMS`, home effect), the split
 `tune`'s: fitted on the first 30 %, scored on the held-out 70 %. Every alternative is tuned by
-the same path (`offline.tune.tune_modes`): the coupling where it has one, then a ``draw``
-calibration per mode (the ladder's one calibration where it has no modes), on the fit part;
+the same path: `TUNED` (``beta`` and ``time_tau``, what the football TrueSkill was tuned on) and the coupling where it has one fitted together on the
+fit part's raw log-loss (`offline.tune_modes.fit_jointly`), then a ``draw`` calibration per
+mode (the ladder's one calibration where it has no modes) by `offline.tune_modes.tune_modes`;
 the figures are the calibrated held-out ones. Alternatives:
 
 - ``one ladder``: every match in one mode (the modes ignored);
 - ``per mode``: coupling 0 (no sharing);
 - ``first-match prior``: `rating.modes.first_in_mode` at a player's first match in a mode, the
   coupling tuned (what the service does);
+- ``cross-update``: the first-match prior, and after every match the player's other modes
+  moved by `rating.modes.cross_update` (per-mode states, as the service keeps them);
 - ``shared + offsets``: a shared skill and per-mode offsets (`rating.modes.Joint`), tuned.
 """
 
@@ -34,7 +37,7 @@ from stream_rater.contracts import MatchFinished, parse_match
 from stream_rater.offline.adapters import InputRecord, open_text, read_records
 from stream_rater.offline.evaluate import Summary
 from stream_rater.offline.modes import Moded
-from stream_rater.offline.tune_modes import ModesTuneResult, tune_modes
+from stream_rater.offline.tune_modes import ModesTuneResult, fit_jointly, tune_modes
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "international_football_results.csv.gz"
 #: The tuned football TrueSkill (stream_rater/bench/README.md "Accuracy").
@@ -45,6 +48,8 @@ PARAMS: dict[str, Any] = {
     "time_tau": 1.216,
     "time_unit": "years",
 }
+#: What the study tunes in every alternative (with the coupling where it has one).
+TUNED = ("beta", "time_tau")
 
 
 def competition_class(tournament: str) -> str:
@@ -76,19 +81,27 @@ def _parsed(record: InputRecord, ladders: Ladders) -> MatchFinished:
 
 
 def study(matches: Sequence[Moded], experience: bool = False) -> dict[str, ModesTuneResult]:
-    """Each alternative (module docs) tuned on `matches`, by name; with `experience` also the
-    shared form with a fitted experience effect."""
-    ladder = Ladder("football", "trueskill", PARAMS)
+    """Each alternative (module docs) tuned on `matches` the same way, by name: `TUNED` and the
+    coupling where it has one fitted together (`offline.tune_modes.fit_jointly`), then a
+    calibration per mode (`tune_modes`); with `experience` also one ladder and the shared form
+    with a fitted experience effect."""
     one = [("all", match) for _, match in matches]
-    results = {
-        "one ladder": tune_modes(one, ladder, coupling=0.0),
-        "per mode": tune_modes(matches, ladder, coupling=0.0),
-        "first-match prior": tune_modes(matches, ladder),
-        "shared + offsets": tune_modes(matches, ladder, form="shared"),
+    rows: dict[str, tuple[Sequence[Moded], str, float | None]] = {
+        "one ladder": (one, "prior", 0.0),
+        "per mode": (matches, "prior", 0.0),
+        "first-match prior": (matches, "prior", None),
+        "cross-update": (matches, "cross", None),
+        "shared + offsets": (matches, "shared", None),
     }
-    if experience:
-        results["one ladder + experience"] = tune_modes(one, ladder, coupling=0.0, experience=None)
-        results["shared + offsets + experience"] = tune_modes(matches, ladder, form="shared", experience=None)
+    results = {}
+    for name, (data, form, coupling) in rows.items():
+        ladder = Ladder("football", "trueskill", PARAMS)
+        params, coupling, _ = fit_jointly(data, ladder, TUNED, form=form, coupling=coupling)
+        tuned = Ladder("football", "trueskill", {**PARAMS, **params})
+        results[name] = tune_modes(data, tuned, coupling=coupling, form=form)
+        if experience and name in ("one ladder", "shared + offsets"):
+            again = tune_modes(data, tuned, coupling=coupling, form=form, experience=None)
+            results[f"{name} + experience"] = again
     return results
 
 

@@ -163,10 +163,11 @@ def _modes_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--form",
-        choices=("prior", "shared"),
-        default="shared",
-        help="with --modes: how modes share — shared (a shared skill plus per-mode offsets, the "
-        "default) or prior (a first match in a mode starts from the player's other modes)",
+        choices=("cross", "prior", "shared"),
+        default="cross",
+        help="with --modes: how modes share — cross (what a worker does, the default: a first match "
+        "in a mode starts from the player's other modes, and every match moves their other modes), "
+        "prior (the first match only) or shared (a shared skill plus per-mode offsets, offline only)",
     )
 
 

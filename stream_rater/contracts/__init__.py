@@ -26,6 +26,7 @@ from stream_rater.contracts.match import (
 from stream_rater.contracts.rating_changed import (
     RatingChanged,
     correction_changed,
+    cross_changed,
     rating_changed,
     season_changed,
     with_mode,
@@ -44,6 +45,7 @@ __all__ = [
     "Team",
     "ValidationError",
     "correction_changed",
+    "cross_changed",
     "format_timestamp",
     "match_key",
     "parse_match",

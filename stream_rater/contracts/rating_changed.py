@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from stream_rater.contracts._checks import _fail, _finite, _kind, _no_unknown, _required, _string
-from stream_rater.contracts.modes import mode_problem
+from stream_rater.contracts.modes import mode_problem, stored_id
 from stream_rater.contracts.timestamps import _parse_rfc3339
 
 #: A state as `rating_changed` reads it: ``(mu, sigma, …)``.
@@ -73,10 +73,51 @@ def with_mode(event: dict[str, Any], mode: str, player_id: str) -> dict[str, Any
     """`event`, made for a moded ladder's stored id (`contracts.modes.stored_id`), turned in
     place into `player_id`'s event in `mode`: its ``event_id`` and ``player_id`` the player's
     own, and ``mode`` (last) added. In place, because the processor's markers and histories
-    share the event; returns it."""
-    event["event_id"] = f"{event['match_id']}:{player_id}"
+    share the event; returns it. A ``cross`` event's ``event_id`` is
+    ``<match_id>:<mode>@<player_id>``: the match has the player's own event in its mode too."""
+    own = stored_id(mode, player_id) if event.get("kind") == "cross" else player_id
+    event["event_id"] = f"{event['match_id']}:{own}"
     event["player_id"] = player_id
     event["mode"] = mode
+    return event
+
+
+def cross_changed(
+    match_id: str,
+    ladder: str,
+    player_id: str,
+    model: str,
+    before: _State,
+    after: _State,
+    rating: float,
+    games: int,
+    finished_at: str,
+    processed_at: str,
+    provisional: bool | None,
+    played: str,
+    before_rating: float | None = None,
+) -> dict[str, Any]:
+    """A rating-changed event of the cross kind (a ladder with modes): the player's match
+    `match_id` in mode `played` moved their rating in another mode (`rating.modes.cross_update`),
+    where they did not play it: ``games`` and ``finished_at`` are the match's, ``games`` the
+    other mode's count (unchanged), ``cross`` is ``{"mode": played}``. `contracts.with_mode`
+    then makes it the player's event in the other mode."""
+    event = rating_changed(
+        match_id,
+        ladder,
+        player_id,
+        model,
+        before,
+        after,
+        rating,
+        games,
+        finished_at,
+        processed_at,
+        provisional=provisional,
+        before_rating=before_rating,
+    )
+    event["kind"] = "cross"
+    event["cross"] = {"mode": played}
     return event
 
 
@@ -184,6 +225,8 @@ class RatingChanged:
     correction: dict[str, Any] | None = None
     provisional: bool | None = None
     season: dict[str, Any] | None = None
+    #: A cross event's ``{"mode": <the match's mode>}`` (`cross_changed`), else None.
+    cross: dict[str, Any] | None = None
     expected: dict[str, float] | None = None
     rating_delta: float | None = None
     #: The ladder's mode of the change (a ladder with modes, `contracts.modes`), else None.
@@ -214,6 +257,8 @@ class RatingChanged:
             wire["kind"], wire["correction"] = self.kind, self.correction
         elif self.kind == "season":
             wire["kind"], wire["season"] = self.kind, self.season
+        elif self.kind == "cross":
+            wire["kind"], wire["cross"] = self.kind, self.cross
         if self.mode is not None:
             with_mode(wire, self.mode, self.player_id)
         return wire
@@ -257,6 +302,7 @@ class RatingChanged:
             correction=correction,
             provisional=provisional,
             season=season,
+            cross=_cross(d, kind),
             expected=expected,
             rating_delta=rating_delta,
             mode=_event_mode(d),
@@ -293,8 +339,8 @@ def _games_and_kind(d: dict[str, Any]) -> tuple[int, str, Any, Any]:
     if type(games) is not int:
         _fail("games", f"must be an integer, got {_kind(games)}")
     kind = d.get("kind", "match")
-    if kind not in ("match", "correction", "season"):
-        _fail("kind", f"must be 'match', 'correction' or 'season', got {kind!r}")
+    if kind not in ("match", "correction", "season", "cross"):
+        _fail("kind", f"must be 'match', 'correction', 'season' or 'cross', got {kind!r}")
     correction = d.get("correction")
     if (kind == "correction") != (correction is not None):
         _fail("correction", "must be present exactly when kind is 'correction'")
@@ -305,9 +351,29 @@ def _games_and_kind(d: dict[str, Any]) -> tuple[int, str, Any, Any]:
         _fail("season", "must be present exactly when kind is 'season'")
     if season is not None:
         _season(season)
-    if games < (1 if kind == "match" else 0):
-        _fail("games", f"must be >= {1 if kind == 'match' else 0}")
+    least = 1 if kind in ("match", "cross") else 0
+    if games < least:
+        _fail("games", f"must be >= {least}")
     return games, kind, correction, season
+
+
+def _cross(d: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """A cross event's ``cross`` (``{"mode": <the match's mode>}``), present exactly when the
+    kind is ``cross``, which also needs the event's own ``mode``."""
+    cross = d.get("cross")
+    if (kind == "cross") != (cross is not None):
+        _fail("cross", "must be present exactly when kind is 'cross'")
+    if cross is None:
+        return None
+    if not isinstance(cross, dict):
+        _fail("cross", f"must be an object, got {_kind(cross)}")
+    _no_unknown(cross, frozenset({"mode"}), "cross")
+    played = _required(cross, "mode", "cross")
+    if not isinstance(played, str) or mode_problem(played) is not None:
+        _fail("cross.mode", "must be a mode name")
+    if d.get("mode") is None:
+        _fail("mode", "must be present on a cross event")
+    return cross
 
 
 def _flags(d: dict[str, Any]) -> tuple[bool | None, bool]:
@@ -345,6 +411,7 @@ _CHANGED_FIELDS = frozenset(
         "correction",
         "provisional",
         "season",
+        "cross",
         "expected",
         "mode",
     )

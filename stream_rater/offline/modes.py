@@ -1,18 +1,22 @@
 """A ladder with modes, replayed offline (issue 48). Pure: it replays a list of
 ``(mode, match)`` through the rating models and scores every match before it is rated, per
-mode and over all, as `offline.evaluate` does for a ladder without modes. Two forms of sharing
-(`FORMS`):
+mode and over all, as `offline.evaluate` does for a ladder without modes. Three forms of
+sharing (`FORMS`):
 
-``prior`` (`ModedReplay`, the rule a worker follows):
+``prior`` (`ModedReplay`, the rule a worker follows today):
 
-- A player's state in mode ``m`` is keyed by (player, ``m``); a context effect's (``home``) by
-  (effect, ``m``), new ones starting from the model's `initial_effect` (effects are not shared).
+- A player's state in mode ``m`` is keyed by (player, ``m``). A context effect (``home``) is
+  one for the ladder, shared by its modes, as in the worker (`processor.modes` renames players
+  only); new ones start from the model's `initial_effect`.
 - A player with no state in ``m`` starts from ``first_in_mode(model_m, others, coupling)``,
   ``others`` being their states in the other modes **in sorted mode order**, each as read at
   the match's time (`RatingModel.as_of` with its idle time, as the read API sees it). The new
   state has no last-played time: the first match in a mode has no idle time in it.
 - After a match, each member's state is the model's posterior, its games count + 1 and its
   last-played time the match's (never earlier than before).
+
+``cross`` (`CrossReplay`): ``prior`` plus a cross-update of each player's other modes after
+every match (`rating.modes.cross_update`), per-(player, mode) states as the worker keeps them.
 
 ``shared`` (`SharedReplay`): a shared skill plus per-mode offsets (`rating.modes.Joint`),
 updated by every mode; effects as above.
@@ -34,7 +38,16 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished
 from stream_rater.offline.evaluate import Scorer, Summary
 from stream_rater.rating.base import Outcome, Rating, RatingModel
-from stream_rater.rating.modes import Joint, aged, first_in_mode, in_mode, joint_prior, updated, with_mode
+from stream_rater.rating.modes import (
+    Joint,
+    aged,
+    cross_update,
+    first_in_mode,
+    in_mode,
+    joint_prior,
+    updated,
+    with_mode,
+)
 from stream_rater.rating.scoring import predicts_draws
 
 #: The experience effect's scale in games (module docs).
@@ -71,8 +84,8 @@ class ModedReplay:
         self.draws = {mode: predicts_draws(model) for mode, model in self.models.items()}
         #: Player id → mode → state.
         self.players: dict[str, dict[str, _State]] = {}
-        #: (Effect name, mode) → state.
-        self.effects: dict[tuple[str, str], _State] = {}
+        #: Effect name → state (one for all modes).
+        self.effects: dict[str, _State] = {}
 
     def prior(self, player: str, mode: str, at: float) -> _State:
         """The player's state in `mode` before a match at `at` (module docs: a first match in
@@ -83,8 +96,12 @@ class ModedReplay:
             others = [
                 _read(self.models[m], known[m], at) for m in sorted(known) if m != mode and m in self.models
             ]
-            state = _State(first_in_mode(self.models[mode], others, self.coupling))
+            state = _State(first_in_mode(self.models[mode], self._pool(others), self.coupling))
         return state
+
+    def _pool(self, others: list[Rating]) -> list[Rating]:
+        """The other modes' states a first match in a mode starts from: all of them."""
+        return others
 
     def apply(self, mode: str, match: MatchFinished) -> tuple[list[list[Rating]], Outcome]:
         """Rate `match` in `mode`; the prior teams (players, then effects) and the outcome the
@@ -94,8 +111,7 @@ class ModedReplay:
         for team in match.teams:
             row = [("player", p.id, self.prior(p.id, mode, at)) for p in team.players]
             row += [
-                ("effect", e, self.effects.get((e, mode)) or _State(model.initial_effect()))
-                for e in team.effects
+                ("effect", e, self.effects.get(e) or _State(model.initial_effect())) for e in team.effects
             ]
             members.append(row)
         teams = [[state.rating for _, _, state in row] for row in members]
@@ -113,12 +129,36 @@ class ModedReplay:
     def _store(self, kind: str, name: str, mode: str, before: _State, rating: Rating, at: float) -> None:
         last = at if before.last_played is None else max(before.last_played, at)
         if kind == "effect":
-            self.effects[(name, mode)] = _State(rating, last, before.games + 1)
+            self.effects[name] = _State(rating, last, before.games + 1)
             return
         if self.experience:
             bump = self.experience * math.exp(-before.games / EXPERIENCE_GAMES)
             rating = Rating(rating.mu + bump, rating.sigma, rating[2] if len(rating) > 2 else None)
         self.players[name][mode] = _State(rating, last, before.games + 1)
+
+
+class CrossReplay(ModedReplay):
+    """`ModedReplay` plus the cross-update: after a player's match in mode M, each of their
+    states in the other modes is read at the match's time (aged by its idle time) and moved by
+    `rating.modes.cross_update` (M's state as the model rated it, aged likewise, and after);
+    its last-played time becomes the match's (it has been aged to it), its games stay. A
+    first match in a mode starts from the most certain of the others as read (every mode has
+    been told of the others' matches: pooling them would count those many times). ρ = 1 is one
+    ladder ignoring the modes, exactly; ρ = 0 one ladder per mode."""
+
+    def _pool(self, others: list[Rating]) -> list[Rating]:
+        return [min(others, key=lambda r: r.sigma or 0.0)] if others else others
+
+    def _store(self, kind: str, name: str, mode: str, before: _State, rating: Rating, at: float) -> None:
+        super()._store(kind, name, mode, before, rating, at)
+        if kind != "player" or not self.coupling:
+            return
+        seen = _read(self.models[mode], before, at)
+        known = self.players[name]
+        for other, state in known.items():
+            if other != mode and other in self.models:
+                moved = cross_update(_read(self.models[other], state, at), seen, rating, self.coupling)
+                known[other] = _State(moved, _later(state.last_played, at), state.games)
 
 
 class SharedReplay:
@@ -134,9 +174,9 @@ class SharedReplay:
         self.models, self.coupling, self.experience = dict(models), coupling, experience
         self.draws = {mode: predicts_draws(model) for mode, model in self.models.items()}
         self.new = {mode: joint_prior(model, coupling) for mode, model in self.models.items()}
-        #: Player id → (their skills, games in all modes); (effect, mode) → state.
+        #: Player id → (their skills, games in all modes); effect name → state.
         self.players: dict[str, tuple[Joint, int]] = {}
-        self.effects: dict[tuple[str, str], _State] = {}
+        self.effects: dict[str, _State] = {}
 
     def _prior(self, mode: str, player: str, at: float) -> Joint:
         joint = self.players.get(player, (self.new[mode], 0))[0]
@@ -148,8 +188,7 @@ class SharedReplay:
         model, at = self.models[mode], match.finished_at
         joints = [[self._prior(mode, p.id, at) for p in team.players] for team in match.teams]
         effects = [
-            [self.effects.get((e, mode)) or _State(model.initial_effect()) for e in t.effects]
-            for t in match.teams
+            [self.effects.get(e) or _State(model.initial_effect()) for e in t.effects] for t in match.teams
         ]
         teams = [[in_mode(j, mode) for j in row] + [e.rating for e in fx] for row, fx in zip(joints, effects)]
         none: list[float | None] = [None]
@@ -163,7 +202,7 @@ class SharedReplay:
             for player, joint, before, new in zip(team.players, row, prior, after):
                 self._keep(player.id, updated(joint, mode, before, new, at))
             for name, e, new in zip(team.effects, fx, after[len(row) :]):
-                self.effects[(name, mode)] = _State(new, _later(e.last_played, at), e.games + 1)
+                self.effects[name] = _State(new, _later(e.last_played, at), e.games + 1)
         return teams, outcome
 
     def _keep(self, player: str, joint: Joint) -> None:
@@ -241,4 +280,8 @@ def score_modes(
 
 
 #: The forms of sharing `score_modes` replays.
-FORMS: dict[str, type[ModedReplay] | type[SharedReplay]] = {"prior": ModedReplay, "shared": SharedReplay}
+FORMS: dict[str, type[ModedReplay] | type[SharedReplay]] = {
+    "prior": ModedReplay,
+    "cross": CrossReplay,
+    "shared": SharedReplay,
+}

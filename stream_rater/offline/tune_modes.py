@@ -12,12 +12,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy.optimize import minimize_scalar
+import numpy as np
+from scipy.optimize import minimize, minimize_scalar
 
 from stream_rater.config.ladders import Ladder
 from stream_rater.offline.evaluate import Summary
 from stream_rater.offline.modes import Moded, ModesScore, mode_models, score_modes
-from stream_rater.offline.tune import DEFAULT_SCORING, OBJECTIVES, Scoring, Trial, _metrics, _round, _toml
+from stream_rater.offline.tune import (
+    _BACKWARD,
+    _FORWARD,
+    _STEP,
+    DEFAULT_SCORING,
+    OBJECTIVES,
+    SPACES,
+    Scoring,
+    Trial,
+    _metrics,
+    _round,
+    _toml,
+)
 from stream_rater.rating.calibration import Calibration
 from stream_rater.rating.calibration import fit as fit_calibration
 from stream_rater.rating.scoring import predicts_draws
@@ -160,6 +173,61 @@ def tune_modes(
     return ModesTuneResult(
         ladder.name, form, fit, len(matches), coupling, experience, params, trials, baseline, tuned
     )
+
+
+def fit_jointly(
+    matches: Sequence[Moded],
+    ladder: Ladder,
+    names: Sequence[str],
+    *,
+    form: str = "prior",
+    coupling: float | None = None,
+    scoring: Scoring = DEFAULT_SCORING,
+    max_trials: int = 80,
+) -> tuple[dict[str, float], float, list[Trial]]:
+    """The model parameters `names` of `ladder` and, unless `coupling` is given, the
+    coupling, fitted together on the fit part of `matches` (`scoring`'s) by the search
+    `offline.tune` uses (Nelder-Mead from the configured values in each parameter's transform,
+    the coupling in ``logit`` from 0.9), minimising its objective of the raw probabilities of
+    the `form` replay. So every alternative of a study is tuned the same way: one ladder
+    (every match in one mode), one per mode (coupling 0) and each form of sharing. Returns the
+    parameters, the coupling and the trials (values rounded as `tune` rounds them)."""
+    fit, objective = round(len(matches) * scoring.fit_fraction), scoring.objective
+    part = [matches[:fit]]
+    modes = sorted({mode for mode, _ in matches})
+    space = SPACES[ladder.model]
+    transforms = [space[n] for n in names] + ([] if coupling is not None else ["logit"])
+    keys = [*names, *([] if coupling is not None else ["coupling"])]
+    start = {n: float(ladder.params[n]) for n in names} | ({} if coupling is not None else {"coupling": 0.9})
+    trials: list[Trial] = []
+
+    def decode(x: np.ndarray) -> dict[str, float]:
+        return {k: _BACKWARD[t](float(v)) for k, t, v in zip(keys, transforms, np.clip(x, -50.0, 50.0))}
+
+    def evaluate(x: np.ndarray) -> float:
+        values = decode(x)
+        params = {k: v for k, v in values.items() if k != "coupling"}
+        try:
+            models = mode_models(
+                Ladder(ladder.name, ladder.model, {**ladder.params, **params}),
+                {key: {"calibration": None} for key in modes},
+            )
+        except ValueError:
+            return float("inf")
+        at = values.get("coupling", coupling)
+        assert at is not None
+        value = score_modes(part, models, at, form=form).whole[0].metric(objective)
+        trials.append(Trial(len(trials) + 1, values, value))
+        return value
+
+    x0 = np.array([_FORWARD[t](start[k]) for k, t in zip(keys, transforms)])
+    simplex = np.vstack([x0] + [x0 + _STEP * row for row in np.eye(len(keys))])
+    options = {"maxfev": max_trials, "initial_simplex": simplex, "xatol": 0.01, "fatol": 1e-5}
+    minimize(evaluate, x0, method="Nelder-Mead", options=options)
+    best = {k: _round(v) for k, v in min(trials, key=lambda t: t.value).params.items()}
+    found = best.pop("coupling", coupling)
+    assert found is not None
+    return best, min(1.0, found), trials
 
 
 def _bounded(objective: Callable[[float], float], bounds: tuple[float, float]) -> float:

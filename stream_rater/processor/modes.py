@@ -1,6 +1,10 @@
 """A ladder with modes (issue 48; `config.modes`), in the processor: a player's state per
 (player, mode) inside the one ladder, and their first match in a mode started from what the
-ladder knows of them in its other modes (`rating.modes.first_in_mode`).
+ladder knows of them in its other modes (`rating.modes.first_in_mode`, each other mode's state
+as read at the match's time, aged by its idle time: the most certain of them), and after each
+match their other modes moved by the cross-update (`processor.cross`), in the same commit.
+`offline.modes.CrossReplay` is this rule offline (what ``evaluate``/``tune --form cross``
+measure).
 
 Why inside the one ladder: the ladder is the unit of order. Its modes share its partition, its
 Redis slot, its markers, watermark, positions, re-rates and checkpoints, so stream = replay
@@ -27,6 +31,7 @@ from dataclasses import replace
 from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished, Player, Team, with_mode
 from stream_rater.contracts.modes import SEPARATOR, split_stored, stored_id
+from stream_rater.processor.cross import as_read, cross_moves
 from stream_rater.processor.planner import PriorObserver, _Changes, _commit, _one_match, _Plan, _Setting
 from stream_rater.processor.quality import LIVE, increments
 from stream_rater.rating.base import Rating
@@ -72,7 +77,8 @@ def plan_moded(
     generation: int | None = None,
 ) -> _Plan:
     """`planner.plan_batch` of a ladder with modes: each match by its mode's setting, a
-    player's first match in a mode from `first_in_mode`; pure, no I/O."""
+    player's first match in a mode from `first_in_mode`, then their other modes moved by the
+    cross-update (`processor.cross.cross_moves`); pure, no I/O."""
     stored = dict(snapshot.players)  # plus, for one match at a time, the first-in-mode priors
     shared = replace(snapshot, players=stored)
     base = _Setting.of(ladder, shared, processed_at, observe, generation)
@@ -84,10 +90,13 @@ def plan_moded(
     for match in matches:
         s = base if match.mode is None else settings[match.mode]
         primed = _prime(ladder, s, changes, stored, match)
+        before = _before(ladder, s, changes, stored, match)
         scored = len(changes.scores)
         result = _one_match(s, changes, match)
         for sid in primed:
             del stored[sid]
+        if before and not (result.duplicate or result.voided or result.unrated):
+            cross_moves(ladder, settings, changes, stored, match, before, result.events)
         if match.mode is not None and len(changes.scores) > scored:
             by_mode.setdefault(match.mode, []).append(changes.scores[-1])
         if not result.duplicate:
@@ -114,16 +123,34 @@ def _prime(
             continue
         _, player_id = split_stored(sid)
         others = []
-        for mode in ladder.modes:
+        for mode in sorted(ladder.modes):
             other = stored_id(mode, player_id)
             state = changes.players.get(other) or stored.get(other)
             if state is not None and mode != match.mode:
-                others.append(Rating(state.mu, state.sigma, state.extra))
-        if others:
+                others.append(as_read(ladder.mode_ladder(mode).rating_model, state, match.finished_at))
+        if others:  # the most certain as read: cross-updates told each of the others' matches
+            others = [min(others, key=lambda r: r.sigma or 0.0)]
             prior = first_in_mode(s.model, others, ladder.mode_coupling)
             stored[sid] = PlayerState(prior.mu, prior.sigma, extra=prior.extra)
             primed.append(sid)
     return primed
+
+
+def _before(
+    ladder: Ladder, s: _Setting, changes: _Changes, stored: dict[str, PlayerState], match: MatchFinished
+) -> dict[str, Rating]:
+    """Each rated player's state in `match`'s mode as its model will rate it (the rules'
+    adjustment, then aged by its idle time): what their cross-updates start from. Empty for a
+    match without a mode, a season start, or a ladder whose coupling is 0."""
+    if match.mode is None or match.season is not None or not ladder.mode_coupling:
+        return {}
+    at, seen = match.finished_at, {}
+    for player in _players(match.teams):
+        state = changes.players.get(player.id) or stored.get(player.id)
+        if state is None or not player.rated:
+            continue
+        seen[player.id] = as_read(s.model, state if s.adjust is None else s.adjust(state, at), at)
+    return seen
 
 
 def _players(teams: Sequence[Team]) -> Iterable[Player]:

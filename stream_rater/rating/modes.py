@@ -38,6 +38,32 @@ def first_in_mode(model: RatingModel, others: Sequence[Rating], coupling: float)
     return Rating(new_mu, math.sqrt(variance), prior.extra)
 
 
+def cross_update(other: Rating, before: Rating, after: Rating, coupling: float) -> Rating:
+    """A player's state in another mode (`other`) after a match in mode M moved their M
+    state from `before` (as the model rated it: aged by its idle time) to `after`.
+
+    The modes' skills are taken as jointly Gaussian with correlation ρ = `coupling`: the
+    cross-covariance is ``c = ρ σ_o σ_M``. The match's factors attach to ``s_M`` only, so by
+    the seed's (6) the match sends ``s_M`` the message ``m(s_M) = p'(s_M) / p(s_M)`` (the
+    model's posterior over its prior), and by (3)-(4) the other mode's new marginal is
+    ``∫ N((s_M, s_o); μ, Σ) m(s_M) ds_M``: a Gaussian conditioned through ``s_M`` (a Kalman
+    update), ``μ_o += ρ (σ_o / σ_M) (μ'_M − μ_M)`` and
+    ``σ_o² ← σ_o² (1 − ρ² (1 − σ'_M² / σ_M²))``. The shrink factor is held in [0, 1] (a
+    model's per-match dynamics may widen `after` beyond `before`: then nothing is learnt
+    about σ). The correlation of the two states is assumed ρ again at every match (only the
+    marginals are kept), so ρ = 0 leaves `other` as it is and ρ = 1 moves it as M moved.
+    Without a σ (Elo models) the mean moves by ρ Δμ. Pure: a replay computes the same."""
+    if coupling == 0.0:
+        return other
+    extra = other[2] if len(other) > 2 else None  # a model may build (mu, sigma) by tuple.__new__
+    shift = after.mu - before.mu
+    if other.sigma is None or before.sigma is None or after.sigma is None or before.sigma <= 0.0:
+        return Rating(other.mu + coupling * shift, other.sigma, extra)
+    learnt = min(1.0, max(0.0, 1.0 - (after.sigma / before.sigma) ** 2))
+    mu = other.mu + coupling * other.sigma / before.sigma * shift
+    return Rating(mu, other.sigma * math.sqrt(1.0 - coupling**2 * learnt), extra)
+
+
 def _pooled(others: Sequence[Rating]) -> tuple[float, float | None]:
     """One state standing for several: precision-weighted when every state has a σ."""
     if any(state.sigma is None for state in others):

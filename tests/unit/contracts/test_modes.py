@@ -11,7 +11,7 @@ import pytest
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import ValidationError, parse_match
 from stream_rater.contracts.modes import board_name, split_board, split_stored, stored_id
-from stream_rater.service.batch_handler import _reason_label
+from stream_rater.service.batch_metrics import _reason_label
 
 TOML = """\
 [ladders.arena]

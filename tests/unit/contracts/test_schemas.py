@@ -81,6 +81,7 @@ def test_schema_fields_are_the_dataclass_fields() -> None:
         "correction",
         "provisional",
         "season",
+        "cross",
         "expected",
         "rating_delta",  # absent only from events stored before they carried it
         "mode",  # only on a ladder with modes
@@ -432,6 +433,18 @@ CHANGED_INVALID["correction voided not ids"] = {
     **CORRECTION_EXAMPLE,
     "correction": {**CORRECTION_EXAMPLE["correction"], "voided": [1]},
 }
+#: A cross event (a ladder with modes): p1's match in ``duel`` moved their ``ffa`` rating.
+CROSS_EXAMPLE = {
+    **CHANGED_EXAMPLE,
+    "event_id": "h2-281884:ffa@p1",
+    "kind": "cross",
+    "cross": {"mode": "duel"},
+    "mode": "ffa",
+}
+CHANGED_INVALID["cross without mode"] = {k: v for k, v in CROSS_EXAMPLE.items() if k != "mode"}
+CHANGED_INVALID["cross without its cause"] = {k: v for k, v in CROSS_EXAMPLE.items() if k != "cross"}
+CHANGED_INVALID["cross on a match event"] = {**CHANGED_EXAMPLE, "cross": {"mode": "duel"}}
+CHANGED_INVALID["cross mode not a mode"] = {**CROSS_EXAMPLE, "cross": {"mode": "Duel Mode"}}
 
 
 def test_rating_changed_example_passes_schema_and_validator() -> None:
@@ -448,9 +461,10 @@ def test_rating_changed_example_passes_schema_and_validator() -> None:
         "before": {"mu": 25.0, "sigma": 8.333},
         "after": {"mu": 27.6, "sigma": 7.2},
     }
-    for example in (CHANGED_EXAMPLE, elo, CORRECTION_EXAMPLE, older):
+    for example in (CHANGED_EXAMPLE, elo, CORRECTION_EXAMPLE, older, CROSS_EXAMPLE):
         assert (CHANGED.is_valid(example), we_accept_changed(example)) == (True, True)
     assert RatingChanged.from_dict(CORRECTION_EXAMPLE).to_dict() == CORRECTION_EXAMPLE
+    assert RatingChanged.from_dict(CROSS_EXAMPLE).to_dict() == CROSS_EXAMPLE
 
 
 @pytest.mark.parametrize("name", CHANGED_INVALID)

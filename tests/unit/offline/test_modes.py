@@ -14,11 +14,11 @@ from stream_rater.bench.modes import DATA, PARAMS, competition_class, football_m
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import parse_match
 from stream_rater.offline.evaluate import score
-from stream_rater.offline.modes import ModedReplay, SharedReplay, mode_models, score_modes
+from stream_rater.offline.modes import CrossReplay, ModedReplay, SharedReplay, mode_models, score_modes
 from stream_rater.offline.synth import ModesConfig, generate_modes
 from stream_rater.offline.tune import Scoring
 from stream_rater.offline.tune_modes import tune_modes
-from stream_rater.rating.modes import first_in_mode
+from stream_rater.rating.modes import cross_update, first_in_mode
 
 LADDER = Ladder("m", "trueskill", {"tau": 0.0, "time_tau": 0.5, "time_unit": "days"})
 #: The generator's own model: skills that do not drift.
@@ -78,12 +78,35 @@ def test_first_match_in_a_mode_starts_from_the_others_as_read():
     )
 
 
+def test_cross_form_moves_the_players_other_modes():
+    matches, _ = labelled(replace(SMALL, matches=400, opens=0.5))
+    models = mode_models(LADDER, {"large": {}, "small": {}})
+    replay = CrossReplay(models, 0.6)
+    seen: set[str] = set()
+    for mode, match in matches:
+        ids = [p.id for t in match.teams for p in t.players]
+        if mode == "large" and seen.intersection(ids):
+            break
+        replay.apply(mode, match)
+        seen.update(ids if mode == "small" else ())
+    player, at = next(p for p in ids if p in seen), match.finished_at
+    large, small = replay.players[player]["large"], replay.players[player]["small"]
+    read = [models["large"].as_of(large.rating, at - large.last_played)]
+    read.append(models["small"].as_of(small.rating, at - small.last_played))
+    replay.apply(mode, match)
+    after = replay.players[player]
+    assert after["small"].rating == cross_update(read[1], read[0], after["large"].rating, 0.6)
+    assert (after["small"].games, after["small"].last_played) == (small.games, at)
+    assert after["small"].rating.mu != small.rating.mu
+
+
+@pytest.mark.parametrize("form", ["shared", "cross"])
 @pytest.mark.parametrize("coupling", [0.0, 1.0])
-def test_shared_form_spans_the_alternatives(coupling):
+def test_sharing_forms_span_the_alternatives(coupling, form):
     """ρ = 1: one ladder ignoring the modes; ρ = 0: one ladder per mode."""
     matches, _ = labelled(replace(SMALL, matches=600))
     models = mode_models(LADDER, {"large": {}, "small": {}})
-    shared = score_modes([matches], models, coupling, form="shared").whole[0]
+    shared = score_modes([matches], models, coupling, form=form).whole[0]
     if coupling == 1.0:
         one = mode_models(LADDER, {"all": {}})
         want = score_modes([[("all", m) for _, m in matches]], one, 0.0).whole[0]

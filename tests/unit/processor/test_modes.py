@@ -7,15 +7,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import pytest
+
 from stream_rater.config.ladders import Ladder, Ladders
-from stream_rater.contracts import MatchFinished
+from stream_rater.contracts import MatchFinished, RatingChanged
+from stream_rater.contracts.modes import stored_id
+from stream_rater.offline.modes import CrossReplay, mode_models
 from stream_rater.processor import Processor
 from stream_rater.processor.modes import mode_scorer
 from stream_rater.processor.quality import LIVE
 from stream_rater.rating.base import Rating
 from stream_rater.rating.modes import first_in_mode
 from stream_rater.store.memory import MemoryStore
-from tests.unit.moding import arena, arena_ladders, mixed, moded
+from tests.unit.moding import arena, arena_ladders, chained, mixed, moded
 from tests.unit.processing import fixed_clock
 
 ARENA = arena()
@@ -44,9 +48,12 @@ async def test_stream_equals_replay_whatever_the_batches():
     assert unversioned[0] == unversioned[1]
     assert {p.partition("@")[0] for p in unversioned[0]} == {"duel", "ffa", "team"}
     assert {e["mode"] for e in one_events} == {"duel", "ffa", "team"}
+    own = [e for e in one_events if e.get("kind", "match") == "match"]
     assert all(
-        "@" not in e["player_id"] and e["event_id"] == f"{e['match_id']}:{e['player_id']}" for e in one_events
+        "@" not in e["player_id"] and e["event_id"] == f"{e['match_id']}:{e['player_id']}" for e in own
     )
+    cross = [e for e in one_events if e.get("kind") == "cross"]
+    assert cross and all(e["event_id"] == f"{e['match_id']}:{e['mode']}@{e['player_id']}" for e in cross)
 
 
 async def test_a_first_match_in_a_mode_starts_from_the_players_other_modes():
@@ -55,7 +62,7 @@ async def test_a_first_match_in_a_mode_starts_from_the_players_other_modes():
     vet_duel = (await store.players("arena", only=["duel@vet"]))["duel@vet"]
     processor = Processor(LADDERS, store, clock=fixed_clock)
     result = await processor.process([moded("f1", "ffa", ["vet"], ["new"], ["x0"])])
-    before = {e["player_id"]: e["before"] for e in result.events}
+    before = {e["player_id"]: e["before"] for e in result.events if e.get("kind", "match") == "match"}
     ffa_model = ARENA.mode_ladder("ffa").rating_model
     prior = first_in_mode(ffa_model, [Rating(vet_duel.mu, vet_duel.sigma)], 0.6)
     assert (before["vet"]["mu"], before["vet"]["sigma"]) == (prior.mu, prior.sigma)
@@ -98,3 +105,41 @@ async def test_a_shadow_tries_another_coupling_and_leaves_the_live_ladder_as_it_
     shadow = await store.players("arena~wide")
     assert shadow.keys() == (await plain.players("arena")).keys()
     assert shadow != await plain.players("arena")  # ρ = 1 against 0.6: other first-in-mode priors
+
+
+async def test_the_worker_rates_as_the_offline_replay_with_idle_times():
+    """What `evaluate`/`tune --modes --form cross` measure (`offline.modes.CrossReplay`) is
+    what a worker computes: first-in-mode priors from the other modes as read (aged by idle
+    time), cross-updates of the other modes, one ``home`` effect for all modes."""
+    params = {"mode_coupling": 0.6, "draw_probability": 0.1, "time_tau": 0.5, "time_unit": "days"}
+    aging = Ladder("arena", "trueskill", params, modes=ARENA.modes)
+    matches = [replace(m, finished_at=1_000_000.0 + 43_200.0 * i) for i, m in enumerate(mixed(60))]
+    matches = [
+        replace(m, teams=(replace(m.teams[0], effects=("home",)), *m.teams[1:])) if i % 3 == 0 else m
+        for i, m in enumerate(matches)
+    ]
+    store = MemoryStore()
+    await Processor(Ladders([aging]), store, clock=fixed_clock).process(matches)
+    replay = CrossReplay(mode_models(aging, dict(aging.modes)), 0.6)
+    for m in matches:
+        replay.apply(m.mode, m)
+    states = await store.players("arena")
+    assert states.keys() == {stored_id(mode, p) for p, modes in replay.players.items() for mode in modes}
+    for player, modes in replay.players.items():
+        for mode, state in modes.items():
+            assert (
+                states[stored_id(mode, player)].mu,
+                states[stored_id(mode, player)].sigma,
+            ) == pytest.approx((state.rating.mu, state.rating.sigma), rel=1e-12)
+            assert states[stored_id(mode, player)].games == state.games
+
+
+async def test_cross_moves_are_events_that_keep_each_modes_chain_and_are_re_emitted():
+    matches = mixed(60)
+    store, events = await run(matches, [1, 5, 2, 11])
+    chained(events, await store.players("arena"))
+    crossed = [e for e in events if e.get("kind") == "cross"]
+    assert crossed and all(e["cross"]["mode"] != e["mode"] for e in crossed)
+    assert all(RatingChanged.from_dict(e).to_dict() == e for e in crossed)
+    again = await Processor(LADDERS, store, clock=fixed_clock).process(matches[:7])
+    assert again.events == events[: len(again.events)]  # a redelivery re-emits the cross events too

@@ -1,12 +1,14 @@
-"""The first rating in a mode, conditioned on the player's other modes (rating/modes.py)."""
+"""The first rating in a mode, conditioned on the player's other modes, and the other modes'
+moves after a match in one (rating/modes.py)."""
 
 import math
 
+import numpy as np
 import pytest
 
 from stream_rater.rating import create_model
 from stream_rater.rating.base import Rating
-from stream_rater.rating.modes import first_in_mode, in_mode, joint_prior, updated, with_mode
+from stream_rater.rating.modes import cross_update, first_in_mode, in_mode, joint_prior, updated, with_mode
 
 
 @pytest.fixture
@@ -68,3 +70,34 @@ def test_joint_update_keeps_the_correlation(trueskill):
 def test_joint_needs_a_sigma():
     with pytest.raises(ValueError, match="σ"):
         joint_prior(create_model("elo"), 0.5)
+
+
+def test_cross_update_is_the_joint_gaussian_posterior():
+    """The other mode's marginal of the bivariate Gaussian (correlation ρ) times the match's
+    message on M (posterior over prior, in canonical parameters: the seed's Table 1 and (6))."""
+    rho, before, after, other = 0.7, Rating(27.0, 5.0), Rating(30.0, 4.0), Rating(22.0, 3.0)
+    cov = np.array([[25.0, rho * 5.0 * 3.0], [rho * 5.0 * 3.0, 9.0]])
+    precision = np.linalg.inv(cov) + np.diag([1 / 16 - 1 / 25, 0.0])
+    shift = np.linalg.inv(cov) @ [27.0, 22.0] + [30.0 / 16 - 27.0 / 25, 0.0]
+    posterior_cov = np.linalg.inv(precision)
+    mean = posterior_cov @ shift
+    assert mean[0] == pytest.approx(after.mu) and posterior_cov[0, 0] == pytest.approx(16.0)
+    got = cross_update(other, before, after, rho)
+    assert got == pytest.approx(Rating(mean[1], math.sqrt(posterior_cov[1, 1])))
+
+
+def test_cross_update_spans_apart_and_one_rating():
+    before, after = Rating(25.0, 8.0), Rating(29.0, 6.0)
+    assert cross_update(Rating(20.0, 3.0), before, after, 0.0) == Rating(20.0, 3.0)
+    assert cross_update(before, before, after, 1.0) == pytest.approx(after)
+
+
+def test_cross_update_learns_no_certainty_from_a_wider_posterior():
+    got = cross_update(Rating(20.0, 3.0), Rating(25.0, 2.0), Rating(26.0, 2.5), 0.8)
+    assert got == pytest.approx(Rating(20.0 + 0.8 * 1.5, 3.0))
+
+
+def test_cross_update_of_a_point_model_moves_the_mean_by_rho():
+    assert cross_update(Rating(1500.0, None), Rating(1600.0, None), Rating(1620.0, None), 0.5) == Rating(
+        1510.0, None
+    )
