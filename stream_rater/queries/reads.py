@@ -166,12 +166,10 @@ class Queries:
 
     async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:
         """State, display rating, leaderboard rank (shared by tied players) and percentile, games
-        and last match of each player (two store round trips, one script call each)."""
+        and last match of each player (one store round trip: `ReadStore.lookup`)."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(ids, "players", self.max_players)
-        states = (await self.store.read(ladder.name, ids, [], [])).players
-        ranks = await self.store.board_ranks(ladder.name, ids, ladder.rules.active_since(now))
-        found = Lookup(states, {p: r - 1 for p, r in ranks.ranks.items()}, ranks.total)
+        found = await self.store.lookup(ladder.name, ids, ladder.rules.active_since(now))
         return {
             "ladder": ladder.name,
             "model": ladder.model,

@@ -57,7 +57,6 @@ from stream_rater.store.values import (
     Commit,
     CommitConflict,
     Event,
-    Lookup,
     PlayerState,
     ReadRequest,
     RedisTimeouts,
@@ -331,28 +330,6 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         if not found:
             return None  # never applied, or past the markers' window
         return [(p, r) for p, r in msgpack.unpackb(found[0], raw=False)] if found[0] else []
-
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
-        ids = list(player_ids)
-        buckets, index = grouped(ids, bucket)
-        groups: list[list[str]] = [[] for _ in buckets]
-        for i, at in zip(ids, index):
-            groups[at - 1].append(i)
-
-        def build(pipe: Any, gen: int) -> None:
-            board = self._gen_key(ladder, gen, "lb")
-            for key, group in zip(self.bucket_keys(ladder, gen, "players", buckets), groups):
-                pipe.hmget(key, group)
-            for player_id in ids:
-                pipe.zrevrank(board, player_id)
-            pipe.zcard(board)
-
-        replies = await self._on_live(ladder, build)
-        states: dict[str, PlayerState] = {}
-        for group, found in zip(groups, replies):
-            states.update(stored_states(group, found))
-        places = replies[len(groups) : -1]
-        return Lookup(states, {i: place for i, place in zip(ids, places) if place is not None}, replies[-1])
 
     async def ladders(self) -> list[str]:
         names = set()
