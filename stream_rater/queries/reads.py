@@ -387,6 +387,8 @@ class Queries:
     @staticmethod
     def _flags(ladder: Ladder, state: PlayerState | None) -> dict[str, bool]:
         """The ladder's rules' flags on a stored state (a player never seen: the prior)."""
+        if not ladder.rules.plugins:  # no rule flags anyone: every flag false, without asking
+            return dict.fromkeys(READ_FLAGS, False)
         if state is None:
             return ladder.rules.read_flags(0, ladder.rating_model.initial().sigma)
         return ladder.rules.read_flags(state.games, state.sigma)
@@ -399,8 +401,10 @@ class Queries:
         rating = Rating(state.mu, state.sigma)
         if state.last_played is None:
             return rating
-        standing = Standing(state.games, state.sigma, state.last_played)
-        return model.as_of(ladder.rules.adjusted(model, rating, standing, now), now - state.last_played)
+        if ladder.rules.adjusts_states:
+            standing = Standing(state.games, state.sigma, state.last_played)
+            rating = ladder.rules.adjusted(model, rating, standing, now)
+        return model.as_of(rating, now - state.last_played)
 
     def _player(self, ladder: Ladder, found: Lookup, player_id: str, now: float) -> dict[str, Any]:
         state = found.players.get(player_id)
