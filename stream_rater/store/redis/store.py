@@ -18,6 +18,7 @@ import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
+from redis.connection import HiredisRespSerializer
 
 from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import StateStore
@@ -68,6 +69,19 @@ from stream_rater.store.values import (
 MAX_CONNECTIONS = 64
 
 
+class _HiredisPacking:
+    """A connection class mixin that packs commands with hiredis (C), as redis-py's
+    synchronous client does, rather than with the asyncio client's Python loop over the
+    arguments: a script call naming tens of bucket keys costs a read server some 10 µs less
+    (`bench api`)."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        packed: list[bytes] = self._packer.pack(*args)
+        return packed
+
+
 class RedisStore(RerateControl, LeaderboardReads, StateStore):
     """`StateStore` on Redis or Redis Cluster (any client exposing the asyncio Redis API)."""
 
@@ -113,6 +127,8 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         if is_cluster_url(url):
             return cls(cluster_client(url, max_connections, **options), **kwargs)
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, **options)
+        plain = pool.connection_class  # by the URL's scheme: TCP, TLS or a Unix socket
+        pool.connection_class = type(plain.__name__, (_HiredisPacking, plain), {})
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
     async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
