@@ -310,6 +310,7 @@ class Queries:
                 {"order": list(order), "probability": p}
                 for order, p in sorted(ranked.items(), key=lambda item: -item[1])
             ]
+        flags = {p: self._flags(ladder, found.players.get(p)) for team in teams for p in team}
         return extra | {
             "ladder": ladder.name,
             "teams": [
@@ -317,10 +318,7 @@ class Queries:
                     "players": team,
                     "win_probability": p,
                     "new": [x for x in team if x not in found.players],
-                    **{
-                        name: [x for x in team if self._flags(ladder, found.players.get(x))[name]]
-                        for name in READ_FLAGS
-                    },
+                    **{name: [x for x in team if flags[x][name]] for name in READ_FLAGS},
                     "effects": team_effects,
                 }
                 for team, p, team_effects in zip(teams, answer.win_probabilities, names)
