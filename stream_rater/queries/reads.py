@@ -399,7 +399,7 @@ class Queries:
         rating = Rating(state.mu, state.sigma)
         if state.last_played is None:
             return rating
-        if ladder.rules.adjusts_states:
+        if ladder.rules.plugins and ladder.rules.adjusts_states:
             standing = Standing(state.games, state.sigma, state.last_played)
             rating = ladder.rules.adjusted(model, rating, standing, now)
         return model.as_of(rating, now - state.last_played)

@@ -159,4 +159,4 @@ class LeaderboardReads(KeyLayout):
 
 def _rows(flat: Sequence[Any]) -> list[BoardRow]:
     """The board script's rows ``id, score, rank, …`` as `BoardRow`s."""
-    return [BoardRow(text(flat[i]), float(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat), 3)]
+    return list(map(BoardRow, map(text, flat[0::3]), map(float, flat[1::3]), map(int, flat[2::3])))
