@@ -166,12 +166,10 @@ class Queries:
 
     async def players(self, ladder_name: str, ids: Any, now: float) -> dict[str, Any]:
         """State, display rating, leaderboard rank (shared by tied players) and percentile, games
-        and last match of each player (two store round trips, one script call each)."""
+        and last match of each player (one store round trip: `ReadStore.lookup`)."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(ids, "players", self.max_players)
-        states = (await self.store.read(ladder.name, ids, [], [])).players
-        ranks = await self.store.board_ranks(ladder.name, ids, ladder.rules.active_since(now))
-        found = Lookup(states, {p: r - 1 for p, r in ranks.ranks.items()}, ranks.total)
+        found = await self.store.lookup(ladder.name, ids, ladder.rules.active_since(now))
         return {
             "ladder": ladder.name,
             "model": ladder.model,
@@ -312,6 +310,7 @@ class Queries:
                 {"order": list(order), "probability": p}
                 for order, p in sorted(ranked.items(), key=lambda item: -item[1])
             ]
+        flags = {p: self._flags(ladder, found.players.get(p)) for team in teams for p in team}
         return extra | {
             "ladder": ladder.name,
             "teams": [
@@ -319,10 +318,7 @@ class Queries:
                     "players": team,
                     "win_probability": p,
                     "new": [x for x in team if x not in found.players],
-                    **{
-                        name: [x for x in team if self._flags(ladder, found.players.get(x))[name]]
-                        for name in READ_FLAGS
-                    },
+                    **{name: [x for x in team if flags[x][name]] for name in READ_FLAGS},
                     "effects": team_effects,
                 }
                 for team, p, team_effects in zip(teams, answer.win_probabilities, names)
@@ -389,6 +385,8 @@ class Queries:
     @staticmethod
     def _flags(ladder: Ladder, state: PlayerState | None) -> dict[str, bool]:
         """The ladder's rules' flags on a stored state (a player never seen: the prior)."""
+        if not ladder.rules.plugins:  # no rule flags anyone: every flag false, without asking
+            return dict.fromkeys(READ_FLAGS, False)
         if state is None:
             return ladder.rules.read_flags(0, ladder.rating_model.initial().sigma)
         return ladder.rules.read_flags(state.games, state.sigma)
@@ -401,8 +399,10 @@ class Queries:
         rating = Rating(state.mu, state.sigma)
         if state.last_played is None:
             return rating
-        standing = Standing(state.games, state.sigma, state.last_played)
-        return model.as_of(ladder.rules.adjusted(model, rating, standing, now), now - state.last_played)
+        if ladder.rules.plugins and ladder.rules.adjusts_states:
+            standing = Standing(state.games, state.sigma, state.last_played)
+            rating = ladder.rules.adjusted(model, rating, standing, now)
+        return model.as_of(rating, now - state.last_played)
 
     def _player(self, ladder: Ladder, found: Lookup, player_id: str, now: float) -> dict[str, Any]:
         state = found.players.get(player_id)

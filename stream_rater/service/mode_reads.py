@@ -110,9 +110,9 @@ class ModeView:
         found = await self.store.read(ladder, self._ids(player_ids), effect_ids, match_ids, generation)
         return dataclasses.replace(found, players=self._own(found.players))
 
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+    async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
         states = (await self.read(ladder, player_ids, [], [])).players
-        ranks = await self.board_ranks(ladder, player_ids, None)
+        ranks = await self.board_ranks(ladder, player_ids, since)
         return Lookup(states, {p: r - 1 for p, r in ranks.ranks.items()}, ranks.total)
 
     async def season_states(

@@ -198,7 +198,7 @@ async def _board(queries: Queries, ladder: str, query: Mapping[str, str], now: f
 
 
 class BatchedReads:
-    """A `ReadStore` that sends the player lookups (`ReadStore.lookup`), state reads
+    """A `ReadStore` that sends the player lookups (`ReadStore.lookup`, per activity cut-off), state reads
     (`ReadStore.read` of players only), generations (`ReadStore.generations`: a cached
     leaderboard answer's version), leaderboard ranks (`ReadStore.board_ranks`, per
     activity cut-off) and rows around players (`ReadStore.board_arounds`, per n and cut-off)
@@ -216,8 +216,8 @@ class BatchedReads:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
-        found: Lookup = await self._batched("lookup", ladder, player_ids)
+    async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
+        found: Lookup = await self._batched("lookup", ladder, player_ids, since)
         return Lookup(_of(found.players, player_ids), _of(found.places, player_ids), found.ranked)
 
     async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
@@ -263,7 +263,7 @@ class BatchedReads:
     def _call(self, kind: str, ladder: str, ids: list[str], extra: Any) -> Awaitable[Any]:
         """The store's call of `kind` for `ids` (see `_batched`)."""
         if kind == "lookup":
-            return self.store.lookup(ladder, ids)
+            return self.store.lookup(ladder, ids, extra)
         if kind == "ranks":
             return self.store.board_ranks(ladder, ids, extra)
         if kind == "around":

@@ -39,9 +39,9 @@ class TimedStore(OneLadder):
         with metrics.STORE_ROUND_TRIP.labels("commit").time():
             return await self.inner.commit_many(commits)
 
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+    async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
         with metrics.STORE_ROUND_TRIP.labels("lookup").time():
-            return await self.inner.lookup(ladder, player_ids)
+            return await self.inner.lookup(ladder, player_ids, since)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

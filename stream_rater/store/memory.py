@@ -286,15 +286,14 @@ class MemoryStore(StateStore):
         gen = self._generation(ladder, None)
         return list(gen.placings.get(match_id, ())) if match_id in gen.applied else None
 
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
+    async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
         self.round_trips += 1
         players = self._generation(ladder, None).players
-        board = [row.player_id for row in self._board(ladder, None)]
-        place = {p: i for i, p in enumerate(board)}
+        ranks = await self.board_ranks(ladder, player_ids, since)
         return Lookup(
             {p: players[p] for p in player_ids if p in players},
-            {p: place[p] for p in player_ids if p in place},
-            len(board),
+            {p: rank - 1 for p, rank in ranks.ranks.items()},
+            ranks.total,
         )
 
     async def ladders(self) -> list[str]:

@@ -92,8 +92,10 @@ class ReadStore(GenerationsStore, Protocol):
         the live generation (or the staging `generation`; `GenerationGone` if it is not)."""
 
     @abstractmethod
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
-        """States and leaderboard places of many players, in one round trip."""
+    async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
+        """States and leaderboard places of many players, in one round trip: each ranked
+        player's place is its rank less one (`board_ranks`: tied players share it; players
+        idle since `since` are not ranked), ``ranked`` how many players the board ranks."""
 
     @abstractmethod
     async def leaderboard(

@@ -514,6 +514,21 @@ async def test_lookup_returns_states_and_leaderboard_places_in_one_round_trip(st
     assert (found.places, found.ranked) == ({"b": 0, "c": 1}, 3)
 
 
+async def test_lookup_places_are_shared_by_tied_players_and_leave_out_idle_ones(store, ladder):
+    """A lookup's places are ranks less one (tied players share one) of the players active
+    since the cut-off given; an idle player keeps their state."""
+    players = [("a", 2.0, 100.0), ("b", 2.0, 300.0), ("c", 1.0, 300.0)]
+    await store.commit(
+        Commit(ladder, [write(p, 20.0, 1, 0, score=s, active=last) for p, s, last in players], {"m1": []})
+    )
+    tied = await store.lookup(ladder, ["c", "b", "a"])
+    assert (tied.places, tied.ranked) == ({"a": 0, "b": 0, "c": 2}, 3)
+    before = store.round_trips
+    active = await store.lookup(ladder, ["c", "b", "a"], 200.0)
+    assert store.round_trips - before == 1
+    assert (active.places, active.ranked, set(active.players)) == ({"b": 0, "c": 1}, 2, {"a", "b", "c"})
+
+
 async def test_a_write_without_a_score_takes_the_player_off_the_leaderboard(store, ladder):
     """A player's write with no leaderboard score (the ladder's rules do not rank them)
     removes them from the leaderboard and from the activity set, keeping their state."""

@@ -11,21 +11,26 @@
 --
 -- KEYS: as named in K (the header scripts.py generates from keys.BOARD_KEYS): lb the
 --       leaderboard zset (of one generation, or an ended season's copy), act the activity
---       zset, the meta hash (field 'lb:sum'), the ladder's control hash.
+--       zset, the meta hash (field 'lb:sum'), the ladder's control hash; then ('lookup') the
+--       players buckets of the ids asked.
 -- ARGV: 1 one msgpack map (raw strings):
---         op          'ranks', 'top', 'around', 'totals', 'recount' or 'trim'
+--         op          'ranks', 'lookup', 'top', 'around', 'totals', 'recount' or 'trim'
 --         generation  the generation the keys are of, which must be the live one (`mode`
 --                     'live', see common.lua)
 --         since       nil (no activity rule, or an ended season's board), or the oldest last
 --                     match that counts as active
 --         limit       most idle players a read skips
 --         ids         ('ranks') the players asked
+--         ids, bucket ('lookup') the players asked, and per id the index of its bucket among
+--                     the players keys
 --         top         ('top') rows wanted
 --         ids, n      ('around') the players, and rows wanted above and below each
 --         cursor, budget ('recount', 'trim') where the step starts, most entries it reads
 -- Returns {'generation', g} or {'gone', g} for keys of another generation (wrong_generation),
 -- {'behind', limit} when too many idle players are left to skip, else {'ok', …}:
 --   'ranks'   {'ok', eligible, rank of ids[1] or -1, …}
+--   'lookup'  {'ok', eligible, states, rank of ids[1] or -1, …}: states one msgpack array of
+--             the ids' stored states, nil where absent (as read.lua's)
 --   'top'     {'ok', eligible, id, score, rank, …} best first
 --   'around'  {'ok', eligible, per id {rank of id or -1, id, score, rank, …} best first}
 --   'totals'  {'ok', eligible, sum of their scores or '' (no running sum kept yet)}
@@ -101,12 +106,22 @@ local function append_rows(out, page, first, most)
   return rows
 end
 
+-- The rank of player `id`, or -1 when not eligible.
+local function rank_of_id(id)
+  local score = redis.call('ZSCORE', board, id)
+  return (score and idle[id] == nil) and rank_of(score) or -1
+end
+
 if args.op == 'ranks' then
   local out = {'ok', eligible}
-  for i, id in ipairs(args.ids) do
-    local score = redis.call('ZSCORE', board, id)
-    out[i + 2] = (score and idle[id] == nil) and rank_of(score) or -1
-  end
+  for i, id in ipairs(args.ids) do out[i + 2] = rank_of_id(id) end
+  return out
+end
+
+if args.op == 'lookup' then
+  local function key(n) return KEYS[n] end
+  local out = {'ok', eligible, bucketed_array(key, K_FIXED, args.ids, args.bucket)}
+  for i, id in ipairs(args.ids) do out[i + 3] = rank_of_id(id) end
   return out
 end
 

@@ -1,6 +1,6 @@
-"""The leaderboard reads of `RedisStore`: ranks, top, around, totals, trims and the
-board's entries, each by the board script (``board.lua``) on a ladder's live generation
-in one round trip (paged where a whole board would block Redis)."""
+"""The leaderboard reads of `RedisStore`: ranks (with the players' states: `lookup`), top,
+around, totals, trims and the board's entries, each by the board script (``board.lua``) on a
+ladder's live generation in one round trip (paged where a whole board would block Redis)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
 from stream_rater.contracts.modes import split_board
 from stream_rater.store.base import RatingTotals
-from stream_rater.store.redis.keys import BOARD_KEYS, KeyLayout
+from stream_rater.store.redis.keys import BOARD_KEYS, KeyLayout, bucket, grouped
 from stream_rater.store.redis.mode_boards import BOARD_PARTS, board_suffixes
 from stream_rater.store.redis.scripts import IDLE_READ_LIMIT, TOTALS_STEP, TRIM_STEP, script_args
 from stream_rater.store.status import check_reply, text
-from stream_rater.store.values import BoardAround, BoardBehind, BoardRanks, BoardRow
+from stream_rater.store.values import BoardAround, BoardBehind, BoardRanks, BoardRow, Lookup, PlayerState
 
 
 class LeaderboardReads(KeyLayout):
@@ -38,6 +39,13 @@ class LeaderboardReads(KeyLayout):
         reply = await self._board(ladder, "lb", op="ranks", since=since, ids=ids)
         ranks = {p: int(r) for p, r in zip(ids, reply[2:]) if int(r) > 0}
         return BoardRanks(ranks, int(reply[1]))
+
+    async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
+        ids = list(player_ids)
+        reply = await self._board(ladder, "lb", op="lookup", since=since, ids=ids, players=ids)
+        make = PlayerState.of
+        states = {p: make(s) for p, s in zip(ids, msgpack.unpackb(reply[2], raw=False)) if s is not None}
+        return Lookup(states, {p: int(r) - 1 for p, r in zip(ids, reply[3:]) if int(r) > 0}, int(reply[1]))
 
     async def board_top(
         self, ladder: str, top: int, since: float | None, season: int | None = None
@@ -119,17 +127,22 @@ class LeaderboardReads(KeyLayout):
             raise KeyError(season)
         return ended[season - 1]
 
-    async def _board(self, ladder: str, board: str, **fields: Any) -> list[Any]:
+    async def _board(self, ladder: str, board: str, players: Sequence[str] = (), **fields: Any) -> list[Any]:
         """The board script's reply (see ``board.lua``) on the live generation's `board` (a key
         suffix), in one round trip: the script checks the cached live generation and says which
         one is live when another is (then the call is made again). `BoardBehind` for a read
         with too many idle players left to skip. `ladder` may be a board name ``<ladder>@<mode>``:
-        that mode's board (`store.redis.mode_boards`)."""
+        that mode's board (`store.redis.mode_boards`). The players buckets of `players` (whose
+        states it reads) follow the board's keys, each player's index among them in ``bucket``."""
         name = ladder
+        buckets, index = grouped(players, bucket)
+        if players:
+            fields["bucket"] = index
         while True:
             ladder, mode = split_board(name)
             gen = self._live.get(ladder, 0)
             keys = self.named_keys(ladder, gen, BOARD_KEYS, **board_suffixes(mode, board))
+            keys += self.bucket_keys(ladder, gen, "players", buckets)
             arg = script_args(limit=IDLE_READ_LIMIT, generation=gen, mode="live", **fields)
             reply: list[Any] = await self._board_script(keys=keys, args=[arg])
             self.round_trips += 1
@@ -146,4 +159,4 @@ class LeaderboardReads(KeyLayout):
 
 def _rows(flat: Sequence[Any]) -> list[BoardRow]:
     """The board script's rows ``id, score, rank, …`` as `BoardRow`s."""
-    return [BoardRow(text(flat[i]), float(flat[i + 1]), int(flat[i + 2])) for i in range(0, len(flat), 3)]
+    return list(map(BoardRow, map(text, flat[0::3]), map(float, flat[1::3]), map(int, flat[2::3])))

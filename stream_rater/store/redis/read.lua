@@ -20,8 +20,6 @@
 -- a crash: positions never expire). The watermark an integer, nil if absent; voids the
 -- stored void per match id or nil (nil as a whole when the ladder has no voids); params the
 -- stored overrides or nil.
-local CHUNK = 1000  -- arguments per HMGET: unpack() is limited by the Lua stack
-local NIL = string.char(0xc0)
 local EMPTY = array_header(0)
 
 -- 1 … n.
@@ -29,29 +27,6 @@ local function indices(n)
   local out = {}
   for i = 1, n do out[i] = i end
   return out
-end
-
--- The values of `ids` in `hash` (HMGET in chunks), nil where absent: a table index → value.
-local function hmget(hash, ids, out, at)
-  for i = 1, #ids, CHUNK do
-    local j = math.min(i + CHUNK - 1, #ids)
-    local values = redis.call('HMGET', hash, unpack(ids, i, j))
-    for x = 1, j - i + 1 do out[at[i + x - 1]] = values[x] end
-  end
-end
-
--- The values of `ids` (each in the bucket key `key(first + bucket[i])`), request order.
-local function bucketed(key, first, ids, bucket)
-  local groups, found = {}, {}
-  for i, id in ipairs(ids) do
-    local b = bucket[i]
-    local group = groups[b]
-    if not group then group = {ids = {}, at = {}}; groups[b] = group end
-    group.ids[#group.ids + 1] = id
-    group.at[#group.at + 1] = i
-  end
-  for b, group in pairs(groups) do hmget(key(first + b), group.ids, found, group.at) end
-  return found
 end
 
 -- The match ids of `args` that are applied (see the header), in request order.
@@ -83,9 +58,7 @@ local function read(o, args)
   local fields, meta = redis.call('HGETALL', key(K.meta)), {}
   for i = 1, #fields, 2 do meta[fields[i]] = fields[i + 1] end
 
-  local out = {array_header(6), array_header(#args.players)}
-  local states = bucketed(key, K_FIXED, args.players, args.bucket)
-  for i = 1, #args.players do out[#out + 1] = states[i] or NIL end
+  local out = {array_header(6), bucketed_array(key, K_FIXED, args.players, args.bucket)}
   local effects = {}
   hmget(key(K.effects), args.effects, effects, indices(#args.effects))
   out[#out + 1] = array_header(#args.effects)

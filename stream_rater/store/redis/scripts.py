@@ -52,10 +52,10 @@ def _script(name: str, keys: Sequence[str], *helpers: str) -> str:
     return key_header(keys) + "".join(lua.joinpath(n).read_text() for n in ("common.lua", *helpers, name))
 
 
-READ_SCRIPT = _script("read.lua", READ_KEYS)
+READ_SCRIPT = _script("read.lua", READ_KEYS, "buckets.lua")
 COMMIT_SCRIPT = _script("commit.lua", COMMIT_KEYS, "eligible.lua")
 CONTROL_SCRIPT = _script("control.lua", CONTROL_KEYS)
-BOARD_SCRIPT = _script("board.lua", BOARD_KEYS, "eligible.lua")
+BOARD_SCRIPT = _script("board.lua", BOARD_KEYS, "eligible.lua", "buckets.lua")
 #: Every state of the players buckets in KEYS, flat: field, value, … (a full scan:
 #: `RedisStore.players`), leaving out the history fields (byte 0xFF first: `keys.HISTORY_MARK`).
 SCAN_SCRIPT = """local out = {}

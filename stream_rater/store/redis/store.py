@@ -18,6 +18,7 @@ import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
+from redis.connection import HiredisRespSerializer
 
 from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import StateStore
@@ -57,7 +58,6 @@ from stream_rater.store.values import (
     Commit,
     CommitConflict,
     Event,
-    Lookup,
     PlayerState,
     ReadRequest,
     RedisTimeouts,
@@ -67,6 +67,19 @@ from stream_rater.store.values import (
 
 #: Connections a store opens at most (`RedisStore.from_url`).
 MAX_CONNECTIONS = 64
+
+
+class _HiredisPacking:
+    """A connection class mixin that packs commands with hiredis (C), as redis-py's
+    synchronous client does, rather than with the asyncio client's Python loop over the
+    arguments: a script call naming tens of bucket keys costs a read server some 10 µs less
+    (`bench api`)."""
+
+    _packer = HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        packed: list[bytes] = self._packer.pack(*args)
+        return packed
 
 
 class RedisStore(RerateControl, LeaderboardReads, StateStore):
@@ -114,6 +127,8 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         if is_cluster_url(url):
             return cls(cluster_client(url, max_connections, **options), **kwargs)
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, **options)
+        plain = pool.connection_class  # by the URL's scheme: TCP, TLS or a Unix socket
+        pool.connection_class = type(plain.__name__, (_HiredisPacking, plain), {})
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
     async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:
@@ -331,28 +346,6 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         if not found:
             return None  # never applied, or past the markers' window
         return [(p, r) for p, r in msgpack.unpackb(found[0], raw=False)] if found[0] else []
-
-    async def lookup(self, ladder: str, player_ids: Sequence[str]) -> Lookup:
-        ids = list(player_ids)
-        buckets, index = grouped(ids, bucket)
-        groups: list[list[str]] = [[] for _ in buckets]
-        for i, at in zip(ids, index):
-            groups[at - 1].append(i)
-
-        def build(pipe: Any, gen: int) -> None:
-            board = self._gen_key(ladder, gen, "lb")
-            for key, group in zip(self.bucket_keys(ladder, gen, "players", buckets), groups):
-                pipe.hmget(key, group)
-            for player_id in ids:
-                pipe.zrevrank(board, player_id)
-            pipe.zcard(board)
-
-        replies = await self._on_live(ladder, build)
-        states: dict[str, PlayerState] = {}
-        for group, found in zip(groups, replies):
-            states.update(stored_states(group, found))
-        places = replies[len(groups) : -1]
-        return Lookup(states, {i: place for i, place in zip(ids, places) if place is not None}, replies[-1])
 
     async def ladders(self) -> list[str]:
         names = set()

@@ -499,9 +499,9 @@ async def test_concurrent_lookups_and_reads_reach_the_store_as_one_call_each():
     calls: list[tuple[str, list[str]]] = []
     lookup, read = store.lookup, store.read
 
-    async def counted_lookup(ladder, ids):
+    async def counted_lookup(ladder, ids, since=None):
         calls.append(("lookup", list(ids)))
-        return await lookup(ladder, ids)
+        return await lookup(ladder, ids, since)
 
     async def counted_read(ladder, ids, effects, matches, generation=None):
         calls.append(("read", list(ids)))
