@@ -212,7 +212,9 @@ class StoredForms:
         else:
             body = PACKER.pack(self._entry(compact))
         size = len(body)
-        return _FRAMES[size] + body if size < 256 else size.to_bytes(2, "big") + body if size <= ENTRY_LIMIT else b""
+        if size < 256:
+            return _FRAMES[size] + body
+        return size.to_bytes(2, "big") + body if size <= ENTRY_LIMIT else b""
 
     def _entry(self, compact: list[Any]) -> list[Any]:
         """The fields of a history entry from an event's compact form (`pack_entry`): its
