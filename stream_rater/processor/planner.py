@@ -358,7 +358,7 @@ def _events(
                 before.last_played is not None and at < before.last_played,  # late: see `is_late`
                 None if flag is None else flag(games, after.sigma),
                 expectation[t],
-                display(Rating(before.mu, before.sigma)),
+                display(_new(Rating, (before[0], before[1], None))),  # `Rating(mu, sigma)`
             )
             event_fields[id(event := rating_changed(*fields))] = fields
             events.append(event)
