@@ -179,7 +179,8 @@ class StoredForms:
         self.ladder = ladder
         self._fields = fields or {}
         self._compacts: dict[int, list[Any] | None] = {}
-        self._heads: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+        #: Match id → its entries' head (match id, times as kept) and the times it is of.
+        self._heads: dict[str, tuple[Any, Any, Any, str, str]] = {}
         self._expected: dict[int, Any] = {}
 
     def compact(self, event: Event) -> list[Any] | None:
@@ -219,13 +220,12 @@ class StoredForms:
     def _entry(self, compact: list[Any]) -> list[Any]:
         """The fields of a history entry from an event's compact form (`pack_entry`): its
         match's part (match id, timestamps) made once per match."""
-        key = (compact[0], compact[9], compact[10])
-        head = self._heads.get(key)
-        if head is None:
+        head = self._heads.get(compact[0])
+        if head is None or head[3] != compact[9] or head[4] != compact[10]:  # its match's, at its times
             finished, processed = _micros(compact[9]), _micros(compact[10])
             if type(finished) is int and type(processed) is int:
                 processed -= finished  # exact: both are integers
-            head = self._heads[key] = (_match(compact[0]), finished, processed)
+            head = self._heads[compact[0]] = (_match(compact[0]), finished, processed, compact[9], compact[10])
         if len(compact) == 12:
             return [head[0], *compact[3:9], head[1], head[2], compact[11]]
         expected = compact[12]
