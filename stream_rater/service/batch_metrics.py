@@ -124,6 +124,7 @@ class BatchMetrics:
         counts: Counter[tuple[bool, str]] = Counter()
         late: Counter[str] = Counter()
         moved: dict[tuple[bool, str], float] = {}  # (created, ladder) → display-rating points
+        waits: list[float] = []  # finished_at → now per match: one histogram update per batch
         for r in result.results:
             if r.voided:
                 metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
@@ -141,7 +142,8 @@ class BatchMetrics:
                 moved[points > 0, r.match.ladder] = moved.get((points > 0, r.match.ladder), 0.0) + abs(points)
                 if is_late(r):
                     late[r.match.ladder] += 1
-            metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
+            waits.append(max(0.0, now - r.match.finished_at))
+        metrics.observe_all(metrics.EVENT_LATENCY, waits)
         for (duplicate, ladder), n in counts.items():
             (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
         for ladder, n in late.items():

@@ -225,7 +225,13 @@ class StoredForms:
             finished, processed = _micros(compact[9]), _micros(compact[10])
             if type(finished) is int and type(processed) is int:
                 processed -= finished  # exact: both are integers
-            head = self._heads[compact[0]] = (_match(compact[0]), finished, processed, compact[9], compact[10])
+            head = self._heads[compact[0]] = (
+                _match(compact[0]),
+                finished,
+                processed,
+                compact[9],
+                compact[10],
+            )
         if len(compact) == 12:
             return [head[0], *compact[3:9], head[1], head[2], compact[11]]
         expected = compact[12]
