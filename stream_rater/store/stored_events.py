@@ -288,9 +288,17 @@ def _micros(text: str) -> int | str:
         if start is not None:
             exact = start + int(digits.ljust(6, "0"))
             micros = round(exact / 1_000_000 * 1e6)  # what parse_timestamp's float gives
+            if micros == exact and -_EXACT < exact < _EXACT:
+                return micros  # formats back to `text`: see `_EXACT`
             if _MIN_EPOCH <= micros / 1e6 <= _MAX_EPOCH:
                 return micros if _formats_back(micros / 1e6) == exact else text
     return _parsed_micros(text)
+
+
+#: Below 2^32 seconds from the epoch (years 1834-2106) a float time is within a quarter of a
+#: microsecond of the time it stands for, so `format_timestamp` writes the float of ``exact``
+#: microseconds back as ``exact`` (`_formats_back` would say so).
+_EXACT = 2**32 * 1_000_000
 
 
 @functools.lru_cache(maxsize=1024)
