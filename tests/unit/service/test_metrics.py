@@ -36,7 +36,7 @@ def test_observing_a_batch_at_once_counts_as_observing_each():
     metrics.observe_all(batch, amounts)
     metrics.observe_all(batch, [])
     samples = [
-        [(s.name[1:], s.labels, s.value) for s in h.collect()[0].samples if "created" not in s.name]
+        [(s.name[3:], s.labels, s.value) for s in h.collect()[0].samples if "created" not in s.name]
         for h in (one, batch)
     ]
     assert samples[0] == samples[1] and samples[0][-2][2] == len(amounts)
