@@ -42,9 +42,8 @@ class Recent:
     def record(self, messages: Sequence[Message], result: BatchResult) -> None:
         """Called by `BatchMetrics.finished` with each batch: keep the changes of newly applied matches and
         advance the partitions' next offsets."""
-        for match in result.results:
-            if not match.duplicate:
-                self.feed.extend(match.events)
+        changes = [e for match in result.results if not match.duplicate for e in match.events]
+        self.feed.extend(changes[-(self.feed.maxlen or len(changes)) :])  # the rest would drop out
         for message in messages:
             key = (message.topic, message.partition)
             self.next_offsets[key] = max(self.next_offsets.get(key, 0), message.offset + 1)
