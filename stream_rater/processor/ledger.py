@@ -64,9 +64,13 @@ class CommitLedger:
     def produced(self, result: BatchResult) -> None:
         """`result`'s events are with the broker: the next commit of each ladder may shrink
         the markers of its matches that still hold events."""
+        produced = self._produced
         for r in result.results:
             if r.events:
-                self._produced.setdefault(r.match.ladder, set()).add(r.match.match_id)
+                ids = produced.get(r.match.ladder)
+                if ids is None:
+                    ids = produced[r.match.ladder] = set()
+                ids.add(r.match.match_id)
 
     def confirm(self, ladder: str, results: list[MatchResult]) -> tuple[list[MatchResult], set[str]]:
         """`results`, with matches found applied by this processor's own unconfirmed commit

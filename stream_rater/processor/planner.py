@@ -3,7 +3,6 @@ states, giving each match's result and the commit that makes them durable. No I/
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import isfinite
@@ -18,9 +17,6 @@ from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.rating.predict import as_read, expected, pairwise
 from stream_rater.rating.scoring import predicts_draws, score_match
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
-
-#: Matches often share a finished_at (a tournament day); formatting it once each is cheaper.
-_timestamp = functools.lru_cache(maxsize=4096)(format_timestamp)
 
 #: Sees each match with its prior team ratings (effects last in their teams) just before
 #: the model rates it — how `evaluate` makes its predictions with the very same states.
@@ -332,7 +328,9 @@ def _events(
     stored_players, event_fields = s.snapshot.players, changes.event_fields
     players, leaderboard, history = changes.players, changes.leaderboard, changes.history
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
-    finished_at, processed_at = _timestamp(at), s.processed_at
+    # Formatted per match: a cache of the texts (a tournament day's matches share one) costs
+    # more than it saves where each match has its own time, as a live stream's do.
+    finished_at, processed_at = format_timestamp(at), s.processed_at
     events: list[Event] = []
     for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
         for player, before, new in zip(team.players, prior, team_post):
@@ -358,7 +356,7 @@ def _events(
                 before.last_played is not None and at < before.last_played,  # late: see `is_late`
                 None if flag is None else flag(games, after.sigma),
                 expectation[t],
-                display(Rating(before.mu, before.sigma)),
+                display(_new(Rating, (before[0], before[1], None))),  # `Rating(mu, sigma)`
             )
             event_fields[id(event := rating_changed(*fields))] = fields
             events.append(event)
@@ -413,7 +411,7 @@ def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> lis
     last match and peak stay as they were."""
     model, rules = s.model, s.rules
     overrides = dict(record.season.params) if record.season is not None else {}
-    started_at = _timestamp(record.finished_at)
+    started_at = format_timestamp(record.finished_at)
     events: list[Event] = []
     for pid, stored in s.snapshot.players.items():
         state = changes.players.get(pid, stored)

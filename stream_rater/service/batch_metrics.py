@@ -42,9 +42,8 @@ class Recent:
     def record(self, messages: Sequence[Message], result: BatchResult) -> None:
         """Called by `BatchMetrics.finished` with each batch: keep the changes of newly applied matches and
         advance the partitions' next offsets."""
-        for match in result.results:
-            if not match.duplicate:
-                self.feed.extend(match.events)
+        changes = [e for match in result.results if not match.duplicate for e in match.events]
+        self.feed.extend(changes[-(self.feed.maxlen or len(changes)) :])  # the rest would drop out
         for message in messages:
             key = (message.topic, message.partition)
             self.next_offsets[key] = max(self.next_offsets.get(key, 0), message.offset + 1)
@@ -124,6 +123,7 @@ class BatchMetrics:
         counts: Counter[tuple[bool, str]] = Counter()
         late: Counter[str] = Counter()
         moved: dict[tuple[bool, str], float] = {}  # (created, ladder) → display-rating points
+        waits: list[float] = []  # finished_at → now per match: one histogram update per batch
         for r in result.results:
             if r.voided:
                 metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
@@ -141,7 +141,8 @@ class BatchMetrics:
                 moved[points > 0, r.match.ladder] = moved.get((points > 0, r.match.ladder), 0.0) + abs(points)
                 if is_late(r):
                     late[r.match.ladder] += 1
-            metrics.EVENT_LATENCY.observe(max(0.0, now - r.match.finished_at))
+            waits.append(max(0.0, now - r.match.finished_at))
+        metrics.observe_all(metrics.EVENT_LATENCY, waits)
         for (duplicate, ladder), n in counts.items():
             (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
         for ladder, n in late.items():

@@ -3,6 +3,10 @@ counters, no player ids as labels). Served at ``/metrics`` by the worker's web s
 
 from __future__ import annotations
 
+import bisect
+import collections
+from collections.abc import Sequence
+
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -204,6 +208,19 @@ _QUALITY_SUMS = {
     "brier": PREDICTED_BRIER,
 }
 _QUALITY_BINS = {"n": CALIBRATION_PAIRS, "p": CALIBRATION_PREDICTED, "o": CALIBRATION_OBSERVED}
+
+
+def observe_all(histogram: Histogram, amounts: Sequence[float]) -> None:
+    """``histogram.observe(a)`` for each of `amounts` (an unlabelled histogram), as one increment
+    of each bucket and of the sum: a batch's matches at once, where observing each costs
+    microseconds (a Python scan of the buckets and a lock per increment). prometheus_client has
+    no such call; its bucket and sum values are the ones `observe` increments."""
+    if not amounts:
+        return
+    counts = collections.Counter(bisect.bisect_left(histogram._upper_bounds, a) for a in amounts)
+    histogram._sum.inc(sum(amounts))
+    for bucket, n in counts.items():
+        histogram._buckets[bucket].inc(n)
 
 
 def count_quality(ladder: str, scorer: str, sums: dict[str, float], bins: int) -> None:

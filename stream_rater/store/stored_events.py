@@ -29,6 +29,7 @@ import msgpack
 
 from stream_rater.config.rules import READ_FLAGS
 from stream_rater.contracts import format_timestamp, parse_timestamp, rating_changed
+from stream_rater.contracts.timestamps import _MAX_EPOCH, _MIN_EPOCH
 from stream_rater.store.base import Event
 
 #: Packs stored values (``use_bin_type`` like every stored value); sharing it is safe: packing
@@ -178,21 +179,22 @@ class StoredForms:
         self.ladder = ladder
         self._fields = fields or {}
         self._compacts: dict[int, list[Any] | None] = {}
-        self._heads: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+        #: Match id → its entries' head (match id, times as kept) and the times it is of.
+        self._heads: dict[str, tuple[Any, Any, Any, str, str]] = {}
         self._expected: dict[int, Any] = {}
 
     def compact(self, event: Event) -> list[Any] | None:
         """`_compact` of `event`, made once."""
-        compacts = self._compacts
         key = id(event)
+        compacts = self._compacts
         if key in compacts:
             return compacts[key]
         fields = self._fields.get(key)
-        if fields is not None and (event["player_id"] is not fields[2] or len(event) != _size(fields)):
-            fields = None  # changed in place since it was built (`contracts.with_mode`): its map
-        compact = compacts[key] = (
-            _compact(event, self.ladder) if fields is None else compact_of(fields, self.ladder)
-        )
+        if fields is None or event["player_id"] is not fields[2] or len(event) != _size(fields):
+            # no fields, or changed in place since it was built (`contracts.with_mode`): its map
+            compact = compacts[key] = _compact(event, self.ladder)
+        else:
+            compact = compacts[key] = compact_of(fields, self.ladder)
         return compact
 
     def marker(self, events: list[Event]) -> bytes:
@@ -204,36 +206,44 @@ class StoredForms:
     def entry(self, event: Event, model: str, player_id: str) -> bytes:
         """`pack_entry` of `event`."""
         compacts = self._compacts
-        compact = compacts[id(event)] if id(event) in compacts else self.compact(event)
+        key = id(event)
+        compact = compacts[key] if key in compacts else self.compact(event)
         if compact is None or compact[1] != player_id or compact[2] != model:
             body: bytes = PACKER.pack(event)
         else:
             body = PACKER.pack(self._entry(compact))
-        return len(body).to_bytes(2, "big") + body if len(body) <= ENTRY_LIMIT else b""
+        size = len(body)
+        if size < 256:
+            return _FRAMES[size] + body
+        return size.to_bytes(2, "big") + body if size <= ENTRY_LIMIT else b""
 
     def _entry(self, compact: list[Any]) -> list[Any]:
-        """The fields of a history entry from an event's compact form (`pack_entry`)."""
-        key = (compact[0], compact[9], compact[10])
-        head = self._heads.get(key)
-        if head is None:
+        """The fields of a history entry from an event's compact form (`pack_entry`): its
+        match's part (match id, timestamps) made once per match."""
+        head = self._heads.get(compact[0])
+        if head is None or head[3] != compact[9] or head[4] != compact[10]:  # its match's, at its times
             finished, processed = _micros(compact[9]), _micros(compact[10])
             if type(finished) is int and type(processed) is int:
                 processed -= finished  # exact: both are integers
-            head = self._heads[key] = (_match(compact[0]), finished, processed)
-        entry = [head[0], *compact[3:9], head[1], head[2], compact[11]]
-        if len(compact) > 12:
-            expected = compact[12]
-            if expected is not None:
-                kept = self._expected
-                key_of = id(expected)
-                stored = (
-                    kept[key_of] if key_of in kept else kept.setdefault(key_of, _stored_expected(expected))
-                )
-                entry.append(stored)
-            else:
-                entry.append(None)
-            entry += compact[13:]  # flag, before rating
-        return entry
+            head = self._heads[compact[0]] = (
+                _match(compact[0]),
+                finished,
+                processed,
+                compact[9],
+                compact[10],
+            )
+        if len(compact) == 12:
+            return [head[0], *compact[3:9], head[1], head[2], compact[11]]
+        expected = compact[12]
+        if expected is not None:
+            kept = self._expected
+            at = id(expected)
+            expected = kept[at] if at in kept else kept.setdefault(at, _stored_expected(expected))
+        return [head[0], *compact[3:9], head[1], head[2], compact[11], expected, *compact[13:]]
+
+
+#: The 2-byte big-endian length frames of entries shorter than 256 bytes (nearly all).
+_FRAMES = [n.to_bytes(2, "big") for n in range(256)]
 
 
 def stored_event(value: Any, ladder: str) -> Event:
@@ -269,15 +279,55 @@ ENTRY_LIMIT = 0xFFFF
 @functools.lru_cache(maxsize=4096)
 def _micros(text: str) -> int | str:
     """A timestamp as integer microseconds when `format_timestamp` gives `text` back from them
-    (then it reads back identical), else `text` itself. Text in `format_timestamp`'s form is
-    read digit by digit, its minute parsed once (`_minute_micros`): the same number as parsing
-    it whole, at a fraction of the cost."""
+    (then it reads back identical), else `text` itself. A time with a fraction, as most are, is
+    read from its second (parsed once: `_second_micros`) and its digits; any other text as
+    `_parsed_micros` reads it."""
+    digits = text[20:-1]
+    if text[19:20] == "." and text[-1:] == "Z" and 0 < len(digits) <= 6 and digits[-1] != "0":
+        start = _second_micros(text[:19]) if digits.isascii() and digits.isdigit() else None
+        if start is not None:
+            exact = start + int(digits.ljust(6, "0"))
+            micros = round(exact / 1_000_000 * 1e6)  # what parse_timestamp's float gives
+            if micros == exact and -_EXACT < exact < _EXACT:
+                return micros  # formats back to `text`: see `_EXACT`
+            if _MIN_EPOCH <= micros / 1e6 <= _MAX_EPOCH:
+                return micros if _formats_back(micros / 1e6) == exact else text
+    return _parsed_micros(text)
+
+
+#: Below 2^32 seconds from the epoch (years 1834-2106) a float time is within a quarter of a
+#: microsecond of the time it stands for, so `format_timestamp` writes the float of ``exact``
+#: microseconds back as ``exact`` (`_formats_back` would say so).
+_EXACT = 2**32 * 1_000_000
+
+
+@functools.lru_cache(maxsize=1024)
+def _second_micros(second: str) -> int | None:
+    """The epoch microseconds of `second` (``YYYY-MM-DDTHH:MM:SS``, the second below 60, before
+    the year 9999), exactly; None if it is not one."""
+    if _SECOND.fullmatch(second) is None or second[17:] >= "60" or second >= "9999":
+        return None
+    try:
+        return _minute_micros(second[:17]) + int(second[17:]) * 1_000_000
+    except Exception:  # not a valid time
+        return None
+
+
+def _parsed_micros(text: str) -> int | str:
+    """`_micros` of any text: text in `format_timestamp`'s form read digit by digit, its minute
+    parsed once (`_minute_micros`), the same number as parsing it whole at a fraction of the
+    cost; and whether it formats back told without formatting where the text is
+    `format_timestamp`'s own (`_formats_back`)."""
     try:
         found = _FORMATTED.fullmatch(text)
         if found is not None and text < "9999":  # parsing a time past the last second fails
             minute, second, fraction = found.groups()
             exact = _minute_micros(minute) + int(second) * 1_000_000 + int((fraction or "").ljust(6, "0"))
             micros = round(exact / 1_000_000 * 1e6)  # what parse_timestamp's float gives
+            # `format_timestamp`'s own text of `exact` (a second below 60, no trailing zero)
+            canonical = second < "60" and (fraction is None or fraction[-1] != "0")
+            if canonical and _MIN_EPOCH <= micros / 1e6 <= _MAX_EPOCH:
+                return micros if _formats_back(micros / 1e6) == exact else text
         else:
             micros = round(parse_timestamp(text) * 1e6)
     except Exception:  # not a timestamp of ours: kept as it is
@@ -285,8 +335,17 @@ def _micros(text: str) -> int | str:
     return micros if format_timestamp(micros / 1e6) == text else text
 
 
+def _formats_back(epoch: float) -> int:
+    """The microseconds `format_timestamp` writes `epoch` (within its range) as: its own
+    rounding, without the text (`_micros` compares them with the text's)."""
+    whole = int(epoch)
+    return whole * 1_000_000 if whole == epoch else whole * 1_000_000 + round((epoch - whole) * 1e6)
+
+
 #: `format_timestamp`'s text: the minute (``YYYY-MM-DDTHH:MM:``), the second, the fraction.
 _FORMATTED = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:)(\d\d)(?:\.(\d{1,6}))?Z", re.ASCII)
+#: Its minute and second (`_second_micros`).
+_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", re.ASCII)
 _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

@@ -156,12 +156,16 @@ class PlayerState(NamedTuple):
             mu if type(mu) is float and not mu.is_integer() else small(mu),
             sigma if type(sigma) is float and not sigma.is_integer() else small(sigma),
             games,
-            small(last),
+            last if type(last) is float and not last.is_integer() else small(last),
             version,
         )
         if peak is not None:
             at = True if peak_at is not None and peak_at == last else small(peak_at)
-            head += (small(extra), peak if type(peak) is float and not peak.is_integer() else small(peak), at)
+            head += (
+                None if extra is None else small(extra),
+                peak if type(peak) is float and not peak.is_integer() else small(peak),
+                at,
+            )
         elif extra is not None:
             head += (small(extra),)
         packed: bytes = _PACKER.pack(head)  # tuples pack as arrays

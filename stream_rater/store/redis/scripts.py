@@ -159,7 +159,8 @@ def history_args(
     for player, entries in commit.history.items():
         version = versions.get(player, 0)  # a history without its state (not the processor's): 0
         fields.append(history_slot(player, version, cap))
-        chunks.append(history_chunk(version, [entry(e, model or "", player) for e in entries[::-1][:cap]]))
+        newest = entries if len(entries) == 1 else entries[::-1][:cap]
+        chunks.append(history_chunk(version, [entry(e, model or "", player) for e in newest]))
     return model, fields, chunks
 
 

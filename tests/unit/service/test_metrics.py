@@ -24,3 +24,19 @@ def test_quality_sums_land_on_their_counters():
     assert value(metrics.CALIBRATION_PAIRS, ladder, "live", "0.7") == 2
     assert value(metrics.CALIBRATION_PREDICTED, ladder, "live", "0.7") == 1.46
     assert value(metrics.CALIBRATION_OBSERVED, ladder, "live", "0.7") == 0
+
+
+def test_observing_a_batch_at_once_counts_as_observing_each():
+    from prometheus_client import Histogram
+
+    one, batch = (Histogram(f"h_{name}", "test", buckets=(0.1, 1.0, 5.0), registry=None) for name in "ab")
+    amounts = [0.0, 0.1, 0.5, 1.0, 3.0, 7.0, 7.5, 0.05]
+    for a in amounts:
+        one.observe(a)
+    metrics.observe_all(batch, amounts)
+    metrics.observe_all(batch, [])
+    samples = [
+        [(s.name[3:], s.labels, s.value) for s in h.collect()[0].samples if "created" not in s.name]
+        for h in (one, batch)
+    ]
+    assert samples[0] == samples[1] and samples[0][-2][2] == len(amounts)

@@ -20,6 +20,7 @@ from stream_rater.store.stored_events import (
     PACKER,
     StoredForms,
     _micros,
+    _second_micros,
     pack_entry,
     pack_event,
     pack_events,
@@ -212,7 +213,7 @@ def test_a_history_entry_of_a_uuid_match_with_expectations_is_compact_and_reads_
         st.floats(min_value=-62135596800.0, max_value=253402300799.0),
         st.integers(min_value=-62135596800, max_value=253402300799).map(float),
     ),
-    st.sampled_from(["", "+00:00", "0Z", " ", "60Z"]),
+    st.sampled_from(["", "+00:00", "0Z", " ", "60Z", "60.5Z", ".\u0663Z", ".5Z", ".1234567Z"]),
 )
 def test_a_timestamp_is_read_digit_by_digit_as_parsing_it_whole_reads_it(epoch, mutation):
     """`_micros`'s fast path gives what parsing the whole text gives, at any time of years
@@ -222,11 +223,14 @@ def test_a_timestamp_is_read_digit_by_digit_as_parsing_it_whole_reads_it(epoch, 
         text = text[:-1] + mutation
     elif mutation == " ":
         text = text.replace("T", " ")
+    elif mutation.startswith("."):  # another fraction: a non-ASCII digit, 7 digits
+        text = text[:19] + mutation
     elif mutation:
         text = text[:-1] + mutation if mutation == "0Z" else text[:17] + mutation
     whole = round(parse_timestamp(text) * 1e6) if _parses(text) else None
     expected = whole if whole is not None and format_timestamp(whole / 1e6) == text else text
     _micros.cache_clear()
+    _second_micros.cache_clear()
     assert _micros(text) == expected and type(_micros(text)) is type(expected)
 
 
