@@ -36,6 +36,7 @@ from stream_rater.store.redis.keys import (
     marker_slots,
 )
 from stream_rater.store.redis.leaderboard import LeaderboardReads
+from stream_rater.store.redis.lean import lean_script
 from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
@@ -100,10 +101,10 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         self.marker_ttl = int(marker_ttl)
         self.clock = clock
         self.round_trips = 0
-        self._read = client.register_script(READ_SCRIPT)
+        self._read = lean_script(client, READ_SCRIPT)  # the read API's calls: lean
         self._commit = client.register_script(COMMIT_SCRIPT)
         self._control_script = client.register_script(CONTROL_SCRIPT)
-        self._board_script = client.register_script(BOARD_SCRIPT)
+        self._board_script = lean_script(client, BOARD_SCRIPT)
         self._scan_script = client.register_script(SCAN_SCRIPT)
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
