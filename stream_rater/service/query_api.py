@@ -205,33 +205,42 @@ class BatchedReads:
     that requests ask of one ladder in the same turn of the event loop to
     the store as one call: under load, many concurrent lookups cost the
     store client one pipeline, not one each (its per-call overhead, not Redis, bounds a
-    read server). Each caller gets what it asked (its players only) of that one answer.
-    Every other call goes to the store as it is."""
+    read server). Each caller gets what it asked (its players only) of that one answer: a
+    caller alone in its batch the answer as it is. Every other call goes to the store as it is.
+
+    A batch costs one task (the store's call) and each caller a future of its own, which its
+    cancellation cancels without touching the others'."""
 
     def __init__(self, store: ReadStore) -> None:
         self.store = store
-        self._pending: dict[tuple[str, str, Any], tuple[dict[str, None], asyncio.Future[Any]]] = {}
+        self._pending: dict[tuple[str, str, Any], tuple[dict[str, None], list[asyncio.Future[Any]]]] = {}
         self._sending: set[asyncio.Future[Any]] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
     async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
-        found: Lookup = await self._batched("lookup", ladder, player_ids, since)
+        found: Lookup
+        found, alone = await self._batched("lookup", ladder, player_ids, since)
+        if alone:
+            return found
         return Lookup(_of(found.players, player_ids), _of(found.places, player_ids), found.ranked)
 
     async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
-        found: BoardRanks = await self._batched("ranks", ladder, player_ids, since)
-        return BoardRanks(_of(found.ranks, player_ids), found.total)
+        found: BoardRanks
+        found, alone = await self._batched("ranks", ladder, player_ids, since)
+        return found if alone else BoardRanks(_of(found.ranks, player_ids), found.total)
 
     async def board_around(
         self, ladder: str, player_id: str, n: int, since: float | None
     ) -> BoardAround | None:
-        found: dict[str, BoardAround | None] = await self._batched("around", ladder, [player_id], (n, since))
+        found: dict[str, BoardAround | None] = (
+            await self._batched("around", ladder, [player_id], (n, since))
+        )[0]
         return found[player_id]
 
     async def generations(self, ladder: str) -> Generations:
-        found: Generations = await self._batched("generations", ladder, ())
+        found: Generations = (await self._batched("generations", ladder, ()))[0]
         return found
 
     async def read(
@@ -246,19 +255,26 @@ class BatchedReads:
         if effects or matches or generation is not None:
             return await self.store.read(ladder, player_ids, effects, matches, generation)
         ids = list(player_ids)
-        found: Snapshot = await self._batched("read", ladder, ids)
-        return dataclasses.replace(found, players=_of(found.players, ids))
+        found: Snapshot
+        found, alone = await self._batched("read", ladder, ids)
+        return found if alone else dataclasses.replace(found, players=_of(found.players, ids))
 
-    async def _batched(self, kind: str, ladder: str, ids: Iterable[str], extra: Any = None) -> Any:
+    async def _batched(
+        self, kind: str, ladder: str, ids: Iterable[str], extra: Any = None
+    ) -> tuple[Any, bool]:
         """The answer of the store's `kind` call for the ids every caller of this turn asked
-        (with the same `extra` arguments)."""
+        (with the same `extra` arguments), and whether this caller asked alone (the answer is
+        then all its own)."""
         key = (kind, ladder, extra)
-        if key not in self._pending:
-            self._pending[key] = ({}, asyncio.get_running_loop().create_future())
-            asyncio.get_running_loop().call_soon(self._send, key)
-        asked, answer = self._pending[key]
-        asked.update(dict.fromkeys(ids))
-        return await asyncio.shield(answer)
+        loop = asyncio.get_running_loop()
+        batch = self._pending.get(key)
+        if batch is None:
+            batch = self._pending[key] = ({}, [])
+            loop.call_soon(self._send, key)
+        batch[0].update(dict.fromkeys(ids))
+        waiter = loop.create_future()
+        batch[1].append(waiter)
+        return await waiter, len(batch[1]) == 1
 
     def _call(self, kind: str, ladder: str, ids: list[str], extra: Any) -> Awaitable[Any]:
         """The store's call of `kind` for `ids` (see `_batched`)."""
@@ -273,21 +289,24 @@ class BatchedReads:
         return self.store.read(ladder, ids, [], [])
 
     def _send(self, key: tuple[str, str, Any]) -> None:
-        asked, answer = self._pending.pop(key)
+        asked, waiters = self._pending.pop(key)
         kind, ladder, extra = key
-        call = self._call(kind, ladder, list(asked), extra)
 
         def settle(done: asyncio.Task[Any]) -> None:
-            if done.cancelled():
-                answer.cancel()
-            elif done.exception() is not None:
-                answer.set_exception(done.exception())  # type: ignore[arg-type]
-            else:
-                answer.set_result(done.result())
+            self._sending.discard(done)
+            failed = None if done.cancelled() else done.exception()
+            for waiter in waiters:
+                if waiter.done():  # its caller was cancelled
+                    continue
+                if done.cancelled():
+                    waiter.cancel()
+                elif failed is not None:
+                    waiter.set_exception(failed)
+                else:
+                    waiter.set_result(done.result())
 
-        task = asyncio.ensure_future(call)
+        task = asyncio.ensure_future(self._call(kind, ladder, list(asked), extra))
         self._sending.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(self._sending.discard)
         task.add_done_callback(settle)
 
 

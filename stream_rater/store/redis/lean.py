@@ -21,10 +21,10 @@ from hashlib import sha1
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis import exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.commands.core import AsyncScript
-from redis import exceptions
 
 #: Connections a lean script keeps between its calls (beyond them, given back to the pool).
 KEEP = 8
@@ -78,7 +78,7 @@ async def _ask(conn: AbstractConnection, command: tuple[Any, ...]) -> Any:
     if writer.transport.get_write_buffer_size():
         try:
             await asyncio.wait_for(writer.drain(), conn.socket_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise exceptions.TimeoutError("Timeout writing to socket") from None
     return await conn.read_response()
 
