@@ -41,7 +41,7 @@ class LeanScript:
         self._idle: list[AbstractConnection] = []
 
     async def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
-        conn = self._idle.pop() if self._idle else await self.pool.get_connection()
+        conn = self._idle.pop() if self._idle else await self.pool.get_connection()  # type: ignore[no-untyped-call]
         try:
             if not conn.is_connected or await conn.can_read():  # dropped by Redis, or dirty
                 await conn.disconnect()
@@ -83,7 +83,11 @@ async def _ask(conn: AbstractConnection, command: tuple[Any, ...]) -> Any:
     return await conn.read_response()
 
 
-def lean_script(client: aioredis.Redis | RedisCluster, script: str) -> LeanScript | AsyncScript:
+#: A script's call: lean (`LeanScript`) or redis-py's.
+ScriptCall = LeanScript | AsyncScript
+
+
+def lean_script(client: aioredis.Redis | RedisCluster, script: str) -> ScriptCall:
     """`script` called leanly on a single Redis (`LeanScript`), by redis-py on a Redis Cluster
     (or any other client)."""
     if isinstance(client, aioredis.Redis):
