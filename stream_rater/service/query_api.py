@@ -265,17 +265,32 @@ class BatchedReads:
     ) -> tuple[Any, bool]:
         """The answer of the store's `kind` call for the ids every caller of this turn asked
         (with the same `extra` arguments), and whether this caller asked alone (the answer is
-        then all its own)."""
+        then all its own). The turn's first caller makes the call, once the turn is over; the
+        others wait on a future each. A first caller cancelled meanwhile leaves the call to a
+        task (`_send`), so that the others are answered all the same."""
         key = (kind, ladder, extra)
-        loop = asyncio.get_running_loop()
         batch = self._pending.get(key)
-        if batch is None:
-            batch = self._pending[key] = ({}, [])
-            loop.call_soon(self._send, key)
-        batch[0].update(dict.fromkeys(ids))
-        waiter = loop.create_future()
-        batch[1].append(waiter)
-        return await waiter, len(batch[1]) == 1
+        if batch is not None:
+            batch[0].update(dict.fromkeys(ids))
+            waiter = asyncio.get_running_loop().create_future()
+            batch[1].append(waiter)
+            return await waiter, False
+        asked, waiters = batch = self._pending[key] = (dict.fromkeys(ids), [])
+        try:
+            await asyncio.sleep(0)  # the other callers of this turn join
+            del self._pending[key]
+            answer = await self._call(kind, ladder, list(asked), extra)
+        except asyncio.CancelledError:
+            if self._pending.get(key) is batch:
+                del self._pending[key]
+            if waiters:
+                self._send(kind, ladder, list(asked), extra, waiters)
+            raise
+        except Exception as failed:
+            _settle(waiters, failed=failed)
+            raise
+        _settle(waiters, answer)
+        return answer, not waiters
 
     def _call(self, kind: str, ladder: str, ids: list[str], extra: Any) -> Awaitable[Any]:
         """The store's call of `kind` for `ids` (see `_batched`)."""
@@ -289,26 +304,35 @@ class BatchedReads:
             return self.store.generations(ladder)
         return self.store.read(ladder, ids, [], [])
 
-    def _send(self, key: tuple[str, str, Any]) -> None:
-        asked, waiters = self._pending.pop(key)
-        kind, ladder, extra = key
+    def _send(
+        self, kind: str, ladder: str, ids: list[str], extra: Any, waiters: list[asyncio.Future[Any]]
+    ) -> None:
+        """The store's call of `kind` for `ids` by a task, answering `waiters`."""
 
         def settle(done: asyncio.Task[Any]) -> None:
             self._sending.discard(done)
-            failed = None if done.cancelled() else done.exception()
-            for waiter in waiters:
-                if waiter.done():  # its caller was cancelled
-                    continue
-                if done.cancelled():
+            if done.cancelled():
+                for waiter in waiters:
                     waiter.cancel()
-                elif failed is not None:
-                    waiter.set_exception(failed)
-                else:
-                    waiter.set_result(done.result())
+            else:
+                _settle(waiters, None if done.exception() else done.result(), done.exception())
 
-        task = asyncio.ensure_future(self._call(kind, ladder, list(asked), extra))
+        task = asyncio.ensure_future(self._call(kind, ladder, ids, extra))
         self._sending.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(settle)
+
+
+def _settle(
+    waiters: Sequence[asyncio.Future[Any]], answer: Any = None, failed: BaseException | None = None
+) -> None:
+    """Give each waiter whose caller still waits `answer`, or `failed`."""
+    for waiter in waiters:
+        if waiter.done():  # its caller was cancelled
+            continue
+        if failed is not None:
+            waiter.set_exception(failed)
+        else:
+            waiter.set_result(answer)
 
 
 def _of(found: Mapping[str, Any], ids: Iterable[str]) -> dict[str, Any]:
