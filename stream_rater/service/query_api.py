@@ -475,7 +475,8 @@ def serving_gc() -> None:
     of its imports go to the permanent generation (`gc.freeze`), so no collection walks them
     again, and the young generation is collected every `SERVING_GC_THRESHOLD` new objects
     rather than 700 (an answer leaves only a few reference cycles behind): collections cost
-    the read API some 30 µs per answer otherwise (`bench api`)."""
+    the read API some 30 µs per answer otherwise (`bench api`). The worker's
+    `service.app.settle_gc` does the same; importing it would load the worker (faust) here."""
     gc.freeze()
     gc.set_threshold(SERVING_GC_THRESHOLD, *gc.get_threshold()[1:])
 
