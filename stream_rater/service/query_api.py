@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import gc
 import hashlib
 import time
 from collections import OrderedDict
@@ -205,33 +206,42 @@ class BatchedReads:
     that requests ask of one ladder in the same turn of the event loop to
     the store as one call: under load, many concurrent lookups cost the
     store client one pipeline, not one each (its per-call overhead, not Redis, bounds a
-    read server). Each caller gets what it asked (its players only) of that one answer.
-    Every other call goes to the store as it is."""
+    read server). Each caller gets what it asked (its players only) of that one answer: a
+    caller alone in its batch the answer as it is. Every other call goes to the store as it is.
+
+    A batch costs one task (the store's call) and each caller a future of its own, which its
+    cancellation cancels without touching the others'."""
 
     def __init__(self, store: ReadStore) -> None:
         self.store = store
-        self._pending: dict[tuple[str, str, Any], tuple[dict[str, None], asyncio.Future[Any]]] = {}
+        self._pending: dict[tuple[str, str, Any], tuple[dict[str, None], list[asyncio.Future[Any]]]] = {}
         self._sending: set[asyncio.Future[Any]] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
     async def lookup(self, ladder: str, player_ids: Sequence[str], since: float | None = None) -> Lookup:
-        found: Lookup = await self._batched("lookup", ladder, player_ids, since)
+        found: Lookup
+        found, alone = await self._batched("lookup", ladder, player_ids, since)
+        if alone:
+            return found
         return Lookup(_of(found.players, player_ids), _of(found.places, player_ids), found.ranked)
 
     async def board_ranks(self, ladder: str, player_ids: Sequence[str], since: float | None) -> BoardRanks:
-        found: BoardRanks = await self._batched("ranks", ladder, player_ids, since)
-        return BoardRanks(_of(found.ranks, player_ids), found.total)
+        found: BoardRanks
+        found, alone = await self._batched("ranks", ladder, player_ids, since)
+        return found if alone else BoardRanks(_of(found.ranks, player_ids), found.total)
 
     async def board_around(
         self, ladder: str, player_id: str, n: int, since: float | None
     ) -> BoardAround | None:
-        found: dict[str, BoardAround | None] = await self._batched("around", ladder, [player_id], (n, since))
+        found: dict[str, BoardAround | None] = (
+            await self._batched("around", ladder, [player_id], (n, since))
+        )[0]
         return found[player_id]
 
     async def generations(self, ladder: str) -> Generations:
-        found: Generations = await self._batched("generations", ladder, ())
+        found: Generations = (await self._batched("generations", ladder, ()))[0]
         return found
 
     async def read(
@@ -246,19 +256,41 @@ class BatchedReads:
         if effects or matches or generation is not None:
             return await self.store.read(ladder, player_ids, effects, matches, generation)
         ids = list(player_ids)
-        found: Snapshot = await self._batched("read", ladder, ids)
-        return dataclasses.replace(found, players=_of(found.players, ids))
+        found: Snapshot
+        found, alone = await self._batched("read", ladder, ids)
+        return found if alone else dataclasses.replace(found, players=_of(found.players, ids))
 
-    async def _batched(self, kind: str, ladder: str, ids: Iterable[str], extra: Any = None) -> Any:
+    async def _batched(
+        self, kind: str, ladder: str, ids: Iterable[str], extra: Any = None
+    ) -> tuple[Any, bool]:
         """The answer of the store's `kind` call for the ids every caller of this turn asked
-        (with the same `extra` arguments)."""
+        (with the same `extra` arguments), and whether this caller asked alone (the answer is
+        then all its own). The turn's first caller makes the call, once the turn is over; the
+        others wait on a future each. A first caller cancelled meanwhile leaves the call to a
+        task (`_send`), so that the others are answered all the same."""
         key = (kind, ladder, extra)
-        if key not in self._pending:
-            self._pending[key] = ({}, asyncio.get_running_loop().create_future())
-            asyncio.get_running_loop().call_soon(self._send, key)
-        asked, answer = self._pending[key]
-        asked.update(dict.fromkeys(ids))
-        return await asyncio.shield(answer)
+        batch = self._pending.get(key)
+        if batch is not None:
+            batch[0].update(dict.fromkeys(ids))
+            waiter = asyncio.get_running_loop().create_future()
+            batch[1].append(waiter)
+            return await waiter, False
+        asked, waiters = batch = self._pending[key] = (dict.fromkeys(ids), [])
+        try:
+            await asyncio.sleep(0)  # the other callers of this turn join
+            del self._pending[key]
+            answer = await self._call(kind, ladder, list(asked), extra)
+        except asyncio.CancelledError:
+            if self._pending.get(key) is batch:
+                del self._pending[key]
+            if waiters:
+                self._send(kind, ladder, list(asked), extra, waiters)
+            raise
+        except Exception as failed:
+            _settle(waiters, failed=failed)
+            raise
+        _settle(waiters, answer)
+        return answer, not waiters
 
     def _call(self, kind: str, ladder: str, ids: list[str], extra: Any) -> Awaitable[Any]:
         """The store's call of `kind` for `ids` (see `_batched`)."""
@@ -272,23 +304,35 @@ class BatchedReads:
             return self.store.generations(ladder)
         return self.store.read(ladder, ids, [], [])
 
-    def _send(self, key: tuple[str, str, Any]) -> None:
-        asked, answer = self._pending.pop(key)
-        kind, ladder, extra = key
-        call = self._call(kind, ladder, list(asked), extra)
+    def _send(
+        self, kind: str, ladder: str, ids: list[str], extra: Any, waiters: list[asyncio.Future[Any]]
+    ) -> None:
+        """The store's call of `kind` for `ids` by a task, answering `waiters`."""
 
         def settle(done: asyncio.Task[Any]) -> None:
+            self._sending.discard(done)
             if done.cancelled():
-                answer.cancel()
-            elif done.exception() is not None:
-                answer.set_exception(done.exception())  # type: ignore[arg-type]
+                for waiter in waiters:
+                    waiter.cancel()
             else:
-                answer.set_result(done.result())
+                _settle(waiters, None if done.exception() else done.result(), done.exception())
 
-        task = asyncio.ensure_future(call)
+        task = asyncio.ensure_future(self._call(kind, ladder, ids, extra))
         self._sending.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(self._sending.discard)
         task.add_done_callback(settle)
+
+
+def _settle(
+    waiters: Sequence[asyncio.Future[Any]], answer: Any = None, failed: BaseException | None = None
+) -> None:
+    """Give each waiter whose caller still waits `answer`, or `failed`."""
+    for waiter in waiters:
+        if waiter.done():  # its caller was cancelled
+            continue
+        if failed is not None:
+            waiter.set_exception(failed)
+        else:
+            waiter.set_result(answer)
 
 
 def _of(found: Mapping[str, Any], ids: Iterable[str]) -> dict[str, Any]:
@@ -419,6 +463,22 @@ def serving_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+#: Net new container objects between two young-generation collections in ``serve``
+#: (`serving_gc`; CPython's default is 700).
+SERVING_GC_THRESHOLD = 10_000
+
+
+def serving_gc() -> None:
+    """Tune the garbage collector of ``stream-rater serve``'s process, once started: the objects
+    of its imports go to the permanent generation (`gc.freeze`), so no collection walks them
+    again, and the young generation is collected every `SERVING_GC_THRESHOLD` new objects
+    rather than 700 (an answer leaves only a few reference cycles behind): collections cost
+    the read API some 30 µs per answer otherwise (`bench api`). The worker's
+    `service.app.settle_gc` does the same; importing it would load the worker (faust) here."""
+    gc.freeze()
+    gc.set_threshold(SERVING_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def serve_app(queries: Queries, store: ReadStore) -> web.Application:

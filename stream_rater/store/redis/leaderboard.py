@@ -11,11 +11,11 @@ from typing import Any
 import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.commands.core import AsyncScript
 
 from stream_rater.contracts.modes import split_board
 from stream_rater.store.base import RatingTotals
 from stream_rater.store.redis.keys import BOARD_KEYS, KeyLayout, bucket, grouped
+from stream_rater.store.redis.lean import ScriptCall
 from stream_rater.store.redis.mode_boards import BOARD_PARTS, board_suffixes
 from stream_rater.store.redis.scripts import IDLE_READ_LIMIT, TOTALS_STEP, TRIM_STEP, script_args
 from stream_rater.store.status import check_reply, text
@@ -26,7 +26,7 @@ class LeaderboardReads(KeyLayout):
     """The leaderboard methods of `RedisStore` (which sets these attributes)."""
 
     client: aioredis.Redis | RedisCluster
-    _board_script: AsyncScript
+    _board_script: ScriptCall
     #: Ladder → its live generation as last seen.
     _live: dict[str, int]
     round_trips: int

@@ -17,7 +17,6 @@ from typing import Any
 import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.commands.core import AsyncScript
 from redis.connection import HiredisRespSerializer
 
 from stream_rater.config.settings import DEFAULT_HISTORY
@@ -36,6 +35,7 @@ from stream_rater.store.redis.keys import (
     marker_slots,
 )
 from stream_rater.store.redis.leaderboard import LeaderboardReads
+from stream_rater.store.redis.lean import ScriptCall, lean_script
 from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
@@ -100,10 +100,10 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         self.marker_ttl = int(marker_ttl)
         self.clock = clock
         self.round_trips = 0
-        self._read = client.register_script(READ_SCRIPT)
+        self._read = lean_script(client, READ_SCRIPT)  # the read API's calls: lean
         self._commit = client.register_script(COMMIT_SCRIPT)
         self._control_script = client.register_script(CONTROL_SCRIPT)
-        self._board_script = client.register_script(BOARD_SCRIPT)
+        self._board_script = lean_script(client, BOARD_SCRIPT)
         self._scan_script = client.register_script(SCAN_SCRIPT)
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
@@ -187,7 +187,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
             commit, len(keys), gen, buckets, self.history_limit, trim_since(commit, now), boards[1]
         )
 
-    async def _run_script(self, script: AsyncScript, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
+    async def _run_script(self, script: ScriptCall, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
         """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each
         ladder's part atomic on its own, in one round trip: one call of the script for them
         all on a single Redis; on a Redis Cluster one call per ladder, sent concurrently (each

@@ -5,6 +5,7 @@ field — never a traceback."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 from dataclasses import replace
 from functools import partial
@@ -22,7 +23,15 @@ from stream_rater.processor import Processor
 from stream_rater.queries import Queries, TooManyPlayers
 from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import predict
-from stream_rater.service.query_api import OPENAPI, BatchedReads, query_routes, serve_app, serving_loop
+from stream_rater.service.query_api import (
+    OPENAPI,
+    SERVING_GC_THRESHOLD,
+    BatchedReads,
+    query_routes,
+    serve_app,
+    serving_gc,
+    serving_loop,
+)
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.values import BoardBehind, Generations
 from tests.helpers import parsed_duel
@@ -532,6 +541,45 @@ async def test_concurrent_lookups_and_reads_reach_the_store_as_one_call_each():
     assert rows == [await store.board_around("default", "ann", 1, None), None]
 
 
+async def test_a_batch_whose_first_caller_is_cancelled_still_answers_the_others():
+    """The first caller of a turn makes the batch's store call; cancelled before or during it,
+    the others of its turn still get the store's answer (and the cancelled caller its
+    cancellation), and a failing call fails every caller with the store's error."""
+
+    class Gated(MemoryStore):
+        gate = asyncio.Event()
+
+        async def lookup(self, ladder, ids, since=None):
+            await self.gate.wait()
+            return await super().lookup(ladder, ids, since)
+
+    store = Gated()
+    await Processor(LADDERS, store).process([duel("m1", "ann", "bob")])
+    batched = BatchedReads(store)
+    for turns in (1, 2):  # cancelled while the turn is open, then while the call waits
+        store.gate.clear()
+        first = asyncio.ensure_future(batched.lookup("default", ["ann"]))
+        other = asyncio.ensure_future(batched.lookup("default", ["bob"]))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        first.cancel()
+        store.gate.set()
+        found = await asyncio.wait_for(other, 5)
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert set(found.players) == {"bob"}
+
+    class Refusing(MemoryStore):
+        async def board_ranks(self, ladder, ids, since):
+            raise BoardBehind(ladder, 1000)
+
+    refused = BatchedReads(Refusing())
+    answers = await asyncio.gather(
+        *(refused.board_ranks("default", [p], None) for p in ("ann", "bob")), return_exceptions=True
+    )
+    assert [type(a) for a in answers] == [BoardBehind, BoardBehind]
+
+
 async def test_concurrent_leaderboard_versions_ask_the_store_for_generations_once():
     """The generations that cached leaderboard answers of the same turn check their version
     by are one store call, each caller getting the store's answer."""
@@ -623,3 +671,16 @@ def test_serve_answers_on_uvloops_event_loop():
         assert isinstance(loop, uvloop.Loop)
     finally:
         loop.close()
+
+
+def test_serve_freezes_its_start_up_objects_and_collects_young_objects_less_often():
+    """`serving_gc` (``serve``'s process, once started: the worker's `settle_gc` would import
+    the worker) moves what exists to the permanent generation and raises the young threshold."""
+    before = gc.get_threshold()
+    try:
+        serving_gc()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (SERVING_GC_THRESHOLD, *before[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
