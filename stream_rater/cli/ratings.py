@@ -255,7 +255,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from stream_rater.archive import archive_reader
     from stream_rater.queries import Queries
     from stream_rater.service.auth import check_exposure, protect
-    from stream_rater.service.query_api import serve_app, serving_gc, serving_loop
+    from stream_rater.service.gc_tuning import settle_gc
+    from stream_rater.service.query_api import serve_app, serving_loop
 
     settings = settings_of(args)
     check_exposure(settings)
@@ -276,7 +277,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served.on_cleanup.append(close_store)
         return served
 
-    serving_gc()
+    settle_gc()
     web.run_app(
         application(),
         host=settings.web_host,

@@ -15,7 +15,6 @@ than ``stop_timeout`` ends the process anyway (`StopWatch`).
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import tempfile
@@ -38,12 +37,12 @@ from stream_rater.kafka import (
     send_batched,
 )
 from stream_rater.processor import Processor
-from stream_rater.service import metrics
 from stream_rater.service.auto_rebuild import AutoRebuild, TopicRebuild
 from stream_rater.service.batch_handler import BatchHandler, Retrying, Topics
 from stream_rater.service.batch_metrics import BatchMetrics
 from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
+from stream_rater.service.gc_tuning import settle_gc
 from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.service.store_loss import LossGuard
@@ -226,43 +225,6 @@ def loss_guard(settings: Settings, ladders: Ladders, store: ReadStore, health: L
         health=health,
         limits=settings.limits(),
     )
-
-
-#: Allocations (net) between two young-generation collections; Python's default is 700.
-GC_YOUNG_THRESHOLD = 10_000
-
-
-def settle_gc() -> None:
-    """Keep the cyclic garbage collector off the worker's hot path.
-
-    Everything made at start-up (modules, the app, the ladders) moves to the permanent
-    generation, so older-generation collections stop re-scanning it, and a young collection
-    runs every `GC_YOUNG_THRESHOLD` allocations: each batch allocates tens of thousands of
-    short-lived objects (a dict per event, tuples per state). Measured with
-    ``stream-rater bench e2e``: about 4,570 matches per CPU-second before, 5,150-5,990 after.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    time_gc_pauses()
-
-
-def time_gc_pauses() -> None:
-    """Time every collection into the `stream_rater_gc_pause_seconds` metric (once per
-    process): a full collection stops the worker, which shows as a latency spike."""
-    if any(getattr(callback, "times_gc_pauses", False) for callback in gc.callbacks):
-        return
-    by_generation = [metrics.GC_PAUSE.labels(str(g)) for g in range(3)]
-    started = [0.0]
-
-    def callback(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started[0] = time.perf_counter()
-        else:
-            by_generation[info["generation"]].observe(time.perf_counter() - started[0])
-
-    callback.times_gc_pauses = True  # type: ignore[attr-defined]
-    gc.callbacks.append(callback)
 
 
 def open_worker_store(settings: Settings) -> StateStore:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import gc
 import hashlib
 import time
 from collections import OrderedDict
@@ -463,22 +462,6 @@ def serving_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
-
-
-#: Net new container objects between two young-generation collections in ``serve``
-#: (`serving_gc`; CPython's default is 700).
-SERVING_GC_THRESHOLD = 10_000
-
-
-def serving_gc() -> None:
-    """Tune the garbage collector of ``stream-rater serve``'s process, once started: the objects
-    of its imports go to the permanent generation (`gc.freeze`), so no collection walks them
-    again, and the young generation is collected every `SERVING_GC_THRESHOLD` new objects
-    rather than 700 (an answer leaves only a few reference cycles behind): collections cost
-    the read API some 30 µs per answer otherwise (`bench api`). The worker's
-    `service.app.settle_gc` does the same; importing it would load the worker (faust) here."""
-    gc.freeze()
-    gc.set_threshold(SERVING_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def serve_app(queries: Queries, store: ReadStore) -> web.Application:

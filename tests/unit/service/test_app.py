@@ -4,7 +4,6 @@ with records in memory); the worker's garbage-collector set-up; its bounded stop
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
@@ -13,14 +12,10 @@ from faust.types import TP
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
-from stream_rater.service import metrics
 from stream_rater.service.app import (
     EXIT_STOP_TIMEOUT,
-    GC_YOUNG_THRESHOLD,
     StopWatch,
     create_app,
-    settle_gc,
-    time_gc_pauses,
 )
 from stream_rater.service.faust_transport import YIELD_EVERY, BatchGuardConsumer
 from stream_rater.store.memory import MemoryStore
@@ -90,31 +85,6 @@ async def test_the_consumers_fetch_wait_is_the_configured_one():
     """faust fixes 1.5 s; the worker's aiokafka consumer gets ``fetch_max_wait`` instead."""
     c = consumer(fetch_max_wait=0.2)
     assert c._new_consumer_thread()._create_worker_consumer(c.transport)._fetch_max_wait_ms == 200
-
-
-def test_settle_gc_freezes_start_up_objects_and_collects_young_objects_less_often():
-    before = gc.get_threshold()
-    try:
-        settle_gc()
-        assert gc.get_freeze_count() > 0
-        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
-
-
-def test_every_collection_is_timed_by_generation_once_per_process():
-    """A full collection shows in the gen-2 pause histogram; installing twice times it once."""
-    time_gc_pauses()
-    time_gc_pauses()
-    timed = [c for c in gc.callbacks if getattr(c, "times_gc_pauses", False)]
-    assert len(timed) == 1
-    full = metrics.GC_PAUSE.labels("2")
-    before = full._sum.get(), sum(b.get() for b in full._buckets)
-    gc.collect(2)
-    after = full._sum.get(), sum(b.get() for b in full._buckets)
-    assert after[1] == before[1] + 1 and after[0] > before[0]
-    gc.callbacks.remove(timed[0])
 
 
 async def test_a_buffered_partition_is_delivered_strictly_in_sequence():

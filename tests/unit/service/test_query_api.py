@@ -5,7 +5,6 @@ field — never a traceback."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import math
 from dataclasses import replace
 from functools import partial
@@ -25,11 +24,9 @@ from stream_rater.rating.base import Rating
 from stream_rater.rating.predict import predict
 from stream_rater.service.query_api import (
     OPENAPI,
-    SERVING_GC_THRESHOLD,
     BatchedReads,
     query_routes,
     serve_app,
-    serving_gc,
     serving_loop,
 )
 from stream_rater.store.memory import MemoryStore
@@ -671,16 +668,3 @@ def test_serve_answers_on_uvloops_event_loop():
         assert isinstance(loop, uvloop.Loop)
     finally:
         loop.close()
-
-
-def test_serve_freezes_its_start_up_objects_and_collects_young_objects_less_often():
-    """`serving_gc` (``serve``'s process, once started: the worker's `settle_gc` would import
-    the worker) moves what exists to the permanent generation and raises the young threshold."""
-    before = gc.get_threshold()
-    try:
-        serving_gc()
-        assert gc.get_freeze_count() > 0
-        assert gc.get_threshold() == (SERVING_GC_THRESHOLD, *before[1:])
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
