@@ -25,8 +25,8 @@ from stream_rater.contracts.match import (
 )
 from stream_rater.contracts.rating_changed import (
     RatingChanged,
+    as_cross,
     correction_changed,
-    cross_changed,
     rating_changed,
     season_changed,
     with_mode,
@@ -45,7 +45,7 @@ __all__ = [
     "Team",
     "ValidationError",
     "correction_changed",
-    "cross_changed",
+    "as_cross",
     "format_timestamp",
     "match_key",
     "parse_match",

@@ -82,40 +82,12 @@ def with_mode(event: dict[str, Any], mode: str, player_id: str) -> dict[str, Any
     return event
 
 
-def cross_changed(
-    match_id: str,
-    ladder: str,
-    player_id: str,
-    model: str,
-    before: _State,
-    after: _State,
-    rating: float,
-    games: int,
-    finished_at: str,
-    processed_at: str,
-    provisional: bool | None,
-    played: str,
-    before_rating: float | None = None,
-) -> dict[str, Any]:
-    """A rating-changed event of the cross kind (a ladder with modes): the player's match
-    `match_id` in mode `played` moved their rating in another mode (`rating.modes.cross_update`),
-    where they did not play it: ``games`` and ``finished_at`` are the match's, ``games`` the
-    other mode's count (unchanged), ``cross`` is ``{"mode": played}``. `contracts.with_mode`
-    then makes it the player's event in the other mode."""
-    event = rating_changed(
-        match_id,
-        ladder,
-        player_id,
-        model,
-        before,
-        after,
-        rating,
-        games,
-        finished_at,
-        processed_at,
-        provisional=provisional,
-        before_rating=before_rating,
-    )
+def as_cross(event: dict[str, Any], played: str) -> dict[str, Any]:
+    """`event` (a `rating_changed` of a player in a mode they did not play) made, in place, a
+    rating-changed event of the cross kind (a ladder with modes): the player's match in mode
+    `played` moved their rating in this one (`rating.modes.cross_update`); ``games`` is this
+    mode's count (unchanged), ``finished_at`` the match's, ``cross`` is ``{"mode": played}``.
+    `contracts.with_mode` then makes it the player's event in the other mode. Returns it."""
     event["kind"] = "cross"
     event["cross"] = {"mode": played}
     return event
@@ -225,7 +197,7 @@ class RatingChanged:
     correction: dict[str, Any] | None = None
     provisional: bool | None = None
     season: dict[str, Any] | None = None
-    #: A cross event's ``{"mode": <the match's mode>}`` (`cross_changed`), else None.
+    #: A cross event's ``{"mode": <the match's mode>}`` (`as_cross`), else None.
     cross: dict[str, Any] | None = None
     expected: dict[str, float] | None = None
     rating_delta: float | None = None

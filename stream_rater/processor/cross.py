@@ -7,7 +7,7 @@ the read API and `offline.modes.CrossReplay` read it), moved, and written in the
 commit with the match's states: one version past the one read, its leaderboard score, its
 last-played time the match's (the state has been aged to it; so it is not aged twice), its
 games as they were (the player did not play in that mode). Every such move is a rating-changed
-event of the ``cross`` kind (`contracts.cross_changed`), in the match's marker and the
+event of the ``cross`` kind (`contracts.as_cross`), in the match's marker and the
 player's history in that mode, so each mode's events still chain (each ``before`` the previous
 ``after``) and a redelivery re-emits them with the match's own. A shadow writes the moves and
 builds no event, as for its matches. Pure, no I/O: the stream and a replay compute the same.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from stream_rater.config.ladders import Ladder
-from stream_rater.contracts import MatchFinished, cross_changed, format_timestamp
+from stream_rater.contracts import MatchFinished, as_cross, format_timestamp, rating_changed
 from stream_rater.contracts.modes import split_stored, stored_id
 from stream_rater.processor.planner import _Changes, _Setting
 from stream_rater.rating.base import Rating, RatingModel
@@ -96,7 +96,7 @@ def _event(
     s: _Setting, match: MatchFinished, sid: str, state: PlayerState, new: PlayerState, rating: float
 ) -> Event:
     assert match.mode is not None
-    return cross_changed(
+    event = rating_changed(
         match.match_id,
         s.ladder.name,
         sid,
@@ -107,7 +107,7 @@ def _event(
         new.games,
         format_timestamp(match.finished_at),
         s.processed_at,
-        None if s.flag is None else s.flag(new.games, new.sigma),
-        match.mode,
-        s.model.display(Rating(state.mu, state.sigma)),
+        provisional=None if s.flag is None else s.flag(new.games, new.sigma),
+        before_rating=s.model.display(Rating(state.mu, state.sigma)),
     )
+    return as_cross(event, match.mode)
