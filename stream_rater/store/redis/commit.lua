@@ -14,7 +14,10 @@
 --       order: every key the script touches, all of one ladder with its hash tag (one cluster
 --       slot; a call spans several ladders only on a single Redis).
 -- ARGV: per ladder, its commit as one msgpack map (packed with raw strings, which cmsgpack
---       reads; `commit_args` in scripts.py builds it):
+--       reads; `commit_args` in scripts.py builds it), then the `values` stored values the
+--       script only stores, each its own argument (never decoded nor copied into a table):
+--       per write its packed state, per history its chunk, per marker its value, per
+--       unproduced match its events, in that order (`Values`). The map's fields:
 --         keys             how many of KEYS are the ladder's
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be
@@ -26,7 +29,7 @@
 --                          was computed from: if the meta hash still shows it, no state changed
 --                          since (every commit that writes applies a match, see store/base.py)
 --                          and the versions are not checked one by one
---         states           per write, the packed state to store
+--         values           how many stored values follow the map
 --         scores           per write, leaderboard score as a decimal string (exact) or nil
 --                          (= not on the leaderboard: removed from it and the activity zset)
 --         activity         nil, or per write the player's last match for the activity zset
@@ -37,16 +40,16 @@
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to its key and the written players' states to the archive buckets
 --                          first, and the id appended to the seasons list
---         marker_ids       the matches applied, each with its marker (its placings, packed,
---         markers          or ''), written into the slot of index
+--         marker_ids       the matches applied, each with its marker (a value: its placings,
+--                          packed, or ''), written into the slot of index
 --         slot             among the markers slots, which then expires in
 --         slot_ttl         seconds (nil: never)
---         unproduced_at    the matches among them with events, as indices into marker_ids, and
---         unproduced       their events, each match's as one msgpack array, kept until produced
+--         unproduced_at    the matches among them with events, as indices into marker_ids (their
+--                          events are values, each match's one msgpack array, kept until produced)
 --         produced         match ids of earlier commits whose events are with the broker:
 --                          their unproduced events are dropped (the markers stay)
---         history_fields   per player with history, the field of its ring it writes, and
---         history          its value (the commit's state version, then its entries), in
+--         history_fields   per player with history, the field of its ring it writes (its value
+--                          the commit's state version, then its entries), in
 --         history_bucket   its players bucket (index); with_history: per write, the index of its
 --                          player's history (0: none), written in the same HSET as the state
 --         model            nil, or the model of the history entries (meta field 'model')
@@ -107,14 +110,25 @@ local function stale(hash, of, ids, expected)
   return nil
 end
 
--- HSET of the writes `of` into `hash`, their ids and `values`, `head` (a pair, or nil) first.
-local function hset(hash, of, ids, values, head)
+-- The positions in ARGV of the stored values of the ladder's commit whose map is ARGV[a]:
+-- value i of a kind is ARGV[V.<kind> + i].
+local function Values(a, args)
+  local V = {states = a}
+  V.history = V.states + #args.ids
+  V.markers = V.history + #args.history_fields
+  V.unproduced = V.markers + #args.marker_ids
+  return V
+end
+
+-- HSET of the writes `of` into `hash`, their ids and values ARGV[at + w], `head` (a pair, or
+-- nil) first.
+local function hset(hash, of, ids, at, head)
   local PAIRS = CHUNK / 2 - 1
   for i = 1, #of, PAIRS do
     local args = head and {head[1], head[2]} or {}
     for x = i, math.min(i + PAIRS - 1, #of) do
       args[#args + 1] = ids[of[x]]
-      args[#args + 1] = values[of[x]]
+      args[#args + 1] = ARGV[at + of[x]]
     end
     redis.call('HSET', hash, unpack(args))
   end
@@ -195,11 +209,11 @@ end
 
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
-local function mark(key, args, B)
+local function mark(key, args, B, V)
   chunked('HDEL', key(K.unproduced), args.produced)  -- first: events this commit keeps are never dropped
   if #args.marker_ids > 0 then
     local slot = key(B.markers + args.slot)
-    hset(slot, B.marker_at, args.marker_ids, args.markers)
+    hset(slot, B.marker_at, args.marker_ids, V.markers)
     if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
   -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
@@ -207,7 +221,7 @@ local function mark(key, args, B)
   local kept = {'', HASH_TABLE}
   for m = 1, #args.unproduced_at do
     kept[2 * m + 1] = args.marker_ids[args.unproduced_at[m]]
-    kept[2 * m + 2] = args.unproduced[m]
+    kept[2 * m + 2] = ARGV[V.unproduced + m]
   end
   if #kept > 2 then chunked('HSET', key(K.unproduced), kept) end
   redis.call('HINCRBY', key(K.meta), 'applied', #args.marker_ids)
@@ -221,20 +235,22 @@ end
 
 -- The players' states and histories, each player's in one HSET (a history without a state
 -- written, not the processor's way, on its own).
-local function write_players(key, args, B, players)
-  local ids, states, bucket, with = args.ids, args.states, args.bucket, args.with_history
-  local fields, chunks, done = args.history_fields, args.history, {}
+local function write_players(key, args, B, players, V)
+  local ids, bucket, with, fields, done = args.ids, args.bucket, args.with_history, args.history_fields, {}
+  local states, chunks = V.states, V.history
   for _, w in ipairs(players) do
     local h = with[w]
     if h > 0 then
-      redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w], fields[h], chunks[h])
+      redis.call('HSET', key(B.players + bucket[w]), ids[w], ARGV[states + w], fields[h], ARGV[chunks + h])
       done[h] = true
     else
-      redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w])
+      redis.call('HSET', key(B.players + bucket[w]), ids[w], ARGV[states + w])
     end
   end
   for h = 1, #fields do
-    if not done[h] then redis.call('HSET', key(B.players + args.history_bucket[h]), fields[h], chunks[h]) end
+    if not done[h] then
+      redis.call('HSET', key(B.players + args.history_bucket[h]), fields[h], ARGV[chunks + h])
+    end
   end
   if args.model then redis.call('HSET', key(K.meta), 'model', args.model) end
 end
@@ -279,8 +295,9 @@ local function rank_modes(key, args, players)
   end
 end
 
--- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys]. Returns its reply.
-local function commit(o, args)
+-- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys], its values follow
+-- ARGV[a] (`Values`). Returns its reply.
+local function commit(o, a, args)
   local function key(n) return KEYS[o + n] end
   local nb, nm = args.buckets[1], args.buckets[2]
   local B = {players = K_FIXED, markers = K_FIXED + nb, scorers = K_FIXED + nb + nm}
@@ -291,7 +308,7 @@ local function commit(o, args)
   end
   B.marker_at = {}  -- every marker, by index
   for m = 1, #args.marker_ids do B.marker_at[m] = m end
-  local groups = by_bucket(players, args.bucket)
+  local groups, V = by_bucket(players, args.bucket), Values(a, args)
   local refused = refusal(key, args, groups, effects, B)
   if refused then return refused end
 
@@ -300,18 +317,19 @@ local function commit(o, args)
     if args.trim_since then trim_board(key(K.lb), key(K.act), key(K.meta), args.trim_since, -1) end
     archive(key, args, groups, B)
   end
-  write_players(key, args, B, players)
-  hset(key(K.effects), effects, args.ids, args.states, {'', HASH_TABLE})
+  write_players(key, args, B, players, V)
+  hset(key(K.effects), effects, args.ids, V.states, {'', HASH_TABLE})
   if args.boards then rank_modes(key, args, players) else rank(key, args, players) end
-  mark(key, args, B)
+  mark(key, args, B, V)
   add_quality(key, args, B)
   return {'ok'}
 end
 
-local replies, o = {}, 0
-for a = 1, #ARGV do
+local replies, o, a = {}, 0, 1
+while a <= #ARGV do
   local args = cmsgpack.unpack(ARGV[a])
-  replies[a] = commit(o, args)
+  replies[#replies + 1] = commit(o, a, args)
   o = o + args.keys
+  a = a + 1 + args.values
 end
 return replies

@@ -178,8 +178,10 @@ def commit_args(
     history_cap: int,
     trim_since: float | None = None,
     boards: Mapping[str, Any] | None = None,
-) -> bytes:
-    """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
+) -> list[bytes]:
+    """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
+    fields, then the values it stores as they are (states, histories, markers, unproduced
+    events: arguments of their own, which the script neither decodes nor copies; both are
     described in ``commit.lua``); histories keep `history_cap` entries; players idle since
     `trim_since` leave the leaderboard; `boards`, a moded ladder's (`mode_boards`)."""
     ladder = commit.ladder
@@ -188,7 +190,13 @@ def commit_args(
     unproduced = [forms.marker(events) for events in commit.markers.values() if events]
     model, history_fields, history = history_args(commit, history_cap, forms)
     ids_of = list(commit.markers)
-    return script_args(
+    values = [
+        *map(PlayerState.pack, states),
+        *history,
+        *(PACKER.pack(commit.placings[m]) if m in commit.placings else b"" for m in ids_of),
+        *unproduced,
+    ]
+    fields = script_args(
         keys=keys,
         generation=generation,
         mode=mode(commit.generation),
@@ -199,7 +207,7 @@ def commit_args(
         watermark=commit.read_at[1]
         if commit.read_at is not None and commit.read_at[0] == generation
         else None,
-        states=list(map(PlayerState.pack, states)),
+        values=len(values),
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
@@ -207,14 +215,11 @@ def commit_args(
         history_bucket=buckets.history_index,
         with_history=_with_history(commit),
         marker_ids=ids_of,
-        markers=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in ids_of],
         slot=buckets.slot_written,
         slot_ttl=buckets.slot_ttl,
         unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
-        unproduced=unproduced,
         produced=list(commit.produced),
         history_fields=history_fields,
-        history=history,
         model=model,
         positions=dict(commit.positions),
         quality_add=[
@@ -226,6 +231,7 @@ def commit_args(
         trim_since=trim_since,
         **(boards or {}),
     )
+    return [fields, *values]
 
 
 def read_args(
