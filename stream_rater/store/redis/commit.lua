@@ -14,22 +14,24 @@
 --       order: every key the script touches, all of one ladder with its hash tag (one cluster
 --       slot; a call spans several ladders only on a single Redis).
 -- ARGV: per ladder, its commit as one msgpack map (packed with raw strings, which cmsgpack
---       reads; `commit_args` in scripts.py builds it), then the `values` stored values the
---       script only stores, each its own argument (never decoded nor copied into a table):
---       per write its packed state, per history its chunk, per marker its value, per
---       unproduced match its events, in that order (`Values`). The map's fields:
+--       reads; `commit_args` in scripts.py builds it), then its `values` arguments, which the
+--       script passes on to commands as they are (never decoded nor copied into tables): per
+--       write its packed state, per history its chunk, per applied match its id and marker, per
+--       match with events its id and events, then the produced match ids, in that order
+--       (`Values`). The map's fields:
 --         keys             how many of KEYS are the ladder's
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be
 --         ids              player/effect id per write
---         is_effect        per write, true = effects hash
 --         bucket           per write, the index of its players bucket among the players keys
---         expected         per write, the stored version it expects (0 = absent)
+--                          (0: an effect, in the effects hash)
+--         expected         per write, the stored version it expects (0 = absent), as one
+--                          msgpack array decoded only when the versions are checked
 --         watermark        nil, or the watermark of this generation in the read the commit
 --                          was computed from: if the meta hash still shows it, no state changed
 --                          since (every commit that writes applies a match, see store/base.py)
 --                          and the versions are not checked one by one
---         values           how many stored values follow the map
+--         values           how many arguments follow the map
 --         scores           per write, leaderboard score as a decimal string (exact) or nil
 --                          (= not on the leaderboard: removed from it and the activity zset)
 --         activity         nil, or per write the player's last match for the activity zset
@@ -40,14 +42,14 @@
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to its key and the written players' states to the archive buckets
 --                          first, and the id appended to the seasons list
---         marker_ids       the matches applied, each with its marker (a value: its placings,
---                          packed, or ''), written into the slot of index
+--         markers          how many matches are applied (each a pair of values: its id and its
+--                          marker, its placings packed or ''), written into the slot of index
 --         slot             among the markers slots, which then expires in
 --         slot_ttl         seconds (nil: never)
---         unproduced_at    the matches among them with events, as indices into marker_ids (their
---                          events are values, each match's one msgpack array, kept until produced)
---         produced         match ids of earlier commits whose events are with the broker:
---                          their unproduced events are dropped (the markers stay)
+--         unproduced       how many of them have events (each a pair of values: its id and its
+--                          events as one msgpack array), kept until produced
+--         produced         how many match ids of earlier commits (values) have their events with
+--                          the broker: their unproduced events are dropped (the markers stay)
 --         history_fields   per player with history, the field of its ring it writes (its value
 --                          the commit's state version, then its entries), in
 --         history_bucket   its players bucket (index); with_history: per write, the index of its
@@ -110,14 +112,30 @@ local function stale(hash, of, ids, expected)
   return nil
 end
 
--- The positions in ARGV of the stored values of the ladder's commit whose map is ARGV[a]:
--- value i of a kind is ARGV[V.<kind> + i].
+-- The positions in ARGV of the values of the ladder's commit whose map is ARGV[a]: value i of
+-- a kind is ARGV[V.<kind> + i] (the pairs' i-th id ARGV[V.<kind> + 2i - 1]).
 local function Values(a, args)
   local V = {states = a}
   V.history = V.states + #args.ids
   V.markers = V.history + #args.history_fields
-  V.unproduced = V.markers + #args.marker_ids
+  V.unproduced = V.markers + 2 * args.markers
+  V.produced = V.unproduced + 2 * args.unproduced
   return V
+end
+
+-- `command key` with the arguments ARGV[from] … ARGV[to], in chunks of CHUNK (even: a chunk of
+-- pairs holds whole pairs).
+local function ranged(command, key, from, to)
+  for i = from, to, CHUNK do
+    redis.call(command, key, unpack(ARGV, i, math.min(i + CHUNK - 1, to)))
+  end
+end
+
+-- The ids of the commit's applied matches (`Values`), and 1 … their number.
+local function marker_ids(args, V)
+  local ids, at = {}, {}
+  for m = 1, args.markers do ids[m] = ARGV[V.markers + 2 * m - 1]; at[m] = m end
+  return ids, at
 end
 
 -- HSET of the writes `of` into `hash`, their ids and values ARGV[at + w], `head` (a pair, or
@@ -139,13 +157,13 @@ end
 local function held(frozen, args)
   if redis.call('TYPE', frozen).ok ~= 'set' then return true end
   for w = 1, #args.ids do
-    if not args.is_effect[w] and redis.call('SISMEMBER', frozen, args.ids[w]) == 1 then return true end
+    if args.bucket[w] > 0 and redis.call('SISMEMBER', frozen, args.ids[w]) == 1 then return true end
   end
   return false
 end
 
 -- The refusal of a commit of ladder keys `key` (a function n → KEYS) and `args`, or nil.
-local function refusal(key, args, groups, writes, B)
+local function refusal(key, args, groups, writes, B, V)
   local refused = wrong_generation(key(K.control), args)
   if refused then return refused end
   if args.mode == 'live' and redis.call('EXISTS', key(K.frozen)) == 1 and held(key(K.frozen), args) then
@@ -154,18 +172,19 @@ local function refusal(key, args, groups, writes, B)
   -- An unchanged watermark means no commit since the read, which found no marker of these.
   local watermark = tonumber(redis.call('HGET', key(K.meta), 'applied') or '0')
   if args.watermark == nil or watermark ~= args.watermark then
+    local ids, at = marker_ids(args, V)
     for s = 1, args.buckets[2] do
-      local found = redis.call('EXISTS', key(B.markers + s)) == 1
-        and stored(key(B.markers + s), B.marker_at, args.marker_ids) or {}
-      for m = 1, #args.marker_ids do
-        if found[m] then return {'applied', args.marker_ids[m]} end
+      local found = redis.call('EXISTS', key(B.markers + s)) == 1 and stored(key(B.markers + s), at, ids) or {}
+      for m = 1, #ids do
+        if found[m] then return {'applied', ids[m]} end
       end
     end
+    local expected = cmsgpack.unpack(args.expected)
     for b, of in pairs(groups) do
-      local id = stale(key(B.players + b), of, args.ids, args.expected)
+      local id = stale(key(B.players + b), of, args.ids, expected)
       if id then return {'conflict', id} end
     end
-    local id = stale(key(K.effects), writes, args.ids, args.expected)
+    local id = stale(key(K.effects), writes, args.ids, expected)
     if id then return {'conflict', id} end
   end
   return nil
@@ -210,21 +229,20 @@ end
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
 local function mark(key, args, B, V)
-  chunked('HDEL', key(K.unproduced), args.produced)  -- first: events this commit keeps are never dropped
-  if #args.marker_ids > 0 then
+  -- first: events this commit keeps are never dropped
+  ranged('HDEL', key(K.unproduced), V.produced + 1, V.produced + args.produced)
+  if args.markers > 0 then
     local slot = key(B.markers + args.slot)
-    hset(slot, B.marker_at, args.marker_ids, V.markers)
+    ranged('HSET', slot, V.markers + 1, V.markers + 2 * args.markers)
     if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
-  -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
-  -- listpack would make each HDEL of the next commit scan them all.
-  local kept = {'', HASH_TABLE}
-  for m = 1, #args.unproduced_at do
-    kept[2 * m + 1] = args.marker_ids[args.unproduced_at[m]]
-    kept[2 * m + 2] = ARGV[V.unproduced + m]
+  if args.unproduced > 0 then
+    -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
+    -- listpack would make each HDEL of the next commit scan them all.
+    redis.call('HSET', key(K.unproduced), '', HASH_TABLE)
+    ranged('HSET', key(K.unproduced), V.unproduced + 1, V.unproduced + 2 * args.unproduced)
   end
-  if #kept > 2 then chunked('HSET', key(K.unproduced), kept) end
-  redis.call('HINCRBY', key(K.meta), 'applied', #args.marker_ids)
+  redis.call('HINCRBY', key(K.meta), 'applied', args.markers)
   for partition, offset in pairs(args.positions) do
     local field = 'p:' .. partition
     if tonumber(redis.call('HGET', key(K.meta), field) or '0') < offset then
@@ -304,12 +322,10 @@ local function commit(o, a, args)
   B.season = B.scorers + 2 * #args.quality_add + 1
   local players, effects = {}, {}
   for w = 1, #args.ids do
-    if args.is_effect[w] then effects[#effects + 1] = w else players[#players + 1] = w end
+    if args.bucket[w] == 0 then effects[#effects + 1] = w else players[#players + 1] = w end
   end
-  B.marker_at = {}  -- every marker, by index
-  for m = 1, #args.marker_ids do B.marker_at[m] = m end
   local groups, V = by_bucket(players, args.bucket), Values(a, args)
-  local refused = refusal(key, args, groups, effects, B)
+  local refused = refusal(key, args, groups, effects, B, V)
   if refused then return refused end
 
   if args.season then

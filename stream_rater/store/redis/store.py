@@ -172,7 +172,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
                 outcomes.append(None)
         return outcomes
 
-    def _commit_call(self, commit: Commit) -> tuple[list[str], list[bytes]]:
+    def _commit_call(self, commit: Commit) -> tuple[list[str], list[bytes | str]]:
         """The keys and arguments of the commit script for `commit`."""
         if not self.history_limit:  # Redis keeps no history: the archive answers it
             commit = dataclasses.replace(commit, history={})
@@ -188,7 +188,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         )
 
     async def _run_script(
-        self, script: ScriptCall, calls: Sequence[tuple[list[str], list[bytes]]]
+        self, script: ScriptCall, calls: Sequence[tuple[list[str], Sequence[bytes | str]]]
     ) -> list[Any]:
         """The replies of `script` for each ladder's ``(keys, arguments)`` of `calls`, each
         ladder's part atomic on its own, in one round trip: one call of the script for them
