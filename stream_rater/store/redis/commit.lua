@@ -163,7 +163,7 @@ local function held(frozen, args)
 end
 
 -- The refusal of a commit of ladder keys `key` (a function n → KEYS) and `args`, or nil.
-local function refusal(key, args, groups, writes, B, V)
+local function refusal(key, args, players, writes, B, V)
   local refused = wrong_generation(key(K.control), args)
   if refused then return refused end
   if args.mode == 'live' and redis.call('EXISTS', key(K.frozen)) == 1 and held(key(K.frozen), args) then
@@ -180,7 +180,7 @@ local function refusal(key, args, groups, writes, B, V)
       end
     end
     local expected = cmsgpack.unpack(args.expected)
-    for b, of in pairs(groups) do
+    for b, of in pairs(by_bucket(players, args.bucket)) do
       local id = stale(key(B.players + b), of, args.ids, expected)
       if id then return {'conflict', id} end
     end
@@ -287,11 +287,11 @@ local function add_quality(key, args, B)
 end
 
 -- A season start keeps the ending season's board and the written players' states first.
-local function archive(key, args, groups, B)
+local function archive(key, args, players, B)
   local board = key(B.season)
   redis.call('DEL', board)
   if redis.call('EXISTS', key(K.lb)) == 1 then redis.call('COPY', key(K.lb), board) end
-  for b, of in pairs(groups) do
+  for b, of in pairs(by_bucket(players, args.bucket)) do
     local old, fields = stored(key(B.players + b), of, args.ids), {}
     for x, w in ipairs(of) do
       if old[x] then fields[#fields + 1] = args.ids[w]; fields[#fields + 1] = old[x] end
@@ -324,14 +324,14 @@ local function commit(o, a, args)
   for w = 1, #args.ids do
     if args.bucket[w] == 0 then effects[#effects + 1] = w else players[#players + 1] = w end
   end
-  local groups, V = by_bucket(players, args.bucket), Values(a, args)
-  local refused = refusal(key, args, groups, effects, B, V)
+  local V = Values(a, args)
+  local refused = refusal(key, args, players, effects, B, V)
   if refused then return refused end
 
   if args.season then
     -- the ending season's board is the eligible one: every idle player off first
     if args.trim_since then trim_board(key(K.lb), key(K.act), key(K.meta), args.trim_since, -1) end
-    archive(key, args, groups, B)
+    archive(key, args, players, B)
   end
   write_players(key, args, B, players, V)
   hset(key(K.effects), effects, args.ids, V.states, {'', HASH_TABLE})
