@@ -17,8 +17,8 @@
 --       reads; `commit_args` in scripts.py builds it), then its `values` arguments, which the
 --       script passes on to commands as they are (never decoded nor copied into tables): per
 --       write its packed state, per history its chunk, per applied match its id and marker, per
---       match with events its id and events, then the produced match ids, in that order
---       (`Values`). The map's fields:
+--       match with events its id and events, the produced match ids, then each scorer's window
+--       entries, in that order (`Values`). The map's fields:
 --         keys             how many of KEYS are the ladder's
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be
@@ -57,8 +57,9 @@
 --         model            nil, or the model of the history entries (meta field 'model')
 --         positions        map partition → offset after the batch's last record of it
 --         quality_add      per scorer, its sums' increments as field, decimal string, …
---         quality_window   per scorer, the batch's match scores (packed), oldest first,
---         quality_cap      pushed onto the window list, which keeps the newest quality_cap
+--         quality_window   per scorer, how many of the batch's match scores (values, packed,
+--                          oldest first) are pushed onto the window list, which keeps the
+--         quality_cap      newest quality_cap
 --         boards           nil, or (a ladder with modes) its modes in the commit, and per write
 --         board, board_ids the index of its mode's board and its id there (`rank_modes`)
 -- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
@@ -120,6 +121,7 @@ local function Values(a, args)
   V.markers = V.history + #args.history_fields
   V.unproduced = V.markers + 2 * args.markers
   V.produced = V.unproduced + 2 * args.unproduced
+  V.quality = V.produced + args.produced
   return V
 end
 
@@ -274,15 +276,18 @@ local function write_players(key, args, B, players, V)
 end
 
 -- Prediction quality, exactly once with the batch's markers.
-local function add_quality(key, args, B)
+local function add_quality(key, args, B, V)
+  local at = V.quality
   for s = 1, #args.quality_add do
     local sums, window = key(B.scorers + 2 * s - 1), key(B.scorers + 2 * s)
     local add = args.quality_add[s]
     for i = 1, #add, 2 do redis.call('HINCRBYFLOAT', sums, add[i], add[i + 1]) end
-    if #args.quality_window[s] > 0 then
-      chunked('LPUSH', window, args.quality_window[s])
+    local n = args.quality_window[s]
+    if n > 0 then
+      ranged('LPUSH', window, at + 1, at + n)
       redis.call('LTRIM', window, 0, args.quality_cap - 1)
     end
+    at = at + n
   end
 end
 
@@ -337,7 +342,7 @@ local function commit(o, a, args)
   hset(key(K.effects), effects, args.ids, V.states, {'', HASH_TABLE})
   if args.boards then rank_modes(key, args, players) else rank(key, args, players) end
   mark(key, args, B, V)
-  add_quality(key, args, B)
+  add_quality(key, args, B, V)
   return {'ok'}
 end
 

@@ -175,7 +175,8 @@ def _values(
 ) -> list[bytes | str]:
     """The commit script's arguments after its map (``commit.lua``): the packed `states`, the
     `history` chunks, each applied match's id and marker (its placings packed, or empty), each
-    match with events its id and events (stored form), and the produced match ids."""
+    match with events its id and events (stored form), the produced match ids, then each
+    scorer's window entries (packed)."""
     values: list[bytes | str] = [*map(PlayerState.pack, states), *history]
     placings = commit.placings
     for match_id in commit.markers:
@@ -184,6 +185,7 @@ def _values(
         if events:
             values += (match_id, forms.marker(events))
     values += commit.produced
+    values += (PACKER.pack(s) for _, scores in commit.quality.values() for s in scores)
     return values
 
 
@@ -235,7 +237,7 @@ def commit_args(
             [x for name, value in add.items() for x in (name, repr(float(value)))]
             for add, _ in commit.quality.values()
         ],
-        quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
+        quality_window=[len(scores) for _, scores in commit.quality.values()],
         quality_cap=QUALITY_WINDOW,
         trim_since=trim_since,
         **(boards or {}),
@@ -258,12 +260,20 @@ def read_args(
             "bucket": player_index,
             "effects": request.effect_ids,
             "matches": request.match_ids,
-            "records": request.records,
+            "records": _flat(request.records),
             "buckets": [len(players), len(slots)],
             "generation": generation,
             "mode": mode(request.generation),
         },
     )
+
+
+def _flat(records: Sequence[tuple[int, int] | None] | None) -> list[int | None] | None:
+    """`ReadRequest.records` as the read script takes them: partition, offset, … (None, None
+    where unknown)."""
+    if records is None:
+        return None
+    return [x for record in records for x in (record or (None, None))]
 
 
 def snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:

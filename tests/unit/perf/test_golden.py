@@ -44,6 +44,7 @@ def _one_map(args: list[bytes | str]) -> bytes:
         b"unproduced_at": [marker_ids.index(m) + 1 for m in unproduced[::2]],
         b"unproduced": unproduced[1::2],
         b"produced": take(fields[b"produced"]),
+        b"quality_window": [take(n) for n in fields[b"quality_window"]],
         b"history": history,
     }
     order = [b"keys", b"generation", b"mode", b"ids", b"is_effect", b"bucket", b"expected", b"watermark"]

@@ -138,13 +138,33 @@ def test_commit_values_follow_the_map_in_the_order_the_script_reads_them() -> No
         {0: 7},
         produced=["m0"],
         placings={"m1": [["a", 1]]},
+        quality={"q": ({"n": 1.0}, [[0.5, 1]])},
     )
-    args = commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100)
+    args = commit_args(commit, 14, 0, Buckets.of(commit, 1000.0, 60), 100)
     fields = {k.decode(): v for k, v in msgpack.unpackb(args[0], raw=True, strict_map_key=False).items()}
     placings, events = msgpack.packb([["a", 1]]), pack_events([event], "L")
-    # states, histories, (match, marker) per applied match, (match, events) per match with events, produced
-    assert args[1:] == [a.pack(), e.pack(), args[3], "m1", placings, "m2", b"", "m1", events, "m0"]
+    # states, histories, (match, marker) per applied match, (match, events) per match with events,
+    # produced, window entries
+    values = [
+        a.pack(),
+        e.pack(),
+        args[3],
+        "m1",
+        placings,
+        "m2",
+        b"",
+        "m1",
+        events,
+        "m0",
+        msgpack.packb([0.5, 1]),
+    ]
+    assert args[1:] == values
     assert args[3].startswith(b"\0\0\0\1")  # the history chunk of a's state version 1
     assert fields["values"] == len(args) - 1
-    assert (fields["markers"], fields["unproduced"], fields["produced"]) == (2, 1, 1)
+    assert (fields["markers"], fields["unproduced"], fields["produced"], fields["quality_window"]) == (
+        2,
+        1,
+        1,
+        [1],
+    )
     assert fields["bucket"][1] == 0 and msgpack.unpackb(fields["expected"]) == [0, 3]
