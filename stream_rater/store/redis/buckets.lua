@@ -12,24 +12,20 @@ local function hmget(hash, ids, out, at)
   end
 end
 
--- The values of `ids` (each in the bucket key `key(first + bucket[i])`), request order.
-local function bucketed(key, first, ids, bucket)
-  local groups, found = {}, {}
-  for i, id in ipairs(ids) do
-    local b = bucket[i]
-    local group = groups[b]
-    if not group then group = {ids = {}, at = {}}; groups[b] = group end
-    group.ids[#group.ids + 1] = id
-    group.at[#group.at + 1] = i
-  end
-  for b, group in pairs(groups) do hmget(key(first + b), group.ids, found, group.at) end
-  return found
-end
-
--- The values of `ids` (as `bucketed`) as one msgpack array, nil where absent: the stored
--- values are msgpack already, so they are concatenated as they are.
+-- The values of `ids` (each in the bucket key `key(first + bucket[i])`) as one msgpack array,
+-- in request order, nil where absent: the stored values are msgpack already, so they are
+-- concatenated as they are. One HMGET per run of ids in one bucket (nearly always one id: a
+-- batch's players are spread over many buckets), with no table per bucket.
 local function bucketed_array(key, first, ids, bucket)
-  local found, out = bucketed(key, first, ids, bucket), {array_header(#ids)}
-  for i = 1, #ids do out[i + 1] = found[i] or NIL end
+  local out, n, i = {array_header(#ids)}, #ids, 1
+  while i <= n do
+    local b, j = bucket[i], math.min(i + CHUNK - 1, n)
+    for x = i + 1, j do
+      if bucket[x] ~= b then j = x - 1; break end
+    end
+    local values = redis.call('HMGET', key(first + b), unpack(ids, i, j))
+    for x = 1, j - i + 1 do out[i + x] = values[x] or NIL end
+    i = j + 1
+  end
   return table.concat(out)
 end

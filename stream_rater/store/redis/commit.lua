@@ -14,19 +14,24 @@
 --       order: every key the script touches, all of one ladder with its hash tag (one cluster
 --       slot; a call spans several ladders only on a single Redis).
 -- ARGV: per ladder, its commit as one msgpack map (packed with raw strings, which cmsgpack
---       reads; `commit_args` in scripts.py builds it):
+--       reads; `commit_args` in scripts.py builds it), then its `values` arguments, which the
+--       script passes on to commands as they are (never decoded nor copied into tables): per
+--       write its packed state, per history its chunk, per applied match its id and marker, per
+--       match with events its id and events, the produced match ids, then each scorer's window
+--       entries, in that order (`Values`). The map's fields:
 --         keys             how many of KEYS are the ladder's
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be
 --         ids              player/effect id per write
---         is_effect        per write, true = effects hash
 --         bucket           per write, the index of its players bucket among the players keys
---         expected         per write, the stored version it expects (0 = absent)
+--                          (0: an effect, in the effects hash)
+--         expected         per write, the stored version it expects (0 = absent), as one
+--                          msgpack array decoded only when the versions are checked
 --         watermark        nil, or the watermark of this generation in the read the commit
 --                          was computed from: if the meta hash still shows it, no state changed
 --                          since (every commit that writes applies a match, see store/base.py)
 --                          and the versions are not checked one by one
---         states           per write, the packed state to store
+--         values           how many arguments follow the map
 --         scores           per write, leaderboard score as a decimal string (exact) or nil
 --                          (= not on the leaderboard: removed from it and the activity zset)
 --         activity         nil, or per write the player's last match for the activity zset
@@ -37,23 +42,24 @@
 --         season           nil, or the id of a season-start record: the leaderboard is copied
 --                          to its key and the written players' states to the archive buckets
 --                          first, and the id appended to the seasons list
---         marker_ids       the matches applied, each with its marker (its placings, packed,
---         markers          or ''), written into the slot of index
+--         markers          how many matches are applied (each a pair of values: its id and its
+--                          marker, its placings packed or ''), written into the slot of index
 --         slot             among the markers slots, which then expires in
 --         slot_ttl         seconds (nil: never)
---         unproduced_at    the matches among them with events, as indices into marker_ids, and
---         unproduced       their events, each match's as one msgpack array, kept until produced
---         produced         match ids of earlier commits whose events are with the broker:
---                          their unproduced events are dropped (the markers stay)
---         history_fields   per player with history, the field of its ring it writes, and
---         history          its value (the commit's state version, then its entries), in
+--         unproduced       how many of them have events (each a pair of values: its id and its
+--                          events as one msgpack array), kept until produced
+--         produced         how many match ids of earlier commits (values) have their events with
+--                          the broker: their unproduced events are dropped (the markers stay)
+--         history_fields   per player with history, the field of its ring it writes (its value
+--                          the commit's state version, then its entries), in
 --         history_bucket   its players bucket (index); with_history: per write, the index of its
 --                          player's history (0: none), written in the same HSET as the state
 --         model            nil, or the model of the history entries (meta field 'model')
 --         positions        map partition → offset after the batch's last record of it
 --         quality_add      per scorer, its sums' increments as field, decimal string, …
---         quality_window   per scorer, the batch's match scores (packed), oldest first,
---         quality_cap      pushed onto the window list, which keeps the newest quality_cap
+--         quality_window   per scorer, how many of the batch's match scores (values, packed,
+--                          oldest first) are pushed onto the window list, which keeps the
+--         quality_cap      newest quality_cap
 --         boards           nil, or (a ladder with modes) its modes in the commit, and per write
 --         board, board_ids the index of its mode's board and its id there (`rank_modes`)
 -- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
@@ -107,14 +113,42 @@ local function stale(hash, of, ids, expected)
   return nil
 end
 
--- HSET of the writes `of` into `hash`, their ids and `values`, `head` (a pair, or nil) first.
-local function hset(hash, of, ids, values, head)
+-- The positions in ARGV of the values of the ladder's commit whose map is ARGV[a]: value i of
+-- a kind is ARGV[V.<kind> + i] (the pairs' i-th id ARGV[V.<kind> + 2i - 1]).
+local function Values(a, args)
+  local V = {states = a}
+  V.history = V.states + #args.ids
+  V.markers = V.history + #args.history_fields
+  V.unproduced = V.markers + 2 * args.markers
+  V.produced = V.unproduced + 2 * args.unproduced
+  V.quality = V.produced + args.produced
+  return V
+end
+
+-- `command key` with the arguments ARGV[from] … ARGV[to], in chunks of CHUNK (even: a chunk of
+-- pairs holds whole pairs).
+local function ranged(command, key, from, to)
+  for i = from, to, CHUNK do
+    redis.call(command, key, unpack(ARGV, i, math.min(i + CHUNK - 1, to)))
+  end
+end
+
+-- The ids of the commit's applied matches (`Values`), and 1 … their number.
+local function marker_ids(args, V)
+  local ids, at = {}, {}
+  for m = 1, args.markers do ids[m] = ARGV[V.markers + 2 * m - 1]; at[m] = m end
+  return ids, at
+end
+
+-- HSET of the writes `of` into `hash`, their ids and values ARGV[at + w], `head` (a pair, or
+-- nil) first.
+local function hset(hash, of, ids, at, head)
   local PAIRS = CHUNK / 2 - 1
   for i = 1, #of, PAIRS do
     local args = head and {head[1], head[2]} or {}
     for x = i, math.min(i + PAIRS - 1, #of) do
       args[#args + 1] = ids[of[x]]
-      args[#args + 1] = values[of[x]]
+      args[#args + 1] = ARGV[at + of[x]]
     end
     redis.call('HSET', hash, unpack(args))
   end
@@ -125,13 +159,13 @@ end
 local function held(frozen, args)
   if redis.call('TYPE', frozen).ok ~= 'set' then return true end
   for w = 1, #args.ids do
-    if not args.is_effect[w] and redis.call('SISMEMBER', frozen, args.ids[w]) == 1 then return true end
+    if args.bucket[w] > 0 and redis.call('SISMEMBER', frozen, args.ids[w]) == 1 then return true end
   end
   return false
 end
 
 -- The refusal of a commit of ladder keys `key` (a function n → KEYS) and `args`, or nil.
-local function refusal(key, args, groups, writes, B)
+local function refusal(key, args, players, writes, B, V)
   local refused = wrong_generation(key(K.control), args)
   if refused then return refused end
   if args.mode == 'live' and redis.call('EXISTS', key(K.frozen)) == 1 and held(key(K.frozen), args) then
@@ -140,18 +174,19 @@ local function refusal(key, args, groups, writes, B)
   -- An unchanged watermark means no commit since the read, which found no marker of these.
   local watermark = tonumber(redis.call('HGET', key(K.meta), 'applied') or '0')
   if args.watermark == nil or watermark ~= args.watermark then
+    local ids, at = marker_ids(args, V)
     for s = 1, args.buckets[2] do
-      local found = redis.call('EXISTS', key(B.markers + s)) == 1
-        and stored(key(B.markers + s), B.marker_at, args.marker_ids) or {}
-      for m = 1, #args.marker_ids do
-        if found[m] then return {'applied', args.marker_ids[m]} end
+      local found = redis.call('EXISTS', key(B.markers + s)) == 1 and stored(key(B.markers + s), at, ids) or {}
+      for m = 1, #ids do
+        if found[m] then return {'applied', ids[m]} end
       end
     end
-    for b, of in pairs(groups) do
-      local id = stale(key(B.players + b), of, args.ids, args.expected)
+    local expected = cmsgpack.unpack(args.expected)
+    for b, of in pairs(by_bucket(players, args.bucket)) do
+      local id = stale(key(B.players + b), of, args.ids, expected)
       if id then return {'conflict', id} end
     end
-    local id = stale(key(K.effects), writes, args.ids, args.expected)
+    local id = stale(key(K.effects), writes, args.ids, expected)
     if id then return {'conflict', id} end
   end
   return nil
@@ -195,22 +230,21 @@ end
 
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
-local function mark(key, args, B)
-  chunked('HDEL', key(K.unproduced), args.produced)  -- first: events this commit keeps are never dropped
-  if #args.marker_ids > 0 then
+local function mark(key, args, B, V)
+  -- first: events this commit keeps are never dropped
+  ranged('HDEL', key(K.unproduced), V.produced + 1, V.produced + args.produced)
+  if args.markers > 0 then
     local slot = key(B.markers + args.slot)
-    hset(slot, B.marker_at, args.marker_ids, args.markers)
+    ranged('HSET', slot, V.markers + 1, V.markers + 2 * args.markers)
     if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
-  -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
-  -- listpack would make each HDEL of the next commit scan them all.
-  local kept = {'', HASH_TABLE}
-  for m = 1, #args.unproduced_at do
-    kept[2 * m + 1] = args.marker_ids[args.unproduced_at[m]]
-    kept[2 * m + 2] = args.unproduced[m]
+  if args.unproduced > 0 then
+    -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
+    -- listpack would make each HDEL of the next commit scan them all.
+    redis.call('HSET', key(K.unproduced), '', HASH_TABLE)
+    ranged('HSET', key(K.unproduced), V.unproduced + 1, V.unproduced + 2 * args.unproduced)
   end
-  if #kept > 2 then chunked('HSET', key(K.unproduced), kept) end
-  redis.call('HINCRBY', key(K.meta), 'applied', #args.marker_ids)
+  redis.call('HINCRBY', key(K.meta), 'applied', args.markers)
   for partition, offset in pairs(args.positions) do
     local field = 'p:' .. partition
     if tonumber(redis.call('HGET', key(K.meta), field) or '0') < offset then
@@ -221,43 +255,48 @@ end
 
 -- The players' states and histories, each player's in one HSET (a history without a state
 -- written, not the processor's way, on its own).
-local function write_players(key, args, B, players)
-  local ids, states, bucket, with = args.ids, args.states, args.bucket, args.with_history
-  local fields, chunks, done = args.history_fields, args.history, {}
+local function write_players(key, args, B, players, V)
+  local ids, bucket, with, fields, done = args.ids, args.bucket, args.with_history, args.history_fields, {}
+  local states, chunks = V.states, V.history
   for _, w in ipairs(players) do
     local h = with[w]
     if h > 0 then
-      redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w], fields[h], chunks[h])
+      redis.call('HSET', key(B.players + bucket[w]), ids[w], ARGV[states + w], fields[h], ARGV[chunks + h])
       done[h] = true
     else
-      redis.call('HSET', key(B.players + bucket[w]), ids[w], states[w])
+      redis.call('HSET', key(B.players + bucket[w]), ids[w], ARGV[states + w])
     end
   end
   for h = 1, #fields do
-    if not done[h] then redis.call('HSET', key(B.players + args.history_bucket[h]), fields[h], chunks[h]) end
+    if not done[h] then
+      redis.call('HSET', key(B.players + args.history_bucket[h]), fields[h], ARGV[chunks + h])
+    end
   end
   if args.model then redis.call('HSET', key(K.meta), 'model', args.model) end
 end
 
 -- Prediction quality, exactly once with the batch's markers.
-local function add_quality(key, args, B)
+local function add_quality(key, args, B, V)
+  local at = V.quality
   for s = 1, #args.quality_add do
     local sums, window = key(B.scorers + 2 * s - 1), key(B.scorers + 2 * s)
     local add = args.quality_add[s]
     for i = 1, #add, 2 do redis.call('HINCRBYFLOAT', sums, add[i], add[i + 1]) end
-    if #args.quality_window[s] > 0 then
-      chunked('LPUSH', window, args.quality_window[s])
+    local n = args.quality_window[s]
+    if n > 0 then
+      ranged('LPUSH', window, at + 1, at + n)
       redis.call('LTRIM', window, 0, args.quality_cap - 1)
     end
+    at = at + n
   end
 end
 
 -- A season start keeps the ending season's board and the written players' states first.
-local function archive(key, args, groups, B)
+local function archive(key, args, players, B)
   local board = key(B.season)
   redis.call('DEL', board)
   if redis.call('EXISTS', key(K.lb)) == 1 then redis.call('COPY', key(K.lb), board) end
-  for b, of in pairs(groups) do
+  for b, of in pairs(by_bucket(players, args.bucket)) do
     local old, fields = stored(key(B.players + b), of, args.ids), {}
     for x, w in ipairs(of) do
       if old[x] then fields[#fields + 1] = args.ids[w]; fields[#fields + 1] = old[x] end
@@ -279,39 +318,39 @@ local function rank_modes(key, args, players)
   end
 end
 
--- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys]. Returns its reply.
-local function commit(o, args)
+-- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys], its values follow
+-- ARGV[a] (`Values`). Returns its reply.
+local function commit(o, a, args)
   local function key(n) return KEYS[o + n] end
   local nb, nm = args.buckets[1], args.buckets[2]
   local B = {players = K_FIXED, markers = K_FIXED + nb, scorers = K_FIXED + nb + nm}
   B.season = B.scorers + 2 * #args.quality_add + 1
   local players, effects = {}, {}
   for w = 1, #args.ids do
-    if args.is_effect[w] then effects[#effects + 1] = w else players[#players + 1] = w end
+    if args.bucket[w] == 0 then effects[#effects + 1] = w else players[#players + 1] = w end
   end
-  B.marker_at = {}  -- every marker, by index
-  for m = 1, #args.marker_ids do B.marker_at[m] = m end
-  local groups = by_bucket(players, args.bucket)
-  local refused = refusal(key, args, groups, effects, B)
+  local V = Values(a, args)
+  local refused = refusal(key, args, players, effects, B, V)
   if refused then return refused end
 
   if args.season then
     -- the ending season's board is the eligible one: every idle player off first
     if args.trim_since then trim_board(key(K.lb), key(K.act), key(K.meta), args.trim_since, -1) end
-    archive(key, args, groups, B)
+    archive(key, args, players, B)
   end
-  write_players(key, args, B, players)
-  hset(key(K.effects), effects, args.ids, args.states, {'', HASH_TABLE})
+  write_players(key, args, B, players, V)
+  hset(key(K.effects), effects, args.ids, V.states, {'', HASH_TABLE})
   if args.boards then rank_modes(key, args, players) else rank(key, args, players) end
-  mark(key, args, B)
-  add_quality(key, args, B)
+  mark(key, args, B, V)
+  add_quality(key, args, B, V)
   return {'ok'}
 end
 
-local replies, o = {}, 0
-for a = 1, #ARGV do
+local replies, o, a = {}, 0, 1
+while a <= #ARGV do
   local args = cmsgpack.unpack(ARGV[a])
-  replies[a] = commit(o, args)
+  replies[#replies + 1] = commit(o, a, args)
   o = o + args.keys
+  a = a + 1 + args.values
 end
 return replies

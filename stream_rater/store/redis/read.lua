@@ -8,8 +8,9 @@
 --       markers slots of the last marker TTL (every key the script touches).
 -- ARGV: per ladder one msgpack map (raw strings): players, bucket (per player the index of its
 --       bucket among the players keys), effects, matches (the ids read), records (nil, or per
---       match nil or its [partition, offset] in the matches topic), buckets, generation (the
---       one the keys are of), mode ('live' or 'staging': which generation it must be).
+--       match its partition and offset in the matches topic, flat, both nil where unknown: no
+--       table per match to decode), buckets, generation (the one the keys are of), mode ('live'
+--       or 'staging': which generation it must be).
 -- Returns per ladder {'generation', g} or {'gone', g} (see wrong_generation) when the
 -- generation is not the expected one; else one msgpack array [states, effect states, markers,
 -- watermark, voids, params]: the first two arrays of the stored values in request order, nil
@@ -40,10 +41,10 @@ local function applied_matches(key, args, meta)
       for i = 1, #args.matches do markers[i] = markers[i] or found[i] end
     end
   end
-  local applied = {}
+  local applied, records = {}, args.records or {}
   for i, m in ipairs(args.matches) do
-    local record = args.records and args.records[i]
-    if markers[i] or (record and record[2] < tonumber(meta['p:' .. record[1]] or '0')) then
+    local offset = records[2 * i]
+    if markers[i] or (offset and offset < tonumber(meta['p:' .. records[2 * i - 1]] or '0')) then
       applied[#applied + 1] = m
     end
   end

@@ -170,6 +170,25 @@ def _with_history(commit: Commit) -> list[int]:
     return [0 if w.is_effect else at.get(w.player_id, 0) for w in commit.writes]
 
 
+def _values(
+    commit: Commit, forms: StoredForms, states: Sequence[PlayerState], history: list[bytes]
+) -> list[bytes | str]:
+    """The commit script's arguments after its map (``commit.lua``): the packed `states`, the
+    `history` chunks, each applied match's id and marker (its placings packed, or empty), each
+    match with events its id and events (stored form), the produced match ids, then each
+    scorer's window entries (packed)."""
+    values: list[bytes | str] = [*map(PlayerState.pack, states), *history]
+    placings = commit.placings
+    for match_id in commit.markers:
+        values += (match_id, PACKER.pack(placings[match_id]) if match_id in placings else b"")
+    for match_id, events in commit.markers.items():
+        if events:
+            values += (match_id, forms.marker(events))
+    values += commit.produced
+    values += (PACKER.pack(s) for _, scores in commit.quality.values() for s in scores)
+    return values
+
+
 def commit_args(
     commit: Commit,
     keys: int,
@@ -178,54 +197,52 @@ def commit_args(
     history_cap: int,
     trim_since: float | None = None,
     boards: Mapping[str, Any] | None = None,
-) -> bytes:
-    """The commit script's argument for `commit`, whose `keys` keys it passes (its fields are
-    described in ``commit.lua``); histories keep `history_cap` entries; players idle since
-    `trim_since` leave the leaderboard; `boards`, a moded ladder's (`mode_boards`)."""
-    ladder = commit.ladder
-    ids, states, expected, is_effect, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
-    forms = StoredForms(ladder, commit.event_fields)
-    unproduced = [forms.marker(events) for events in commit.markers.values() if events]
+) -> list[bytes | str]:
+    """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
+    fields, then the values it hands to commands as they are (states, histories, markers,
+    unproduced events and their match ids: arguments of their own, which the script neither
+    decodes nor copies into tables; both are described in ``commit.lua``); histories keep
+    `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`, a
+    moded ladder's (`mode_boards`)."""
+    ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
+    forms = StoredForms(commit.ladder, commit.event_fields)
     model, history_fields, history = history_args(commit, history_cap, forms)
-    ids_of = list(commit.markers)
-    return script_args(
+    values = _values(commit, forms, states, history)
+    fields = script_args(
         keys=keys,
         generation=generation,
         mode=mode(commit.generation),
         ids=ids,
-        is_effect=list(map(bool, is_effect)),
         bucket=buckets.player_index,
-        expected=expected,
+        expected=PACKER.pack(expected),
         watermark=commit.read_at[1]
         if commit.read_at is not None and commit.read_at[0] == generation
         else None,
-        states=list(map(PlayerState.pack, states)),
+        values=len(values),
         scores=[None if score is None else repr(float(score)) for score in scores],
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         buckets=[len(buckets.players), len(buckets.slots)],
         history_bucket=buckets.history_index,
         with_history=_with_history(commit),
-        marker_ids=ids_of,
-        markers=[PACKER.pack(commit.placings[m]) if m in commit.placings else "" for m in ids_of],
+        markers=len(commit.markers),
         slot=buckets.slot_written,
         slot_ttl=buckets.slot_ttl,
-        unproduced_at=[i for i, events in enumerate(commit.markers.values(), 1) if events],
-        unproduced=unproduced,
-        produced=list(commit.produced),
+        unproduced=sum(1 for events in commit.markers.values() if events),
+        produced=len(commit.produced),
         history_fields=history_fields,
-        history=history,
         model=model,
         positions=dict(commit.positions),
         quality_add=[
             [x for name, value in add.items() for x in (name, repr(float(value)))]
             for add, _ in commit.quality.values()
         ],
-        quality_window=[[PACKER.pack(s) for s in scores] for _, scores in commit.quality.values()],
+        quality_window=[len(scores) for _, scores in commit.quality.values()],
         quality_cap=QUALITY_WINDOW,
         trim_since=trim_since,
         **(boards or {}),
     )
+    return [fields, *values]
 
 
 def read_args(
@@ -243,12 +260,20 @@ def read_args(
             "bucket": player_index,
             "effects": request.effect_ids,
             "matches": request.match_ids,
-            "records": request.records,
+            "records": _flat(request.records),
             "buckets": [len(players), len(slots)],
             "generation": generation,
             "mode": mode(request.generation),
         },
     )
+
+
+def _flat(records: Sequence[tuple[int, int] | None] | None) -> list[int | None] | None:
+    """`ReadRequest.records` as the read script takes them: partition, offset, … (None, None
+    where unknown)."""
+    if records is None:
+        return None
+    return [x for record in records for x in (record or (None, None))]
 
 
 def snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:

@@ -136,7 +136,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         pending = list(range(len(requests)))
         while pending:  # again for the ladders whose live generation moved on
             calls = [self._read_call(requests[i]) for i in pending]
-            replies = await self._run_script(self._read, [(keys, arg) for _, keys, arg in calls])
+            replies = await self._run_script(self._read, [(keys, [arg]) for _, keys, arg in calls])
             again = []
             for i, (gen, _, _), reply in zip(pending, calls, replies):
                 request = requests[i]
@@ -172,8 +172,8 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
                 outcomes.append(None)
         return outcomes
 
-    def _commit_call(self, commit: Commit) -> tuple[list[str], bytes]:
-        """The keys and argument of the commit script for `commit`."""
+    def _commit_call(self, commit: Commit) -> tuple[list[str], list[bytes | str]]:
+        """The keys and arguments of the commit script for `commit`."""
         if not self.history_limit:  # Redis keeps no history: the archive answers it
             commit = dataclasses.replace(commit, history={})
         ladder = commit.ladder
@@ -187,8 +187,10 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
             commit, len(keys), gen, buckets, self.history_limit, trim_since(commit, now), boards[1]
         )
 
-    async def _run_script(self, script: ScriptCall, calls: Sequence[tuple[list[str], bytes]]) -> list[Any]:
-        """The replies of `script` for each ladder's ``(keys, argument)`` of `calls`, each
+    async def _run_script(
+        self, script: ScriptCall, calls: Sequence[tuple[list[str], Sequence[bytes | str]]]
+    ) -> list[Any]:
+        """The replies of `script` for each ladder's ``(keys, arguments)`` of `calls`, each
         ladder's part atomic on its own, in one round trip: one call of the script for them
         all on a single Redis; on a Redis Cluster one call per ladder, sent concurrently (each
         to its ladder's master). A call that finds the script unloaded (a Redis restarted or
@@ -200,10 +202,10 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         self.round_trips += 1
         if not isinstance(self.client, RedisCluster):
             keys = [key for call_keys, _ in calls for key in call_keys]
-            replies: list[Any] = await script(keys=keys, args=[arg for _, arg in calls])
+            replies: list[Any] = await script(keys=keys, args=[arg for _, args in calls for arg in args])
             return replies
         answered = await asyncio.gather(
-            *(script(keys=keys, args=[arg]) for keys, arg in calls), return_exceptions=True
+            *(script(keys=keys, args=args) for keys, args in calls), return_exceptions=True
         )
         ladders: list[Any] = []
         for reply in answered:

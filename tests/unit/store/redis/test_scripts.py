@@ -24,6 +24,7 @@ from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS,
 from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import Buckets, commit_args, key_header
 from stream_rater.store.status import REFUSALS, check_reply, refusal
+from stream_rater.store.stored_events import pack_events
 
 SCRIPTS = ("common.lua", "commit.lua", "read.lua", "control.lua")
 
@@ -50,18 +51,18 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     packed = {
         k.decode(): v
         for k, v in msgpack.unpackb(
-            commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100),
+            commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100)[0],
             raw=True,
             strict_map_key=False,
         ).items()
     }
     moded = dataclasses.replace(commit, writes=[commit.writes[0]._replace(player_id="duel@a")], moded=True)
     boards = mode_boards(KeyLayout(), "L", 0, moded)[1]  # a ladder with modes: its boards' fields too
-    args = commit_args(moded, 15, 0, Buckets.of(moded, 1000.0, 60), 100, None, boards)
+    args = commit_args(moded, 15, 0, Buckets.of(moded, 1000.0, 60), 100, None, boards)[0]
     fields = {k.decode() for k in msgpack.unpackb(args, raw=True, strict_map_key=False)}
     assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed) | fields
     assert fields - set(packed) == {"boards", "board", "board_ids"}
-    assert packed["positions"] == {0: 7} and packed["unproduced_at"] == [1] and packed["mode"] == b"live"
+    assert packed["positions"] == {0: 7} and packed["unproduced"] == 1 and packed["mode"] == b"live"
 
 
 def test_no_script_reads_a_key_by_its_position() -> None:
@@ -124,3 +125,46 @@ def test_ok_passes_and_memory_store_details_build_the_same_exceptions() -> None:
     check_reply("L", [b"ok", 1, -1])
     running = refusal("running", "L", "other", 2000.0)  # as MemoryStore gives it: str, ms
     assert isinstance(running, RerateRunning) and running.seconds_left == 2.0
+
+
+def test_commit_values_follow_the_map_in_the_order_the_script_reads_them() -> None:
+    event = {"event_id": "m1:a"}
+    a, e = PlayerState(25.0, 8.0, 1, 1.0, 1), PlayerState(1.0, 2.0, 3, 1.0, 4)
+    commit = Commit(
+        "L",
+        [StateWrite("a", a, 0, False, 1.0), StateWrite("e", e, 3, True)],
+        {"m1": [event], "m2": []},
+        {"a": [event]},
+        {0: 7},
+        produced=["m0"],
+        placings={"m1": [["a", 1]]},
+        quality={"q": ({"n": 1.0}, [[0.5, 1]])},
+    )
+    args = commit_args(commit, 14, 0, Buckets.of(commit, 1000.0, 60), 100)
+    fields = {k.decode(): v for k, v in msgpack.unpackb(args[0], raw=True, strict_map_key=False).items()}
+    placings, events = msgpack.packb([["a", 1]]), pack_events([event], "L")
+    # states, histories, (match, marker) per applied match, (match, events) per match with events,
+    # produced, window entries
+    values = [
+        a.pack(),
+        e.pack(),
+        args[3],
+        "m1",
+        placings,
+        "m2",
+        b"",
+        "m1",
+        events,
+        "m0",
+        msgpack.packb([0.5, 1]),
+    ]
+    assert args[1:] == values
+    assert args[3].startswith(b"\0\0\0\1")  # the history chunk of a's state version 1
+    assert fields["values"] == len(args) - 1
+    assert (fields["markers"], fields["unproduced"], fields["produced"], fields["quality_window"]) == (
+        2,
+        1,
+        1,
+        [1],
+    )
+    assert fields["bucket"][1] == 0 and msgpack.unpackb(fields["expected"]) == [0, 3]
