@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -391,14 +392,17 @@ class BatchBuffer:
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """faust's consumer thread; its aiokafka consumer waits at most ``app.fetch_max_wait`` and
-    reads committed records only (`kafka.ISOLATION_LEVEL`, as the offline readers)."""
+    reads committed records only (`kafka.ISOLATION_LEVEL`, as the offline readers). Creating it
+    sets the process's switch interval to ``app.switch_interval`` (see `App.switch_interval`)."""
 
     def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
+        app = _our_app(self.app)
         # Both read when the consumer starts; faust passes no value of its own through (its
         # isolation level is read_committed only when faust itself runs exactly-once).
-        consumer._fetch_max_wait_ms = int(1000 * _our_app(self.app).fetch_max_wait)
+        consumer._fetch_max_wait_ms = int(1000 * app.fetch_max_wait)
         consumer._isolation_level = ISOLATION_LEVEL
+        sys.setswitchinterval(app.switch_interval)
         return consumer
 
 
@@ -414,6 +418,11 @@ class App(faust.App):
 
     #: Longest time, in seconds, the broker may hold a fetch that found no new records.
     fetch_max_wait: float = 1.5
+    #: Longest time, in seconds, a thread keeps the GIL while another waits for it
+    #: (`sys.setswitchinterval`). This consumer's fetches run in a thread of their own: a
+    #: fetched batch waits up to this long for the GIL, twice (the fetch response, then the
+    #: hand-over to the agent's loop), whenever the agent is computing.
+    switch_interval: float = 0.005
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
