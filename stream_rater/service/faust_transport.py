@@ -29,8 +29,10 @@ are skipped: both are offset jumps `_in_sequence` and `_find_dropped` take for g
 re-read.
 
 faust also fixes the consumer's ``fetch_max_wait_ms`` at 1500. A broker may hold a fetch that
-long before answering (Tansu does, even when records arrive meanwhile), which set the p50
-latency at 500/s to about 0.5 s; `App.fetch_max_wait` sets it (0.05 s: p50 about 90 ms).
+found nothing that long, which set the p50 latency at 500/s to about 0.5 s; `App.fetch_max_wait`
+sets it. faust runs that consumer in a thread of its own, so a fetched batch waits for the GIL
+(on the fetch response, then on the hand-over to the agent's loop) whenever the agent computes:
+up to Python's switch interval each time, 5 ms unless `App.switch_interval` says otherwise.
 """
 
 from __future__ import annotations
