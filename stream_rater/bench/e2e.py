@@ -51,6 +51,9 @@ class PipelineResult:
     matches_per_cpu_s: float
     #: Steady rate (matches/s) → (p50, p99) latency in ms.
     latency_ms: dict[float, tuple[float, float]]
+    #: Steady rate → the p50s (ms) of the latency's two parts: publish → the pipeline produces
+    #: the first output (its producer timestamp), and produced → the subscriber has it.
+    stages_ms: dict[float, tuple[float, float]]
     rss_mb: float
     peak_rss_mb: float
     services_cores: float
@@ -99,13 +102,16 @@ def _matches(
 
 class _Outputs:
     """Follows an output topic: counts records with their producer timestamps and, once
-    `follow_matches` is set, remembers when each match's first output arrived."""
+    `follow_matches` is set, remembers when each match's first output arrived (`arrived`:
+    arrival, ``finished_at``) and when the pipeline produced it (`produced`: its producer
+    timestamp, milliseconds)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.timestamps: list[int] = []
         self.follow_matches = False
         self.arrived: dict[str, tuple[float, float]] = {}
+        self.produced: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -132,6 +138,7 @@ class _Outputs:
                     event = orjson.loads(record.value)
                     if event["match_id"] not in self.arrived:
                         self.arrived[event["match_id"]] = (now, parse_timestamp(event["finished_at"]))
+                        self.produced[event["match_id"]] = record.timestamp / 1000
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -196,11 +203,15 @@ async def _measure(
         services_cores = used(services_cpu) / (last - first)
         redis_us = 1e6 * used(redis_cpu) / matches
         outputs.follow_matches = True
-        latency = {rate: await _latency(outputs, settings, rng, rate, latency_seconds) for rate in rates}
+        measured = {rate: await _latency(outputs, settings, rng, rate, latency_seconds) for rate in rates}
     finally:
         await outputs.stop()
     rss, peak = _rss_mb(pid)
-    return PipelineResult(name, throughput, per_cpu_second, latency, rss, peak, services_cores, redis_us)
+    latency = {rate: totals for rate, (totals, _) in measured.items()}
+    stages = {rate: parts for rate, (_, parts) in measured.items()}
+    return PipelineResult(
+        name, throughput, per_cpu_second, latency, stages, rss, peak, services_cores, redis_us
+    )
 
 
 def _middle(timestamps: Sequence[float], n: int, per_match: int) -> tuple[float, float]:
@@ -218,9 +229,9 @@ def _middle(timestamps: Sequence[float], n: int, per_match: int) -> tuple[float,
 
 async def _latency(
     outputs: _Outputs, settings: Settings, rng: random.Random, rate: float, seconds: float
-) -> tuple[float, float]:
+) -> tuple[tuple[float, float], tuple[float, float]]:
     """p50 and p99 (ms) from publishing to the first output of each match, publishing
-    `seconds` of matches at a steady `rate`."""
+    `seconds` of matches at a steady `rate`; and the p50s of its two parts (`PipelineResult.stages_ms`)."""
     steady = _matches(f"steady-{rate:g}-", max(20, int(rate * seconds)), 1000, rng, lambda: 0.0)
 
     def stamped() -> Iterator[dict[str, Any]]:
@@ -233,8 +244,12 @@ async def _latency(
         return all(m["match_id"] in outputs.arrived for m in steady)
 
     await wait_until_async(steady_rated, "the output of the steady phase", 300)
-    latencies = sorted(outputs.arrived[m["match_id"]][0] - outputs.arrived[m["match_id"]][1] for m in steady)
-    return 1000 * latencies[len(latencies) // 2], 1000 * latencies[int(len(latencies) * 0.99)]
+    ids = [m["match_id"] for m in steady]
+    latencies = sorted(outputs.arrived[i][0] - outputs.arrived[i][1] for i in ids)
+    producing = sorted(outputs.produced[i] - outputs.arrived[i][1] for i in ids)
+    delivering = sorted(outputs.arrived[i][0] - outputs.produced[i] for i in ids)
+    totals = 1000 * latencies[len(latencies) // 2], 1000 * latencies[int(len(latencies) * 0.99)]
+    return totals, (1000 * producing[len(ids) // 2], 1000 * delivering[len(ids) // 2])
 
 
 def run(
@@ -333,6 +348,14 @@ def _print(results: list[PipelineResult], n: int, latency_seconds: float, broker
             f"{r.redis_us_per_match:>10.1f}{latencies}{r.rss_mb:>9.0f}{r.peak_rss_mb:>9.0f}",
             file=out,
         )
+    split = "; ".join(
+        f"{r.name} " + ", ".join(f"@{rate:g} {a:.1f} + {b:.1f}" for rate, (a, b) in r.stages_ms.items())
+        for r in results
+    )
+    print(
+        f"p50 split, ms, publish → produced + produced → subscriber (by producer timestamps): {split}",
+        file=out,
+    )
     worker, passthrough = results
     print(
         f"worker / pass-through: throughput {worker.matches_per_s / passthrough.matches_per_s:.2f}x, "

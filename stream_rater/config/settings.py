@@ -154,6 +154,14 @@ class Settings:
     fetch_max_wait: float = _field(
         0.01, "longest time the broker may hold a fetch that found no new records, in seconds"
     )
+    #: faust's Kafka consumer runs in a thread of its own: each fetched batch crosses to the
+    #: agent's thread and back, and a thread that wants the GIL waits for the one holding it
+    #: up to this long (Python's ``sys.setswitchinterval``, 5 ms by default).
+    switch_interval: float = _field(
+        0.001,
+        "longest time, in seconds, the worker's computing thread keeps the GIL while its Kafka consumer "
+        "thread waits for it with a fetched batch (Python's switch interval), non-zero",
+    )
     #: One hour: a redelivery by Kafka is recognised by the ladder's stored positions, whatever
     #: the markers; a marker only has to catch a producer sending a match again as a new record,
     #: which happens within its retries (``delivery.timeout.ms``, 2 minutes by default) or an
@@ -242,6 +250,11 @@ class Settings:
         if self.api_auth not in API_AUTH:
             raise ValueError(
                 f"{env_name('api_auth')} (--api-auth) = {self.api_auth!r}: expected {' or '.join(API_AUTH)}"
+            )
+        if self.switch_interval <= 0:
+            raise ValueError(
+                f"{env_name('switch_interval')} (--switch-interval) = {self.switch_interval!r}: expected a "
+                "positive number of seconds"
             )
         if self.on_store_loss not in ON_STORE_LOSS:
             raise ValueError(

@@ -151,6 +151,7 @@ def _faust_app(settings: Settings) -> App:
         datadir=os.path.join(tempfile.gettempdir(), f"stream-rater-{settings.consumer_group}"),
     )
     app.fetch_max_wait = settings.fetch_max_wait
+    app.switch_interval = settings.switch_interval
     return app
 
 

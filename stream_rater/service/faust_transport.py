@@ -29,8 +29,10 @@ are skipped: both are offset jumps `_in_sequence` and `_find_dropped` take for g
 re-read.
 
 faust also fixes the consumer's ``fetch_max_wait_ms`` at 1500. A broker may hold a fetch that
-long before answering (Tansu does, even when records arrive meanwhile), which set the p50
-latency at 500/s to about 0.5 s; `App.fetch_max_wait` sets it (0.05 s: p50 about 90 ms).
+found nothing that long, which set the p50 latency at 500/s to about 0.5 s; `App.fetch_max_wait`
+sets it. faust runs that consumer in a thread of its own, so a fetched batch waits for the GIL
+(on the fetch response, then on the hand-over to the agent's loop) whenever the agent computes:
+up to Python's switch interval each time, 5 ms unless `App.switch_interval` says otherwise.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -391,14 +394,17 @@ class BatchBuffer:
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """faust's consumer thread; its aiokafka consumer waits at most ``app.fetch_max_wait`` and
-    reads committed records only (`kafka.ISOLATION_LEVEL`, as the offline readers)."""
+    reads committed records only (`kafka.ISOLATION_LEVEL`, as the offline readers). Creating it
+    sets the process's switch interval to ``app.switch_interval`` (see `App.switch_interval`)."""
 
     def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> AIOKafkaConsumer:
         consumer = super()._create_worker_consumer(transport)
+        app = _our_app(self.app)
         # Both read when the consumer starts; faust passes no value of its own through (its
         # isolation level is read_committed only when faust itself runs exactly-once).
-        consumer._fetch_max_wait_ms = int(1000 * _our_app(self.app).fetch_max_wait)
+        consumer._fetch_max_wait_ms = int(1000 * app.fetch_max_wait)
         consumer._isolation_level = ISOLATION_LEVEL
+        sys.setswitchinterval(app.switch_interval)
         return consumer
 
 
@@ -414,6 +420,11 @@ class App(faust.App):
 
     #: Longest time, in seconds, the broker may hold a fetch that found no new records.
     fetch_max_wait: float = 1.5
+    #: Longest time, in seconds, a thread keeps the GIL while another waits for it
+    #: (`sys.setswitchinterval`). This consumer's fetches run in a thread of their own: a
+    #: fetched batch waits up to this long for the GIL, twice (the fetch response, then the
+    #: hand-over to the agent's loop), whenever the agent is computing.
+    switch_interval: float = 0.005
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

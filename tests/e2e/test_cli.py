@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -233,6 +234,11 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     assert all(value > 0 for value in figures["stream-rater worker"])
     assert all(value > 0 for i, value in enumerate(figures["naive faust pass-through"]) if i != 3)  # no Redis
     assert "worker / pass-through: throughput" in out
+    split = next(line for line in lines if line.startswith("p50 split")).split(": ", 1)[1]
+    assert re.fullmatch(
+        r"stream-rater worker @50 -?[\d.]+ \+ -?[\d.]+, @200 -?[\d.]+ \+ -?[\d.]+; naive faust pass-through @50 .*",
+        split,
+    )
 
 
 def test_migrate_to_2_moves_markers_of_the_earlier_layout(redis_url):

@@ -42,3 +42,10 @@ def test_every_password_is_a_secret():
     assert set(secret_names()) == {
         f.name for f in fields(Settings) if f.name.endswith(("password", "secret"))
     }
+
+
+def test_a_switch_interval_that_is_not_positive_is_refused_naming_its_variable_and_flag():
+    with pytest.raises(
+        ValueError, match=r"^STREAM_RATER_SWITCH_INTERVAL \(--switch-interval\) = 0.0: expected"
+    ):
+        Settings.from_env({"STREAM_RATER_SWITCH_INTERVAL": "0"})

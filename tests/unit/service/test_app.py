@@ -4,10 +4,12 @@ with records in memory); the worker's garbage-collector set-up; its bounded stop
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
+import pytest
 from faust.types import TP
 
 from stream_rater.config.ladders import Ladder, Ladders
@@ -85,6 +87,18 @@ async def test_the_consumers_fetch_wait_is_the_configured_one():
     """faust fixes 1.5 s; the worker's aiokafka consumer gets ``fetch_max_wait`` instead."""
     c = consumer(fetch_max_wait=0.2)
     assert c._new_consumer_thread()._create_worker_consumer(c.transport)._fetch_max_wait_ms == 200
+
+
+async def test_the_consumer_thread_sets_the_configured_switch_interval():
+    """The consumer's fetches run in a thread of their own: ``switch_interval`` bounds how long a
+    fetched batch waits for the GIL while the agent computes."""
+    before = sys.getswitchinterval()
+    c = consumer(switch_interval=0.0007)
+    try:
+        c._new_consumer_thread()._create_worker_consumer(c.transport)
+        assert sys.getswitchinterval() == pytest.approx(0.0007)
+    finally:
+        sys.setswitchinterval(before)
 
 
 async def test_a_buffered_partition_is_delivered_strictly_in_sequence():
