@@ -47,6 +47,7 @@ from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
+from stream_rater.service.wait_dump import consumer_lines, dump
 from stream_rater.service.web import register_web
 from stream_rater.store import ReadStore, RedisTimeouts, StateStore, open_store
 from stream_rater.store.deployment import bind
@@ -112,6 +113,12 @@ def create_app(
         handler, ack=batches.ack, pause=batches.pause, resume=batches.resume, release=batches.release
     )
     batches.on_clear.append(pipeline.abandon)
+    app.in_flight += [
+        pipeline.in_flight,
+        batches.in_flight,
+        guard.in_flight,
+        lambda: consumer_lines(app, settings.topic_matches),
+    ]
     _rating_agent(app, settings, batches, pipeline, stopping)
     _correction_task(
         app,
@@ -350,6 +357,15 @@ class Worker(faust.Worker):
             logging.getLogger(name).addHandler(self.last_step)
         self.stop_watch.arm()
         await super().stop()
+
+    def _on_sigusr1(self) -> None:
+        """SIGUSR1: log what the worker waits on (`wait_dump`) instead of mode's dump of
+        every frame's locals."""
+        loops = [("worker", asyncio.get_running_loop())]
+        thread = getattr(self.app.consumer, "_thread", None)
+        if thread is not None and getattr(thread, "thread_loop", None) is not None:
+            loops.append(("consumer-thread", thread.thread_loop))
+        dump(loops, cast(App, self.app).in_flight)
 
     def waiting_for(self) -> str:
         """What the stop is at: faust's last step and the records taken but not acknowledged."""

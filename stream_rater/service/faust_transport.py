@@ -308,6 +308,10 @@ class BatchBuffer:
         self._removed = asyncio.Event()
         app.flow_control.manage_queue(self)  # type: ignore[arg-type]  # faust only calls clear()
 
+    def in_flight(self) -> list[str]:
+        """The records fetched and not yet taken, for the operator's dump (`wait_dump`)."""
+        return [f"buffer {self.topic}: {len(self._records)} records not taken"]
+
     def clear(self) -> None:
         """Drop every record not taken yet (faust's flow control calls this), then tell
         `on_clear`."""
@@ -432,6 +436,8 @@ class App(faust.App):
         self.batch_buffers: dict[str, BatchBuffer] = {}
         #: Partition → why it is held (a fetched batch that cannot be decoded; `held_partitions`).
         self.held: dict[TP, str] = {}
+        #: What the worker's SIGUSR1 dump lists besides the tasks (`service.wait_dump`).
+        self.in_flight: list[Callable[[], Iterable[str]]] = []
 
     def _new_transport(self) -> TransportT:
         return Transport(self.conf.broker_consumer, self)
