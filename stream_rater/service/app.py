@@ -20,7 +20,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 import faust
@@ -44,7 +44,9 @@ from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
 from stream_rater.service.gc_tuning import settle_gc
 from stream_rater.service.ladder_health import LadderHealth
+from stream_rater.service.order_watch import Message
 from stream_rater.service.pipeline import BatchPipeline
+from stream_rater.service.stall_watch import StallWatch
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.wait_dump import consumer_lines, dump
@@ -109,8 +111,14 @@ def create_app(
             guard.assigned(tp.partition for tp in partitions if tp.topic == settings.topic_matches)
 
     # A lost ladder parks its partition's records; a rebalance drops them (BatchPipeline).
+    stall = StallWatch(settings.stall_after)
+
+    def ack(messages: Sequence[Message]) -> None:
+        batches.ack(messages)
+        stall.acked(messages)
+
     pipeline = BatchPipeline(
-        handler, ack=batches.ack, pause=batches.pause, resume=batches.resume, release=batches.release
+        handler, ack=ack, pause=batches.pause, resume=batches.resume, release=batches.release
     )
     batches.on_clear.append(pipeline.abandon)
     app.in_flight += [
@@ -119,6 +127,7 @@ def create_app(
         guard.in_flight,
         lambda: consumer_lines(app, settings.topic_matches),
     ]
+    _stall_timer(app, settings, stall, lambda: set(pipeline.parked))
     _rating_agent(app, settings, batches, pipeline, stopping)
     _correction_task(
         app,
@@ -160,6 +169,30 @@ def _faust_app(settings: Settings) -> App:
     app.fetch_max_wait = settings.fetch_max_wait
     app.switch_interval = settings.switch_interval
     return app
+
+
+def _stall_timer(app: App, settings: Settings, stall: StallWatch, parked: Callable[[], set[int]]) -> None:
+    """Check for stalled partitions every few seconds (`StallWatch`): each newly stalled one
+    is logged as a warning with what the worker waits on (`wait_dump`). Partitions parked (a
+    lost ladder) or held (undecodable) are left out: readiness says why already."""
+
+    async def watch_stalls() -> None:
+        consumer = app.consumer
+        committed = getattr(consumer, "_committed_offset", {})  # faust's: what it committed last
+        held = parked() | {tp.partition for tp in app.held}
+        assigned = {
+            tp.partition: (committed.get(tp), consumer.highwater(tp))
+            for tp in consumer.assignment()
+            if tp.topic == settings.topic_matches and tp.partition not in held
+        }
+        newly = stall.check(assigned)
+        if newly:
+            log.warning("%s; what the worker waits on follows", "; ".join(stall.stalled[p] for p in newly))
+            dump([], app.in_flight)
+
+    app.stalled = stall.reasons
+    if settings.stall_after > 0:
+        app.timer(interval=min(5.0, settings.stall_after / 2))(watch_stalls)
 
 
 def _rating_agent(

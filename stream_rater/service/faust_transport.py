@@ -438,6 +438,8 @@ class App(faust.App):
         self.held: dict[TP, str] = {}
         #: What the worker's SIGUSR1 dump lists besides the tasks (`service.wait_dump`).
         self.in_flight: list[Callable[[], Iterable[str]]] = []
+        #: Why partitions assigned here are stalled (`service.stall_watch`; readiness says so).
+        self.stalled: Callable[[], list[str]] = list
 
     def _new_transport(self) -> TransportT:
         return Transport(self.conf.broker_consumer, self)
@@ -448,6 +450,11 @@ def held_partitions(app: faust.App) -> list[str]:
     held = _our_app(app).held
     assigned = app.consumer.assignment() if held else set()
     return [reason for tp, reason in sorted(held.items()) if tp in assigned]
+
+
+def stalled_partitions(app: faust.App) -> list[str]:
+    """Why each partition assigned here is stalled (`App.stalled`; readiness says so)."""
+    return _our_app(app).stalled()
 
 
 def _our_app(app: AppT) -> App:

@@ -113,8 +113,11 @@ class BatchPipeline:
         lines = [
             f"pipeline batch {spans_} for {now - since:.1f} s: "
             f"{'emitting' if committing.done() else 'committing'}"
-            + (f", commit failed {committing.exception()!r}" if committing.done() and not committing.cancelled()
-               and committing.exception() is not None else "")
+            + (
+                f", commit failed {committing.exception()!r}"
+                if committing.done() and not committing.cancelled() and committing.exception() is not None
+                else ""
+            )
             for committing, spans_, since in self._flight.values()
         ]
         lines += [

@@ -50,16 +50,24 @@ def _task_line(task: asyncio.Task[Any], where: str) -> str:
 def _await_chain(awaitable: Any) -> list[Any]:
     """The frames of `awaitable` and of what it awaits, down to the innermost (a task's
     `get_stack` shows only the outermost coroutine)."""
-    frames = []
+    frames: list[Any] = []
     while awaitable is not None and len(frames) < 100:
         frame = next(
-            (getattr(awaitable, a) for a in ("cr_frame", "gi_frame", "ag_frame") if getattr(awaitable, a, None)),
+            (
+                getattr(awaitable, a)
+                for a in ("cr_frame", "gi_frame", "ag_frame")
+                if getattr(awaitable, a, None)
+            ),
             None,
         )
         if frame is not None:
             frames.append(frame)
         awaitable = next(
-            (getattr(awaitable, a) for a in ("cr_await", "gi_yieldfrom", "ag_await") if getattr(awaitable, a, None)),
+            (
+                getattr(awaitable, a)
+                for a in ("cr_await", "gi_yieldfrom", "ag_await")
+                if getattr(awaitable, a, None)
+            ),
             None,
         )
     return frames
@@ -78,9 +86,13 @@ def spans(messages: Sequence[Message]) -> str:
     by_partition: dict[int, list[int]] = {}
     for message in messages:
         by_partition.setdefault(message.partition, []).append(message.offset)
-    return " ".join(
-        f"p{p}@{min(offsets)}-{max(offsets)}({len(offsets)})" for p, offsets in sorted(by_partition.items())
-    ) or "(none)"
+    return (
+        " ".join(
+            f"p{p}@{min(offsets)}-{max(offsets)}({len(offsets)})"
+            for p, offsets in sorted(by_partition.items())
+        )
+        or "(none)"
+    )
 
 
 def consumer_lines(app: Any, topic: str) -> list[str]:
@@ -93,9 +105,11 @@ def consumer_lines(app: Any, topic: str) -> list[str]:
     for message in list(consumer.unacked):
         unacked[message.partition] = unacked.get(message.partition, 0) + 1
     lines = [
-        f"consumer: generation {app.consumer_generation_id}, flow active {consumer.flow_active}, "
-        f"flow control suspended {app.flow_control.is_active() is False}, "
-        f"assigned {[tp.partition for tp in assignment]}, {len(consumer.unacked)} taken unacknowledged"
+        (
+            f"consumer: generation {app.consumer_generation_id}, flow active {consumer.flow_active}, "
+            f"flow control suspended {app.flow_control.is_active() is False}, "
+            f"assigned {[tp.partition for tp in assignment]}, {len(consumer.unacked)} taken unacknowledged"
+        )
     ]
     for tp in assignment:
         lines.append(
