@@ -180,11 +180,14 @@ def _stall_timer(app: App, settings: Settings, stall: StallWatch, parked: Callab
         consumer = app.consumer
         committed = getattr(consumer, "_committed_offset", {})  # faust's: what it committed last
         held = parked() | {tp.partition for tp in app.held}
-        assigned = {
-            tp.partition: (committed.get(tp), consumer.highwater(tp))
-            for tp in consumer.assignment()
-            if tp.topic == settings.topic_matches and tp.partition not in held
-        }
+        try:
+            assigned = {
+                tp.partition: (committed.get(tp), consumer.highwater(tp))
+                for tp in consumer.assignment()
+                if tp.topic == settings.topic_matches and tp.partition not in held
+            }
+        except (AssertionError, faust.exceptions.ConsumerNotStarted):  # aiokafka's "Partition is not
+            return  # assigned": a rebalance in the consumer's thread moved the assignment; next tick
         newly = stall.check(assigned)
         if newly:
             log.warning("%s; what the worker waits on follows", "; ".join(stall.stalled[p] for p in newly))

@@ -383,7 +383,8 @@ def register_web(
     async def measure_consumer_lag() -> None:
         try:
             await update_consumer_lag(app, settings.topic_matches, recent.next_offsets)
-        except (KafkaError, faust.exceptions.ConsumerNotStarted) as exc:  # rebalancing; next tick
+        # Rebalancing; next tick. AssertionError: aiokafka's "Partition is not assigned" (highwater).
+        except (KafkaError, AssertionError, faust.exceptions.ConsumerNotStarted) as exc:
             log.debug("consumer lag not measured: %r", exc)
 
     async def check_totals() -> None:  # trims idle players off the leaderboards, without scrapes too
