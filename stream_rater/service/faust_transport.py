@@ -219,13 +219,33 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         self._next_offset[partition] = offset
 
     async def perform_seek(self) -> None:
-        """faust's seek to the committed offsets (a rebalance); each partition with a committed
-        offset must go on from there, one without from whatever it reads first."""
+        """faust's seek to the committed offsets (a rebalance, or records fetched while the flow
+        stopped): each partition with a committed offset goes on from there, and a buffered
+        topic's partition with none from its log's start (`_rewind_uncommitted`)."""
         await super().perform_seek()
         self._next_offset = {
             tp: offset for tp, offset in self._committed_offset.items() if offset is not None
         }
         self._jumped.clear()
+        await self._rewind_uncommitted()
+
+    async def _rewind_uncommitted(self) -> None:
+        """Seek each assigned partition of a buffered topic that has no committed offset to the
+        start of its log, as the group's ``earliest`` reset reads it.
+
+        faust's seek leaves such a partition where it is (aiokafka's ``seek_to_committed`` skips
+        a partition without a committed offset), so whatever was fetched from it and dropped
+        before the seek — records cleared from the buffer by the rebalance, or handed out by
+        aiokafka while faust had the partition paused or the flow stopped — lay behind its
+        position, and nothing delivered since said where it should be (`_find_dropped` had no
+        offset to compare with). A partition whose first fetch was dropped so was never read:
+        a worker alive, the partition assigned, and its whole ladder never applied. Reading
+        from the start again applies nothing twice: what was applied is found applied."""
+        buffers = _our_app(self.app).batch_buffers
+        uncommitted = [tp for tp in self.assignment() if tp.topic in buffers and tp not in self._next_offset]
+        if uncommitted:
+            for tp, start in (await self.earliest_offsets(*uncommitted)).items():
+                await self.seek(tp, start)
 
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
