@@ -20,7 +20,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import faust
@@ -44,7 +44,6 @@ from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_producer
 from stream_rater.service.gc_tuning import settle_gc
 from stream_rater.service.ladder_health import LadderHealth
-from stream_rater.service.order_watch import Message
 from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.service.stall_watch import StallWatch
 from stream_rater.service.store_loss import LossGuard
@@ -111,23 +110,17 @@ def create_app(
             guard.assigned(tp.partition for tp in partitions if tp.topic == settings.topic_matches)
 
     # A lost ladder parks its partition's records; a rebalance drops them (BatchPipeline).
-    stall = StallWatch(settings.stall_after)
-
-    def ack(messages: Sequence[Message]) -> None:
-        batches.ack(messages)
-        stall.acked(messages)
-
+    stall = _stall_timer(app, settings, lambda: set(pipeline.parked))
     pipeline = BatchPipeline(
-        handler, ack=ack, pause=batches.pause, resume=batches.resume, release=batches.release
+        handler,
+        ack=stall.acking(batches.ack),
+        pause=batches.pause,
+        resume=batches.resume,
+        release=batches.release,
     )
     batches.on_clear.append(pipeline.abandon)
-    app.in_flight += [
-        pipeline.in_flight,
-        batches.in_flight,
-        guard.in_flight,
-        lambda: consumer_lines(app, settings.topic_matches),
-    ]
-    _stall_timer(app, settings, stall, lambda: set(pipeline.parked))
+    app.in_flight += [pipeline.in_flight, batches.in_flight, guard.in_flight]  # what SIGUSR1 logs
+    app.in_flight.append(lambda: consumer_lines(app, settings.topic_matches))
     _rating_agent(app, settings, batches, pipeline, stopping)
     _correction_task(
         app,
@@ -171,10 +164,11 @@ def _faust_app(settings: Settings) -> App:
     return app
 
 
-def _stall_timer(app: App, settings: Settings, stall: StallWatch, parked: Callable[[], set[int]]) -> None:
-    """Check for stalled partitions every few seconds (`StallWatch`): each newly stalled one
-    is logged as a warning with what the worker waits on (`wait_dump`). Partitions parked (a
+def _stall_timer(app: App, settings: Settings, parked: Callable[[], set[int]]) -> StallWatch:
+    """The worker's `StallWatch`, checked every few seconds: each newly stalled partition is
+    logged as a warning with what the worker waits on (`wait_dump`). Partitions `parked` (a
     lost ladder) or held (undecodable) are left out: readiness says why already."""
+    stall = StallWatch(settings.stall_after)
 
     async def watch_stalls() -> None:
         consumer = app.consumer
@@ -191,11 +185,21 @@ def _stall_timer(app: App, settings: Settings, stall: StallWatch, parked: Callab
         newly = stall.check(assigned)
         if newly:
             log.warning("%s; what the worker waits on follows", "; ".join(stall.stalled[p] for p in newly))
-            dump([], app.in_flight)
+            dump(worker_loops(app), app.in_flight)
 
     app.stalled = stall.reasons
     if settings.stall_after > 0:
         app.timer(interval=min(5.0, settings.stall_after / 2))(watch_stalls)
+    return stall
+
+
+def worker_loops(app: faust.App) -> list[tuple[str, asyncio.AbstractEventLoop]]:
+    """The worker's event loop (running) and its consumer thread's, named, for `wait_dump`."""
+    loops = [("worker", asyncio.get_running_loop())]
+    thread_loop = getattr(getattr(app.consumer, "_thread", None), "thread_loop", None)
+    if thread_loop is not None:
+        loops.append(("consumer-thread", thread_loop))
+    return loops
 
 
 def _rating_agent(
@@ -397,11 +401,8 @@ class Worker(faust.Worker):
     def _on_sigusr1(self) -> None:
         """SIGUSR1: log what the worker waits on (`wait_dump`) instead of mode's dump of
         every frame's locals."""
-        loops = [("worker", asyncio.get_running_loop())]
-        thread = getattr(self.app.consumer, "_thread", None)
-        if thread is not None and getattr(thread, "thread_loop", None) is not None:
-            loops.append(("consumer-thread", thread.thread_loop))
-        dump(loops, cast(App, self.app).in_flight)
+        app = cast(App, self.app)
+        dump(worker_loops(app), app.in_flight)
 
     def waiting_for(self) -> str:
         """What the stop is at: faust's last step and the records taken but not acknowledged."""

@@ -41,6 +41,15 @@ class StallWatch:
             self._done[partition] = max(self._done.get(partition, 0), message.offset + 1)
             self._since[partition] = now
 
+    def acking(self, ack: Callable[[Sequence[Message]], None]) -> Callable[[Sequence[Message]], None]:
+        """`ack`, then `acked`: what the pipeline acknowledges its batches with."""
+
+        def ack_and_note(messages: Sequence[Message]) -> None:
+            ack(messages)
+            self.acked(messages)
+
+        return ack_and_note
+
     def check(self, assigned: Mapping[int, tuple[int | None, int | None]]) -> list[int]:
         """Update the stalls from `assigned` (partition → the offset the group committed, the
         log end, each None if unknown; partitions held for a known reason left out); returns
