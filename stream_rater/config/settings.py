@@ -151,6 +151,11 @@ class Settings:
         "seconds a worker told to stop (SIGTERM/SIGINT) may take to finish the batches in hand "
         "before it exits anyway, non-zero (what it had not committed is redelivered)",
     )
+    stall_after: float = _field(
+        60.0,
+        "seconds a partition assigned here may have records waiting with none applied before the worker "
+        "logs a warning and /readyz answers 503 (0 = never)",
+    )
     fetch_max_wait: float = _field(
         0.01, "longest time the broker may hold a fetch that found no new records, in seconds"
     )

@@ -45,8 +45,10 @@ from stream_rater.service.faust_transport import App, BatchBuffer, aiokafka_prod
 from stream_rater.service.gc_tuning import settle_gc
 from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.pipeline import BatchPipeline
+from stream_rater.service.stall_watch import StallWatch
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
+from stream_rater.service.wait_dump import consumer_lines, dump
 from stream_rater.service.web import register_web
 from stream_rater.store import ReadStore, RedisTimeouts, StateStore, open_store
 from stream_rater.store.deployment import bind
@@ -108,10 +110,17 @@ def create_app(
             guard.assigned(tp.partition for tp in partitions if tp.topic == settings.topic_matches)
 
     # A lost ladder parks its partition's records; a rebalance drops them (BatchPipeline).
+    stall = _stall_timer(app, settings, lambda: set(pipeline.parked))
     pipeline = BatchPipeline(
-        handler, ack=batches.ack, pause=batches.pause, resume=batches.resume, release=batches.release
+        handler,
+        ack=stall.acking(batches.ack),
+        pause=batches.pause,
+        resume=batches.resume,
+        release=batches.release,
     )
     batches.on_clear.append(pipeline.abandon)
+    app.in_flight += [pipeline.in_flight, batches.in_flight, guard.in_flight]  # what SIGUSR1 logs
+    app.in_flight.append(lambda: consumer_lines(app, settings.topic_matches))
     _rating_agent(app, settings, batches, pipeline, stopping)
     _correction_task(
         app,
@@ -153,6 +162,44 @@ def _faust_app(settings: Settings) -> App:
     app.fetch_max_wait = settings.fetch_max_wait
     app.switch_interval = settings.switch_interval
     return app
+
+
+def _stall_timer(app: App, settings: Settings, parked: Callable[[], set[int]]) -> StallWatch:
+    """The worker's `StallWatch`, checked every few seconds: each newly stalled partition is
+    logged as a warning with what the worker waits on (`wait_dump`). Partitions `parked` (a
+    lost ladder) or held (undecodable) are left out: readiness says why already."""
+    stall = StallWatch(settings.stall_after)
+
+    async def watch_stalls() -> None:
+        consumer = app.consumer
+        committed = getattr(consumer, "_committed_offset", {})  # faust's: what it committed last
+        held = parked() | {tp.partition for tp in app.held}
+        try:
+            assigned = {
+                tp.partition: (committed.get(tp), consumer.highwater(tp))
+                for tp in consumer.assignment()
+                if tp.topic == settings.topic_matches and tp.partition not in held
+            }
+        except (AssertionError, faust.exceptions.ConsumerNotStarted):  # aiokafka's "Partition is not
+            return  # assigned": a rebalance in the consumer's thread moved the assignment; next tick
+        newly = stall.check(assigned)
+        if newly:
+            log.warning("%s; what the worker waits on follows", "; ".join(stall.stalled[p] for p in newly))
+            dump(worker_loops(app), app.in_flight)
+
+    app.stalled = stall.reasons
+    if settings.stall_after > 0:
+        app.timer(interval=min(5.0, settings.stall_after / 2))(watch_stalls)
+    return stall
+
+
+def worker_loops(app: faust.App) -> list[tuple[str, asyncio.AbstractEventLoop]]:
+    """The worker's event loop (running) and its consumer thread's, named, for `wait_dump`."""
+    loops = [("worker", asyncio.get_running_loop())]
+    thread_loop = getattr(getattr(app.consumer, "_thread", None), "thread_loop", None)
+    if thread_loop is not None:
+        loops.append(("consumer-thread", thread_loop))
+    return loops
 
 
 def _rating_agent(
@@ -350,6 +397,12 @@ class Worker(faust.Worker):
             logging.getLogger(name).addHandler(self.last_step)
         self.stop_watch.arm()
         await super().stop()
+
+    def _on_sigusr1(self) -> None:
+        """SIGUSR1: log what the worker waits on (`wait_dump`) instead of mode's dump of
+        every frame's locals."""
+        app = cast(App, self.app)
+        dump(worker_loops(app), app.in_flight)
 
     def waiting_for(self) -> str:
         """What the stop is at: faust's last step and the records taken but not acknowledged."""

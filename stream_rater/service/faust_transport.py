@@ -219,13 +219,33 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         self._next_offset[partition] = offset
 
     async def perform_seek(self) -> None:
-        """faust's seek to the committed offsets (a rebalance); each partition with a committed
-        offset must go on from there, one without from whatever it reads first."""
+        """faust's seek to the committed offsets (a rebalance, or records fetched while the flow
+        stopped): each partition with a committed offset goes on from there, and a buffered
+        topic's partition with none from its log's start (`_rewind_uncommitted`)."""
         await super().perform_seek()
         self._next_offset = {
             tp: offset for tp, offset in self._committed_offset.items() if offset is not None
         }
         self._jumped.clear()
+        await self._rewind_uncommitted()
+
+    async def _rewind_uncommitted(self) -> None:
+        """Seek each assigned partition of a buffered topic that has no committed offset to the
+        start of its log, as the group's ``earliest`` reset reads it.
+
+        faust's seek leaves such a partition where it is (aiokafka's ``seek_to_committed`` skips
+        a partition without a committed offset), so whatever was fetched from it and dropped
+        before the seek — records cleared from the buffer by the rebalance, or handed out by
+        aiokafka while faust had the partition paused or the flow stopped — lay behind its
+        position, and nothing delivered since said where it should be (`_find_dropped` had no
+        offset to compare with). A partition whose first fetch was dropped so was never read:
+        a worker alive, the partition assigned, and its whole ladder never applied. Reading
+        from the start again applies nothing twice: what was applied is found applied."""
+        buffers = _our_app(self.app).batch_buffers
+        uncommitted = [tp for tp in self.assignment() if tp.topic in buffers and tp not in self._next_offset]
+        if uncommitted:
+            for tp, start in (await self.earliest_offsets(*uncommitted)).items():
+                await self.seek(tp, start)
 
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -307,6 +327,10 @@ class BatchBuffer:
         self._added = asyncio.Event()
         self._removed = asyncio.Event()
         app.flow_control.manage_queue(self)  # type: ignore[arg-type]  # faust only calls clear()
+
+    def in_flight(self) -> list[str]:
+        """The records fetched and not yet taken, for the operator's dump (`wait_dump`)."""
+        return [f"buffer {self.topic}: {len(self._records)} records not taken"]
 
     def clear(self) -> None:
         """Drop every record not taken yet (faust's flow control calls this), then tell
@@ -432,6 +456,10 @@ class App(faust.App):
         self.batch_buffers: dict[str, BatchBuffer] = {}
         #: Partition → why it is held (a fetched batch that cannot be decoded; `held_partitions`).
         self.held: dict[TP, str] = {}
+        #: What the worker's SIGUSR1 dump lists besides the tasks (`service.wait_dump`).
+        self.in_flight: list[Callable[[], Iterable[str]]] = []
+        #: Why partitions assigned here are stalled (`service.stall_watch`; readiness says so).
+        self.stalled: Callable[[], list[str]] = list
 
     def _new_transport(self) -> TransportT:
         return Transport(self.conf.broker_consumer, self)
@@ -442,6 +470,11 @@ def held_partitions(app: faust.App) -> list[str]:
     held = _our_app(app).held
     assigned = app.consumer.assignment() if held else set()
     return [reason for tp, reason in sorted(held.items()) if tp in assigned]
+
+
+def stalled_partitions(app: faust.App) -> list[str]:
+    """Why each partition assigned here is stalled (`App.stalled`; readiness says so)."""
+    return _our_app(app).stalled()
 
 
 def _our_app(app: AppT) -> App:

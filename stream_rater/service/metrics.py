@@ -285,6 +285,10 @@ PARTITIONS_HELD = Gauge(
     "stream_rater_partitions_held",
     "Partitions this worker holds because a fetched record batch cannot be decoded (/readyz names them)",
 )
+PARTITIONS_STALLED = Gauge(
+    "stream_rater_partitions_stalled",
+    "Partitions assigned here with records waiting and none applied for stall_after seconds (/readyz names them)",
+)
 
 
 def exposition() -> tuple[bytes, str]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from stream_rater.service.batch_handler import BatchHandler, CommittedBatch
 from stream_rater.service.order_watch import Message
+from stream_rater.service.wait_dump import spans
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,8 @@ class BatchPipeline:
         self._abandoned: set[int] = set()
         self._stale = -1
         self._newest = 0
+        #: Each batch in hand (its finishing task) → its commit task, records and when it came.
+        self._flight: dict[asyncio.Task[None], tuple[asyncio.Task[CommittedBatch], str, float]] = {}
 
     async def submit(self, messages: Sequence[Message]) -> None:
         """Start on a batch; returns once fewer than `depth` batches are in hand. Cancelling
@@ -83,6 +87,8 @@ class BatchPipeline:
         self._committing = asyncio.ensure_future(self._commit(messages, self._committing))
         self._finishing = asyncio.ensure_future(self._finish(self._committing, self._finishing))
         self._in_hand.append(self._finishing)
+        self._flight[self._finishing] = (self._committing, spans(messages), time.monotonic())
+        self._finishing.add_done_callback(self._flight.pop)
         while len(self._in_hand) >= self.depth:
             oldest = self._in_hand[0]
             await asyncio.wait([oldest])  # unlike awaiting it, cancelling the caller leaves it be
@@ -99,6 +105,31 @@ class BatchPipeline:
         idle: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         idle.set_result(None)
         return idle
+
+    def in_flight(self) -> list[str]:
+        """One line per batch in hand (where it is, its records, its age) and per parked
+        partition, for the operator's dump (`wait_dump`)."""
+        now = time.monotonic()
+        lines = [
+            f"pipeline batch {spans_} for {now - since:.1f} s: "
+            f"{'emitting' if committing.done() else 'committing'}"
+            + (
+                f", commit failed {committing.exception()!r}"
+                if committing.done() and not committing.cancelled() and committing.exception() is not None
+                else ""
+            )
+            for committing, spans_, since in self._flight.values()
+        ]
+        lines += [
+            f"pipeline parked p{p}: {spans(records)}, "
+            f"{'unparking' if p in self._unparking else 'waiting for earlier batches'}"
+            for p, records in self.parked.items()
+        ]
+        lines.append(
+            f"pipeline: {len(self._flight)} batches in hand (depth {self.depth}), abandoned "
+            f"{sorted(self._abandoned)} up to generation {self._stale}, newest generation {self._newest}"
+        )
+        return lines
 
     async def drain(self) -> None:
         """Wait until every submitted batch is acknowledged, parked or failed; raises the first

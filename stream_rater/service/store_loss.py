@@ -98,6 +98,22 @@ class LossGuard:
             check = asyncio.ensure_future(self._check(partitions))
             self._checks.update(dict.fromkeys(partitions, check))
 
+    def in_flight(self) -> list[str]:
+        """One line per partition's check and per lost ladder, for the operator's dump."""
+        lines = []
+        for partition, check in sorted(self._checks.items()):
+            state = (
+                "pending"
+                if not check.done()
+                else "cancelled"
+                if check.cancelled()
+                else (f"failed {check.exception()!r}" if check.exception() is not None else "done")
+            )
+            lines.append(f"loss guard p{partition}: check {state}")
+        return lines + [
+            f"loss guard: ladder {ladder!r} held: {loss.error}" for ladder, loss in self.lost.items()
+        ]
+
     async def ready(self, partitions: Iterable[int]) -> None:
         """Return once `partitions` are checked (a check that failed runs again; its error is
         raised, for the caller to retry)."""

@@ -7,7 +7,8 @@ dashboard (``web_static/``), on ``STREAM_RATER_WEB_HOST:STREAM_RATER_WEB_PORT``.
 ``GET /readyz``                                        200 when partitions of the matches topic are
                                                        assigned here, the broker and Redis answer,
                                                        Redis does not refuse writes (OOM, READONLY,
-                                                       …) and no ladder is stopped by a lost store, else
+                                                       …), no ladder is stopped by a lost store and no
+                                                       partition is stalled (``stall_after``), else
                                                        503 with ``{"ready": false, "reason": ...}``
 ``GET /``                                              the dashboard (static page + ``/static/*``)
 ``GET /api/overview``                                  totals, lag per partition, per-second series
@@ -58,7 +59,7 @@ from stream_rater.queries import Queries
 from stream_rater.service import metrics
 from stream_rater.service.auth import protect
 from stream_rater.service.batch_metrics import BatchMetrics, Recent
-from stream_rater.service.faust_transport import broker_answers, held_partitions
+from stream_rater.service.faust_transport import broker_answers, held_partitions, stalled_partitions
 from stream_rater.service.inflation import InflationMonitor, home_here
 from stream_rater.service.ladder_health import LadderHealth
 from stream_rater.service.query_api import query_routes
@@ -242,6 +243,7 @@ class Dashboard:
         )
         reasons += self.health.reasons()
         reasons += held_partitions(self.app)
+        reasons += stalled_partitions(self.app)
         if reasons:
             return web.json_response({"ready": False, "reason": "; ".join(reasons)}, status=503)
         return web.json_response({"ready": True, "partitions": partitions})
@@ -381,7 +383,8 @@ def register_web(
     async def measure_consumer_lag() -> None:
         try:
             await update_consumer_lag(app, settings.topic_matches, recent.next_offsets)
-        except (KafkaError, faust.exceptions.ConsumerNotStarted) as exc:  # rebalancing; next tick
+        # Rebalancing; next tick. AssertionError: aiokafka's "Partition is not assigned" (highwater).
+        except (KafkaError, AssertionError, faust.exceptions.ConsumerNotStarted) as exc:
             log.debug("consumer lag not measured: %r", exc)
 
     async def check_totals() -> None:  # trims idle players off the leaderboards, without scrapes too

@@ -173,6 +173,40 @@ async def test_records_fetched_but_never_delivered_are_read_again(app, monkeypat
     assert sought == [(PART, 14)] and len(gaps) == 1
 
 
+async def test_a_rebalance_reads_a_partition_without_a_committed_offset_again_from_its_start(
+    app, monkeypatch
+):
+    """Records 0-49 of a partition the group never committed were delivered to the buffer,
+    then a rebalance cleared it. faust's seek to the committed offsets leaves such a partition
+    where it is (past record 49): the partition is sought to its log's start instead, and
+    record 0 is delivered again; one with a committed offset goes on from there as before."""
+    consumer = app.consumer
+    committed = TP(TOPIC, 1)
+    sought = []
+
+    async def seek(self, tp, offset):
+        sought.append((tp, offset))
+
+    async def seek_to_committed():
+        return {PART: None, committed: 500}
+
+    async def earliest_offsets(*tps):
+        return dict.fromkeys(tps, 0)
+
+    monkeypatch.setattr(faust_consumer.Consumer, "seek", seek)
+    monkeypatch.setattr(consumer, "seek_to_committed", seek_to_committed)
+    monkeypatch.setattr(consumer, "earliest_offsets", earliest_offsets)
+    monkeypatch.setattr(consumer, "assignment", lambda: {PART, committed})
+    for offset in range(50):
+        assert await consumer._in_sequence(PART, offset) == "deliver"
+    app.flow_control.clear()
+
+    await consumer.perform_seek()
+    assert sought == [(PART, 0)]
+    assert await consumer._in_sequence(PART, 0) == "deliver"
+    assert await consumer._in_sequence(committed, 500) == "deliver"
+
+
 async def test_pause_resume_release_and_on_clear_reach_faust(app):
     """What the pipeline parks a partition by: `pause`/`resume` fetching it, `release` taken
     records from what holds a rebalance back, and `on_clear` told when a rebalance clears."""

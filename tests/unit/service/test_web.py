@@ -103,9 +103,12 @@ async def serve(
     broker: Broker | None = None,
     health: LadderHealth | None = None,
     held: dict[TP, str] | None = None,
+    stalled: list[str] | None = None,
 ) -> TestClient:
     dashboard = Dashboard(
-        SimpleNamespace(consumer=consumer, producer=broker or Broker(), held=held or {}),
+        SimpleNamespace(
+            consumer=consumer, producer=broker or Broker(), held=held or {}, stalled=lambda: stalled or []
+        ),
         store,
         LADDERS,
         Settings(topic_matches=TOPIC, history_limit=50),
@@ -243,6 +246,19 @@ async def test_a_held_partition_still_assigned_makes_the_worker_not_ready():
             await client.close()
         assert response.status == status, body
         assert (reason in body.get("reason", "")) == (status == 503), body
+
+
+async def test_a_stalled_partition_makes_the_worker_not_ready():
+    """A partition with records waiting and none applied for ``stall_after`` (`StallWatch`) is
+    a 503 naming it."""
+    reason = "partition 0 stalled: records 0 to 9 wait, and none was applied for 60 s (stall_after 60 s)"
+    client = await serve(ASSIGNED, MemoryStore(), stalled=[reason])
+    try:
+        response = await client.get("/readyz")
+        body = await response.json()
+    finally:
+        await client.close()
+    assert response.status == 503 and reason in body["reason"], body
 
 
 @pytest.mark.parametrize(
@@ -486,7 +502,7 @@ def test_every_served_endpoint_is_in_openapi():
     }
     store = MemoryStore()
     dashboard = Dashboard(
-        SimpleNamespace(consumer=NotStarted(), producer=Broker(), held={}),
+        SimpleNamespace(consumer=NotStarted(), producer=Broker(), held={}, stalled=list),
         store,
         LADDERS,
         Settings(),
