@@ -44,8 +44,6 @@ from stream_rater.rating._trueskill_quality import quality_of_terms
 from stream_rater.rating.base import GaussianPerformance, Rating, RatingModel, Teams
 
 _MU = operator.attrgetter("mu")
-#: The one pair of a two-team match (`_trueskill_pairs`: no combinations iterator per match).
-_PAIRS_OF_TWO = ((0, 1),)
 
 #: Most teams `ranking_probabilities` answers for (24 orders of 4 teams).
 MAX_RANKED_TEAMS = 4
@@ -154,7 +152,7 @@ def _trueskill_pairs(model: GaussianPerformance, teams: Teams) -> Pairs:
     variances = model.performance_variances(teams)
     calibration = model.calibration
     pairs: Pairs = {}
-    for i, j in _PAIRS_OF_TWO if len(teams) == 2 else itertools.combinations(range(len(teams)), 2):
+    for i, j in ((0, 1),) if len(teams) == 2 else itertools.combinations(range(len(teams)), 2):
         delta = means[i] - means[j]
         c = math.sqrt(math.fsum(variances[i] + variances[j]))
         eps = model.draw_margin(len(teams[i]) + len(teams[j]))
