@@ -152,7 +152,7 @@ def _trueskill_pairs(model: GaussianPerformance, teams: Teams) -> Pairs:
     variances = model.performance_variances(teams)
     calibration = model.calibration
     pairs: Pairs = {}
-    for i, j in itertools.combinations(range(len(teams)), 2):
+    for i, j in ((0, 1),) if len(teams) == 2 else itertools.combinations(range(len(teams)), 2):
         delta = means[i] - means[j]
         c = math.sqrt(math.fsum(variances[i] + variances[j]))
         eps = model.draw_margin(len(teams[i]) + len(teams[j]))

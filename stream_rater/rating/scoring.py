@@ -81,7 +81,7 @@ def score_match(
                     (draw - (observed == 2)) ** 2,
                 ]
                 brier = math.fsum(squares) / 2
-    return MatchScore(wrong, log_loss, brier, calibration)
+    return tuple.__new__(MatchScore, (wrong, log_loss, brier, calibration))  # no Python-level __new__
 
 
 def calibration_bin(p: float, bins: int) -> int:
