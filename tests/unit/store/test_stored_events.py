@@ -253,7 +253,8 @@ def test_a_timestamp_is_read_digit_by_digit_as_parsing_it_whole_reads_it(epoch, 
             st.integers(min_value=_EXACT - 10**7, max_value=_EXACT + 10**7),
             st.sampled_from([1, -1]),
         ),
-        st.floats(min_value=2**32 - 2, max_value=2**32 + 2) | st.floats(min_value=-(2**32) - 2, max_value=-(2**32) + 2),
+        st.floats(min_value=2**32 - 2, max_value=2**32 + 2)
+        | st.floats(min_value=-(2**32) - 2, max_value=-(2**32) + 2),
     )
 )
 @example(0.0)
