@@ -168,11 +168,10 @@ def pack_events(events: list[Event], ladder: str) -> bytes:
 class StoredForms:
     """The stored forms of one commit's events of `ladder`: each event's compact form is made
     once (by the event's identity, so the events must outlive this), from its fields where the
-    planner handed them over (`fields`: `Commit.event_fields`; `times`: `Commit.stored_times`)
-    else from its map, and serves
+    planner handed them over (`fields`: `Commit.event_fields`) else from its map, and serves
     both its match's marker (`marker`) and its player's history entry (`entry`); the parts of
     an entry its match's other events share (match id, timestamps, their team's ``expected``)
-    are made once too."""
+    are made once too, a ``finished_at`` from `times` (`Commit.stored_times`) where given."""
 
     __slots__ = ("_compacts", "_expected", "_fields", "_heads", "_times", "ladder")
 
