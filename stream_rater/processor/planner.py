@@ -17,6 +17,7 @@ from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.rating.predict import as_read, expected, pairwise
 from stream_rater.rating.scoring import predicts_draws, score_match
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
+from stream_rater.store.stored_events import stored_time
 
 #: Sees each match with its prior team ratings (effects last in their teams) just before
 #: the model rates it — how `evaluate` makes its predictions with the very same states.
@@ -131,6 +132,8 @@ class _Changes:
     season: str | None = None
     #: ``id(event)`` → its fields, for each rating-changed event built (`Commit.event_fields`).
     event_fields: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    #: Each match's ``finished_at`` text → its stored form (`Commit.stored_times`).
+    stored_times: dict[str, int | str] = field(default_factory=dict)
 
     def apply(self, match_id: str, events: list[Event], keeps_events: bool) -> None:
         """Mark `match_id` applied with `events`, which its marker holds if `keeps_events`
@@ -331,6 +334,8 @@ def _events(
     # Formatted per match: a cache of the texts (a tournament day's matches share one) costs
     # more than it saves where each match has its own time, as a live stream's do.
     finished_at, processed_at = format_timestamp(at), s.processed_at
+    if expectation is not None:
+        changes.stored_times[finished_at] = stored_time(at, finished_at)
     events: list[Event] = []
     for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
         for player, before, new in zip(team.players, prior, team_post):
@@ -478,4 +483,5 @@ def _commit(s: _Setting, changes: _Changes, positions: Mapping[int, int] | None)
         quality={LIVE: (increments(changes.scores), changes.scores)} if changes.scores else {},
         active_within=s.rules.active_within(),
         event_fields=changes.event_fields,
+        stored_times=changes.stored_times,
     )

@@ -171,13 +171,19 @@ class StoredForms:
     planner handed them over (`fields`: `Commit.event_fields`) else from its map, and serves
     both its match's marker (`marker`) and its player's history entry (`entry`); the parts of
     an entry its match's other events share (match id, timestamps, their team's ``expected``)
-    are made once too."""
+    are made once too, a ``finished_at`` from `times` (`Commit.stored_times`) where given."""
 
-    __slots__ = ("_compacts", "_expected", "_fields", "_heads", "ladder")
+    __slots__ = ("_compacts", "_expected", "_fields", "_heads", "_times", "ladder")
 
-    def __init__(self, ladder: str, fields: Mapping[int, EventFields] | None = None) -> None:
+    def __init__(
+        self,
+        ladder: str,
+        fields: Mapping[int, EventFields] | None = None,
+        times: Mapping[str, int | str] | None = None,
+    ) -> None:
         self.ladder = ladder
         self._fields = fields or {}
+        self._times = times or {}  # `Commit.stored_times`
         self._compacts: dict[int, list[Any] | None] = {}
         #: Match id → its entries' head (match id, times as kept) and the times it is of.
         self._heads: dict[str, tuple[Any, Any, Any, str, str]] = {}
@@ -222,7 +228,9 @@ class StoredForms:
         match's part (match id, timestamps) made once per match."""
         head = self._heads.get(compact[0])
         if head is None or head[3] != compact[9] or head[4] != compact[10]:  # its match's, at its times
-            finished, processed = _micros(compact[9]), _micros(compact[10])
+            times, finished_at = self._times, compact[9]
+            finished = times[finished_at] if finished_at in times else _micros(finished_at)
+            processed = _micros(compact[10])
             if type(finished) is int and type(processed) is int:
                 processed -= finished  # exact: both are integers
             head = self._heads[compact[0]] = (
@@ -295,10 +303,22 @@ def _micros(text: str) -> int | str:
     return _parsed_micros(text)
 
 
+def stored_time(epoch: float, text: str) -> int | str:
+    """``_micros(text)`` of `text`, ``format_timestamp(epoch)``, without reading the text back
+    where `epoch` is the float of whole microseconds within `_EXACT`, as a parsed time is: then
+    `format_timestamp` wrote those microseconds and `_micros` reads them back (see `_EXACT`)."""
+    if -_EXACT_SECONDS < epoch < _EXACT_SECONDS:
+        micros = round(epoch * 1e6)
+        if micros / 1e6 == epoch:
+            return micros
+    return _micros(text)
+
+
 #: Below 2^32 seconds from the epoch (years 1834-2106) a float time is within a quarter of a
 #: microsecond of the time it stands for, so `format_timestamp` writes the float of ``exact``
 #: microseconds back as ``exact`` (`_formats_back` would say so).
-_EXACT = 2**32 * 1_000_000
+_EXACT_SECONDS = 2**32
+_EXACT = _EXACT_SECONDS * 1_000_000
 
 
 @functools.lru_cache(maxsize=1024)

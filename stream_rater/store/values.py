@@ -318,6 +318,9 @@ class Commit:
     #: stored form takes them from here rather than reading each event's map back (events
     #: missing here are read from their map). The events outlive the commit's use.
     event_fields: Mapping[int, tuple[Any, ...]] = field(default_factory=dict, compare=False, repr=False)
+    #: A ``finished_at`` text of those events → its stored form (`stored_events.stored_time`), made
+    #: from the match's float time, so that such a store need not read the text back.
+    stored_times: Mapping[str, int | str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.writes and not self.markers:

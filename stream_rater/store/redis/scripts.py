@@ -144,7 +144,7 @@ def history_args(
     `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
     the most a read returns), packed by `forms` (the commit's markers' own, so that each event's
     compact form is made once)."""
-    entry = (forms or StoredForms(commit.ladder, commit.event_fields)).entry
+    entry = (forms or StoredForms(commit.ladder, commit.event_fields, commit.stored_times)).entry
     model = next(
         (
             e["model"]
@@ -205,7 +205,7 @@ def commit_args(
     `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`, a
     moded ladder's (`mode_boards`)."""
     ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
-    forms = StoredForms(commit.ladder, commit.event_fields)
+    forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     model, history_fields, history = history_args(commit, history_cap, forms)
     values = _values(commit, forms, states, history)
     fields = script_args(

@@ -3,6 +3,8 @@ for anything else, and every event reads back equal to the one written (bytes in
 
 from __future__ import annotations
 
+import math
+
 import msgpack
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -16,7 +18,9 @@ from stream_rater.contracts import (
     with_mode,
 )
 from stream_rater.contracts.codecs import encode_event
+from stream_rater.contracts.timestamps import _MAX_EPOCH, _MIN_EPOCH
 from stream_rater.store.stored_events import (
+    _EXACT,
     PACKER,
     StoredForms,
     _micros,
@@ -25,6 +29,7 @@ from stream_rater.store.stored_events import (
     pack_event,
     pack_events,
     stored_event,
+    stored_time,
     unpack_entries,
 )
 
@@ -232,6 +237,43 @@ def test_a_timestamp_is_read_digit_by_digit_as_parsing_it_whole_reads_it(epoch, 
     _micros.cache_clear()
     _second_micros.cache_clear()
     assert _micros(text) == expected and type(_micros(text)) is type(expected)
+
+
+@given(
+    st.one_of(
+        st.floats(min_value=_MIN_EPOCH, max_value=_MAX_EPOCH),  # any time, far past and future
+        st.integers(min_value=int(_MIN_EPOCH), max_value=int(_MAX_EPOCH)).map(float),  # whole seconds
+        st.builds(  # microseconds as parsing gives them, with trailing zeros
+            lambda micros, zeros: micros // 10**zeros * 10**zeros / 1e6,
+            st.integers(min_value=int(_MIN_EPOCH) * 10**6, max_value=int(_MAX_EPOCH) * 10**6),
+            st.integers(min_value=0, max_value=6),
+        ),
+        st.builds(  # about the `_EXACT` boundary, both sides of the epoch
+            lambda micros, sign: sign * micros / 1e6,
+            st.integers(min_value=_EXACT - 10**7, max_value=_EXACT + 10**7),
+            st.sampled_from([1, -1]),
+        ),
+        st.floats(min_value=2**32 - 2, max_value=2**32 + 2)
+        | st.floats(min_value=-(2**32) - 2, max_value=-(2**32) + 2),
+    )
+)
+@example(0.0)
+@example(-0.0)
+@example(2.0**32)
+@example(-(2.0**32))
+@example(math.nextafter(2.0**32, 0))
+@example(math.nextafter(-(2.0**32), 0))
+@example(_MIN_EPOCH)
+@example(_MAX_EPOCH)
+@example(1_700_000_000.1)
+@example(1_700_000_000.9999996)
+@example(-1.5)
+def test_a_time_stored_from_its_float_is_the_one_read_from_its_text(epoch):
+    """`stored_time` (the planner's float time) gives what `_micros` reads from its
+    `format_timestamp` text: the same integer microseconds, or the text itself."""
+    text = format_timestamp(epoch)
+    stored = stored_time(epoch, text)
+    assert stored == _micros(text) and type(stored) is type(_micros(text))
 
 
 def _parses(text: str) -> bool:
