@@ -104,6 +104,10 @@ class Checkpointer:
         #: them all): a recovery of a lost store, which knows only the checkpoints', would undo
         #: the corrections. The next round writes one whatever the cadence.
         self.stale = False
+        #: The live generation at the last round: a re-rate that switched since may have
+        #: dropped the checkpoints (one from the topic's start drops them all), so `stale` is
+        #: asked again even when the replica's voids and parameters still hold.
+        self.generation: int | None = None
 
     async def close(self) -> None:
         if self.reader is not None:
@@ -113,12 +117,7 @@ class Checkpointer:
     async def _restart(self, voids: dict[str, Void], params: dict[str, Any] | None) -> Replica:
         """A replica from the newest checkpoint usable with these voids and parameters."""
         await self.close()
-        manifests = await self.sink.manifests(self.ladder)
-        self.stale = (
-            set(manifests[-1].voids) != set(voids) or dict(manifests[-1].params or {}) != dict(params or {})
-            if manifests
-            else bool(voids or params)
-        )
+        self.stale = await self._stale(voids, params)
         start = await latest_usable(self.sink, self.ladder, ReplayNeeds(voids, params))
         replica = await Replica(self.ladders, self.ladder, start, voids=voids, params=params).open()
         partitions = await self._partitions(start)
@@ -129,6 +128,15 @@ class Checkpointer:
         self.pending, self.replica = [], replica
         self.last_written = start.created if start is not None else time.time()
         return replica
+
+    async def _stale(self, voids: Mapping[str, Void], params: Mapping[str, Any] | None) -> bool:
+        """Whether the newest checkpoint kept has other voids or parameters than these, or none
+        is kept while there are some (see `stale`)."""
+        manifests = await self.sink.manifests(self.ladder)
+        if not manifests:
+            return bool(voids or params)
+        newest = manifests[-1]
+        return set(newest.voids) != set(voids) or dict(newest.params or {}) != dict(params or {})
 
     async def _partitions(self, start: Checkpoint | None) -> list[int]:
         live = await self.store.generations(self.ladder)
@@ -181,6 +189,9 @@ class Checkpointer:
         replica = self.replica
         if replica is None or replica.voids != voids or (replica.params or None) != (live.params or None):
             replica = await self._restart(voids, live.params)
+        elif live.live != self.generation:
+            self.stale = self.stale or await self._stale(voids, live.params)
+        self.generation = live.live
         first, states, second = await self._live_at()
         if first is None:
             report.skipped = "the live generation switched meanwhile"

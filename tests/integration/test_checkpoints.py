@@ -228,6 +228,28 @@ async def test_a_void_that_died_before_rewriting_the_checkpoints_gets_a_true_one
         assert written.id != stale.id
 
 
+async def test_a_running_loop_rewrites_the_checkpoints_a_same_parameters_rerate_dropped(lab: Lab):
+    """A re-rate with the parameters the loop's replica already has switches the generation and
+    (from the topic's start) drops every checkpoint: the replica still holds, so nothing makes
+    it start again, yet the next round of the same checkpointer writes one whatever the cadence
+    (a lost store would otherwise recover without the parameters)."""
+    params = {"beta": 2.0}
+    await lab.publish(duels(lab.ladder, 200))
+    await lab.work(produce=True)
+    async with KafkaSink(lab.settings) as sink:
+        await lab.correct(Correction("rerate", lab.ladder, params=params), sink)
+        checkpointer = Checkpointer(lab.settings, lab.ladders, lab.store, sink, lab.ladder)
+        try:
+            assert (await checkpointer.round(force=True)).written is not None
+            await lab.correct(Correction("rerate", lab.ladder, params=params), None)
+            for manifest in await sink.manifests(lab.ladder):  # as a correction from the start does
+                await sink.drop(manifest)
+            done = await checkpointer.round()
+        finally:
+            await checkpointer.close()
+        assert done.written is not None and done.written.params == params, done.line()
+
+
 async def test_a_correction_that_dropped_every_checkpoint_gets_one_at_the_next_round(lab: Lab):
     """A void older than every checkpoint re-rates from the topic's start and drops them all:
     the next round writes one with the live voids whatever the cadence (no more matches may
