@@ -4,19 +4,9 @@ stall."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from stream_rater.service import metrics
 from stream_rater.service.stall_watch import StallWatch
-
-
-@dataclass
-class Record:
-    partition: int
-    offset: int
-    topic: str = "matches"
-    key: bytes | None = None
-    value: bytes | None = None
+from tests.unit.service.consumed import Record
 
 
 class Clock:

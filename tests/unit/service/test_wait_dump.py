@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 
 from stream_rater.service.batch_handler import CommittedBatch
 from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.service.wait_dump import dump, spans
-
-
-@dataclass
-class Record:
-    partition: int
-    offset: int
-    topic: str = "matches"
-    key: bytes | None = None
-    value: bytes | None = None
+from tests.unit.service.consumed import Record
 
 
 class StuckHandler:
