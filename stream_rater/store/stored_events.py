@@ -104,20 +104,15 @@ def _compact(event: Event, ladder: str) -> list[Any] | None:
 EventFields = tuple[Any, ...]
 
 
-def _size(fields: EventFields) -> int:
-    """How many keys ``rating_changed(*fields)`` has: 12, and ``late``, `FLAG`, ``expected``
-    and ``rating_delta`` where given."""
-    late, flag, expected, before_rating = fields[10:]
-    return 12 + bool(late) + (flag is not None) + (expected is not None) + (before_rating is not None)
-
-
-def compact_of(fields: EventFields, ladder: str) -> list[Any] | None:
+def compact_of(fields: EventFields, ladder: str, size: int | None = None) -> list[Any] | None:
     """The compact form of the event ``rating_changed(*fields)`` (`EventFields`), or None where
     the array would not read back as that event: one of another ladder than `ladder`, an
     ``expected`` not a map, a `FLAG` not a bool, or a change that is NaN (the event's
-    ``delta`` or ``rating_delta`` would then differ from the one rebuilt)."""
-    match_id, of, player_id, model, before, after, rating, games, finished, processed, late, *rest = fields
-    flag, expected, before_rating = rest
+    ``delta`` or ``rating_delta`` would then differ from the one rebuilt); also None if `size`
+    is given and is not the number of keys of that event (an event changed in place since)."""
+    match_id, of, player_id, model, before, after, rating, games, finished, processed, late, flag, expected, before_rating = (
+        fields
+    )
     b_mu, a_mu = before[0], after[0]
     if (
         of != ladder
@@ -127,20 +122,11 @@ def compact_of(fields: EventFields, ladder: str) -> list[Any] | None:
     ):
         return None
     late = bool(late)  # the event has ``late`` (true) only if it is
-    compact = [
-        match_id,
-        player_id,
-        model,
-        b_mu,
-        before[1],
-        a_mu,
-        after[1],
-        rating,
-        games,
-        finished,
-        processed,
-        late,
-    ]
+    if size is not None and size != 12 + late + (flag is not None) + (expected is not None) + (
+        before_rating is not None
+    ):
+        return None
+    compact = [match_id, player_id, model, b_mu, before[1], a_mu, after[1], rating, games, finished, processed, late]
     if before_rating is not None:
         if rating - before_rating != rating - before_rating:
             return None
@@ -196,11 +182,10 @@ class StoredForms:
         if key in compacts:
             return compacts[key]
         fields = self._fields.get(key)
-        if fields is None or event["player_id"] is not fields[2] or len(event) != _size(fields):
-            # no fields, or changed in place since it was built (`contracts.with_mode`): its map
-            compact = compacts[key] = _compact(event, self.ladder)
-        else:
-            compact = compacts[key] = compact_of(fields, self.ladder)
+        compact = None if fields is None or event["player_id"] is not fields[2] else compact_of(fields, self.ladder, len(event))
+        if compact is None:  # no fields, or changed in place since it was built (`contracts.with_mode`): its map
+            compact = _compact(event, self.ladder)
+        compacts[key] = compact
         return compact
 
     def marker(self, events: list[Event]) -> bytes:
@@ -210,47 +195,41 @@ class StoredForms:
         return packed
 
     def entry(self, event: Event, model: str, player_id: str) -> bytes:
-        """`pack_entry` of `event`."""
+        """`pack_entry` of `event`: from its compact form, with its match's part (match id,
+        timestamps) made once per match, where it is a plain event of `player_id` and `model`."""
         compacts = self._compacts
         key = id(event)
         compact = compacts[key] if key in compacts else self.compact(event)
         if compact is None or compact[1] != player_id or compact[2] != model:
             body: bytes = PACKER.pack(event)
         else:
-            body = PACKER.pack(self._entry(compact))
+            head = self._heads.get(compact[0])
+            if head is None or head[3] != compact[9] or head[4] != compact[10]:
+                head = self._head(compact)
+            entry = compact[2:]  # the compact form's slots from the model on, the entry's layout
+            entry[0], entry[7], entry[8] = head[0], head[1], head[2]
+            if len(entry) > 10 and entry[10] is not None:
+                expected, kept = entry[10], self._expected
+                at = id(expected)
+                entry[10] = kept[at] if at in kept else kept.setdefault(at, _stored_expected(expected))
+            body = PACKER.pack(entry)
         size = len(body)
         if size < 256:
             return _FRAMES[size] + body
         return size.to_bytes(2, "big") + body if size <= ENTRY_LIMIT else b""
 
-    def _entry(self, compact: list[Any]) -> list[Any]:
-        """The fields of a history entry from an event's compact form (`pack_entry`): its
-        match's part (match id, timestamps) made once per match."""
-        head = self._heads.get(compact[0])
-        if head is None or head[3] != compact[9] or head[4] != compact[10]:  # its match's, at its times
-            times, finished_at = self._times, compact[9]
-            finished = times[finished_at] if finished_at in times else _micros(finished_at)
-            processed = _micros(compact[10])
-            if type(finished) is int and type(processed) is int:
-                processed -= finished  # exact: both are integers
-            head = self._heads[compact[0]] = (
-                _match(compact[0]),
-                finished,
-                processed,
-                compact[9],
-                compact[10],
-            )
-        if len(compact) == 12:
-            return [head[0], *compact[3:9], head[1], head[2], compact[11]]
-        expected = compact[12]
-        if expected is not None:
-            kept = self._expected
-            at = id(expected)
-            expected = kept[at] if at in kept else kept.setdefault(at, _stored_expected(expected))
-        return [head[0], *compact[3:9], head[1], head[2], compact[11], expected, *compact[13:]]
+    def _head(self, compact: list[Any]) -> tuple[Any, Any, Any, str, str]:
+        """The part of a history entry its match's events share (match id and timestamps as
+        kept), and the times it is of, from an event's compact form."""
+        times, finished_at, processed_at = self._times, compact[9], compact[10]
+        finished = times[finished_at] if finished_at in times else _micros(finished_at)
+        processed = _micros(processed_at)
+        if type(finished) is int and type(processed) is int:
+            processed -= finished  # exact: both are integers
+        head = self._heads[compact[0]] = (_match(compact[0]), finished, processed, finished_at, processed_at)
+        return head
 
 
-#: The 2-byte big-endian length frames of entries shorter than 256 bytes (nearly all).
 _FRAMES = [n.to_bytes(2, "big") for n in range(256)]
 
 
