@@ -31,10 +31,7 @@ from stream_rater.config.rules import READ_FLAGS
 from stream_rater.contracts import format_timestamp, parse_timestamp, rating_changed
 from stream_rater.contracts.timestamps import _MAX_EPOCH, _MIN_EPOCH
 from stream_rater.store.base import Event
-
-#: Packs stored values (``use_bin_type`` like every stored value); sharing it is safe: packing
-#: runs no Python code.
-PACKER = msgpack.Packer(use_bin_type=True)
+from stream_rater.store.packing import pack
 
 #: The flag field a ladder rule adds to events (`config.rules.READ_FLAGS`, the first) that the
 #: compact form keeps in its slot; an event with any other flag field is kept as its map.
@@ -110,9 +107,22 @@ def compact_of(fields: EventFields, ladder: str, size: int | None = None) -> lis
     ``expected`` not a map, a `FLAG` not a bool, or a change that is NaN (the event's
     ``delta`` or ``rating_delta`` would then differ from the one rebuilt); also None if `size`
     is given and is not the number of keys of that event (an event changed in place since)."""
-    match_id, of, player_id, model, before, after, rating, games, finished, processed, late, flag, expected, before_rating = (
-        fields
-    )
+    (
+        match_id,
+        of,
+        player_id,
+        model,
+        before,
+        after,
+        rating,
+        games,
+        finished,
+        processed,
+        late,
+        flag,
+        expected,
+        before_rating,
+    ) = fields
     b_mu, a_mu = before[0], after[0]
     if (
         of != ladder
@@ -126,7 +136,20 @@ def compact_of(fields: EventFields, ladder: str, size: int | None = None) -> lis
         before_rating is not None
     ):
         return None
-    compact = [match_id, player_id, model, b_mu, before[1], a_mu, after[1], rating, games, finished, processed, late]
+    compact = [
+        match_id,
+        player_id,
+        model,
+        b_mu,
+        before[1],
+        a_mu,
+        after[1],
+        rating,
+        games,
+        finished,
+        processed,
+        late,
+    ]
     if before_rating is not None:
         if rating - before_rating != rating - before_rating:
             return None
@@ -142,7 +165,7 @@ def compact_of(fields: EventFields, ladder: str, size: int | None = None) -> lis
 def pack_event(event: Event, ladder: str) -> bytes:
     """`event` (of `ladder`) as the store keeps it: compact if it can be, else its map."""
     compact = _compact(event, ladder)
-    packed: bytes = PACKER.pack(event if compact is None else compact)
+    packed: bytes = pack(event if compact is None else compact)
     return packed
 
 
@@ -182,8 +205,14 @@ class StoredForms:
         if key in compacts:
             return compacts[key]
         fields = self._fields.get(key)
-        compact = None if fields is None or event["player_id"] is not fields[2] else compact_of(fields, self.ladder, len(event))
-        if compact is None:  # no fields, or changed in place since it was built (`contracts.with_mode`): its map
+        compact = (
+            None
+            if fields is None or event["player_id"] is not fields[2]
+            else compact_of(fields, self.ladder, len(event))
+        )
+        if (
+            compact is None
+        ):  # no fields, or changed in place since it was built (`contracts.with_mode`): its map
             compact = _compact(event, self.ladder)
         compacts[key] = compact
         return compact
@@ -191,7 +220,7 @@ class StoredForms:
     def marker(self, events: list[Event]) -> bytes:
         """A marker's value: the msgpack array of `events` in their stored form."""
         compact = self.compact
-        packed: bytes = PACKER.pack([event if (c := compact(event)) is None else c for event in events])
+        packed: bytes = pack([event if (c := compact(event)) is None else c for event in events])
         return packed
 
     def entry(self, event: Event, model: str, player_id: str) -> bytes:
@@ -201,7 +230,7 @@ class StoredForms:
         key = id(event)
         compact = compacts[key] if key in compacts else self.compact(event)
         if compact is None or compact[1] != player_id or compact[2] != model:
-            body: bytes = PACKER.pack(event)
+            body: bytes = pack(event)
         else:
             head = self._heads.get(compact[0])
             if head is None or head[3] != compact[9] or head[4] != compact[10]:
@@ -212,7 +241,7 @@ class StoredForms:
                 expected, kept = entry[10], self._expected
                 at = id(expected)
                 entry[10] = kept[at] if at in kept else kept.setdefault(at, _stored_expected(expected))
-            body = PACKER.pack(entry)
+            body = pack(entry)
         size = len(body)
         if size < 256:
             return _FRAMES[size] + body

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from stream_rater.config.settings import Settings
+from stream_rater.store.packing import pack
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ class PlayerState(NamedTuple):
             )
         elif extra is not None:
             head += (small(extra),)
-        packed: bytes = _PACKER.pack(head)  # tuples pack as arrays
+        packed: bytes = pack(head)  # tuples pack as arrays
         return packed
 
     @classmethod
@@ -206,11 +207,6 @@ def _small(value: float | None) -> float | int | None:
 
 
 _MISSING = (None, None, None)
-
-
-#: Reused rather than one per `msgpack.packb` call. Packing a state is one C call that runs no
-#: Python code, so sharing the packer is safe under the GIL.
-_PACKER = msgpack.Packer(use_bin_type=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
+from stream_rater.store.packing import pack
 from stream_rater.store.redis.keys import CONTROL_KEYS, STAGED_KEYS, KeyLayout
 from stream_rater.store.redis.scripts import script_args
 from stream_rater.store.status import check_reply, text
-from stream_rater.store.stored_events import PACKER, stored_event
+from stream_rater.store.stored_events import stored_event
 from stream_rater.store.values import Event, Generations, LockLost, Void
 
 #: Correction events per call of the control script's ``stage`` step: each call is short, so
@@ -217,7 +218,7 @@ class RerateControl(KeyLayout):
         key, control, remove = self._key(ladder, "voids"), self._key(ladder, "control"), list(remove)
         async with self.client.pipeline(transaction=True) as pipe:
             if add:
-                pipe.hset(key, mapping={m: PACKER.pack(why) for m, why in add.items()})
+                pipe.hset(key, mapping={m: pack(why) for m, why in add.items()})
             if remove:
                 pipe.hdel(key, *remove)
             if add or remove:

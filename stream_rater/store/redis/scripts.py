@@ -19,6 +19,7 @@ from typing import Any
 
 import msgpack
 
+from stream_rater.store.packing import pack
 from stream_rater.store.redis.keys import (
     BOARD_KEYS,
     COMMIT_KEYS,
@@ -30,7 +31,7 @@ from stream_rater.store.redis.keys import (
     history_slot,
     marker_slots,
 )
-from stream_rater.store.stored_events import PACKER, StoredForms, stored_event
+from stream_rater.store.stored_events import StoredForms, stored_event
 from stream_rater.store.values import QUALITY_WINDOW, Commit, PlayerState, ReadRequest, Snapshot
 
 
@@ -180,12 +181,12 @@ def _values(
     values: list[bytes | str] = [*map(PlayerState.pack, states), *history]
     placings = commit.placings
     for match_id in commit.markers:
-        values += (match_id, PACKER.pack(placings[match_id]) if match_id in placings else b"")
+        values += (match_id, pack(placings[match_id]) if match_id in placings else b"")
     for match_id, events in commit.markers.items():
         if events:
             values += (match_id, forms.marker(events))
     values += commit.produced
-    values += (PACKER.pack(s) for _, scores in commit.quality.values() for s in scores)
+    values += (pack(s) for _, scores in commit.quality.values() for s in scores)
     return values
 
 
@@ -214,7 +215,7 @@ def commit_args(
         mode=mode(commit.generation),
         ids=ids,
         bucket=buckets.player_index,
-        expected=PACKER.pack(expected),
+        expected=pack(expected),
         watermark=commit.read_at[1]
         if commit.read_at is not None and commit.read_at[0] == generation
         else None,

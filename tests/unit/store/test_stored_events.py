@@ -21,7 +21,6 @@ from stream_rater.contracts.codecs import encode_event
 from stream_rater.contracts.timestamps import _MAX_EPOCH, _MIN_EPOCH
 from stream_rater.store.stored_events import (
     _EXACT,
-    PACKER,
     StoredForms,
     _micros,
     _second_micros,
@@ -318,4 +317,6 @@ def test_an_event_changed_after_it_was_built_packs_as_its_map() -> None:
         "2024-01-02T03:04:05Z", "2024-01-02T03:04:06Z", False, None, {"win": 0.5, "draw": 0.1}, 12.0,
     )  # fmt: skip
     event = with_mode(rating_changed(*fields), "mode", "a")
-    assert StoredForms(LADDER, {id(event): fields}).marker([event]) == PACKER.pack([event])
+    assert StoredForms(LADDER, {id(event): fields}).marker([event]) == msgpack.packb(
+        [event], use_bin_type=True
+    )
