@@ -34,6 +34,8 @@
 --         values           how many arguments follow the map
 --         scores           per write, leaderboard score as a decimal string (exact) or nil
 --                          (= not on the leaderboard: removed from it and the activity zset)
+--         score_values     per write, the same score as a number (what the running sum adds,
+--                          with no decimal to parse) or nil
 --         activity         nil, or per write the player's last match for the activity zset
 --         trim_since       nil, or the oldest last match that keeps a player on the leaderboard
 --                          (the ladder's activity rule as of the commit's clock): older ones
@@ -202,13 +204,14 @@ local TRIM_STEP = 256
 -- player); then players idle since `trim_since` are trimmed off.
 local function rank(key, args, of)
   local ids, scores, activity, since = args.ids, args.scores, args.activity, args.trim_since
+  local values = args.score_values
   local members, scored, unranked, active, added = {}, {}, {}, {}, 0
   for _, w in ipairs(of) do
     members[#members + 1] = ids[w]
     local last = activity and activity[w]
     if scores[w] and not (since and last and last < since) then
       scored[#scored + 1] = scores[w]; scored[#scored + 1] = ids[w]
-      added = added + tonumber(scores[w])
+      added = added + values[w]
       if last then active[#active + 1] = last; active[#active + 1] = ids[w] end
     else
       unranked[#unranked + 1] = ids[w]
@@ -311,7 +314,8 @@ end
 -- board, whose keys (board, activity, running sum) are the last 3 per mode of the ladder's keys.
 local function rank_modes(key, args, players)
   local first = args.keys - 3 * #args.boards
-  local ranked = {ids = args.board_ids, scores = args.scores, activity = args.activity, trim_since = args.trim_since}
+  local ranked = {ids = args.board_ids, scores = args.scores, score_values = args.score_values,
+                  activity = args.activity, trim_since = args.trim_since}
   for b, of in pairs(by_bucket(players, args.board)) do
     local at = {[K.lb] = first + 3 * b - 2, [K.act] = first + 3 * b - 1, [K.meta] = first + 3 * b}
     rank(function(n) return key(at[n] or n) end, ranked, of)

@@ -13,12 +13,14 @@ local function board_number(x)
 end
 
 -- The scores on `board` of `members` (an array): per index a number, or false (not on it).
+-- A score is made a number by `* 1`, Lua's arithmetic coercion (the same conversion as
+-- tonumber, which parses the string twice).
 local function board_scores(board, members)
   local out = {}
   for i = 1, #members, BOARD_CHUNK do
     local j = math.min(i + BOARD_CHUNK - 1, #members)
     local found = redis.call('ZMSCORE', board, unpack(members, i, j))
-    for x = 1, j - i + 1 do out[i + x - 1] = found[x] and tonumber(found[x]) or false end
+    for x = 1, j - i + 1 do out[i + x - 1] = found[x] and found[x] * 1 or false end
   end
   return out
 end

@@ -41,12 +41,19 @@ local function applied_matches(key, args, meta)
       for i = 1, #args.matches do markers[i] = markers[i] or found[i] end
     end
   end
-  local applied, records = {}, args.records or {}
+  local applied, records, positions = {}, args.records or {}, {}
   for i, m in ipairs(args.matches) do
     local offset = records[2 * i]
-    if markers[i] or (offset and offset < tonumber(meta['p:' .. records[2 * i - 1]] or '0')) then
-      applied[#applied + 1] = m
+    if not markers[i] and offset then
+      local partition = records[2 * i - 1]
+      local position = positions[partition]  -- each partition's field read once
+      if not position then
+        position = tonumber(meta['p:' .. partition] or '0')
+        positions[partition] = position
+      end
+      if offset < position then markers[i] = true end
     end
+    if markers[i] then applied[#applied + 1] = m end
   end
   return applied
 end

@@ -206,6 +206,7 @@ def commit_args(
     `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`, a
     moded ladder's (`mode_boards`)."""
     ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
+    numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     model, history_fields, history = history_args(commit, history_cap, forms)
     values = _values(commit, forms, states, history)
@@ -220,7 +221,8 @@ def commit_args(
         if commit.read_at is not None and commit.read_at[0] == generation
         else None,
         values=len(values),
-        scores=[None if score is None else repr(float(score)) for score in scores],
+        scores=[None if n is None else repr(n) for n in numbers],
+        score_values=numbers,
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         buckets=[len(buckets.players), len(buckets.slots)],
