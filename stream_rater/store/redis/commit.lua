@@ -18,7 +18,9 @@
 --       script passes on to commands as they are (never decoded nor copied into tables): per
 --       write its packed state, per history its chunk, per applied match its id and marker, per
 --       match with events its id and events, the produced match ids, then each scorer's window
---       entries, in that order (`Values`). The map's fields:
+--       entries, in that order (`Values`), and last the writes' leaderboard scores as numbers
+--       (one msgpack array, nil where `scores` has nil: what the running sum adds, with no
+--       decimal to parse). The map's fields:
 --         keys             how many of KEYS are the ladder's
 --         generation       the generation the keys are of
 --         mode             'live' or 'staging': which generation it must be
@@ -34,8 +36,6 @@
 --         values           how many arguments follow the map
 --         scores           per write, leaderboard score as a decimal string (exact) or nil
 --                          (= not on the leaderboard: removed from it and the activity zset)
---         score_values     per write, the same score as a number (what the running sum adds,
---                          with no decimal to parse) or nil
 --         activity         nil, or per write the player's last match for the activity zset
 --         trim_since       nil, or the oldest last match that keeps a player on the leaderboard
 --                          (the ladder's activity rule as of the commit's clock): older ones
@@ -201,17 +201,17 @@ local TRIM_STEP = 256
 
 -- The leaderboard and activity zsets after the player writes `of`, and the leaderboard's sum:
 -- a write is ranked with a score unless it is idle since `trim_since` (a late match of an idle
--- player); then players idle since `trim_since` are trimmed off.
-local function rank(key, args, of)
+-- player); then players idle since `trim_since` are trimmed off. `numbers`: per write its
+-- score as a number, what the sum adds.
+local function rank(key, args, of, numbers)
   local ids, scores, activity, since = args.ids, args.scores, args.activity, args.trim_since
-  local values = args.score_values
   local members, scored, unranked, active, added = {}, {}, {}, {}, 0
   for _, w in ipairs(of) do
     members[#members + 1] = ids[w]
     local last = activity and activity[w]
     if scores[w] and not (since and last and last < since) then
       scored[#scored + 1] = scores[w]; scored[#scored + 1] = ids[w]
-      added = added + values[w]
+      added = added + numbers[w]
       if last then active[#active + 1] = last; active[#active + 1] = ids[w] end
     else
       unranked[#unranked + 1] = ids[w]
@@ -243,8 +243,9 @@ local function mark(key, args, B, V)
   end
   if args.unproduced > 0 then
     -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
-    -- listpack would make each HDEL of the next commit scan them all.
-    redis.call('HSET', key(K.unproduced), '', HASH_TABLE)
+    -- listpack would make each HDEL of the next commit scan them all. Written only where it is
+    -- not there yet (a 4 KB argument, and a command of the AOF, every commit otherwise).
+    redis.call('HSETNX', key(K.unproduced), '', HASH_TABLE)
     ranged('HSET', key(K.unproduced), V.unproduced + 1, V.unproduced + 2 * args.unproduced)
   end
   redis.call('HINCRBY', key(K.meta), 'applied', args.markers)
@@ -312,13 +313,12 @@ end
 -- A moded ladder's players (`boards`: its modes in the commit; `board`: per write the index of
 -- its mode's board; `board_ids`: per write the player id without its mode) each on their mode's
 -- board, whose keys (board, activity, running sum) are the last 3 per mode of the ladder's keys.
-local function rank_modes(key, args, players)
+local function rank_modes(key, args, players, numbers)
   local first = args.keys - 3 * #args.boards
-  local ranked = {ids = args.board_ids, scores = args.scores, score_values = args.score_values,
-                  activity = args.activity, trim_since = args.trim_since}
+  local ranked = {ids = args.board_ids, scores = args.scores, activity = args.activity, trim_since = args.trim_since}
   for b, of in pairs(by_bucket(players, args.board)) do
     local at = {[K.lb] = first + 3 * b - 2, [K.act] = first + 3 * b - 1, [K.meta] = first + 3 * b}
-    rank(function(n) return key(at[n] or n) end, ranked, of)
+    rank(function(n) return key(at[n] or n) end, ranked, of, numbers)
   end
 end
 
@@ -344,7 +344,8 @@ local function commit(o, a, args)
   end
   write_players(key, args, B, players, V)
   hset(key(K.effects), effects, args.ids, V.states, {'', HASH_TABLE})
-  if args.boards then rank_modes(key, args, players) else rank(key, args, players) end
+  local numbers = cmsgpack.unpack(ARGV[a + args.values])  -- the last value (`Values`)
+  if args.boards then rank_modes(key, args, players, numbers) else rank(key, args, players, numbers) end
   mark(key, args, B, V)
   add_quality(key, args, B, V)
   return {'ok'}

@@ -202,14 +202,15 @@ def commit_args(
     """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
     fields, then the values it hands to commands as they are (states, histories, markers,
     unproduced events and their match ids: arguments of their own, which the script neither
-    decodes nor copies into tables; both are described in ``commit.lua``); histories keep
+    decodes nor copies into tables), and last the writes' scores as numbers, one msgpack array
+    (both are described in ``commit.lua``); histories keep
     `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`, a
     moded ladder's (`mode_boards`)."""
     ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     model, history_fields, history = history_args(commit, history_cap, forms)
-    values = _values(commit, forms, states, history)
+    values = [*_values(commit, forms, states, history), PACKER.pack(numbers)]
     fields = script_args(
         keys=keys,
         generation=generation,
@@ -222,7 +223,6 @@ def commit_args(
         else None,
         values=len(values),
         scores=[None if n is None else repr(n) for n in numbers],
-        score_values=numbers,
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         buckets=[len(buckets.players), len(buckets.slots)],

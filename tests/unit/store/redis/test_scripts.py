@@ -144,7 +144,7 @@ def test_commit_values_follow_the_map_in_the_order_the_script_reads_them() -> No
     fields = {k.decode(): v for k, v in msgpack.unpackb(args[0], raw=True, strict_map_key=False).items()}
     placings, events = msgpack.packb([["a", 1]]), pack_events([event], "L")
     # states, histories, (match, marker) per applied match, (match, events) per match with events,
-    # produced, window entries
+    # produced, window entries, the writes' scores as numbers
     values = [
         a.pack(),
         e.pack(),
@@ -157,6 +157,7 @@ def test_commit_values_follow_the_map_in_the_order_the_script_reads_them() -> No
         events,
         "m0",
         msgpack.packb([0.5, 1]),
+        msgpack.packb([1.0, None]),
     ]
     assert args[1:] == values
     assert args[3].startswith(b"\0\0\0\1")  # the history chunk of a's state version 1
