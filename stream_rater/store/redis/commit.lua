@@ -50,6 +50,12 @@
 --         slot_ttl         seconds (nil: never)
 --         unproduced       how many of them have events (each a pair of values: its id and its
 --                          events as one msgpack array), kept until produced
+--         staged           nil, or (then `unproduced` is 0) the index among the ladder's keys of
+--                          the hash in which the same transaction staged the events kept until
+--                          produced (match id → events, and the field '' that makes it a hash
+--                          table, store.py), so that they reach Redis without going through
+--                          Lua: it becomes the unproduced hash (RENAME) where that holds
+--                          nothing else, else its fields are copied in; a refused commit drops it
 --         produced         how many match ids of earlier commits (values) have their events with
 --                          the broker: their unproduced events are dropped (the markers stay)
 --         history_fields   per player with history, the field of its ring it writes (its value
@@ -231,6 +237,18 @@ local function rank(key, args, of, numbers)
 end
 -- ---- end of the eligible leaderboard ------------------------------------------------------
 
+-- The events the transaction staged (`staged`) made the unproduced hash, or copied into it.
+local function stage(key, args)
+  local staged, unproduced = key(args.staged), key(K.unproduced)
+  local n = redis.call('HLEN', unproduced)
+  if n == 0 or (n == 1 and redis.call('HEXISTS', unproduced, '') == 1) then
+    redis.call('RENAME', staged, unproduced)  -- its '' too: a hash table
+  else  -- events of earlier commits still unproduced
+    chunked('HSET', unproduced, redis.call('HGETALL', staged))
+    redis.call('DEL', staged)
+  end
+end
+
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
 local function mark(key, args, B, V)
@@ -241,6 +259,7 @@ local function mark(key, args, B, V)
     ranged('HSET', slot, V.markers + 1, V.markers + 2 * args.markers)
     if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
+  if args.staged then stage(key, args) end
   if args.unproduced > 0 then
     -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
     -- listpack would make each HDEL of the next commit scan them all. Written only where it is
@@ -335,7 +354,10 @@ local function commit(o, a, args)
   end
   local V = Values(a, args)
   local refused = refusal(key, args, players, effects, B, V)
-  if refused then return refused end
+  if refused then
+    if args.staged then redis.call('DEL', key(args.staged)) end
+    return refused
+  end
 
   if args.season then
     -- the ending season's board is the eligible one: every idle player off first

@@ -198,6 +198,7 @@ def commit_args(
     history_cap: int,
     trim_since: float | None = None,
     boards: Mapping[str, Any] | None = None,
+    staged: int = 0,
 ) -> list[bytes | str]:
     """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
     fields, then the values it hands to commands as they are (states, histories, markers,
@@ -205,12 +206,20 @@ def commit_args(
     decodes nor copies into tables), and last the writes' scores as numbers, one msgpack array
     (both are described in ``commit.lua``); histories keep
     `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`, a
-    moded ladder's (`mode_boards`)."""
+    moded ladder's (`mode_boards`). With `staged` (the index of a key among its keys), the
+    unproduced events and their match ids come last instead, after the script's arguments:
+    the caller stages them in that key (`staged_commit_args`)."""
     ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     model, history_fields, history = history_args(commit, history_cap, forms)
     values = [*_values(commit, forms, states, history), PACKER.pack(numbers)]
+    unproduced = sum(1 for events in commit.markers.values() if events)
+    events: list[bytes | str] = []
+    if staged:
+        at = len(states) + len(history) + 2 * len(commit.markers)
+        events = values[at : at + 2 * unproduced]
+        del values[at : at + 2 * unproduced]
     fields = script_args(
         keys=keys,
         generation=generation,
@@ -231,7 +240,7 @@ def commit_args(
         markers=len(commit.markers),
         slot=buckets.slot_written,
         slot_ttl=buckets.slot_ttl,
-        unproduced=sum(1 for events in commit.markers.values() if events),
+        unproduced=0 if staged else unproduced,
         produced=len(commit.produced),
         history_fields=history_fields,
         model=model,
@@ -243,9 +252,22 @@ def commit_args(
         quality_window=[len(scores) for _, scores in commit.quality.values()],
         quality_cap=QUALITY_WINDOW,
         trim_since=trim_since,
+        **({"staged": staged} if staged else {}),
         **(boards or {}),
     )
-    return [fields, *values]
+    return [fields, *values, *events]
+
+
+def staged_commit_args(
+    commit: Commit, keys: int, generation: int, buckets: Buckets, history_cap: int, staged: int, **more: Any
+) -> tuple[list[bytes | str], list[bytes | str]]:
+    """The commit script's arguments for `commit` (`commit_args`, whose other arguments `more`
+    are) when the caller stages its unproduced events in its key of index `staged` first, in
+    the same transaction: those arguments, and the events' match ids and events, paired."""
+    args = commit_args(commit, keys, generation, buckets, history_cap, staged=staged, **more)
+    staged_values = 2 * sum(1 for events in commit.markers.values() if events)
+    cut = len(args) - staged_values
+    return args[:cut], args[cut:]
 
 
 def read_args(

@@ -16,6 +16,7 @@ from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from redis import exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.connection import HiredisRespSerializer
 
@@ -49,6 +50,7 @@ from stream_rater.store.redis.scripts import (
     read_args,
     script_args,
     snapshot,
+    staged_commit_args,
     stored_states,
 )
 from stream_rater.store.status import check_reply, text
@@ -67,6 +69,10 @@ from stream_rater.store.values import (
 
 #: Connections a store opens at most (`RedisStore.from_url`).
 MAX_CONNECTIONS = 64
+#: The value of the field '' of a hash of staged events: longer than Redis's
+#: hash-max-listpack-value, so that the hash is a hash table from its first entry (as
+#: ``commit.lua``'s unproduced hash).
+HASH_TABLE = b"-" * 4096
 
 
 class _HiredisPacking:
@@ -159,7 +165,12 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         return gen, keys, script_args(keys=len(keys), **fields)
 
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
-        replies = await self._run_script(self._commit, [self._commit_call(c) for c in commits])
+        if isinstance(self.client, RedisCluster):  # one script call per ladder, events as arguments
+            replies = await self._run_script(self._commit, [self._commit_call(c)[:2] for c in commits])
+        elif commits:
+            replies = await self._staged_commit([self._commit_call(c, staged=True) for c in commits])
+        else:
+            replies = []
         outcomes: list[CommitConflict | None] = []
         for commit, reply in zip(commits, replies):
             if text(reply[0]) == "generation":
@@ -172,8 +183,12 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
                 outcomes.append(None)
         return outcomes
 
-    def _commit_call(self, commit: Commit) -> tuple[list[str], list[bytes | str]]:
-        """The keys and arguments of the commit script for `commit`."""
+    def _commit_call(
+        self, commit: Commit, staged: bool = False
+    ) -> tuple[list[str], list[bytes | str], Staged]:
+        """The keys and arguments of the commit script for `commit`, and (`staged`, where it
+        has events kept until produced) its key ``unproduced:staged`` (among the keys, the last
+        but a moded ladder's boards') with the events to stage there first: match id, events, …"""
         if not self.history_limit:  # Redis keeps no history: the archive answers it
             commit = dataclasses.replace(commit, history={})
         ladder = commit.ladder
@@ -181,11 +196,65 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         now = self.clock()
         buckets = Buckets.of(commit, now, self.marker_ttl)
         keys = self.commit_keys(ladder, gen, buckets.keys(), commit.season, commit.quality)
+        staging = staged and any(commit.markers.values())
+        if staging:
+            keys.append(self._gen_key(ladder, gen, "unproduced:staged"))
+        at = len(keys)
         boards = mode_boards(self, ladder, gen, commit)  # a moded ladder's: last, after the others
         keys += boards[0]
-        return keys, commit_args(
-            commit, len(keys), gen, buckets, self.history_limit, trim_since(commit, now), boards[1]
-        )
+        more: dict[str, Any] = {"trim_since": trim_since(commit, now), "boards": boards[1]}
+        if not staging:
+            return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit, **more), None
+        args, events = staged_commit_args(commit, len(keys), gen, buckets, self.history_limit, at, **more)
+        return keys, args, (keys[at - 1], events)
+
+    async def _staged_commit(self, calls: Sequence[tuple[list[str], list[bytes | str], Staged]]) -> list[Any]:
+        """The commit script's replies for `calls` (`_commit_call`, staged), in one round trip:
+        one transaction that stages each ladder's events and then calls the script for all
+        ladders. The events so reach Redis as one plain ``HSET`` per ladder, never as Lua
+        strings; the staged key is emptied first (of what a failed transaction may have left)
+        and gets the field '' first, that makes it a hash table from the start (``commit.lua``)."""
+        commands: list[tuple[Any, ...]] = []
+        for _, _, staged in calls:
+            if staged is not None:
+                key, events = staged
+                commands += [("DEL", key), ("HSET", key, "", HASH_TABLE, *events)]
+        keys = [key for call_keys, _, _ in calls for key in call_keys]
+        args = [arg for _, call_args, _ in calls for arg in call_args]
+        self.round_trips += 1
+        replies: list[Any] = await self._transaction(commands, keys, args)
+        return replies
+
+    async def _transaction(self, commands: list[tuple[Any, ...]], keys: list[str], args: list[Any]) -> Any:
+        """The commit script's reply for `keys` and `args`, called after `commands` in one
+        MULTI/EXEC written on a pooled connection (as `lean.LeanScript` writes a call): a
+        refusal Redis gives a queued command (``OOM``, ``READONLY``, …) is raised as Redis
+        gave it; a script Redis does not know is loaded and the transaction sent again."""
+        script = ("EVALSHA", self._commit.sha, len(keys), *keys, *args)
+        pool = self.client.connection_pool  # type: ignore[union-attr]  # a single Redis's
+        conn = await pool.get_connection()
+        try:
+            if not conn.is_connected or await conn.can_read():  # dropped by Redis, or dirty
+                await conn.disconnect()
+                await conn.connect()
+            if conn.health_check_interval:
+                await conn.check_health()
+            replies = await _exec(conn, [*commands, script])
+            if isinstance(replies[-1], exceptions.NoScriptError):
+                await conn.send_command("SCRIPT", "LOAD", self._commit.script)
+                await conn.read_response()
+                replies = await _exec(conn, [*commands, script])
+        except exceptions.ResponseError:  # an error reply: the connection is in step
+            await pool.release(conn)
+            raise
+        except BaseException:  # mid-call: what is left on the connection is unknown
+            await conn.disconnect(nowait=True)
+            await pool.release(conn)
+            raise
+        await pool.release(conn)
+        if isinstance(replies[-1], exceptions.ResponseError):
+            raise replies[-1]
+        return replies[-1]
 
     async def _run_script(
         self, script: ScriptCall, calls: Sequence[tuple[list[str], Sequence[bytes | str]]]
@@ -394,3 +463,26 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+#: A commit's staged events (`RedisStore._commit_call`): its staged key and match id, events, …
+Staged = tuple[str, list[bytes | str]] | None
+
+
+async def _exec(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """The replies of `commands` in one MULTI/EXEC on `conn` (errors of the commands run are
+    in the list); the first refusal of a queued command raised (the transaction did nothing)."""
+    await conn.send_packed_command(conn.pack_commands([("MULTI",), *commands, ("EXEC",)]), check_health=False)
+    refused: exceptions.ResponseError | None = None
+    for _ in range(len(commands) + 1):  # +OK, then QUEUED per command (or its refusal)
+        try:
+            await conn.read_response()
+        except exceptions.ResponseError as error:
+            refused = refused or error
+    try:
+        replies: list[Any] = await conn.read_response()
+    except exceptions.ExecAbortError:
+        if refused is not None:
+            raise refused from None
+        raise
+    return replies

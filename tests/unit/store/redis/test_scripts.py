@@ -22,7 +22,7 @@ from stream_rater.store.base import (
 )
 from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout
 from stream_rater.store.redis.mode_boards import mode_boards
-from stream_rater.store.redis.scripts import Buckets, commit_args, key_header
+from stream_rater.store.redis.scripts import Buckets, commit_args, key_header, staged_commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 from stream_rater.store.stored_events import pack_events
 
@@ -60,8 +60,17 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     boards = mode_boards(KeyLayout(), "L", 0, moded)[1]  # a ladder with modes: its boards' fields too
     args = commit_args(moded, 15, 0, Buckets.of(moded, 1000.0, 60), 100, None, boards)[0]
     fields = {k.decode() for k in msgpack.unpackb(args, raw=True, strict_map_key=False)}
-    assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed) | fields
+    staged_args, events = staged_commit_args(commit, 13, 0, Buckets.of(commit, 1000.0, 60), 100, 13)
+    staged = {
+        k.decode(): v for k, v in msgpack.unpackb(staged_args[0], raw=True, strict_map_key=False).items()
+    }
+    assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed) | fields | set(staged)
     assert fields - set(packed) == {"boards", "board", "board_ids"}
+    assert set(staged) - set(packed) == {"staged"} and (staged["staged"], staged["unproduced"]) == (13, 0)
+    assert (
+        events == ["m1", pack_events([event], "L")]
+        and staged_args == commit_args(commit, 13, 0, Buckets.of(commit, 1000.0, 60), 100, staged=13)[:-2]
+    )
     assert packed["positions"] == {0: 7} and packed["unproduced"] == 1 and packed["mode"] == b"live"
 
 
