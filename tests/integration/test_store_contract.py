@@ -378,6 +378,27 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": m1}
 
 
+async def test_redis_staged_events_become_the_outbox_only_with_their_commit(redis_url, ladder):
+    """A single Redis gets a commit's events staged in the commit's transaction: they join
+    events still unproduced (none lost), a refused commit leaves none of its own (nor its staged
+    key), and what a failed transaction left staged never reaches the outbox."""
+    store = RedisStore.from_url(redis_url)
+    staged, outbox = ladder_key(ladder, "unproduced:staged"), ladder_key(ladder, "unproduced")
+    m1, m2, m3 = ([{"event_id": f"m{i}:a"}] for i in (1, 2, 3))
+    await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": m1}))
+    await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m2": m2}))  # m1 not produced
+    assert (await store.read(ladder, [], [], ["m1", "m2"])).applied == {"m1": m1, "m2": m2}
+    with pytest.raises(CommitConflict):
+        await store.commit(Commit(ladder, [write("a", 28.0, 3, 1)], {"m3": m3}, produced=["m1"]))
+    assert not await store.client.exists(staged)
+    assert sorted(await store.client.hkeys(outbox)) == [b"", b"m1", b"m2"]
+    await store.client.hset(staged, "m9", b"left by a failed transaction")
+    await store.commit(Commit(ladder, [write("a", 28.0, 3, 2)], {"m3": m3}, produced=["m1", "m2"]))
+    assert sorted(await store.client.hkeys(outbox)) == [b"", b"m3"] and not await store.client.exists(staged)
+    assert await store.client.ttl(outbox) == -1  # the staged key's whole hash, kept for ever
+    await store.close()
+
+
 async def test_redis_produced_events_are_dropped_and_the_marker_keeps_its_expiry(redis_url, ladder):
     """Once produced, a match's events leave the store while its marker stays, expiring when
     it would have: the match stays a duplicate for the whole idempotency window."""
