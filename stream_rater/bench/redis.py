@@ -5,7 +5,8 @@ spread round-robin over `ladders` ladders) in batches of `batch_size` to a local
 started for the run, and marks each batch's events produced, as the worker does (so each
 batch's events are kept with its markers until the next commit drops them). Reported: Redis's CPU time per match
 (``INFO cpu``: user + system, the server's own accounting), the part of it inside the read
-and commit scripts (``INFO commandstats`` of ``EVALSHA``), and per command the scripts call,
+and commit scripts (``INFO commandstats`` of ``EVALSHA``), and per command the scripts call
+(and the commit's transaction sends besides: the ``DEL`` and ``HSET`` that stage its events),
 its calls per match and µs per match; what the scripts' time does not explain of the
 commands' is the Lua interpreter's own (argument decoding, tables, strings).
 
@@ -99,6 +100,7 @@ async def profile(
         name.removeprefix("cmdstat_"): (row["calls"] / matches, row["usec"] / matches)
         for name, row in stats.items()
         if not name.startswith(("cmdstat_info", "cmdstat_config", "cmdstat_hello", "cmdstat_script"))
+        and name not in ("cmdstat_multi", "cmdstat_exec")  # EXEC's time is its commands'
     }
     scripts = commands.pop("evalsha", (0.0, 0.0))[1]
     return RedisProfile(
