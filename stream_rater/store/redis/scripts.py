@@ -213,7 +213,7 @@ def commit_args(
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     model, history_fields, history = history_args(commit, history_cap, forms)
-    values = [*_values(commit, forms, states, history), PACKER.pack(numbers)]
+    values = [*_values(commit, forms, states, history), pack(numbers)]
     unproduced = sum(1 for events in commit.markers.values() if events)
     events: list[bytes | str] = []
     if staged:
