@@ -201,25 +201,20 @@ def commit_args(
     staged: int = 0,
 ) -> list[bytes | str]:
     """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
-    fields, then the values it hands to commands as they are (states, histories, markers,
-    unproduced events and their match ids: arguments of their own, which the script neither
-    decodes nor copies into tables), and last the writes' scores as numbers, one msgpack array
-    (both are described in ``commit.lua``); histories keep
-    `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`, a
-    moded ladder's (`mode_boards`). With `staged` (the index of a key among its keys), the
-    unproduced events and their match ids come last instead, after the script's arguments:
-    the caller stages them in that key (`staged_commit_args`)."""
+    fields, the values it hands to commands as they are (states, histories, markers, unproduced
+    events and their match ids, which the script neither decodes nor copies into tables), last
+    the writes' scores as numbers, one msgpack array (all in ``commit.lua``). Histories keep
+    `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`: a
+    moded ladder's (`mode_boards`); `staged`: see `staged_commit_args`."""
     ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     model, history_fields, history = history_args(commit, history_cap, forms)
     values = [*_values(commit, forms, states, history), pack(numbers)]
     unproduced = sum(1 for events in commit.markers.values() if events)
-    events: list[bytes | str] = []
-    if staged:
-        at = len(states) + len(history) + 2 * len(commit.markers)
-        events = values[at : at + 2 * unproduced]
-        del values[at : at + 2 * unproduced]
+    at = len(states) + len(history) + 2 * len(commit.markers)  # the events' place (`_values`)
+    events = values[at : at + 2 * unproduced] if staged else []
+    del values[at : at + len(events)]
     fields = script_args(
         keys=keys,
         generation=generation,
@@ -263,7 +258,8 @@ def staged_commit_args(
 ) -> tuple[list[bytes | str], list[bytes | str]]:
     """The commit script's arguments for `commit` (`commit_args`, whose other arguments `more`
     are) when the caller stages its unproduced events in its key of index `staged` first, in
-    the same transaction: those arguments, and the events' match ids and events, paired."""
+    the same transaction: those arguments (``unproduced`` 0, ``staged`` the index), and the
+    events' match ids and events, paired (which `commit_args` puts last)."""
     args = commit_args(commit, keys, generation, buckets, history_cap, staged=staged, **more)
     staged_values = 2 * sum(1 for events in commit.markers.values() if events)
     cut = len(args) - staged_values
