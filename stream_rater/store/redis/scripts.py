@@ -202,10 +202,9 @@ def commit_args(
 ) -> list[bytes | str]:
     """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
     fields, the values it hands to commands as they are (states, histories, markers, unproduced
-    events and their match ids, which the script neither decodes nor copies into tables), last
-    the writes' scores as numbers, one msgpack array (all in ``commit.lua``). Histories keep
-    `history_cap` entries; players idle since `trim_since` leave the leaderboard; `boards`: a
-    moded ladder's (`mode_boards`); `staged`: see `staged_commit_args`."""
+    events and their match ids: never decoded nor copied into tables), last the writes' scores
+    as numbers, one msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
+    since `trim_since`: off the leaderboard; `boards`, `staged`: `mode_boards`, `staged_commit_args`."""
     ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
