@@ -76,8 +76,9 @@
 local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
 -- The effects and unproduced hashes have a field '' (no effect is named so) whose value is longer than Redis's
 -- hash-max-listpack-value (also as deploy/README.md recommends it), so that it is a hash table from its first entry (it is never
--- bucketed: a ladder has few effects, each read by many matches).
-local HASH_TABLE = string.rep('-', 4096)
+-- bucketed: a ladder has few effects, each read by many matches). Made where written only: 4096
+-- bytes made one at a time.
+local function hash_table() return string.rep('-', 4096) end
 
 -- `command key values…` in chunks of at most CHUNK values.
 local function chunked(command, key, values)
@@ -264,7 +265,7 @@ local function mark(key, args, B, V)
     -- The field '' keeps the unproduced hash a hash table: a batch's hundreds of fields in a
     -- listpack would make each HDEL of the next commit scan them all. Written only where it is
     -- not there yet (a 4 KB argument, and a command of the AOF, every commit otherwise).
-    redis.call('HSETNX', key(K.unproduced), '', HASH_TABLE)
+    redis.call('HSETNX', key(K.unproduced), '', hash_table())
     ranged('HSET', key(K.unproduced), V.unproduced + 1, V.unproduced + 2 * args.unproduced)
   end
   redis.call('HINCRBY', key(K.meta), 'applied', args.markers)
@@ -365,7 +366,7 @@ local function commit(o, a, args)
     archive(key, args, players, B)
   end
   write_players(key, args, B, players, V)
-  hset(key(K.effects), effects, args.ids, V.states, {'', HASH_TABLE})
+  if #effects > 0 then hset(key(K.effects), effects, args.ids, V.states, {'', hash_table()}) end
   local numbers = cmsgpack.unpack(ARGV[a + args.values])  -- the last value (`Values`)
   if args.boards then rank_modes(key, args, players, numbers) else rank(key, args, players, numbers) end
   mark(key, args, B, V)
