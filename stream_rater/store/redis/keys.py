@@ -50,7 +50,10 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   must share the TTL (``STREAM_RATER_MARKER_TTL``): a reader with a shorter one sees fewer
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
-  event in the stored form of `stored_events` (a compact array)
+  event in the stored form of `stored_events` (a compact array); ``unproduced:staged``, the
+  same for one commit's events only, lives inside that commit's MULTI/EXEC on a single Redis:
+  written by a plain ``HSET`` before the commit script, which renames it to ``unproduced``
+  (or copies it in) and deletes it when it refuses (`RedisStore._staged_commit`)
 - ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
   ladder's model; `processor.quality`), written with each batch; ``qw:<scorer>`` list, newest
   first, of the last `QUALITY_WINDOW` matches' scores (msgpack)
