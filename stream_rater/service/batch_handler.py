@@ -117,7 +117,9 @@ class BatchHandler:
 
     async def handle(self, messages: Sequence[Message]) -> BatchResult:
         """Validate, apply, produce; returns when everything is durable (then ack)."""
-        return await self.emit(await self.commit(messages))
+        committed = await self.commit(messages)
+        await self.emit(committed)
+        return committed.result
 
     async def commit(self, messages: Sequence[Message], *, narrow: bool = False) -> CommittedBatch:
         """Phase 1: decode and validate, apply to the store (durable when this returns).
@@ -169,21 +171,24 @@ class BatchHandler:
             self.order_watch.check(message, match.ladder)
         return valid, dead
 
-    async def emit(self, batch: CommittedBatch) -> BatchResult:
-        """Phase 2: produce the dead letters and rating-changed events, wait until the broker
-        has them all (then their markers may shrink: `Processor.produced`); the caller
-        acknowledges the batch after this returns."""
-        result, dead = batch.result, batch.dead
-        outgoing = [
-            dead_letter(self.topics.dlq, d.message, d.reason, d.headers, limit=self.limits.max_event_bytes)
-            for d in dead
-            if not d.sent
-        ]
-        outgoing += [update_record(self.topics.updates, e) for e in result.events]
+    async def emit(self, *batches: CommittedBatch) -> None:
+        """Phase 2: produce the dead letters and rating-changed events of `batches`, in their
+        order and as one send, and wait until the broker has them all (then their markers may
+        shrink: `Processor.produced`); the caller acknowledges the batches after this returns."""
+        outgoing: list[Record] = []
+        for batch in batches:
+            outgoing += [
+                dead_letter(
+                    self.topics.dlq, d.message, d.reason, d.headers, limit=self.limits.max_event_bytes
+                )
+                for d in batch.dead
+                if not d.sent
+            ]
+            outgoing += [update_record(self.topics.updates, e) for e in batch.result.events]
         await self._retry("produce", lambda: self._produce(outgoing))
-        self.processor.produced(result)
-        self.sensor.finished(batch.messages, result, dead, batch.started)
-        return result
+        for batch in batches:
+            self.processor.produced(batch.result)
+            self.sensor.finished(batch.messages, batch.result, batch.dead, batch.started)
 
     async def _apply(
         self, valid: list[tuple[Message, MatchFinished]], *, narrow: bool = False

@@ -355,6 +355,58 @@ async def test_the_pipeline_commits_the_next_batch_while_the_previous_one_is_pro
     assert [json.loads(v)["event_id"] for _, _, v, _ in producer.sent] == ["m1:a", "m1:b", "m2:a", "m2:c"]
 
 
+class SendLog(Producer):
+    """Records each send's event ids as one entry; holds every send until `gate` is set, and
+    then fails the first one with `error` if given."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        super().__init__()
+        self.sends: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.error = error
+
+    async def send(self, records: list[tuple[str, bytes | None, bytes, list]]) -> None:
+        await self.gate.wait()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        self.sends.append([json.loads(v)["event_id"] for _, _, v, _ in records])
+
+
+async def test_the_batches_committed_during_an_emit_go_out_together_in_the_next_one():
+    """Batches 2 and 3 commit while batch 1's events wait for the broker: they are produced
+    in one send after it, in batch order, and every batch is acknowledged in order."""
+    producer, acked = SendLog(), []
+    pipeline = BatchPipeline(
+        handler(MemoryStore(), producer), ack=lambda ms: acked.append([m.offset for m in ms]), depth=4
+    )
+    for i, (a, b) in enumerate([("a", "b"), ("a", "c"), ("b", "c")], start=1):
+        await pipeline.submit([record(f"m{i}", a, b, offset=i)])
+    await settle()
+    producer.gate.set()
+    await pipeline.drain()
+    assert producer.sends == [["m1:a", "m1:b"], ["m2:a", "m2:c", "m3:b", "m3:c"]]
+    assert acked == [[1], [2], [3]]
+
+
+async def test_after_a_failed_emit_no_later_batch_is_produced_or_acknowledged():
+    """Batch 2, committed while batch 1's emit failed, and batch 3, submitted after, are
+    neither produced nor acknowledged (the broker would accept them)."""
+    producer, acked = SendLog(KafkaConnectionError()), []
+    work = handler(MemoryStore(), producer, stopping=lambda: True)
+    pipeline = BatchPipeline(work, ack=acked.append, depth=4)
+    await pipeline.submit([record("m1", "a", "b", offset=1)])
+    await pipeline.submit([record("m2", "c", "d", offset=2)])
+    await settle()
+    producer.gate.set()
+    with pytest.raises(WorkerStopping):
+        await pipeline.drain()
+    await pipeline.submit([record("m3", "e", "f", offset=3)])
+    with pytest.raises(WorkerStopping):
+        await pipeline.drain()
+    assert producer.sends == [] and acked == []
+
+
 async def test_the_pipeline_holds_the_caller_back_at_its_depth():
     """`submit` returns while fewer than `depth` batches are in hand, then waits for the oldest."""
     producer, acked = GatedProducer(), []
