@@ -40,26 +40,38 @@ def rating_changed(
     ``after.rating`` (= `rating`, so that each ``before`` is the player's previous ``after``)
     and ``rating_delta`` = `rating` − `before_rating` (``delta`` is μ's change); events stored
     before they carried it read back without them."""
-    before_state: dict[str, Any] = {"mu": before[0], "sigma": before[1]}
-    after_state: dict[str, Any] = {"mu": after[0], "sigma": after[1]}
-    if before_rating is not None:
-        before_state["rating"], after_state["rating"] = before_rating, rating
-    event = {
-        "event_id": f"{match_id}:{player_id}",
-        "match_id": match_id,
-        "ladder": ladder,
-        "player_id": player_id,
-        "model": model,
-        "before": before_state,
-        "after": after_state,
-        "rating": rating,
-        "delta": after[0] - before[0],
-    }
-    if before_rating is not None:
-        event["rating_delta"] = rating - before_rating
-    event["games"] = games
-    event["finished_at"] = finished_at
-    event["processed_at"] = processed_at
+    event_id, delta = f"{match_id}:{player_id}", after[0] - before[0]
+    if before_rating is None:  # an event stored before events carried it, read back
+        event: dict[str, Any] = {
+            "event_id": event_id,
+            "match_id": match_id,
+            "ladder": ladder,
+            "player_id": player_id,
+            "model": model,
+            "before": {"mu": before[0], "sigma": before[1]},
+            "after": {"mu": after[0], "sigma": after[1]},
+            "rating": rating,
+            "delta": delta,
+            "games": games,
+            "finished_at": finished_at,
+            "processed_at": processed_at,
+        }
+    else:  # the same, with the display ratings (one literal: no dict grown key by key)
+        event = {
+            "event_id": event_id,
+            "match_id": match_id,
+            "ladder": ladder,
+            "player_id": player_id,
+            "model": model,
+            "before": {"mu": before[0], "sigma": before[1], "rating": before_rating},
+            "after": {"mu": after[0], "sigma": after[1], "rating": rating},
+            "rating": rating,
+            "delta": delta,
+            "rating_delta": rating - before_rating,
+            "games": games,
+            "finished_at": finished_at,
+            "processed_at": processed_at,
+        }
     if late:
         event["late"] = True
     if provisional is not None:

@@ -36,14 +36,10 @@ STRETCHES = 10
 
 def record(score: MatchScore) -> list[Any]:
     """One match's score as the window keeps it."""
-    wrong = score.wrong
-    return [
-        len(wrong),
-        math.fsum(wrong),
-        score.log_loss,
-        score.brier,
-        [[calibration_bin(p, BINS), p, a_won] for p, a_won in score.calibration],
-    ]
+    wrong, bins = score.wrong, []
+    for p, a_won in score.calibration:  # a loop, not a list comprehension (a frame of its own)
+        bins.append([calibration_bin(p, BINS), p, a_won])
+    return [len(wrong), math.fsum(wrong), score.log_loss, score.brier, bins]
 
 
 #: Per calibration bin, the names of its three sums.

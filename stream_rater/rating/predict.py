@@ -33,13 +33,15 @@ import itertools
 import math
 import operator
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from stream_rater.rating._gaussian import cdf
+from stream_rater.rating._splits import labelled_splits
+from stream_rater.rating._splits import splits as _splits
 from stream_rater.rating._trueskill_quality import quality_of_terms
 from stream_rater.rating.base import GaussianPerformance, Rating, RatingModel, Teams
 
@@ -147,21 +149,31 @@ def pairwise(model: RatingModel, teams: Teams) -> Pairs:
 def _trueskill_pairs(model: GaussianPerformance, teams: Teams) -> Pairs:
     """`pairwise` of TrueSkill, each pair as `raw_probabilities` computes it (section 4.1,
     the same operations on the same numbers, so the same bits), each team's mean and
-    performance variances computed once instead of once per pair it is in."""
-    means = [math.fsum(map(_MU, team)) for team in teams]
+    performance variances computed once instead of once per pair it is in; a 1v1 without
+    the per-team lists (``fsum`` of one number is the number plus 0.0: -0.0 becomes 0.0)."""
     variances = model.performance_variances(teams)
-    calibration = model.calibration
+    if len(teams) == 2 and len(teams[0]) == 1 == len(teams[1]):
+        (a,), (b,) = teams
+        (var_a,), (var_b,) = variances
+        return {(0, 1): _pair(model, (a.mu + 0.0) - (b.mu + 0.0), math.fsum((var_a, var_b)), 2)}
+    means = [math.fsum(map(_MU, team)) for team in teams]
     pairs: Pairs = {}
     for i, j in ((0, 1),) if len(teams) == 2 else itertools.combinations(range(len(teams)), 2):
-        delta = means[i] - means[j]
-        c = math.sqrt(math.fsum(variances[i] + variances[j]))
-        eps = model.draw_margin(len(teams[i]) + len(teams[j]))
-        wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
-        draw: float | None = max(0.0, 1.0 - wins[0] - wins[1])
-        if calibration is not None:
-            wins, draw = calibration.apply(wins, draw)
-        pairs[i, j] = (wins[0], wins[1], draw or 0.0)
+        var = math.fsum(variances[i] + variances[j])
+        pairs[i, j] = _pair(model, means[i] - means[j], var, len(teams[i]) + len(teams[j]))
     return pairs
+
+
+def _pair(model: GaussianPerformance, delta: float, var: float, players: int) -> tuple[float, float, float]:
+    """P(i wins), P(j wins) and P(draw) of a pair of teams with mean difference `delta`,
+    performance variance `var` in all and `players` players (`_trueskill_pairs`)."""
+    c, eps = math.sqrt(var), model.draw_margin(players)
+    wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
+    rest = 1.0 - wins[0] - wins[1]
+    draw: float | None = rest if rest > 0.0 else 0.0  # `max(0.0, rest)` without the call
+    if model.calibration is not None:
+        wins, draw = model.calibration.apply(wins, draw)
+    return (wins[0], wins[1], draw or 0.0)
 
 
 def expected(model: RatingModel, teams: Teams, pairs: Pairs | None = None) -> list[dict[str, float]]:
@@ -429,35 +441,6 @@ def _quality_of(
         for t in np.flatnonzero(has).tolist():
             members[t].append(rating)
     return predict(model, members).quality
-
-
-def labelled_splits(team_sizes: Sequence[int]) -> int:
-    """Ways to deal sum(team_sizes) players to teams of these sizes (teams told apart)."""
-    count = math.factorial(sum(team_sizes))
-    for size in team_sizes:
-        count //= math.factorial(size)
-    return count
-
-
-def _splits(players: list[int], sizes: list[int]) -> Iterator[list[list[int]]]:
-    """Every split of `players` into teams of `sizes`, each once: teams of equal size are
-    interchangeable, so a split is skipped when a permutation of them was seen."""
-    seen: set[frozenset[tuple[int, frozenset[int]]]] = set()
-    for split in _labelled_splits(players, sizes):
-        key = frozenset((len(team), frozenset(team)) for team in split)
-        if key not in seen:
-            seen.add(key)
-            yield split
-
-
-def _labelled_splits(players: list[int], sizes: list[int]) -> Iterator[list[list[int]]]:
-    if not sizes:
-        yield []
-        return
-    for chosen in itertools.combinations(players, sizes[0]):
-        left = [p for p in players if p not in chosen]
-        for tail in _labelled_splits(left, sizes[1:]):
-            yield [list(chosen), *tail]
 
 
 def _snake_draft(

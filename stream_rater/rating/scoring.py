@@ -53,10 +53,14 @@ def score_match(
     """The scores of the prediction for a match of `teams` (as read at its time) that ended
     in `ranks`; `draws`: `predicts_draws` of `model`; `pairs`: `predict.pairwise` of `teams`,
     if known (else each pair scored is asked)."""
+    n = len(teams)
+    if n == 2:
+        if pairs is None:
+            (p_a, p_b), draw = probabilities(model, teams)
+            return _score_two(draws, ranks[0], ranks[1], (p_a, p_b, draw or 0.0))
+        return _score_two(draws, ranks[0], ranks[1], pairs[0, 1])
     wrong: list[float] = []
     calibration: list[tuple[float, bool]] = []
-    log_loss = brier = None
-    n = len(teams)
     for a in range(n):
         rank_a = ranks[a]
         for b in range(a + 1, n):
@@ -64,26 +68,34 @@ def score_match(
             if not (decisive or draws):
                 continue
             if pairs is None:
-                (p_a, p_b), draw = probabilities(model, [teams[a], teams[b]])
+                (p_a, p_b), _ = probabilities(model, [teams[a], teams[b]])
             else:
-                p_a, p_b, draw = pairs[a, b]
+                p_a, p_b, _ = pairs[a, b]
             a_won = rank_a < ranks[b]
             if decisive:
                 wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
             calibration.append((p_a, a_won))
-            if n == 2:
-                draw = draw or 0.0
-                observed = 0 if a_won else 1 if decisive else 2  # a wins, b wins, draw
-                log_loss = -math.log(max((p_a, p_b, draw)[observed], PROBABILITY_FLOOR))
-                squares = [
-                    (p_a - (observed == 0)) ** 2,
-                    (p_b - (observed == 1)) ** 2,
-                    (draw - (observed == 2)) ** 2,
-                ]
-                brier = math.fsum(squares) / 2
-    return tuple.__new__(MatchScore, (wrong, log_loss, brier, calibration))  # no Python-level __new__
+    return tuple.__new__(MatchScore, (wrong, None, None, calibration))  # no Python-level __new__
+
+
+def _score_two(draws: bool, rank_a: float, rank_b: float, pair: tuple[float, float, float]) -> MatchScore:
+    """`score_match` of a two-team match whose `pair` is ``(P(a wins), P(b wins), P(draw))``:
+    its wrong order, log-loss, Brier score and calibration pair."""
+    decisive = rank_a != rank_b
+    if not (decisive or draws):
+        return tuple.__new__(MatchScore, ([], None, None, []))
+    p_a, p_b, draw = pair
+    a_won = rank_a < rank_b
+    wrong = [(0.5 if p_a == p_b else float((p_a > p_b) != a_won))] if decisive else []
+    observed = 0 if a_won else 1 if decisive else 2  # a wins, b wins, draw
+    p = (p_a, p_b, draw)[observed]
+    log_loss = -math.log(PROBABILITY_FLOOR if p < PROBABILITY_FLOOR else p)  # `max(p, FLOOR)`
+    squares = ((p_a - (observed == 0)) ** 2, (p_b - (observed == 1)) ** 2, (draw - (observed == 2)) ** 2)
+    brier = math.fsum(squares) / 2
+    return tuple.__new__(MatchScore, (wrong, log_loss, brier, [(p_a, a_won)]))
 
 
 def calibration_bin(p: float, bins: int) -> int:
     """The equal-width bin of [0, 1] (of `bins`) probability `p` falls in; 1 in the last."""
-    return min(int(p * bins), bins - 1)
+    k = int(p * bins)
+    return k if k < bins - 1 else bins - 1  # `min(k, bins - 1)` without the builtin's call
