@@ -75,7 +75,9 @@ class MatchFinished:
         The teams' ranks if they give them; otherwise competition ranks from the team
         scores (higher is better; a team's score defaults to the sum of its players').
         """
-        ranks = [t.rank for t in self.teams]
+        ranks: list[float | None] = []
+        for team in self.teams:  # a loop, not a list comprehension (a frame of its own in 3.11)
+            ranks.append(team.rank)
         if None not in ranks:
             return ranks  # type: ignore[return-value]  # (no None in it)
         scores = [_team_score(t) for t in self.teams]
@@ -86,8 +88,12 @@ class MatchFinished:
         """``[player id, team rank]`` of the rated players, in the match's order: what a
         rated match's marker (`Commit.placings`) and the archive keep; `ranks` when the
         caller has computed `ranks` already."""
-        ranks = self.ranks() if ranks is None else ranks
-        return [[p.id, rank] for team, rank in zip(self.teams, ranks) for p in team.players if p.rated]
+        placings: list[list[Any]] = []
+        for team, rank in zip(self.teams, self.ranks() if ranks is None else ranks):
+            for p in team.players:  # loops, not a list comprehension (a frame of its own in 3.11)
+                if p.rated:
+                    placings.append([p.id, rank])
+        return placings
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical wire form: defaults left out, integral numbers as ints,

@@ -368,7 +368,7 @@ def _events(
                 before.last_played is not None and at < before.last_played,  # late: see `is_late`
                 None if flag is None else flag(games, after.sigma),
                 expectation[t],
-                display(_new(Rating, (before[0], before[1], None))),  # `Rating(mu, sigma)`
+                display(before),  # the display rating before, from its mu and sigma
             )
             event_fields[id(event := rating_changed(*fields))] = fields
             events.append(event)

@@ -47,28 +47,37 @@ _BIN_KEYS = [(f"bin:{k}:n", f"bin:{k}:p", f"bin:{k}:o") for k in range(BINS)]
 
 
 def increments(records: Iterable[Sequence[Any]]) -> dict[str, float]:
-    """The cumulative sums' increments of a batch's match `records` (oldest first)."""
-    add: dict[str, float] = {
-        "matches": 0,
-        "pairs": 0,
-        "wrong": 0.0,
-        "two_team": 0,
-        "log_loss": 0.0,
-        "brier": 0.0,
-    }
-    for pairs, wrong, log_loss, brier, calibration in records:
-        add["matches"] += 1
-        add["pairs"] += pairs
-        add["wrong"] += wrong
-        if log_loss is not None:
-            add["two_team"] += 1
-            add["log_loss"] += log_loss
-            add["brier"] += brier
+    """The cumulative sums' increments of a batch's match `records` (oldest first), each sum
+    added up in the records' order, each bin's keys in the order the bins first appear."""
+    matches = pairs = two_team = 0
+    wrong = log_loss = brier = 0.0
+    bins: dict[int, list[Any]] = {}  # bin → [pairs, summed p, pairs won]: locals, not dict keys
+    for n, wrong_pairs, loss, squares, calibration in records:
+        matches += 1
+        pairs += n
+        wrong += wrong_pairs
+        if loss is not None:
+            two_team += 1
+            log_loss += loss
+            brier += squares
         for k, p, won in calibration:
-            n, p_sum, o = _BIN_KEYS[k]  # k from `record`: 0 <= k < BINS
-            add[n] = add.get(n, 0) + 1
-            add[p_sum] = add.get(p_sum, 0.0) + p
-            add[o] = add.get(o, 0) + won
+            sums = bins.get(k)
+            if sums is None:
+                bins[k] = [1, 0.0 + p, 0 + won]
+            else:
+                sums[0] += 1
+                sums[1] += p
+                sums[2] += won
+    add: dict[str, float] = {
+        "matches": matches,
+        "pairs": pairs,
+        "wrong": wrong,
+        "two_team": two_team,
+        "log_loss": log_loss,
+        "brier": brier,
+    }
+    for k, sums in bins.items():
+        add |= zip(_BIN_KEYS[k], sums)  # k from `record`: 0 <= k < BINS
     return add
 
 

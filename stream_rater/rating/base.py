@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from stream_rater.rating.calibration import Calibration
@@ -55,6 +55,17 @@ class Outcome(NamedTuple):
     seconds_played: PerPlayer | None = None
     elapsed: Sequence[Sequence[float | None]] | None = None
     rated: Sequence[Sequence[bool]] | None = None
+
+
+class MeanSigma(Protocol):
+    """What a display rating is read from: a `Rating`, or a stored state that starts with
+    ``(mu, sigma)`` (the planner shows a prior's display rating from the state itself)."""
+
+    @property
+    def mu(self) -> float: ...
+
+    @property
+    def sigma(self) -> float | None: ...
 
 
 @runtime_checkable
@@ -115,7 +126,7 @@ class RatingModel(ABC):
 
     def gaussian(self) -> GaussianPerformance | None:
         """The model as one of Gaussian team performances (`GAUSSIAN`), or None."""
-        return cast(GaussianPerformance, self) if self.GAUSSIAN else None
+        return self if self.GAUSSIAN else None  # type: ignore[return-value]  # (`cast`'s call costs)
 
     @abstractmethod
     def initial(self) -> Rating:
@@ -126,8 +137,9 @@ class RatingModel(ABC):
         adds to its team's strength, with the model's initial uncertainty."""
         return Rating(0.0, self.initial().sigma)
 
-    def display(self, rating: Rating) -> float:
-        """What a leaderboard shows; the rating itself unless the model says otherwise."""
+    def display(self, rating: MeanSigma) -> float:
+        """What a leaderboard shows (from μ and σ alone); the rating itself unless the model
+        says otherwise."""
         return rating.mu
 
     def floored(self, rating: Rating, floor: float) -> Rating:

@@ -61,7 +61,7 @@ from stream_rater.rating._trueskill_graph import has_sigmas as _has_sigmas
 from stream_rater.rating._trueskill_graph import posterior as _posterior
 from stream_rater.rating._trueskill_graph import posteriors as _posteriors
 from stream_rater.rating._trueskill_quality import match_quality
-from stream_rater.rating.base import Outcome, Rating, RatingModel, Teams
+from stream_rater.rating.base import MeanSigma, Outcome, Rating, RatingModel, Teams
 
 __all__ = ["Gaussian", "GaussianTeams", "TIME_UNITS", "TeamMove", "TrueSkill"]
 
@@ -176,7 +176,7 @@ class TrueSkill(RatingModel):
         """A new player's prior ``N(mu, sigma**2)``."""
         return Rating(self.mu, self.sigma)
 
-    def display(self, rating: Rating) -> float:
+    def display(self, rating: MeanSigma) -> float:
         """The conservative skill ``mu - k * sigma`` shown on leaderboards (section 4.2)."""
         sigma = rating.sigma
         if sigma is None:
