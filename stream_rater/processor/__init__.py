@@ -12,8 +12,9 @@ keeps a batch to one read and one commit, exactly once, is in README.md beside t
 - `skipping`: the one rule by which a match the model fails on is skipped (`process_skipping`).
 """
 
+from stream_rater.processor.batch import PriorObserver
 from stream_rater.processor.core import Processor, Retries, Target
-from stream_rater.processor.planner import PriorObserver, plan_batch
+from stream_rater.processor.planner import plan_batch
 from stream_rater.processor.results import (
     BatchResult,
     MatchResult,

@@ -13,10 +13,11 @@ from typing import Any
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, format_timestamp
+from stream_rater.processor.batch import PriorObserver
 from stream_rater.processor.known_states import KnownStates
 from stream_rater.processor.ledger import CommitLedger
 from stream_rater.processor.modes import other_modes, plan_moded, qualified
-from stream_rater.processor.planner import PriorObserver, _Plan, plan_batch
+from stream_rater.processor.planner import _Plan, plan_batch
 from stream_rater.processor.results import BatchResult, MatchResult, TooManyConflicts, Unratable
 from stream_rater.store.base import Commit, LadderFrozen, ReadRequest, Snapshot
 from stream_rater.store.roles import BatchStore

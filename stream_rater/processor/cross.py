@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished, as_cross, format_timestamp, rating_changed
 from stream_rater.contracts.modes import split_stored, stored_id
-from stream_rater.processor.planner import _Changes, _Setting
+from stream_rater.processor.batch import _Changes, _Setting
 from stream_rater.rating.base import Rating, RatingModel
 from stream_rater.rating.modes import cross_update
 from stream_rater.store.base import Event, PlayerState

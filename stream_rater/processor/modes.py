@@ -31,8 +31,9 @@ from dataclasses import replace
 from stream_rater.config.ladders import Ladder
 from stream_rater.contracts import MatchFinished, Player, Team, with_mode
 from stream_rater.contracts.modes import SEPARATOR, split_stored, stored_id
+from stream_rater.processor.batch import PriorObserver, _Changes, _Setting
 from stream_rater.processor.cross import as_read, cross_moves
-from stream_rater.processor.planner import PriorObserver, _Changes, _commit, _one_match, _Plan, _Setting
+from stream_rater.processor.planner import _commit, _one_match, _Plan
 from stream_rater.processor.quality import LIVE, increments
 from stream_rater.rating.base import Rating
 from stream_rater.rating.modes import first_in_mode

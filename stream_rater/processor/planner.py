@@ -3,149 +3,27 @@ states, giving each match's result and the commit that makes them durable. No I/
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from math import isfinite
 from typing import Any
 
 from stream_rater.config.ladders import Ladder
-from stream_rater.config.rules import Rules, Standing
 from stream_rater.contracts import MatchFinished, Team, format_timestamp, rating_changed, season_changed
+from stream_rater.processor.batch import PriorObserver, _Changes, _Setting
 from stream_rater.processor.quality import LIVE, increments, record
 from stream_rater.processor.results import MatchResult, NonFiniteRating, _new
 from stream_rater.rating.base import Outcome, Rating, RatingModel
 from stream_rater.rating.predict import as_read, expected, pairwise
-from stream_rater.rating.scoring import predicts_draws, score_match
+from stream_rater.rating.scoring import score_match
 from stream_rater.store.base import Commit, Event, PlayerState, Snapshot, StateWrite
 from stream_rater.store.stored_events import stored_time
-
-#: Sees each match with its prior team ratings (effects last in their teams) just before
-#: the model rates it — how `evaluate` makes its predictions with the very same states.
-PriorObserver = Callable[[MatchFinished, list[list[Rating]], Outcome], None]
 
 
 @dataclass(slots=True)
 class _Plan:
     results: list[MatchResult]
     commit: Commit
-
-
-@dataclass(slots=True)
-class _Setting:
-    """What one batch of one ladder is computed with: the ladder, its model's and rules'
-    parts the hot loop calls, the snapshot's stored states, and the batch's own inputs."""
-
-    ladder: Ladder
-    model: RatingModel
-    rules: Rules
-    snapshot: Snapshot
-    processed_at: str
-    observe: PriorObserver | None
-    #: None: a live batch (markers hold the events); a number: a re-rate's staging one.
-    generation: int | None
-    #: Whether markers hold the events until produced: not a staging generation's nor a
-    #: shadow's (their events are never produced).
-    keeps_events: bool
-    #: Whether matches get rating-changed events: not a shadow's (nothing reads them).
-    builds_events: bool
-    #: Set when some match may be unrated by the ladder's duration or player-count rules.
-    checks_rated: bool
-    #: Display rating (games, sigma) → whether the player is on the leaderboard; None: all are.
-    qualifies: Callable[[int, float | None], bool] | None
-    #: (games, sigma) → the flag a rule adds to events (`Rules.flags`); None: no such rule.
-    flag: Callable[[int, float | None], bool] | None
-    #: (state, match time) → the state a rated match starts from (`Rules.adjusted`); None: as stored.
-    adjust: Callable[[PlayerState, float], PlayerState] | None
-    new_player: PlayerState
-    new_effect: PlayerState
-    #: The ladder's ``rating_floor`` (None: no floor).
-    floor: float | None
-    #: Whether the model predicts draws (`rating.scoring.predicts_draws`).
-    draws: bool
-    #: Match ids an operator voided (`Snapshot.voided`).
-    voided: Collection[str]
-
-    @classmethod
-    def of(
-        cls,
-        ladder: Ladder,
-        snapshot: Snapshot,
-        processed_at: str,
-        observe: PriorObserver | None,
-        generation: int | None,
-    ) -> _Setting:
-        """The setting of a batch of `ladder` computed on `snapshot`."""
-        model, rules = ladder.rating_model, ladder.rules
-        initial, initial_effect = model.initial(), model.initial_effect()
-        return cls(
-            ladder=ladder,
-            model=model,
-            rules=rules,
-            snapshot=snapshot,
-            processed_at=processed_at,
-            observe=observe,
-            generation=generation,
-            keeps_events=generation is None and ladder.shadow_of is None,
-            builds_events=ladder.shadow_of is None,
-            checks_rated=rules.min_duration is not None or rules.min_players is not None,
-            qualifies=rules.qualifier() if rules.filters_leaderboard else None,
-            flag=rules.flagger(),
-            adjust=_adjuster(rules, model) if rules.adjusts_states else None,
-            new_player=PlayerState(initial.mu, initial.sigma, extra=initial.extra),
-            new_effect=PlayerState(initial_effect.mu, initial_effect.sigma, extra=initial_effect.extra),
-            floor=rules.rating_floor,
-            draws=predicts_draws(model),
-            voided=snapshot.voided,
-        )
-
-
-def _adjuster(rules: Rules, model: RatingModel) -> Callable[[PlayerState, float], PlayerState]:
-    """`Rules.adjusted` on a stored state (its μ only: games, σ and times stay)."""
-
-    def adjust(state: PlayerState, at: float) -> PlayerState:
-        if state.last_played is None:
-            return state
-        rating = Rating(state.mu, state.sigma, state.extra)
-        new = rules.adjusted(model, rating, Standing(state.games, state.sigma, state.last_played), at)
-        return state if new is rating else state._replace(mu=new.mu)
-
-    return adjust
-
-
-@dataclass(slots=True)
-class _Changes:
-    """What a batch has changed so far, as it will be written: states one version past the
-    one read, markers, history entries, leaderboard scores and the results."""
-
-    applied: dict[str, list[Event]]
-    players: dict[str, PlayerState] = field(default_factory=dict)
-    effects: dict[str, PlayerState] = field(default_factory=dict)
-    markers: dict[str, list[Event]] = field(default_factory=dict)
-    history: dict[str, list[Event]] = field(default_factory=dict)
-    leaderboard: dict[str, float | None] = field(default_factory=dict)
-    results: list[MatchResult] = field(default_factory=list)
-    #: Match id → ``[player id, team rank]`` of its rated players (`Commit.placings`).
-    placings: dict[str, list[list[Any]]] = field(default_factory=dict)
-    #: The newly applied matches' prediction scores, in order (`processor.quality.record`).
-    scores: list[list[Any]] = field(default_factory=list)
-    #: The id of the season-start record the batch applies, if any.
-    season: str | None = None
-    #: ``id(event)`` → its fields, for each rating-changed event built (`Commit.event_fields`).
-    event_fields: dict[int, tuple[Any, ...]] = field(default_factory=dict)
-    #: Each match's ``finished_at`` text → its stored form (`Commit.stored_times`).
-    stored_times: dict[str, int | str] = field(default_factory=dict)
-
-    def apply(self, match_id: str, events: list[Event], keeps_events: bool) -> None:
-        """Mark `match_id` applied with `events`, which its marker holds if `keeps_events`
-        (see `_Setting.keeps_events`)."""
-        self.applied[match_id] = events
-        self.markers[match_id] = events if keeps_events else []
-
-    def player(self, pid: str, after: PlayerState, rating: float, s: _Setting) -> None:
-        """Write player `pid`'s state `after` the match and its leaderboard score."""
-        self.players[pid] = after
-        qualifies = s.qualifies
-        self.leaderboard[pid] = rating if qualifies is None or qualifies(after.games, after.sigma) else None
 
 
 def plan_batch(
@@ -216,7 +94,7 @@ def _shadow_match(
     changes: _Changes,
     match: MatchFinished,
     priors: list[list[PlayerState]],
-    rated: tuple[list[list[Rating]], list[list[float | None]]],
+    rated: tuple[list[list[Rating]], list[list[float | None]] | None],
     outcome: Outcome,
 ) -> MatchResult:
     """`_one_match`'s last steps for a shadow: scored like the live ladder (its quality in its
@@ -249,15 +127,15 @@ def _rated(
 
 def _priors(
     s: _Setting, changes: _Changes, match: MatchFinished
-) -> tuple[list[list[PlayerState]], list[list[Rating]], list[list[float | None]], bool]:
+) -> tuple[list[list[PlayerState]], list[list[Rating]], list[list[float | None]] | None, bool]:
     """Per team: its players' states before `match`, then its effects' (as changed by the
-    batch, else as stored, else new); their ratings; the time since each last played; and
-    whether the match is plain (every weight 1, every player rated, no effects)."""
+    batch, else as stored, else new); their ratings; the time since each last played (None
+    unless `_Setting.times`); and whether the match is plain (every weight 1, every player
+    rated, no effects)."""
     players, stored_players, new_player = changes.players, s.snapshot.players, s.new_player
     at = match.finished_at
     priors: list[list[PlayerState]] = []
     teams: list[list[Rating]] = []
-    elapsed: list[list[float | None]] = []
     plain = True
     for team in match.teams:
         prior: list[PlayerState] = []
@@ -276,25 +154,36 @@ def _priors(
                     break
         priors.append(prior)
         ratings: list[Rating] = []
-        gaps: list[float | None] = []
         for state in prior:
             ratings.append(_new(Rating, (state[0], state[1], state[5])))  # mu, sigma, extra
+        teams.append(ratings)
+    return priors, teams, _elapsed(priors, at) if s.times else None, plain
+
+
+def _elapsed(priors: list[list[PlayerState]], at: float) -> list[list[float | None]]:
+    """Per team, the seconds since each of its `priors` last played before a match at `at`
+    (None: never)."""
+    elapsed: list[list[float | None]] = []
+    for prior in priors:
+        gaps: list[float | None] = []
+        for state in prior:
             last = state.last_played
             if last is None:
                 gaps.append(None)
             else:  # `max(0.0, gap)`, without the builtin's call (each costs about 1,000 instructions)
                 gap = at - last
                 gaps.append(gap if gap > 0.0 else 0.0)
-        teams.append(ratings)
         elapsed.append(gaps)
-    return priors, teams, elapsed, plain
+    return elapsed
 
 
 def _per_player(match: MatchFinished, attr: str, default: Any) -> list[list[Any]]:
     return [[default if (v := getattr(p, attr)) is None else v for p in team.players] for team in match.teams]
 
 
-def _outcome(s: _Setting, match: MatchFinished, elapsed: list[list[float | None]], plain: bool) -> Outcome:
+def _outcome(
+    s: _Setting, match: MatchFinished, elapsed: list[list[float | None]] | None, plain: bool
+) -> Outcome:
     """What the model learns `match`'s teams from besides their ratings: the ranks, and
     weights and rated flags (unless `plain`), scores and times played (if the model uses them)."""
     weights = rated = scores = seconds = None
