@@ -39,6 +39,7 @@ import math
 from collections.abc import Sequence
 
 from stream_rater.rating._gaussian import truncate_win
+from stream_rater.rating.base import Rating
 
 #: Players with less than this share of the longest time played give no score evidence.
 _MIN_SHARE = 1e-4
@@ -123,3 +124,21 @@ def observe(mu: float, var: float, evidence: tuple[float, float]) -> tuple[float
     m, v = evidence
     k = var / (var + v)
     return mu + k * (m - mu), var * v / (var + v)
+
+
+def observed(
+    posterior: Sequence[Sequence[Rating]], evidence: Sequence[Sequence[tuple[float, float] | None]]
+) -> list[list[Rating]]:
+    """Each rating of `posterior` times its player's `evidence` (`score_evidence`; None: kept
+    as it is) by `observe`: a Gaussian update per player, so sigma never grows."""
+    result = []
+    for team, row in zip(posterior, evidence):
+        updated = []
+        for r, seen in zip(team, row):
+            if seen is None or r.sigma is None:
+                updated.append(r)
+            else:
+                mu, var = observe(r.mu, r.sigma * r.sigma, seen)
+                updated.append(Rating(mu, math.sqrt(var)))
+        result.append(updated)
+    return result

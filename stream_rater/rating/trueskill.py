@@ -54,7 +54,7 @@ import math
 from collections.abc import Sequence, Sized
 from operator import attrgetter
 
-from stream_rater.rating._evidence import margin_moments, margin_observation, observe, score_evidence
+from stream_rater.rating._evidence import margin_moments, margin_observation, observed, score_evidence
 from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
 from stream_rater.rating._trueskill_graph import Chain, Gaussian, GaussianTeams, TeamMove, tied_moves
 from stream_rater.rating._trueskill_graph import has_sigmas as _has_sigmas
@@ -249,17 +249,7 @@ class TrueSkill(RatingModel):
         evidence = score_evidence(
             [[r.mu for r in team] for team in teams], scores, seconds_played, self._beta2, self._score_noise2
         )
-        result = []
-        for team, row in zip(posterior, evidence):
-            updated = []
-            for r, seen in zip(team, row):
-                if seen is None or r.sigma is None:
-                    updated.append(r)
-                else:
-                    mu, var = observe(r.mu, r.sigma * r.sigma, seen)
-                    updated.append(Rating(mu, math.sqrt(var)))
-            result.append(updated)
-        return result
+        return observed(posterior, evidence)
 
     def _variances(
         self, teams: GaussianTeams, elapsed: Sequence[Sequence[float | None]] | None
@@ -494,7 +484,12 @@ class TrueSkill(RatingModel):
         """Each player's part of its team's performance variance in a match rated now,
         ``sigma**2 + tau**2 + beta**2`` (the prior this match's update would use, without
         the time term), same shape as `teams`."""
-        if not _has_sigmas(teams):
-            raise ValueError(_NO_SIGMA)
-        extra = self._tau2 + self._beta2
-        return [[r.sigma * r.sigma + extra for r in team] for team in teams]
+        extra, rows = self._tau2 + self._beta2, []
+        for team in teams:  # loops: a comprehension per team costs more than its work
+            row = []
+            for r in team:
+                if r.sigma is None:
+                    raise ValueError(_NO_SIGMA)
+                row.append(r.sigma * r.sigma + extra)
+            rows.append(row)
+        return rows
