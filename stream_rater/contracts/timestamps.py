@@ -56,6 +56,10 @@ _TWO_DIGITS = tuple(f"{i:02d}" for i in range(60))
 _SECONDS_Z = tuple(f"{i:02d}Z" for i in range(60))
 
 
+#: ``HH:MM:`` of each minute of a day.
+_HOUR_MINUTE = tuple(f"{hour:02d}:{minute:02d}:" for hour in range(24) for minute in range(60))
+
+
 _MIN_EPOCH = (datetime.min - _EPOCH) / _SECOND
 
 
@@ -94,10 +98,10 @@ def _microseconds(epoch: float) -> int:
 @functools.lru_cache(maxsize=1024)
 def _minute_text(minute: int) -> str:
     """``YYYY-MM-DDTHH:MM:`` of the `minute`-th minute after 1970-01-01T00:00 (events
-    stream in roughly in time order, so this is nearly always cached)."""
+    stream in roughly in time order, so this is mostly cached): the day's text (cached too)
+    and the minute of the day's (a table)."""
     day, of_day = divmod(minute, 1440)
-    hour, minute = divmod(of_day, 60)
-    return _day_text(day) + _TWO_DIGITS[hour] + ":" + _TWO_DIGITS[minute] + ":"
+    return _day_text(day) + _HOUR_MINUTE[of_day]
 
 
 @functools.lru_cache(maxsize=1024)
