@@ -40,38 +40,23 @@ def rating_changed(
     ``after.rating`` (= `rating`, so that each ``before`` is the player's previous ``after``)
     and ``rating_delta`` = `rating` − `before_rating` (``delta`` is μ's change); events stored
     before they carried it read back without them."""
-    event_id, delta = f"{match_id}:{player_id}", after[0] - before[0]
+    event: dict[str, Any] = {  # the keys in one literal: no dict grown key by key
+        "event_id": f"{match_id}:{player_id}",
+        "match_id": match_id,
+        "ladder": ladder,
+        "player_id": player_id,
+        "model": model,
+        "before": {"mu": before[0], "sigma": before[1], "rating": before_rating},
+        "after": {"mu": after[0], "sigma": after[1], "rating": rating},
+        "rating": rating,
+        "delta": after[0] - before[0],
+        "rating_delta": None if before_rating is None else rating - before_rating,
+        "games": games,
+        "finished_at": finished_at,
+        "processed_at": processed_at,
+    }
     if before_rating is None:  # an event stored before events carried it, read back
-        event: dict[str, Any] = {
-            "event_id": event_id,
-            "match_id": match_id,
-            "ladder": ladder,
-            "player_id": player_id,
-            "model": model,
-            "before": {"mu": before[0], "sigma": before[1]},
-            "after": {"mu": after[0], "sigma": after[1]},
-            "rating": rating,
-            "delta": delta,
-            "games": games,
-            "finished_at": finished_at,
-            "processed_at": processed_at,
-        }
-    else:  # the same, with the display ratings (one literal: no dict grown key by key)
-        event = {
-            "event_id": event_id,
-            "match_id": match_id,
-            "ladder": ladder,
-            "player_id": player_id,
-            "model": model,
-            "before": {"mu": before[0], "sigma": before[1], "rating": before_rating},
-            "after": {"mu": after[0], "sigma": after[1], "rating": rating},
-            "rating": rating,
-            "delta": delta,
-            "rating_delta": rating - before_rating,
-            "games": games,
-            "finished_at": finished_at,
-            "processed_at": processed_at,
-        }
+        del event["before"]["rating"], event["after"]["rating"], event["rating_delta"]
     if late:
         event["late"] = True
     if provisional is not None:
