@@ -43,11 +43,7 @@ class LeanScript:
     async def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
         conn = self._idle.pop() if self._idle else await self.pool.get_connection()  # type: ignore[no-untyped-call]
         try:
-            if not conn.is_connected or await conn.can_read():  # dropped by Redis, or dirty
-                await conn.disconnect()
-                await conn.connect()
-            if conn.health_check_interval:
-                await conn.check_health()
+            await ready(conn)
             command = ("EVALSHA", self.sha, len(keys), *keys, *args)
             try:
                 reply = await _ask(conn, command)
@@ -66,6 +62,16 @@ class LeanScript:
         else:
             await self.pool.release(conn)
         return reply
+
+
+async def ready(conn: AbstractConnection) -> None:
+    """Make a pooled connection fit to write a call on: reconnected if Redis dropped it or it
+    holds an unread reply, and health-checked where its pool asks for that."""
+    if not conn.is_connected or await conn.can_read():  # dropped by Redis, or dirty
+        await conn.disconnect()
+        await conn.connect()  # type: ignore[no-untyped-call]
+    if conn.health_check_interval:
+        await conn.check_health()  # type: ignore[no-untyped-call]
 
 
 async def _ask(conn: AbstractConnection, command: tuple[Any, ...]) -> Any:

@@ -36,7 +36,7 @@ from stream_rater.store.redis.keys import (
     marker_slots,
 )
 from stream_rater.store.redis.leaderboard import LeaderboardReads
-from stream_rater.store.redis.lean import ScriptCall, lean_script
+from stream_rater.store.redis.lean import ScriptCall, lean_script, ready
 from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
@@ -234,11 +234,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         pool = self.client.connection_pool  # type: ignore[union-attr]  # a single Redis's
         conn = await pool.get_connection()
         try:
-            if not conn.is_connected or await conn.can_read():  # dropped by Redis, or dirty
-                await conn.disconnect()
-                await conn.connect()
-            if conn.health_check_interval:
-                await conn.check_health()
+            await ready(conn)
             replies = await _exec(conn, [*commands, script])
             if isinstance(replies[-1], exceptions.NoScriptError):
                 await conn.send_command("SCRIPT", "LOAD", self._commit.script)
