@@ -68,7 +68,10 @@ __all__ = [
     "kafka_libs",
 ]
 
-HEAP_OPTIONS = ("-Xms64m", "-Xmx384m")
+#: A broker's heap: fixed, as Kafka's own start script sets it (min = max). A heap left to grow
+#: from a small start ran a G1 concurrent cycle (about 1 CPU-second) whenever a burst of
+#: produce requests grew it, which took a core from whatever shared the machine.
+HEAP_OPTIONS = ("-Xms384m", "-Xmx384m")
 #: The SASL mechanism of the SASL_SSL listener.
 SASL_MECHANISM = "SCRAM-SHA-512"
 #: What a SCRAM user name or password may hold here: the storage tool's ``--add-scram`` syntax
