@@ -211,24 +211,24 @@ local TRIM_STEP = 256
 -- player); then players idle since `trim_since` are trimmed off. `numbers`: per write its
 -- score as a number, what the sum adds.
 local function rank(key, args, of, numbers)
+  local n = #of
+  if n == 0 then return end
   local ids, scores, activity, since = args.ids, args.scores, args.activity, args.trim_since
   local members, scored, unranked, active, added = {}, {}, {}, {}, 0
-  for _, w in ipairs(of) do
-    members[#members + 1] = ids[w]
-    local last = activity and activity[w]
-    if scores[w] and not (since and last and last < since) then
-      scored[#scored + 1] = scores[w]; scored[#scored + 1] = ids[w]
+  local s, u, a = 0, 0, 0  -- the sizes of scored, unranked and active
+  for x = 1, n do
+    local w = of[x]
+    local id, score, last = ids[w], scores[w], activity and activity[w]
+    members[x] = id
+    if score and not (since and last and last < since) then
+      scored[s + 1] = score; scored[s + 2] = id; s = s + 2
       added = added + numbers[w]
-      if last then active[#active + 1] = last; active[#active + 1] = ids[w] end
+      if last then active[a + 1] = last; active[a + 2] = id; a = a + 2 end
     else
-      unranked[#unranked + 1] = ids[w]
+      u = u + 1; unranked[u] = id
     end
   end
-  if #members == 0 then return end
-  local removed = 0
-  for _, score in ipairs(board_scores(key(K.lb), members)) do
-    if score then removed = removed + score end
-  end
+  local removed = board_sum(key(K.lb), members)
   chunked('ZADD', key(K.lb), scored)
   chunked('ZREM', key(K.lb), unranked)
   chunked('ZREM', key(K.act), unranked)
@@ -280,23 +280,26 @@ end
 -- The players' states and histories, each player's in one HSET (a history without a state
 -- written, not the processor's way, on its own).
 local function write_players(key, args, B, players, V)
-  local ids, bucket, with, fields, done = args.ids, args.bucket, args.with_history, args.history_fields, {}
-  local states, chunks = V.states, V.history
-  for _, w in ipairs(players) do
+  local ids, bucket, with, fields = args.ids, args.bucket, args.with_history, args.history_fields
+  local states, chunks, first, call, joined = V.states, V.history, B.players, redis.call, 0
+  for x = 1, #players do
+    local w = players[x]
     local h = with[w]
     if h > 0 then
-      redis.call('HSET', key(B.players + bucket[w]), ids[w], ARGV[states + w], fields[h], ARGV[chunks + h])
-      done[h] = true
+      call('HSET', key(first + bucket[w]), ids[w], ARGV[states + w], fields[h], ARGV[chunks + h])
+      joined = joined + 1
     else
-      redis.call('HSET', key(B.players + bucket[w]), ids[w], ARGV[states + w])
+      call('HSET', key(first + bucket[w]), ids[w], ARGV[states + w])
     end
   end
-  for h = 1, #fields do
-    if not done[h] then
-      redis.call('HSET', key(B.players + args.history_bucket[h]), fields[h], ARGV[chunks + h])
+  if joined < #fields then
+    local done = {}
+    for x = 1, #players do done[with[players[x]]] = true end
+    for h = 1, #fields do
+      if not done[h] then call('HSET', key(B.players + args.history_bucket[h]), fields[h], ARGV[chunks + h]) end
     end
   end
-  if args.model then redis.call('HSET', key(K.meta), 'model', args.model) end
+  if args.model then call('HSET', key(K.meta), 'model', args.model) end
 end
 
 -- Prediction quality, exactly once with the batch's markers.
@@ -349,9 +352,9 @@ local function commit(o, a, args)
   local nb, nm = args.buckets[1], args.buckets[2]
   local B = {players = K_FIXED, markers = K_FIXED + nb, scorers = K_FIXED + nb + nm}
   B.season = B.scorers + 2 * #args.quality_add + 1
-  local players, effects = {}, {}
+  local players, effects, bucket, np, ne = {}, {}, args.bucket, 0, 0
   for w = 1, #args.ids do
-    if args.bucket[w] == 0 then effects[#effects + 1] = w else players[#players + 1] = w end
+    if bucket[w] == 0 then ne = ne + 1; effects[ne] = w else np = np + 1; players[np] = w end
   end
   local V = Values(a, args)
   local refused = refusal(key, args, players, effects, B, V)

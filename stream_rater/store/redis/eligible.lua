@@ -25,6 +25,19 @@ local function board_scores(board, members)
   return out
 end
 
+-- The sum of the scores on `board` of `members` (an array; those not on it add nothing), added
+-- up in their order, each made a number as `board_scores` makes it.
+local function board_sum(board, members)
+  local sum = 0
+  for i = 1, #members, BOARD_CHUNK do
+    local found = redis.call('ZMSCORE', board, unpack(members, i, math.min(i + BOARD_CHUNK - 1, #members)))
+    for x = 1, #found do
+      if found[x] then sum = sum + found[x] * 1 end
+    end
+  end
+  return sum
+end
+
 -- `command key members…` in chunks.
 local function board_chunked(command, key, members)
   for i = 1, #members, BOARD_CHUNK do
@@ -37,10 +50,7 @@ end
 local function trim_board(board, activity, meta, since, most)
   local idle = redis.call('ZRANGEBYSCORE', activity, '-inf', '(' .. board_number(since), 'LIMIT', 0, most)
   if #idle == 0 then return 0 end
-  local gone = 0
-  for _, score in ipairs(board_scores(board, idle)) do
-    if score then gone = gone + score end
-  end
+  local gone = board_sum(board, idle)
   board_chunked('ZREM', board, idle)
   board_chunked('ZREM', activity, idle)
   redis.call('HINCRBYFLOAT', meta, BOARD_SUM, board_number(-gone))
