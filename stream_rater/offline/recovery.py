@@ -3,9 +3,10 @@
 reads only the ladder's partitions from there, and runs `offline.rebuild` on that history.
 
 - The ladder's store is empty (Redis restarted without persistence): the newest checkpoint
-  is written into the live generation — states, shadows, applied markers, its voids and its
-  parameter overrides (a re-rate's new parameters) — and the matches after it are replayed
-  with them.
+  that can seed it (none past a season start) is written into the live generation — states,
+  shadows, applied markers and its parameter overrides (a re-rate's new parameters) — with the
+  voids of the newest checkpoint, usable or not (a void after a season start is only in the
+  checkpoints past it), and the matches after it are replayed with them.
 - The store kept a part (a failover that lost the last writes): the commits it kept are a
   prefix of the ladder's, so the newest usable checkpoint its positions reach is the start;
   the matches after it that the store has are found applied, the rest applied.
@@ -113,12 +114,14 @@ async def recover(
         history.matches = [history.matches[i] for i in kept]
         history.where = [history.where[i] for i in kept]
     if empty and sink is not None:
-        # From the topic's start too: the voids and parameters went with the store.
-        known = start or await latest_usable(sink, ladder, ReplayNeeds(None, None, any_params=True))
-        if known is not None:
+        # The voids and parameters went with the store. The newest checkpoint, usable or not,
+        # has every void (a void of a match `start` passed dropped `start`), `start` the
+        # parameters its states were rated with.
+        newest = await latest_usable(sink, ladder, ReplayNeeds(None, None, any_params=True))
+        if newest is not None:
             live = (await store.generations(ladder)).live
-            await store.set_voids(ladder, known.voids, [], live)
-            await store.restore_params(ladder, live, known.params)
+            await store.set_voids(ladder, newest.voids, [], live)
+            await store.restore_params(ladder, live, (start or newest).params)
     if start is not None and empty:
         await seed(store, ladders, start, None, shadows=True, markers=SEED_MARKERS)
     summary, produced = await rebuild(

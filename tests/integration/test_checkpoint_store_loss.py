@@ -112,3 +112,28 @@ async def test_a_lost_store_whose_checkpoints_are_past_a_season_start_keeps_its_
         _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, lab.store, sink)
     assert start is None
     assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m220"}))
+
+
+async def test_a_lost_store_rebuilt_from_before_a_season_start_keeps_the_later_voids(lab: Lab):
+    """The only checkpoint that can seed the store is before the season start; a match after
+    it was voided later, from the checkpoint past the season start. The rebuild from the older
+    one takes the newest checkpoint's voids, so the voided match stays voided (bench chaos seed
+    51 found it came back)."""
+    seasoned = Ladders([Ladder(lab.ladder, "trueskill", {"season_shrink": 0.5, "season_sigma": 1.0})])
+    lab.ladders, lab.processor = seasoned, Processor(seasoned, lab.store)
+    season = {"kind": "season", "match_id": "s1", "ladder": lab.ladder, "finished_at": 1.7e9 + 60 * 99.5}
+    await lab.publish(duels(lab.ladder, 100))
+    await lab.work(produce=True)
+    async with KafkaSink(lab.settings) as sink:
+        before_season = await checkpointed(lab, sink)
+        await lab.publish([season, *duels(lab.ladder, 100, first=100)])
+        await lab.work(produce=True)
+        await checkpointed(lab, sink)
+        await lab.publish(duels(lab.ladder, 50, first=200))
+        await lab.work(produce=True)
+        report = await lab.void("m220", sink)
+        assert report.checkpoint is not None and report.checkpoint != before_season.id, report.line()
+        await lose(lab)
+        _, _, start, _ = await recover(lab.settings, lab.ladders, lab.ladder, lab.store, sink)
+    assert start is not None and start.id == before_season.id
+    assert exact(await lab.store.players(lab.ladder)) == exact(await lab.oracle({"m220"}))
