@@ -183,6 +183,21 @@ class TrueSkill(RatingModel):
             raise ValueError(_NO_SIGMA)
         return rating.mu - self.k * sigma
 
+    def rate_match(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
+        """`RatingModel.rate_match`; a match of one player against one that the outcome says
+        nothing of but its ranks (no weights, scores or unrated players: the commonest match)
+        goes straight to `_rate_duel`, where `rate` would take it after three calls and checks."""
+        ranks = outcome.ranks
+        if (
+            outcome.weights is None
+            and outcome.scores is None
+            and outcome.rated is None
+            and len(teams) == 2 == len(ranks)
+            and len(teams[0]) == 1 == len(teams[1])
+        ):
+            return self._rate_duel(teams, ranks[0], ranks[1], outcome.elapsed)
+        return super().rate_match(teams, outcome)
+
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """`rate` with the outcome's ranks, weights, elapsed times, scores and times played."""
         return self.rate(
