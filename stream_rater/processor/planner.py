@@ -82,8 +82,7 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
     changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
-    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
-    changes.placings[match_id] = match.placings(outcome.ranks)
+    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs), outcome.ranks)
     changes.applied[match_id] = events
     changes.markers[match_id] = events if s.keeps_events else []  # `_Changes.apply`, inlined
     return _new(MatchResult, (match, events, False, False, None))  # `MatchResult.applied`
@@ -216,22 +215,22 @@ def _events(
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
     expectation: list[dict[str, float]] | None = None,
+    ranks: Sequence[float] = (),
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
-    ratings) into `changes`, with the players' leaderboard scores; `NonFiniteRating` if a
-    rating is NaN or infinite. With `expectation` (per team) the rated players' events are
-    built (a team's share its expectation dict), put in their history and returned; without
-    (a shadow), none. (`MatchFinished.placings` gives `Commit.placings`.)"""
+    ratings) into `changes`, with leaderboard scores; `NonFiniteRating` if a rating is NaN or
+    infinite. With `expectation` (per team) build the rated players' events (a team's share
+    its dict), put them in their history, record their placings by the teams' `ranks`
+    (`MatchFinished.placings`, in this loop) and return them; without (a shadow), none."""
     _check_finite(s, match, posterior)
-    display, flag, qualifies = s.model.display, s.flag, s.qualifies
-    stored_players, event_fields = s.snapshot.players, changes.event_fields
-    players, leaderboard, history = changes.players, changes.leaderboard, changes.history
+    display, flag, qualifies, history = s.model.display, s.flag, s.qualifies, changes.history
+    stored_players, players, leaderboard = s.snapshot.players, changes.players, changes.leaderboard
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
-    # Formatted per match: a cache of the texts (a tournament day's matches share one) costs
-    # more than it saves where each match has its own time, as a live stream's do.
-    finished_at, processed_at = format_timestamp(at), s.processed_at
-    if expectation is not None:
+    finished_at, processed_at, placings, event_fields = "", s.processed_at, [], changes.event_fields
+    if expectation is not None:  # per match: each match of a live stream has its own time
+        finished_at = format_timestamp(at)
         changes.stored_times[finished_at] = stored_time(at, finished_at)
+        changes.placings[match_id] = placings
     events: list[Event] = []
     for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
         for player, before, new in zip(team.players, prior, team_post):
@@ -261,8 +260,8 @@ def _events(
             )
             event_fields[id(event := rating_changed(*fields))] = fields
             events.append(event)
-            entries = history.get(pid)
-            if entries is None:
+            placings.append([pid, ranks[t]])
+            if (entries := history.get(pid)) is None:
                 history[pid] = [event]
             else:
                 entries.append(event)
@@ -295,16 +294,14 @@ def _after(
 ) -> PlayerState:
     """The state to write after a match at `at`: one version past the `stored` one; its peak
     raised to the display `rating` if that is higher (None for effects: no peak)."""
-    last = before.last_played  # `max(last, at)` without the builtin's call
-    if last is None or at > last:
+    # Unpacked and indexed: each attribute of a named tuple costs a descriptor's lookup.
+    _, _, games, last, _, _, peak, peak_at = before
+    if last is None or at > last:  # `max(last, at)` without the builtin's call
         last = at
     extra = new[2] if len(new) > 2 else None  # a model may build (mu, sigma) by tuple.__new__
-    peak, peak_at = before.peak, before.peak_at
     if rating is not None and (peak is None or rating > peak):
         peak, peak_at = rating, at
-    return _new(
-        PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1, extra, peak, peak_at)
-    )
+    return _new(PlayerState, (new[0], new[1], games + 1, last, stored[4] + 1, extra, peak, peak_at))
 
 
 def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> list[Event]:
