@@ -78,7 +78,7 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
         s.observe(match, teams, outcome)
     if not s.builds_events:
         return _shadow_match(s, changes, match, priors, (teams, elapsed), outcome)
-    read = as_read(s.model, teams, elapsed)
+    read = teams if elapsed is None else as_read(s.model, teams, elapsed)  # as it returns
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
     changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
@@ -218,15 +218,15 @@ def _events(
     ranks: Sequence[float] = (),
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
-    ratings) into `changes`, with leaderboard scores; `NonFiniteRating` if a rating is NaN or
-    infinite. With `expectation` (per team) build the rated players' events (a team's share
-    its dict), put them in their history, record their placings by the teams' `ranks`
-    (`MatchFinished.placings`, in this loop) and return them; without (a shadow), none."""
+    ratings) into `changes`, with leaderboard scores; `NonFiniteRating` if one is not finite.
+    With `expectation` (per team; a team's share its dict; none for a shadow) build and return
+    the rated players' events, put in their history, and their placings (`MatchFinished.placings`)."""
     _check_finite(s, match, posterior)
     display, flag, qualifies, history = s.model.display, s.flag, s.qualifies, changes.history
     stored_players, players, leaderboard = s.snapshot.players, changes.players, changes.leaderboard
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
-    finished_at, processed_at, placings, event_fields = "", s.processed_at, [], changes.event_fields
+    finished_at, processed_at, event_fields = "", s.processed_at, changes.event_fields
+    placings: list[list[Any]] = []
     if expectation is not None:  # per match: each match of a live stream has its own time
         finished_at = format_timestamp(at)
         changes.stored_times[finished_at] = stored_time(at, finished_at)
@@ -236,7 +236,7 @@ def _events(
         for player, before, new in zip(team.players, prior, team_post):
             if not player.rated:
                 continue
-            pid, rating = player.id, display(new)
+            pid, rating, last = player.id, display(new), before[3]  # before.last_played
             players[pid] = after = _after(before, new, at, stored_players.get(pid, s.new_player), rating)
             games = after.games
             leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
@@ -253,7 +253,7 @@ def _events(
                 games,
                 finished_at,
                 processed_at,
-                before.last_played is not None and at < before.last_played,  # late: see `is_late`
+                last is not None and at < last,  # late: see `is_late`
                 None if flag is None else flag(games, after.sigma),
                 expectation[t],
                 display(before),  # the display rating before, from its mu and sigma
@@ -282,8 +282,8 @@ def _effects(
 def _check_finite(s: _Setting, match: MatchFinished, posterior: list[list[Rating]]) -> None:
     """`NonFiniteRating` if a rating of `posterior` is NaN or infinite."""
     for team_post in posterior:
-        for r in team_post:
-            if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
+        for r in team_post:  # r[0], r[1]: mu and sigma, without a named tuple's lookups
+            if not (isfinite(r[0]) and (r[1] is None or isfinite(r[1]))):
                 raise NonFiniteRating(
                     f"match {match.match_id!r}: model {s.model.name!r} produced a non-finite rating"
                 )
