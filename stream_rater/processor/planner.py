@@ -140,17 +140,14 @@ def _priors(
         prior: list[PlayerState] = []
         for p in team.players:  # a loop, not a list comprehension (a frame of its own in 3.11)
             prior.append(players.get(p.id) or stored_players.get(p.id) or new_player)
+            if p.weight != 1.0 or not p.rated:  # here: a second loop over the players costs more
+                plain = False
         if s.adjust is not None:
             prior = [s.adjust(state, at) for state in prior]
         if team.effects:
             effects, stored_effects, new_effect = changes.effects, s.snapshot.effects, s.new_effect
             prior += [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
             plain = False
-        elif plain:
-            for p in team.players:
-                if p.weight != 1.0 or not p.rated:
-                    plain = False
-                    break
         priors.append(prior)
         ratings: list[Rating] = []
         for state in prior:
