@@ -186,7 +186,7 @@ class TrueSkill(RatingModel):
         ranks, duel = outcome.ranks, len(teams) == 2 and len(teams[0]) == 1 == len(teams[1])
         if duel and len(ranks) == 2 and outcome.weights is outcome.scores is outcome.rated is None:
             return self._rate_duel(teams, ranks[0], ranks[1], outcome.elapsed)
-        return super().rate_match(teams, outcome)
+        return RatingModel.rate_match(self, teams, outcome)  # not `super()`: its object costs
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """`rate` with the outcome's ranks, weights, elapsed times, scores and times played."""
