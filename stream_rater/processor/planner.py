@@ -78,12 +78,11 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
         s.observe(match, teams, outcome)
     if not s.builds_events:
         return _shadow_match(s, changes, match, priors, (teams, elapsed), outcome)
-    read = as_read(s.model, teams, elapsed)
+    read = teams if elapsed is None else as_read(s.model, teams, elapsed)  # as it returns
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
     changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
-    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs))
-    changes.placings[match_id] = match.placings(outcome.ranks)
+    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs), outcome.ranks)
     changes.applied[match_id] = events
     changes.markers[match_id] = events if s.keeps_events else []  # `_Changes.apply`, inlined
     return _new(MatchResult, (match, events, False, False, None))  # `MatchResult.applied`
@@ -141,17 +140,14 @@ def _priors(
         prior: list[PlayerState] = []
         for p in team.players:  # a loop, not a list comprehension (a frame of its own in 3.11)
             prior.append(players.get(p.id) or stored_players.get(p.id) or new_player)
+            if p.weight != 1.0 or not p.rated:  # here: a second loop over the players costs more
+                plain = False
         if s.adjust is not None:
             prior = [s.adjust(state, at) for state in prior]
         if team.effects:
             effects, stored_effects, new_effect = changes.effects, s.snapshot.effects, s.new_effect
             prior += [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
             plain = False
-        elif plain:
-            for p in team.players:
-                if p.weight != 1.0 or not p.rated:
-                    plain = False
-                    break
         priors.append(prior)
         ratings: list[Rating] = []
         for state in prior:
@@ -216,28 +212,28 @@ def _events(
     priors: list[list[PlayerState]],
     posterior: list[list[Rating]],
     expectation: list[dict[str, float]] | None = None,
+    ranks: Sequence[float] = (),
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
-    ratings) into `changes`, with the players' leaderboard scores; `NonFiniteRating` if a
-    rating is NaN or infinite. With `expectation` (per team) the rated players' events are
-    built (a team's share its expectation dict), put in their history and returned; without
-    (a shadow), none. (`MatchFinished.placings` gives `Commit.placings`.)"""
+    ratings) into `changes`, with leaderboard scores; `NonFiniteRating` if one is not finite.
+    With `expectation` (per team; a team's share its dict; none for a shadow) build and return
+    the rated players' events, put in their history, and their placings (`MatchFinished.placings`)."""
     _check_finite(s, match, posterior)
-    display, flag, qualifies = s.model.display, s.flag, s.qualifies
-    stored_players, event_fields = s.snapshot.players, changes.event_fields
-    players, leaderboard, history = changes.players, changes.leaderboard, changes.history
+    display, flag, qualifies, history = s.model.display, s.flag, s.qualifies, changes.history
+    stored_players, players, leaderboard = s.snapshot.players, changes.players, changes.leaderboard
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
-    # Formatted per match: a cache of the texts (a tournament day's matches share one) costs
-    # more than it saves where each match has its own time, as a live stream's do.
-    finished_at, processed_at = format_timestamp(at), s.processed_at
-    if expectation is not None:
+    finished_at, processed_at, event_fields = "", s.processed_at, changes.event_fields
+    placings: list[list[Any]] = []
+    if expectation is not None:  # per match: each match of a live stream has its own time
+        finished_at = format_timestamp(at)
         changes.stored_times[finished_at] = stored_time(at, finished_at)
+        changes.placings[match_id] = placings
     events: list[Event] = []
     for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
         for player, before, new in zip(team.players, prior, team_post):
             if not player.rated:
                 continue
-            pid, rating = player.id, display(new)
+            pid, rating, last = player.id, display(new), before[3]  # before.last_played
             players[pid] = after = _after(before, new, at, stored_players.get(pid, s.new_player), rating)
             games = after.games
             leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
@@ -254,15 +250,15 @@ def _events(
                 games,
                 finished_at,
                 processed_at,
-                before.last_played is not None and at < before.last_played,  # late: see `is_late`
+                last is not None and at < last,  # late: see `is_late`
                 None if flag is None else flag(games, after.sigma),
                 expectation[t],
                 display(before),  # the display rating before, from its mu and sigma
             )
             event_fields[id(event := rating_changed(*fields))] = fields
             events.append(event)
-            entries = history.get(pid)
-            if entries is None:
+            placings.append([pid, ranks[t]])
+            if (entries := history.get(pid)) is None:
                 history[pid] = [event]
             else:
                 entries.append(event)
@@ -283,8 +279,8 @@ def _effects(
 def _check_finite(s: _Setting, match: MatchFinished, posterior: list[list[Rating]]) -> None:
     """`NonFiniteRating` if a rating of `posterior` is NaN or infinite."""
     for team_post in posterior:
-        for r in team_post:
-            if not (isfinite(r.mu) and (r.sigma is None or isfinite(r.sigma))):
+        for r in team_post:  # r[0], r[1]: mu and sigma, without a named tuple's lookups
+            if not (isfinite(r[0]) and (r[1] is None or isfinite(r[1]))):
                 raise NonFiniteRating(
                     f"match {match.match_id!r}: model {s.model.name!r} produced a non-finite rating"
                 )
@@ -295,16 +291,14 @@ def _after(
 ) -> PlayerState:
     """The state to write after a match at `at`: one version past the `stored` one; its peak
     raised to the display `rating` if that is higher (None for effects: no peak)."""
-    last = before.last_played  # `max(last, at)` without the builtin's call
-    if last is None or at > last:
+    # Unpacked and indexed: each attribute of a named tuple costs a descriptor's lookup.
+    _, _, games, last, _, _, peak, peak_at = before
+    if last is None or at > last:  # `max(last, at)` without the builtin's call
         last = at
     extra = new[2] if len(new) > 2 else None  # a model may build (mu, sigma) by tuple.__new__
-    peak, peak_at = before.peak, before.peak_at
     if rating is not None and (peak is None or rating > peak):
         peak, peak_at = rating, at
-    return _new(
-        PlayerState, (new.mu, new.sigma, before.games + 1, last, stored.version + 1, extra, peak, peak_at)
-    )
+    return _new(PlayerState, (new[0], new[1], games + 1, last, stored[4] + 1, extra, peak, peak_at))
 
 
 def _season_events(s: _Setting, record: MatchFinished, changes: _Changes) -> list[Event]:

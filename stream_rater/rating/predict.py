@@ -168,12 +168,13 @@ def _pair(model: GaussianPerformance, delta: float, var: float, players: int) ->
     """P(i wins), P(j wins) and P(draw) of a pair of teams with mean difference `delta`,
     performance variance `var` in all and `players` players (`_trueskill_pairs`)."""
     c, eps = math.sqrt(var), model.draw_margin(players)
-    wins = [cdf((delta - eps) / c), cdf((-delta - eps) / c)]
-    rest = 1.0 - wins[0] - wins[1]
-    draw: float | None = rest if rest > 0.0 else 0.0  # `max(0.0, rest)` without the call
-    if model.calibration is not None:
-        wins, draw = model.calibration.apply(wins, draw)
-    return (wins[0], wins[1], draw or 0.0)
+    win_i, win_j = cdf((delta - eps) / c), cdf((-delta - eps) / c)
+    rest = 1.0 - win_i - win_j
+    draw = rest if rest > 0.0 else 0.0  # `max(0.0, rest)` without the call
+    if model.calibration is None:  # no list of the wins to make
+        return (win_i, win_j, draw)
+    (win_i, win_j), calibrated = model.calibration.apply([win_i, win_j], draw)
+    return (win_i, win_j, calibrated or 0.0)
 
 
 def expected(model: RatingModel, teams: Teams, pairs: Pairs | None = None) -> list[dict[str, float]]:

@@ -24,27 +24,24 @@ Choices where the paper leaves room (documented and tested):
 
 - **Draw margin** per comparison from the draw probability and both teams' sizes
   (section 4.1): ``eps = Phi^-1((p + 1) / 2) * sqrt(n1 + n2) * beta``.
-- **Dynamics** before the update: first the time term ``sigma**2 += time_tau**2 * dt``
-  (``dt`` = seconds since the player's previous match in ``time_unit``; none for a first
-  match), which may raise sigma to at most the prior ``sigma`` (it never lowers a larger
-  sigma); then the per-match ``tau**2`` (the paper's gamma), which is not capped, so the
-  defaults (``time_tau=0``) are exactly the paper's.
-- **Evidence beyond the order** (options, off by default): score margins between adjacent
-  teams (``margin_scale``) and each player's score inside the match (``player_scores``),
-  both from the per-player ``score`` (and ``seconds_played``) of the outcome; a team's
-  score is the sum of its players'. The factors and their assumptions are in
-  `stream_rater.rating._evidence`. With the options off, or with every score 0 (scores
-  absent), the update is the order-only one, bit for bit.
+- **Dynamics** before the update: first the time term ``sigma**2 += time_tau**2 * dt`` (``dt`` =
+  seconds since the player's previous match in ``time_unit``; none for a first match), which
+  may raise sigma to at most the prior ``sigma`` (it never lowers a larger sigma); then the
+  per-match ``tau**2`` (the paper's gamma), not capped: the defaults (``time_tau=0``) are the paper's.
+- **Evidence beyond the order** (options, off by default): score margins between adjacent teams
+  (``margin_scale``) and each player's score inside the match (``player_scores``), both from the
+  per-player ``score`` (and ``seconds_played``) of the outcome; a team's score is the sum of its
+  players'. The factors and their assumptions are in `stream_rater.rating._evidence`. With the
+  options off, or every score 0 (scores absent), the update is the order-only one, bit for bit.
 - **Partial play** weights are floored at ``_MIN_WEIGHT`` like the ``trueskill`` package,
   so every team has a performance.
-- **Ties of teams in a multi-team match.** The chain ``... > A = B > ...`` is not symmetric
-  in A and B (A is compared with the team above, B with the team below), so on its own it
-  rates equal teams with equal ranks differently. The chain is therefore run in every
-  combination of orders of the tied blocks and each player's posterior mean and variance
-  are the averages over those runs. Beyond `_MAX_TIE_ORDERS` combinations (e.g. a 6-team
-  tie) it is run once in a canonical order and tied teams with equal performance priors
-  pool their runs. Either way teams with equal priors and ranks get identical posteriors
-  and the result does not depend on how the teams were listed.
+- **Ties of teams in a multi-team match.** The chain ``... > A = B > ...`` is not symmetric in A
+  and B (A is compared with the team above, B with the team below), so on its own it rates
+  equal teams with equal ranks differently. The chain is therefore run in every combination of
+  orders of the tied blocks and each player's posterior mean and variance are the averages over
+  those runs. Beyond `_MAX_TIE_ORDERS` combinations (e.g. a 6-team tie) it is run once in a
+  canonical order and tied teams with equal performance priors pool their runs. Either way
+  teams with equal priors and ranks get identical posteriors, whatever order they are listed in.
 """
 
 from __future__ import annotations
@@ -182,6 +179,14 @@ class TrueSkill(RatingModel):
         if sigma is None:
             raise ValueError(_NO_SIGMA)
         return rating.mu - self.k * sigma
+
+    def rate_match(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
+        """`RatingModel.rate_match`; one player against one with nothing but ranks (no weights,
+        scores or unrated players: the commonest match) straight to `_rate_duel`, as `rate` goes."""
+        ranks, duel = outcome.ranks, len(teams) == 2 and len(teams[0]) == 1 == len(teams[1])
+        if duel and len(ranks) == 2 and outcome.weights is outcome.scores is outcome.rated is None:
+            return self._rate_duel(teams, ranks[0], ranks[1], outcome.elapsed)
+        return RatingModel.rate_match(self, teams, outcome)  # not `super()`: its object costs
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """`rate` with the outcome's ranks, weights, elapsed times, scores and times played."""
