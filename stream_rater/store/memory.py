@@ -364,6 +364,8 @@ class MemoryStore(StateStore):
         dropped: Iterable[str] = (),
     ) -> None:
         state = self._owned(ladder, owner)
+        if state.live == staging:  # done already: sent again after its reply was lost
+            return
         if _holder(state.frozen) != owner or state.staging != staging:
             raise refusal("lost", ladder)
         if state.live != live.live or state.generations[state.live].positions != live.positions:

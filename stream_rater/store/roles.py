@@ -256,7 +256,8 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
         send), if `owner` holds the lock and the freeze, and the live generation is still
         `live` at the same positions; else `LockLost` or `CommitConflict`, having changed
         nothing. The freeze then becomes a hold of the outbox's players: live commits writing
-        one of them are refused (`LadderFrozen`) until `release`, the others go on."""
+        one of them are refused (`LadderFrozen`) until `release`, the others go on. Sent again
+        once `staging` is live (its reply lost, the client retried), it does nothing."""
 
     @abstractmethod
     async def copy_seasons(self, ladder: str, source: int, target: int, seasons: Sequence[str]) -> None:

@@ -152,6 +152,22 @@ async def test_after_a_switch_only_the_corrected_players_are_held_until_released
     await store.commit(Commit(ladder, [write("b", 2.0, 1, 0)], {"m4": []}))
 
 
+async def test_a_switch_sent_again_after_it_took_effect_keeps_the_hold(store, ladder):
+    """A switch whose reply was lost (a connection reset after Redis ran it) is sent again by
+    the client's retry: it answers as the first did, and the corrected players stay held with
+    their events in the outbox (a refusal made the re-rate abort and drop the hold, and live
+    events went out before the correction events: bench chaos seed 51)."""
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    outbox = [{"player_id": "a", "event_id": "rerate:a"}]
+    await store.switch(ladder, "owner", generation, live, outbox)
+    await store.switch(ladder, "owner", generation, live, outbox)
+    assert await store.outbox(ladder) == outbox
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit(ladder, [write("a", 2.0, 1, 0)], {"m1": []}))
+
+
 async def test_events_staged_before_the_freeze_become_the_outbox_and_hold_at_the_switch(store, ladder):
     """`stage` puts correction events aside (nothing is held or in the outbox yet); the switch
     adds its own changes (b's event made again in the freeze, c's withdrawn) and makes them the

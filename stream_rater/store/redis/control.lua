@@ -95,6 +95,8 @@ elseif step == 'stage' then
   stage()
   return {'ok'}
 elseif step == 'switch' then
+  -- Done already: a switch sent again after its reply was lost (a client's retry) keeps the hold.
+  if tonumber(redis.call('HGET', control, 'live') or '0') == args.staging then return {'ok'} end
   if redis.call('TYPE', frozen).ok ~= 'string' or redis.call('GET', frozen) ~= owner
       or not is_staging(args.staging) then
     return {'lost'}
