@@ -13,10 +13,12 @@ from stream_rater.queries.arguments import (
     UnknownLadder,
     UnknownPlayer,
     ladder_of,
+    limit_of,
     n_of,
     season_of,
     team_arguments,
     top_of,
+    whole_number,
 )
 from stream_rater.queries.reads import Queries
 
@@ -32,8 +34,10 @@ __all__ = [
     "UnknownLadder",
     "UnknownPlayer",
     "ladder_of",
+    "limit_of",
     "n_of",
     "season_of",
     "team_arguments",
     "top_of",
+    "whole_number",
 ]

@@ -70,12 +70,20 @@ def player_ids(value: Any, field: str, limit: int) -> list[str]:
     return list(value)
 
 
+def whole_number(value: Any) -> int:
+    """`value` as an integer: an int (not a bool) or a string of ASCII decimal digits (from a
+    URL); -1 for anything else. Python's ``int`` of a string also takes whitespace, a sign,
+    underscores and other scripts' digits, which the API's integer parameters do not."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return -1
+
+
 def top_of(value: Any) -> int:
     """``top``: an integer (or its decimal string, from a URL) from 1 to `MAX_LEADERBOARD_TOP`."""
-    try:
-        top = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
-    except ValueError:
-        top = 0
+    top = whole_number(value)
     if not 1 <= top <= MAX_LEADERBOARD_TOP:
         raise QueryError(f"top: must be an integer from 1 to {MAX_LEADERBOARD_TOP}")
     return top
@@ -86,10 +94,7 @@ def limit_of(value: Any, field: str, default: int, maximum: int) -> int:
     (capped too) when absent."""
     if value is None:
         return min(default, maximum)
-    try:
-        limit = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else 0
-    except ValueError:
-        limit = 0
+    limit = whole_number(value)
     if limit < 1:
         raise QueryError(f"{field}: must be a positive integer")
     return min(limit, maximum)
@@ -97,10 +102,7 @@ def limit_of(value: Any, field: str, default: int, maximum: int) -> int:
 
 def n_of(value: Any) -> int:
     """``n``: an integer (or its decimal string, from a URL) from 0 to `MAX_AROUND_N`."""
-    try:
-        n = int(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else -1
-    except ValueError:
-        n = -1
+    n = whole_number(value)
     if not 0 <= n <= MAX_AROUND_N:
         raise QueryError(f"n: must be an integer from 0 to {MAX_AROUND_N}")
     return n

@@ -47,7 +47,7 @@ from stream_rater.config.ladders import Ladder
 from stream_rater.explain import explain_match
 from stream_rater.processor import quality
 from stream_rater.processor.modes import mode_scorer
-from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of
+from stream_rater.queries import AROUND_N, LEADERBOARD_TOP, Queries, QueryError, ladder_of, n_of, whole_number
 from stream_rater.service.api_docs import docs_routes
 from stream_rater.service.mode_reads import mode_queries, queries_mode
 from stream_rater.store import BoardAround, BoardBehind, BoardRanks, Lookup, ReadStore, Snapshot
@@ -427,10 +427,7 @@ async def quality_of(store: ReadStore, ladder: Ladder, query: Mapping[str, str])
     raw = query.get("last")
     last = 0
     if raw is not None:
-        try:
-            last = int(raw)
-        except ValueError:
-            last = 0
+        last = whole_number(raw)
         if not 1 <= last <= quality.WINDOW:
             raise QueryError(f"last: must be an integer from 1 to {quality.WINDOW}, got {raw!r}")
     answer = {"ladder": ladder.name, "scorer": scorer, **await _figures(store, ladder.name, scorer, last)}

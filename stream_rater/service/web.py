@@ -55,7 +55,7 @@ from mode import Service
 from stream_rater.archive import archive_reader
 from stream_rater.config.ladders import Ladder, Ladders, UnknownLadderError
 from stream_rater.config.settings import Settings
-from stream_rater.queries import Queries
+from stream_rater.queries import Queries, whole_number
 from stream_rater.service import metrics
 from stream_rater.service.auth import protect
 from stream_rater.service.batch_metrics import BatchMetrics, Recent
@@ -316,10 +316,7 @@ def _int_query(request: web.Request, name: str, default: int, *, maximum: int) -
     raw = request.query.get(name)
     if raw is None:
         return min(default, maximum)
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
+    value = whole_number(raw)
     if not 1 <= value <= maximum:
         raise web.HTTPBadRequest(reason=f"{name} must be an integer from 1 to {maximum}")
     return value
