@@ -229,8 +229,9 @@ class Rerate:
             yield
         finally:
             keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            # Its failure is no outcome: a lock lost fails the next step, and a renew sent again
+            # (its reply lost) may land after the finish released the lock.
+            await asyncio.gather(keeper, return_exceptions=True)
             if not self.switched:
                 dropped = await self.store.abort_rerate(self.ladder, self.owner)
                 if dropped is not None:

@@ -14,7 +14,9 @@
 --       costs the same whatever the number of corrected players.
 -- ARGV: 1 one msgpack map (raw strings): step, owner, ms (milliseconds of the lease or
 --       freeze), and per step:
---   begin   params: parameter overrides of the new generation (msgpack; absent for none)
+--   begin   params: parameter overrides of the new generation (msgpack; absent for none),
+--           request: a token naming this begin (control fields 'begun' and 'abandoned' keep
+--           it and its answer's abandoned generation)
 --           → {'ok', new staging generation, abandoned staging generation or -1}
 --             or {'running', holder, lock milliseconds left}
 --   renew   → {'ok'} or {'lost'}
@@ -32,6 +34,14 @@
 --   finish  → {'ok'} or {'lost'}
 --   abort   → {'ok', staging generation or -1} or {'lost'}
 -- Refusals are decoded by stream_rater/store/status.py.
+--
+-- Every step may be sent twice in a row: a reply lost after Redis ran the step (Redis
+-- restarted, a connection cut) makes the client send it again (redis-py's cluster client does;
+-- control.py does on a single Redis), and the second run answers as the first did, changing
+-- nothing more. renew, freeze, stage and release are so by nature; switch answers ok once its
+-- staging generation is live; begin answers the same generation (and abandoned one) while the
+-- one its request opened is staging; finish answers ok once the lock, outbox and hold are gone;
+-- abort answers the generation it forgot (the last handed out, neither staging nor live).
 local args = cmsgpack.unpack(ARGV[1])
 local step, owner, ms = args.step, args.owner, args.ms
 local control, lock, frozen = KEYS[K.control], KEYS[K.lock], KEYS[K.frozen]
@@ -73,15 +83,31 @@ if step == 'begin' then
     return {'running', holder, redis.call('PTTL', lock)}
   end
   redis.call('SET', lock, owner, 'PX', ms)
-  local abandoned = tonumber(redis.call('HGET', control, 'staging') or '-1')
+  local begun = redis.call('HMGET', control, 'begun', 'staging', 'abandoned')
+  -- Sent again (its request's generation still staging): the same answer, no second one.
+  if begun[1] == args.request and begun[2] then
+    return {'ok', tonumber(begun[2]), tonumber(begun[3])}
+  end
+  local abandoned = tonumber(begun[2] or '-1')
   local live = tonumber(redis.call('HGET', control, 'live') or '0')
   local gen = math.max(tonumber(redis.call('HGET', control, 'last') or '0'), live) + 1
-  redis.call('HSET', control, 'last', gen, 'staging', gen)
+  redis.call('HSET', control, 'last', gen, 'staging', gen, 'begun', args.request, 'abandoned', abandoned)
   if args.params then redis.call('HSET', control, 'params:' .. gen, args.params) end
   return {'ok', gen, abandoned}
 end
 
-if holder ~= owner then return {'lost'} end
+if holder ~= owner then
+  -- Sent again after it took effect: a finish that left nothing; an abort whose generation,
+  -- forgotten (not staging, not live), is answered again to be dropped.
+  if step == 'finish' and not holder and redis.call('EXISTS', outbox, frozen) == 0 then
+    return {'ok'}
+  end
+  if step == 'abort' and not redis.call('HGET', control, 'staging') then
+    local last = tonumber(redis.call('HGET', control, 'last') or '0')
+    if last > tonumber(redis.call('HGET', control, 'live') or '0') then return {'ok', last} end
+  end
+  return {'lost'}
+end
 
 if step == 'renew' then
   redis.call('PEXPIRE', lock, ms)
