@@ -5,7 +5,8 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
 1. **Lock.** Take the ladder's re-rate lock (a lease renewed while the re-rate runs; a second
    re-rate is refused, and a crashed one's lock expires) and open an empty *staging*
    generation with the new parameter overrides. A staging generation a crashed re-rate left
-   behind is dropped; correction events a crashed switch stored are sent first.
+   behind is dropped; correction events a crashed switch stored are sent first (and their
+   players' hold ended).
 2. **Voids.** Check that every match to void is in the ladder's history, record the voids.
 3. **Build.** Apply the ladder's history in log order to the staging generation with the
    same `Processor` the worker uses (voided matches are skipped by the processor itself), up
@@ -226,6 +227,8 @@ class Rerate:
             pending = await self.store.outbox(self.ladder)
             if pending:
                 await self.send(pending)
+                # Held still if its re-rate aborted, not knowing its switch took effect: freed.
+                await self.store.release(self.ladder, self.owner, [e["player_id"] for e in pending])
             yield
         finally:
             keeper.cancel()

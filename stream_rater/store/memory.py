@@ -413,8 +413,7 @@ class MemoryStore(StateStore):
             # Sent again after it took effect: the generation it forgot, to drop again.
             return state.last if state.staging is None and state.last > state.live else None
         staging, state.staging, state.frozen, state.lock = state.staging, None, None, None
-        state.held = (set(), 0.0)
-        return staging
+        return staging  # a hold stays (see control.lua)
 
     async def drop_generation(self, ladder: str, generation: int) -> None:
         state = self._ladders[ladder]

@@ -961,3 +961,19 @@ async def test_stage_freeze_renew_and_release_sent_again_change_nothing(store, l
     with pytest.raises(LadderFrozen):
         await store.commit(Commit(ladder, [write("b", 1.0, 1, 0)], {"m2": []}))
     assert await store.outbox(ladder) == outbox
+
+
+async def test_an_abort_after_a_switch_whose_replies_were_lost_keeps_the_hold(store, ladder):
+    """A switch that took effect while its client heard only errors (every reply lost) makes
+    the re-rate abort: the lock goes, but the corrected players stay held with their events in
+    the outbox (the abort dropped the hold, and their live events went out first)."""
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    outbox = [{"player_id": "a", "event_id": "rerate:a"}]
+    await store.switch(ladder, "owner", generation, live, outbox)
+    assert await store.abort_rerate(ladder, "owner") is None
+    assert (await store.generations(ladder)).lock_owner is None and await store.outbox(ladder) == outbox
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit(ladder, [write("a", 2.0, 1, 0)], {"m1": []}))
+    await store.commit(Commit(ladder, [write("b", 2.0, 1, 0)], {"m1": []}))

@@ -32,7 +32,8 @@
 --             (the live generation is not the expected one or went further)
 --   release held: player ids whose correction events are with the broker → {'ok'} or {'lost'}
 --   finish  → {'ok'} or {'lost'}
---   abort   → {'ok', staging generation or -1} or {'lost'}
+--   abort   → {'ok', staging generation or -1} or {'lost'}; a hold (of a switch whose reply was
+--           lost) stays
 -- Refusals are decoded by stream_rater/store/status.py.
 --
 -- Every step may be sent twice in a row: a reply lost after Redis ran the step (Redis
@@ -165,7 +166,11 @@ elseif step == 'finish' then
 elseif step == 'abort' then
   local staging = tonumber(redis.call('HGET', control, 'staging') or '-1')
   redis.call('HDEL', control, 'staging')
-  if frozen_by_owner() then redis.call('DEL', frozen) end
+  -- The freeze is lifted, not a hold: a switch that took effect unheard of (its replies lost)
+  -- keeps its players held until the next re-rate sends their events, or the hold expires.
+  if redis.call('TYPE', frozen).ok == 'string' and redis.call('GET', frozen) == owner then
+    redis.call('DEL', frozen)
+  end
   redis.call('DEL', lock)
   return {'ok', staging}
 end

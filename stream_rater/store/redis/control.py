@@ -10,9 +10,9 @@ from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from redis import exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
-from redis import exceptions
 
 from stream_rater.store.packing import pack
 from stream_rater.store.redis.keys import CONTROL_KEYS, STAGED_KEYS, KeyLayout

@@ -9,6 +9,7 @@ from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import CorrectionRequest, parse_match
 from stream_rater.corrections.rerate import Correction, Rerate
 from stream_rater.processor import Processor
+from stream_rater.store.base import Commit, LadderFrozen, PlayerState, StateWrite
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import duel
 
@@ -111,3 +112,29 @@ async def test_a_void_sends_again_only_the_live_events_not_known_with_the_broker
     corrections = [e["event_id"] for e in sent if e.get("kind") == "correction"]
     assert len(corrections) == report.corrections > 0
     assert sorted(e["event_id"] for e in sent if e.get("kind") != "correction") == resent
+
+
+async def test_the_hold_an_aborted_switch_kept_ends_once_its_events_are_sent():
+    """A switch that took effect while its re-rate heard only errors (every reply lost): the
+    abort keeps its players held, their events in the outbox. The next re-rate sends them first
+    and then frees the players, whose live commits go on while it builds."""
+    store = MemoryStore()
+    generation, _ = await store.begin_rerate("l", "old", 60, None)
+    live = await store.generations("l")
+    await store.freeze("l", "old", 60)
+    pending = [{"player_id": "a", "event_id": "rerate:a"}]
+    await store.switch("l", "old", generation, live, pending)
+    await store.abort_rerate("l", "old")
+    sent: list[dict] = []
+
+    async def send(events: list[dict]) -> None:
+        sent.extend(events)
+
+    rerate = Rerate(store, LADDERS, Correction("rerate", "l", (), "", {"beta": 5.0}), Topic([], 0), send)
+    rerate.live = await store.generations("l")
+    write = StateWrite("a", PlayerState(1.0, 1.0, 1, 100.0, 1), 0)
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit("l", [write], {"m1": []}))
+    async with rerate.lock():
+        assert sent == pending
+        await store.commit(Commit("l", [write], {"m1": []}))
