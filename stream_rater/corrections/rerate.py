@@ -44,7 +44,9 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
 abandoned staging one, its staged events with it); a crash after it leaves the new generation live and its correction
 events in the store's outbox, sent by the next re-rate of the ladder (the hold expires with
-the lock's lease).
+the lock's lease). A step whose reply is lost (a connection cut, Redis restarted) is sent
+again by the store and counts once (`store.roles.RerateStore`): the re-rate goes on as if
+nothing happened.
 
 What a re-rate is asked, reports and checks first is in `corrections.planning`, the build in
 `corrections.building`, the comparison in `corrections.switching`; `Rerate` runs the phases.
