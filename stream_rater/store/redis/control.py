@@ -27,8 +27,9 @@ from stream_rater.waiting import backoff
 STAGE_CHUNK = 1000
 #: Times a control step is sent on a single Redis when its reply does not come (a connection
 #: cut or timed out after the request: the step may have run; each step is safe to run again,
-#: see ``control.lua``). A Redis Cluster's client sends commands again itself (redis-py).
-STEP_ATTEMPTS = 5
+#: see ``control.lua``), over some 3-5 s in all (a Redis restarting; less than half the default
+#: lease). A Redis Cluster's client sends commands again itself (redis-py).
+STEP_ATTEMPTS = 7
 
 
 def _put(events: Sequence[Event]) -> list[Any]:
