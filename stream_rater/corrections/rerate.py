@@ -236,7 +236,8 @@ class Rerate:
             keeper.cancel()
             # Its failure is no outcome: a lock lost fails the next step, and a renew sent again
             # (its reply lost) may land after the finish released the lock.
-            await asyncio.gather(keeper, return_exceptions=True)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await keeper
             if not self.switched:
                 dropped = await self.store.abort_rerate(self.ladder, self.owner)
                 if dropped is not None:

@@ -3,13 +3,15 @@ thing either way, and a `Rerate` splits its match ids into voids and un-voids by
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import CorrectionRequest, parse_match
-from stream_rater.corrections.rerate import Correction, Rerate
+from stream_rater.corrections.rerate import Correction, Rerate, RerateOptions, Tuning
 from stream_rater.processor import Processor
-from stream_rater.store.base import Commit, LadderFrozen, PlayerState, StateWrite
+from stream_rater.store.base import Commit, LadderFrozen, LockLost, PlayerState, StateWrite
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import duel
 
@@ -138,3 +140,48 @@ async def test_the_hold_an_aborted_switch_kept_ends_once_its_events_are_sent():
     async with rerate.lock():
         assert sent == pending
         await store.commit(Commit("l", [write], {"m1": []}))
+
+
+class LateRenew(MemoryStore):
+    """A store on which the lock keeper's renew lands after the finish (sent again after its
+    reply was lost): the finish returns once that renew was refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = asyncio.Event()
+
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        try:
+            await super().renew(ladder, owner, lease)
+        except LockLost:
+            self.refused.set()
+            raise
+
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        await super().finish_rerate(ladder, owner)
+        await self.refused.wait()
+
+
+async def test_a_renew_refused_after_the_finish_fails_nothing():
+    """The switch and the finish took effect: a renew the store refuses after them (the lock
+    released) is no failure of the re-rate, which reports its void."""
+    store = LateRenew()
+    matches = [
+        parse_match(duel(f"m{i}", "ab"[i % 2], "ab"[1 - i % 2], ladder="l"), LADDERS) for i in range(4)
+    ]
+    worker = Processor(LADDERS, store)
+    worker.produced(await worker.process(matches, [(0, i) for i in range(4)]))
+    entries = [(m, (0, i)) for i, m in enumerate(matches)]
+    rerate = Rerate(
+        store,
+        LADDERS,
+        Correction("void", "l", ("m1",)),
+        Topic(entries, 4),
+        no_events,
+        RerateOptions(Tuning(lease=0.6)),
+    )
+    assert (await rerate.run()).voided == ["m1"]
+
+
+async def no_events(events: list[dict]) -> None:
+    pass
