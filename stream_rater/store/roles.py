@@ -293,9 +293,9 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
         """Give up: lift the freeze, forget the staging generation (returned, to drop),
         release the lock. A hold stays (a switch took effect whose replies were lost: its
         players wait for the next re-rate to send their events, or for the hold's expiry).
-        A no-op if `owner` no longer holds it (None), except sent again after
-        it took effect: the generation it forgot (the last handed out, neither staging nor
-        live) is returned again, to drop."""
+        A no-op if `owner` no longer holds it (None), except sent again after it took effect:
+        the generation it forgot (the last handed out, neither staging nor live) is returned
+        again, to drop."""
 
     @abstractmethod
     async def drop_generation(self, ladder: str, generation: int) -> None:

@@ -73,7 +73,8 @@ local function is_staging(staging)
   return tonumber(redis.call('HGET', control, 'staging') or '-1') == staging
 end
 
--- Whether the freeze is `owner`'s (a hold set exists only while its switch's lock does).
+-- Whether renew extends `frozen`: `owner`'s freeze, or a hold (of `owner`'s switch, or one an
+-- abort kept, which `owner`'s re-rate ends once it sent the events: rerate.py's lock).
 local function frozen_by_owner()
   local kind = redis.call('TYPE', frozen).ok
   return kind == 'set' or (kind == 'string' and redis.call('GET', frozen) == owner)
