@@ -977,3 +977,17 @@ async def test_an_abort_after_a_switch_whose_replies_were_lost_keeps_the_hold(st
     with pytest.raises(LadderFrozen):
         await store.commit(Commit(ladder, [write("a", 2.0, 1, 0)], {"m1": []}))
     await store.commit(Commit(ladder, [write("b", 2.0, 1, 0)], {"m1": []}))
+
+
+async def test_seasons_copied_twice_are_listed_once(store, ladder):
+    """A copy of the ended seasons sent again (a Redis Cluster client's retry of a lost reply)
+    lists each season once in the new generation (the list was appended to again)."""
+    await store.commit(Commit(ladder, [write("a", 30.0, 1, 0, score=30.0)], {"m1": []}))
+    await store.commit(Commit(ladder, [write("a", 25.0, 2, 1, score=15.0)], {"s1": []}, season="s1"))
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    for _ in range(2):
+        await store.copy_seasons(ladder, 0, generation, ["s1"])
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    await store.switch(ladder, "owner", generation, live, [])
+    assert await store.seasons(ladder) == ["s1"]
