@@ -5,7 +5,8 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
 1. **Lock.** Take the ladder's re-rate lock (a lease renewed while the re-rate runs; a second
    re-rate is refused, and a crashed one's lock expires) and open an empty *staging*
    generation with the new parameter overrides. A staging generation a crashed re-rate left
-   behind is dropped; correction events a crashed switch stored are sent first.
+   behind is dropped; correction events a crashed switch stored are sent first (and their
+   players' hold ended).
 2. **Voids.** Check that every match to void is in the ladder's history, record the voids.
 3. **Build.** Apply the ladder's history in log order to the staging generation with the
    same `Processor` the worker uses (voided matches are skipped by the processor itself), up
@@ -43,7 +44,9 @@ The protocol (a reindex with an alias swap; the store's generations make it poss
 A crash before the switch leaves the live generation as it was (the next re-rate drops the
 abandoned staging one, its staged events with it); a crash after it leaves the new generation live and its correction
 events in the store's outbox, sent by the next re-rate of the ladder (the hold expires with
-the lock's lease).
+the lock's lease). A step whose reply is lost (a connection cut, Redis restarted) is sent
+again by the store and counts once (`store.roles.RerateStore`): the re-rate goes on as if
+nothing happened.
 
 What a re-rate is asked, reports and checks first is in `corrections.planning`, the build in
 `corrections.building`, the comparison in `corrections.switching`; `Rerate` runs the phases.
@@ -226,10 +229,14 @@ class Rerate:
             pending = await self.store.outbox(self.ladder)
             if pending:
                 await self.send(pending)
+                # Held still if its re-rate aborted, not knowing its switch took effect: freed.
+                await self.store.release(self.ladder, self.owner, [e["player_id"] for e in pending])
             yield
         finally:
             keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # Its failure is no outcome: a lock lost fails the next step, and a renew sent again
+            # (its reply lost) may land after the finish released the lock.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await keeper
             if not self.switched:
                 dropped = await self.store.abort_rerate(self.ladder, self.owner)

@@ -65,6 +65,8 @@ class _Ladder:
     #: After a switch: the players whose correction events are not sent yet, and the expiry.
     held: tuple[set[str], float] = (set(), 0.0)
     outbox: list[Event] = field(default_factory=list)
+    #: The request of the last begin and the generation it abandoned (a repeat answers them).
+    begun: tuple[str | None, int | None] = (None, None)
     voids: dict[str, Void] = field(default_factory=dict)
     voids_version: int = 0  # counts changes of the voids
 
@@ -312,16 +314,24 @@ class MemoryStore(StateStore):
         )
 
     async def begin_rerate(
-        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+        self,
+        ladder: str,
+        owner: str,
+        lease: float,
+        params: Mapping[str, Any] | None,
+        request: str | None = None,
     ) -> tuple[int, int | None]:
         state = self._ladders[ladder]
         if state.lock is not None and (holder := _holder(state.lock)) not in (None, owner):
             raise refusal("running", ladder, holder, (state.lock[1] - time.monotonic()) * 1000)
+        state.lock = (owner, time.monotonic() + lease)
+        if request is not None and state.begun[0] == request and state.staging is not None:
+            return state.staging, state.begun[1]  # sent again: the same answer
         abandoned = state.staging
         state.last = max(state.last, state.live) + 1
         state.staging = state.last
         state.generations[state.staging] = _Generation(params=dict(params) if params else None)
-        state.lock = (owner, time.monotonic() + lease)
+        state.begun = (request, abandoned)
         return state.staging, abandoned
 
     async def restore_params(self, ladder: str, generation: int, params: Mapping[str, Any] | None) -> None:
@@ -389,16 +399,21 @@ class MemoryStore(StateStore):
         self._owned(ladder, owner).held[0].difference_update(players)
 
     async def finish_rerate(self, ladder: str, owner: str) -> None:
+        state = self._ladders[ladder]
+        held, expiry = state.held
+        left = state.outbox or _holder(state.frozen) or (held and expiry > time.monotonic())
+        if _holder(state.lock) is None and not left:
+            return  # sent again after it took effect: nothing is left
         state = self._owned(ladder, owner)
         state.outbox, state.frozen, state.lock, state.held = [], None, None, (set(), 0.0)
 
     async def abort_rerate(self, ladder: str, owner: str) -> int | None:
         state = self._ladders[ladder]
         if _holder(state.lock) != owner:
-            return None
+            # Sent again after it took effect: the generation it forgot, to drop again.
+            return state.last if state.staging is None and state.last > state.live else None
         staging, state.staging, state.frozen, state.lock = state.staging, None, None, None
-        state.held = (set(), 0.0)
-        return staging
+        return staging  # a hold stays (see control.lua)
 
     async def drop_generation(self, ladder: str, generation: int) -> None:
         state = self._ladders[ladder]

@@ -207,16 +207,29 @@ class VoidStore(Protocol):
 
 class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
     """What a re-rate calls (`corrections.Rerate`): the batch path (it rebuilds the staging
-    generation with a `Processor`), the voids, and the steps of its protocol."""
+    generation with a `Processor`), the voids, and the steps of its protocol.
+
+    Each step (`begin_rerate`, `renew`, `freeze`, `stage`, `switch`, `release`,
+    `finish_rerate`, `abort_rerate`) may run twice in a row: a store's client sends a step
+    again when its reply was lost after the store ran it (a connection cut, Redis restarted),
+    and the second run answers as the first did and changes nothing more, so the re-rate's
+    outcome and report are those of one run. A caller calling a step twice gets the same."""
 
     @abstractmethod
     async def begin_rerate(
-        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+        self,
+        ladder: str,
+        owner: str,
+        lease: float,
+        params: Mapping[str, Any] | None,
+        request: str | None = None,
     ) -> tuple[int, int | None]:
         """Take the ladder's re-rate lock for `lease` seconds and open a new, empty staging
         generation with parameter overrides `params`. Returns it and the staging generation
         of an abandoned re-rate (None if none) for the caller to drop. `RerateRunning` if
-        another owner holds the lock."""
+        another owner holds the lock. `request` names this begin (None: a new name): sent again
+        with it while the generation it opened is staging, it answers the same, opening no
+        other (the owner's begin without it, e.g. its next attempt, opens a new one)."""
 
     @abstractmethod
     async def restore_params(self, ladder: str, generation: int, params: Mapping[str, Any] | None) -> None:
@@ -271,12 +284,18 @@ class RerateStore(BatchStore, VoidStore, GenerationsStore, Protocol):
 
     @abstractmethod
     async def finish_rerate(self, ladder: str, owner: str) -> None:
-        """Drop the sent outbox, lift the freeze (or hold), release the lock."""
+        """Drop the sent outbox, lift the freeze (or hold), release the lock. `LockLost` if
+        `owner` no longer holds it, unless nobody does and no outbox, freeze or hold is left
+        (sent again after it took effect)."""
 
     @abstractmethod
     async def abort_rerate(self, ladder: str, owner: str) -> int | None:
         """Give up: lift the freeze, forget the staging generation (returned, to drop),
-        release the lock. A no-op if `owner` no longer holds it."""
+        release the lock. A hold stays (a switch took effect whose replies were lost: its
+        players wait for the next re-rate to send their events, or for the hold's expiry).
+        A no-op if `owner` no longer holds it (None), except sent again after it took effect:
+        the generation it forgot (the last handed out, neither staging nor live) is returned
+        again, to drop."""
 
     @abstractmethod
     async def drop_generation(self, ladder: str, generation: int) -> None:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Collection
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from stream_rater.checkpoints import Replica
 from stream_rater.config.ladders import Ladder, Ladders
@@ -446,3 +447,39 @@ async def test_the_eligible_board_is_rebuilt_by_a_rerate(store):
     assert [(r.player_id, r.rank) for r in await store.board_top(NAME, 100, since)] == [
         (r.player_id, r.rank) for r in expected
     ]
+
+
+class LostReplies:
+    """A Redis store's control script whose every step loses its first reply after Redis ran
+    it (a connection cut after the request), as `ConnectionError`: the store sends it again."""
+
+    def __init__(self, script) -> None:
+        self.script, self.seen = script, set()
+
+    async def __call__(self, keys, args):
+        reply = await self.script(keys=keys, args=args)
+        if args[0] not in self.seen:
+            self.seen.add(args[0])
+            raise RedisConnectionError("reply lost")
+        return reply
+
+
+@pytest.mark.parametrize("store", ["redis"], indirect=True)
+async def test_a_rerate_whose_every_control_step_runs_twice_is_as_with_one_run(store):
+    """Every control step (begin, stage, freeze, switch, release, finish) runs twice, its first
+    reply lost: the re-rate reports what one run reports (the void, generation 1, one event per
+    changed player), equals a replay without the match, and leaves no lock, outbox or other
+    generation behind (before: the lost begin reply raised, and one sent again took generation 2
+    and left the first; a finish sent again failed the re-rate)."""
+    store._control_script = lost = LostReplies(store._control_script)
+    entries = matches(200)
+    live, sent = await started(store, entries, 150, step=30)
+    report = await rerate(store, live, sent, "void", "m40", catch_up=50)
+    await live.advance(len(entries))
+    same(await store.players(NAME), await replayed([e for e in entries if e[0].match_id != "m40"]))
+    assert report.voided == ["m40"] and report.generation == 1
+    assert len(sent) == report.corrections == len({e["player_id"] for e in sent}) > 0
+    assert (await store.generations(NAME)).lock_owner is None and await store.outbox(NAME) == []
+    keys = [k.decode() async for k in store.client.scan_iter(match=f"sr:{{{NAME}}}:g*")]
+    assert keys and all(k.startswith(f"sr:{{{NAME}}}:g1:") for k in keys)
+    assert len(lost.seen) >= 6

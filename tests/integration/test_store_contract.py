@@ -23,6 +23,7 @@ from stream_rater.store import (
 from stream_rater.store.base import LadderFrozen, LockLost
 from stream_rater.store.redis import RedisStore, ladder_key
 from stream_rater.store.redis.keys import bucket, marker_slots
+from stream_rater.waiting import wait_until_async
 
 
 @pytest.fixture(params=["memory", "redis", "redis_cluster"])
@@ -882,3 +883,111 @@ async def test_a_record_below_the_ladders_position_reads_as_applied(store, ladde
     )
     [snap] = await store.read_many([request])
     assert snap.applied == {"x4": [], "m1": []}
+
+
+# The re-rate control steps sent twice in a row: the second run is a client's retry of a reply
+# lost after the store ran the step (control.lua's header), and answers as the first did.
+
+
+async def test_a_begin_sent_again_answers_the_same_generation_and_abandoned_one(store, ladder):
+    """A begin sent again with its request opens no second generation and hands back the same
+    abandoned one (a second generation abandoned the first, and the truly abandoned one was
+    never dropped); a begin with another request opens a new one."""
+    abandoned, _ = await store.begin_rerate(ladder, "one", 60, None)
+    first = await store.begin_rerate(ladder, "one", 60, None, request="r1")
+    assert await store.begin_rerate(ladder, "one", 60, None, request="r1") == first
+    assert first[1] == abandoned and (await store.generations(ladder)).staging == first[0]
+    assert await store.begin_rerate(ladder, "one", 60, None, request="r2") == (first[0] + 1, first[0])
+
+
+async def test_a_finish_sent_again_after_it_took_effect_answers_ok(store, ladder):
+    """A finish sent again finds the lock, outbox and hold gone: ok (it answered 'lost', and
+    the re-rate reported a failure for a correction that took effect). A lock that expired
+    with an outbox left is still lost."""
+    outbox = [{"player_id": "a", "event_id": "rerate:a"}]
+    for finished in (True, False):
+        generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+        live = await store.generations(ladder)
+        await store.freeze(ladder, "owner", 60)
+        await store.switch(ladder, "owner", generation, live, outbox)
+        if finished:
+            await store.finish_rerate(ladder, "owner")
+            await store.finish_rerate(ladder, "owner")
+            await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+        else:
+            await store.renew(ladder, "owner", 0.05)
+            await wait_until_async(lambda: _lock_free(store, ladder), "the lock's expiry", 5.0, interval=0.01)
+            with pytest.raises(LockLost):
+                await store.finish_rerate(ladder, "owner")
+    assert await store.outbox(ladder) == outbox
+
+
+async def _lock_free(store, ladder: str) -> bool:
+    return (await store.generations(ladder)).lock_owner is None
+
+
+async def test_an_abort_sent_again_answers_the_generation_it_forgot(store, ladder):
+    """An abort sent again answers the staging generation the first forgot, for the caller to
+    drop (it answered None, and the generation's keys were never dropped); an abort of an owner
+    whose re-rate switched and finished stays a no-op."""
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    assert await store.abort_rerate(ladder, "owner") == generation
+    assert await store.abort_rerate(ladder, "owner") == generation
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    await store.switch(ladder, "owner", generation, live, [])
+    await store.finish_rerate(ladder, "owner")
+    assert await store.abort_rerate(ladder, "owner") is None
+
+
+async def test_stage_freeze_renew_and_release_sent_again_change_nothing(store, ladder):
+    """The steps idempotent by nature: staged twice, one event each; frozen and renewed twice,
+    still frozen; released twice, the player free and the other still held."""
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    outbox = [{"player_id": p, "event_id": f"rerate:{p}"} for p in ("a", "b")]
+    for _ in range(2):
+        await store.stage(ladder, "owner", generation, outbox)
+    for _ in range(2):
+        await store.freeze(ladder, "owner", 60)
+        await store.renew(ladder, "owner", 60)
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit(ladder, [write("c", 1.0, 1, 0)], {"m1": []}))
+    await store.switch(ladder, "owner", generation, live, [])
+    for _ in range(2):
+        await store.release(ladder, "owner", ["a"])
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}))
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit(ladder, [write("b", 1.0, 1, 0)], {"m2": []}))
+    assert await store.outbox(ladder) == outbox
+
+
+async def test_an_abort_after_a_switch_whose_replies_were_lost_keeps_the_hold(store, ladder):
+    """A switch that took effect while its client heard only errors (every reply lost) makes
+    the re-rate abort: the lock goes, but the corrected players stay held with their events in
+    the outbox (the abort dropped the hold, and their live events went out first)."""
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    outbox = [{"player_id": "a", "event_id": "rerate:a"}]
+    await store.switch(ladder, "owner", generation, live, outbox)
+    assert await store.abort_rerate(ladder, "owner") is None
+    assert (await store.generations(ladder)).lock_owner is None and await store.outbox(ladder) == outbox
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit(ladder, [write("a", 2.0, 1, 0)], {"m1": []}))
+    await store.commit(Commit(ladder, [write("b", 2.0, 1, 0)], {"m1": []}))
+
+
+async def test_seasons_copied_twice_are_listed_once(store, ladder):
+    """A copy of the ended seasons sent again (a Redis Cluster client's retry of a lost reply)
+    lists each season once in the new generation (the list was appended to again)."""
+    await store.commit(Commit(ladder, [write("a", 30.0, 1, 0, score=30.0)], {"m1": []}))
+    await store.commit(Commit(ladder, [write("a", 25.0, 2, 1, score=15.0)], {"s1": []}, season="s1"))
+    generation, _ = await store.begin_rerate(ladder, "owner", 60, None)
+    for _ in range(2):
+        await store.copy_seasons(ladder, 0, generation, ["s1"])
+    live = await store.generations(ladder)
+    await store.freeze(ladder, "owner", 60)
+    await store.switch(ladder, "owner", generation, live, [])
+    assert await store.seasons(ladder) == ["s1"]

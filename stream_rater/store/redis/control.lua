@@ -14,7 +14,9 @@
 --       costs the same whatever the number of corrected players.
 -- ARGV: 1 one msgpack map (raw strings): step, owner, ms (milliseconds of the lease or
 --       freeze), and per step:
---   begin   params: parameter overrides of the new generation (msgpack; absent for none)
+--   begin   params: parameter overrides of the new generation (msgpack; absent for none),
+--           request: a token naming this begin (control fields 'begun' and 'abandoned' keep
+--           it and its answer's abandoned generation)
 --           → {'ok', new staging generation, abandoned staging generation or -1}
 --             or {'running', holder, lock milliseconds left}
 --   renew   → {'ok'} or {'lost'}
@@ -30,8 +32,17 @@
 --             (the live generation is not the expected one or went further)
 --   release held: player ids whose correction events are with the broker → {'ok'} or {'lost'}
 --   finish  → {'ok'} or {'lost'}
---   abort   → {'ok', staging generation or -1} or {'lost'}
+--   abort   → {'ok', staging generation or -1} or {'lost'}; a hold (of a switch whose reply was
+--           lost) stays
 -- Refusals are decoded by stream_rater/store/status.py.
+--
+-- Every step may be sent twice in a row: a reply lost after Redis ran the step (Redis
+-- restarted, a connection cut) makes the client send it again (redis-py's cluster client does;
+-- control.py does on a single Redis), and the second run answers as the first did, changing
+-- nothing more. renew, freeze, stage and release are so by nature; switch answers ok once its
+-- staging generation is live; begin answers the same generation (and abandoned one) while the
+-- one its request opened is staging; finish answers ok once the lock, outbox and hold are gone;
+-- abort answers the generation it forgot (the last handed out, neither staging nor live).
 local args = cmsgpack.unpack(ARGV[1])
 local step, owner, ms = args.step, args.owner, args.ms
 local control, lock, frozen = KEYS[K.control], KEYS[K.lock], KEYS[K.frozen]
@@ -62,7 +73,8 @@ local function is_staging(staging)
   return tonumber(redis.call('HGET', control, 'staging') or '-1') == staging
 end
 
--- Whether the freeze is `owner`'s (a hold set exists only while its switch's lock does).
+-- Whether renew extends `frozen`: `owner`'s freeze, or a hold (of `owner`'s switch, or one an
+-- abort kept, which `owner`'s re-rate ends once it sent the events: rerate.py's lock).
 local function frozen_by_owner()
   local kind = redis.call('TYPE', frozen).ok
   return kind == 'set' or (kind == 'string' and redis.call('GET', frozen) == owner)
@@ -73,15 +85,31 @@ if step == 'begin' then
     return {'running', holder, redis.call('PTTL', lock)}
   end
   redis.call('SET', lock, owner, 'PX', ms)
-  local abandoned = tonumber(redis.call('HGET', control, 'staging') or '-1')
+  local begun = redis.call('HMGET', control, 'begun', 'staging', 'abandoned')
+  -- Sent again (its request's generation still staging): the same answer, no second one.
+  if begun[1] == args.request and begun[2] then
+    return {'ok', tonumber(begun[2]), tonumber(begun[3])}
+  end
+  local abandoned = tonumber(begun[2] or '-1')
   local live = tonumber(redis.call('HGET', control, 'live') or '0')
   local gen = math.max(tonumber(redis.call('HGET', control, 'last') or '0'), live) + 1
-  redis.call('HSET', control, 'last', gen, 'staging', gen)
+  redis.call('HSET', control, 'last', gen, 'staging', gen, 'begun', args.request, 'abandoned', abandoned)
   if args.params then redis.call('HSET', control, 'params:' .. gen, args.params) end
   return {'ok', gen, abandoned}
 end
 
-if holder ~= owner then return {'lost'} end
+if holder ~= owner then
+  -- Sent again after it took effect: a finish that left nothing; an abort whose generation,
+  -- forgotten (not staging, not live), is answered again to be dropped.
+  if step == 'finish' and not holder and redis.call('EXISTS', outbox, frozen) == 0 then
+    return {'ok'}
+  end
+  if step == 'abort' and not redis.call('HGET', control, 'staging') then
+    local last = tonumber(redis.call('HGET', control, 'last') or '0')
+    if last > tonumber(redis.call('HGET', control, 'live') or '0') then return {'ok', last} end
+  end
+  return {'lost'}
+end
 
 if step == 'renew' then
   redis.call('PEXPIRE', lock, ms)
@@ -139,7 +167,11 @@ elseif step == 'finish' then
 elseif step == 'abort' then
   local staging = tonumber(redis.call('HGET', control, 'staging') or '-1')
   redis.call('HDEL', control, 'staging')
-  if frozen_by_owner() then redis.call('DEL', frozen) end
+  -- The freeze is lifted, not a hold: a switch that took effect unheard of (its replies lost)
+  -- keeps its players held until the next re-rate sends their events, or the hold expires.
+  if redis.call('TYPE', frozen).ok == 'string' and redis.call('GET', frozen) == owner then
+    redis.call('DEL', frozen)
+  end
   redis.call('DEL', lock)
   return {'ok', staging}
 end

@@ -3,11 +3,14 @@ voids: the control script's steps, generations, dropping one, outbox, held event
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from redis import exceptions
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
@@ -17,10 +20,16 @@ from stream_rater.store.redis.scripts import script_args
 from stream_rater.store.status import check_reply, text
 from stream_rater.store.stored_events import stored_event
 from stream_rater.store.values import Event, Generations, LockLost, Void
+from stream_rater.waiting import backoff
 
 #: Correction events per call of the control script's ``stage`` step: each call is short, so
 #: that staging ten thousand of them never holds Redis for long.
 STAGE_CHUNK = 1000
+#: Times a control step is sent on a single Redis when its reply does not come (a connection
+#: cut or timed out after the request: the step may have run; each step is safe to run again,
+#: see ``control.lua``), over some 3-5 s in all (a Redis restarting; less than half the default
+#: lease). A Redis Cluster's client sends commands again itself (redis-py).
+STEP_ATTEMPTS = 7
 
 
 def _put(events: Sequence[Event]) -> list[Any]:
@@ -50,23 +59,27 @@ class RerateControl(KeyLayout):
     ) -> list[Any]:
         """Run one re-rate `step` of the control script on `ladder` whose live generation is
         `live` and staging one `staging` (its other `fields` are described in
-        ``control.lua``); raise what a refusal means."""
-        reply: list[Any] = await self._control_script(
-            keys=[
-                *self.named_keys(ladder, live, (n for n in CONTROL_KEYS if n not in STAGED_KEYS)),
-                *self.named_keys(ladder, staging, STAGED_KEYS),
-            ],
-            args=[
-                script_args(
-                    step=step,
-                    owner=owner,
-                    ms=max(1, int(seconds * 1000)),
-                    live=live,
-                    staging=staging,
-                    **fields,
-                )
-            ],
-        )
+        ``control.lua``); raise what a refusal means. A step whose reply is lost is sent
+        again, `STEP_ATTEMPTS` times in all on a single Redis."""
+        keys = [
+            *self.named_keys(ladder, live, (n for n in CONTROL_KEYS if n not in STAGED_KEYS)),
+            *self.named_keys(ladder, staging, STAGED_KEYS),
+        ]
+        args = [
+            script_args(
+                step=step, owner=owner, ms=max(1, int(seconds * 1000)), live=live, staging=staging, **fields
+            )
+        ]
+        attempts = 1 if isinstance(self.client, RedisCluster) else STEP_ATTEMPTS
+        delays = backoff(0.1, 2.0)
+        for attempt in range(1, attempts + 1):
+            try:
+                reply: list[Any] = await self._control_script(keys=keys, args=args)
+                break
+            except (exceptions.ConnectionError, exceptions.TimeoutError):
+                if attempt == attempts:
+                    raise
+                await asyncio.sleep(next(delays))
         check_reply(ladder, reply)
         return reply
 
@@ -89,10 +102,16 @@ class RerateControl(KeyLayout):
         )
 
     async def begin_rerate(
-        self, ladder: str, owner: str, lease: float, params: Mapping[str, Any] | None
+        self,
+        ladder: str,
+        owner: str,
+        lease: float,
+        params: Mapping[str, Any] | None,
+        request: str | None = None,
     ) -> tuple[int, int | None]:
         overrides = msgpack.packb(dict(params), use_bin_type=False) if params else None
-        reply = await self._control(ladder, "begin", owner, lease, params=overrides)
+        request = request or uuid.uuid4().hex
+        reply = await self._control(ladder, "begin", owner, lease, params=overrides, request=request)
         abandoned = int(reply[2])
         return int(reply[1]), abandoned if abandoned >= 0 else None
 
@@ -150,8 +169,11 @@ class RerateControl(KeyLayout):
             keys += [text(k) async for k in self.client.scan_iter(match=pattern, count=1000)]
         for key in keys:
             await self.client.copy(key, new + key[len(old) :], replace=True)
-        if seasons:
-            await self.client.rpush(f"{new}seasons", *seasons)
+        if seasons:  # the list written whole, so that a command sent again changes nothing
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(f"{new}seasons")
+                pipe.rpush(f"{new}seasons", *seasons)
+                await pipe.execute()
 
     async def release(self, ladder: str, owner: str, players: Iterable[str]) -> None:
         await self._control(ladder, "release", owner, 0, held=list(players))

@@ -69,7 +69,9 @@ and per ladder, whatever the generation:
 - ``sr:{L}:control`` hash ``topic`` the matches topic the ladder is applied from (its
   positions are offsets of it; `store.deployment`), ``live`` / ``staging`` generation, ``last``
   generation handed out, ``params:<g>`` generation g's parameter overrides (msgpack), ``voids``
-  changes of the voids so far and ``voids:<g>`` how many generation g was built with
+  changes of the voids so far and ``voids:<g>`` how many generation g was built with,
+  ``begun`` / ``abandoned`` the last re-rate begin's request token and the staging generation
+  it abandoned (-1: none), answered again to that begin sent again
 - ``sr:{L}:lock`` the re-rate lock (owner; expires) · ``sr:{L}:frozen`` set for the moment
   of a switch (live commits are refused while it exists; expires), then the set of the players
   held until their correction events are sent

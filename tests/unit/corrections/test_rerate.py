@@ -3,12 +3,15 @@ thing either way, and a `Rerate` splits its match ids into voids and un-voids by
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import CorrectionRequest, parse_match
-from stream_rater.corrections.rerate import Correction, Rerate
+from stream_rater.corrections.rerate import Correction, Rerate, RerateOptions, Tuning
 from stream_rater.processor import Processor
+from stream_rater.store.base import Commit, LadderFrozen, LockLost, PlayerState, StateWrite
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import duel
 
@@ -111,3 +114,74 @@ async def test_a_void_sends_again_only_the_live_events_not_known_with_the_broker
     corrections = [e["event_id"] for e in sent if e.get("kind") == "correction"]
     assert len(corrections) == report.corrections > 0
     assert sorted(e["event_id"] for e in sent if e.get("kind") != "correction") == resent
+
+
+async def test_the_hold_an_aborted_switch_kept_ends_once_its_events_are_sent():
+    """A switch that took effect while its re-rate heard only errors (every reply lost): the
+    abort keeps its players held, their events in the outbox. The next re-rate sends them first
+    and then frees the players, whose live commits go on while it builds."""
+    store = MemoryStore()
+    generation, _ = await store.begin_rerate("l", "old", 60, None)
+    live = await store.generations("l")
+    await store.freeze("l", "old", 60)
+    pending = [{"player_id": "a", "event_id": "rerate:a"}]
+    await store.switch("l", "old", generation, live, pending)
+    await store.abort_rerate("l", "old")
+    sent: list[dict] = []
+
+    async def send(events: list[dict]) -> None:
+        sent.extend(events)
+
+    rerate = Rerate(store, LADDERS, Correction("rerate", "l", (), "", {"beta": 5.0}), Topic([], 0), send)
+    rerate.live = await store.generations("l")
+    write = StateWrite("a", PlayerState(1.0, 1.0, 1, 100.0, 1), 0)
+    with pytest.raises(LadderFrozen):
+        await store.commit(Commit("l", [write], {"m1": []}))
+    async with rerate.lock():
+        assert sent == pending
+        await store.commit(Commit("l", [write], {"m1": []}))
+
+
+class LateRenew(MemoryStore):
+    """A store on which the lock keeper's renew lands after the finish (sent again after its
+    reply was lost): the finish returns once that renew was refused."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = asyncio.Event()
+
+    async def renew(self, ladder: str, owner: str, lease: float) -> None:
+        try:
+            await super().renew(ladder, owner, lease)
+        except LockLost:
+            self.refused.set()
+            raise
+
+    async def finish_rerate(self, ladder: str, owner: str) -> None:
+        await super().finish_rerate(ladder, owner)
+        await self.refused.wait()
+
+
+async def test_a_renew_refused_after_the_finish_fails_nothing():
+    """The switch and the finish took effect: a renew the store refuses after them (the lock
+    released) is no failure of the re-rate, which reports its void."""
+    store = LateRenew()
+    matches = [
+        parse_match(duel(f"m{i}", "ab"[i % 2], "ab"[1 - i % 2], ladder="l"), LADDERS) for i in range(4)
+    ]
+    worker = Processor(LADDERS, store)
+    worker.produced(await worker.process(matches, [(0, i) for i in range(4)]))
+    entries = [(m, (0, i)) for i, m in enumerate(matches)]
+    rerate = Rerate(
+        store,
+        LADDERS,
+        Correction("void", "l", ("m1",)),
+        Topic(entries, 4),
+        no_events,
+        RerateOptions(Tuning(lease=0.6)),
+    )
+    assert (await rerate.run()).voided == ["m1"]
+
+
+async def no_events(events: list[dict]) -> None:
+    pass
