@@ -991,3 +991,57 @@ async def test_seasons_copied_twice_are_listed_once(store, ladder):
     await store.freeze(ladder, "owner", 60)
     await store.switch(ladder, "owner", generation, live, [])
     assert await store.seasons(ladder) == ["s1"]
+
+
+# ---- The running sum from the old scores a Redis store's own commits left (store.redis.boards) ----
+
+
+@pytest.fixture(params=["redis", "redis_cluster"])
+async def redis_stores(request):
+    """Two fresh Redis stores (single and Cluster): one knows what its commits left on the
+    boards, the other is made to ask Redis (`ZMSCORE`) every time."""
+    url = request.getfixturevalue(f"{request.param}_url")
+    known, asking = open_store(url, history_limit=3), open_store(url, history_limit=3)
+    asking.known_boards.fields = lambda *_: {}
+    yield known, asking
+    await known.close()
+    await asking.close()
+
+
+async def _sums(store: RedisStore, ladder: str) -> tuple[list[bytes], list[bool]]:
+    """`lb:sum` after each commit of a sequence that re-scores, takes a player off, trims
+    between commits (a board read's trim) and in a commit, each commit at its read watermark;
+    and per commit whether it sent old scores (`previous`)."""
+    day, sums, sent = 86_400.0, [], []
+    fields = store.known_boards.fields
+
+    def recorded(*args):
+        out = fields(*args)
+        sent.append(any(isinstance(p, float) for p in out.get("previous", ())))
+        return out
+
+    store.known_boards.fields = recorded
+    batches = [
+        [write(p, 1.0, 1, 0, score=s, active=day * t) for p, s, t in (("a", 10.1, 1), ("b", 20.2, 5), ("c", 30.3, 5), ("d", 40.4, 5))],
+        [write("a", 1.0, 2, 1, score=11.1, active=2 * day), write("b", 1.0, 2, 1, active=6 * day)],
+        [write("a", 1.0, 3, 2, score=12.3, active=20 * day), write("c", 1.0, 2, 1, score=31.0, active=20 * day)],
+        [write("d", 1.0, 2, 1, score=41.0, active=21 * day), write("a", 1.0, 4, 3, score=13.0, active=21 * day)],
+    ]  # fmt: skip
+    for n, writes in enumerate(batches):
+        if n == 2:
+            await store.trim_board(ladder, 3 * day)  # takes "a" off, with no commit
+        await store.commit(Commit(ladder, writes, {f"m{n}": []}, read_at=(0, n), active_within=10 * day))
+        sums.append(await store.client.hget(ladder_key(ladder, "meta"), "lb:sum"))
+    return sums, sent
+
+
+async def test_redis_the_running_sum_from_known_old_scores_is_the_asked_ones(redis_stores, ladder):
+    """The commits that send their players' old scores leave `lb:sum` the same bytes as asking
+    Redis: the second (all known), the third (whose scores Redis does not use: a trim since
+    changed the board) and the fourth ("a", not "d", which its predecessor's trim took off)."""
+    known, asking = redis_stores
+    sums, sent = await _sums(known, ladder)
+    assert sent == [False, True, True, True]
+    assert (sums, [False] * 4) == await _sums(asking, ladder + "-asked")
+    entries, running = await known.board_entries(ladder, None)
+    assert entries == {"a": 13.0, "c": 31.0, "d": 41.0} and running == pytest.approx(85.0)
