@@ -39,6 +39,14 @@ class _Known:
     cards: dict[str | None, int] = field(default_factory=dict)
     scores: dict[str, tuple[float | bool, float | None]] = field(default_factory=dict)
 
+    def previous(self, player_id: str) -> float | bool | None:
+        """What `player_id` holds on its board: its score, False (not on it) or None (not
+        known, or on it with a last match before a trim cutoff sent since: maybe trimmed)."""
+        score, last = self.scores.get(player_id, (None, None))
+        if score is False or last is None or self.since is None or last >= self.since:
+            return score
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class _Sent:
@@ -57,7 +65,9 @@ class KnownBoards:
         self._ladders: dict[str, _Known] = {}
         self._sent: dict[int, _Sent] = {}
 
-    def fields(self, commit: Commit, generation: int, since: float | None, boards: Mapping[str, Any]) -> dict[str, Any]:
+    def fields(
+        self, commit: Commit, generation: int, since: float | None, boards: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """The commit script's fields ``previous`` and ``cards`` for `commit` (of `generation`,
         trimming at `since`; `boards`: its `mode_boards` fields), or none; remembers the call
         until its reply (`answered`)."""
@@ -66,14 +76,7 @@ class KnownBoards:
         known = self._ladders.get(commit.ladder)
         if known is None or not self._current(known, commit, generation):
             return {}
-        floor = known.since
-        previous: list[float | bool | None] = []
-        for write in commit.writes:
-            entry = None if write.is_effect else known.scores.get(write.player_id)
-            if entry is None or (entry[0] is not False and floor is not None and entry[1] is not None and entry[1] < floor):
-                previous.append(None)
-            else:
-                previous.append(entry[0])
+        previous = [None if w.is_effect else known.previous(w.player_id) for w in commit.writes]
         if all(p is None for p in previous):
             return {}
         return {"previous": previous, "cards": [known.cards.get(mode, -1) for mode in modes]}
