@@ -23,7 +23,7 @@ from typing import Any
 from stream_rater.store.status import text
 from stream_rater.store.values import Commit
 
-#: Most players known per ladder; past it the ladder's are forgotten (asked again).
+#: Most players known in all (`KnownBoards._bound`); the others are asked for again.
 LIMIT = 200_000
 
 
@@ -105,10 +105,10 @@ class KnownBoards:
         ):
             self._ladders.pop(ladder, None)
             return
-        known = self._ladders.get(ladder)
+        known = self._ladders.pop(ladder, None)  # re-inserted last: the most recently committed
         if known is None or not self._current(known, commit, sent.generation):
             known = _Known(sent.generation, commit.read_at[1])
-            self._ladders[ladder] = known
+        self._ladders[ladder] = known
         known.watermark = commit.read_at[1] + len(commit.markers)
         known.cards.update(zip(sent.modes, (int(c) for c in reply[1:])))
         since = sent.since
@@ -120,8 +120,18 @@ class KnownBoards:
             score, last = write.leaderboard_score, write.active
             ranked = score is not None and not (since is not None and last is not None and last < since)
             known.scores[write.player_id] = (float(score) if ranked else False, last)  # type: ignore[arg-type]
-        if len(known.scores) > self.limit:
-            known.scores.clear()
+        self._bound(known)
+
+    def _bound(self, newest: _Known) -> None:
+        """At most `limit` players known in all: the ladders committed to least recently are
+        forgotten first, then `newest`'s players."""
+        total = sum(len(k.scores) for k in self._ladders.values())
+        for ladder in list(self._ladders):
+            if total <= self.limit or self._ladders[ladder] is newest:
+                break
+            total -= len(self._ladders.pop(ladder).scores)
+        if total > self.limit:
+            newest.scores.clear()
 
     def forget(self, commits: Sequence[Commit]) -> None:
         """Drop the calls of `commits` not answered (a failed round trip) and their ladders."""
