@@ -22,6 +22,7 @@ from stream_rater.store import (
 )
 from stream_rater.store.base import LadderFrozen, LockLost
 from stream_rater.store.redis import RedisStore, ladder_key
+from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.keys import bucket, marker_slots
 from stream_rater.waiting import wait_until_async
 
@@ -1045,3 +1046,29 @@ async def test_redis_the_running_sum_from_known_old_scores_is_the_asked_ones(red
     assert (sums, [False] * 4) == await _sums(asking, ladder + "-asked")
     entries, running = await known.board_entries(ladder, None)
     assert entries == {"a": 13.0, "c": 31.0, "d": 41.0} and running == pytest.approx(85.0)
+
+
+def test_known_boards_keep_at_most_their_limit_and_forget_what_went_unanswered():
+    """Past its limit `KnownBoards` forgets the ladder committed to least recently; a call with
+    no reply (a failed round trip) or a refusal forgets its ladder; a commit of another read
+    (watermark) sends nothing."""
+    known = KnownBoards(limit=3)
+
+    def commit(ladder: str, at: int, *players: str) -> tuple[Commit, dict]:
+        c = Commit(ladder, [write(p, 1.0, 1, 0, score=1.5) for p in players], {"m": []}, read_at=(0, at))
+        return c, known.fields(c, 0, None, {})
+
+    for ladder in ("l1", "l2"):
+        c, _ = commit(ladder, 0, "a", "b")
+        known.answered(c, ["ok", 2])
+    assert commit("l1", 1, "a")[1] == {}  # l1 forgotten: 4 players known, at most 3
+    c, sent = commit("l2", 1, "a", "x")
+    assert sent == {"previous": [1.5, None], "cards": [2]}
+    assert commit("l2", 5, "a")[1] == {}  # not at the read its last commit left
+    known.forget([c])  # c's call unanswered
+    c, sent = commit("l2", 1, "a")
+    assert sent == {}
+    known.answered(c, ["ok", 1])
+    c, _ = commit("l2", 2, "a")
+    known.answered(c, ["conflict", "a"])
+    assert commit("l2", 3, "a")[1] == {}
