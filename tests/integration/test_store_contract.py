@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import msgpack
@@ -1072,3 +1073,20 @@ def test_known_boards_keep_at_most_their_limit_and_forget_what_went_unanswered()
     c, _ = commit("l2", 2, "a")
     known.answered(c, ["conflict", "a"])
     assert commit("l2", 3, "a")[1] == {}
+
+
+async def test_redis_a_store_without_history_knows_its_boards_too(redis_url, ladder):
+    """A store that keeps no history (it writes a copy of each commit without it) still sends
+    the old scores its last commit left, and keeps no call once answered."""
+    store = open_store(redis_url, history_limit=0)
+    first = Commit(ladder, [write("a", 1.0, 1, 0, score=2.5)], {"m1": []}, read_at=(0, 0))
+    await store.commit(first)
+    second = Commit(ladder, [write("a", 1.0, 2, 1, score=3.5)], {"m2": []}, read_at=(0, 1))
+    assert store.known_boards.fields(second, 0, None, {})["previous"] == [2.5]
+    store.known_boards.forget([second])
+    await store.commit(dataclasses.replace(second))
+    assert (
+        store.known_boards._sent == {}
+        and await store.client.hget(ladder_key(ladder, "meta"), "lb:sum") == b"3.5"
+    )
+    await store.close()

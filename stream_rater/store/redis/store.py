@@ -199,6 +199,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         """The keys and arguments of the commit script for `commit`, and (`staged`, where it
         has events kept until produced) its key ``unproduced:staged`` (among the keys, the last
         but a moded ladder's boards') with the events to stage there first: match id, events, …"""
+        sent = commit  # the one `commit_many` answers (`known_boards`)
         if not self.history_limit:  # Redis keeps no history: the archive answers it
             commit = dataclasses.replace(commit, history={})
         ladder = commit.ladder
@@ -215,7 +216,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         since = trim_since(commit, now)
         more: dict[str, Any] = {
             "trim_since": since,
-            "boards": {**boards[1], **self.known_boards.fields(commit, gen, since, boards[1])},
+            "boards": {**boards[1], **self.known_boards.fields(sent, gen, since, boards[1])},
         }
         if not staging:
             return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit, **more), None
