@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import msgpack
@@ -22,6 +23,7 @@ from stream_rater.store import (
 )
 from stream_rater.store.base import LadderFrozen, LockLost
 from stream_rater.store.redis import RedisStore, ladder_key
+from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.keys import bucket, marker_slots
 from stream_rater.waiting import wait_until_async
 
@@ -991,3 +993,100 @@ async def test_seasons_copied_twice_are_listed_once(store, ladder):
     await store.freeze(ladder, "owner", 60)
     await store.switch(ladder, "owner", generation, live, [])
     assert await store.seasons(ladder) == ["s1"]
+
+
+# ---- The running sum from the old scores a Redis store's own commits left (store.redis.boards) ----
+
+
+@pytest.fixture(params=["redis", "redis_cluster"])
+async def redis_stores(request):
+    """Two fresh Redis stores (single and Cluster): one knows what its commits left on the
+    boards, the other is made to ask Redis (`ZMSCORE`) every time."""
+    url = request.getfixturevalue(f"{request.param}_url")
+    known, asking = open_store(url, history_limit=3), open_store(url, history_limit=3)
+    asking.known_boards.fields = lambda *_: {}
+    yield known, asking
+    await known.close()
+    await asking.close()
+
+
+async def _sums(store: RedisStore, ladder: str) -> tuple[list[bytes], list[bool]]:
+    """`lb:sum` after each commit of a sequence that re-scores, takes a player off, trims
+    between commits (a board read's trim) and in a commit, each commit at its read watermark;
+    and per commit whether it sent old scores (`previous`)."""
+    day, sums, sent = 86_400.0, [], []
+    fields = store.known_boards.fields
+
+    def recorded(*args):
+        out = fields(*args)
+        sent.append(any(isinstance(p, float) for p in out.get("previous", ())))
+        return out
+
+    store.known_boards.fields = recorded
+    batches = [
+        [write(p, 1.0, 1, 0, score=s, active=day * t) for p, s, t in (("a", 10.1, 1), ("b", 20.2, 5), ("c", 30.3, 5), ("d", 40.4, 5))],
+        [write("a", 1.0, 2, 1, score=11.1, active=2 * day), write("b", 1.0, 2, 1, active=6 * day)],
+        [write("a", 1.0, 3, 2, score=12.3, active=20 * day), write("c", 1.0, 2, 1, score=31.0, active=20 * day)],
+        [write("d", 1.0, 2, 1, score=41.0, active=21 * day), write("a", 1.0, 4, 3, score=13.0, active=21 * day)],
+    ]  # fmt: skip
+    for n, writes in enumerate(batches):
+        if n == 2:
+            await store.trim_board(ladder, 3 * day)  # takes "a" off, with no commit
+        await store.commit(Commit(ladder, writes, {f"m{n}": []}, read_at=(0, n), active_within=10 * day))
+        sums.append(await store.client.hget(ladder_key(ladder, "meta"), "lb:sum"))
+    return sums, sent
+
+
+async def test_redis_the_running_sum_from_known_old_scores_is_the_asked_ones(redis_stores, ladder):
+    """The commits that send their players' old scores leave `lb:sum` the same bytes as asking
+    Redis: the second (all known), the third (whose scores Redis does not use: a trim since
+    changed the board) and the fourth ("a", not "d", which its predecessor's trim took off)."""
+    known, asking = redis_stores
+    sums, sent = await _sums(known, ladder)
+    assert sent == [False, True, True, True]
+    assert (sums, [False] * 4) == await _sums(asking, ladder + "-asked")
+    entries, running = await known.board_entries(ladder, None)
+    assert entries == {"a": 13.0, "c": 31.0, "d": 41.0} and running == pytest.approx(85.0)
+
+
+def test_known_boards_keep_at_most_their_limit_and_forget_what_went_unanswered():
+    """Past its limit `KnownBoards` forgets the ladder committed to least recently; a call with
+    no reply (a failed round trip) or a refusal forgets its ladder; a commit of another read
+    (watermark) sends nothing."""
+    known = KnownBoards(limit=3)
+
+    def commit(ladder: str, at: int, *players: str) -> tuple[Commit, dict]:
+        c = Commit(ladder, [write(p, 1.0, 1, 0, score=1.5) for p in players], {"m": []}, read_at=(0, at))
+        return c, known.fields(c, 0, None, {})
+
+    for ladder in ("l1", "l2"):
+        c, _ = commit(ladder, 0, "a", "b")
+        known.answered(c, ["ok", 2])
+    assert commit("l1", 1, "a")[1] == {}  # l1 forgotten: 4 players known, at most 3
+    c, sent = commit("l2", 1, "a", "x")
+    assert sent == {"previous": [1.5, None], "cards": [2]}
+    assert commit("l2", 5, "a")[1] == {}  # not at the read its last commit left
+    known.forget([c])  # c's call unanswered
+    c, sent = commit("l2", 1, "a")
+    assert sent == {}
+    known.answered(c, ["ok", 1])
+    c, _ = commit("l2", 2, "a")
+    known.answered(c, ["conflict", "a"])
+    assert commit("l2", 3, "a")[1] == {}
+
+
+async def test_redis_a_store_without_history_knows_its_boards_too(redis_url, ladder):
+    """A store that keeps no history (it writes a copy of each commit without it) still sends
+    the old scores its last commit left, and keeps no call once answered."""
+    store = open_store(redis_url, history_limit=0)
+    first = Commit(ladder, [write("a", 1.0, 1, 0, score=2.5)], {"m1": []}, read_at=(0, 0))
+    await store.commit(first)
+    second = Commit(ladder, [write("a", 1.0, 2, 1, score=3.5)], {"m2": []}, read_at=(0, 1))
+    assert store.known_boards.fields(second, 0, None, {})["previous"] == [2.5]
+    store.known_boards.forget([second])
+    await store.commit(dataclasses.replace(second))
+    assert (
+        store.known_boards._sent == {}
+        and await store.client.hget(ladder_key(ladder, "meta"), "lb:sum") == b"3.5"
+    )
+    await store.close()

@@ -70,7 +70,15 @@
 --         quality_cap      newest quality_cap
 --         boards           nil, or (a ladder with modes) its modes in the commit, and per write
 --         board, board_ids the index of its mode's board and its id there (`rank_modes`)
--- Returns per ladder {'ok'} or a refusal (stream_rater/store/status.py): {'applied', match id}
+--         previous         nil, or per write what its board held of it when the client's last
+--         cards            commit left it, if the client knows (`store.redis.boards`): its score
+--                          (a number), false (not on it) or nil (not known: asked with ZMSCORE);
+--                          used only where no commit came since the read (the watermark) and
+--                          the board's ZCARD is cards[board index] (a trim between commits takes
+--                          players off without a commit): the running sum then adds up the same
+--                          numbers, in the same order, without a ZMSCORE of those known
+-- Returns per ladder {'ok', ZCARD of each board after the commit} or a refusal
+-- (stream_rater/store/status.py): {'applied', match id}
 -- (a marker exists), {'conflict', id} (a write whose stored version is not the expected
 -- one), {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'}.
 local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
@@ -182,7 +190,8 @@ local function refusal(key, args, players, writes, B, V)
   end
   -- An unchanged watermark means no commit since the read, which found no marker of these.
   local watermark = tonumber(redis.call('HGET', key(K.meta), 'applied') or '0')
-  if args.watermark == nil or watermark ~= args.watermark then
+  args.unchanged = args.watermark ~= nil and watermark == args.watermark
+  if not args.unchanged then
     local ids, at = marker_ids(args, V)
     for s = 1, args.buckets[2] do
       local found = redis.call('EXISTS', key(B.markers + s)) == 1 and stored(key(B.markers + s), at, ids) or {}
@@ -206,13 +215,32 @@ end
 -- work: the worker's trim takes the rest, and reads skip the few left, see board.lua).
 local TRIM_STEP = 256
 
+-- The sum of the scores on `board` of `members` (the writes `of`), added up in their order as
+-- `board_sum` adds them: from `previous` (per write a number, false or nil: see the header)
+-- where `known`, else, and for the writes it does not know, from ZMSCORE.
+local function old_sum(board, members, of, previous, known)
+  if not known then return board_sum(board, members) end
+  local asked, a = {}, 0
+  for x = 1, #of do
+    if previous[of[x]] == nil then a = a + 1; asked[a] = members[x] end
+  end
+  local found, k, sum = a > 0 and board_scores(board, asked) or {}, 0, 0
+  for x = 1, #of do
+    local score = previous[of[x]]
+    if score == nil then k = k + 1; score = found[k] end
+    if score then sum = sum + score end
+  end
+  return sum
+end
+
 -- The leaderboard and activity zsets after the player writes `of`, and the leaderboard's sum:
 -- a write is ranked with a score unless it is idle since `trim_since` (a late match of an idle
 -- player); then players idle since `trim_since` are trimmed off. `numbers`: per write its
--- score as a number, what the sum adds.
-local function rank(key, args, of, numbers)
+-- score as a number, what the sum adds; `b`: the board's index in `cards`. Returns the
+-- board's ZCARD after.
+local function rank(key, args, of, numbers, b)
   local n = #of
-  if n == 0 then return end
+  if n == 0 then return redis.call('ZCARD', key(K.lb)) end
   local ids, scores, activity, since = args.ids, args.scores, args.activity, args.trim_since
   local members, scored, unranked, active, added = {}, {}, {}, {}, 0
   local s, u, a = 0, 0, 0  -- the sizes of scored, unranked and active
@@ -228,13 +256,15 @@ local function rank(key, args, of, numbers)
       u = u + 1; unranked[u] = id
     end
   end
-  local removed = board_sum(key(K.lb), members)
+  local known = args.unchanged and args.previous and redis.call('ZCARD', key(K.lb)) == args.cards[b]
+  local removed = old_sum(key(K.lb), members, of, args.previous, known)
   chunked('ZADD', key(K.lb), scored)
   chunked('ZREM', key(K.lb), unranked)
   chunked('ZREM', key(K.act), unranked)
   chunked('ZADD', key(K.act), active)
   redis.call('HINCRBYFLOAT', key(K.meta), BOARD_SUM, board_number(added - removed))
   if since then trim_board(key(K.lb), key(K.act), key(K.meta), since, TRIM_STEP) end
+  return redis.call('ZCARD', key(K.lb))
 end
 -- ---- end of the eligible leaderboard ------------------------------------------------------
 
@@ -336,13 +366,17 @@ end
 -- A moded ladder's players (`boards`: its modes in the commit; `board`: per write the index of
 -- its mode's board; `board_ids`: per write the player id without its mode) each on their mode's
 -- board, whose keys (board, activity, running sum) are the last 3 per mode of the ladder's keys.
+-- Returns per mode its board's ZCARD after.
 local function rank_modes(key, args, players, numbers)
   local first = args.keys - 3 * #args.boards
-  local ranked = {ids = args.board_ids, scores = args.scores, activity = args.activity, trim_since = args.trim_since}
-  for b, of in pairs(by_bucket(players, args.board)) do
+  local ranked = {ids = args.board_ids, scores = args.scores, activity = args.activity, trim_since = args.trim_since,
+                  previous = args.previous, cards = args.cards, unchanged = args.unchanged}
+  local groups, cards = by_bucket(players, args.board), {}
+  for b = 1, #args.boards do
     local at = {[K.lb] = first + 3 * b - 2, [K.act] = first + 3 * b - 1, [K.meta] = first + 3 * b}
-    rank(function(n) return key(at[n] or n) end, ranked, of, numbers)
+    cards[b] = rank(function(n) return key(at[n] or n) end, ranked, groups[b] or {}, numbers, b)
   end
+  return cards
 end
 
 -- One ladder's commit: its keys are KEYS[o + 1] … KEYS[o + args.keys], its values follow
@@ -371,10 +405,10 @@ local function commit(o, a, args)
   write_players(key, args, B, players, V)
   if #effects > 0 then hset(key(K.effects), effects, args.ids, V.states, {'', hash_table()}) end
   local numbers = cmsgpack.unpack(ARGV[a + args.values])  -- the last value (`Values`)
-  if args.boards then rank_modes(key, args, players, numbers) else rank(key, args, players, numbers) end
+  local cards = args.boards and rank_modes(key, args, players, numbers) or {rank(key, args, players, numbers, 1)}
   mark(key, args, B, V)
   add_quality(key, args, B, V)
-  return {'ok'}
+  return {'ok', unpack(cards)}
 end
 
 local replies, o, a = {}, 0, 1

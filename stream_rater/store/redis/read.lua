@@ -30,30 +30,43 @@ local function indices(n)
   return out
 end
 
--- The match ids of `args` that are applied (see the header), in request order.
-local function applied_matches(key, args, meta)
-  local markers, every = {}, indices(#args.matches)
+-- Per index of `args.matches`, true where the match has a marker in one of the slots (one
+-- HMGET per slot that exists, its replies looked at where they are, with no table per slot).
+local function marked(key, args)
+  local matches, found = args.matches, {}
+  local n = #matches
   for s = 1, args.buckets[2] do
     local slot = key(K_FIXED + args.buckets[1] + s)
     if redis.call('EXISTS', slot) == 1 then  -- most slots of a quiet ladder are empty
-      local found = {}
-      hmget(slot, args.matches, found, every)
-      for i = 1, #args.matches do markers[i] = markers[i] or found[i] end
+      for i = 1, n, CHUNK do
+        local j = math.min(i + CHUNK - 1, n)
+        local values = redis.call('HMGET', slot, unpack(matches, i, j))
+        for x = 1, j - i + 1 do
+          if values[x] then found[i + x - 1] = true end
+        end
+      end
     end
   end
-  local applied, records, positions = {}, args.records or {}, {}
+  return found
+end
+
+-- The match ids of `args` that are applied (see the header), in request order.
+local function applied_matches(key, args, meta)
+  local markers, records = marked(key, args), args.records
+  local applied, a, positions = {}, 0, {}
   for i, m in ipairs(args.matches) do
-    local offset = records[2 * i]
-    if not markers[i] and offset then
+    local hit = markers[i]
+    local offset = not hit and records and records[2 * i]
+    if offset then
       local partition = records[2 * i - 1]
       local position = positions[partition]  -- each partition's field read once
       if not position then
         position = tonumber(meta['p:' .. partition] or '0')
         positions[partition] = position
       end
-      if offset < position then markers[i] = true end
+      hit = offset < position
     end
-    if markers[i] then applied[#applied + 1] = m end
+    if hit then a = a + 1; applied[a] = m end
   end
   return applied
 end
@@ -73,12 +86,16 @@ local function read(o, args)
   for i = 1, #args.effects do out[#out + 1] = effects[i] or NIL end
 
   -- An applied match's events are looked up only then (redeliveries: rare).
-  local applied, unproduced = applied_matches(key, args, meta), {}
-  local held = {}
-  hmget(key(K.unproduced), applied, held, applied)
-  for _, m in ipairs(applied) do unproduced[m] = held[m] or EMPTY end
+  local applied = applied_matches(key, args, meta)
   out[#out + 1] = array_header(#args.matches)
-  for _, m in ipairs(args.matches) do out[#out + 1] = unproduced[m] or NIL end
+  if #applied == 0 then
+    out[#out + 1] = string.rep(NIL, #args.matches)
+  else
+    local unproduced, held = {}, {}
+    hmget(key(K.unproduced), applied, held, applied)
+    for _, m in ipairs(applied) do unproduced[m] = held[m] or EMPTY end
+    for _, m in ipairs(args.matches) do out[#out + 1] = unproduced[m] or NIL end
+  end
 
   local watermark = meta['applied']
   out[#out + 1] = watermark and cmsgpack.pack(tonumber(watermark)) or NIL

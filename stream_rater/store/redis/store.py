@@ -23,6 +23,7 @@ from redis.connection import HiredisRespSerializer
 from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import StateStore
 from stream_rater.store.deployment import check_prefix
+from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
 from stream_rater.store.redis.control import RerateControl
 from stream_rater.store.redis.keys import (
@@ -113,6 +114,8 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         self._scan_script = client.register_script(SCAN_SCRIPT)
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
+        #: What this store's commits left on the leaderboards (`boards.KnownBoards`).
+        self.known_boards = KnownBoards()
 
     @classmethod
     def from_url(
@@ -165,6 +168,12 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         return gen, keys, script_args(keys=len(keys), **fields)
 
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        try:
+            return await self._commit_many(commits)
+        finally:  # the ladders of calls not answered are forgotten
+            self.known_boards.forget(commits)
+
+    async def _commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         if isinstance(self.client, RedisCluster):  # one script call per ladder, events as arguments
             replies = await self._run_script(self._commit, [self._commit_call(c)[:2] for c in commits])
         elif commits:
@@ -173,6 +182,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
             replies = []
         outcomes: list[CommitConflict | None] = []
         for commit, reply in zip(commits, replies):
+            self.known_boards.answered(commit, reply)
             if text(reply[0]) == "generation":
                 self._live[commit.ladder] = int(reply[1])  # for the re-read after the conflict
             try:
@@ -189,6 +199,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         """The keys and arguments of the commit script for `commit`, and (`staged`, where it
         has events kept until produced) its key ``unproduced:staged`` (among the keys, the last
         but a moded ladder's boards') with the events to stage there first: match id, events, …"""
+        sent = commit  # the one `commit_many` answers (`known_boards`)
         if not self.history_limit:  # Redis keeps no history: the archive answers it
             commit = dataclasses.replace(commit, history={})
         ladder = commit.ladder
@@ -202,7 +213,11 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         at = len(keys)
         boards = mode_boards(self, ladder, gen, commit)  # a moded ladder's: last, after the others
         keys += boards[0]
-        more: dict[str, Any] = {"trim_since": trim_since(commit, now), "boards": boards[1]}
+        since = trim_since(commit, now)
+        more: dict[str, Any] = {
+            "trim_since": since,
+            "boards": {**boards[1], **self.known_boards.fields(sent, gen, since, boards[1])},
+        }
         if not staging:
             return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit, **more), None
         args, events = staged_commit_args(commit, len(keys), gen, buckets, self.history_limit, at, **more)
