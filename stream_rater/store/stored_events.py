@@ -178,9 +178,10 @@ class StoredForms:
     """The stored forms of one commit's events of `ladder`: each event's compact form is made
     once (by the event's identity, so the events must outlive this), from its fields where the
     planner handed them over (`fields`: `Commit.event_fields`) else from its map, and serves
-    both its match's marker (`marker`) and its player's history entry (`entry`); the parts of
-    an entry its match's other events share (match id, timestamps, their team's ``expected``)
-    are made once too, a ``finished_at`` from `times` (`Commit.stored_times`) where given."""
+    both its match's marker (`markers`, which makes them: a commit's markers hold all its
+    events) and its player's history entry (`framed`); the parts of an entry its match's other
+    events share (match id, timestamps, their team's ``expected``) are made once too, a
+    ``finished_at`` from `times` (`Commit.stored_times`) where given."""
 
     __slots__ = ("_compacts", "_expected", "_fields", "_heads", "_times", "ladder")
 
@@ -198,54 +199,67 @@ class StoredForms:
         self._heads: dict[str, tuple[Any, Any, Any, str, str]] = {}
         self._expected: dict[int, Any] = {}
 
-    def compact(self, event: Event) -> list[Any] | None:
-        """`_compact` of `event`, made once."""
-        key = id(event)
-        compacts = self._compacts
-        if key in compacts:
-            return compacts[key]
-        fields = self._fields.get(key)
-        compact = (
-            None
-            if fields is None or event["player_id"] is not fields[2]
-            else compact_of(fields, self.ladder, len(event))
-        )
-        if (
-            compact is None
-        ):  # no fields, or changed in place since it was built (`contracts.with_mode`): its map
-            compact = _compact(event, self.ladder)
-        compacts[key] = compact
-        return compact
+    def markers(self, markers: Mapping[str, list[Event]]) -> list[str | bytes]:
+        """Each match of `markers` that has events, its id then its marker (`marker`), making
+        its events' compact forms."""
+        ladder, fields_of, compacts = self.ladder, self._fields, self._compacts
+        out: list[str | bytes] = []
+        for match_id, events in markers.items():
+            if not events:
+                continue
+            forms = []
+            for event in events:
+                key = id(event)
+                fields = fields_of[key] if key in fields_of else None
+                compact = (
+                    None
+                    if fields is None or event["player_id"] is not fields[2]
+                    else compact_of(fields, ladder, len(event))
+                )
+                if compact is None:  # no fields, or changed in place since (`contracts.with_mode`)
+                    compact = _compact(event, ladder)
+                compacts[key] = compact
+                forms.append(event if compact is None else compact)
+            out += (match_id, pack(forms))
+        return out
 
     def marker(self, events: list[Event]) -> bytes:
         """A marker's value: the msgpack array of `events` in their stored form."""
-        compact = self.compact
-        packed: bytes = pack([event if (c := compact(event)) is None else c for event in events])
-        return packed
+        return self.markers({"": events})[1] if events else pack([])
+
+    def framed(self, events: list[Event], model: str, player_id: str) -> list[bytes]:
+        """`events`, changes of `player_id` by `model`, as history entries (`pack_entry`), each
+        its 2-byte length then its body, in one list: an event of `markers` from its compact
+        form, with its match's part (`_head`) and its team's ``expected`` made once."""
+        compacts, heads, kept = self._compacts, self._heads, self._expected
+        parts: list[bytes] = []
+        for event in events:
+            key = id(event)
+            if key not in compacts:  # an event of no marker of the commit's
+                self.markers({"": [event]})
+            compact = compacts[key]
+            if compact is None or compact[1] != player_id or compact[2] != model:
+                body: bytes = pack(event)
+            else:
+                head = heads[compact[0]] if compact[0] in heads else None
+                if head is None or head[3] != compact[9] or head[4] != compact[10]:
+                    head = self._head(compact)
+                entry = compact[2:]  # the compact form's slots from the model on, the entry's layout
+                entry[0], entry[7], entry[8] = head[0], head[1], head[2]
+                if len(entry) > 10 and (expected := entry[10]) is not None:
+                    at = id(expected)
+                    entry[10] = kept[at] if at in kept else kept.setdefault(at, _stored_expected(expected))
+                body = pack(entry)
+            size = len(body)
+            if size < 256:
+                parts += (_FRAMES[size], body)
+            elif size <= ENTRY_LIMIT:
+                parts += (size.to_bytes(2, "big"), body)
+        return parts
 
     def entry(self, event: Event, model: str, player_id: str) -> bytes:
-        """`pack_entry` of `event`: from its compact form, with its match's part (match id,
-        timestamps) made once per match, where it is a plain event of `player_id` and `model`."""
-        compacts = self._compacts
-        key = id(event)
-        compact = compacts[key] if key in compacts else self.compact(event)
-        if compact is None or compact[1] != player_id or compact[2] != model:
-            body: bytes = pack(event)
-        else:
-            head = self._heads.get(compact[0])
-            if head is None or head[3] != compact[9] or head[4] != compact[10]:
-                head = self._head(compact)
-            entry = compact[2:]  # the compact form's slots from the model on, the entry's layout
-            entry[0], entry[7], entry[8] = head[0], head[1], head[2]
-            if len(entry) > 10 and entry[10] is not None:
-                expected, kept = entry[10], self._expected
-                at = id(expected)
-                entry[10] = kept[at] if at in kept else kept.setdefault(at, _stored_expected(expected))
-            body = pack(entry)
-        size = len(body)
-        if size < 256:
-            return _FRAMES[size] + body
-        return size.to_bytes(2, "big") + body if size <= ENTRY_LIMIT else b""
+        """`pack_entry` of `event` (`framed`)."""
+        return b"".join(self.framed([event], model, player_id))
 
     def _head(self, compact: list[Any]) -> tuple[Any, Any, Any, str, str]:
         """The part of a history entry its match's events share (match id and timestamps as

@@ -85,10 +85,15 @@ TRIM_STEP = 2_000
 TOTALS_STEP = 2_000
 
 
+#: msgpack's packer of the scripts' argument maps: made once (``msgpack.packb`` makes one, and
+#: its buffer, per call); sharing it is safe: packing runs no Python code.
+_ARGS_PACKER = msgpack.Packer(use_bin_type=False)
+
+
 def script_args(**fields: Any) -> bytes:
     """A script's argument: its named fields as one msgpack map, with raw strings because
     Redis's cmsgpack cannot read the bin type."""
-    packed: bytes = msgpack.packb(fields, use_bin_type=False)
+    packed: bytes = _ARGS_PACKER.pack(fields)
     return packed
 
 
@@ -145,7 +150,7 @@ def history_args(
     `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
     the most a read returns), packed by `forms` (the commit's markers' own, so that each event's
     compact form is made once)."""
-    entry = (forms or StoredForms(commit.ladder, commit.event_fields, commit.stored_times)).entry
+    framed = (forms or StoredForms(commit.ladder, commit.event_fields, commit.stored_times)).framed
     model = next(
         (
             e["model"]
@@ -161,7 +166,7 @@ def history_args(
         version = versions.get(player, 0)  # a history without its state (not the processor's): 0
         fields.append(history_slot(player, version, cap))
         newest = entries if len(entries) == 1 else entries[::-1][:cap]
-        chunks.append(history_chunk(version, [entry(e, model or "", player) for e in newest]))
+        chunks.append(history_chunk(version, framed(newest, model or "", player)))
     return model, fields, chunks
 
 
@@ -172,19 +177,17 @@ def _with_history(commit: Commit) -> list[int]:
 
 
 def _values(
-    commit: Commit, forms: StoredForms, states: Sequence[PlayerState], history: list[bytes]
+    commit: Commit, markers: list[bytes | str], states: Sequence[PlayerState], history: list[bytes]
 ) -> list[bytes | str]:
     """The commit script's arguments after its map (``commit.lua``): the packed `states`, the
     `history` chunks, each applied match's id and marker (its placings packed, or empty), each
-    match with events its id and events (stored form), the produced match ids, then each
-    scorer's window entries (packed)."""
+    match with events its id and events (`markers`: `StoredForms.markers`), the produced match
+    ids, then each scorer's window entries (packed)."""
     values: list[bytes | str] = [*map(PlayerState.pack, states), *history]
     placings = commit.placings
     for match_id in commit.markers:
         values += (match_id, pack(placings[match_id]) if match_id in placings else b"")
-    for match_id, events in commit.markers.items():
-        if events:
-            values += (match_id, forms.marker(events))
+    values += markers
     values += commit.produced
     values += (pack(s) for _, scores in commit.quality.values() for s in scores)
     return values
@@ -208,9 +211,10 @@ def commit_args(
     ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
+    markers = forms.markers(commit.markers)
     model, history_fields, history = history_args(commit, history_cap, forms)
-    values = [*_values(commit, forms, states, history), pack(numbers)]
-    unproduced = sum(1 for events in commit.markers.values() if events)
+    values = [*_values(commit, markers, states, history), pack(numbers)]
+    unproduced = len(markers) // 2
     at = len(states) + len(history) + 2 * len(commit.markers)  # the events' place (`_values`)
     events = values[at : at + 2 * unproduced] if staged else []
     del values[at : at + len(events)]
