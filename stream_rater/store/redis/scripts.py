@@ -150,7 +150,7 @@ def history_args(
     `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
     the most a read returns), packed by `forms` (the commit's markers' own, so that each event's
     compact form is made once)."""
-    framed = (forms or StoredForms(commit.ladder, commit.event_fields, commit.stored_times)).framed
+    forms = forms or StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     model = next(
         (
             e["model"]
@@ -161,13 +161,10 @@ def history_args(
         None,
     )
     versions = {w.player_id: w.state.version for w in commit.writes if not w.is_effect}
-    fields, chunks = [], []
-    for player, entries in commit.history.items():
-        version = versions.get(player, 0)  # a history without its state (not the processor's): 0
-        fields.append(history_slot(player, version, cap))
-        newest = entries if len(entries) == 1 else entries[::-1][:cap]
-        chunks.append(history_chunk(version, framed(newest, model or "", player)))
-    return model, fields, chunks
+    # a history without its state (not the processor's): version 0
+    of_history = [versions.get(player, 0) for player in commit.history]
+    fields = [history_slot(player, v, cap) for player, v in zip(commit.history, of_history)]
+    return model, fields, forms.chunks(commit.history, of_history, cap, model or "")
 
 
 def _with_history(commit: Commit) -> list[int]:
