@@ -23,7 +23,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -203,7 +203,9 @@ class StoredForms:
         its events' compact forms."""
         return packing_with(lambda packer: self._markers(markers, packer))
 
-    def _markers(self, markers: Mapping[str, list[Event]], packer: Callable[[Any], bytes]) -> list[str | bytes]:
+    def _markers(
+        self, markers: Mapping[str, list[Event]], packer: Callable[[Any], bytes]
+    ) -> list[str | bytes]:
         """`markers`, each packed by `packer`."""
         ladder, fields_of, compacts = self.ladder, self._fields, self._compacts
         out: list[str | bytes] = []
@@ -213,7 +215,7 @@ class StoredForms:
             forms = []
             for event in events:
                 key = id(event)
-                fields = fields_of[key] if key in fields_of else None
+                fields = fields_of.get(key)
                 compact = (
                     None
                     if fields is None or event["player_id"] is not fields[2]
@@ -228,7 +230,7 @@ class StoredForms:
 
     def marker(self, events: list[Event]) -> bytes:
         """A marker's value: the msgpack array of `events` in their stored form."""
-        return self.markers({"": events})[1] if events else pack([])
+        return cast(bytes, self.markers({"": events})[1]) if events else pack([])
 
     def chunks(
         self, history: Mapping[str, list[Event]], versions: Iterable[int], cap: int, model: str
@@ -261,7 +263,7 @@ class StoredForms:
                 if compact is None or compact[1] != player or compact[2] != model:
                     body = packer(event)
                 else:
-                    head = heads[compact[0]] if compact[0] in heads else None
+                    head = heads.get(compact[0])
                     if head is None or head[3] != compact[9] or head[4] != compact[10]:
                         head = self._head(compact)
                     entry = compact[2:]  # the compact form's slots from the model on: the entry's

@@ -18,6 +18,7 @@ from importlib.resources import files
 from typing import Any
 
 import msgpack
+import orjson
 
 from stream_rater.store.packing import pack
 from stream_rater.store.redis.keys import (
@@ -27,7 +28,6 @@ from stream_rater.store.redis.keys import (
     READ_KEYS,
     bucket,
     grouped,
-    history_chunk,
     history_slot,
     marker_slots,
 )
@@ -190,6 +190,25 @@ def _values(
     return values
 
 
+def decimals(numbers: list[float | None]) -> Sequence[str | None]:
+    """``repr`` of each of `numbers` (None kept), without formatting each in Python: orjson
+    writes the same shortest digits, in the same form for every float but for a tiny one (below
+    1e-4, where it writes no exponent or one without repr's padding), NaN and the infinities
+    (null); an item whose text might be one of those is made by ``repr``."""
+    text = orjson.dumps(numbers).decode()
+    texts = text[1:-1].split(",") if numbers else []
+    if "e" in text or "0.0000" in text or "null" in text:
+        return [_decimal(t, n) for t, n in zip(texts, numbers)]
+    return texts
+
+
+def _decimal(text: str, number: float | None) -> str | None:
+    """`decimals` of one number whose text orjson wrote."""
+    if text == "null" or "e" in text or "0.0000" in text:
+        return None if number is None else repr(number)
+    return text
+
+
 def commit_args(
     commit: Commit,
     keys: int,
@@ -226,7 +245,7 @@ def commit_args(
         if commit.read_at is not None and commit.read_at[0] == generation
         else None,
         values=len(values),
-        scores=[None if n is None else repr(n) for n in numbers],
+        scores=decimals(numbers),
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         buckets=[len(buckets.players), len(buckets.slots)],

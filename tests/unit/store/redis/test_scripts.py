@@ -9,6 +9,8 @@ from importlib.resources import files
 
 import msgpack
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from stream_rater.store.base import (
     Commit,
@@ -22,7 +24,7 @@ from stream_rater.store.base import (
 )
 from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout
 from stream_rater.store.redis.mode_boards import mode_boards
-from stream_rater.store.redis.scripts import Buckets, commit_args, key_header, staged_commit_args
+from stream_rater.store.redis.scripts import Buckets, commit_args, decimals, key_header, staged_commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 from stream_rater.store.stored_events import pack_events
 
@@ -178,3 +180,10 @@ def test_commit_values_follow_the_map_in_the_order_the_script_reads_them() -> No
         [1],
     )
     assert fields["bucket"][1] == 0 and msgpack.unpackb(fields["expected"]) == [0, 3]
+
+
+@given(st.lists(st.none() | st.floats(width=64) | st.floats(-1e-3, 1e-3) | st.floats(1e14, 1e17), max_size=8))
+@example([1e-5, 9.99e-05, 1.5e-07, 1e16, 1e22, 5e-324, -0.0, 0.0, 25.0, float("nan"), float("-inf"), None])
+@example([])
+def test_decimals_are_the_numbers_reprs(numbers: list[float | None]) -> None:
+    assert decimals(numbers) == [None if n is None else repr(n) for n in numbers]
