@@ -107,54 +107,31 @@ def compact_of(fields: EventFields, ladder: str, size: int | None = None) -> lis
     ``expected`` not a map, a `FLAG` not a bool, or a change that is NaN (the event's
     ``delta`` or ``rating_delta`` would then differ from the one rebuilt); also None if `size`
     is given and is not the number of keys of that event (an event changed in place since)."""
-    (
-        match_id,
-        of,
-        player_id,
-        model,
-        before,
-        after,
-        rating,
-        games,
-        finished,
-        processed,
-        late,
-        flag,
-        expected,
-        before_rating,
-    ) = fields
+    (match_id, of, player_id, model, before, after, rating, games, finished, processed, late, flag, expected,
+     before_rating) = fields  # fmt: skip
     b_mu, a_mu = before[0], after[0]
-    if (
-        of != ladder
-        or (expected is not None and not isinstance(expected, dict))
-        or (flag is not None and not isinstance(flag, bool))
-        or a_mu - b_mu != a_mu - b_mu
-    ):
+    if of != ladder or a_mu - b_mu != a_mu - b_mu:
         return None
-    late = bool(late)  # the event has ``late`` (true) only if it is
-    if size is not None and size != 12 + late + (flag is not None) + (expected is not None) + (
-        before_rating is not None
-    ):
-        return None
-    compact = [
-        match_id,
-        player_id,
-        model,
-        b_mu,
-        before[1],
-        a_mu,
-        after[1],
-        rating,
-        games,
-        finished,
-        processed,
-        late,
-    ]
-    if before_rating is not None:
-        if rating - before_rating != rating - before_rating:
+    if late is not False:
+        late = bool(late)  # the event has ``late`` (true) only if it is
+    keys = 12 if late is False else 13  # the event's, but for the optional ones below
+    if expected is not None:
+        if not isinstance(expected, dict):
             return None
-        compact += (expected, flag, before_rating)
-        return compact
+        keys += 1
+    if flag is not None:
+        if not isinstance(flag, bool):
+            return None
+        keys += 1
+    if before_rating is not None:
+        if rating - before_rating != rating - before_rating or (size is not None and size != keys + 1):
+            return None
+        return [match_id, player_id, model, b_mu, before[1], a_mu, after[1], rating, games, finished,
+                processed, late, expected, flag, before_rating]  # fmt: skip
+    if size is not None and size != keys:
+        return None
+    compact = [match_id, player_id, model, b_mu, before[1], a_mu, after[1], rating, games, finished,
+               processed, late]  # fmt: skip
     if expected is not None or flag is not None:
         compact.append(expected)
     if flag is not None:

@@ -230,9 +230,8 @@ def commit_args(
     markers = forms.markers(commit.markers)
     model, history_fields, history = history_args(commit, history_cap, forms)
     values = [*_values(commit, markers, states, history), pack(numbers)]
-    unproduced = len(markers) // 2
     at = len(states) + len(history) + 2 * len(commit.markers)  # the events' place (`_values`)
-    events = values[at : at + 2 * unproduced] if staged else []
+    events = values[at : at + len(markers)] if staged else []
     del values[at : at + len(events)]
     fields = script_args(
         keys=keys,
@@ -254,7 +253,7 @@ def commit_args(
         markers=len(commit.markers),
         slot=buckets.slot_written,
         slot_ttl=buckets.slot_ttl,
-        unproduced=0 if staged else unproduced,
+        unproduced=0 if staged else len(markers) // 2,
         produced=len(commit.produced),
         history_fields=history_fields,
         model=model,
