@@ -20,7 +20,7 @@ from typing import Any
 import msgpack
 import orjson
 
-from stream_rater.store.packing import pack
+from stream_rater.store.packing import pack, packing_with
 from stream_rater.store.redis.keys import (
     BOARD_KEYS,
     COMMIT_KEYS,
@@ -180,7 +180,8 @@ def _values(
     `history` chunks, each applied match's id and marker (its placings packed, or empty), each
     match with events its id and events (`markers`: `StoredForms.markers`), the produced match
     ids, then each scorer's window entries (packed)."""
-    values: list[bytes | str] = [*map(PlayerState.pack, states), *history]
+    values: list[bytes | str] = packing_with(lambda packer: [state.pack(packer) for state in states])
+    values += history
     placings = commit.placings
     for match_id in commit.markers:
         values += (match_id, pack(placings[match_id]) if match_id in placings else b"")
