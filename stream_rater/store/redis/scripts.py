@@ -12,7 +12,7 @@ finds another one says so and the client retries with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
@@ -28,7 +28,7 @@ from stream_rater.store.redis.keys import (
     READ_KEYS,
     bucket,
     grouped,
-    history_slot,
+    history_slots,
     marker_slots,
 )
 from stream_rater.store.stored_events import StoredForms, stored_event
@@ -163,8 +163,11 @@ def history_args(
     versions = {w.player_id: w.state.version for w in commit.writes if not w.is_effect}
     # a history without its state (not the processor's): version 0
     of_history = [versions.get(player, 0) for player in commit.history]
-    fields = [history_slot(player, v, cap) for player, v in zip(commit.history, of_history)]
-    return model, fields, forms.chunks(commit.history, of_history, cap, model or "")
+    return (
+        model,
+        history_slots(commit.history, of_history, cap),
+        forms.chunks(commit.history, of_history, cap, model or ""),
+    )
 
 
 def _with_history(commit: Commit) -> list[int]:
@@ -180,14 +183,25 @@ def _values(
     `history` chunks, each applied match's id and marker (its placings packed, or empty), each
     match with events its id and events (`markers`: `StoredForms.markers`), the produced match
     ids, then each scorer's window entries (packed)."""
-    values: list[bytes | str] = packing_with(lambda packer: [state.pack(packer) for state in states])
+    return packing_with(lambda packer: _packed_values(commit, markers, states, history, packer))
+
+
+def _packed_values(
+    commit: Commit,
+    markers: list[bytes | str],
+    states: Sequence[PlayerState],
+    history: list[bytes],
+    packer: Callable[[Any], bytes],
+) -> list[bytes | str]:
+    """`_values`, packed by `packer`."""
+    values: list[bytes | str] = [state.pack(packer) for state in states]
     values += history
     placings = commit.placings
     for match_id in commit.markers:
-        values += (match_id, pack(placings[match_id]) if match_id in placings else b"")
+        values += (match_id, packer(placings[match_id]) if match_id in placings else b"")
     values += markers
     values += commit.produced
-    values += (pack(s) for _, scores in commit.quality.values() for s in scores)
+    values += [packer(s) for _, scores in commit.quality.values() for s in scores]
     return values
 
 
