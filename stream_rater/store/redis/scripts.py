@@ -121,21 +121,34 @@ class Buckets:
         """The buckets of `commit` at `now` with markers kept `ttl` seconds (0: for ever)."""
         written = [w.player_id for w in commit.writes if not w.is_effect]
         players, index = grouped(written, bucket)
+        history = list(commit.history)
+        if history == written[: len(history)]:  # the planner's order: each written, in turn
+            history_index = index[: len(history)]
+        else:
+            history_index = cls._history_index(history, written, players, index)
+        it = iter(index)
+        player_index = [0 if w.is_effect else next(it) for w in commit.writes]
+        slots, slot, slot_ttl = marker_slots(now, ttl)
+        return cls(players, player_index, history_index, slots, slots.index(slot) + 1, slot_ttl)
+
+    @staticmethod
+    def _history_index(
+        history: list[str], written: list[str], players: list[int], index: list[int]
+    ) -> list[int]:
+        """Per player of `history`, the 1-based index of its bucket among `players` (the buckets
+        of `written`, per one its index in `index`), those of players not written added."""
         # A history's player is nearly always written too: its bucket is not hashed again.
         of_written = dict(zip(written, index))
         order = {b: i for i, b in enumerate(players, 1)}
         history_index = []
-        for player in commit.history:
+        for player in history:
             at = of_written.get(player)
             if at is None:
                 at = order.setdefault(bucket(player), len(order) + 1)
                 if at > len(players):
                     players.append(bucket(player))
             history_index.append(at)
-        it = iter(index)
-        player_index = [0 if w.is_effect else next(it) for w in commit.writes]
-        slots, slot, slot_ttl = marker_slots(now, ttl)
-        return cls(players, player_index, history_index, slots, slots.index(slot) + 1, slot_ttl)
+        return history_index
 
     def keys(self) -> tuple[list[int], list[str]]:
         """The buckets in `KeyLayout.commit_keys`' form."""
@@ -143,14 +156,15 @@ class Buckets:
 
 
 def history_args(
-    commit: Commit, cap: int, forms: StoredForms | None = None
-) -> tuple[str | None, list[bytes], list[bytes]]:
-    """The history entries' model (of the first plain event), and per player the field its
-    entries of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last
-    `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
-    the most a read returns), packed by `forms` (the commit's markers' own, so that each event's
-    compact form is made once)."""
-    forms = forms or StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
+    commit: Commit, cap: int, forms: StoredForms, *writes: Sequence[Any]
+) -> tuple[str | None, list[bytes], list[bytes], list[int]]:
+    """The history entries' model (of the first plain event), per player the field its entries
+    of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last `cap`
+    commits: `history_slot`), and its value (`StoredForms.chunks`: its newest `cap` entries, the
+    most a read returns), packed by `forms` (the commit's markers' own, so that each compact form
+    is made once); and per write the index of its history (`_of_history`, whose `writes` are the
+    writes' columns)."""
+    versions, with_history = _of_history(commit, *writes)
     model = next(
         (
             e["model"]
@@ -160,20 +174,29 @@ def history_args(
         ),
         None,
     )
-    versions = {w.player_id: w.state.version for w in commit.writes if not w.is_effect}
-    # a history without its state (not the processor's): version 0
-    of_history = [versions.get(player, 0) for player in commit.history]
     return (
         model,
-        history_slots(commit.history, of_history, cap),
-        forms.chunks(commit.history, of_history, cap, model or ""),
+        history_slots(commit.history, versions, cap),
+        forms.chunks(commit.history, versions, cap, model or ""),
+        with_history,
     )
 
 
-def _with_history(commit: Commit) -> list[int]:
-    """Per write, the 1-based index of its player's history among the commit's, or 0."""
-    at = {player: h for h, player in enumerate(commit.history, 1)}
-    return [0 if w.is_effect else at.get(w.player_id, 0) for w in commit.writes]
+def _of_history(
+    commit: Commit, ids: Sequence[str], effects: Sequence[bool], states: Sequence[PlayerState]
+) -> tuple[list[int], list[int]]:
+    """Per player of the commit's history, its state's version (0 if not written: not the
+    processor's), and per write (`ids`, `effects`, `states`: the writes' columns), the 1-based
+    index of its player's history among the commit's, or 0."""
+    history = commit.history
+    n = len(history)
+    if ids[:n] == tuple(history) and not any(effects[:n]) and len(set(ids)) == len(ids):
+        # the planner's order: the histories' players written first, in turn
+        return [state.version for state in states[:n]], [*range(1, n + 1), *(0,) * (len(ids) - n)]
+    versions = {i: state.version for i, state, effect in zip(ids, states, effects) if not effect}
+    at = {player: h for h, player in enumerate(history, 1)}
+    with_history = [0 if effect else at.get(i, 0) for i, effect in zip(ids, effects)]
+    return [versions.get(player, 0) for player in history], with_history
 
 
 def _values(
@@ -234,20 +257,20 @@ def commit_args(
     boards: Mapping[str, Any] | None = None,
     staged: int = 0,
 ) -> list[bytes | str]:
-    """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
-    fields, the values it hands to commands as they are (states, histories, markers, unproduced
-    events and their match ids: never decoded nor copied into tables), last the writes' scores
-    as numbers, one msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
+    """The commit script's arguments for `commit` (of `keys` keys): its map of fields, the values
+    it hands to commands as they are (states, histories, markers, unproduced events and their
+    match ids: never decoded nor copied into tables), last the writes' scores as numbers, one
+    msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
     since `trim_since`: off the leaderboard; `boards`, `staged`: `mode_boards`, `staged_commit_args`."""
-    ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
+    ids, states, expected, effects, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
     markers = forms.markers(commit.markers)
-    model, history_fields, history = history_args(commit, history_cap, forms)
-    values = [*_values(commit, markers, states, history), pack(numbers)]
-    at = len(states) + len(history) + 2 * len(commit.markers)  # the events' place (`_values`)
-    events = values[at : at + len(markers)] if staged else []
-    del values[at : at + len(events)]
+    model, history_fields, history, with_history = history_args(
+        commit, history_cap, forms, ids, effects, states
+    )
+    events = markers if staged else []  # staged: not among the values, last instead
+    values = [*_values(commit, [] if staged else markers, states, history), pack(numbers)]
     fields = script_args(
         keys=keys,
         generation=generation,
@@ -264,7 +287,7 @@ def commit_args(
         season=commit.season,
         buckets=[len(buckets.players), len(buckets.slots)],
         history_bucket=buckets.history_index,
-        with_history=_with_history(commit),
+        with_history=with_history,
         markers=len(commit.markers),
         slot=buckets.slot_written,
         slot_ttl=buckets.slot_ttl,
