@@ -22,7 +22,7 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
-from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout
+from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout, bucket
 from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import Buckets, commit_args, decimals, key_header, staged_commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
@@ -187,3 +187,20 @@ def test_commit_values_follow_the_map_in_the_order_the_script_reads_them() -> No
 @example([])
 def test_decimals_are_the_numbers_reprs(numbers: list[float | None]) -> None:
     assert decimals(numbers) == [None if n is None else repr(n) for n in numbers]
+
+
+def test_writes_in_another_order_than_the_histories_still_find_them() -> None:
+    """The planner writes the histories' players first, in the histories' order (the arguments
+    are then taken from the writes' columns); in any other order, with an effect among them or
+    a history without a write, each history still gets its player's version and bucket."""
+    ea, eb, ec = {"event_id": "m1:a"}, {"event_id": "m1:b"}, {"event_id": "m1:c"}
+    a, b = PlayerState(25.0, 8.0, 1, 1.0, 3), PlayerState(25.0, 8.0, 1, 1.0, 5)
+    writes = [StateWrite("b", b, 4), StateWrite("x", b, 4, True), StateWrite("a", a, 2)]
+    commit = Commit("L", writes, {"m1": [ea, eb, ec]}, {"a": [ea], "b": [eb], "c": [ec]})
+    buckets = Buckets.of(commit, 1000.0, 60)
+    args = commit_args(commit, 12, 0, buckets, 100)
+    fields = {k.decode(): v for k, v in msgpack.unpackb(args[0], raw=True, strict_map_key=False).items()}
+    assert fields["with_history"] == [2, 0, 1]
+    assert [buckets.players[at - 1] for at in fields["history_bucket"]] == [bucket(p) for p in "abc"]
+    assert [args[i][:4] for i in (4, 5, 6)] == [v.to_bytes(4, "big") for v in (3, 5, 0)]
+    assert fields["history_fields"] == [b"\xffa:3", b"\xffb:5", b"\xffc:0"]
