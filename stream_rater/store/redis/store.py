@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+import hiredis
 import msgpack
 import redis.asyncio as aioredis
 from redis import exceptions
@@ -85,6 +86,15 @@ class _HiredisPacking:
     _packer = HiredisRespSerializer()
 
     def pack_command(self, *args: Any) -> list[bytes]:
+        """The command's RESP bytes, as `HiredisRespSerializer` packs them; by hiredis at once
+        where that gives the same (a one-word command name, no bytearray or memoryview, which
+        hiredis refuses): the serializer's Python pass over the arguments costs the worker about
+        0.3 µs per argument of a commit's script call."""
+        if isinstance(args[0], str) and " " not in args[0]:
+            try:
+                return [hiredis.pack_command(args)]
+            except TypeError:  # a bytearray or memoryview (the serializer makes them bytes)
+                pass
         packed: list[bytes] = self._packer.pack(*args)
         return packed
 
