@@ -27,7 +27,7 @@ from stream_rater.store.redis.keys import (
     CONTROL_KEYS,
     READ_KEYS,
     bucket,
-    grouped,
+    bucketed,
     history_slots,
     marker_slots,
 )
@@ -120,7 +120,7 @@ class Buckets:
     def of(cls, commit: Commit, now: float, ttl: float) -> Buckets:
         """The buckets of `commit` at `now` with markers kept `ttl` seconds (0: for ever)."""
         written = [w.player_id for w in commit.writes if not w.is_effect]
-        players, index = grouped(written, bucket)
+        players, index = bucketed(written)
         history = list(commit.history)
         if history == written[: len(history)]:  # the planner's order: each written, in turn
             history_index = index[: len(history)]
@@ -327,7 +327,7 @@ def read_args(
 ) -> tuple[list[int], list[str], dict[str, Any]]:
     """The players buckets and markers slots of the read script's argument for `request` (at
     `now`, markers kept `ttl` seconds), and its fields but ``keys`` (described in ``read.lua``)."""
-    players, player_index = grouped(request.player_ids, bucket)
+    players, player_index = bucketed(request.player_ids)
     slots = marker_slots(now, ttl)[0]
     return (
         players,

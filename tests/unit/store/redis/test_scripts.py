@@ -22,7 +22,16 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
-from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout, bucket
+from stream_rater.store.redis.keys import (
+    BOARD_KEYS,
+    COMMIT_KEYS,
+    CONTROL_KEYS,
+    READ_KEYS,
+    KeyLayout,
+    bucket,
+    bucketed,
+    grouped,
+)
 from stream_rater.store.redis.mode_boards import mode_boards
 from stream_rater.store.redis.scripts import Buckets, commit_args, decimals, key_header, staged_commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
@@ -204,3 +213,8 @@ def test_writes_in_another_order_than_the_histories_still_find_them() -> None:
     assert [buckets.players[at - 1] for at in fields["history_bucket"]] == [bucket(p) for p in "abc"]
     assert [args[i][:4] for i in (4, 5, 6)] == [v.to_bytes(4, "big") for v in (3, 5, 0)]
     assert fields["history_fields"] == [b"\xffa:3", b"\xffb:5", b"\xffc:0"]
+
+
+@given(st.lists(st.text(max_size=6) | st.sampled_from(["a", "b", "ü"]), max_size=12))
+def test_bucketed_ids_are_grouped_by_their_bucket(ids: list[str]) -> None:
+    assert bucketed(ids) == grouped(ids, bucket)
