@@ -235,8 +235,10 @@ def decimals(numbers: list[float | None]) -> Sequence[str | None]:
     (null); an item whose text might be one of those is made by ``repr``."""
     text = orjson.dumps(numbers).decode()
     texts = text[1:-1].split(",") if numbers else []
-    if "e" in text or "0.0000" in text or "null" in text:
+    if "e" in text or "0.0000" in text:
         return [_decimal(t, n) for t, n in zip(texts, numbers)]
+    if "null" in text:  # None (off the leaderboard), or NaN or an infinity
+        return [t if t != "null" else None if n is None else repr(n) for t, n in zip(texts, numbers)]
     return texts
 
 
