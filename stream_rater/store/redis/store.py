@@ -14,12 +14,10 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-import hiredis
 import msgpack
 import redis.asyncio as aioredis
 from redis import exceptions
 from redis.asyncio.cluster import RedisCluster
-from redis.connection import HiredisRespSerializer
 
 from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import StateStore
@@ -40,6 +38,7 @@ from stream_rater.store.redis.keys import (
 from stream_rater.store.redis.leaderboard import LeaderboardReads
 from stream_rater.store.redis.lean import ScriptCall, lean_script, ready
 from stream_rater.store.redis.mode_boards import mode_boards
+from stream_rater.store.redis.resp import HiredisPacking
 from stream_rater.store.redis.scripts import (
     BOARD_SCRIPT,
     COMMIT_SCRIPT,
@@ -75,28 +74,6 @@ MAX_CONNECTIONS = 64
 #: hash-max-listpack-value, so that the hash is a hash table from its first entry (as
 #: ``commit.lua``'s unproduced hash).
 HASH_TABLE = b"-" * 4096
-
-
-class _HiredisPacking:
-    """A connection class mixin that packs commands with hiredis (C), as redis-py's
-    synchronous client does, rather than with the asyncio client's Python loop over the
-    arguments: a script call naming tens of bucket keys costs a read server some 10 µs less
-    (`bench api`)."""
-
-    _packer = HiredisRespSerializer()
-
-    def pack_command(self, *args: Any) -> list[bytes]:
-        """The command's RESP bytes, as `HiredisRespSerializer` packs them; by hiredis at once
-        where that gives the same (a one-word command name, no bytearray or memoryview, which
-        hiredis refuses): the serializer's Python pass over the arguments costs the worker about
-        0.3 µs per argument of a commit's script call."""
-        if isinstance(args[0], str) and " " not in args[0]:
-            try:
-                return [hiredis.pack_command(args)]
-            except TypeError:  # a bytearray or memoryview (the serializer makes them bytes)
-                pass
-        packed: list[bytes] = self._packer.pack(*args)
-        return packed
 
 
 class RedisStore(RerateControl, LeaderboardReads, StateStore):
@@ -147,7 +124,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
             return cls(cluster_client(url, max_connections, **options), **kwargs)
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, **options)
         plain = pool.connection_class  # by the URL's scheme: TCP, TLS or a Unix socket
-        pool.connection_class = type(plain.__name__, (_HiredisPacking, plain), {})
+        pool.connection_class = type(plain.__name__, (HiredisPacking, plain), {})
         return cls(aioredis.Redis(connection_pool=pool), **kwargs)
 
     async def read_many(self, requests: Sequence[ReadRequest]) -> list[Snapshot]:

@@ -1,5 +1,5 @@
 """The Redis store's connections pack commands as redis-py's hiredis serializer does, bytes
-for bytes, whatever the arguments (`store._HiredisPacking`)."""
+for bytes, whatever the arguments (`store.HiredisPacking`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import DataError
 
-from stream_rater.store.redis.store import _HiredisPacking
+from stream_rater.store.redis.resp import HiredisPacking
 
 
 @pytest.mark.parametrize(
@@ -23,9 +23,9 @@ from stream_rater.store.redis.store import _HiredisPacking
     ],
 )
 def test_commands_pack_as_redis_pys_hiredis_serializer_packs_them(args: tuple[Any, ...]) -> None:
-    assert _HiredisPacking().pack_command(*args) == HiredisRespSerializer().pack(*args)
+    assert HiredisPacking().pack_command(*args) == HiredisRespSerializer().pack(*args)
 
 
 def test_an_argument_of_no_redis_type_is_refused_as_redis_py_refuses_it() -> None:
     with pytest.raises(DataError):
-        _HiredisPacking().pack_command("SET", "k", True)
+        HiredisPacking().pack_command("SET", "k", True)
