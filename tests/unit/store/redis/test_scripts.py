@@ -22,6 +22,7 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
+from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.keys import (
     BOARD_KEYS,
     COMMIT_KEYS,
@@ -45,8 +46,19 @@ def _lua(name: str) -> str:
 
 
 def _fields_read(name: str) -> set[str]:
-    """Fields a script (or the helper it calls) reads of its argument map ``args``."""
-    return set(re.findall(r"\bargs\.(\w+)", _lua(name)))
+    """Fields a script (or the helper it calls) reads of its argument map ``args``, but those
+    it sets itself."""
+    lua = _lua(name)
+    return set(re.findall(r"\bargs\.(\w+)", lua)) - set(re.findall(r"\bargs\.(\w+)\s*=[^=]", lua))
+
+
+def _known_boards_fields(commit: Commit) -> set[str]:
+    """The fields a store adds for `commit` once its last commit's reply told it the boards
+    (`boards.KnownBoards`): a first commit of the ladder, answered, then `commit` after it."""
+    known, first = KnownBoards(), dataclasses.replace(commit, read_at=(0, 0))
+    known.fields(first, 0, None, {})
+    known.answered(first, [b"ok", 1])
+    return set(known.fields(dataclasses.replace(commit, read_at=(0, 1)), 0, None, {}))
 
 
 def test_commit_script_reads_only_fields_the_client_packs() -> None:
@@ -75,7 +87,9 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     staged = {
         k.decode(): v for k, v in msgpack.unpackb(staged_args[0], raw=True, strict_map_key=False).items()
     }
-    assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed) | fields | set(staged)
+    assert _fields_read("commit.lua") | _fields_read("common.lua") == (
+        set(packed) | fields | set(staged) | _known_boards_fields(commit)
+    )
     assert fields - set(packed) == {"boards", "board", "board_ids"}
     assert set(staged) - set(packed) == {"staged"} and (staged["staged"], staged["unproduced"]) == (13, 0)
     assert (
