@@ -8,7 +8,8 @@ those values are packed by msgpack instead, so every value packs to the bytes it
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgpack
 import ormsgpack
@@ -16,6 +17,8 @@ import ormsgpack
 #: msgpack's packer of the same form, for what ormsgpack refuses; sharing it is safe: packing
 #: runs no Python code.
 _FALLBACK = msgpack.Packer(use_bin_type=True)
+
+T = TypeVar("T")
 
 
 def pack(value: Any) -> bytes:
@@ -26,3 +29,13 @@ def pack(value: Any) -> bytes:
     except ormsgpack.MsgpackEncodeError:
         packed: bytes = _FALLBACK.pack(value)
         return packed
+
+
+def packing_with(build: Callable[[Callable[[Any], bytes]], T]) -> T:
+    """``build(packer)`` with ormsgpack's own packer handed in, so that a loop packing many
+    values calls no Python function per value; if ormsgpack refuses one, ``build(pack)``
+    instead (so `build` must be safe to run again): the bytes `pack` gives either way."""
+    try:
+        return build(ormsgpack.packb)
+    except ormsgpack.MsgpackEncodeError:
+        return build(pack)

@@ -21,9 +21,9 @@ import functools
 import itertools
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -31,7 +31,7 @@ from stream_rater.config.rules import READ_FLAGS
 from stream_rater.contracts import format_timestamp, parse_timestamp, rating_changed
 from stream_rater.contracts.timestamps import _MAX_EPOCH, _MIN_EPOCH
 from stream_rater.store.base import Event
-from stream_rater.store.packing import pack
+from stream_rater.store.packing import pack, packing_with
 
 #: The flag field a ladder rule adds to events (`config.rules.READ_FLAGS`, the first) that the
 #: compact form keeps in its slot; an event with any other flag field is kept as its map.
@@ -107,54 +107,31 @@ def compact_of(fields: EventFields, ladder: str, size: int | None = None) -> lis
     ``expected`` not a map, a `FLAG` not a bool, or a change that is NaN (the event's
     ``delta`` or ``rating_delta`` would then differ from the one rebuilt); also None if `size`
     is given and is not the number of keys of that event (an event changed in place since)."""
-    (
-        match_id,
-        of,
-        player_id,
-        model,
-        before,
-        after,
-        rating,
-        games,
-        finished,
-        processed,
-        late,
-        flag,
-        expected,
-        before_rating,
-    ) = fields
+    (match_id, of, player_id, model, before, after, rating, games, finished, processed, late, flag, expected,
+     before_rating) = fields  # fmt: skip
     b_mu, a_mu = before[0], after[0]
-    if (
-        of != ladder
-        or (expected is not None and not isinstance(expected, dict))
-        or (flag is not None and not isinstance(flag, bool))
-        or a_mu - b_mu != a_mu - b_mu
-    ):
+    if of != ladder or a_mu - b_mu != a_mu - b_mu:
         return None
-    late = bool(late)  # the event has ``late`` (true) only if it is
-    if size is not None and size != 12 + late + (flag is not None) + (expected is not None) + (
-        before_rating is not None
-    ):
-        return None
-    compact = [
-        match_id,
-        player_id,
-        model,
-        b_mu,
-        before[1],
-        a_mu,
-        after[1],
-        rating,
-        games,
-        finished,
-        processed,
-        late,
-    ]
-    if before_rating is not None:
-        if rating - before_rating != rating - before_rating:
+    if late is not False:
+        late = bool(late)  # the event has ``late`` (true) only if it is
+    keys = 12 if late is False else 13  # the event's, but for the optional ones below
+    if expected is not None:
+        if not isinstance(expected, dict):
             return None
-        compact += (expected, flag, before_rating)
-        return compact
+        keys += 1
+    if flag is not None:
+        if not isinstance(flag, bool):
+            return None
+        keys += 1
+    if before_rating is not None:
+        if rating - before_rating != rating - before_rating or (size is not None and size != keys + 1):
+            return None
+        return [match_id, player_id, model, b_mu, before[1], a_mu, after[1], rating, games, finished,
+                processed, late, expected, flag, before_rating]  # fmt: skip
+    if size is not None and size != keys:
+        return None
+    compact = [match_id, player_id, model, b_mu, before[1], a_mu, after[1], rating, games, finished,
+               processed, late]  # fmt: skip
     if expected is not None or flag is not None:
         compact.append(expected)
     if flag is not None:
@@ -178,11 +155,12 @@ class StoredForms:
     """The stored forms of one commit's events of `ladder`: each event's compact form is made
     once (by the event's identity, so the events must outlive this), from its fields where the
     planner handed them over (`fields`: `Commit.event_fields`) else from its map, and serves
-    both its match's marker (`marker`) and its player's history entry (`entry`); the parts of
-    an entry its match's other events share (match id, timestamps, their team's ``expected``)
-    are made once too, a ``finished_at`` from `times` (`Commit.stored_times`) where given."""
+    both its match's marker (`markers`, which makes them: a commit's markers hold all its
+    events) and its player's history entry (`chunks`); the parts of an entry its match's other
+    events share (match id, timestamps) are made once too, a
+    ``finished_at`` from `times` (`Commit.stored_times`) where given."""
 
-    __slots__ = ("_compacts", "_expected", "_fields", "_heads", "_times", "ladder")
+    __slots__ = ("_compacts", "_fields", "_heads", "_times", "ladder")
 
     def __init__(
         self,
@@ -196,56 +174,93 @@ class StoredForms:
         self._compacts: dict[int, list[Any] | None] = {}
         #: Match id → its entries' head (match id, times as kept) and the times it is of.
         self._heads: dict[str, tuple[Any, Any, Any, str, str]] = {}
-        self._expected: dict[int, Any] = {}
 
-    def compact(self, event: Event) -> list[Any] | None:
-        """`_compact` of `event`, made once."""
-        key = id(event)
-        compacts = self._compacts
-        if key in compacts:
-            return compacts[key]
-        fields = self._fields.get(key)
-        compact = (
-            None
-            if fields is None or event["player_id"] is not fields[2]
-            else compact_of(fields, self.ladder, len(event))
-        )
-        if (
-            compact is None
-        ):  # no fields, or changed in place since it was built (`contracts.with_mode`): its map
-            compact = _compact(event, self.ladder)
-        compacts[key] = compact
-        return compact
+    def markers(self, markers: Mapping[str, list[Event]]) -> list[str | bytes]:
+        """Each match of `markers` that has events, its id then its marker (`marker`), making
+        its events' compact forms."""
+        return packing_with(lambda packer: self._markers(markers, packer))
+
+    def _markers(
+        self, markers: Mapping[str, list[Event]], packer: Callable[[Any], bytes]
+    ) -> list[str | bytes]:
+        """`markers`, each packed by `packer`."""
+        ladder, fields_of, compacts = self.ladder, self._fields, self._compacts
+        out: list[str | bytes] = []
+        for match_id, events in markers.items():
+            if not events:
+                continue
+            forms = []
+            for event in events:
+                key = id(event)
+                fields = fields_of.get(key)
+                compact = (
+                    None
+                    if fields is None or event["player_id"] is not fields[2]
+                    else compact_of(fields, ladder, len(event))
+                )
+                if compact is None:  # no fields, or changed in place since (`contracts.with_mode`)
+                    compact = _compact(event, ladder)
+                compacts[key] = compact
+                forms.append(event if compact is None else compact)
+            out += (match_id, packer(forms))
+        return out
 
     def marker(self, events: list[Event]) -> bytes:
         """A marker's value: the msgpack array of `events` in their stored form."""
-        compact = self.compact
-        packed: bytes = pack([event if (c := compact(event)) is None else c for event in events])
-        return packed
+        return cast(bytes, self.markers({"": events})[1]) if events else pack([])
+
+    def chunks(
+        self, history: Mapping[str, list[Event]], versions: Iterable[int], cap: int, model: str
+    ) -> list[bytes]:
+        """Per player of `history`, whose state is at the version `versions` give in turn, the
+        value of its history field (`keys.history_chunk`): that version as 4 bytes big-endian,
+        then the player's newest `cap` changes, newest first, each its 2-byte length and its
+        entry (`pack_entry`, by `model`)."""
+        return packing_with(lambda packer: self._chunks(history, versions, cap, model, packer))
+
+    def _chunks(
+        self,
+        history: Mapping[str, list[Event]],
+        versions: Iterable[int],
+        cap: int,
+        model: str,
+        packer: Callable[[Any], bytes],
+    ) -> list[bytes]:
+        """`chunks`, packed by `packer`: an event of `markers` from its compact form, with its
+        match's part (`_head`) made once."""
+        compacts, heads = self._compacts, self._heads
+        chunks = []
+        for (player, events), version in zip(history.items(), versions):
+            parts = [(version & 0xFFFFFFFF).to_bytes(4, "big")]
+            for event in events if len(events) == 1 else events[::-1][:cap]:
+                key = id(event)
+                if key not in compacts:  # an event of no marker of the commit's
+                    self.markers({"": [event]})
+                compact = compacts[key]
+                if compact is None or compact[1] != player or compact[2] != model:
+                    body = packer(event)
+                else:
+                    head = heads.get(compact[0])
+                    if head is None or head[3] != compact[9] or head[4] != compact[10]:
+                        head = self._head(compact)
+                    entry = compact[2:]  # the compact form's slots from the model on: the entry's
+                    entry[0], entry[7], entry[8] = head[0], head[1], head[2]
+                    if len(entry) > 10 and (expected := entry[10]) is not None:
+                        at = _EXPECTED_AT.get(tuple(expected))  # its keys' index, then its values
+                        if at is not None:
+                            entry[10] = [at, *expected.values()]
+                    body = packer(entry)
+                size = len(body)
+                if size < 256:
+                    parts += (_FRAMES[size], body)
+                elif size <= ENTRY_LIMIT:
+                    parts += (size.to_bytes(2, "big"), body)
+            chunks.append(b"".join(parts))
+        return chunks
 
     def entry(self, event: Event, model: str, player_id: str) -> bytes:
-        """`pack_entry` of `event`: from its compact form, with its match's part (match id,
-        timestamps) made once per match, where it is a plain event of `player_id` and `model`."""
-        compacts = self._compacts
-        key = id(event)
-        compact = compacts[key] if key in compacts else self.compact(event)
-        if compact is None or compact[1] != player_id or compact[2] != model:
-            body: bytes = pack(event)
-        else:
-            head = self._heads.get(compact[0])
-            if head is None or head[3] != compact[9] or head[4] != compact[10]:
-                head = self._head(compact)
-            entry = compact[2:]  # the compact form's slots from the model on, the entry's layout
-            entry[0], entry[7], entry[8] = head[0], head[1], head[2]
-            if len(entry) > 10 and entry[10] is not None:
-                expected, kept = entry[10], self._expected
-                at = id(expected)
-                entry[10] = kept[at] if at in kept else kept.setdefault(at, _stored_expected(expected))
-            body = pack(entry)
-        size = len(body)
-        if size < 256:
-            return _FRAMES[size] + body
-        return size.to_bytes(2, "big") + body if size <= ENTRY_LIMIT else b""
+        """`pack_entry` of `event` (`chunks`, without the version)."""
+        return self.chunks({player_id: [event]}, (0,), 1, model)[0][4:]
 
     def _head(self, compact: list[Any]) -> tuple[Any, Any, Any, str, str]:
         """The part of a history entry its match's events share (match id and timestamps as
@@ -405,13 +420,6 @@ def _match(match_id: str) -> str | bytes:
     if len(match_id) == 36 and _CANONICAL_UUID.fullmatch(match_id):
         return bytes.fromhex(match_id.replace("-", ""))
     return match_id
-
-
-def _stored_expected(expected: dict[str, Any]) -> Any:
-    """An ``expected`` as a history entry keeps it: the index of its keys in `_EXPECTED` then
-    its values, or the map itself if its keys are none of those."""
-    at = _EXPECTED_AT.get(tuple(expected))
-    return expected if at is None else [at, *expected.values()]
 
 
 def _event_fields(entry: list[Any], player_id: str, model: str | None) -> list[Any]:

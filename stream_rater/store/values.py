@@ -23,7 +23,7 @@ gives both sizes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -142,8 +142,9 @@ class PlayerState(NamedTuple):
     peak: float | None = None
     peak_at: float | None = None
 
-    def pack(self) -> bytes:
-        """Compact msgpack form: ``[mu, sigma, games, last_played, version]``, then
+    def pack(self, packer: Callable[[Any], bytes] = pack) -> bytes:
+        """Compact msgpack form (by `packer`, `packing.pack` or what `packing.packing_with`
+        hands in): ``[mu, sigma, games, last_played, version]``, then
         ``extra`` and then ``peak, peak_at`` only as far as they are set (so that states
         written before these fields existed read back as they were). A float field whose
         value is integral (``last_played``, ``peak_at`` in whole epoch seconds, a rounded
@@ -153,24 +154,21 @@ class PlayerState(NamedTuple):
         mu, sigma, games, last, version, extra, peak, peak_at = self
         small = _small
         # A fractional float is packed as it is: `_small` is called only where it may change it.
-        head: tuple[Any, ...] = (
-            mu if type(mu) is float and not mu.is_integer() else small(mu),
-            sigma if type(sigma) is float and not sigma.is_integer() else small(sigma),
-            games,
-            last if type(last) is float and not last.is_integer() else small(last),
-            version,
-        )
+        if type(last) is not float:
+            played = small(last)
+        elif last.is_integer():  # a positive one (a time) is the int `_small` makes of it
+            played = int(last) if 0.0 < last < 2.0**63 else small(last)
+        else:
+            played = last
+        m = mu if type(mu) is float and not mu.is_integer() else small(mu)
+        s = sigma if type(sigma) is float and not sigma.is_integer() else small(sigma)
         if peak is not None:
             at = True if peak_at is not None and peak_at == last else small(peak_at)
-            head += (
-                None if extra is None else small(extra),
-                peak if type(peak) is float and not peak.is_integer() else small(peak),
-                at,
-            )
-        elif extra is not None:
-            head += (small(extra),)
-        packed: bytes = pack(head)  # tuples pack as arrays
-        return packed
+            peak = peak if type(peak) is float and not peak.is_integer() else small(peak)
+            return packer((m, s, games, played, version, None if extra is None else small(extra), peak, at))
+        if extra is not None:
+            return packer((m, s, games, played, version, small(extra)))
+        return packer((m, s, games, played, version))  # tuples pack as arrays
 
     @classmethod
     def unpack(cls, raw: bytes) -> PlayerState:

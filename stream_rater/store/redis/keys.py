@@ -163,7 +163,15 @@ def history_slot(player_id: str, version: int, cap: int) -> bytes:
     """The field of a player's history that the commit writing its state `version` fills, in
     the player's bucket: byte 0xFF (never in a player id, which is UTF-8), the id, ``:`` and
     ``version mod cap`` (a ring of its last `cap` commits; `cap` at most `HISTORY_SLOTS`)."""
-    return HISTORY_MARK + f"{player_id}:{version % min(cap, HISTORY_SLOTS)}".encode()
+    return history_slots((player_id,), (version,), cap)[0]
+
+
+def history_slots(player_ids: Iterable[str], versions: Iterable[int], cap: int) -> list[bytes]:
+    """`history_slot` of each of `player_ids` at the version `versions` give in turn."""
+    ring = min(cap, HISTORY_SLOTS)
+    return [
+        HISTORY_MARK + f"{player}:{version % ring}".encode() for player, version in zip(player_ids, versions)
+    ]
 
 
 def history_chunk(version: int, entries: Iterable[bytes]) -> bytes:
@@ -197,6 +205,14 @@ def grouped(ids: Iterable[str], of: Callable[[str], int]) -> tuple[list[int], li
     index of its bucket among them (the scripts' form)."""
     order: dict[int, int] = {}
     index = [order.setdefault(of(i), len(order) + 1) for i in ids]
+    return list(order), index
+
+
+def bucketed(ids: Iterable[str]) -> tuple[list[int], list[int]]:
+    """``grouped(ids, bucket)``, with `bucket` inline: no Python call per id."""
+    order: dict[int, int] = {}
+    crc32, mask = zlib.crc32, BUCKETS - 1
+    index = [order.setdefault(crc32(i.encode()) & mask, len(order) + 1) for i in ids]
     return list(order), index
 
 

@@ -12,23 +12,23 @@ finds another one says so and the client retries with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
 import msgpack
+import orjson
 
-from stream_rater.store.packing import pack
+from stream_rater.store.packing import pack, packing_with
 from stream_rater.store.redis.keys import (
     BOARD_KEYS,
     COMMIT_KEYS,
     CONTROL_KEYS,
     READ_KEYS,
     bucket,
-    grouped,
-    history_chunk,
-    history_slot,
+    bucketed,
+    history_slots,
     marker_slots,
 )
 from stream_rater.store.stored_events import StoredForms, stored_event
@@ -85,10 +85,15 @@ TRIM_STEP = 2_000
 TOTALS_STEP = 2_000
 
 
+#: msgpack's packer of the scripts' argument maps: made once (``msgpack.packb`` makes one, and
+#: its buffer, per call); sharing it is safe: packing runs no Python code.
+_ARGS_PACKER = msgpack.Packer(use_bin_type=False)
+
+
 def script_args(**fields: Any) -> bytes:
     """A script's argument: its named fields as one msgpack map, with raw strings because
     Redis's cmsgpack cannot read the bin type."""
-    packed: bytes = msgpack.packb(fields, use_bin_type=False)
+    packed: bytes = _ARGS_PACKER.pack(fields)
     return packed
 
 
@@ -115,22 +120,35 @@ class Buckets:
     def of(cls, commit: Commit, now: float, ttl: float) -> Buckets:
         """The buckets of `commit` at `now` with markers kept `ttl` seconds (0: for ever)."""
         written = [w.player_id for w in commit.writes if not w.is_effect]
-        players, index = grouped(written, bucket)
+        players, index = bucketed(written)
+        history = list(commit.history)
+        if history == written[: len(history)]:  # the planner's order: each written, in turn
+            history_index = index[: len(history)]
+        else:
+            history_index = cls._history_index(history, written, players, index)
+        it = iter(index)
+        player_index = [0 if w.is_effect else next(it) for w in commit.writes]
+        slots, slot, slot_ttl = marker_slots(now, ttl)
+        return cls(players, player_index, history_index, slots, slots.index(slot) + 1, slot_ttl)
+
+    @staticmethod
+    def _history_index(
+        history: list[str], written: list[str], players: list[int], index: list[int]
+    ) -> list[int]:
+        """Per player of `history`, the 1-based index of its bucket among `players` (the buckets
+        of `written`, per one its index in `index`), those of players not written added."""
         # A history's player is nearly always written too: its bucket is not hashed again.
         of_written = dict(zip(written, index))
         order = {b: i for i, b in enumerate(players, 1)}
         history_index = []
-        for player in commit.history:
+        for player in history:
             at = of_written.get(player)
             if at is None:
                 at = order.setdefault(bucket(player), len(order) + 1)
                 if at > len(players):
                     players.append(bucket(player))
             history_index.append(at)
-        it = iter(index)
-        player_index = [0 if w.is_effect else next(it) for w in commit.writes]
-        slots, slot, slot_ttl = marker_slots(now, ttl)
-        return cls(players, player_index, history_index, slots, slots.index(slot) + 1, slot_ttl)
+        return history_index
 
     def keys(self) -> tuple[list[int], list[str]]:
         """The buckets in `KeyLayout.commit_keys`' form."""
@@ -138,14 +156,15 @@ class Buckets:
 
 
 def history_args(
-    commit: Commit, cap: int, forms: StoredForms | None = None
-) -> tuple[str | None, list[bytes], list[bytes]]:
-    """The history entries' model (of the first plain event), and per player the field its
-    entries of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last
-    `cap` commits: `history_slot`), and its value (`history_chunk`: its newest `cap` entries,
-    the most a read returns), packed by `forms` (the commit's markers' own, so that each event's
-    compact form is made once)."""
-    entry = (forms or StoredForms(commit.ladder, commit.event_fields, commit.stored_times)).entry
+    commit: Commit, cap: int, forms: StoredForms, *writes: Sequence[Any]
+) -> tuple[str | None, list[bytes], list[bytes], list[int]]:
+    """The history entries' model (of the first plain event), per player the field its entries
+    of this commit go to, ``<player>:<version mod cap>`` (a ring of the player's last `cap`
+    commits: `history_slot`), and its value (`StoredForms.chunks`: its newest `cap` entries, the
+    most a read returns), packed by `forms` (the commit's markers' own, so that each compact form
+    is made once); and per write the index of its history (`_of_history`, whose `writes` are the
+    writes' columns)."""
+    versions, with_history = _of_history(commit, *writes)
     model = next(
         (
             e["model"]
@@ -155,39 +174,79 @@ def history_args(
         ),
         None,
     )
-    versions = {w.player_id: w.state.version for w in commit.writes if not w.is_effect}
-    fields, chunks = [], []
-    for player, entries in commit.history.items():
-        version = versions.get(player, 0)  # a history without its state (not the processor's): 0
-        fields.append(history_slot(player, version, cap))
-        newest = entries if len(entries) == 1 else entries[::-1][:cap]
-        chunks.append(history_chunk(version, [entry(e, model or "", player) for e in newest]))
-    return model, fields, chunks
+    return (
+        model,
+        history_slots(commit.history, versions, cap),
+        forms.chunks(commit.history, versions, cap, model or ""),
+        with_history,
+    )
 
 
-def _with_history(commit: Commit) -> list[int]:
-    """Per write, the 1-based index of its player's history among the commit's, or 0."""
-    at = {player: h for h, player in enumerate(commit.history, 1)}
-    return [0 if w.is_effect else at.get(w.player_id, 0) for w in commit.writes]
+def _of_history(
+    commit: Commit, ids: Sequence[str], effects: Sequence[bool], states: Sequence[PlayerState]
+) -> tuple[list[int], list[int]]:
+    """Per player of the commit's history, its state's version (0 if not written: not the
+    processor's), and per write (`ids`, `effects`, `states`: the writes' columns), the 1-based
+    index of its player's history among the commit's, or 0."""
+    history = commit.history
+    n = len(history)
+    if ids[:n] == tuple(history) and not any(effects[:n]) and len(set(ids)) == len(ids):
+        # the planner's order: the histories' players written first, in turn
+        return [state.version for state in states[:n]], [*range(1, n + 1), *(0,) * (len(ids) - n)]
+    versions = {i: state.version for i, state, effect in zip(ids, states, effects) if not effect}
+    at = {player: h for h, player in enumerate(history, 1)}
+    with_history = [0 if effect else at.get(i, 0) for i, effect in zip(ids, effects)]
+    return [versions.get(player, 0) for player in history], with_history
 
 
 def _values(
-    commit: Commit, forms: StoredForms, states: Sequence[PlayerState], history: list[bytes]
+    commit: Commit, markers: list[bytes | str], states: Sequence[PlayerState], history: list[bytes]
 ) -> list[bytes | str]:
     """The commit script's arguments after its map (``commit.lua``): the packed `states`, the
     `history` chunks, each applied match's id and marker (its placings packed, or empty), each
-    match with events its id and events (stored form), the produced match ids, then each
-    scorer's window entries (packed)."""
-    values: list[bytes | str] = [*map(PlayerState.pack, states), *history]
+    match with events its id and events (`markers`: `StoredForms.markers`), the produced match
+    ids, then each scorer's window entries (packed)."""
+    return packing_with(lambda packer: _packed_values(commit, markers, states, history, packer))
+
+
+def _packed_values(
+    commit: Commit,
+    markers: list[bytes | str],
+    states: Sequence[PlayerState],
+    history: list[bytes],
+    packer: Callable[[Any], bytes],
+) -> list[bytes | str]:
+    """`_values`, packed by `packer`."""
+    values: list[bytes | str] = [state.pack(packer) for state in states]
+    values += history
     placings = commit.placings
     for match_id in commit.markers:
-        values += (match_id, pack(placings[match_id]) if match_id in placings else b"")
-    for match_id, events in commit.markers.items():
-        if events:
-            values += (match_id, forms.marker(events))
+        values += (match_id, packer(placings[match_id]) if match_id in placings else b"")
+    values += markers
     values += commit.produced
-    values += (pack(s) for _, scores in commit.quality.values() for s in scores)
+    values += [packer(s) for _, scores in commit.quality.values() for s in scores]
     return values
+
+
+def decimals(numbers: list[float | None]) -> Sequence[str | None]:
+    """``repr`` of each of `numbers` (None kept), without formatting each in Python: orjson
+    writes the same shortest digits, in the same form for every float but for a tiny one (below
+    1e-4, where it writes no exponent or one without repr's padding), NaN and the infinities
+    (null); an item whose text might be one of those is made by ``repr``."""
+    text = orjson.dumps(numbers).decode()
+    texts = text[1:-1].split(",") if numbers else []
+    if "e" in text or "0.0000" in text:
+        return [_decimal(t, n) for t, n in zip(texts, numbers)]
+    if "null" in text:  # None (off the leaderboard), or NaN or an infinity
+        return [t if t != "null" else None if n is None else repr(n) for t, n in zip(texts, numbers)]
+    return texts
+
+
+def _decimal(text: str, number: float | None) -> str | None:
+    """`decimals` of one number whose text orjson wrote."""
+    if text == "null" or "e" in text or "0.0000" in text:
+        return None if number is None else repr(number)
+    return text
 
 
 def commit_args(
@@ -200,20 +259,20 @@ def commit_args(
     boards: Mapping[str, Any] | None = None,
     staged: int = 0,
 ) -> list[bytes | str]:
-    """The commit script's arguments for `commit`, whose `keys` keys it passes: its map of
-    fields, the values it hands to commands as they are (states, histories, markers, unproduced
-    events and their match ids: never decoded nor copied into tables), last the writes' scores
-    as numbers, one msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
+    """The commit script's arguments for `commit` (of `keys` keys): its map of fields, the values
+    it hands to commands as they are (states, histories, markers, unproduced events and their
+    match ids: never decoded nor copied into tables), last the writes' scores as numbers, one
+    msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
     since `trim_since`: off the leaderboard; `boards`, `staged`: `mode_boards`, `staged_commit_args`."""
-    ids, states, expected, _, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
+    ids, states, expected, effects, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
-    model, history_fields, history = history_args(commit, history_cap, forms)
-    values = [*_values(commit, forms, states, history), pack(numbers)]
-    unproduced = sum(1 for events in commit.markers.values() if events)
-    at = len(states) + len(history) + 2 * len(commit.markers)  # the events' place (`_values`)
-    events = values[at : at + 2 * unproduced] if staged else []
-    del values[at : at + len(events)]
+    markers = forms.markers(commit.markers)
+    model, history_fields, history, with_history = history_args(
+        commit, history_cap, forms, ids, effects, states
+    )
+    events = markers if staged else []  # staged: not among the values, last instead
+    values = [*_values(commit, [] if staged else markers, states, history), pack(numbers)]
     fields = script_args(
         keys=keys,
         generation=generation,
@@ -225,16 +284,16 @@ def commit_args(
         if commit.read_at is not None and commit.read_at[0] == generation
         else None,
         values=len(values),
-        scores=[None if n is None else repr(n) for n in numbers],
+        scores=decimals(numbers),
         activity=list(active) if any(a is not None for a in active) else None,
         season=commit.season,
         buckets=[len(buckets.players), len(buckets.slots)],
         history_bucket=buckets.history_index,
-        with_history=_with_history(commit),
+        with_history=with_history,
         markers=len(commit.markers),
         slot=buckets.slot_written,
         slot_ttl=buckets.slot_ttl,
-        unproduced=0 if staged else unproduced,
+        unproduced=0 if staged else len(markers) // 2,
         produced=len(commit.produced),
         history_fields=history_fields,
         model=model,
@@ -270,7 +329,7 @@ def read_args(
 ) -> tuple[list[int], list[str], dict[str, Any]]:
     """The players buckets and markers slots of the read script's argument for `request` (at
     `now`, markers kept `ttl` seconds), and its fields but ``keys`` (described in ``read.lua``)."""
-    players, player_index = grouped(request.player_ids, bucket)
+    players, player_index = bucketed(request.player_ids)
     slots = marker_slots(now, ttl)[0]
     return (
         players,

@@ -9,6 +9,8 @@ from importlib.resources import files
 
 import msgpack
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from stream_rater.store.base import (
     Commit,
@@ -20,9 +22,19 @@ from stream_rater.store.base import (
     RerateRunning,
     StateWrite,
 )
-from stream_rater.store.redis.keys import BOARD_KEYS, COMMIT_KEYS, CONTROL_KEYS, READ_KEYS, KeyLayout
+from stream_rater.store.redis.boards import KnownBoards
+from stream_rater.store.redis.keys import (
+    BOARD_KEYS,
+    COMMIT_KEYS,
+    CONTROL_KEYS,
+    READ_KEYS,
+    KeyLayout,
+    bucket,
+    bucketed,
+    grouped,
+)
 from stream_rater.store.redis.mode_boards import mode_boards
-from stream_rater.store.redis.scripts import Buckets, commit_args, key_header, staged_commit_args
+from stream_rater.store.redis.scripts import Buckets, commit_args, decimals, key_header, staged_commit_args
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 from stream_rater.store.stored_events import pack_events
 
@@ -34,8 +46,19 @@ def _lua(name: str) -> str:
 
 
 def _fields_read(name: str) -> set[str]:
-    """Fields a script (or the helper it calls) reads of its argument map ``args``."""
-    return set(re.findall(r"\bargs\.(\w+)", _lua(name)))
+    """Fields a script (or the helper it calls) reads of its argument map ``args``, but those
+    it sets itself."""
+    lua = _lua(name)
+    return set(re.findall(r"\bargs\.(\w+)", lua)) - set(re.findall(r"\bargs\.(\w+)\s*=[^=]", lua))
+
+
+def _known_boards_fields(commit: Commit) -> set[str]:
+    """The fields a store adds for `commit` once its last commit's reply told it the boards
+    (`boards.KnownBoards`): a first commit of the ladder, answered, then `commit` after it."""
+    known, first = KnownBoards(), dataclasses.replace(commit, read_at=(0, 0))
+    known.fields(first, 0, None, {})
+    known.answered(first, [b"ok", 1])
+    return set(known.fields(dataclasses.replace(commit, read_at=(0, 1)), 0, None, {}))
 
 
 def test_commit_script_reads_only_fields_the_client_packs() -> None:
@@ -64,7 +87,9 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     staged = {
         k.decode(): v for k, v in msgpack.unpackb(staged_args[0], raw=True, strict_map_key=False).items()
     }
-    assert _fields_read("commit.lua") | _fields_read("common.lua") == set(packed) | fields | set(staged)
+    assert _fields_read("commit.lua") | _fields_read("common.lua") == (
+        set(packed) | fields | set(staged) | _known_boards_fields(commit)
+    )
     assert fields - set(packed) == {"boards", "board", "board_ids"}
     assert set(staged) - set(packed) == {"staged"} and (staged["staged"], staged["unproduced"]) == (13, 0)
     assert (
@@ -178,3 +203,32 @@ def test_commit_values_follow_the_map_in_the_order_the_script_reads_them() -> No
         [1],
     )
     assert fields["bucket"][1] == 0 and msgpack.unpackb(fields["expected"]) == [0, 3]
+
+
+@given(st.lists(st.none() | st.floats(width=64) | st.floats(-1e-3, 1e-3) | st.floats(1e14, 1e17), max_size=8))
+@example([1e-5, 9.99e-05, 1.5e-07, 1e16, 1e22, 5e-324, -0.0, 0.0, 25.0, float("nan"), float("-inf"), None])
+@example([])
+def test_decimals_are_the_numbers_reprs(numbers: list[float | None]) -> None:
+    assert decimals(numbers) == [None if n is None else repr(n) for n in numbers]
+
+
+def test_writes_in_another_order_than_the_histories_still_find_them() -> None:
+    """The planner writes the histories' players first, in the histories' order (the arguments
+    are then taken from the writes' columns); in any other order, with an effect among them or
+    a history without a write, each history still gets its player's version and bucket."""
+    ea, eb, ec = {"event_id": "m1:a"}, {"event_id": "m1:b"}, {"event_id": "m1:c"}
+    a, b = PlayerState(25.0, 8.0, 1, 1.0, 3), PlayerState(25.0, 8.0, 1, 1.0, 5)
+    writes = [StateWrite("b", b, 4), StateWrite("x", b, 4, True), StateWrite("a", a, 2)]
+    commit = Commit("L", writes, {"m1": [ea, eb, ec]}, {"a": [ea], "b": [eb], "c": [ec]})
+    buckets = Buckets.of(commit, 1000.0, 60)
+    args = commit_args(commit, 12, 0, buckets, 100)
+    fields = {k.decode(): v for k, v in msgpack.unpackb(args[0], raw=True, strict_map_key=False).items()}
+    assert fields["with_history"] == [2, 0, 1]
+    assert [buckets.players[at - 1] for at in fields["history_bucket"]] == [bucket(p) for p in "abc"]
+    assert [args[i][:4] for i in (4, 5, 6)] == [v.to_bytes(4, "big") for v in (3, 5, 0)]
+    assert fields["history_fields"] == [b"\xffa:3", b"\xffb:5", b"\xffc:0"]
+
+
+@given(st.lists(st.text(max_size=6) | st.sampled_from(["a", "b", "ü"]), max_size=12))
+def test_bucketed_ids_are_grouped_by_their_bucket(ids: list[str]) -> None:
+    assert bucketed(ids) == grouped(ids, bucket)
