@@ -52,10 +52,9 @@ from collections.abc import Sequence, Sized
 from operator import attrgetter
 
 from stream_rater.rating._evidence import margin_moments, margin_observation, observed, score_evidence
-from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
+from stream_rater.rating._gaussian import _SQRT2, ppf, truncate_draw, truncate_win
 from stream_rater.rating._trueskill_graph import Chain, Gaussian, GaussianTeams, TeamMove, tied_moves
 from stream_rater.rating._trueskill_graph import has_sigmas as _has_sigmas
-from stream_rater.rating._trueskill_graph import posterior as _posterior
 from stream_rater.rating._trueskill_graph import posteriors as _posteriors
 from stream_rater.rating._trueskill_quality import match_quality
 from stream_rater.rating.base import MeanSigma, Outcome, Rating, RatingModel, Teams
@@ -73,6 +72,8 @@ TIME_UNITS: dict[str, float] = {
 }
 
 _MIN_WEIGHT = 1e-4
+#: ``_new(Rating, (mu, sigma))`` skips the named tuple's Python-level ``__new__``.
+_new = tuple.__new__
 #: A rating's mean, for ``fsum(map(_MU, team))`` (no comprehension per team).
 _MU = attrgetter("mu")
 
@@ -166,6 +167,8 @@ class TrueSkill(RatingModel):
         self._time_rate = self.time_tau**2 / unit
         #: eps = _margin * sqrt(n1 + n2): section 4.1 solved for eps.
         self._margin = ppf((self.draw_probability + 1.0) / 2.0) * self.beta
+        #: `draw_margin` of one player against one (a 1v1, the commonest match).
+        self._duel_margin = self.draw_margin(2)
 
     # ------------------------------------------------------------------ RatingModel
 
@@ -326,7 +329,8 @@ class TrueSkill(RatingModel):
             total = sum(w * w * (v + beta2) for w, v in zip(w0, var0)) + sum(
                 w * w * (v + beta2) for w, v in zip(w1, var1)
             )
-        shift, omw = self._compare(diff, total, len(team0) + len(team1), rank0, rank1, team_scores)
+        margin = self.draw_margin(len(team0) + len(team1))
+        shift, omw = self._compare(diff, total, margin, rank0, rank1, team_scores)
         return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)], [total, total])
 
     def _rate_duel(
@@ -351,24 +355,28 @@ class TrueSkill(RatingModel):
         else:
             raise ValueError(_NO_SIGMA)
         total = var_a + var_b + 2.0 * self._beta2
-        shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1, team_scores)
-        return [[_posterior(a.mu, var_a, shift, omw, total)], [_posterior(b.mu, var_b, -shift, omw, total)]]
+        shift, omw = self._compare(a.mu - b.mu, total, self._duel_margin, rank0, rank1, team_scores)
+        sqrt = math.sqrt  # `_posterior` of each, inlined
+        return [
+            [_new(Rating, (a.mu + var_a * shift, sqrt(var_a * ((total - var_a) + var_a * omw) / total)))],
+            [_new(Rating, (b.mu + var_b * -shift, sqrt(var_b * ((total - var_b) + var_b * omw) / total)))],
+        ]
 
     def _compare(
         self,
         diff: float,
         total: float,
-        players: int,
+        margin: float,
         rank0: float,
         rank1: float,
         team_scores: list[float] | None = None,
     ) -> tuple[float, float]:
         """The comparison factor of two teams (Table 1, last row): ``(V / c, 1 - W)`` for the
-        first team's performance minus the second's, ``N(diff, total)``, given the ranks;
-        ``players`` in both teams set the draw margin (section 4.1). With `team_scores` (the
+        first team's performance minus the second's, ``N(diff, total)``, given the ranks and
+        the match's draw `margin` (`draw_margin`, section 4.1). With `team_scores` (the
         ``margin_scale`` option) a win's margin is a second factor (`_evidence`)."""
         c = math.sqrt(total)
-        eps = self._margin * math.sqrt(players) / c
+        eps = margin / c
         if rank0 == rank1:
             v, omw = truncate_draw(diff / c, eps)
         elif team_scores is not None:
@@ -449,6 +457,22 @@ class TrueSkill(RatingModel):
     def draw_margin(self, players: int) -> float:
         """The draw margin eps of a match with `players` players in all (section 4.1)."""
         return self._margin * math.sqrt(players)
+
+    def duel_probabilities(self, a: MeanSigma, b: MeanSigma) -> tuple[float, float, float]:
+        """P(a wins), P(b wins) and P(draw) of player `a` against player `b` (section 4.1),
+        uncalibrated: `rating.predict.pairwise` of a 1v1 computed as it computes any pair
+        (`performance_variances`, `draw_margin`, ``cdf``: the same operations on the same
+        numbers, so the same bits) without its per-team lists and calls."""
+        sigma_a, sigma_b = a.sigma, b.sigma
+        if sigma_a is None or sigma_b is None:
+            raise ValueError(_NO_SIGMA)
+        extra = self._tau2 + self._beta2
+        c = math.sqrt(math.fsum((sigma_a * sigma_a + extra, sigma_b * sigma_b + extra)))
+        delta, eps = (a.mu + 0.0) - (b.mu + 0.0), self._duel_margin  # `fsum` of one mu: mu + 0.0
+        win_a = 0.5 * math.erfc(-((delta - eps) / c) / _SQRT2)  # cdf((delta - eps) / c)
+        win_b = 0.5 * math.erfc(-((-delta - eps) / c) / _SQRT2)
+        rest = 1.0 - win_a - win_b
+        return win_a, win_b, rest if rest > 0.0 else 0.0  # `max(0.0, rest)` without the call
 
     def quality(self, teams: Teams, weights: Sequence[Sequence[float]] | None = None) -> float:
         """Match quality: eq. (7) generalised to teams, as in the ``trueskill`` package.
