@@ -80,9 +80,10 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
         return _shadow_match(s, changes, match, priors, (teams, elapsed), outcome)
     read = teams if elapsed is None else as_read(s.model, teams, elapsed)  # as it returns
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
-    changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
+    ranks = outcome[0]  # `outcome.ranks`, without the named tuple's lookup
+    changes.scores.append(record(score_match(s.model, s.draws, read, ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
-    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs), outcome.ranks)
+    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs), ranks)
     changes.applied[match_id] = events
     changes.markers[match_id] = events if s.keeps_events else []  # `_Changes.apply`, inlined
     return _new(MatchResult, (match, events, False, False, None))  # `MatchResult.applied`
@@ -235,8 +236,8 @@ def _events(
                 continue
             pid, rating, last = player.id, display(new), before[3]  # before.last_played
             players[pid] = after = _after(before, new, at, stored_players.get(pid, s.new_player), rating)
-            games = after.games
-            leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
+            games = after[2]  # after.games, without the named tuple's lookup
+            leaderboard[pid] = rating if qualifies is None or qualifies(games, after[1]) else None
             if expectation is None:
                 continue
             fields = (  # `Commit.event_fields`: the store packs these, not the event's map
@@ -251,7 +252,7 @@ def _events(
                 finished_at,
                 processed_at,
                 last is not None and at < last,  # late: see `is_late`
-                None if flag is None else flag(games, after.sigma),
+                None if flag is None else flag(games, after[1]),  # after.sigma
                 expectation[t],
                 display(before),  # the display rating before, from its mu and sigma
             )

@@ -89,7 +89,7 @@ class GaussianPerformance(Protocol):
         """The draw margin of a match with `players` players in all."""
         ...
 
-    def duel_probabilities(self, a: MeanSigma, b: MeanSigma) -> tuple[float, float, float]:
+    def duel_probabilities(self, a: Rating, b: Rating) -> tuple[float, float, float]:
         """P(a wins), P(b wins), P(draw) of one player against one, uncalibrated."""
         ...
 

@@ -88,7 +88,7 @@ def _score_two(draws: bool, rank_a: float, rank_b: float, pair: tuple[float, flo
     a_won = rank_a < rank_b
     wrong = [(0.5 if p_a == p_b else float((p_a > p_b) != a_won))] if decisive else []
     observed = 0 if a_won else 1 if decisive else 2  # a wins, b wins, draw
-    p = (p_a, p_b, draw)[observed]
+    p = p_a if a_won else p_b if decisive else draw  # of the observed outcome
     log_loss = -math.log(PROBABILITY_FLOOR if p < PROBABILITY_FLOOR else p)  # `max(p, FLOOR)`
     squares = ((p_a - (observed == 0)) ** 2, (p_b - (observed == 1)) ** 2, (draw - (observed == 2)) ** 2)
     brier = math.fsum(squares) / 2

@@ -186,9 +186,10 @@ class TrueSkill(RatingModel):
     def rate_match(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """`RatingModel.rate_match`; one player against one with nothing but ranks (no weights,
         scores or unrated players: the commonest match) straight to `_rate_duel`, as `rate` goes."""
-        ranks, duel = outcome.ranks, len(teams) == 2 and len(teams[0]) == 1 == len(teams[1])
-        if duel and len(ranks) == 2 and outcome.weights is outcome.scores is outcome.rated is None:
-            return self._rate_duel(teams, ranks[0], ranks[1], outcome.elapsed)
+        ranks, weights, scores, _, elapsed, rated = outcome  # unpacked: no named tuple's lookups
+        duel = len(teams) == 2 and len(teams[0]) == 1 == len(teams[1])
+        if duel and len(ranks) == 2 and weights is scores is rated is None:
+            return self._rate_duel(teams, ranks[0], ranks[1], elapsed)
         return RatingModel.rate_match(self, teams, outcome)  # not `super()`: its object costs
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
@@ -344,8 +345,9 @@ class TrueSkill(RatingModel):
         """`_rate_two` for one player against one with weight 1, the common match: the same
         arithmetic (so the same bits) without the per-team lists."""
         (a,), (b,) = teams
+        mu_a, mu_b = a[0], b[0]  # indexed: a named tuple's attribute costs a descriptor's lookup
         if elapsed is None or self._time_rate == 0.0:  # `_variances` without the lists
-            sigma_a, sigma_b = a.sigma, b.sigma
+            sigma_a, sigma_b = a[1], b[1]
             if sigma_a is None or sigma_b is None:
                 raise ValueError(_NO_SIGMA)
             var_a = sigma_a * sigma_a + self._tau2
@@ -355,11 +357,11 @@ class TrueSkill(RatingModel):
         else:
             raise ValueError(_NO_SIGMA)
         total = var_a + var_b + 2.0 * self._beta2
-        shift, omw = self._compare(a.mu - b.mu, total, self._duel_margin, rank0, rank1, team_scores)
+        shift, omw = self._compare(mu_a - mu_b, total, self._duel_margin, rank0, rank1, team_scores)
         sqrt = math.sqrt  # `_posterior` of each, inlined
         return [
-            [_new(Rating, (a.mu + var_a * shift, sqrt(var_a * ((total - var_a) + var_a * omw) / total)))],
-            [_new(Rating, (b.mu + var_b * -shift, sqrt(var_b * ((total - var_b) + var_b * omw) / total)))],
+            [_new(Rating, (mu_a + var_a * shift, sqrt(var_a * ((total - var_a) + var_a * omw) / total)))],
+            [_new(Rating, (mu_b + var_b * -shift, sqrt(var_b * ((total - var_b) + var_b * omw) / total)))],
         ]
 
     def _compare(
@@ -458,17 +460,17 @@ class TrueSkill(RatingModel):
         """The draw margin eps of a match with `players` players in all (section 4.1)."""
         return self._margin * math.sqrt(players)
 
-    def duel_probabilities(self, a: MeanSigma, b: MeanSigma) -> tuple[float, float, float]:
+    def duel_probabilities(self, a: Rating, b: Rating) -> tuple[float, float, float]:
         """P(a wins), P(b wins) and P(draw) of player `a` against player `b` (section 4.1),
         uncalibrated: `rating.predict.pairwise` of a 1v1 computed as it computes any pair
         (`performance_variances`, `draw_margin`, ``cdf``: the same operations on the same
         numbers, so the same bits) without its per-team lists and calls."""
-        sigma_a, sigma_b = a.sigma, b.sigma
+        sigma_a, sigma_b = a[1], b[1]  # indexed: a named tuple's attribute costs a descriptor's lookup
         if sigma_a is None or sigma_b is None:
             raise ValueError(_NO_SIGMA)
         extra = self._tau2 + self._beta2
         c = math.sqrt(math.fsum((sigma_a * sigma_a + extra, sigma_b * sigma_b + extra)))
-        delta, eps = (a.mu + 0.0) - (b.mu + 0.0), self._duel_margin  # `fsum` of one mu: mu + 0.0
+        delta, eps = (a[0] + 0.0) - (b[0] + 0.0), self._duel_margin  # `fsum` of one mu: mu + 0.0
         win_a = 0.5 * math.erfc(-((delta - eps) / c) / _SQRT2)  # cdf((delta - eps) / c)
         win_b = 0.5 * math.erfc(-((-delta - eps) / c) / _SQRT2)
         rest = 1.0 - win_a - win_b
