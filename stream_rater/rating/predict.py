@@ -139,11 +139,11 @@ def pairwise(model: RatingModel, teams: Teams) -> Pairs:
     gaussian = model.gaussian()
     if gaussian is not None and len(teams) == 2 and len(teams[0]) == 1 == len(teams[1]):
         (a,), (b,) = teams  # a 1v1, the commonest match: `GaussianPerformance.duel_probabilities`
-        win_a, win_b, draw = gaussian.duel_probabilities(a, b)
+        win_a, win_b, tie = gaussian.duel_probabilities(a, b)
         return {
-            (0, 1): (win_a, win_b, draw)
+            (0, 1): (win_a, win_b, tie)
             if gaussian.calibration is None
-            else _calibrated(gaussian, win_a, win_b, draw)
+            else _calibrated(gaussian, win_a, win_b, tie)
         }
     if gaussian is not None and len(teams) >= 2 and all(teams):
         return _trueskill_pairs(gaussian, teams)

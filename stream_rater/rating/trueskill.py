@@ -17,7 +17,8 @@ of `stream_rater.rating._gaussian`.
 
 The factor-graph kernel (the sum factor, the EP chain, the tied-block runs) is in
 `stream_rater.rating._trueskill_graph`, match quality (eq. 7) in
-`stream_rater.rating._trueskill_quality`; this module is the model: parameters, dynamics,
+`stream_rater.rating._trueskill_quality`, the other predictions in
+`stream_rater.rating._trueskill_predictions`; this module is the model: parameters, dynamics,
 the two-team closed form and the dispatch between them.
 
 Choices where the paper leaves room (documented and tested):
@@ -52,10 +53,11 @@ from collections.abc import Sequence, Sized
 from operator import attrgetter
 
 from stream_rater.rating._evidence import margin_moments, margin_observation, observed, score_evidence
-from stream_rater.rating._gaussian import _SQRT2, ppf, truncate_draw, truncate_win
+from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
 from stream_rater.rating._trueskill_graph import Chain, Gaussian, GaussianTeams, TeamMove, tied_moves
 from stream_rater.rating._trueskill_graph import has_sigmas as _has_sigmas
 from stream_rater.rating._trueskill_graph import posteriors as _posteriors
+from stream_rater.rating._trueskill_predictions import _NO_SIGMA, TrueSkillPredictions
 from stream_rater.rating._trueskill_quality import match_quality
 from stream_rater.rating.base import MeanSigma, Outcome, Rating, RatingModel, Teams
 
@@ -77,10 +79,8 @@ _new = tuple.__new__
 #: A rating's mean, for ``fsum(map(_MU, team))`` (no comprehension per team).
 _MU = attrgetter("mu")
 
-_NO_SIGMA = "a TrueSkill rating needs a sigma"
 
-
-class TrueSkill(RatingModel):
+class TrueSkill(TrueSkillPredictions, RatingModel):
     """The TrueSkill model with the paper's Xbox defaults (section 4.2).
 
     Parameters (ladder configuration keys):
@@ -438,43 +438,7 @@ class TrueSkill(RatingModel):
                 moves[j] = move
         return _posteriors(teams, variances, weights, moves, spreads)
 
-    # ------------------------------------------------------------------ predictions
-
-    def as_of(self, rating: Rating, idle_seconds: float) -> Rating:
-        """The uncertainty an idle player has by now: the time term of the dynamics,
-        ``sigma**2 + time_tau**2 * dt`` (capped at the prior's, as in an update), for reads."""
-        if self._time_rate == 0.0 or not idle_seconds > 0:
-            return rating
-        sigma = rating.sigma
-        if sigma is None:
-            raise ValueError(_NO_SIGMA)
-        var = sigma * sigma
-        return Rating(rating.mu, math.sqrt(max(var, min(var + self._time_rate * idle_seconds, self._sigma2))))
-
-    @property
-    def ages(self) -> bool:
-        """Whether `as_of` may change a rating: with time-scaled dynamics (``time_tau`` > 0)."""
-        return self._time_rate != 0.0
-
-    def draw_margin(self, players: int) -> float:
-        """The draw margin eps of a match with `players` players in all (section 4.1)."""
-        return self._margin * math.sqrt(players)
-
-    def duel_probabilities(self, a: Rating, b: Rating) -> tuple[float, float, float]:
-        """P(a wins), P(b wins) and P(draw) of player `a` against player `b` (section 4.1),
-        uncalibrated: `rating.predict.pairwise` of a 1v1 computed as it computes any pair
-        (`performance_variances`, `draw_margin`, ``cdf``: the same operations on the same
-        numbers, so the same bits) without its per-team lists and calls."""
-        sigma_a, sigma_b = a[1], b[1]  # indexed: a named tuple's attribute costs a descriptor's lookup
-        if sigma_a is None or sigma_b is None:
-            raise ValueError(_NO_SIGMA)
-        extra = self._tau2 + self._beta2
-        c = math.sqrt(math.fsum((sigma_a * sigma_a + extra, sigma_b * sigma_b + extra)))
-        delta, eps = (a[0] + 0.0) - (b[0] + 0.0), self._duel_margin  # `fsum` of one mu: mu + 0.0
-        win_a = 0.5 * math.erfc(-((delta - eps) / c) / _SQRT2)  # cdf((delta - eps) / c)
-        win_b = 0.5 * math.erfc(-((-delta - eps) / c) / _SQRT2)
-        rest = 1.0 - win_a - win_b
-        return win_a, win_b, rest if rest > 0.0 else 0.0  # `max(0.0, rest)` without the call
+    # ------------------------------------------------------------------ predictions (more: TrueSkillPredictions)
 
     def quality(self, teams: Teams, weights: Sequence[Sequence[float]] | None = None) -> float:
         """Match quality: eq. (7) generalised to teams, as in the ``trueskill`` package.
@@ -491,36 +455,3 @@ class TrueSkill(RatingModel):
             raise ValueError(_NO_SIGMA)
         rows = self._weights(teams, weights) or [[1.0] * len(team) for team in teams]
         return match_quality(teams, rows, self._beta2)
-
-    def win_probabilities(self, teams: Teams) -> list[float]:
-        """P(each team performs best), exact under the model; sums to 1.
-
-        Team performances are independent ``N(M_j, S_j**2)`` with ``M_j = sum mu`` and
-        ``S_j**2 = sum (sigma**2 + tau**2 + beta**2)`` (the prior this match's update would
-        use, without the time term). Two teams: ``Phi((M_0 - M_1) / sqrt(S_0**2 + S_1**2))``
-        (eq. 1 generalised). More teams: ``P_j = int N(z) prod_k Phi((M_j + S_j z - M_k) /
-        S_k) dz`` by quadrature, then normalised (`_latent.first_place_probabilities`).
-        Draws (the margin eps) are not counted: "first" means the highest performance.
-        """
-        if len(teams) < 2 or not all(teams):
-            raise ValueError("a match needs at least two teams, each with a player")
-        # only here: _latent needs numpy and scipy, importing the model stays light
-        from stream_rater.rating._latent import first_place_probabilities
-
-        means = [math.fsum(r.mu for r in team) for team in teams]
-        stds = [math.sqrt(math.fsum(row)) for row in self.performance_variances(teams)]
-        return first_place_probabilities(means, stds, "normal")
-
-    def performance_variances(self, teams: Teams) -> list[list[float]]:
-        """Each player's part of its team's performance variance in a match rated now,
-        ``sigma**2 + tau**2 + beta**2`` (the prior this match's update would use, without
-        the time term), same shape as `teams`."""
-        extra, rows = self._tau2 + self._beta2, []
-        for team in teams:  # loops: a comprehension per team costs more than its work
-            row = []
-            for r in team:
-                if r.sigma is None:
-                    raise ValueError(_NO_SIGMA)
-                row.append(r.sigma * r.sigma + extra)
-            rows.append(row)
-        return rows
