@@ -53,7 +53,7 @@ from collections.abc import Sequence, Sized
 from operator import attrgetter
 
 from stream_rater.rating._evidence import margin_moments, margin_observation, observed, score_evidence
-from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
+from stream_rater.rating._gaussian import _INV_SQRT_2PI, _SQRT2, _TAIL, ppf, truncate_draw, truncate_win
 from stream_rater.rating._trueskill_graph import Chain, Gaussian, GaussianTeams, TeamMove, tied_moves
 from stream_rater.rating._trueskill_graph import has_sigmas as _has_sigmas
 from stream_rater.rating._trueskill_graph import posteriors as _posteriors
@@ -357,7 +357,18 @@ class TrueSkill(TrueSkillPredictions, RatingModel):
         else:
             raise ValueError(_NO_SIGMA)
         total = var_a + var_b + 2.0 * self._beta2
-        shift, omw = self._compare(mu_a - mu_b, total, self._duel_margin, rank0, rank1, team_scores)
+        if team_scores is None and rank0 != rank1:  # a win: `_compare`, inlined
+            c = math.sqrt(total)
+            t, eps = ((mu_a - mu_b) / c if rank0 < rank1 else -(mu_a - mu_b) / c), self._duel_margin / c
+            x = t - eps
+            if x > -_TAIL:  # `truncate_win` away from the tail, inlined
+                v = _INV_SQRT_2PI * math.exp(-0.5 * x * x) / (0.5 * math.erfc(-x / _SQRT2))
+                omw = 1.0 - v * (v + x)
+            else:
+                v, omw = truncate_win(t, eps)
+            shift = (v if rank0 < rank1 else -v) / c
+        else:
+            shift, omw = self._compare(mu_a - mu_b, total, self._duel_margin, rank0, rank1, team_scores)
         sqrt = math.sqrt  # `_posterior` of each, inlined
         return [
             [_new(Rating, (mu_a + var_a * shift, sqrt(var_a * ((total - var_a) + var_a * omw) / total)))],
