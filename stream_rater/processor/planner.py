@@ -199,12 +199,15 @@ def _outcome(
 ) -> Outcome:
     """What the model learns `match`'s teams from besides their ratings: the ranks, and
     weights and rated flags (unless `plain`), scores and times played (if the model uses them)."""
+    needs_scores = s.model.needs_scores
+    if plain and not needs_scores:  # the commonest match: ranks only
+        return _new(Outcome, (match.ranks(), None, None, None, elapsed, None))
     weights = rated = scores = seconds = None
     if not plain:
         pad = [[1.0] * len(team.effects) for team in match.teams]
         weights = [w + e for w, e in zip(_per_player(match, "weight", 1.0), pad)]
         rated = [r + [True] * len(e) for r, e in zip(_per_player(match, "rated", True), pad)]
-    if s.model.needs_scores:
+    if needs_scores:
         scores = _per_player(match, "score", 0.0)
         seconds = _per_player(match, "seconds_played", 0.0)
     return _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
