@@ -330,7 +330,7 @@ class TrueSkill(TrueSkillPredictions, RatingModel):
             total = sum(w * w * (v + beta2) for w, v in zip(w0, var0)) + sum(
                 w * w * (v + beta2) for w, v in zip(w1, var1)
             )
-        margin = self.draw_margin(len(team0) + len(team1))
+        margin = self._margin * math.sqrt(len(team0) + len(team1))  # `draw_margin`, inlined
         shift, omw = self._compare(diff, total, margin, rank0, rank1, team_scores)
         return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)], [total, total])
 
