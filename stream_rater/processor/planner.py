@@ -123,9 +123,18 @@ def _shadow_match(
 def _rated(
     s: _Setting, match: MatchFinished, teams: list[list[Rating]], outcome: Outcome
 ) -> list[list[Rating]]:
-    """The model's posterior ratings of `match`, raised to the ladder's floor if it has one."""
+    """The model's posterior ratings of `match`, raised to the ladder's floor if it has one;
+    `NonFiniteRating` if one is NaN or infinite (checked before anything is written)."""
     posterior = s.model.rate_match(teams, outcome)
-    return posterior if s.floor is None else _floored(s.model, s.floor, match, posterior)
+    if s.floor is not None:
+        posterior = _floored(s.model, s.floor, match, posterior)
+    for team_post in posterior:
+        for r in team_post:  # r[0], r[1]: mu and sigma, without a named tuple's lookups
+            if not (isfinite(r[0]) and (r[1] is None or isfinite(r[1]))):
+                raise NonFiniteRating(
+                    f"match {match.match_id!r}: model {s.model.name!r} produced a non-finite rating"
+                )
+    return posterior
 
 
 def _priors(
@@ -236,10 +245,9 @@ def _events(
     finished_at: str = "",
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
-    ratings) into `changes`, with leaderboard scores; `NonFiniteRating` if one is not finite.
+    ratings, checked finite by `_rated`) into `changes`, with leaderboard scores.
     With `expectation` (per team; none for a shadow), `ranks` and `finished_at` (as text) build
     and return the rated players' events, put in their history, and their `MatchFinished.placings`."""
-    _check_finite(s, match, posterior)
     display, flag, qualifies, history = s.model.display, s.flag, s.qualifies, changes.history
     stored_players, players, leaderboard = s.snapshot.players, changes.players, changes.leaderboard
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
@@ -294,16 +302,6 @@ def _effects(
     n, stored_effects = len(team.players), s.snapshot.effects
     for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
         changes.effects[name] = _after(before, new, at, stored_effects.get(name, s.new_effect), None)
-
-
-def _check_finite(s: _Setting, match: MatchFinished, posterior: list[list[Rating]]) -> None:
-    """`NonFiniteRating` if a rating of `posterior` is NaN or infinite."""
-    for team_post in posterior:
-        for r in team_post:  # r[0], r[1]: mu and sigma, without a named tuple's lookups
-            if not (isfinite(r[0]) and (r[1] is None or isfinite(r[1]))):
-                raise NonFiniteRating(
-                    f"match {match.match_id!r}: model {s.model.name!r} produced a non-finite rating"
-                )
 
 
 def _after(
