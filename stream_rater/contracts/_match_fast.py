@@ -71,7 +71,7 @@ def _plain_teams(raw_teams: Any, limits: Limits) -> tuple[Team, ...] | None:
             if type(raw_player) is not dict or len(raw_player) != 1:
                 return None
             pid = raw_player.get("id")
-            if not _is_plain_id(pid, id_limit):
+            if not (type(pid) is str and 0 < len(pid) <= id_limit and pid.isascii()):  # `_is_plain_id`
                 return None
             ids.add(pid)
             players.append(_new_player(pid))

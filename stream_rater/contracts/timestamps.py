@@ -22,14 +22,14 @@ def format_timestamp(epoch: float) -> str:
     if _MIN_EPOCH <= epoch <= _MAX_EPOCH:
         whole = int(epoch)
         if whole == epoch:  # whole seconds, the common case: `_microseconds` would add 0
-            minute, second = divmod(whole, 60)
-            return _minute_text(minute) + _SECONDS_Z[second]
+            day, second = divmod(whole, 86400)  # `_time_text`, inlined
+            minute, second = divmod(second, 60)
+            return _day_text(day) + _HOUR_MINUTE[minute] + _SECONDS_Z[second]
         micros = whole * 1_000_000 + round((epoch - whole) * 1e6)  # `_microseconds`, inlined
     else:  # beyond the range validation allows: what datetime makes of it, or its error
         micros = (_EPOCH + timedelta(seconds=epoch) - _EPOCH) // _MICROSECOND
     seconds, micros = divmod(micros, 1_000_000)
-    minute, second = divmod(seconds, 60)
-    text = _minute_text(minute) + _TWO_DIGITS[second]
+    text = _time_text(seconds)
     if micros:
         text += f".{micros:06d}".rstrip("0")
     return text + "Z"
@@ -95,13 +95,13 @@ def _microseconds(epoch: float) -> int:
     return whole * 1_000_000 + round((epoch - whole) * 1e6)
 
 
-@functools.lru_cache(maxsize=1024)
-def _minute_text(minute: int) -> str:
-    """``YYYY-MM-DDTHH:MM:`` of the `minute`-th minute after 1970-01-01T00:00 (events
-    stream in roughly in time order, so this is mostly cached): the day's text (cached too)
-    and the minute of the day's (a table)."""
-    day, of_day = divmod(minute, 1440)
-    return _day_text(day) + _HOUR_MINUTE[of_day]
+def _time_text(seconds: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` of the `seconds`-th second after 1970-01-01T00:00: the day's
+    text (cached: events stream in roughly in time order) and the minute's and second's of
+    the day (tables), without a cache of minutes (a new minute would miss it)."""
+    day, second = divmod(seconds, 86400)
+    minute, second = divmod(second, 60)
+    return _day_text(day) + _HOUR_MINUTE[minute] + _TWO_DIGITS[second]
 
 
 @functools.lru_cache(maxsize=1024)

@@ -80,9 +80,13 @@ def _one_match(s: _Setting, changes: _Changes, match: MatchFinished) -> MatchRes
         return _shadow_match(s, changes, match, priors, (teams, elapsed), outcome)
     read = teams if elapsed is None else as_read(s.model, teams, elapsed)  # as it returns
     pairs = pairwise(s.model, read)  # what the read API would answer, asked once for both uses
-    changes.scores.append(record(score_match(s.model, s.draws, read, outcome.ranks, pairs)))
+    ranks = outcome[0]  # `outcome.ranks`, without the named tuple's lookup
+    changes.scores.append(record(score_match(s.model, s.draws, read, ranks, pairs)))
     posterior = _rated(s, match, teams, outcome)
-    events = _events(s, changes, match, priors, posterior, expected(s.model, read, pairs), outcome.ranks)
+    finished_at = format_timestamp(match.finished_at)  # per match: each has its own time
+    changes.stored_times[finished_at] = stored_time(match.finished_at, finished_at)
+    expectation = expected(s.model, read, pairs)
+    events = _events(s, changes, match, priors, posterior, expectation, ranks, finished_at)
     changes.applied[match_id] = events
     changes.markers[match_id] = events if s.keeps_events else []  # `_Changes.apply`, inlined
     return _new(MatchResult, (match, events, False, False, None))  # `MatchResult.applied`
@@ -119,9 +123,18 @@ def _shadow_match(
 def _rated(
     s: _Setting, match: MatchFinished, teams: list[list[Rating]], outcome: Outcome
 ) -> list[list[Rating]]:
-    """The model's posterior ratings of `match`, raised to the ladder's floor if it has one."""
+    """The model's posterior ratings of `match`, raised to the ladder's floor if it has one;
+    `NonFiniteRating` if one is NaN or infinite (checked before anything is written)."""
     posterior = s.model.rate_match(teams, outcome)
-    return posterior if s.floor is None else _floored(s.model, s.floor, match, posterior)
+    if s.floor is not None:
+        posterior = _floored(s.model, s.floor, match, posterior)
+    for team_post in posterior:
+        for r in team_post:  # r[0], r[1]: mu and sigma, without a named tuple's lookups
+            if not (isfinite(r[0]) and (r[1] is None or isfinite(r[1]))):
+                raise NonFiniteRating(
+                    f"match {match.match_id!r}: model {s.model.name!r} produced a non-finite rating"
+                )
+    return posterior
 
 
 def _priors(
@@ -138,22 +151,35 @@ def _priors(
     plain = True
     for team in match.teams:
         prior: list[PlayerState] = []
+        ratings: list[Rating] = []
         for p in team.players:  # a loop, not a list comprehension (a frame of its own in 3.11)
-            prior.append(players.get(p.id) or stored_players.get(p.id) or new_player)
+            pid = p.id
+            state = players.get(pid) or stored_players.get(pid) or new_player
+            prior.append(state)
+            ratings.append(_new(Rating, (state[0], state[1], state[5])))  # mu, sigma, extra
             if p.weight != 1.0 or not p.rated:  # here: a second loop over the players costs more
                 plain = False
-        if s.adjust is not None:
-            prior = [s.adjust(state, at) for state in prior]
-        if team.effects:
-            effects, stored_effects, new_effect = changes.effects, s.snapshot.effects, s.new_effect
-            prior += [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
-            plain = False
+        if s.adjust is not None or team.effects:
+            prior = _adjusted(s, changes, team, prior, at)
+            ratings = [_new(Rating, (state[0], state[1], state[5])) for state in prior]
+            plain = plain and not team.effects
         priors.append(prior)
-        ratings: list[Rating] = []
-        for state in prior:
-            ratings.append(_new(Rating, (state[0], state[1], state[5])))  # mu, sigma, extra
         teams.append(ratings)
     return priors, teams, _elapsed(priors, at) if s.times else None, plain
+
+
+def _adjusted(
+    s: _Setting, changes: _Changes, team: Team, prior: list[PlayerState], at: float
+) -> list[PlayerState]:
+    """`_priors` of `team` whose players' states before a match at `at` are `prior`: those
+    states as the rules adjust them (`_Setting.adjust`), then its effects' (as changed by the
+    batch, else as stored, else new)."""
+    if s.adjust is not None:
+        prior = [s.adjust(state, at) for state in prior]
+    if team.effects:
+        effects, stored_effects, new_effect = changes.effects, s.snapshot.effects, s.new_effect
+        prior = prior + [effects.get(e) or stored_effects.get(e) or new_effect for e in team.effects]
+    return prior
 
 
 def _elapsed(priors: list[list[PlayerState]], at: float) -> list[list[float | None]]:
@@ -182,12 +208,15 @@ def _outcome(
 ) -> Outcome:
     """What the model learns `match`'s teams from besides their ratings: the ranks, and
     weights and rated flags (unless `plain`), scores and times played (if the model uses them)."""
+    needs_scores = s.model.needs_scores
+    if plain and not needs_scores:  # the commonest match: ranks only
+        return _new(Outcome, (match.ranks(), None, None, None, elapsed, None))
     weights = rated = scores = seconds = None
     if not plain:
         pad = [[1.0] * len(team.effects) for team in match.teams]
         weights = [w + e for w, e in zip(_per_player(match, "weight", 1.0), pad)]
         rated = [r + [True] * len(e) for r, e in zip(_per_player(match, "rated", True), pad)]
-    if s.model.needs_scores:
+    if needs_scores:
         scores = _per_player(match, "score", 0.0)
         seconds = _per_player(match, "seconds_played", 0.0)
     return _new(Outcome, (match.ranks(), weights, scores, seconds, elapsed, rated))
@@ -213,30 +242,29 @@ def _events(
     posterior: list[list[Rating]],
     expectation: list[dict[str, float]] | None = None,
     ranks: Sequence[float] = (),
+    finished_at: str = "",
 ) -> list[Event]:
     """Write the rated players' and the effects' states after `match` (their `posterior`
-    ratings) into `changes`, with leaderboard scores; `NonFiniteRating` if one is not finite.
-    With `expectation` (per team; a team's share its dict; none for a shadow) build and return
-    the rated players' events, put in their history, and their placings (`MatchFinished.placings`)."""
-    _check_finite(s, match, posterior)
+    ratings, checked finite by `_rated`) into `changes`, with leaderboard scores.
+    With `expectation` (per team; none for a shadow), `ranks` and `finished_at` (as text) build
+    and return the rated players' events, put in their history, and their `MatchFinished.placings`."""
     display, flag, qualifies, history = s.model.display, s.flag, s.qualifies, changes.history
     stored_players, players, leaderboard = s.snapshot.players, changes.players, changes.leaderboard
     at, match_id, ladder_name, model_name = match.finished_at, match.match_id, s.ladder.name, s.model.name
-    finished_at, processed_at, event_fields = "", s.processed_at, changes.event_fields
     placings: list[list[Any]] = []
-    if expectation is not None:  # per match: each match of a live stream has its own time
-        finished_at = format_timestamp(at)
-        changes.stored_times[finished_at] = stored_time(at, finished_at)
+    if expectation is not None:
         changes.placings[match_id] = placings
     events: list[Event] = []
-    for t, (team, prior, team_post) in enumerate(zip(match.teams, priors, posterior)):
-        for player, before, new in zip(team.players, prior, team_post):
+    for t, team in enumerate(match.teams):  # indexed: a zip costs more than the lookups
+        prior, team_post = priors[t], posterior[t]
+        for i, player in enumerate(team.players):
             if not player.rated:
                 continue
+            before, new = prior[i], team_post[i]
             pid, rating, last = player.id, display(new), before[3]  # before.last_played
             players[pid] = after = _after(before, new, at, stored_players.get(pid, s.new_player), rating)
-            games = after.games
-            leaderboard[pid] = rating if qualifies is None or qualifies(games, after.sigma) else None
+            games = after[2]  # after.games, without the named tuple's lookup
+            leaderboard[pid] = rating if qualifies is None or qualifies(games, after[1]) else None
             if expectation is None:
                 continue
             fields = (  # `Commit.event_fields`: the store packs these, not the event's map
@@ -249,13 +277,13 @@ def _events(
                 rating,
                 games,
                 finished_at,
-                processed_at,
+                s.processed_at,
                 last is not None and at < last,  # late: see `is_late`
-                None if flag is None else flag(games, after.sigma),
+                None if flag is None else flag(games, after[1]),  # after.sigma
                 expectation[t],
                 display(before),  # the display rating before, from its mu and sigma
             )
-            event_fields[id(event := rating_changed(*fields))] = fields
+            changes.event_fields[id(event := rating_changed(*fields))] = fields
             events.append(event)
             placings.append([pid, ranks[t]])
             if (entries := history.get(pid)) is None:
@@ -274,16 +302,6 @@ def _effects(
     n, stored_effects = len(team.players), s.snapshot.effects
     for name, before, new in zip(team.effects, prior[n:], team_post[n:]):
         changes.effects[name] = _after(before, new, at, stored_effects.get(name, s.new_effect), None)
-
-
-def _check_finite(s: _Setting, match: MatchFinished, posterior: list[list[Rating]]) -> None:
-    """`NonFiniteRating` if a rating of `posterior` is NaN or infinite."""
-    for team_post in posterior:
-        for r in team_post:  # r[0], r[1]: mu and sigma, without a named tuple's lookups
-            if not (isfinite(r[0]) and (r[1] is None or isfinite(r[1]))):
-                raise NonFiniteRating(
-                    f"match {match.match_id!r}: model {s.model.name!r} produced a non-finite rating"
-                )
 
 
 def _after(

@@ -36,10 +36,11 @@ STRETCHES = 10
 
 def record(score: MatchScore) -> list[Any]:
     """One match's score as the window keeps it."""
-    wrong, bins = score.wrong, []
-    for p, a_won in score.calibration:  # a loop, not a list comprehension (a frame of its own)
+    wrong, log_loss, brier, calibration = score  # unpacked: no named tuple's lookups
+    bins = []
+    for p, a_won in calibration:  # a loop, not a list comprehension (a frame of its own)
         bins.append([calibration_bin(p, BINS), p, a_won])
-    return [len(wrong), math.fsum(wrong), score.log_loss, score.brier, bins]
+    return [len(wrong), math.fsum(wrong), log_loss, brier, bins]
 
 
 #: Per calibration bin, the names of its three sums.

@@ -89,6 +89,10 @@ class GaussianPerformance(Protocol):
         """The draw margin of a match with `players` players in all."""
         ...
 
+    def duel_probabilities(self, a: Rating, b: Rating) -> tuple[float, float, float]:
+        """P(a wins), P(b wins), P(draw) of one player against one, uncalibrated."""
+        ...
+
     def win_probabilities(self, teams: Teams) -> list[float]:
         """P(each team's performance is the highest)."""
         ...

@@ -137,6 +137,14 @@ def pairwise(model: RatingModel, teams: Teams) -> Pairs:
     """`probabilities` of every pair of `teams` asked alone (of the match, for two teams):
     what `expected` and `rating.scoring.score_match` both read, computed once per match."""
     gaussian = model.gaussian()
+    if gaussian is not None and len(teams) == 2 and len(teams[0]) == 1 == len(teams[1]):
+        (a,), (b,) = teams  # a 1v1, the commonest match: `GaussianPerformance.duel_probabilities`
+        win_a, win_b, tie = gaussian.duel_probabilities(a, b)
+        return {
+            (0, 1): (win_a, win_b, tie)
+            if gaussian.calibration is None
+            else _calibrated(gaussian, win_a, win_b, tie)
+        }
     if gaussian is not None and len(teams) >= 2 and all(teams):
         return _trueskill_pairs(gaussian, teams)
     pairs: Pairs = {}
@@ -149,13 +157,9 @@ def pairwise(model: RatingModel, teams: Teams) -> Pairs:
 def _trueskill_pairs(model: GaussianPerformance, teams: Teams) -> Pairs:
     """`pairwise` of TrueSkill, each pair as `raw_probabilities` computes it (section 4.1,
     the same operations on the same numbers, so the same bits), each team's mean and
-    performance variances computed once instead of once per pair it is in; a 1v1 without
-    the per-team lists (``fsum`` of one number is the number plus 0.0: -0.0 becomes 0.0)."""
+    performance variances computed once instead of once per pair it is in. (`pairwise`
+    asks a 1v1 of `GaussianPerformance.duel_probabilities`: the same without the lists.)"""
     variances = model.performance_variances(teams)
-    if len(teams) == 2 and len(teams[0]) == 1 == len(teams[1]):
-        (a,), (b,) = teams
-        (var_a,), (var_b,) = variances
-        return {(0, 1): _pair(model, (a.mu + 0.0) - (b.mu + 0.0), math.fsum((var_a, var_b)), 2)}
     means = [math.fsum(map(_MU, team)) for team in teams]
     pairs: Pairs = {}
     for i, j in ((0, 1),) if len(teams) == 2 else itertools.combinations(range(len(teams)), 2):
@@ -173,6 +177,14 @@ def _pair(model: GaussianPerformance, delta: float, var: float, players: int) ->
     draw = rest if rest > 0.0 else 0.0  # `max(0.0, rest)` without the call
     if model.calibration is None:  # no list of the wins to make
         return (win_i, win_j, draw)
+    return _calibrated(model, win_i, win_j, draw)
+
+
+def _calibrated(
+    model: GaussianPerformance, win_i: float, win_j: float, draw: float
+) -> tuple[float, float, float]:
+    """A pair's P(i wins), P(j wins) and P(draw) mapped through the model's calibration."""
+    assert model.calibration is not None  # (the callers' test)
     (win_i, win_j), calibrated = model.calibration.apply([win_i, win_j], draw)
     return (win_i, win_j, calibrated or 0.0)
 

@@ -28,6 +28,8 @@ from stream_rater.rating.base import RatingModel, Teams
 from stream_rater.rating.predict import Pairs, probabilities
 
 PROBABILITY_FLOOR = 1e-15
+#: ``_new(MatchScore, values)`` skips the named tuple's Python-level ``__new__``.
+_new = tuple.__new__
 
 
 class MatchScore(NamedTuple):
@@ -75,7 +77,7 @@ def score_match(
             if decisive:
                 wrong.append(0.5 if p_a == p_b else float((p_a > p_b) != a_won))
             calibration.append((p_a, a_won))
-    return tuple.__new__(MatchScore, (wrong, None, None, calibration))  # no Python-level __new__
+    return _new(MatchScore, (wrong, None, None, calibration))
 
 
 def _score_two(draws: bool, rank_a: float, rank_b: float, pair: tuple[float, float, float]) -> MatchScore:
@@ -83,16 +85,19 @@ def _score_two(draws: bool, rank_a: float, rank_b: float, pair: tuple[float, flo
     its wrong order, log-loss, Brier score and calibration pair."""
     decisive = rank_a != rank_b
     if not (decisive or draws):
-        return tuple.__new__(MatchScore, ([], None, None, []))
+        return _new(MatchScore, ([], None, None, []))
     p_a, p_b, draw = pair
     a_won = rank_a < rank_b
-    wrong = [(0.5 if p_a == p_b else float((p_a > p_b) != a_won))] if decisive else []
-    observed = 0 if a_won else 1 if decisive else 2  # a wins, b wins, draw
-    p = (p_a, p_b, draw)[observed]
+    wrong = [(0.5 if p_a == p_b else 1.0 if (p_a > p_b) != a_won else 0.0)] if decisive else []
+    if a_won:  # p: the observed outcome's probability; o_*: 1.0 for the observed one
+        p, o_a, o_b, o_draw = p_a, 1.0, 0.0, 0.0
+    elif decisive:
+        p, o_a, o_b, o_draw = p_b, 0.0, 1.0, 0.0
+    else:
+        p, o_a, o_b, o_draw = draw, 0.0, 0.0, 1.0
     log_loss = -math.log(PROBABILITY_FLOOR if p < PROBABILITY_FLOOR else p)  # `max(p, FLOOR)`
-    squares = ((p_a - (observed == 0)) ** 2, (p_b - (observed == 1)) ** 2, (draw - (observed == 2)) ** 2)
-    brier = math.fsum(squares) / 2
-    return tuple.__new__(MatchScore, (wrong, log_loss, brier, [(p_a, a_won)]))
+    brier = math.fsum(((p_a - o_a) ** 2, (p_b - o_b) ** 2, (draw - o_draw) ** 2)) / 2
+    return _new(MatchScore, (wrong, log_loss, brier, [(p_a, a_won)]))
 
 
 def calibration_bin(p: float, bins: int) -> int:

@@ -17,7 +17,8 @@ of `stream_rater.rating._gaussian`.
 
 The factor-graph kernel (the sum factor, the EP chain, the tied-block runs) is in
 `stream_rater.rating._trueskill_graph`, match quality (eq. 7) in
-`stream_rater.rating._trueskill_quality`; this module is the model: parameters, dynamics,
+`stream_rater.rating._trueskill_quality`, the other predictions in
+`stream_rater.rating._trueskill_predictions`; this module is the model: parameters, dynamics,
 the two-team closed form and the dispatch between them.
 
 Choices where the paper leaves room (documented and tested):
@@ -52,11 +53,11 @@ from collections.abc import Sequence, Sized
 from operator import attrgetter
 
 from stream_rater.rating._evidence import margin_moments, margin_observation, observed, score_evidence
-from stream_rater.rating._gaussian import ppf, truncate_draw, truncate_win
+from stream_rater.rating._gaussian import _INV_SQRT_2PI, _SQRT2, _TAIL, ppf, truncate_draw, truncate_win
 from stream_rater.rating._trueskill_graph import Chain, Gaussian, GaussianTeams, TeamMove, tied_moves
 from stream_rater.rating._trueskill_graph import has_sigmas as _has_sigmas
-from stream_rater.rating._trueskill_graph import posterior as _posterior
 from stream_rater.rating._trueskill_graph import posteriors as _posteriors
+from stream_rater.rating._trueskill_predictions import _NO_SIGMA, TrueSkillPredictions
 from stream_rater.rating._trueskill_quality import match_quality
 from stream_rater.rating.base import MeanSigma, Outcome, Rating, RatingModel, Teams
 
@@ -73,13 +74,13 @@ TIME_UNITS: dict[str, float] = {
 }
 
 _MIN_WEIGHT = 1e-4
+#: ``_new(Rating, (mu, sigma))`` skips the named tuple's Python-level ``__new__``.
+_new = tuple.__new__
 #: A rating's mean, for ``fsum(map(_MU, team))`` (no comprehension per team).
 _MU = attrgetter("mu")
 
-_NO_SIGMA = "a TrueSkill rating needs a sigma"
 
-
-class TrueSkill(RatingModel):
+class TrueSkill(TrueSkillPredictions, RatingModel):
     """The TrueSkill model with the paper's Xbox defaults (section 4.2).
 
     Parameters (ladder configuration keys):
@@ -166,6 +167,8 @@ class TrueSkill(RatingModel):
         self._time_rate = self.time_tau**2 / unit
         #: eps = _margin * sqrt(n1 + n2): section 4.1 solved for eps.
         self._margin = ppf((self.draw_probability + 1.0) / 2.0) * self.beta
+        #: `draw_margin` of one player against one (a 1v1, the commonest match).
+        self._duel_margin = self.draw_margin(2)
 
     # ------------------------------------------------------------------ RatingModel
 
@@ -183,9 +186,10 @@ class TrueSkill(RatingModel):
     def rate_match(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
         """`RatingModel.rate_match`; one player against one with nothing but ranks (no weights,
         scores or unrated players: the commonest match) straight to `_rate_duel`, as `rate` goes."""
-        ranks, duel = outcome.ranks, len(teams) == 2 and len(teams[0]) == 1 == len(teams[1])
-        if duel and len(ranks) == 2 and outcome.weights is outcome.scores is outcome.rated is None:
-            return self._rate_duel(teams, ranks[0], ranks[1], outcome.elapsed)
+        ranks, weights, scores, _, elapsed, rated = outcome  # unpacked: no named tuple's lookups
+        duel = len(teams) == 2 and len(teams[0]) == 1 == len(teams[1])
+        if duel and len(ranks) == 2 and weights is scores is rated is None:
+            return self._rate_duel(teams, ranks[0], ranks[1], elapsed)
         return RatingModel.rate_match(self, teams, outcome)  # not `super()`: its object costs
 
     def _rate(self, teams: Teams, outcome: Outcome) -> list[list[Rating]]:
@@ -326,7 +330,8 @@ class TrueSkill(RatingModel):
             total = sum(w * w * (v + beta2) for w, v in zip(w0, var0)) + sum(
                 w * w * (v + beta2) for w, v in zip(w1, var1)
             )
-        shift, omw = self._compare(diff, total, len(team0) + len(team1), rank0, rank1, team_scores)
+        margin = self._margin * math.sqrt(len(team0) + len(team1))  # `draw_margin`, inlined
+        shift, omw = self._compare(diff, total, margin, rank0, rank1, team_scores)
         return _posteriors(teams, variances, weights, [(shift, omw), (-shift, omw)], [total, total])
 
     def _rate_duel(
@@ -340,8 +345,9 @@ class TrueSkill(RatingModel):
         """`_rate_two` for one player against one with weight 1, the common match: the same
         arithmetic (so the same bits) without the per-team lists."""
         (a,), (b,) = teams
+        mu_a, mu_b = a[0], b[0]  # indexed: a named tuple's attribute costs a descriptor's lookup
         if elapsed is None or self._time_rate == 0.0:  # `_variances` without the lists
-            sigma_a, sigma_b = a.sigma, b.sigma
+            sigma_a, sigma_b = a[1], b[1]
             if sigma_a is None or sigma_b is None:
                 raise ValueError(_NO_SIGMA)
             var_a = sigma_a * sigma_a + self._tau2
@@ -351,24 +357,39 @@ class TrueSkill(RatingModel):
         else:
             raise ValueError(_NO_SIGMA)
         total = var_a + var_b + 2.0 * self._beta2
-        shift, omw = self._compare(a.mu - b.mu, total, 2, rank0, rank1, team_scores)
-        return [[_posterior(a.mu, var_a, shift, omw, total)], [_posterior(b.mu, var_b, -shift, omw, total)]]
+        if team_scores is None and rank0 != rank1:  # a win: `_compare`, inlined
+            c = math.sqrt(total)
+            t, eps = ((mu_a - mu_b) / c if rank0 < rank1 else -(mu_a - mu_b) / c), self._duel_margin / c
+            x = t - eps
+            if x > -_TAIL:  # `truncate_win` away from the tail, inlined
+                v = _INV_SQRT_2PI * math.exp(-0.5 * x * x) / (0.5 * math.erfc(-x / _SQRT2))
+                omw = 1.0 - v * (v + x)
+            else:
+                v, omw = truncate_win(t, eps)
+            shift = (v if rank0 < rank1 else -v) / c
+        else:
+            shift, omw = self._compare(mu_a - mu_b, total, self._duel_margin, rank0, rank1, team_scores)
+        sqrt = math.sqrt  # `_posterior` of each, inlined
+        return [
+            [_new(Rating, (mu_a + var_a * shift, sqrt(var_a * ((total - var_a) + var_a * omw) / total)))],
+            [_new(Rating, (mu_b + var_b * -shift, sqrt(var_b * ((total - var_b) + var_b * omw) / total)))],
+        ]
 
     def _compare(
         self,
         diff: float,
         total: float,
-        players: int,
+        margin: float,
         rank0: float,
         rank1: float,
         team_scores: list[float] | None = None,
     ) -> tuple[float, float]:
         """The comparison factor of two teams (Table 1, last row): ``(V / c, 1 - W)`` for the
-        first team's performance minus the second's, ``N(diff, total)``, given the ranks;
-        ``players`` in both teams set the draw margin (section 4.1). With `team_scores` (the
+        first team's performance minus the second's, ``N(diff, total)``, given the ranks and
+        the match's draw `margin` (`draw_margin`, section 4.1). With `team_scores` (the
         ``margin_scale`` option) a win's margin is a second factor (`_evidence`)."""
         c = math.sqrt(total)
-        eps = self._margin * math.sqrt(players) / c
+        eps = margin / c
         if rank0 == rank1:
             v, omw = truncate_draw(diff / c, eps)
         elif team_scores is not None:
@@ -428,27 +449,7 @@ class TrueSkill(RatingModel):
                 moves[j] = move
         return _posteriors(teams, variances, weights, moves, spreads)
 
-    # ------------------------------------------------------------------ predictions
-
-    def as_of(self, rating: Rating, idle_seconds: float) -> Rating:
-        """The uncertainty an idle player has by now: the time term of the dynamics,
-        ``sigma**2 + time_tau**2 * dt`` (capped at the prior's, as in an update), for reads."""
-        if self._time_rate == 0.0 or not idle_seconds > 0:
-            return rating
-        sigma = rating.sigma
-        if sigma is None:
-            raise ValueError(_NO_SIGMA)
-        var = sigma * sigma
-        return Rating(rating.mu, math.sqrt(max(var, min(var + self._time_rate * idle_seconds, self._sigma2))))
-
-    @property
-    def ages(self) -> bool:
-        """Whether `as_of` may change a rating: with time-scaled dynamics (``time_tau`` > 0)."""
-        return self._time_rate != 0.0
-
-    def draw_margin(self, players: int) -> float:
-        """The draw margin eps of a match with `players` players in all (section 4.1)."""
-        return self._margin * math.sqrt(players)
+    # ------------------------------------------------------------------ predictions (more: TrueSkillPredictions)
 
     def quality(self, teams: Teams, weights: Sequence[Sequence[float]] | None = None) -> float:
         """Match quality: eq. (7) generalised to teams, as in the ``trueskill`` package.
@@ -465,36 +466,3 @@ class TrueSkill(RatingModel):
             raise ValueError(_NO_SIGMA)
         rows = self._weights(teams, weights) or [[1.0] * len(team) for team in teams]
         return match_quality(teams, rows, self._beta2)
-
-    def win_probabilities(self, teams: Teams) -> list[float]:
-        """P(each team performs best), exact under the model; sums to 1.
-
-        Team performances are independent ``N(M_j, S_j**2)`` with ``M_j = sum mu`` and
-        ``S_j**2 = sum (sigma**2 + tau**2 + beta**2)`` (the prior this match's update would
-        use, without the time term). Two teams: ``Phi((M_0 - M_1) / sqrt(S_0**2 + S_1**2))``
-        (eq. 1 generalised). More teams: ``P_j = int N(z) prod_k Phi((M_j + S_j z - M_k) /
-        S_k) dz`` by quadrature, then normalised (`_latent.first_place_probabilities`).
-        Draws (the margin eps) are not counted: "first" means the highest performance.
-        """
-        if len(teams) < 2 or not all(teams):
-            raise ValueError("a match needs at least two teams, each with a player")
-        # only here: _latent needs numpy and scipy, importing the model stays light
-        from stream_rater.rating._latent import first_place_probabilities
-
-        means = [math.fsum(r.mu for r in team) for team in teams]
-        stds = [math.sqrt(math.fsum(row)) for row in self.performance_variances(teams)]
-        return first_place_probabilities(means, stds, "normal")
-
-    def performance_variances(self, teams: Teams) -> list[list[float]]:
-        """Each player's part of its team's performance variance in a match rated now,
-        ``sigma**2 + tau**2 + beta**2`` (the prior this match's update would use, without
-        the time term), same shape as `teams`."""
-        extra, rows = self._tau2 + self._beta2, []
-        for team in teams:  # loops: a comprehension per team costs more than its work
-            row = []
-            for r in team:
-                if r.sigma is None:
-                    raise ValueError(_NO_SIGMA)
-                row.append(r.sigma * r.sigma + extra)
-            rows.append(row)
-        return rows

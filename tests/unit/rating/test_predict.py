@@ -29,9 +29,11 @@ from stream_rater.rating.predict import (
     evenness,
     expected,
     labelled_splits,
+    pairwise,
     predict,
     ranking_probabilities,
 )
+from stream_rater.rating.predict import _trueskill_pairs as general_pairs
 from stream_rater.rating.registry import MODEL_CLASSES, create_model
 from stream_rater.rating.sph_elo import SphElo
 
@@ -257,6 +259,20 @@ def test_expected_of_two_teams_is_predict_and_of_more_the_pairs_averaged():
         for e in expected(elo, [[Rating(1500.0, None)], [Rating(1600.0, None)], [Rating(1400.0, None)]])
     ]
     assert sum(ranks) == pytest.approx(6.0) and ranks[1] < ranks[0] < ranks[2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.builds(Rating, st.floats(-200, 200), st.floats(0.01, 50)),
+    st.builds(Rating, st.floats(-200, 200), st.floats(0.01, 50)),
+    st.sampled_from(["", "platt:0.8,0.1 draw:1.3"]),
+    st.sampled_from([TS, TrueSkill(draw_probability=0.0, tau=0.0)]),
+)
+def test_a_duels_pair_is_bit_identical_to_the_per_team_form(a, b, calibration, model):
+    """`pairwise` asks a 1v1 of `duel_probabilities`: to the bit what the per-team form of any
+    other match gives the pair, calibrated or not."""
+    model = _calibrated(model, calibration) if calibration else model
+    assert pairwise(model, [[a], [b]]) == general_pairs(model, [[a], [b]])
 
 
 def test_as_read_grows_each_rating_by_its_idle_time_only():
