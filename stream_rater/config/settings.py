@@ -190,7 +190,8 @@ class Settings:
     known_states: int = _field(
         200_000,
         "rating states a worker holds between batches, so that a batch reads from Redis only the players "
-        "it does not hold (0: none; about 250 bytes each)",
+        "it does not hold, and leaderboard scores its Redis store's commits left, so that a commit does "
+        "not ask Redis for them (0: none; about 250 and 200 bytes each)",
     )
     max_query_players: int = _field(
         100, "most players one read-API query (players, predict, balance) may name"

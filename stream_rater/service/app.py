@@ -283,6 +283,7 @@ def open_worker_store(settings: Settings) -> StateStore:
         marker_ttl=settings.marker_ttl,
         timeouts=RedisTimeouts.of(settings),
         prefix=settings.redis_prefix,
+        known_boards=settings.known_states,
     )
 
 

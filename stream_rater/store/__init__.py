@@ -58,11 +58,13 @@ def open_store(
     marker_ttl: float = 0.0,
     timeouts: RedisTimeouts = DEFAULT_TIMEOUTS,
     prefix: str = Settings.redis_prefix,
+    known_boards: int = Settings.known_states,
 ) -> StateStore:
     """A store for `url`: ``memory``, ``redis://…``/``rediss://…``/``unix://…``, or a Redis
     Cluster's ``redis+cluster://host:port[,host:port…]``/``rediss+cluster://…``; a Redis
     client waits as long as `timeouts` say (by default the `Settings` defaults), and its keys
-    start with `prefix` (`store.deployment`)."""
+    start with `prefix` (`store.deployment`); a Redis store keeps what its commits left on the
+    leaderboards for at most `known_boards` players (`store.redis.boards`)."""
     if url in ("memory", "memory://"):
         from stream_rater.store.memory import MemoryStore
 
@@ -71,7 +73,12 @@ def open_store(
         from stream_rater.store.redis import RedisStore
 
         return RedisStore.from_url(
-            url, timeouts=timeouts, history_limit=history_limit, marker_ttl=marker_ttl, prefix=prefix
+            url,
+            timeouts=timeouts,
+            history_limit=history_limit,
+            marker_ttl=marker_ttl,
+            prefix=prefix,
+            known_boards=known_boards,
         )
     raise ValueError(
         f"unknown store URL {url!r}: use 'memory', 'redis://host:port/db' or "

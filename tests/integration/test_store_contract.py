@@ -1075,6 +1075,17 @@ def test_known_boards_keep_at_most_their_limit_and_forget_what_went_unanswered()
     assert commit("l2", 3, "a")[1] == {}
 
 
+async def test_redis_a_store_that_may_know_no_players_asks_redis_every_time(redis_url, ladder):
+    """`known_boards=0` (a worker with ``STREAM_RATER_KNOWN_STATES=0``): no old score is kept,
+    so the next commit sends none and the script asks Redis (`ZMSCORE`)."""
+    store = open_store(redis_url, history_limit=0, known_boards=0)
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0, score=2.5)], {"m1": []}, read_at=(0, 0)))
+    second = Commit(ladder, [write("a", 1.0, 2, 1, score=3.5)], {"m2": []}, read_at=(0, 1))
+    assert store.known_boards.fields(second, 0, None, {}) == {}
+    store.known_boards.forget([second])
+    await store.close()
+
+
 async def test_redis_a_store_without_history_knows_its_boards_too(redis_url, ladder):
     """A store that keeps no history (it writes a copy of each commit without it) still sends
     the old scores its last commit left, and keeps no call once answered."""

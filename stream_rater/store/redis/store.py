@@ -22,6 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import StateStore
 from stream_rater.store.deployment import check_prefix
+from stream_rater.store.redis.boards import LIMIT as KNOWN_BOARDS
 from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
 from stream_rater.store.redis.control import RerateControl
@@ -86,6 +87,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         marker_ttl: float = 0.0,
         clock: Callable[[], float] = time.time,
         prefix: str = DEFAULT_PREFIX,
+        known_boards: int = KNOWN_BOARDS,
     ) -> None:
         self.client = client
         self.prefix = check_prefix(prefix)
@@ -102,7 +104,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         #: Ladder → its live generation as last seen (scripts check it, see the docstring).
         self._live: dict[str, int] = {}
         #: What this store's commits left on the leaderboards (`boards.KnownBoards`).
-        self.known_boards = KnownBoards()
+        self.known_boards = KnownBoards(known_boards)
 
     @classmethod
     def from_url(

@@ -174,3 +174,12 @@ def test_the_stop_watch_exits_once_after_the_timeout_less_a_margin_saying_what_i
     assert exited == [EXIT_STOP_TIMEOUT]
     [record] = [r for r in caplog.records if "still waiting for" in r.getMessage()]
     assert "the agent's last batch" in record.getMessage()
+
+
+def test_the_worker_store_knows_as_many_board_scores_as_states_it_holds():
+    """`STREAM_RATER_KNOWN_STATES` bounds the leaderboard scores the worker's Redis store keeps
+    (`store.redis.boards`) as it bounds the states its processor holds (no connection made)."""
+    from stream_rater.service.app import open_worker_store
+
+    store = open_worker_store(Settings(redis_url="redis://127.0.0.1:1/0", known_states=7))
+    assert store.known_boards.limit == 7
