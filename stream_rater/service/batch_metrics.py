@@ -150,12 +150,12 @@ class BatchMetrics:
             waits.append(max(0.0, now - match.finished_at))
         metrics.observe_all(metrics.EVENT_LATENCY, waits)
         for (duplicate, ladder), n in counts.items():
-            (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
+            metrics.by_ladder(metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED, ladder).inc(n)
         for ladder, n in late.items():
-            metrics.MATCHES_LATE.labels(ladder).inc(n)
+            metrics.by_ladder(metrics.MATCHES_LATE, ladder).inc(n)
         for (up, ladder), points in moved.items():  # one increment per ladder, not per match
             counter = metrics.RATING_POINTS_CREATED if up else metrics.RATING_POINTS_REMOVED
-            counter.labels(ladder).inc(points)
+            metrics.by_ladder(counter, ladder).inc(points)
 
 
 def _last_changes(result: BatchResult, most: int | None) -> list[dict[str, Any]]:
