@@ -150,7 +150,9 @@ class BatchMetrics:
             waits.append(max(0.0, now - match.finished_at))
         metrics.observe_all(metrics.EVENT_LATENCY, waits)
         for (duplicate, ladder), n in counts.items():
-            metrics.by_ladder(metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED, ladder).inc(n)
+            metrics.by_ladder(
+                metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED, ladder
+            ).inc(n)
         for ladder, n in late.items():
             metrics.by_ladder(metrics.MATCHES_LATE, ladder).inc(n)
         for (up, ladder), points in moved.items():  # one increment per ladder, not per match
