@@ -267,8 +267,9 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             if tp.topic in buffers:
                 if tp in rewound:
                     continue
-                verdict = await self._in_sequence(tp, offset)
-                if verdict is not DELIVER:
+                if self._next_offset.get(tp) == offset and tp not in self._jumped:
+                    self._next_offset[tp] = offset + 1  # `_in_sequence`'s usual case, without a coroutine
+                elif (verdict := await self._in_sequence(tp, offset)) is not DELIVER:
                     if verdict is REWOUND:
                         rewound.add(tp)
                     continue
