@@ -68,9 +68,11 @@ async def send_batched(producer: AIOKafkaProducer, records: Iterable[Record]) ->
         topic, key = record[0], record[1]
         if topic not in partitions:
             partitions[topic] = tuple(sorted(await producer.partitions_for(topic)))
-        partition = (
-            random.choice(partitions[topic]) if key is None else _keyed_partition(key, partitions[topic])
-        )
+        choices = partitions[topic]
+        if len(choices) == 1:
+            partition = choices[0]
+        else:
+            partition = random.choice(choices) if key is None else _keyed_partition(key, choices)
         groups.setdefault((topic, partition), []).append(record)
     delivered = []
     for (topic, partition), group in groups.items():

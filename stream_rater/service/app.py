@@ -416,11 +416,23 @@ class Worker(faust.Worker):
         return f"faust's last step {step}, {held}"
 
 
+def use_uvloop() -> None:
+    """Make every event loop the process creates from now on uvloop's (libuv: its transports
+    and scheduling in C), the worker's and its Kafka consumer thread's alike; asyncio's stays
+    where uvloop is not installed (Windows)."""
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
 def run_worker(settings: Settings, ladders: Ladders) -> None:
     """Create missing topics, then run a worker in the foreground until SIGTERM/SIGINT
     (faust handles the signals; `Worker` bounds the stop by ``stop_timeout``). faust itself
     only creates its internal topics, and a broker that auto-creates the input topic would
     pick its own partition count."""
+    use_uvloop()
     asyncio.run(create_service_topics(settings))
     suspect_empty = asyncio.run(store_looks_lost(settings, ladders))
     app = create_app(settings, ladders, suspect_empty=suspect_empty)

@@ -6,8 +6,8 @@ dashboard's recent activity (`web.Recent`), off the handler's path."""
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from faust.types import TP
@@ -15,6 +15,7 @@ from faust.types import TP
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import ValidationError
 from stream_rater.processor import BatchResult, is_late, points_created, quality
+from stream_rater.rating import Rating
 from stream_rater.service import metrics
 from stream_rater.service.dead_letter import DeadLetter, DeadLetterLog
 from stream_rater.service.order_watch import Message
@@ -42,8 +43,7 @@ class Recent:
     def record(self, messages: Sequence[Message], result: BatchResult) -> None:
         """Called by `BatchMetrics.finished` with each batch: keep the changes of newly applied matches and
         advance the partitions' next offsets."""
-        changes = [e for match in result.results if not match.duplicate for e in match.events]
-        self.feed.extend(changes[-(self.feed.maxlen or len(changes)) :])  # the rest would drop out
+        self.feed.extend(_last_changes(result, self.feed.maxlen))
         for message in messages:
             key = (message.topic, message.partition)
             self.next_offsets[key] = max(self.next_offsets.get(key, 0), message.offset + 1)
@@ -120,36 +120,56 @@ class BatchMetrics:
     def _matches(self, result: BatchResult) -> None:
         """Each match's outcome, lateness, latency and rating points, one increment per ladder."""
         now = time.time()
-        counts: Counter[tuple[bool, str]] = Counter()
-        late: Counter[str] = Counter()
+        counts: dict[tuple[bool, str], int] = {}
+        late: dict[str, int] = {}
         moved: dict[tuple[bool, str], float] = {}  # (created, ladder) → display-rating points
+        displays: dict[str, Callable[[Rating], float]] = {}  # ladder → its model's display rating
         waits: list[float] = []  # finished_at → now per match: one histogram update per batch
         for r in result.results:
+            match, duplicate = r.match, r.duplicate
             if r.voided:
-                metrics.MATCHES_VOIDED_SKIPPED.labels(r.match.ladder).inc()
+                metrics.MATCHES_VOIDED_SKIPPED.labels(match.ladder).inc()
                 continue
-            if not r.duplicate and r.unrated is not None:
-                metrics.MATCHES_UNRATED.labels(r.match.ladder, r.unrated).inc()
+            if not duplicate and r.unrated is not None:
+                metrics.MATCHES_UNRATED.labels(match.ladder, r.unrated).inc()
                 continue
-            if r.match.season is not None:
-                if not r.duplicate:
-                    metrics.SEASONS_STARTED.labels(r.match.ladder).inc()
+            if match.season is not None:
+                if not duplicate:
+                    metrics.SEASONS_STARTED.labels(match.ladder).inc()
                 continue
-            counts[r.duplicate, r.match.ladder] += 1
-            if not r.duplicate:
-                points = points_created(r, self.ladders[r.match.ladder].rating_model.display)
-                moved[points > 0, r.match.ladder] = moved.get((points > 0, r.match.ladder), 0.0) + abs(points)
+            ladder = match.ladder
+            counts[duplicate, ladder] = counts.get((duplicate, ladder), 0) + 1
+            if not duplicate:
+                display = displays.get(ladder) or displays.setdefault(
+                    ladder, self.ladders[ladder].rating_model.display
+                )
+                points = points_created(r, display)
+                moved[points > 0, ladder] = moved.get((points > 0, ladder), 0.0) + abs(points)
                 if is_late(r):
-                    late[r.match.ladder] += 1
-            waits.append(max(0.0, now - r.match.finished_at))
+                    late[ladder] = late.get(ladder, 0) + 1
+            waits.append(max(0.0, now - match.finished_at))
         metrics.observe_all(metrics.EVENT_LATENCY, waits)
         for (duplicate, ladder), n in counts.items():
-            (metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED).labels(ladder).inc(n)
+            metrics.by_ladder(
+                metrics.MATCHES_DUPLICATE if duplicate else metrics.MATCHES_APPLIED, ladder
+            ).inc(n)
         for ladder, n in late.items():
-            metrics.MATCHES_LATE.labels(ladder).inc(n)
+            metrics.by_ladder(metrics.MATCHES_LATE, ladder).inc(n)
         for (up, ladder), points in moved.items():  # one increment per ladder, not per match
             counter = metrics.RATING_POINTS_CREATED if up else metrics.RATING_POINTS_REMOVED
-            counter.labels(ladder).inc(points)
+            metrics.by_ladder(counter, ladder).inc(points)
+
+
+def _last_changes(result: BatchResult, most: int | None) -> list[dict[str, Any]]:
+    """The last `most` (None: all) rating changes of `result`'s newly applied matches, in
+    order: walked from the end, so a large batch costs only what the feed keeps."""
+    changes: list[dict[str, Any]] = []
+    for match in reversed(result.results):
+        if not match.duplicate:
+            changes += reversed(match.events)
+            if most is not None and len(changes) >= most:
+                break
+    return (changes if most is None else changes[:most])[::-1]
 
 
 def _reason_label(exc: Exception) -> str:

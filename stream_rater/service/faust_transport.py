@@ -267,8 +267,9 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             if tp.topic in buffers:
                 if tp in rewound:
                     continue
-                verdict = await self._in_sequence(tp, offset)
-                if verdict is not DELIVER:
+                if self._next_offset.get(tp) == offset and tp not in self._jumped:
+                    self._next_offset[tp] = offset + 1  # `_in_sequence`'s usual case, without a coroutine
+                elif (verdict := await self._in_sequence(tp, offset)) is not DELIVER:
                     if verdict is REWOUND:
                         rewound.add(tp)
                     continue
@@ -397,17 +398,21 @@ class BatchBuffer:
         return taken
 
     async def _fill(self, max_records: int, ready: asyncio.Future[Any] | None) -> None:
-        """Wait until the buffer holds `max_records` or `ready` is done."""
-        while len(self._records) < max_records and not (ready is not None and ready.done()):
-            self._added.clear()
-            if ready is None:
+        """Wait until the buffer holds `max_records` or `ready` is done: `ready` wakes the
+        wait for records as a `put` does (one future per wait, not a task and an
+        ``asyncio.wait`` per record arriving)."""
+        if ready is not None:
+            ready.add_done_callback(self._wake)
+        try:
+            while len(self._records) < max_records and not (ready is not None and ready.done()):
+                self._added.clear()
                 await self._added.wait()
-                continue
-            added = asyncio.ensure_future(self._added.wait())
-            try:
-                await asyncio.wait([added, ready], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                added.cancel()
+        finally:
+            if ready is not None:
+                ready.remove_done_callback(self._wake)
+
+    def _wake(self, _: object) -> None:
+        self._added.set()
 
     def ack(self, messages: Sequence[Consumed]) -> None:
         """Acknowledge processed records (ones `take` returned); faust commits their offsets."""

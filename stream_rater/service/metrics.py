@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
@@ -227,12 +229,29 @@ def count_quality(ladder: str, scorer: str, sums: dict[str, float], bins: int) -
     """Add a committed batch's prediction-quality `sums` (`processor.quality`) to the counters,
     so that any window is ``rate()``-computable (e.g. wrong order = rate(wrong) / rate(pairs))."""
     for name, value in sums.items():
-        counter = _QUALITY_SUMS.get(name)
-        if counter is not None:
-            counter.labels(ladder, scorer).inc(value)
-            continue
-        _, k, kind = name.split(":")
-        _QUALITY_BINS[kind].labels(ladder, scorer, f"{int(k) / bins:.1f}").inc(value)
+        _quality_counter(name, ladder, scorer, bins).inc(value)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _quality_counter(name: str, ladder: str, scorer: str, bins: int) -> Any:
+    """The labelled counter of quality sum `name` (``kind:k:bin`` for a calibration bin's) for
+    `ladder` and `scorer`: found once, as each batch adds to some 30 of them, and
+    ``labels()`` checks and locks on every call."""
+    counter = _QUALITY_SUMS.get(name)
+    if counter is not None:
+        return counter.labels(ladder, scorer)
+    _, k, kind = name.split(":")
+    return _QUALITY_BINS[kind].labels(ladder, scorer, f"{int(k) / bins:.1f}")
+
+
+def by_ladder(metric: MetricWrapperBase, ladder: str) -> Any:
+    """``metric.labels(ladder)`` of a per-ladder metric that is never removed, found once."""
+    return _labelled(metric, ladder)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _labelled(metric: MetricWrapperBase, ladder: str) -> Any:
+    return metric.labels(ladder)
 
 
 DEAD_LETTERS = Counter("stream_rater_dead_letters", "Events written to the dead-letter topic")

@@ -88,7 +88,9 @@ class BatchPipeline:
         self._stale = -1
         self._newest = 0
         #: Each batch in hand (its finishing task) → its commit task, records and when it came.
-        self._flight: dict[asyncio.Task[None], tuple[asyncio.Task[CommittedBatch], str, float]] = {}
+        self._flight: dict[
+            asyncio.Task[None], tuple[asyncio.Task[CommittedBatch], Sequence[Message], float]
+        ] = {}
         #: Batches committed and not yet emitted, each with its future done once it is.
         self._to_emit: list[tuple[CommittedBatch, asyncio.Future[None]]] = []
         self._emitting: asyncio.Task[None] | None = None
@@ -101,7 +103,7 @@ class BatchPipeline:
         self._committing = asyncio.ensure_future(self._commit(messages, self._committing))
         self._finishing = asyncio.ensure_future(self._finish(self._committing, self._finishing))
         self._in_hand.append(self._finishing)
-        self._flight[self._finishing] = (self._committing, spans(messages), time.monotonic())
+        self._flight[self._finishing] = (self._committing, messages, time.monotonic())
         self._finishing.add_done_callback(self._flight.pop)
         while len(self._in_hand) >= self.depth:
             oldest = self._in_hand[0]
@@ -125,14 +127,14 @@ class BatchPipeline:
         partition, for the operator's dump (`wait_dump`)."""
         now = time.monotonic()
         lines = [
-            f"pipeline batch {spans_} for {now - since:.1f} s: "
+            f"pipeline batch {spans(messages)} for {now - since:.1f} s: "
             f"{'emitting' if committing.done() else 'committing'}"
             + (
                 f", commit failed {committing.exception()!r}"
                 if committing.done() and not committing.cancelled() and committing.exception() is not None
                 else ""
             )
-            for committing, spans_, since in self._flight.values()
+            for committing, messages, since in self._flight.values()
         ]
         lines += [
             f"pipeline parked p{p}: {spans(records)}, "

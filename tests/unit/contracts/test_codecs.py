@@ -6,13 +6,14 @@ import json
 from typing import Any
 
 import msgpack
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import Limits, MatchFinished, ValidationError, parse_match
-from stream_rater.contracts.codecs import FORMATS, DecodeError, decode, decode_match, encode
+from stream_rater.contracts.codecs import FORMATS, DecodeError, decode, decode_match, encode, encode_event
 
 EVENT: dict[str, Any] = {
     "match_id": "m-ü",
@@ -37,6 +38,18 @@ def test_json_encoding_is_compact_utf8() -> None:
     """JSON output has no spaces and keeps non-ASCII text as UTF-8."""
     raw = encode({"a": [1, 2], "b": "ü"})
     assert raw == '{"a":[1,2],"b":"ü"}'.encode()
+
+
+def test_an_event_is_encoded_as_orjson_writes_it_in_bytes_of_its_own() -> None:
+    event = {
+        "event_id": "m1:ann",
+        "player_id": "ann",
+        "before": {"mu": 25.0, "sigma": 8.333333333333334},
+        "é": [1, None],
+    }
+    encoded = encode_event(event)
+    assert type(encoded) is bytes and encoded == orjson.dumps(event)
+    assert json.loads(encoded) == event
 
 
 def test_json_encoding_refuses_nan() -> None:

@@ -4,6 +4,7 @@ with records in memory); the worker's garbage-collector set-up; its bounded stop
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from stream_rater.service.app import (
     EXIT_STOP_TIMEOUT,
     StopWatch,
     create_app,
+    use_uvloop,
 )
 from stream_rater.service.faust_transport import YIELD_EVERY, BatchGuardConsumer
 from stream_rater.store.memory import MemoryStore
@@ -183,3 +185,19 @@ def test_the_worker_store_knows_as_many_board_scores_as_states_it_holds():
 
     store = open_worker_store(Settings(redis_url="redis://127.0.0.1:1/0", known_states=7))
     assert store.known_boards.limit == 7
+
+
+def test_the_worker_runs_its_event_loops_on_uvloop():
+    """`run_worker` calls `use_uvloop` first: every loop made from then on (the agent's, the
+    Kafka consumer thread's) is uvloop's."""
+    uvloop = pytest.importorskip("uvloop")
+    policy = asyncio.get_event_loop_policy()
+    try:
+        use_uvloop()
+        loop = asyncio.new_event_loop()
+        try:
+            assert isinstance(loop, uvloop.Loop)
+        finally:
+            loop.close()
+    finally:
+        asyncio.set_event_loop_policy(policy)
