@@ -268,6 +268,16 @@ local function rank(key, args, of, numbers, b)
 end
 -- ---- end of the eligible leaderboard ------------------------------------------------------
 
+-- A markers slot is a listpack while small (a quiet ladder's: compact), and a hash table once it
+-- holds SLOT_TABLE markers (the field '', as the unproduced hash's), not only past Redis's
+-- hash-max-listpack-entries: every HSET and HMGET of a listpack scans it, so a busy ladder's
+-- first batches of each slot did quadratic work. Past 512 fields it is a hash table anyway.
+local SLOT_TABLE = 128
+local function slot_table(slot, adding)
+  local n = redis.call('HLEN', slot)
+  if n + adding >= SLOT_TABLE and n <= 512 then redis.call('HSETNX', slot, '', hash_table()) end
+end
+
 -- The events the transaction staged (`staged`) made the unproduced hash, or copied into it.
 local function stage(key, args)
   local staged, unproduced = key(args.staged), key(K.unproduced)
@@ -287,6 +297,7 @@ local function mark(key, args, B, V)
   ranged('HDEL', key(K.unproduced), V.produced + 1, V.produced + args.produced)
   if args.markers > 0 then
     local slot = key(B.markers + args.slot)
+    slot_table(slot, args.markers)
     ranged('HSET', slot, V.markers + 1, V.markers + 2 * args.markers)
     if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
