@@ -399,21 +399,35 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
 
 async def test_redis_staged_events_become_the_outbox_only_with_their_commit(redis_url, ladder):
     """A single Redis gets a commit's events staged in the commit's transaction: they join
-    events still unproduced (none lost), a refused commit leaves none of its own (nor its staged
-    key), and what a failed transaction left staged never reaches the outbox."""
+    events still unproduced (none lost: those move aside to the older hash, or, if that holds
+    some too, the staged ones are copied in), a refused commit leaves none of its own (nor its
+    staged key), produced events leave whichever hash holds them, and what a failed transaction
+    left staged never reaches the outbox."""
     store = RedisStore.from_url(redis_url)
-    staged, outbox = ladder_key(ladder, "unproduced:staged"), ladder_key(ladder, "unproduced")
-    m1, m2, m3 = ([{"event_id": f"m{i}:a"}] for i in (1, 2, 3))
+    staged, outbox, older = (ladder_key(ladder, f"unproduced{s}") for s in (":staged", "", ":older"))
+
+    async def held() -> tuple[list[bytes], list[bytes]]:
+        return sorted(await store.client.hkeys(outbox)), sorted(await store.client.hkeys(older))
+
+    m1, m2, m3, m4 = ([{"event_id": f"m{i}:a"}] for i in (1, 2, 3, 4))
     await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": m1}))
     await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m2": m2}))  # m1 not produced
+    assert await held() == ([b"", b"m2"], [b"", b"m1"])  # moved aside, hash tables both
     assert (await store.read(ladder, [], [], ["m1", "m2"])).applied == {"m1": m1, "m2": m2}
     with pytest.raises(CommitConflict):
         await store.commit(Commit(ladder, [write("a", 28.0, 3, 1)], {"m3": m3}, produced=["m1"]))
     assert not await store.client.exists(staged)
-    assert sorted(await store.client.hkeys(outbox)) == [b"", b"m1", b"m2"]
+    assert await held() == ([b"", b"m2"], [b"", b"m1"])
+    await store.commit(Commit(ladder, [write("a", 28.0, 3, 2)], {"m3": m3}))  # both hold some: copied
+    assert await held() == ([b"", b"m2", b"m3"], [b"", b"m1"])
     await store.client.hset(staged, "m9", b"left by a failed transaction")
-    await store.commit(Commit(ladder, [write("a", 28.0, 3, 2)], {"m3": m3}, produced=["m1", "m2"]))
-    assert sorted(await store.client.hkeys(outbox)) == [b"", b"m3"] and not await store.client.exists(staged)
+    await store.commit(Commit(ladder, [write("a", 29.0, 4, 3)], {"m4": m4}, produced=["m1", "m2"]))
+    assert await held() == ([b"", b"m4"], [b"", b"m3"]) and not await store.client.exists(staged)
+    snap = await store.read(ladder, [], [], ["m1", "m2", "m3", "m4"])
+    assert snap.applied == {"m1": [], "m2": [], "m3": m3, "m4": m4}
+    assert await store.unproduced(ladder, 0, ["m1", "m3", "m4"]) == {"m3": m3, "m4": m4}
+    await store.commit(Commit(ladder, [write("a", 30.0, 5, 4)], {"m5": []}, produced=["m3", "m4"]))
+    assert await held() == ([b""], [b""])
     assert await store.client.ttl(outbox) == -1  # the staged key's whole hash, kept for ever
     await store.close()
 

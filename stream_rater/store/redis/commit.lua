@@ -7,7 +7,8 @@
 --       'applied': matches applied to the generation so far, the watermark that tells "lost"
 --       from "new"; 'p:<partition>': offset after the last record applied; 'model' of the
 --       history entries), the ladder's control hash, its frozen key (or hold set: control.lua),
---       act the activity zset, the seasons list, the unproduced-events hash, then the `buckets[1]` players buckets
+--       act the activity zset, the seasons list, the unproduced-events hash and the older one
+--       (keys.py), then the `buckets[1]` players buckets
 --       written (states and histories), the `buckets[2]` markers slots of the last marker TTL
 --       (keys.py), then each scorer's quality sums hash and window list, then (with `season`) the key that
 --       keeps the ending season's leaderboard and the archive bucket of each players bucket, in
@@ -278,23 +279,48 @@ local function slot_table(slot, adding)
   if n + adding >= SLOT_TABLE and n <= 512 then redis.call('HSETNX', slot, '', hash_table()) end
 end
 
--- The events the transaction staged (`staged`) made the unproduced hash, or copied into it.
+-- Whether the unproduced-events hash `hash` holds no events (absent, or only its field '').
+local function no_events(hash)
+  local n = redis.call('HLEN', hash)
+  return n == 0 or (n == 1 and redis.call('HEXISTS', hash, '') == 1)
+end
+
+-- The events the transaction staged (`staged`) made the unproduced hash (RENAME, its '' too: a
+-- hash table). Where that still holds events of earlier commits (a worker produces a batch's
+-- events while it commits the next), they move aside to the older hash if it holds none;
+-- else (the broker lags more) the staged events are copied in.
 local function stage(key, args)
-  local staged, unproduced = key(args.staged), key(K.unproduced)
-  local n = redis.call('HLEN', unproduced)
-  if n == 0 or (n == 1 and redis.call('HEXISTS', unproduced, '') == 1) then
-    redis.call('RENAME', staged, unproduced)  -- its '' too: a hash table
-  else  -- events of earlier commits still unproduced
+  local staged, unproduced, older = key(args.staged), key(K.unproduced), key(K.older)
+  if no_events(unproduced) then
+    redis.call('RENAME', staged, unproduced)
+  elseif no_events(older) then
+    redis.call('RENAME', unproduced, older)
+    redis.call('RENAME', staged, unproduced)
+  else
     chunked('HSET', unproduced, redis.call('HGETALL', staged))
     redis.call('DEL', staged)
   end
+end
+
+-- The produced matches' events (values `from` … `to`) dropped: from the older hash (if any)
+-- first, then, unless they were all there, from the unproduced hash.
+local function drop_produced(key, from, to)
+  if to < from then return end
+  if redis.call('EXISTS', key(K.older)) == 1 then
+    local dropped = 0
+    for i = from, to, CHUNK do
+      dropped = dropped + redis.call('HDEL', key(K.older), unpack(ARGV, i, math.min(i + CHUNK - 1, to)))
+    end
+    if dropped == to - from + 1 then return end
+  end
+  ranged('HDEL', key(K.unproduced), from, to)
 end
 
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
 local function mark(key, args, B, V)
   -- first: events this commit keeps are never dropped
-  ranged('HDEL', key(K.unproduced), V.produced + 1, V.produced + args.produced)
+  drop_produced(key, V.produced + 1, V.produced + args.produced)
   if args.markers > 0 then
     local slot = key(B.markers + args.slot)
     slot_table(slot, args.markers)

@@ -53,7 +53,11 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   event in the stored form of `stored_events` (a compact array); ``unproduced:staged``, the
   same for one commit's events only, lives inside that commit's MULTI/EXEC on a single Redis:
   written by a plain ``HSET`` before the commit script, which renames it to ``unproduced``
-  (or copies it in) and deletes it when it refuses (`RedisStore._staged_commit`)
+  (or copies it in) and deletes it when it refuses (`RedisStore._staged_commit`);
+  ``unproduced:older``, the same, the events ``unproduced`` held when a commit's staged events
+  came while they were not all produced yet (a worker produces a batch's events while it
+  commits the next): moved aside by a RENAME rather than copied through Lua, where it held
+  none itself
 - ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
   ladder's model; `processor.quality`), written with each batch; ``qw:<scorer>`` list, newest
   first, of the last `QUALITY_WINDOW` matches' scores (msgpack)
@@ -101,8 +105,10 @@ LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 #: the header ``local K = {effects = 1, …}`` (and ``K_FIXED``, how many: a script's variable keys
 #: follow them), so that Python and Lua name one position the same way and no script reads a
 #: key by a number.
-READ_KEYS = ("effects", "meta", "unproduced", "control", "voids")
-COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced")
+READ_KEYS = ("effects", "meta", "unproduced", "control", "voids", "older")
+COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced", "older")
+#: The suffix of a script's key whose name (a Lua identifier) is not its suffix.
+SUFFIXES = {"older": "unproduced:older"}
 BOARD_KEYS = ("lb", "act", "meta", "control")
 #: The control script's keys of the staging generation (the others: of the live one), last.
 STAGED_KEYS = ("staged_outbox", "staged_held")
@@ -233,7 +239,9 @@ class KeyLayout:
         """The keys `names` (a script's, such as `COMMIT_KEYS`) of `ladder`, those of a
         generation of `generation`; `instead` gives another suffix for a name."""
         return [
-            self._key(ladder, n) if n in LADDER_KEYS else self._gen_key(ladder, generation, instead.get(n, n))
+            self._key(ladder, n)
+            if n in LADDER_KEYS
+            else self._gen_key(ladder, generation, instead.get(n, SUFFIXES.get(n, n)))
             for n in names
         ]
 

@@ -4,8 +4,9 @@
 --       generates from keys.READ_KEYS): effects hash, meta hash (field 'applied': the
 --       watermark; 'p:<partition>': the positions), unproduced-events hash, all of the
 --       generation read, the ladder's control hash ('params:<g>': generation g's parameter
---       overrides), its voids hash, then its `buckets[1]` players buckets and `buckets[2]`
---       markers slots of the last marker TTL (every key the script touches).
+--       overrides), its voids hash, the generation's older unproduced-events hash (keys.py),
+--       then its `buckets[1]` players buckets and `buckets[2]` markers slots of the last marker
+--       TTL (every key the script touches).
 -- ARGV: per ladder one msgpack map (raw strings): players, bucket (per player the index of its
 --       bucket among the players keys), effects, matches (the ids read), records (nil, or per
 --       match its partition and offset in the matches topic, flat, both nil where unknown: no
@@ -91,9 +92,10 @@ local function read(o, args)
   if #applied == 0 then
     out[#out + 1] = string.rep(NIL, #args.matches)
   else
-    local unproduced, held = {}, {}
+    local unproduced, held, older = {}, {}, {}
     hmget(key(K.unproduced), applied, held, applied)
-    for _, m in ipairs(applied) do unproduced[m] = held[m] or EMPTY end
+    if redis.call('EXISTS', key(K.older)) == 1 then hmget(key(K.older), applied, older, applied) end
+    for _, m in ipairs(applied) do unproduced[m] = held[m] or older[m] or EMPTY end
     for _, m in ipairs(args.matches) do out[#out + 1] = unproduced[m] or NIL end
   end
 

@@ -127,9 +127,10 @@ def test_the_key_lists_follow_the_named_positions() -> None:
     read = layout.read_keys("L", 0, [7], ["all"])
     assert [k.rsplit(":", 1)[-1] for k in commit[: len(COMMIT_KEYS)]] == list(COMMIT_KEYS)
     assert (
-        commit[1] == "sr:{L}:g2:lb" and commit[3] == "sr:{L}:control" and commit[8] == "sr:{L}:g2:players:7"
+        commit[1] == "sr:{L}:g2:lb" and commit[3] == "sr:{L}:control" and commit[9] == "sr:{L}:g2:players:7"
     )
     assert [k.rsplit(":", 1)[-1] for k in read[: len(READ_KEYS)]] == list(READ_KEYS)
+    assert commit[8] == "sr:{L}:g2:unproduced:older" and read[5] == "sr:{L}:unproduced:older"
 
 
 def test_every_status_a_script_answers_is_ok_or_a_refusal() -> None:
