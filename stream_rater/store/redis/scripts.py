@@ -339,7 +339,7 @@ def read_args(
             "bucket": player_index,
             "effects": request.effect_ids,
             "matches": request.match_ids,
-            "records": _flat(request.records),
+            **_records(request.records),
             "buckets": [len(players), len(slots)],
             "generation": generation,
             "mode": mode(request.generation),
@@ -347,12 +347,19 @@ def read_args(
     )
 
 
-def _flat(records: Sequence[tuple[int, int] | None] | None) -> list[int | None] | None:
-    """`ReadRequest.records` as the read script takes them: partition, offset, … (None, None
-    where unknown)."""
+def _records(records: Sequence[tuple[int, int] | None] | None) -> dict[str, Any]:
+    """`ReadRequest.records` as the read script takes them (``read.lua``): ``records``, the
+    partition and offset of each match, flat (None, None where unknown), packed, which the
+    script decodes only where ``lowest`` (partition → the lowest offset of the batch in it) is
+    below the ladder's position in a partition (a redelivery: rare)."""
     if records is None:
-        return None
-    return [x for record in records for x in (record or (None, None))]
+        return {"records": None}
+    flat = [x for record in records for x in (record or (None, None))]
+    lowest: dict[int, int] = {}
+    for partition, offset in zip(flat[::2], flat[1::2]):
+        if offset is not None and offset < lowest.get(partition, offset + 1):
+            lowest[partition] = offset
+    return {"records": pack(flat), "lowest": lowest}
 
 
 def snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:
