@@ -369,12 +369,15 @@ local function write_players(key, args, B, players, V)
   if args.model then call('HSET', key(K.meta), 'model', args.model) end
 end
 
--- Prediction quality, exactly once with the batch's markers.
+-- Prediction quality, exactly once with the batch's markers. A sums hash is a hash table from
+-- its first write (the field '', no sum's name): each of a batch's HINCRBYFLOATs (a few dozen)
+-- scanned its listpack twice.
 local function add_quality(key, args, B, V)
   local at = V.quality
   for s = 1, #args.quality_add do
     local sums, window = key(B.scorers + 2 * s - 1), key(B.scorers + 2 * s)
     local add = args.quality_add[s]
+    if #add > 0 and redis.call('EXISTS', sums) == 0 then redis.call('HSET', sums, '', hash_table()) end
     for i = 1, #add, 2 do redis.call('HINCRBYFLOAT', sums, add[i], add[i + 1]) end
     local n = args.quality_window[s]
     if n > 0 then

@@ -59,7 +59,8 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   commits the next): moved aside by a RENAME rather than copied through Lua, where it held
   none itself
 - ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
-  ladder's model; `processor.quality`), written with each batch; ``qw:<scorer>`` list, newest
+  ladder's model; `processor.quality`), written with each batch (and the field '', which
+  keeps it a hash table: ``commit.lua``); ``qw:<scorer>`` list, newest
   first, of the last `QUALITY_WINDOW` matches' scores (msgpack)
 - ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
   it only grows, so a read that finds less than a worker committed means the store lost

@@ -404,7 +404,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
 
         sums, window = await self._on_live(ladder, build)
         scores = [msgpack.unpackb(raw, raw=False) for raw in window[:last]]
-        return {text(k): float(v) for k, v in sums.items()}, scores
+        return {text(k): float(v) for k, v in sums.items() if k}, scores  # '' keeps it a hash table
 
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
         slots = marker_slots(self.clock(), self.marker_ttl)[0]
