@@ -327,6 +327,26 @@ async def test_redis_buckets_stay_listpacks_and_a_full_scan_finds_every_player(r
     await store.close()
 
 
+async def test_redis_busy_markers_slot_and_quality_sums_are_hash_tables(redis_url, ladder):
+    """A markers slot that reaches 128 markers and a quality sums hash are hash tables (their
+    field '' is no match — match ids are never empty — and no sum: the reads leave it out); a
+    batch whose records are all at or above the positions is applied by its markers only."""
+    store = RedisStore.from_url(redis_url)
+    slot = ladder_key(ladder, "mk:all")
+    quality = {"live": ({"matches": 127}, [])}
+    many = {f"m{i}": [] for i in range(127)}
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], many, positions={0: 127}, quality=quality))
+    assert await store.client.object("encoding", slot) in (b"listpack", b"ziplist")
+    assert await store.client.object("encoding", ladder_key(ladder, "q:live")) == b"hashtable"
+    await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m127": []}, positions={0: 128}))
+    assert await store.client.object("encoding", slot) == b"hashtable"
+    request = ReadRequest(ladder, [], [], ["m0", "m127", "new"], None, [(0, 128), (0, 129), (0, 130)])
+    [snap] = await store.read_many([request])
+    assert snap.applied == {"m0": [], "m127": []}
+    assert await store.quality(ladder, "live", 1) == ({"matches": 127.0}, [])
+    await store.close()
+
+
 async def test_redis_scripts_flushed_are_loaded_again(redis_url, ladder):
     """A Redis that lost its scripts (restarted, or SCRIPT FLUSH) gets them again from the
     next read or commit, which then goes through."""
