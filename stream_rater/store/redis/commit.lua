@@ -345,18 +345,19 @@ local function mark(key, args, B, V)
 end
 
 -- The players' states and histories, each player's in one HSET (a history without a state
--- written, not the processor's way, on its own).
-local function write_players(key, args, B, players, V)
+-- written, not the processor's way, on its own). The ladder's keys are KEYS[o + 1] ….
+local function write_players(key, o, args, B, players, V)
   local ids, bucket, with, fields = args.ids, args.bucket, args.with_history, args.history_fields
-  local states, chunks, first, call, joined = V.states, V.history, B.players, redis.call, 0
+  local states, chunks, first, call, joined = V.states, V.history, o + B.players, redis.call, 0
+  local keys, argv = KEYS, ARGV  -- locals: no lookup of the globals per player
   for x = 1, #players do
     local w = players[x]
     local h = with[w]
     if h > 0 then
-      call('HSET', key(first + bucket[w]), ids[w], ARGV[states + w], fields[h], ARGV[chunks + h])
+      call('HSET', keys[first + bucket[w]], ids[w], argv[states + w], fields[h], argv[chunks + h])
       joined = joined + 1
     else
-      call('HSET', key(first + bucket[w]), ids[w], ARGV[states + w])
+      call('HSET', keys[first + bucket[w]], ids[w], argv[states + w])
     end
   end
   if joined < #fields then
@@ -442,7 +443,7 @@ local function commit(o, a, args)
     if args.trim_since then trim_board(key(K.lb), key(K.act), key(K.meta), args.trim_since, -1) end
     archive(key, args, players, B)
   end
-  write_players(key, args, B, players, V)
+  write_players(key, o, args, B, players, V)
   if #effects > 0 then hset(key(K.effects), effects, args.ids, V.states, {'', hash_table()}) end
   local numbers = cmsgpack.unpack(ARGV[a + args.values])  -- the last value (`Values`)
   local cards = args.boards and rank_modes(key, args, players, numbers) or {rank(key, args, players, numbers, 1)}
