@@ -228,7 +228,9 @@ class RerateControl(KeyLayout):
             for suffix in ("unproduced", "unproduced:older"):  # keys.py: the older ones aside
                 pipe.hmget(self._gen_key(ladder, generation, suffix), list(match_ids))
             held, older = await pipe.execute()
-        found = {m: events if events is not None else aside for m, events, aside in zip(match_ids, held, older)}
+        found = {
+            m: events if events is not None else aside for m, events, aside in zip(match_ids, held, older)
+        }
         return {
             m: [stored_event(e, ladder) for e in msgpack.unpackb(events, raw=False)]
             for m, events in found.items()

@@ -355,10 +355,8 @@ def _records(records: Sequence[tuple[int, int] | None] | None) -> dict[str, Any]
     if records is None:
         return {"records": None}
     flat = [x for record in records for x in (record or (None, None))]
-    lowest: dict[int, int] = {}
-    for partition, offset in zip(flat[::2], flat[1::2]):
-        if offset is not None and offset < lowest.get(partition, offset + 1):
-            lowest[partition] = offset
+    # descending: each partition's lowest offset is the last one set
+    lowest = dict(sorted(filter(None, records), reverse=True))
     return {"records": pack(flat), "lowest": lowest}
 
 
