@@ -46,7 +46,8 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   marker is past the TTL (a marker lives TTL to TTL + a slot); a read looks in the slots of its
   last TTL. Without a
   TTL, ``mk:all`` holds them all. A slot of a busy ladder is a hash table (some 110 bytes a
-  marker): one write and a handful of lookups per batch, not per match. Readers and writers
+  marker; from 128 markers on, by a field '' that is no match id: ``commit.lua``): one write
+  and a handful of lookups per batch, not per match. Readers and writers
   must share the TTL (``STREAM_RATER_MARKER_TTL``): a reader with a shorter one sees fewer
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
