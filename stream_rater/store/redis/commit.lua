@@ -1,4 +1,4 @@
--- Atomic commit of one batch of one or more ladders (see keys.py for the key layout, format 2):
+-- Atomic commit of one batch of one or more ladders (see keys.py for the key layout, stored format 3):
 -- each ladder's part is checked and written on its own — checks first, writes after, so a
 -- refused part writes nothing — and the parts of the other ladders go on.
 --
@@ -57,6 +57,10 @@
 --                          table, store.py), so that they reach Redis without going through
 --                          Lua: it becomes the unproduced hash (RENAME) where that holds
 --                          nothing else, else its fields are copied in; a refused commit drops it
+--         format           nil, or 2: the store is in stored format 2 (store/deployment.py),
+--                          which workers of the release before may share and read: no events
+--                          move aside to the older hash (`stage`), no field '' in a new
+--                          quality sums hash (`add_quality`)
 --         produced         how many match ids of earlier commits (values) have their events with
 --                          the broker: their unproduced events are dropped (the markers stay)
 --         history_fields   per player with history, the field of its ring it writes (its value
@@ -287,13 +291,14 @@ end
 
 -- The events the transaction staged (`staged`) made the unproduced hash (RENAME, its '' too: a
 -- hash table). Where that still holds events of earlier commits (a worker produces a batch's
--- events while it commits the next), they move aside to the older hash if it holds none;
--- else (the broker lags more) the staged events are copied in.
+-- events while it commits the next), they move aside to the older hash if it holds none (not
+-- in stored format 2: its readers know no older hash); else (the broker lags more) the staged
+-- events are copied in.
 local function stage(key, args)
   local staged, unproduced, older = key(args.staged), key(K.unproduced), key(K.older)
   if no_events(unproduced) then
     redis.call('RENAME', staged, unproduced)
-  elseif no_events(older) then
+  elseif not args.format and no_events(older) then
     redis.call('RENAME', unproduced, older)
     redis.call('RENAME', staged, unproduced)
   else
@@ -371,14 +376,14 @@ local function write_players(key, o, args, B, players, V)
 end
 
 -- Prediction quality, exactly once with the batch's markers. A sums hash is a hash table from
--- its first write (the field '', no sum's name): each of a batch's HINCRBYFLOATs (a few dozen)
--- scanned its listpack twice.
+-- its first write (the field '', no sum's name; not in stored format 2, whose readers take
+-- every field for a sum): each of a batch's HINCRBYFLOATs (a few dozen) scanned its listpack twice.
 local function add_quality(key, args, B, V)
   local at = V.quality
   for s = 1, #args.quality_add do
     local sums, window = key(B.scorers + 2 * s - 1), key(B.scorers + 2 * s)
     local add = args.quality_add[s]
-    if #add > 0 and redis.call('EXISTS', sums) == 0 then redis.call('HSET', sums, '', hash_table()) end
+    if #add > 0 and not args.format and redis.call('EXISTS', sums) == 0 then redis.call('HSET', sums, '', hash_table()) end
     for i = 1, #add, 2 do redis.call('HINCRBYFLOAT', sums, add[i], add[i + 1]) end
     local n = args.quality_window[s]
     if n > 0 then

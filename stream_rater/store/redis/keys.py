@@ -1,4 +1,4 @@
-"""The Redis store's key layout (stored format 2), and `KeyLayout`, the keys of one
+"""The Redis store's key layout (stored format 3), and `KeyLayout`, the keys of one
 store's prefix.
 
 Every key of a ladder carries the hash tag ``{ladder}`` so the scripts are valid on Redis
@@ -58,7 +58,8 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   ``unproduced:older``, the same, the events ``unproduced`` held when a commit's staged events
   came while they were not all produced yet (a worker produces a batch's events while it
   commits the next): moved aside by a RENAME rather than copied through Lua, where it held
-  none itself
+  none itself (stored format 3 only; a format-2 store, which the release before may share,
+  has none, nor the quality sums' field '': `store.deployment`)
 - ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
   ladder's model; `processor.quality`), written with each batch (and the field '', which
   keeps it a hash table: ``commit.lua``); ``qw:<scorer>`` list, newest

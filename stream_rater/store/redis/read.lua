@@ -1,4 +1,4 @@
--- Read of one batch of one or more ladders (see keys.py for the key layout, format 2).
+-- Read of one batch of one or more ladders (see keys.py for the key layout, stored format 3).
 --
 -- KEYS: each ladder's keys in turn: first the K_FIXED named in K (the header scripts.py
 --       generates from keys.READ_KEYS): effects hash, meta hash (field 'applied': the

@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 import orjson
 
+from stream_rater.store.deployment import STORE_FORMAT
 from stream_rater.store.packing import pack, packing_with
 from stream_rater.store.redis.keys import (
     BOARD_KEYS,
@@ -258,12 +259,14 @@ def commit_args(
     trim_since: float | None = None,
     boards: Mapping[str, Any] | None = None,
     staged: int = 0,
+    stored_format: int = STORE_FORMAT,
 ) -> list[bytes | str]:
     """The commit script's arguments for `commit` (of `keys` keys): its map of fields, the values
     it hands to commands as they are (states, histories, markers, unproduced events and their
     match ids: never decoded nor copied into tables), last the writes' scores as numbers, one
     msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
-    since `trim_since`: off the leaderboard; `boards`, `staged`: `mode_boards`, `staged_commit_args`."""
+    since `trim_since`: off the leaderboard; `boards`, `staged`: `mode_boards`, `staged_commit_args`;
+    the store's `stored_format` (`store.deployment`), sent where it is an earlier one."""
     ids, states, expected, effects, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
@@ -306,6 +309,7 @@ def commit_args(
         quality_cap=QUALITY_WINDOW,
         trim_since=trim_since,
         **({"staged": staged} if staged else {}),
+        **({"format": stored_format} if stored_format < STORE_FORMAT else {}),
         **(boards or {}),
     )
     return [fields, *values, *events]
