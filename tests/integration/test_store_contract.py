@@ -858,7 +858,7 @@ async def test_redis_default_prefix_is_the_layout_of_before_and_a_prefix_keeps_t
         await store.close()
     store = RedisStore.from_url(redis_url, prefix=tag)
     await bind(store, "matches", [ladder])
-    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"2"}
+    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"3"}
     assert await store.client.hget(f"{tag}:{{{ladder}}}:control", "topic") == b"matches"
     await store.close()
 

@@ -95,9 +95,12 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     staged = {
         k.decode(): v for k, v in msgpack.unpackb(staged_args[0], raw=True, strict_map_key=False).items()
     }
+    format_2 = commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100, stored_format=2)[0]
+    earlier = {k.decode(): v for k, v in msgpack.unpackb(format_2, raw=True, strict_map_key=False).items()}
     assert _fields_read("commit.lua") | _fields_read("common.lua") == (
-        set(packed) | fields | set(staged) | _known_boards_fields(commit)
+        set(packed) | fields | set(staged) | set(earlier) | _known_boards_fields(commit)
     )
+    assert set(earlier) - set(packed) == {"format"} and earlier["format"] == 2
     assert fields - set(packed) == {"boards", "board", "board_ids"}
     assert set(staged) - set(packed) == {"staged"} and (staged["staged"], staged["unproduced"]) == (13, 0)
     assert (
