@@ -106,7 +106,7 @@ async def raise_format(store: RedisStore, to: int) -> int:
     2 to 3 changes no data, so it may run while workers run (`stream-rater migrate --to 3`);
     it is for when every worker runs a release of format 3: an earlier one then refuses the
     store at start."""
-    found: int = await store.client.eval(_RAISE, 1, store.prefix + ":deployment", str(to))  # type: ignore[misc]
+    found: int = await store.client.eval(_RAISE, 1, store.prefix + ":deployment", str(to))
     return found
 
 

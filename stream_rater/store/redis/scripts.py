@@ -301,18 +301,25 @@ def commit_args(
         history_fields=history_fields,
         model=model,
         positions=dict(commit.positions),
-        quality_add=[
-            [x for name, value in add.items() for x in (name, repr(float(value)))]
-            for add, _ in commit.quality.values()
-        ],
-        quality_window=[len(scores) for _, scores in commit.quality.values()],
-        quality_cap=QUALITY_WINDOW,
+        **_quality_fields(commit),
         trim_since=trim_since,
         **({"staged": staged} if staged else {}),
         **({"format": stored_format} if stored_format < STORE_FORMAT else {}),
         **(boards or {}),
     )
     return [fields, *values, *events]
+
+
+def _quality_fields(commit: Commit) -> dict[str, Any]:
+    """The commit map's fields of `commit`'s prediction quality (``commit.lua``)."""
+    return {
+        "quality_add": [
+            [x for name, value in add.items() for x in (name, repr(float(value)))]
+            for add, _ in commit.quality.values()
+        ],
+        "quality_window": [len(scores) for _, scores in commit.quality.values()],
+        "quality_cap": QUALITY_WINDOW,
+    }
 
 
 def staged_commit_args(
