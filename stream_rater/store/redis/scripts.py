@@ -257,16 +257,15 @@ def commit_args(
     buckets: Buckets,
     history_cap: int,
     trim_since: float | None = None,
-    boards: Mapping[str, Any] | None = None,
+    more: Mapping[str, Any] | None = None,
     staged: int = 0,
-    stored_format: int = STORE_FORMAT,
 ) -> list[bytes | str]:
     """The commit script's arguments for `commit` (of `keys` keys): its map of fields, the values
     it hands to commands as they are (states, histories, markers, unproduced events and their
     match ids: never decoded nor copied into tables), last the writes' scores as numbers, one
     msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
-    since `trim_since`: off the leaderboard; `boards`, `staged`: `mode_boards`, `staged_commit_args`;
-    the store's `stored_format` (`store.deployment`), sent where it is an earlier one."""
+    since `trim_since`: off the leaderboard; `more`: further fields (a moded ladder's boards,
+    `mode_boards`; an earlier stored format, `format_fields`); `staged`: `staged_commit_args`."""
     ids, states, expected, effects, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
@@ -304,10 +303,15 @@ def commit_args(
         **_quality_fields(commit),
         trim_since=trim_since,
         **({"staged": staged} if staged else {}),
-        **({"format": stored_format} if stored_format < STORE_FORMAT else {}),
-        **(boards or {}),
+        **(more or {}),
     )
     return [fields, *values, *events]
+
+
+def format_fields(stored_format: int) -> dict[str, int]:
+    """The commit map's field ``format`` for a store of an earlier `stored_format` than this
+    release's (``commit.lua``; `store.deployment`), none for this release's."""
+    return {"format": stored_format} if stored_format < STORE_FORMAT else {}
 
 
 def _quality_fields(commit: Commit) -> dict[str, Any]:

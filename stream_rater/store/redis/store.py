@@ -49,6 +49,7 @@ from stream_rater.store.redis.scripts import (
     SCAN_STEP,
     Buckets,
     commit_args,
+    format_fields,
     read_args,
     script_args,
     snapshot,
@@ -212,10 +213,10 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         boards = mode_boards(self, ladder, gen, commit)  # a moded ladder's: last, after the others
         keys += boards[0]
         since = trim_since(commit, now)
+        known = self.known_boards.fields(sent, gen, since, boards[1])
         more: dict[str, Any] = {
             "trim_since": since,
-            "boards": {**boards[1], **self.known_boards.fields(sent, gen, since, boards[1])},
-            "stored_format": self.stored_format or STORE_FORMAT,
+            "more": {**boards[1], **known, **format_fields(self.stored_format or STORE_FORMAT)},
         }
         if not staging:
             return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit, **more), None

@@ -39,6 +39,7 @@ from stream_rater.store.redis.scripts import (
     Buckets,
     commit_args,
     decimals,
+    format_fields,
     key_header,
     read_args,
     staged_commit_args,
@@ -95,7 +96,7 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     staged = {
         k.decode(): v for k, v in msgpack.unpackb(staged_args[0], raw=True, strict_map_key=False).items()
     }
-    format_2 = commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100, stored_format=2)[0]
+    format_2 = commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100, None, format_fields(2))[0]
     earlier = {k.decode(): v for k, v in msgpack.unpackb(format_2, raw=True, strict_map_key=False).items()}
     assert _fields_read("commit.lua") | _fields_read("common.lua") == (
         set(packed) | fields | set(staged) | set(earlier) | _known_boards_fields(commit)
