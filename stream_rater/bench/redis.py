@@ -2,8 +2,9 @@
 
 A `Processor` applies `matches` synthetic 1-vs-1 TrueSkill matches (1,000 players per ladder,
 spread round-robin over `ladders` ladders) in batches of `batch_size` to a local Redis
-started for the run, and marks each batch's events produced, as the worker does (so each
-batch's events are kept with its markers until the next commit drops them). Reported: Redis's CPU time per match
+started for the run, and marks each batch's events produced once the next batch is committed,
+as a busy worker does (it produces a batch's events while it commits the next: each batch's
+events are kept until the commit after the next drops them). Reported: Redis's CPU time per match
 (``INFO cpu``: user + system, the server's own accounting), the part of it inside the read
 and commit scripts (``INFO commandstats`` of ``EVALSHA``), and per command the scripts call
 (and the commit's transaction sends besides: the ``DEL`` and ``HSET`` that stage its events),
@@ -32,7 +33,7 @@ from stream_rater.config.ladders import Ladder, Ladders, shadow_name
 from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.local.runtime import LocalRuntime
-from stream_rater.processor import Processor
+from stream_rater.processor import BatchResult, Processor
 from stream_rater.store.redis import RedisStore
 
 #: Players per ladder.
@@ -71,9 +72,10 @@ def _ladders(names: list[str], shadows: int) -> Ladders:
 
 
 async def profile(
-    redis_url: str, matches: int, ladders: int, batch_size: int, shadows: int = 0
+    redis_url: str, matches: int, ladders: int, batch_size: int, shadows: int = 0, lag: int = 1
 ) -> RedisProfile:
-    """Apply the synthetic matches to the (empty) Redis at `redis_url` and read its counters."""
+    """Apply the synthetic matches to the (empty) Redis at `redis_url` and read its counters;
+    each batch's events are marked produced once `lag` more batches are committed."""
     names = [f"bench-{i}" for i in range(ladders)]
     table = _ladders(names, shadows)
     clock = itertools.count(1_000_000).__next__  # one second apart
@@ -84,10 +86,12 @@ async def profile(
     try:
         client.config_resetstat()
         before, memory, cpu = client.info("cpu"), client.info("memory")["used_memory"], time.process_time()
+        unproduced: list[BatchResult] = []
         for start in range(0, matches, batch_size):
             chunk = events[start : start + batch_size]
-            result = await processor.process(chunk, [(0, start + i) for i in range(len(chunk))])
-            processor.produced(result)
+            unproduced.append(await processor.process(chunk, [(0, start + i) for i in range(len(chunk))]))
+            if len(unproduced) > lag:
+                processor.produced(unproduced.pop(0))
         worker = time.process_time() - cpu
         after = client.info("cpu")
         stats = client.info("commandstats")

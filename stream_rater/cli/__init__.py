@@ -1,7 +1,7 @@
 """The ``stream-rater`` command line: one entry point, one subcommand per job.
 
 Each command group is a module that registers its subcommands (``register(sub)``) and holds
-their ``cmd_*`` functions: `offline` (replay, verify, evaluate, tune), `corrections` (void,
+their ``cmd_*`` functions: `offline` (replay, verify, evaluate, tune), `migrate`, `corrections` (void,
 unvoid, rerate), `ratings` (ratings, leaderboard, predict, balance, serve), `stream` (worker, dev, demo,
 publish, subscribe, dlq), `archive`, `bench`, `synth` and `tokens` (token new). `common` holds what they share: service flags mirror
 `Settings` fields and default to their ``STREAM_RATER_*`` variables, ``--store`` defaults to
@@ -15,7 +15,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from stream_rater.cli import archive, bench, checkpoints, corrections, offline, ratings, stream, synth, tokens
+from stream_rater.cli import (
+    archive,
+    bench,
+    checkpoints,
+    corrections,
+    migrate,
+    offline,
+    ratings,
+    stream,
+    synth,
+    tokens,
+)
 from stream_rater.cli.common import KafkaConnectFailures, debug_flag, failure
 
 __all__ = ["build_parser", "main"]
@@ -26,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stream-rater", description=__doc__.splitlines()[0])
     debug_flag(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (offline, corrections, checkpoints, ratings, stream, archive, bench, synth, tokens):
+    for group in (offline, migrate, corrections, checkpoints, ratings, stream, archive, bench, synth, tokens):
         group.register(sub)
     for command in _commands(sub):
         debug_flag(command, on_command=True)

@@ -1,6 +1,5 @@
 """Offline commands: ``replay`` matches through the core, ``verify`` a ladder against the
-topic, ``evaluate`` predictions, ``tune`` model parameters, ``migrate --to 2`` after an
-upgrade."""
+topic, ``evaluate`` predictions, and ``tune`` model parameters."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 from contextlib import ExitStack, nullcontext
 from typing import TYPE_CHECKING, TextIO
 
@@ -16,7 +14,6 @@ from stream_rater.cli.common import (
     KAFKA_SECURITY,
     Subcommands,
     bound_store,
-    configured_ladders,
     ladders_of,
     require,
     settings_flags,
@@ -36,11 +33,9 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subcommands) -> None:
-    """Add ``replay``, ``verify``, ``evaluate``, ``tune`` and ``migrate`` to the
-    subcommands `sub`."""
+    """Add ``replay``, ``verify``, ``evaluate`` and ``tune`` to the subcommands `sub`."""
     _add_replay(sub)
     _add_verify(sub)
-    _add_migrate(sub)
     _add_evaluate(sub)
     _add_tune(sub)
 
@@ -121,18 +116,6 @@ def _add_verify(sub: Subcommands) -> None:
         ],
     )
     p.set_defaults(func=cmd_verify)
-
-
-def _add_migrate(sub: Subcommands) -> None:
-    """The ``migrate`` subcommand: its flags and handler."""
-    p = sub.add_parser(
-        "migrate",
-        help="upgrade a Redis store in place to the stored format this release reads (deploy/README.md "
-        "'Upgrading'); run once, with no worker running",
-    )
-    store_flag(p)
-    p.add_argument("--to", type=int, required=True, choices=[2], help="the stored format to upgrade to")
-    p.set_defaults(func=cmd_migrate, upgrading=True)
 
 
 def _add_evaluate(sub: Subcommands) -> None:
@@ -340,31 +323,6 @@ def _topic_history(args: argparse.Namespace, ladders: Ladders, stack: ExitStack)
         history.matches[:0] = earlier
         history.where[:0] = [None] * len(earlier)
     return history
-
-
-def cmd_migrate(args: argparse.Namespace) -> int:
-    """``migrate --to 2``: rewrite a format-1 store into format 2 (`store.redis.upgrade_to_2`,
-    which first moves the markers of the layout before the markers hash, and recounts the
-    leaderboards' running sums), then trim the idle players off the leaderboards of the
-    configured ladders with an activity rule."""
-    from stream_rater.store.redis import RedisStore, upgrade_to_2
-
-    ladders = configured_ladders(args)
-
-    async def migrate(store: object) -> dict[str, int]:
-        if not isinstance(store, RedisStore):
-            raise ValueError("--store: only a Redis store has a stored format to upgrade (redis://…)")
-        moved = await upgrade_to_2(store)
-        moved["idle players off the leaderboards"] = 0
-        for ladder in ladders.values():
-            since = ladder.rules.active_since(time.time())
-            if since is not None:
-                moved["idle players off the leaderboards"] += await store.trim_board(ladder.name, since)
-        return moved
-
-    moved = with_store(args, migrate)
-    print(f"upgraded to stored format {args.to}: " + ", ".join(f"{n} {kind}" for kind, n in moved.items()))
-    return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -4,12 +4,20 @@ Every key of a Redis store starts with its prefix (``STREAM_RATER_REDIS_PREFIX``
 ``sr``), so deployments sharing one Redis each use their own.
 
 - **The stored format** is one record for the whole prefix, ``<prefix>:deployment`` (a hash,
-  field ``format``; `StateStore.deployment_record`). Format 2 is the layout documented in
-  `store.redis.keys` (players, histories and markers in compact buckets); format 1 its earlier
-  one. A store with no record is format 1 if it has a key of format 1's layout (which predates
-  the record), else new or of format 2; it gets the record at first use. A format-1 store is refused,
-  naming the upgrade: ``stream-rater migrate --to 2`` with no worker running
-  (`store.redis.migrations.upgrade_to_2`; deploy/README.md "Operations → Upgrading").
+  field ``format``; `StateStore.deployment_record`). Format 3 is the layout documented in
+  `store.redis.keys`; format 2 the same without ``unproduced:older`` (a commit copies the
+  staged events in where events of an earlier commit are still unproduced, rather than moving
+  those aside) and without the field '' of a quality sums hash: what a release of format 2
+  reads. Format 1 is the layout before the compact buckets. A store with no record is format 1
+  if it has a key of format 1's layout (which predates the record), else new (a release of
+  format 2 records its format when its first worker starts): it gets the record of this
+  release's format at first use. This release reads formats 2 and 3, and writes a format-2
+  store as format 2 (`RedisStore.stored_format`), so that workers of both releases share it
+  during a rolling upgrade; ``stream-rater migrate --to 3`` raises the record once every
+  worker runs this release (`store.redis.migrations.raise_format`), and older workers then
+  refuse the store. A format-1 store is refused, naming the upgrade: ``stream-rater migrate
+  --to 2`` with no worker running (`store.redis.migrations.upgrade_to_2`; deploy/README.md
+  "Operations → Upgrading"). The record never goes down.
 - **The matches topic** is recorded per ladder, in the ladder's ``control`` hash (field
   ``topic``; `StateStore.ladder_topics`): a ladder's positions (``p:<partition>`` in its
   ``meta``) are offsets of the one topic its matches come from, so that field names their topic.
@@ -34,11 +42,13 @@ from collections.abc import Sequence
 from stream_rater.config.settings import env_name
 from stream_rater.store.base import StateStore
 
-#: The stored format this release writes and reads (deploy/README.md "Operations → Upgrading").
-STORE_FORMAT = 2
+#: The stored format of this release's layout (deploy/README.md "Operations → Upgrading").
+STORE_FORMAT = 3
+#: The earliest stored format this release reads (and writes as it is: see the docstring).
+EARLIEST_FORMAT = 2
 
-#: The command that upgrades a store of an earlier format in place.
-UPGRADE_COMMAND = f"stream-rater migrate --to {STORE_FORMAT}"
+#: The command that upgrades a store of format 1 in place, with no worker running.
+UPGRADE_COMMAND = f"stream-rater migrate --to {EARLIEST_FORMAT}"
 
 #: A key prefix: letters, digits, ``_``, ``-`` and ``.``. No ``{`` or ``}`` (the ladder must
 #: stay the cluster hash tag), no ``:`` (the separator) and no glob characters (the prefix is
@@ -60,31 +70,37 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
+async def stored_format(store: StateStore) -> int:
+    """The stored format `store` is in: its record's, else told by its layout (1), else this
+    release's (a new store)."""
+    record = await store.deployment_record()
+    return int(record["format"]) if "format" in record else (await store.unrecorded_format() or STORE_FORMAT)
+
+
 async def bind(
     store: StateStore, topic: str | None = None, ladders: Sequence[str] = (), upgrading: bool = False
-) -> None:
-    """Check that `store` is of this release's format and that each of `ladders` is of the
-    matches `topic`; record the format where the store has none (with a `topic` only), and
+) -> int:
+    """Check that `store` is of a format this release reads and that each of `ladders` is of
+    the matches `topic`; record the format where the store has none (with a `topic` only), and
     `topic` for each of `ladders` the store holds without one (a ladder not applied yet has no
     positions to name, and a worker is configured with ladders it may never see: each is bound
     by the first worker or tool started once it exists). `StoreRefused` in one line otherwise.
-    `upgrading` (the upgrade command) lets an earlier format pass."""
-    record = await store.deployment_record()
-    found = int(record["format"]) if "format" in record else (await store.unrecorded_format() or STORE_FORMAT)
-    if found < STORE_FORMAT and not upgrading:
+    `upgrading` (the upgrade command) lets format 1 pass. Returns the store's format."""
+    found = await stored_format(store)
+    if found < EARLIEST_FORMAT and not upgrading:
         raise StoreRefused(
-            f"{store.namespace} is in stored format {found}: upgrade it to format {STORE_FORMAT} "
+            f"{store.namespace} is in stored format {found}: upgrade it to format {EARLIEST_FORMAT} "
             f"with `{UPGRADE_COMMAND}`, no worker running (deploy/README.md: Operations → Upgrading)"
         )
-    if topic and "format" not in record:
-        await store.deployment_record({"format": str(STORE_FORMAT)})
+    if topic:  # what is recorded once written: another process may have recorded first
+        found = int((await store.deployment_record({"format": str(found)}))["format"])
     if found > STORE_FORMAT:
         raise StoreRefused(
             f"{store.namespace} is in stored format {found}, newer than format {STORE_FORMAT} "
             "that this release of stream-rater reads: run the newer release (deploy/README.md: Operations → Upgrading)"
         )
     if not (topic and ladders):
-        return
+        return found
     recorded = await store.ladder_topics(ladders, None)
     held = sorted(set(ladders) & set(await store.ladders()) - set(recorded))
     if held:
@@ -97,3 +113,4 @@ async def bind(
             f"{f' (and {len(other) - 1} more ladders)' if len(other) > 1 else ''}: give this deployment "
             f"its own {env_name('redis_prefix')}, or use topic {bound!r}"
         )
+    return found

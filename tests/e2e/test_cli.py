@@ -261,6 +261,29 @@ def test_migrate_to_2_moves_markers_of_the_earlier_layout(redis_url):
         assert client.hget(f"{prefix}:deployment", "format") == b"2"
 
 
+def test_migrate_to_3_raises_a_format_2_store_once_and_refuses_format_1(redis_url):
+    """``migrate --to 3`` raises a format-2 store's record to 3 in one line (no data changes),
+    says so again in one line, and refuses a format-1 store in one line naming ``--to 2``
+    (exit 1), writing nothing."""
+    prefix = f"m3{os.getpid()}"
+    flags = ("--store", redis_url, "--redis-prefix")
+    with redis.Redis.from_url(redis_url) as client:
+        client.hset(f"{prefix}:deployment", "format", "2")
+        client.hset(f"{prefix}1:{{L}}:players", "a", b"")  # a format-1 key, no record
+        raised, again = (helpers.cli("migrate", "--to", "3", *flags, prefix, check=True).stdout for _ in "12")
+        refused = helpers.cli("migrate", "--to", "3", *flags, f"{prefix}1")
+        assert client.hget(f"{prefix}:deployment", "format") == b"3"
+        assert not client.exists(f"{prefix}1:deployment")
+    store = f"the Redis store of prefix {prefix!r}"
+    assert raised == (
+        "upgraded to stored format 3 (was 2): no data changed; workers started from now on move "
+        "unproduced events aside, those of a release before refuse the store\n"
+    ), raised
+    assert again == f"{store} is in stored format 3 already: nothing changed\n", again
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "stored format 1: upgrade it with `stream-rater migrate --to 2` first" in refused.stderr
+
+
 def test_bench_redis_splits_redis_cpu_per_match_into_scripts_and_commands():
     """`bench redis` on its own local Redis: Redis's CPU per match, the scripts' share of it
     and the commands they call (a smoke run: only that the figures are there and add up; the

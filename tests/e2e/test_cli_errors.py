@@ -120,10 +120,13 @@ def one_match(tmp_path: Path) -> Path:
             ["--season: the ladder has had no season start yet"],
         ),
         (["leaderboard", "--top", "0", "--store", "memory"], 2, ["--top: must be an integer from 1 to 500"]),
-        (
-            ["migrate", "--to", "2", "--store", "memory"],
-            2,
-            ["--store: only a Redis store has a stored format"],
+        *(
+            (
+                ["migrate", "--to", to, "--store", "memory"],
+                2,
+                ["--store: only a Redis store has a stored format"],
+            )
+            for to in "23"
         ),
         (
             [

@@ -327,6 +327,26 @@ async def test_redis_buckets_stay_listpacks_and_a_full_scan_finds_every_player(r
     await store.close()
 
 
+async def test_redis_busy_markers_slot_and_quality_sums_are_hash_tables(redis_url, ladder):
+    """A markers slot that reaches 128 markers and a quality sums hash are hash tables (their
+    field '' is no match — match ids are never empty — and no sum: the reads leave it out); a
+    batch whose records are all at or above the positions is applied by its markers only."""
+    store = RedisStore.from_url(redis_url)
+    slot = ladder_key(ladder, "mk:all")
+    quality = {"live": ({"matches": 127}, [])}
+    many = {f"m{i}": [] for i in range(127)}
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], many, positions={0: 127}, quality=quality))
+    assert await store.client.object("encoding", slot) in (b"listpack", b"ziplist")
+    assert await store.client.object("encoding", ladder_key(ladder, "q:live")) == b"hashtable"
+    await store.commit(Commit(ladder, [write("a", 2.0, 2, 1)], {"m127": []}, positions={0: 128}))
+    assert await store.client.object("encoding", slot) == b"hashtable"
+    request = ReadRequest(ladder, [], [], ["m0", "m127", "new"], None, [(0, 128), (0, 129), (0, 130)])
+    [snap] = await store.read_many([request])
+    assert snap.applied == {"m0": [], "m127": []}
+    assert await store.quality(ladder, "live", 1) == ({"matches": 127.0}, [])
+    await store.close()
+
+
 async def test_redis_scripts_flushed_are_loaded_again(redis_url, ladder):
     """A Redis that lost its scripts (restarted, or SCRIPT FLUSH) gets them again from the
     next read or commit, which then goes through."""
@@ -399,21 +419,35 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
 
 async def test_redis_staged_events_become_the_outbox_only_with_their_commit(redis_url, ladder):
     """A single Redis gets a commit's events staged in the commit's transaction: they join
-    events still unproduced (none lost), a refused commit leaves none of its own (nor its staged
-    key), and what a failed transaction left staged never reaches the outbox."""
+    events still unproduced (none lost: those move aside to the older hash, or, if that holds
+    some too, the staged ones are copied in), a refused commit leaves none of its own (nor its
+    staged key), produced events leave whichever hash holds them, and what a failed transaction
+    left staged never reaches the outbox."""
     store = RedisStore.from_url(redis_url)
-    staged, outbox = ladder_key(ladder, "unproduced:staged"), ladder_key(ladder, "unproduced")
-    m1, m2, m3 = ([{"event_id": f"m{i}:a"}] for i in (1, 2, 3))
+    staged, outbox, older = (ladder_key(ladder, f"unproduced{s}") for s in (":staged", "", ":older"))
+
+    async def held() -> tuple[list[bytes], list[bytes]]:
+        return sorted(await store.client.hkeys(outbox)), sorted(await store.client.hkeys(older))
+
+    m1, m2, m3, m4 = ([{"event_id": f"m{i}:a"}] for i in (1, 2, 3, 4))
     await store.commit(Commit(ladder, [write("a", 26.0, 1, 0)], {"m1": m1}))
     await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m2": m2}))  # m1 not produced
+    assert await held() == ([b"", b"m2"], [b"", b"m1"])  # moved aside, hash tables both
     assert (await store.read(ladder, [], [], ["m1", "m2"])).applied == {"m1": m1, "m2": m2}
     with pytest.raises(CommitConflict):
         await store.commit(Commit(ladder, [write("a", 28.0, 3, 1)], {"m3": m3}, produced=["m1"]))
     assert not await store.client.exists(staged)
-    assert sorted(await store.client.hkeys(outbox)) == [b"", b"m1", b"m2"]
+    assert await held() == ([b"", b"m2"], [b"", b"m1"])
+    await store.commit(Commit(ladder, [write("a", 28.0, 3, 2)], {"m3": m3}))  # both hold some: copied
+    assert await held() == ([b"", b"m2", b"m3"], [b"", b"m1"])
     await store.client.hset(staged, "m9", b"left by a failed transaction")
-    await store.commit(Commit(ladder, [write("a", 28.0, 3, 2)], {"m3": m3}, produced=["m1", "m2"]))
-    assert sorted(await store.client.hkeys(outbox)) == [b"", b"m3"] and not await store.client.exists(staged)
+    await store.commit(Commit(ladder, [write("a", 29.0, 4, 3)], {"m4": m4}, produced=["m1", "m2"]))
+    assert await held() == ([b"", b"m4"], [b"", b"m3"]) and not await store.client.exists(staged)
+    snap = await store.read(ladder, [], [], ["m1", "m2", "m3", "m4"])
+    assert snap.applied == {"m1": [], "m2": [], "m3": m3, "m4": m4}
+    assert await store.unproduced(ladder, 0, ["m1", "m3", "m4"]) == {"m3": m3, "m4": m4}
+    await store.commit(Commit(ladder, [write("a", 30.0, 5, 4)], {"m5": []}, produced=["m3", "m4"]))
+    assert await held() == ([b""], [b""])
     assert await store.client.ttl(outbox) == -1  # the staged key's whole hash, kept for ever
     await store.close()
 
@@ -824,7 +858,7 @@ async def test_redis_default_prefix_is_the_layout_of_before_and_a_prefix_keeps_t
         await store.close()
     store = RedisStore.from_url(redis_url, prefix=tag)
     await bind(store, "matches", [ladder])
-    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"2"}
+    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"3"}
     assert await store.client.hget(f"{tag}:{{{ladder}}}:control", "topic") == b"matches"
     await store.close()
 

@@ -1,6 +1,7 @@
 """`stream-rater migrate --to 2` on a real Redis: a store of stored format 1 (written here by a
 tiny format-1 writer from what the memory store computed) reads back the same after the upgrade,
-and matches applied before it are never applied twice."""
+and matches applied before it are never applied twice. A format-2 store is written as format 2
+(workers of the release before share it) until raised to 3."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import pytest
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.offline.verify import board_differences
 from stream_rater.processor import Processor
+from stream_rater.store import deployment
 from stream_rater.store.deployment import StoreRefused, bind
 from stream_rater.store.memory import MemoryStore
-from stream_rater.store.redis import RedisStore, upgrade_to_2
+from stream_rater.store.redis import RedisStore, raise_format, upgrade_to_2
 from stream_rater.store.redis.keys import bucket
 from stream_rater.store.stored_events import pack_event, pack_events
-from stream_rater.store.values import PlayerState
+from stream_rater.store.values import Commit, PlayerState, StateWrite
 from tests.helpers import parsed_duel
 
 pytestmark = pytest.mark.integration
@@ -123,6 +125,51 @@ async def test_a_format_1_store_upgrades_in_place_and_applies_nothing_twice(redi
         "legacy markers": 0, "states": 0, "histories": 0, "markers": 0, "leaderboard sums": 1
     }  # fmt: skip
     await store.close()
+
+
+async def test_a_format_2_store_is_written_as_format_2_until_raised_to_3(redis_url, monkeypatch):
+    """On a store of format 2 a commit while the batch before is still unproduced copies its
+    events in: no ``unproduced:older``, the ``unproduced`` hash holds every unproduced event, as
+    the release before reads them; a new quality sums hash has no field ''. Raised to 3, a store
+    opened since moves them aside (one opened before keeps copying), reads them from both, and a
+    worker of the release before (format 2) refuses the store at start."""
+    name, prefix = f"t-{uuid.uuid4().hex[:10]}", f"f2-{uuid.uuid4().hex[:8]}"
+    key = f"{prefix}:{{{name}}}:".__add__
+    events = {f"m{i}": [{"event_id": f"m{i}:a"}] for i in range(1, 5)}
+    quality = {"live": ({"matches": 1}, [[1, 0.0, 0.5, 0.1, []]])}
+
+    def commit(i: int) -> Commit:
+        state = PlayerState(25.0 + i, 1.0, i, 100.0, i)
+        return Commit(name, [StateWrite("a", state, i - 1)], {f"m{i}": events[f"m{i}"]}, quality=quality)
+
+    async def held() -> list[list[bytes]]:
+        return [sorted(await store.client.hkeys(key(k))) for k in ("unproduced", "unproduced:older")]
+
+    store = RedisStore.from_url(redis_url, prefix=prefix)
+    await store.deployment_record({"format": "2"})  # as the release before records it
+    assert await bind(store, "matches", [name]) == 2
+    await store.commit(commit(1))
+    await store.commit(commit(2))  # m1 not produced yet
+    assert await held() == [[b"", b"m1", b"m2"], []]
+    assert await store.client.hkeys(key("q:live")) == [b"matches"]
+
+    assert [await raise_format(store, to) for to in (3, 3, 2)] == [2, 3, 3]  # never lowered
+    assert await store.deployment_record() == {"format": "3"}
+    await store.commit(commit(3))  # opened in format 2: it copies until restarted
+    assert await held() == [[b"", b"m1", b"m2", b"m3"], []]
+    restarted = RedisStore.from_url(redis_url, prefix=prefix)
+    assert await bind(restarted, "matches", [name]) == 3
+    await restarted.commit(commit(4))
+    assert await held() == [[b"", b"m4"], [b"", b"m1", b"m2", b"m3"]]
+    assert (await restarted.read(name, [], [], list(events))).applied == {
+        m: events[m] for m in ("m1", "m2", "m3", "m4")
+    }
+
+    monkeypatch.setattr(deployment, "STORE_FORMAT", 2)  # a worker of the release before
+    for opened in (store, restarted):
+        with pytest.raises(StoreRefused, match="stored format 3, newer than format 2 "):
+            await bind(opened, "matches", [name])
+        await opened.close()
 
 
 def test_bits_tell_apart_what_equality_does_not() -> None:

@@ -1,4 +1,4 @@
--- Atomic commit of one batch of one or more ladders (see keys.py for the key layout, format 2):
+-- Atomic commit of one batch of one or more ladders (see keys.py for the key layout, stored format 3):
 -- each ladder's part is checked and written on its own — checks first, writes after, so a
 -- refused part writes nothing — and the parts of the other ladders go on.
 --
@@ -7,7 +7,8 @@
 --       'applied': matches applied to the generation so far, the watermark that tells "lost"
 --       from "new"; 'p:<partition>': offset after the last record applied; 'model' of the
 --       history entries), the ladder's control hash, its frozen key (or hold set: control.lua),
---       act the activity zset, the seasons list, the unproduced-events hash, then the `buckets[1]` players buckets
+--       act the activity zset, the seasons list, the unproduced-events hash and the older one
+--       (keys.py), then the `buckets[1]` players buckets
 --       written (states and histories), the `buckets[2]` markers slots of the last marker TTL
 --       (keys.py), then each scorer's quality sums hash and window list, then (with `season`) the key that
 --       keeps the ending season's leaderboard and the archive bucket of each players bucket, in
@@ -56,6 +57,10 @@
 --                          table, store.py), so that they reach Redis without going through
 --                          Lua: it becomes the unproduced hash (RENAME) where that holds
 --                          nothing else, else its fields are copied in; a refused commit drops it
+--         format           nil, or 2: the store is in stored format 2 (store/deployment.py),
+--                          which workers of the release before may share and read: no events
+--                          move aside to the older hash (`stage`), no field '' in a new
+--                          quality sums hash (`add_quality`)
 --         produced         how many match ids of earlier commits (values) have their events with
 --                          the broker: their unproduced events are dropped (the markers stay)
 --         history_fields   per player with history, the field of its ring it writes (its value
@@ -268,25 +273,62 @@ local function rank(key, args, of, numbers, b)
 end
 -- ---- end of the eligible leaderboard ------------------------------------------------------
 
--- The events the transaction staged (`staged`) made the unproduced hash, or copied into it.
+-- A markers slot is a listpack while small (a quiet ladder's: compact), and a hash table once it
+-- holds SLOT_TABLE markers (the field '', as the unproduced hash's), not only past Redis's
+-- hash-max-listpack-entries: every HSET and HMGET of a listpack scans it, so a busy ladder's
+-- first batches of each slot did quadratic work. Past 512 fields it is a hash table anyway.
+local SLOT_TABLE = 128
+local function slot_table(slot, adding)
+  local n = redis.call('HLEN', slot)
+  if n + adding >= SLOT_TABLE and n <= 512 then redis.call('HSETNX', slot, '', hash_table()) end
+end
+
+-- Whether the unproduced-events hash `hash` holds no events (absent, or only its field '').
+local function no_events(hash)
+  local n = redis.call('HLEN', hash)
+  return n == 0 or (n == 1 and redis.call('HEXISTS', hash, '') == 1)
+end
+
+-- The events the transaction staged (`staged`) made the unproduced hash (RENAME, its '' too: a
+-- hash table). Where that still holds events of earlier commits (a worker produces a batch's
+-- events while it commits the next), they move aside to the older hash if it holds none (not
+-- in stored format 2: its readers know no older hash); else (the broker lags more) the staged
+-- events are copied in.
 local function stage(key, args)
-  local staged, unproduced = key(args.staged), key(K.unproduced)
-  local n = redis.call('HLEN', unproduced)
-  if n == 0 or (n == 1 and redis.call('HEXISTS', unproduced, '') == 1) then
-    redis.call('RENAME', staged, unproduced)  -- its '' too: a hash table
-  else  -- events of earlier commits still unproduced
+  local staged, unproduced, older = key(args.staged), key(K.unproduced), key(K.older)
+  if no_events(unproduced) then
+    redis.call('RENAME', staged, unproduced)
+  elseif not args.format and no_events(older) then
+    redis.call('RENAME', unproduced, older)
+    redis.call('RENAME', staged, unproduced)
+  else
     chunked('HSET', unproduced, redis.call('HGETALL', staged))
     redis.call('DEL', staged)
   end
+end
+
+-- The produced matches' events (values `from` … `to`) dropped: from the older hash (if any)
+-- first, then, unless they were all there, from the unproduced hash.
+local function drop_produced(key, from, to)
+  if to < from then return end
+  if redis.call('EXISTS', key(K.older)) == 1 then
+    local dropped = 0
+    for i = from, to, CHUNK do
+      dropped = dropped + redis.call('HDEL', key(K.older), unpack(ARGV, i, math.min(i + CHUNK - 1, to)))
+    end
+    if dropped == to - from + 1 then return end
+  end
+  ranged('HDEL', key(K.unproduced), from, to)
 end
 
 -- The markers (into their slot, which then expires with them), their unproduced events, the
 -- watermark and the positions.
 local function mark(key, args, B, V)
   -- first: events this commit keeps are never dropped
-  ranged('HDEL', key(K.unproduced), V.produced + 1, V.produced + args.produced)
+  drop_produced(key, V.produced + 1, V.produced + args.produced)
   if args.markers > 0 then
     local slot = key(B.markers + args.slot)
+    slot_table(slot, args.markers)
     ranged('HSET', slot, V.markers + 1, V.markers + 2 * args.markers)
     if args.slot_ttl then redis.call('EXPIRE', slot, args.slot_ttl) end
   end
@@ -308,18 +350,19 @@ local function mark(key, args, B, V)
 end
 
 -- The players' states and histories, each player's in one HSET (a history without a state
--- written, not the processor's way, on its own).
-local function write_players(key, args, B, players, V)
+-- written, not the processor's way, on its own). The ladder's keys are KEYS[o + 1] ….
+local function write_players(key, o, args, B, players, V)
   local ids, bucket, with, fields = args.ids, args.bucket, args.with_history, args.history_fields
-  local states, chunks, first, call, joined = V.states, V.history, B.players, redis.call, 0
+  local states, chunks, first, call, joined = V.states, V.history, o + B.players, redis.call, 0
+  local keys, argv = KEYS, ARGV  -- locals: no lookup of the globals per player
   for x = 1, #players do
     local w = players[x]
     local h = with[w]
     if h > 0 then
-      call('HSET', key(first + bucket[w]), ids[w], ARGV[states + w], fields[h], ARGV[chunks + h])
+      call('HSET', keys[first + bucket[w]], ids[w], argv[states + w], fields[h], argv[chunks + h])
       joined = joined + 1
     else
-      call('HSET', key(first + bucket[w]), ids[w], ARGV[states + w])
+      call('HSET', keys[first + bucket[w]], ids[w], argv[states + w])
     end
   end
   if joined < #fields then
@@ -332,12 +375,15 @@ local function write_players(key, args, B, players, V)
   if args.model then call('HSET', key(K.meta), 'model', args.model) end
 end
 
--- Prediction quality, exactly once with the batch's markers.
+-- Prediction quality, exactly once with the batch's markers. A sums hash is a hash table from
+-- its first write (the field '', no sum's name; not in stored format 2, whose readers take
+-- every field for a sum): each of a batch's HINCRBYFLOATs (a few dozen) scanned its listpack twice.
 local function add_quality(key, args, B, V)
   local at = V.quality
   for s = 1, #args.quality_add do
     local sums, window = key(B.scorers + 2 * s - 1), key(B.scorers + 2 * s)
     local add = args.quality_add[s]
+    if #add > 0 and not args.format and redis.call('EXISTS', sums) == 0 then redis.call('HSET', sums, '', hash_table()) end
     for i = 1, #add, 2 do redis.call('HINCRBYFLOAT', sums, add[i], add[i + 1]) end
     local n = args.quality_window[s]
     if n > 0 then
@@ -402,7 +448,7 @@ local function commit(o, a, args)
     if args.trim_since then trim_board(key(K.lb), key(K.act), key(K.meta), args.trim_since, -1) end
     archive(key, args, players, B)
   end
-  write_players(key, args, B, players, V)
+  write_players(key, o, args, B, players, V)
   if #effects > 0 then hset(key(K.effects), effects, args.ids, V.states, {'', hash_table()}) end
   local numbers = cmsgpack.unpack(ARGV[a + args.values])  -- the last value (`Values`)
   local cards = args.boards and rank_modes(key, args, players, numbers) or {rank(key, args, players, numbers, 1)}

@@ -199,7 +199,8 @@ class RerateControl(KeyLayout):
         else:
             kinds = ("players", "mk", "lb:season", "q", "qw", "m")  # m: a moded ladder's boards
             patterns = [self._key(ladder, f"{kind}:*") for kind in kinds]
-            keys = [self._key(ladder, k) for k in ("effects", "lb", "meta", "act", "seasons", "unproduced")]
+            kept = ("effects", "lb", "meta", "act", "seasons", "unproduced", "unproduced:older")
+            keys = [self._key(ladder, k) for k in kept]
         for pattern in patterns:
             async for key in self.client.scan_iter(match=pattern, count=1000):
                 keys.append(key)
@@ -223,10 +224,16 @@ class RerateControl(KeyLayout):
     ) -> dict[str, list[Event]]:
         if not match_ids:
             return {}
-        held = await self.client.hmget(self._gen_key(ladder, generation, "unproduced"), list(match_ids))
+        async with self.client.pipeline(transaction=False) as pipe:
+            for suffix in ("unproduced", "unproduced:older"):  # keys.py: the older ones aside
+                pipe.hmget(self._gen_key(ladder, generation, suffix), list(match_ids))
+            held, older = await pipe.execute()
+        found = {
+            m: events if events is not None else aside for m, events, aside in zip(match_ids, held, older)
+        }
         return {
             m: [stored_event(e, ladder) for e in msgpack.unpackb(events, raw=False)]
-            for m, events in zip(match_ids, held)
+            for m, events in found.items()
             if events is not None
         }
 

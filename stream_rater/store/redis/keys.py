@@ -1,4 +1,4 @@
-"""The Redis store's key layout (stored format 2), and `KeyLayout`, the keys of one
+"""The Redis store's key layout (stored format 3), and `KeyLayout`, the keys of one
 store's prefix.
 
 Every key of a ladder carries the hash tag ``{ladder}`` so the scripts are valid on Redis
@@ -46,16 +46,23 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   marker is past the TTL (a marker lives TTL to TTL + a slot); a read looks in the slots of its
   last TTL. Without a
   TTL, ``mk:all`` holds them all. A slot of a busy ladder is a hash table (some 110 bytes a
-  marker): one write and a handful of lookups per batch, not per match. Readers and writers
+  marker; from 128 markers on, by a field '' that is no match id: ``commit.lua``): one write
+  and a handful of lookups per batch, not per match. Readers and writers
   must share the TTL (``STREAM_RATER_MARKER_TTL``): a reader with a shorter one sees fewer
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
   produced, until they are with the broker (dropped by a later commit; see `store.base`); each
   event in the stored form of `stored_events` (a compact array); ``unproduced:staged``, the
   same for one commit's events only, lives inside that commit's MULTI/EXEC on a single Redis:
   written by a plain ``HSET`` before the commit script, which renames it to ``unproduced``
-  (or copies it in) and deletes it when it refuses (`RedisStore._staged_commit`)
+  (or copies it in) and deletes it when it refuses (`RedisStore._staged_commit`);
+  ``unproduced:older``, the same, the events ``unproduced`` held when a commit's staged events
+  came while they were not all produced yet (a worker produces a batch's events while it
+  commits the next): moved aside by a RENAME rather than copied through Lua, where it held
+  none itself (stored format 3 only; a format-2 store, which the release before may share,
+  has none, nor the quality sums' field '': `store.deployment`)
 - ``q:<scorer>`` hash  the cumulative prediction-quality sums of a scorer (``live``: the
-  ladder's model; `processor.quality`), written with each batch; ``qw:<scorer>`` list, newest
+  ladder's model; `processor.quality`), written with each batch (and the field '', which
+  keeps it a hash table: ``commit.lua``); ``qw:<scorer>`` list, newest
   first, of the last `QUALITY_WINDOW` matches' scores (msgpack)
 - ``meta``    hash  ``applied`` → matches applied to the generation so far (the watermark:
   it only grows, so a read that finds less than a worker committed means the store lost
@@ -101,8 +108,10 @@ LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 #: the header ``local K = {effects = 1, …}`` (and ``K_FIXED``, how many: a script's variable keys
 #: follow them), so that Python and Lua name one position the same way and no script reads a
 #: key by a number.
-READ_KEYS = ("effects", "meta", "unproduced", "control", "voids")
-COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced")
+READ_KEYS = ("effects", "meta", "unproduced", "control", "voids", "older")
+COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced", "older")
+#: The suffix of a script's key whose name (a Lua identifier) is not its suffix.
+SUFFIXES = {"older": "unproduced:older"}
 BOARD_KEYS = ("lb", "act", "meta", "control")
 #: The control script's keys of the staging generation (the others: of the live one), last.
 STAGED_KEYS = ("staged_outbox", "staged_held")
@@ -233,7 +242,9 @@ class KeyLayout:
         """The keys `names` (a script's, such as `COMMIT_KEYS`) of `ladder`, those of a
         generation of `generation`; `instead` gives another suffix for a name."""
         return [
-            self._key(ladder, n) if n in LADDER_KEYS else self._gen_key(ladder, generation, instead.get(n, n))
+            self._key(ladder, n)
+            if n in LADDER_KEYS
+            else self._gen_key(ladder, generation, instead.get(n, SUFFIXES.get(n, n)))
             for n in names
         ]
 

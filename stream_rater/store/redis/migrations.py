@@ -1,6 +1,6 @@
-"""Upgrades of a Redis store's data from earlier layouts (`stream-rater migrate --to 2`):
-the markers of before the markers hash, stored format 1 to format 2, and the leaderboards'
-running sums."""
+"""Upgrades of a Redis store from earlier layouts (`stream-rater migrate --to 2|3`): the
+markers of before the markers hash, stored format 1 to format 2, and the leaderboards' running
+sums; the record of format 2 raised to 3 (`raise_format`)."""
 
 from __future__ import annotations
 
@@ -89,8 +89,25 @@ async def upgrade_to_2(store: RedisStore) -> dict[str, int]:
     async for key, (ladder, generation, rest) in _format_1_keys(store, "h:"):  # once the states are
         counts["histories"] += await _move_history(store, key, ladder, generation, rest[2:])
     counts["leaderboard sums"] = await recount_board_sums(store)
-    await store.client.hset(store.prefix + ":deployment", "format", "2")
+    await raise_format(store, 2)  # 2, not 3: workers of the release before may start on it
     return counts
+
+
+#: Sets the record's ``format`` (KEYS[1], ARGV[1]) unless it is already that or later, in one
+#: step; returns the format it found (0: none).
+_RAISE = """local found = tonumber(redis.call('HGET', KEYS[1], 'format') or '0')
+if found < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], 'format', ARGV[1]) end
+return found"""
+
+
+async def raise_format(store: RedisStore, to: int) -> int:
+    """Record stored format `to` unless the store's record says it or a later one (a record
+    never goes down: `store.deployment`); returns the format recorded before (0: none). Raising
+    2 to 3 changes no data, so it may run while workers run (`stream-rater migrate --to 3`);
+    it is for when every worker runs a release of format 3: an earlier one then refuses the
+    store at start."""
+    found: int = await store.client.eval(_RAISE, 1, store.prefix + ":deployment", str(to))
+    return found
 
 
 async def recount_board_sums(store: RedisStore) -> int:

@@ -1,16 +1,18 @@
--- Read of one batch of one or more ladders (see keys.py for the key layout, format 2).
+-- Read of one batch of one or more ladders (see keys.py for the key layout, stored format 3).
 --
 -- KEYS: each ladder's keys in turn: first the K_FIXED named in K (the header scripts.py
 --       generates from keys.READ_KEYS): effects hash, meta hash (field 'applied': the
 --       watermark; 'p:<partition>': the positions), unproduced-events hash, all of the
 --       generation read, the ladder's control hash ('params:<g>': generation g's parameter
---       overrides), its voids hash, then its `buckets[1]` players buckets and `buckets[2]`
---       markers slots of the last marker TTL (every key the script touches).
+--       overrides), its voids hash, the generation's older unproduced-events hash (keys.py),
+--       then its `buckets[1]` players buckets and `buckets[2]` markers slots of the last marker
+--       TTL (every key the script touches).
 -- ARGV: per ladder one msgpack map (raw strings): players, bucket (per player the index of its
 --       bucket among the players keys), effects, matches (the ids read), records (nil, or per
---       match its partition and offset in the matches topic, flat, both nil where unknown: no
---       table per match to decode), buckets, generation (the one the keys are of), mode ('live'
---       or 'staging': which generation it must be).
+--       match its partition and offset in the matches topic, flat, both nil where unknown, as
+--       one msgpack array, decoded only where lowest (partition → the lowest offset of the
+--       batch in it) is below the partition's position: a redelivery), buckets, generation (the
+--       one the keys are of), mode ('live' or 'staging': which generation it must be).
 -- Returns per ladder {'generation', g} or {'gone', g} (see wrong_generation) when the
 -- generation is not the expected one; else one msgpack array [states, effect states, markers,
 -- watermark, voids, params]: the first two arrays of the stored values in request order, nil
@@ -50,22 +52,35 @@ local function marked(key, args)
   return found
 end
 
+-- The ladder's position in `partition` (0 if none), read from `meta` once (`positions`).
+local function position(meta, positions, partition)
+  local at = positions[partition]
+  if not at then
+    at = tonumber(meta['p:' .. partition] or '0')
+    positions[partition] = at
+  end
+  return at
+end
+
+-- The records (flat: partition, offset, …) of `args`, decoded, if one of them may be below
+-- its partition's position; else nil (none is).
+local function redelivered(args, meta, positions)
+  if not args.records then return nil end
+  for partition, offset in pairs(args.lowest) do
+    if offset < position(meta, positions, partition) then return cmsgpack.unpack(args.records) end
+  end
+  return nil
+end
+
 -- The match ids of `args` that are applied (see the header), in request order.
 local function applied_matches(key, args, meta)
-  local markers, records = marked(key, args), args.records
-  local applied, a, positions = {}, 0, {}
+  local markers, positions = marked(key, args), {}
+  local records = redelivered(args, meta, positions)
+  local applied, a = {}, 0
   for i, m in ipairs(args.matches) do
     local hit = markers[i]
     local offset = not hit and records and records[2 * i]
-    if offset then
-      local partition = records[2 * i - 1]
-      local position = positions[partition]  -- each partition's field read once
-      if not position then
-        position = tonumber(meta['p:' .. partition] or '0')
-        positions[partition] = position
-      end
-      hit = offset < position
-    end
+    if offset then hit = offset < position(meta, positions, records[2 * i - 1]) end
     if hit then a = a + 1; applied[a] = m end
   end
   return applied
@@ -91,9 +106,10 @@ local function read(o, args)
   if #applied == 0 then
     out[#out + 1] = string.rep(NIL, #args.matches)
   else
-    local unproduced, held = {}, {}
+    local unproduced, held, older = {}, {}, {}
     hmget(key(K.unproduced), applied, held, applied)
-    for _, m in ipairs(applied) do unproduced[m] = held[m] or EMPTY end
+    if redis.call('EXISTS', key(K.older)) == 1 then hmget(key(K.older), applied, older, applied) end
+    for _, m in ipairs(applied) do unproduced[m] = held[m] or older[m] or EMPTY end
     for _, m in ipairs(args.matches) do out[#out + 1] = unproduced[m] or NIL end
   end
 

@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 import orjson
 
+from stream_rater.store.deployment import STORE_FORMAT
 from stream_rater.store.packing import pack, packing_with
 from stream_rater.store.redis.keys import (
     BOARD_KEYS,
@@ -256,14 +257,15 @@ def commit_args(
     buckets: Buckets,
     history_cap: int,
     trim_since: float | None = None,
-    boards: Mapping[str, Any] | None = None,
+    more: Mapping[str, Any] | None = None,
     staged: int = 0,
 ) -> list[bytes | str]:
     """The commit script's arguments for `commit` (of `keys` keys): its map of fields, the values
     it hands to commands as they are (states, histories, markers, unproduced events and their
     match ids: never decoded nor copied into tables), last the writes' scores as numbers, one
     msgpack array (``commit.lua``). Histories keep `history_cap` entries; idle
-    since `trim_since`: off the leaderboard; `boards`, `staged`: `mode_boards`, `staged_commit_args`."""
+    since `trim_since`: off the leaderboard; `more`: further fields (a moded ladder's boards,
+    `mode_boards`; an earlier stored format, `format_fields`); `staged`: `staged_commit_args`."""
     ids, states, expected, effects, scores, active = zip(*commit.writes) if commit.writes else ((),) * 6
     numbers = [None if score is None else float(score) for score in scores]
     forms = StoredForms(commit.ladder, commit.event_fields, commit.stored_times)
@@ -298,17 +300,30 @@ def commit_args(
         history_fields=history_fields,
         model=model,
         positions=dict(commit.positions),
-        quality_add=[
+        **_quality_fields(commit),
+        trim_since=trim_since,
+        **({"staged": staged} if staged else {}),
+        **(more or {}),
+    )
+    return [fields, *values, *events]
+
+
+def format_fields(stored_format: int) -> dict[str, int]:
+    """The commit map's field ``format`` for a store of an earlier `stored_format` than this
+    release's (``commit.lua``; `store.deployment`), none for this release's."""
+    return {"format": stored_format} if stored_format < STORE_FORMAT else {}
+
+
+def _quality_fields(commit: Commit) -> dict[str, Any]:
+    """The commit map's fields of `commit`'s prediction quality (``commit.lua``)."""
+    return {
+        "quality_add": [
             [x for name, value in add.items() for x in (name, repr(float(value)))]
             for add, _ in commit.quality.values()
         ],
-        quality_window=[len(scores) for _, scores in commit.quality.values()],
-        quality_cap=QUALITY_WINDOW,
-        trim_since=trim_since,
-        **({"staged": staged} if staged else {}),
-        **(boards or {}),
-    )
-    return [fields, *values, *events]
+        "quality_window": [len(scores) for _, scores in commit.quality.values()],
+        "quality_cap": QUALITY_WINDOW,
+    }
 
 
 def staged_commit_args(
@@ -339,7 +354,7 @@ def read_args(
             "bucket": player_index,
             "effects": request.effect_ids,
             "matches": request.match_ids,
-            "records": _flat(request.records),
+            **_records(request.records),
             "buckets": [len(players), len(slots)],
             "generation": generation,
             "mode": mode(request.generation),
@@ -347,12 +362,17 @@ def read_args(
     )
 
 
-def _flat(records: Sequence[tuple[int, int] | None] | None) -> list[int | None] | None:
-    """`ReadRequest.records` as the read script takes them: partition, offset, … (None, None
-    where unknown)."""
+def _records(records: Sequence[tuple[int, int] | None] | None) -> dict[str, Any]:
+    """`ReadRequest.records` as the read script takes them (``read.lua``): ``records``, the
+    partition and offset of each match, flat (None, None where unknown), packed, which the
+    script decodes only where ``lowest`` (partition → the lowest offset of the batch in it) is
+    below the ladder's position in a partition (a redelivery: rare)."""
     if records is None:
-        return None
-    return [x for record in records for x in (record or (None, None))]
+        return {"records": None}
+    flat = [x for record in records for x in (record or (None, None))]
+    # descending: each partition's lowest offset is the last one set
+    lowest = dict(sorted(filter(None, records), reverse=True))
+    return {"records": pack(flat), "lowest": lowest}
 
 
 def snapshot(request: ReadRequest, generation: int, reply: bytes) -> Snapshot:

@@ -21,7 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import StateStore
-from stream_rater.store.deployment import check_prefix
+from stream_rater.store.deployment import STORE_FORMAT, check_prefix
 from stream_rater.store.redis.boards import LIMIT as KNOWN_BOARDS
 from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
@@ -49,6 +49,7 @@ from stream_rater.store.redis.scripts import (
     SCAN_STEP,
     Buckets,
     commit_args,
+    format_fields,
     read_args,
     script_args,
     snapshot,
@@ -105,6 +106,12 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         self._live: dict[str, int] = {}
         #: What this store's commits left on the leaderboards (`boards.KnownBoards`).
         self.known_boards = KnownBoards(known_boards)
+        #: The stored format its commits write (`store.deployment`): the record's as its first
+        #: commit reads it (none: a new store, this release's), kept for the store's life. On
+        #: a format-2 store (workers of the release before may share it) each commit writes
+        #: format 2 (``commit.lua``, ``format``); one raised meanwhile is written so from the
+        #: next store opened on (a worker's next start).
+        self.stored_format: int | None = None
 
     @classmethod
     def from_url(
@@ -163,6 +170,9 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
             self.known_boards.forget(commits)
 
     async def _commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        if self.stored_format is None:
+            recorded = await self.client.hget(self.prefix + ":deployment", "format")
+            self.stored_format = STORE_FORMAT if recorded is None else int(recorded)
         if isinstance(self.client, RedisCluster):  # one script call per ladder, events as arguments
             replies = await self._run_script(self._commit, [self._commit_call(c)[:2] for c in commits])
         elif commits:
@@ -203,9 +213,10 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         boards = mode_boards(self, ladder, gen, commit)  # a moded ladder's: last, after the others
         keys += boards[0]
         since = trim_since(commit, now)
+        known = self.known_boards.fields(sent, gen, since, boards[1])
         more: dict[str, Any] = {
             "trim_since": since,
-            "boards": {**boards[1], **self.known_boards.fields(sent, gen, since, boards[1])},
+            "more": {**boards[1], **known, **format_fields(self.stored_format or STORE_FORMAT)},
         }
         if not staging:
             return keys, commit_args(commit, len(keys), gen, buckets, self.history_limit, **more), None
@@ -404,7 +415,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
 
         sums, window = await self._on_live(ladder, build)
         scores = [msgpack.unpackb(raw, raw=False) for raw in window[:last]]
-        return {text(k): float(v) for k, v in sums.items()}, scores
+        return {text(k): float(v) for k, v in sums.items() if k}, scores  # '' keeps it a hash table
 
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
         slots = marker_slots(self.clock(), self.marker_ttl)[0]
@@ -429,7 +440,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
 
     async def unrecorded_format(self) -> int | None:
         """1 if any generation has a format-1 ``players`` hash (format 2's are ``players:<b>``)
-        or a format-1 ``mk`` hash, else None (a store new or of format 2 not recorded yet)."""
+        or a format-1 ``mk`` hash, else None (a store new, or of a later format not recorded yet)."""
         async for _ in self.client.scan_iter(match=self.prefix + ":{*:players", count=1000):
             return 1
         async for _ in self.client.scan_iter(match=self.prefix + ":{*:mk", count=1000):

@@ -19,6 +19,7 @@ from stream_rater.store.base import (
     LadderFrozen,
     LockLost,
     PlayerState,
+    ReadRequest,
     RerateRunning,
     StateWrite,
 )
@@ -34,7 +35,15 @@ from stream_rater.store.redis.keys import (
     grouped,
 )
 from stream_rater.store.redis.mode_boards import mode_boards
-from stream_rater.store.redis.scripts import Buckets, commit_args, decimals, key_header, staged_commit_args
+from stream_rater.store.redis.scripts import (
+    Buckets,
+    commit_args,
+    decimals,
+    format_fields,
+    key_header,
+    read_args,
+    staged_commit_args,
+)
 from stream_rater.store.status import REFUSALS, check_reply, refusal
 from stream_rater.store.stored_events import pack_events
 
@@ -87,9 +96,12 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     staged = {
         k.decode(): v for k, v in msgpack.unpackb(staged_args[0], raw=True, strict_map_key=False).items()
     }
+    format_2 = commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100, None, format_fields(2))[0]
+    earlier = {k.decode(): v for k, v in msgpack.unpackb(format_2, raw=True, strict_map_key=False).items()}
     assert _fields_read("commit.lua") | _fields_read("common.lua") == (
-        set(packed) | fields | set(staged) | _known_boards_fields(commit)
+        set(packed) | fields | set(staged) | set(earlier) | _known_boards_fields(commit)
     )
+    assert set(earlier) - set(packed) == {"format"} and earlier["format"] == 2
     assert fields - set(packed) == {"boards", "board", "board_ids"}
     assert set(staged) - set(packed) == {"staged"} and (staged["staged"], staged["unproduced"]) == (13, 0)
     assert (
@@ -97,6 +109,20 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
         and staged_args == commit_args(commit, 13, 0, Buckets.of(commit, 1000.0, 60), 100, staged=13)[:-2]
     )
     assert packed["positions"] == {0: 7} and packed["unproduced"] == 1 and packed["mode"] == b"live"
+
+
+def test_read_script_reads_the_fields_the_client_packs_and_decodes_records_only_below_a_position() -> None:
+    """The read's map has the fields ``read.lua`` reads; its records (flat, packed) come with
+    each partition's lowest offset, which the script compares with the positions before it
+    decodes them; a request without records has neither."""
+    records = [(0, 5), (1, 3), None, (0, 2), (1, 9)]
+    request = ReadRequest("L", ["a"], [], ["m1", "m2", "m3", "m4", "m5"], None, records)
+    fields = read_args(request, 0, 1000.0, 60)[2]
+    assert _fields_read("read.lua") | _fields_read("common.lua") == {*fields, "keys"}
+    assert fields["lowest"] == {0: 2, 1: 3}
+    assert msgpack.unpackb(fields["records"]) == [0, 5, 1, 3, None, None, 0, 2, 1, 9]
+    without = read_args(request._replace(records=None), 0, 1000.0, 60)[2]
+    assert without["records"] is None and "lowest" not in without
 
 
 def test_no_script_reads_a_key_by_its_position() -> None:
@@ -127,9 +153,10 @@ def test_the_key_lists_follow_the_named_positions() -> None:
     read = layout.read_keys("L", 0, [7], ["all"])
     assert [k.rsplit(":", 1)[-1] for k in commit[: len(COMMIT_KEYS)]] == list(COMMIT_KEYS)
     assert (
-        commit[1] == "sr:{L}:g2:lb" and commit[3] == "sr:{L}:control" and commit[8] == "sr:{L}:g2:players:7"
+        commit[1] == "sr:{L}:g2:lb" and commit[3] == "sr:{L}:control" and commit[9] == "sr:{L}:g2:players:7"
     )
     assert [k.rsplit(":", 1)[-1] for k in read[: len(READ_KEYS)]] == list(READ_KEYS)
+    assert commit[8] == "sr:{L}:g2:unproduced:older" and read[5] == "sr:{L}:unproduced:older"
 
 
 def test_every_status_a_script_answers_is_ok_or_a_refusal() -> None:
