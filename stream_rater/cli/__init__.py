@@ -27,14 +27,14 @@ from stream_rater.cli import (
     synth,
     tokens,
 )
-from stream_rater.cli.common import KafkaConnectFailures, debug_flag, failure
+from stream_rater.cli.common import KafkaConnectFailures, OneLineParser, debug_flag, failure
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``stream-rater`` argument parser."""
-    parser = argparse.ArgumentParser(prog="stream-rater", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="stream-rater", description=__doc__.splitlines()[0])
     debug_flag(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (offline, migrate, corrections, checkpoints, ratings, stream, archive, bench, synth, tokens):

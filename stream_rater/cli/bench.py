@@ -14,8 +14,14 @@ from stream_rater.local.runtime import BROKERS
 
 
 def _numbers(kind: type) -> Any:
-    """An argparse type: a comma-separated list of `kind`."""
-    return lambda value: [kind(x) for x in value.split(",")]
+    """An argparse type: a comma-separated list of `kind` (its name is what a usage error
+    calls it: "invalid comma-separated float value")."""
+
+    def numbers(value: str) -> list[Any]:
+        return [kind(x) for x in value.split(",")]
+
+    numbers.__name__ = f"comma-separated {kind.__name__}"
+    return numbers
 
 
 def register(sub: Subcommands) -> None:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import fields
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeAlias, TypeVar
 
 from stream_rater.config.ladders import (
     DEFAULT_LADDER,
@@ -59,6 +59,15 @@ REDIS_SECURITY = [
     "redis_tls_key_file",
     "redis_tls_key_password",
 ]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr, naming the command and
+    the flag (argparse's own prints the whole usage block first), with exit code 2. Its
+    subcommands' parsers are of this class too (`add_subparsers` makes them so)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def debug_flag(parser: argparse.ArgumentParser, *, on_command: bool = False) -> None:

@@ -64,3 +64,24 @@ def test_param_overrides_keep_a_ladders_modes(tmp_path):
     args = argparse.Namespace(ladders_file=str(path), ladder="arena", model=None, param=["beta=5.0"])
     arena = ladders_of(args)["arena"]
     assert arena.params["beta"] == 5.0 and list(arena.modes) == ["duel"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["migrate", "--to", "4"], "stream-rater migrate: argument --to: invalid choice"),
+        (["replay", "--bogus"], "stream-rater: unrecognized arguments: --bogus"),
+        (
+            ["bench", "e2e", "--rates", "x"],
+            "stream-rater bench e2e: argument --rates: invalid comma-separated float",
+        ),
+        (["worker", "--batch-size"], "stream-rater worker: argument --batch-size: expected one argument"),
+        ([], "stream-rater: the following arguments are required: command"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_command_and_flag(argv: list[str], says: str, capsys):
+    """argparse's own error prints the whole usage block before its line."""
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(argv)
+    lines = capsys.readouterr().err.splitlines()
+    assert exit_.value.code == 2 and len(lines) == 1 and lines[0].startswith(says), lines
