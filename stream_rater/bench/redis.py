@@ -34,6 +34,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_match
 from stream_rater.local.runtime import LocalRuntime
 from stream_rater.processor import BatchResult, Processor
+from stream_rater.store.deployment import STORE_FORMAT
 from stream_rater.store.redis import RedisStore
 
 #: Players per ladder.
@@ -84,6 +85,7 @@ async def profile(
     processor = Processor(table, store)
     client = redis.Redis.from_url(redis_url)
     try:
+        await store.deployment_record({"format": str(STORE_FORMAT)})  # new: this release's format
         client.config_resetstat()
         before, memory, cpu = client.info("cpu"), client.info("memory")["used_memory"], time.process_time()
         unproduced: list[BatchResult] = []

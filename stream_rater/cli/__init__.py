@@ -34,7 +34,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``stream-rater`` argument parser."""
-    parser = OneLineParser(prog="stream-rater", description=__doc__.splitlines()[0])
+    parser: argparse.ArgumentParser = OneLineParser(prog="stream-rater", description=__doc__.splitlines()[0])
     debug_flag(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (offline, migrate, corrections, checkpoints, ratings, stream, archive, bench, synth, tokens):

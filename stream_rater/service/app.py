@@ -51,7 +51,7 @@ from stream_rater.service.timed_store import TimedStore
 from stream_rater.service.wait_dump import consumer_lines, dump
 from stream_rater.service.web import register_web
 from stream_rater.store import ReadStore, RedisTimeouts, StateStore, open_store
-from stream_rater.store.deployment import bind
+from stream_rater.store.deployment import EARLIEST_FORMAT, STORE_FORMAT, bind
 
 log = logging.getLogger(__name__)
 
@@ -294,16 +294,25 @@ async def store_looks_lost(settings: Settings, ladders: Iterable[str]) -> bool:
 
     First the store and the worker's `ladders` are bound to the matches topic
     (`store.deployment.bind`): a ladder of another topic or a store of a newer stored format
-    raises `StoreRefused`, and the worker does not start."""
+    raises `StoreRefused`, and the worker does not start. A store with neither a ladder nor a
+    deployment record, whose consumer group has committed no offsets, is new: it is recorded
+    in this release's stored format; any other store without a record, in format 2, which the
+    release before reads too (`store.deployment`)."""
     store = open_worker_store(settings)
     try:
-        await bind(store, settings.topic_matches, list(ladders))
-        if await store.ladders():
-            return False
+        empty = not await store.ladders()
+        partitions = range(settings.partitions)
+        committed = await committed_offsets(settings, settings.topic_matches, partitions) if empty else {}
+        lost = any(committed.values())
+        await bind(
+            store,
+            settings.topic_matches,
+            list(ladders),
+            new=STORE_FORMAT if empty and not lost else EARLIEST_FORMAT,
+        )
     finally:
         await store.close()
-    committed = await committed_offsets(settings, settings.topic_matches, range(settings.partitions))
-    if any(committed.values()):
+    if lost:
         log.error(
             "the store at %s holds no ladder, but consumer group %r has committed offsets %s of %r: "
             "its data was lost; no ladder is applied until rebuilt with "

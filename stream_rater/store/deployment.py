@@ -10,8 +10,11 @@ Every key of a Redis store starts with its prefix (``STREAM_RATER_REDIS_PREFIX``
   those aside) and without the field '' of a quality sums hash: what a release of format 2
   reads. Format 1 is the layout before the compact buckets. A store with no record is format 1
   if it has a key of format 1's layout (which predates the record), else new (a release of
-  format 2 records its format when its first worker starts): it gets the record of this
-  release's format at first use. This release reads formats 2 and 3, and writes a format-2
+  format 2 records its format when its first worker starts): it gets the record at first use,
+  of format 2 — a store found empty may have lost its data, record included, while workers of
+  the release before still run on it — except where a worker finds it new (no ladder, and no
+  offsets committed by its consumer group: `service.app.store_looks_lost`), which records this
+  release's format. This release reads formats 2 and 3, and writes a format-2
   store as format 2 (`RedisStore.stored_format`), so that workers of both releases share it
   during a rolling upgrade; ``stream-rater migrate --to 3`` raises the record once every
   worker runs this release (`store.redis.migrations.raise_format`), and older workers then
@@ -70,23 +73,27 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-async def stored_format(store: StateStore) -> int:
-    """The stored format `store` is in: its record's, else told by its layout (1), else this
-    release's (a new store)."""
+async def stored_format(store: StateStore, new: int = EARLIEST_FORMAT) -> int:
+    """The stored format `store` is in: its record's, else told by its layout (1), else `new`
+    (a store with neither: new, or emptied)."""
     record = await store.deployment_record()
-    return int(record["format"]) if "format" in record else (await store.unrecorded_format() or STORE_FORMAT)
+    return int(record["format"]) if "format" in record else (await store.unrecorded_format() or new)
 
 
 async def bind(
-    store: StateStore, topic: str | None = None, ladders: Sequence[str] = (), upgrading: bool = False
+    store: StateStore,
+    topic: str | None = None,
+    ladders: Sequence[str] = (),
+    upgrading: bool = False,
+    new: int = EARLIEST_FORMAT,
 ) -> int:
     """Check that `store` is of a format this release reads and that each of `ladders` is of
-    the matches `topic`; record the format where the store has none (with a `topic` only), and
+    the matches `topic`; record the format where the store has none (`new`, with a `topic` only), and
     `topic` for each of `ladders` the store holds without one (a ladder not applied yet has no
     positions to name, and a worker is configured with ladders it may never see: each is bound
     by the first worker or tool started once it exists). `StoreRefused` in one line otherwise.
     `upgrading` (the upgrade command) lets format 1 pass. Returns the store's format."""
-    found = await stored_format(store)
+    found = await stored_format(store, new)
     if found < EARLIEST_FORMAT and not upgrading:
         raise StoreRefused(
             f"{store.namespace} is in stored format {found}: upgrade it to format {EARLIEST_FORMAT} "

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import redis
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import committed_offsets, publish
@@ -91,8 +92,17 @@ class Stream:
         wait_ready(self.worker, f"http://127.0.0.1:{self.port}/readyz")
         self.publish(matches)
         self.caught_up(len(matches))
+        assert self.recorded_format() == b"3", "a new store is recorded in this release's format"
         self.redis.kill()
         self.redis.start()
+
+    def recorded_format(self) -> bytes | None:
+        """The store's deployment record's ``format`` (`store.deployment`)."""
+        client = redis.Redis.from_url(self.redis.url)
+        try:
+            return client.hget(f"{self.settings.redis_prefix}:deployment", "format")
+        finally:
+            client.close()
 
     def lose_the_tail(self, matches: list[dict]) -> None:
         """Once the worker is ready, rate ``matches[:600]``, snapshot Redis, rate
@@ -176,6 +186,8 @@ def test_redis_restarted_empty_is_held_and_the_recovery_delivers_every_matchs_ev
 
         stream.kill()
         assert asyncio.run(store_looks_lost(stream.settings, [stream.ladder]))
+        # Not format 3: workers of the release before may still run on the emptied store.
+        assert stream.recorded_format() == b"2"
         stream.start()
         wait_for(lambda: stream.ladder in readiness(stream.port)[1].get("reason", ""), "the restart refusing")
         assert stream.applied() == 0

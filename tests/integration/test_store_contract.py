@@ -332,6 +332,7 @@ async def test_redis_busy_markers_slot_and_quality_sums_are_hash_tables(redis_ur
     field '' is no match — match ids are never empty — and no sum: the reads leave it out); a
     batch whose records are all at or above the positions is applied by its markers only."""
     store = RedisStore.from_url(redis_url)
+    store.stored_format = 3  # as recorded for a new store (`store.deployment`); not the shared Redis's record
     slot = ladder_key(ladder, "mk:all")
     quality = {"live": ({"matches": 127}, [])}
     many = {f"m{i}": [] for i in range(127)}
@@ -343,6 +344,7 @@ async def test_redis_busy_markers_slot_and_quality_sums_are_hash_tables(redis_ur
     request = ReadRequest(ladder, [], [], ["m0", "m127", "new"], None, [(0, 128), (0, 129), (0, 130)])
     [snap] = await store.read_many([request])
     assert snap.applied == {"m0": [], "m127": []}
+    assert await store.placings(ladder, "") is None  # the field '' is no match's
     assert await store.quality(ladder, "live", 1) == ({"matches": 127.0}, [])
     await store.close()
 
@@ -424,6 +426,7 @@ async def test_redis_staged_events_become_the_outbox_only_with_their_commit(redi
     staged key), produced events leave whichever hash holds them, and what a failed transaction
     left staged never reaches the outbox."""
     store = RedisStore.from_url(redis_url)
+    store.stored_format = 3  # as recorded for a new store (`store.deployment`); not the shared Redis's record
     staged, outbox, older = (ladder_key(ladder, f"unproduced{s}") for s in (":staged", "", ":older"))
 
     async def held() -> tuple[list[bytes], list[bytes]]:
@@ -800,15 +803,19 @@ async def test_prefixes_keep_two_deployments_apart(two_deployments, ladder):
 async def test_a_ladder_is_bound_to_one_matches_topic(two_deployments, ladder):
     """`bind` with a topic records it for each ladder the store holds (a ladder not applied
     yet stays unbound), passes again with it, and refuses another topic in one line naming the
-    ladder and both topics; a check without a topic passes and writes nothing."""
-    from stream_rater.store.deployment import STORE_FORMAT, StoreRefused, bind
+    ladder and both topics; a check without a topic passes and writes nothing. A store without
+    a record is recorded in format 2 (new, or emptied while the release before may run on it),
+    unless the caller knows it new; a record once written stays."""
+    from stream_rater.store.deployment import EARLIEST_FORMAT, STORE_FORMAT, StoreRefused, bind
 
     store, other = two_deployments
     await bind(store, None)
     assert await store.deployment_record() == {}  # a check alone writes nothing
     await bind(store, "matches-a", [ladder])
     assert await store.ladder_topics([ladder], None) == {}  # not applied yet: nothing to name
-    assert await store.deployment_record() == {"format": str(STORE_FORMAT)}
+    assert await store.deployment_record() == {"format": str(EARLIEST_FORMAT)}
+    assert await bind(store, "matches-a", [ladder], new=STORE_FORMAT) == EARLIEST_FORMAT
+    assert await bind(other, "matches-b", [], new=STORE_FORMAT) == STORE_FORMAT
     await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}, positions={0: 1}))
     await bind(store, "matches-a", [ladder])
     assert await store.ladder_topics([ladder], None) == {ladder: "matches-a"}
@@ -858,7 +865,9 @@ async def test_redis_default_prefix_is_the_layout_of_before_and_a_prefix_keeps_t
         await store.close()
     store = RedisStore.from_url(redis_url, prefix=tag)
     await bind(store, "matches", [ladder])
-    assert await store.client.hgetall(f"{tag}:deployment") == {b"format": b"3"}
+    assert await store.client.hgetall(f"{tag}:deployment") == {
+        b"format": b"2"
+    }  # new or emptied: `store.deployment`
     assert await store.client.hget(f"{tag}:{{{ladder}}}:control", "topic") == b"matches"
     await store.close()
 

@@ -21,7 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from stream_rater.config.settings import DEFAULT_HISTORY
 from stream_rater.store.base import StateStore
-from stream_rater.store.deployment import STORE_FORMAT, check_prefix
+from stream_rater.store.deployment import EARLIEST_FORMAT, STORE_FORMAT, check_prefix
 from stream_rater.store.redis.boards import LIMIT as KNOWN_BOARDS
 from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.cluster import cluster_client, is_cluster_url
@@ -172,7 +172,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
     async def _commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
         if self.stored_format is None:
             recorded = await self.client.hget(self.prefix + ":deployment", "format")
-            self.stored_format = STORE_FORMAT if recorded is None else int(recorded)
+            self.stored_format = int(recorded or EARLIEST_FORMAT)
         if isinstance(self.client, RedisCluster):  # one script call per ladder, events as arguments
             replies = await self._run_script(self._commit, [self._commit_call(c)[:2] for c in commits])
         elif commits:
@@ -237,8 +237,7 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         keys = [key for call_keys, _, _ in calls for key in call_keys]
         args = [arg for _, call_args, _ in calls for arg in call_args]
         self.round_trips += 1
-        replies: list[Any] = await self._transaction(commands, keys, args)
-        return replies
+        return await self._transaction(commands, keys, args)  # type: ignore[no-any-return]
 
     async def _transaction(self, commands: list[tuple[Any, ...]], keys: list[str], args: list[Any]) -> Any:
         """The commit script's reply for `keys` and `args`, called after `commands` in one
@@ -418,6 +417,8 @@ class RedisStore(RerateControl, LeaderboardReads, StateStore):
         return {text(k): float(v) for k, v in sums.items() if k}, scores  # '' keeps it a hash table
 
     async def placings(self, ladder: str, match_id: str) -> list[tuple[str, int]] | None:
+        if not match_id:  # a busy markers slot's field '' (commit.lua) is no match's marker
+            return None
         slots = marker_slots(self.clock(), self.marker_ttl)[0]
 
         def build(pipe: Any, gen: int) -> None:
