@@ -171,7 +171,8 @@ class BatchPipeline:
 
     def abandon(self) -> None:
         """A rebalance: drop the parked records unacknowledged, and those of their partitions
-        that batches in hand still carry (records of the same consumer generation)."""
+        that batches in hand still carry (records of the same consumer generation); once the
+        batches in hand are done, drop the produced events no commit named (`_forget_after`)."""
         self._stale = self._newest
         self._abandoned.update(self.parked)
         for records in self.parked.values():
