@@ -149,6 +149,15 @@ class Processor:
         shrinks the markers of its matches that still hold events."""
         self.ledger.produced(result)
 
+    async def forget_produced(self) -> None:
+        """Have the store drop the events of every match whose events are with the broker
+        and that no commit named yet: a worker that stops or loses partitions makes no next
+        commit of the ladders to name them (`CommitLedger.produced`)."""
+        unnamed = self.ledger.unnamed()
+        if unnamed:
+            await self.store.forget_produced(unnamed)
+            self.ledger.forgotten(unnamed)
+
     async def process(
         self, matches: Sequence[MatchFinished], where: Sequence[tuple[int, int] | None] | None = None
     ) -> BatchResult:

@@ -72,6 +72,21 @@ class CommitLedger:
                     ids = produced[r.match.ladder] = set()
                 ids.add(r.match.match_id)
 
+    def unnamed(self) -> dict[str, tuple[int, list[str]]]:
+        """Per ladder, the generation of this processor's last read or commit of it and the
+        matches whose events were produced but that no commit named yet (`forgotten` once
+        the store dropped their events)."""
+        return {
+            ladder: (self._watermarks.get(ladder, (0, 0))[0], list(ids))
+            for ladder, ids in self._produced.items()
+            if ids
+        }
+
+    def forgotten(self, named: dict[str, tuple[int, list[str]]]) -> None:
+        """The store dropped the events of the matches `named` (as `unnamed` gave them)."""
+        for ladder, (_, ids) in named.items():
+            self._produced.get(ladder, set()).difference_update(ids)
+
     def confirm(self, ladder: str, results: list[MatchResult]) -> tuple[list[MatchResult], set[str]]:
         """`results`, with matches found applied by this processor's own unconfirmed commit
         (its reply was lost) reported as newly applied, not as duplicates; and their ids (the

@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
+#: Seconds a stopping or rebalanced worker gives the store to drop its produced events
+#: (`BatchHandler.forget_produced`): a stop never waits longer on a store that does not answer.
+FORGET_TIMEOUT = 2.0
+
 #: send(records) returns when the broker has every (topic, key, value, headers) record.
 Send = Callable[[list[Record]], Awaitable[None]]
 
@@ -189,6 +193,17 @@ class BatchHandler:
         for batch in batches:
             self.processor.produced(batch.result)
             self.sensor.finished(batch.messages, batch.result, batch.dead, batch.started)
+
+    async def forget_produced(self) -> None:
+        """Have the store drop the events of the matches produced (every batch `emit` saw
+        with the broker) that no later commit named (`Processor.forget_produced`): the
+        worker stops or lost partitions. Bounded by `FORGET_TIMEOUT`; a failure is logged
+        and the events stay (harmless: the ladder's next commits only copy more)."""
+        try:
+            async with asyncio.timeout(FORGET_TIMEOUT):
+                await self.processor.forget_produced()
+        except Exception as exc:  # never fails a stop or a rebalance
+            log.warning("the produced matches' events stay stored: dropping them failed (%r)", exc)
 
     async def _apply(
         self, valid: list[tuple[Message, MatchFinished]], *, narrow: bool = False

@@ -96,6 +96,8 @@ class BatchPipeline:
         self._emitting: asyncio.Task[None] | None = None
         #: Why an emit failed: no later batch is emitted.
         self._emit_failed: BaseException | None = None
+        #: After a rebalance: dropping the produced events once the batches then in hand are done.
+        self._forgetting: asyncio.Task[None] | None = None
 
     async def submit(self, messages: Sequence[Message]) -> None:
         """Start on a batch; returns once fewer than `depth` batches are in hand. Cancelling
@@ -156,18 +158,21 @@ class BatchPipeline:
                 raise outcome
 
     async def stop(self) -> None:
-        """`drain`, then give up the parked records, unacknowledged (the worker stops)."""
+        """`drain`, then give up the parked records, unacknowledged (the worker stops), and
+        have the store drop the events produced that no commit named (`forget_produced`)."""
         try:
             await self.drain()
         finally:
-            unparking = list(self._unparking.values())
-            for task in unparking:
+            pending = [*self._unparking.values(), *([self._forgetting] if self._forgetting else [])]
+            for task in pending:  # this stop's own `forget_produced` covers a rebalance's
                 task.cancel()
-            await asyncio.gather(*unparking, return_exceptions=True)
+            await asyncio.gather(*pending, return_exceptions=True)
+            await self.handler.forget_produced()
 
     def abandon(self) -> None:
         """A rebalance: drop the parked records unacknowledged, and those of their partitions
-        that batches in hand still carry (records of the same consumer generation)."""
+        that batches in hand still carry (records of the same consumer generation); once the
+        batches in hand are done, drop the produced events no commit named (`_forget_after`)."""
         self._stale = self._newest
         self._abandoned.update(self.parked)
         for records in self.parked.values():
@@ -177,9 +182,19 @@ class BatchPipeline:
         partitions = set(self.parked)
         self.parked.clear()
         self._unparking.clear()
+        self._forgetting = asyncio.ensure_future(self._forget_after(list(self._flight)))
         if partitions:
             log.warning("partitions %s: parked records dropped in a rebalance", sorted(partitions))
             self.resume(partitions)
+
+    async def _forget_after(self, in_hand: list[asyncio.Task[None]]) -> None:
+        """Once the batches `in_hand` at a rebalance are acknowledged (or failed), have the
+        store drop the events produced that no commit named: the revoked partitions' ladders
+        get no next commit here. All ladders' (the pipeline knows no ladder's partition): one
+        call per rebalance, and a kept ladder's next commit just names fewer."""
+        if in_hand:
+            await asyncio.wait(in_hand)
+        await self.handler.forget_produced()
 
     async def _commit(
         self, messages: Sequence[Message], previous: asyncio.Task[CommittedBatch] | None

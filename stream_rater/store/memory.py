@@ -199,6 +199,13 @@ class MemoryStore(StateStore):
         stored = gen.effects if effects else gen.players
         return dict(stored) if only is None else {i: stored[i] for i in only if i in stored}
 
+    async def forget_produced(self, produced: Mapping[str, tuple[int, Collection[str]]]) -> None:
+        for ladder, (generation, match_ids) in produced.items():
+            gen = self._ladders[ladder].generations.get(generation)
+            for match_id in match_ids:  # the marker stays, its events go (as a commit's `produced`)
+                if gen is not None and match_id in gen.applied:
+                    gen.applied[match_id] = []
+
     async def leaderboard(
         self, ladder: str, top: int, start: int = 0, season: int | None = None
     ) -> list[tuple[str, float]]:

@@ -67,6 +67,13 @@ class BatchStore(Protocol):
         """Every stored player (or effect) state of `ladder` (live, or the given generation);
         with `only`, just those of these ids that are stored."""
 
+    @abstractmethod
+    async def forget_produced(self, produced: Mapping[str, tuple[int, Collection[str]]]) -> None:
+        """Drop the stored events of matches whose events are with the broker: for each
+        ladder, (the generation they were committed to, their match ids). What a worker that
+        stops or loses partitions calls, as no next commit of its names them (`Commit.produced`);
+        each id is staged once, at its commit, so dropping it again is harmless."""
+
 
 class GenerationsStore(Protocol):
     """A ladder's generations (see `StateStore`): the read side and a re-rate both need them."""

@@ -35,6 +35,7 @@ from stream_rater.local.demo import (
 )
 from stream_rater.local.runtime import LocalRuntime, free_port
 from stream_rater.service.app import EXIT_STOP_TIMEOUT
+from stream_rater.store.redis import ladder_key
 from tests.e2e.e2e_support import worker_test_env
 from tests.e2e.streams import Stream, exact, replay_events
 from tests.helpers import cli, duel, wait_for
@@ -139,9 +140,22 @@ def offsets_committed(settings: Settings, count: int) -> bool:
 
 
 def test_a_healthy_idle_worker_stops_cleanly(streams, broker_url: str, redis_url: str, tmp_path: Path):
+    """It exits 0 leaving no produced events stored: no next commit names its last batch's
+    matches, so it drops their events itself as it stops (`forget_produced`)."""
     stream = new_stream(streams, broker_url, redis_url, tmp_path)
     worker = Worker(stream)
+    stream.publish(matches(stream, 300))
+    wait_for(lambda: offsets_committed(stream.settings, 300), "every match acknowledged")
     assert worker.terminate() == 0
+    client = redis.Redis.from_url(redis_url)
+    held = [
+        field
+        for suffix in ("unproduced", "unproduced:older")
+        for field in client.hkeys(ladder_key(stream.ladder, suffix, stream.settings.redis_prefix))
+        if field != b""  # what keeps a hash a hash table: no match
+    ]
+    client.close()
+    assert held == []
 
 
 def test_a_worker_stopped_mid_stream_loses_and_doubles_nothing(

@@ -419,6 +419,23 @@ async def test_a_refused_commit_shrinks_nothing(store, ladder):
     assert (await store.read(ladder, [], [], ["m1"])).applied == {"m1": m1}
 
 
+async def test_forget_produced_drops_only_the_named_events_from_both_hashes(store, ladder):
+    """A stopping worker's `forget_produced` drops the named matches' events wherever they are
+    held (on a single Redis m1's moved aside to the older hash), keeps their markers, the
+    other matches' events and the other ladders'; naming them again is harmless."""
+    other = f"{ladder}-other"
+    m1, m2, m3 = ([{"event_id": f"m{i}:a"}] for i in (1, 2, 3))
+    await store.commit(Commit(other, [write("a", 26.0, 1, 0)], {"m1": m1}))
+    for i, events in enumerate((m1, m2, m3)):
+        await store.commit(Commit(ladder, [write("a", 26.0 + i, i + 1, i)], {f"m{i + 1}": events}))
+    for _ in range(2):
+        await store.forget_produced({ladder: (0, ["m1", "m2", "gone"]), other: (0, [])})
+        assert await store.unproduced(ladder, 0, ["m1", "m2", "m3"]) == {"m3": m3}
+    snap = await store.read(ladder, [], [], ["m1", "m2", "m3", "gone"])
+    assert (snap.applied, snap.watermark) == ({"m1": [], "m2": [], "m3": m3}, 3)
+    assert await store.unproduced(other, 0, ["m1"]) == {"m1": m1}
+
+
 async def test_redis_staged_events_become_the_outbox_only_with_their_commit(redis_url, ladder):
     """A single Redis gets a commit's events staged in the commit's transaction: they join
     events still unproduced (none lost: those move aside to the older hash, or, if that holds

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import msgpack
@@ -236,6 +236,15 @@ class RerateControl(KeyLayout):
             for m, events in found.items()
             if events is not None
         }
+
+    async def forget_produced(self, produced: Mapping[str, tuple[int, Collection[str]]]) -> None:
+        """Plain HDELs of each ladder's ids from its unproduced hash and the older one, in one
+        pipeline (on a cluster, to each ladder's master: its keys share its hash tag)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for ladder, (generation, match_ids) in produced.items():
+                for suffix in ("unproduced", "unproduced:older") if match_ids else ():
+                    pipe.hdel(self._gen_key(ladder, generation, suffix), *match_ids)
+            await pipe.execute()
 
     async def voids(self, ladder: str) -> dict[str, Void]:
         rows = await self.client.hgetall(self._key(ladder, "voids"))

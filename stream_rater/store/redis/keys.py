@@ -50,7 +50,8 @@ hash table per ladder. The scripts get every bucket key they touch in KEYS.
   and a handful of lookups per batch, not per match. Readers and writers
   must share the TTL (``STREAM_RATER_MARKER_TTL``): a reader with a shorter one sees fewer
 - ``unproduced`` hash  match id → msgpack list of the rating-changed events the match
-  produced, until they are with the broker (dropped by a later commit; see `store.base`); each
+  produced, until they are with the broker (dropped by a later commit, or by the worker's
+  `forget_produced` as it stops or loses partitions; see `store.base`); each
   event in the stored form of `stored_events` (a compact array); ``unproduced:staged``, the
   same for one commit's events only, lives inside that commit's MULTI/EXEC on a single Redis:
   written by a plain ``HSET`` before the commit script, which renames it to ``unproduced``

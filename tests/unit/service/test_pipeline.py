@@ -945,3 +945,41 @@ async def test_a_parked_partitions_invalid_record_is_dead_lettered_once_after_th
     assert [t for t, _, _, _ in work.producer.sent].count("dlq") == 1
     assert work.applied("east") == ["e0", "e2"]
     assert [a for a in work.acked if a[0] == 0] == [(0, 0), (0, 1), (0, 2)]
+
+
+async def unproduced(work: Parking, offsets: range) -> dict[str, list[str]]:
+    """Per ladder, the matches of `stream(offsets)` whose events the store still holds."""
+    return {
+        ladder: sorted(await work.store.unproduced(ladder, 0, [f"{ladder[0]}{o}" for o in offsets]))
+        for ladder in HOME
+    }
+
+
+async def test_a_clean_stop_leaves_no_produced_events_stored():
+    """No next commit names the last batches' matches of a worker that stops: `stop` has the
+    store drop their events once produced; the matches stay applied."""
+    work = Parking()
+    await work.feed(stream(range(3)), drain=False)
+    await asyncio.wait_for(work.pipeline.stop(), 5)
+    assert work.applied("east") == ["e0", "e1", "e2"]
+    assert await unproduced(work, range(3)) == {"east": [], "west": []}
+    assert (await work.store.read("east", [], [], ["e2"])).applied == {"e2": []}
+
+
+async def test_a_rebalance_drops_the_produced_events_once_the_batches_in_hand_are_acknowledged():
+    """After a rebalance the batches in hand still finish; once they are acknowledged their
+    events, produced, are dropped from the store (not before: they are not with the broker)."""
+    gated = GatedProducer()
+    work = Parking(producer=gated)
+    await work.feed(stream(range(1)), drain=False)
+    await settle()
+    work.pipeline.abandon()
+    await settle()
+    assert await unproduced(work, range(1)) == {"east": ["e0"], "west": ["w0"]} and work.acked == []
+    gated.gate.set()
+
+    async def dropped() -> bool:
+        return await unproduced(work, range(1)) == {"east": [], "west": []}
+
+    await wait_until_async(dropped, "the produced events dropped", 5, interval=0.001)
+    assert sorted(work.acked) == [(0, 0), (1, 0)]
