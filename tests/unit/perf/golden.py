@@ -2,7 +2,12 @@
 through the processor, digested (sha256 of the canonical JSON of every event, every final
 state, leaderboard and live quality record). `golden.sha256` beside this module is the
 digest of the code before the speed work of issue #46 (``python -m tests.unit.perf.golden``
-prints it); outputs must stay byte-identical."""
+prints it); outputs must stay byte-identical.
+
+The digests are per `float_path`: numpy's float64 ``exp`` and ``log`` (the latent-variable
+predictions of `rating._latent`) run its own AVX-512 code on a CPU with AVX512F and the C
+library's elsewhere, which differ in the last bits; a digest file holds one line per path,
+``<path> <sha256>``."""
 
 from __future__ import annotations
 
@@ -20,6 +25,19 @@ from tests.unit.perf.workload import RULES, Run, parsed, run
 
 DATA = Path(__file__).resolve().parents[3] / "stream_rater/data/international_football_results.csv.gz"
 DIGEST = Path(__file__).with_name("golden.sha256")
+
+
+def float_path() -> str:
+    """Which float64 ``exp``/``log`` numpy runs here: ``avx512f`` (its own) or ``libm``."""
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    return "avx512f" if __cpu_features__.get("AVX512F") else "libm"
+
+
+def recorded(path: Path) -> str:
+    """The digest `path` records for this machine's `float_path` ('' if none)."""
+    lines = dict(line.split() for line in path.read_text().splitlines() if line.strip())
+    return lines.get(float_path(), "")
 
 #: Every model, some with their options; (name, model, params).
 MODELS: list[tuple[str, str, dict[str, Any]]] = [
@@ -154,4 +172,4 @@ def golden_digest() -> str:
 
 
 if __name__ == "__main__":
-    print(golden_digest())
+    print(float_path(), golden_digest())
