@@ -14,12 +14,12 @@ from typing import Any
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import MatchFinished, format_timestamp
 from stream_rater.processor.batch import PriorObserver
-from stream_rater.processor.known_states import KnownStates
+from stream_rater.processor.known_states import Held, KnownStates
 from stream_rater.processor.ledger import CommitLedger
 from stream_rater.processor.modes import other_modes, plan_moded, qualified
 from stream_rater.processor.planner import _Plan, plan_batch
 from stream_rater.processor.results import BatchResult, MatchResult, TooManyConflicts, Unratable
-from stream_rater.store.base import Commit, LadderFrozen, ReadRequest, Snapshot
+from stream_rater.store.base import Commit, CommitConflict, HeldStale, LadderFrozen, ReadRequest, Snapshot
 from stream_rater.store.roles import BatchStore
 from stream_rater.waiting import backoff
 
@@ -40,6 +40,8 @@ class _LadderPart:
     records: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     attempts: int = 0
     snapshot: Snapshot = field(default_factory=lambda: Snapshot({}, {}, {}))
+    #: Computed without a read (`Commit.unread`): per partition its lowest offset in the batch.
+    unread: dict[int, int] | None = None
     results: list[MatchResult] = field(default_factory=list)
 
     def add(self, index: int, match: MatchFinished, record: tuple[int, int] | None) -> None:
@@ -70,6 +72,18 @@ class _LadderPart:
             players.update(dict.fromkeys(other_modes(self.ladder, players)))
         effects = dict.fromkeys(e for m in self.matches for t in m.teams for e in t.effects)
         return list(players), list(effects)
+
+    def lowest(self) -> dict[int, int] | None:
+        """Per partition the offset of these matches' first record in it; None if a match
+        is not from the matches topic."""
+        lowest: dict[int, int] = {}
+        for record in self.records.values():
+            if record is None:
+                return None
+            partition, offset = record
+            if offset < lowest.get(partition, offset + 1):
+                lowest[partition] = offset
+        return lowest
 
     def request(self, generation: int | None, players: list[str], effects: list[str]) -> ReadRequest:
         """What to read for these matches: the states of `players` and `effects`, and
@@ -207,9 +221,9 @@ class Processor:
             planned = await self._plan_all(pending, settled)
             if not planned:
                 break
-            pending, conflicted = await self._commit_all(planned, settled, batch)
-            if pending:
-                await asyncio.sleep(next(delays) if conflicted else self.freeze_poll)
+            pending, waits = await self._commit_all(planned, settled, batch)
+            if waits is not None:
+                await asyncio.sleep(next(delays) if waits is CommitConflict else self.freeze_poll)
         ordered: list[MatchResult | None] = [None] * len(matches)
         for part in parts.values():
             if part.ladder.shadow_of is not None:
@@ -238,15 +252,19 @@ class Processor:
 
     async def _commit_all(
         self, planned: list[tuple[_LadderPart, _Plan]], settled: _Settled, batch: BatchResult
-    ) -> tuple[list[_LadderPart], bool]:
-        """Commit every plan in one round trip; the parts whose commit was refused, and
-        whether one was refused by a conflict (counted in `batch`), not a frozen ladder."""
+    ) -> tuple[list[_LadderPart], type[CommitConflict] | None]:
+        """Commit every plan in one round trip; the parts whose commit was refused, and what
+        they wait for before the next try: `CommitConflict` if one was refused by a conflict
+        (counted in `batch`: backoff), `LadderFrozen` if one by a frozen ladder (a short poll),
+        None if none (an unread commit whose held states were stale re-reads at once)."""
         commits = []
         for part, plan in planned:
             shrink = self.ledger.sending(part.ladder.name, plan.commit.markers)
-            commits.append(replace(plan.commit, produced=shrink) if shrink else plan.commit)
+            commit = replace(plan.commit, unread=part.unread) if part.unread is not None else plan.commit
+            commits.append(replace(commit, produced=shrink) if shrink else commit)
         refusals = await self.store.commit_many(commits)
-        pending, conflicted = [], False
+        pending: list[_LadderPart] = []
+        waits: type[CommitConflict] | None = None
         for (part, plan), commit, refused in zip(planned, commits, refusals):
             name = part.ladder.name
             if refused is None:
@@ -258,30 +276,34 @@ class Processor:
             self.ledger.refused(name, plan.commit.markers)
             self.known.drop(name)
             pending.append(part)
-            if not isinstance(refused, LadderFrozen):  # a freeze lasts milliseconds: not counted
-                conflicted = True
+            if isinstance(refused, HeldStale):  # what a read would have told: read now
+                continue
+            if isinstance(refused, LadderFrozen):  # a freeze lasts milliseconds: not counted
+                waits = waits or LadderFrozen
+            else:
+                waits = CommitConflict
                 part.attempts += 1
                 batch.conflicts += 1
                 if part.attempts >= self.max_attempts:
                     raise TooManyConflicts(
                         f"ladder {name!r}: commit refused {self.max_attempts} times in a row"
                     )
-        return pending, conflicted
+        return pending, waits
 
     async def _read(self, parts: Sequence[_LadderPart]) -> list[Snapshot]:
-        """The snapshots of `parts`, read in one round trip without the states held of them;
-        in a second one, whole, those of the ladders whose held states turned out stale."""
+        """The snapshots of `parts`: of a part whose states are all held, those (`_unread`);
+        of the others, read in one round trip without the states held of them, and in a
+        second one, whole, those of the ladders whose held states turned out stale."""
         ids = [part.ids() for part in parts]
         held = [self.known.held(part.ladder.name) for part in parts]
-        snapshots = await self.store.read_many(
-            [
-                part.request(self.generation, *self.known.missing(h, players, effects))
-                for part, h, (players, effects) in zip(parts, held, ids)
-            ]
-        )
+        unread = [self._unread(part, h, *i) for part, h, i in zip(parts, held, ids)]
+        asked = [i for i, snapshot in enumerate(unread) if snapshot is None]
+        requests = [parts[i].request(self.generation, *self.known.missing(held[i], *ids[i])) for i in asked]
+        read = await self.store.read_many(requests) if requests else []
+        snapshots = {i: snapshot for i, snapshot in enumerate(unread) if snapshot is not None}
         stale = []
-        for i, (part, h, (players, effects)) in enumerate(zip(parts, held, ids)):
-            complete = self.known.complete(part.ladder.name, h, snapshots[i], players, effects)
+        for i, snapshot in zip(asked, read):
+            complete = self.known.complete(parts[i].ladder.name, held[i], snapshot, *ids[i])
             if complete is None:
                 stale.append(i)
             else:
@@ -290,7 +312,23 @@ class Processor:
             again = await self.store.read_many([parts[i].request(self.generation, *ids[i]) for i in stale])
             for i, snapshot in zip(stale, again):
                 snapshots[i] = snapshot
-        return snapshots
+        return [snapshots[i] for i in range(len(parts))]
+
+    def _unread(
+        self, part: _LadderPart, held: Held | None, players: list[str], effects: list[str]
+    ) -> Snapshot | None:
+        """`part`'s snapshot without a read, from the states held since this processor's last
+        commit of its ladder (`KnownStates.unread`), if it holds them all and every match is from
+        the matches topic; its commit then does the read's checks (`Commit.unread`). Not for a
+        re-rate's processor, nor a season start (it reads every player)."""
+        part.unread = None
+        if self.generation is not None or part.starts_season:
+            return None
+        lowest = part.lowest()
+        snapshot = None if lowest is None else self.known.unread(held, players, effects)
+        if snapshot is not None:
+            part.unread = lowest
+        return snapshot
 
     def _hold(self, part: _LadderPart, commit: Commit) -> None:
         """Keep what `part`'s applied `commit` leaves stored, for the ladder's next batch."""

@@ -18,18 +18,21 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from stream_rater.store.base import PlayerState, Snapshot
 
 
 @dataclass(slots=True)
 class Held:
-    """One ladder's held states, valid at `generation` and `watermark`."""
+    """One ladder's held states, valid at `generation` and `watermark`, and the parameter
+    overrides of that generation (`Snapshot.params`)."""
 
     generation: int
     watermark: int
     players: dict[str, PlayerState]
     effects: dict[str, PlayerState]
+    params: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.players) + len(self.effects)
@@ -80,6 +83,20 @@ class KnownStates:
             snapshot, players={**found, **snapshot.players}, effects={**found_effects, **snapshot.effects}
         )
 
+    def unread(self, held: Held | None, players: Sequence[str], effects: Sequence[str]) -> Snapshot | None:
+        """The snapshot a read of `players` and `effects` would give if nothing changed since
+        `held` (their ladder's), or None unless it holds them all. What else a read tells —
+        matches already applied or voided, another commit meanwhile — the commit then checks
+        (`Commit.unread`)."""
+        if held is None:
+            return None
+        try:
+            found = {p: held.players[p] for p in players}
+            found_effects = {e: held.effects[e] for e in effects}
+        except KeyError:
+            return None
+        return Snapshot(found, found_effects, {}, held.watermark, held.generation, params=held.params)
+
     def committed(
         self,
         ladder: str,
@@ -96,7 +113,7 @@ class KnownStates:
         if held is not None:
             self._size -= len(held)
         if held is None or (held.generation, held.watermark) != (snapshot.generation, snapshot.watermark):
-            held = Held(snapshot.generation, snapshot.watermark, {}, {})
+            held = Held(snapshot.generation, snapshot.watermark, {}, {}, snapshot.params)
         for into, read, written in (
             (held.players, snapshot.players, players),
             (held.effects, snapshot.effects, effects),

@@ -146,16 +146,28 @@ class MemoryStore(StateStore):
         if commit.generation is None and _waits(self._ladders[ladder], commit):
             raise refusal("frozen", ladder)
         gen = self._generation(ladder, commit.generation)
+        number = self._ladders[ladder].live if commit.generation is None else commit.generation
+        if commit.unread is not None and self._changed(gen, commit, (number, gen.watermark)):
+            raise refusal("stale", ladder)
         for match_id in commit.markers:
             if match_id in gen.applied:
                 raise refusal("applied", ladder, match_id)
-        number = self._ladders[ladder].live if commit.generation is None else commit.generation
         checked = commit.read_at != (number, gen.watermark)  # as commit.lua does
         for write in commit.writes if checked else ():
             current = (gen.effects if write.is_effect else gen.players).get(write.player_id)
             if (current.version if current else 0) != write.expected_version:
                 raise refusal("conflict", ladder, write.player_id)
         self._apply(gen, commit)
+
+    def _changed(self, gen: _Generation, commit: Commit, now: tuple[int, int]) -> bool:
+        """Whether a commit computed without a read (`Commit.unread`) must be refused: what
+        the read would have shown is not what its processor held (as ``commit.lua``)."""
+        voids = self._ladders[commit.ladder].voids
+        return (
+            commit.read_at != now
+            or any(offset < gen.positions.get(p, 0) for p, offset in (commit.unread or {}).items())
+            or any(m in gen.applied or m in voids for m in commit.markers)
+        )
 
     def _apply(self, gen: _Generation, commit: Commit) -> None:
         """Write `commit` (checked) into `gen`."""

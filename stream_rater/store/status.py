@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stream_rater.store.base import CommitConflict, GenerationGone, LadderFrozen, LockLost, RerateRunning
+from stream_rater.store.base import (
+    CommitConflict,
+    GenerationGone,
+    HeldStale,
+    LadderFrozen,
+    LockLost,
+    RerateRunning,
+)
 
 
 def text(value: bytes | str) -> str:
@@ -31,6 +38,8 @@ REFUSALS: dict[str, Callable[..., Exception]] = {
     "conflict": lambda ladder, player_id: CommitConflict(
         f"state of {text(player_id)!r} changed since it was read"
     ),
+    # commit computed without a read: the store changed since the processor's last commit
+    "stale": lambda ladder: HeldStale(f"ladder {ladder!r} changed since this worker's last commit"),
     # commit: a re-rate is switching the live generation
     "frozen": lambda ladder: LadderFrozen(f"ladder {ladder!r} is being switched to a re-rated generation"),
     # read, commit: the live generation is not the one the keys are of (detail: the live one)

@@ -294,6 +294,12 @@ class Commit:
     #: is kept as the final one of the season that ends (`StateStore.leaderboard` ``season``).
     season: str | None = None
     read_at: tuple[int, int] | None = None
+    #: Not None: the commit was computed without a read, from the states its processor holds
+    #: since its own last commit (`read_at`); per partition the offset of the batch's first
+    #: record in it. The store then refuses it (`HeldStale`) unless the generation still shows
+    #: `read_at`'s watermark, no record is below its partition's position, and none of its
+    #: matches is marked or voided: what the read would have told.
+    unread: Mapping[int, int] | None = None
     #: Match id → ``[player id, team rank]`` of each rated player of that newly applied match:
     #: kept in its marker, so that a match's events can be found (`ReadStore.placings`).
     placings: Mapping[str, list[list[Any]]] = field(default_factory=dict)
@@ -405,6 +411,12 @@ class RatingTotals:
 
 class CommitConflict(Exception):
     """The commit was refused: a state changed since it was read, or a match was applied."""
+
+
+class HeldStale(CommitConflict):
+    """A commit computed without a read (`Commit.unread`) was refused: the store changed since
+    the processor's last commit (another commit, a void, a redelivered record). Read and
+    compute again, at once: nobody is racing."""
 
 
 class LadderFrozen(CommitConflict):

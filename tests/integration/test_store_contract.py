@@ -21,7 +21,7 @@ from stream_rater.store import (
     StateWrite,
     open_store,
 )
-from stream_rater.store.base import LadderFrozen, LockLost
+from stream_rater.store.base import HeldStale, LadderFrozen, LockLost
 from stream_rater.store.redis import RedisStore, ladder_key
 from stream_rater.store.redis.boards import KnownBoards
 from stream_rater.store.redis.keys import bucket, marker_slots
@@ -241,6 +241,34 @@ async def test_applied_match_is_refused(store, ladder):
     with pytest.raises(CommitConflict, match="already applied"):
         await store.commit(Commit(ladder, [write("a", 27.0, 2, 1)], {"m1": []}))
     assert (await store.read(ladder, ["a"], [], [])).players["a"].mu == 26.0
+
+
+async def test_an_unread_commit_is_refused_where_a_read_would_have_told_otherwise(store, ladder):
+    """A commit computed without a read (`Commit.unread`) from states held since its own last
+    commit is applied while nothing changed since; it is refused as stale, writing nothing,
+    when the watermark moved, a record is below its partition's position, or one of its
+    matches is marked or voided."""
+    await store.commit(Commit(ladder, [write("a", 1.0, 1, 0)], {"m1": []}, positions={0: 10}))
+
+    def unread(match_id: str, lowest: int, read_at: tuple[int, int] = (0, 1)) -> Commit:
+        return Commit(
+            ladder,
+            [write("a", 2.0, 2, 1)],
+            {match_id: []},
+            positions={0: lowest + 1},
+            read_at=read_at,
+            unread={0: lowest},
+        )
+
+    await store.set_voids(ladder, {"m4": {"reason": "", "at": 0.0}}, [], 0)
+    refused = await store.commit_many(
+        [unread("m2", 10, read_at=(0, 0)), unread("m2", 9), unread("m1", 10), unread("m4", 10)]
+    )
+    assert [type(r) for r in refused] == [HeldStale] * 4
+    assert (await store.read(ladder, ["a"], [], [])).players["a"].version == 1
+    assert await store.commit_many([unread("m2", 10)]) == [None]
+    snap = await store.read(ladder, ["a"], [], ["m2"])
+    assert (snap.players["a"].version, snap.watermark, set(snap.applied)) == (2, 2, {"m2"})
 
 
 async def test_many_ladders_are_read_and_committed_in_one_round_trip_each(store, ladder):

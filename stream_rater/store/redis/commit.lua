@@ -8,7 +8,7 @@
 --       from "new"; 'p:<partition>': offset after the last record applied; 'model' of the
 --       history entries), the ladder's control hash, its frozen key (or hold set: control.lua),
 --       act the activity zset, the seasons list, the unproduced-events hash and the older one
---       (keys.py), then the `buckets[1]` players buckets
+--       (keys.py), the ladder's voids hash, then the `buckets[1]` players buckets
 --       written (states and histories), the `buckets[2]` markers slots of the last marker TTL
 --       (keys.py), then each scorer's quality sums hash and window list, then (with `season`) the key that
 --       keeps the ending season's leaderboard and the archive bucket of each players bucket, in
@@ -34,6 +34,11 @@
 --                          was computed from: if the meta hash still shows it, no state changed
 --                          since (every commit that writes applies a match, see store/base.py)
 --                          and the versions are not checked one by one
+--         unread           nil, or (a commit computed without a read, from the states its
+--                          worker holds since its own last commit at `watermark`) per partition
+--                          the offset of the batch's first record in it: refused ({'stale'})
+--                          unless the watermark is unchanged, no record is below its partition's
+--                          position and no match of it is marked or voided (the read's checks)
 --         values           how many arguments follow the map
 --         scores           per write, leaderboard score as a decimal string (exact) or nil
 --                          (= not on the leaderboard: removed from it and the activity zset)
@@ -84,7 +89,7 @@
 --                          numbers, in the same order, without a ZMSCORE of those known
 -- Returns per ladder {'ok', ZCARD of each board after the commit} or a refusal
 -- (stream_rater/store/status.py): {'applied', match id}
--- (a marker exists), {'conflict', id} (a write whose stored version is not the expected
+-- (a marker exists), {'stale'} (an unread commit whose worker's states are not current), {'conflict', id} (a write whose stored version is not the expected
 -- one), {'generation', g} / {'gone', g} (see wrong_generation) or {'frozen'}.
 local CHUNK = 1000  -- values per command: unpack() is limited by the Lua stack
 -- The effects and unproduced hashes have a field '' (no effect is named so) whose value is longer than Redis's
@@ -186,6 +191,32 @@ local function held(frozen, args)
   return false
 end
 
+-- The id of the first of the commit's matches (`ids`, at `at`) marked in one of the slots, or nil.
+local function first_marked(key, B, args, ids, at)
+  for s = 1, args.buckets[2] do
+    local found = redis.call('EXISTS', key(B.markers + s)) == 1 and stored(key(B.markers + s), at, ids) or {}
+    for m = 1, #ids do
+      if found[m] then return ids[m] end
+    end
+  end
+  return nil
+end
+
+-- Whether an unread commit (`args.unread`) finds what a read would have told its worker
+-- changed: a record below its partition's position, or a match of it voided or marked.
+local function changed(key, args, B, V)
+  for partition, offset in pairs(args.unread) do
+    if offset < tonumber(redis.call('HGET', key(K.meta), 'p:' .. partition) or '0') then return true end
+  end
+  local ids, at = marker_ids(args, V)
+  if redis.call('EXISTS', key(K.voids)) == 1 then
+    for _, void in ipairs(stored(key(K.voids), at, ids)) do
+      if void then return true end
+    end
+  end
+  return first_marked(key, B, args, ids, at) ~= nil
+end
+
 -- The refusal of a commit of ladder keys `key` (a function n → KEYS) and `args`, or nil.
 local function refusal(key, args, players, writes, B, V)
   local refused = wrong_generation(key(K.control), args)
@@ -196,14 +227,11 @@ local function refusal(key, args, players, writes, B, V)
   -- An unchanged watermark means no commit since the read, which found no marker of these.
   local watermark = tonumber(redis.call('HGET', key(K.meta), 'applied') or '0')
   args.unchanged = args.watermark ~= nil and watermark == args.watermark
+  if args.unread and not (args.unchanged and not changed(key, args, B, V)) then return {'stale'} end
   if not args.unchanged then
     local ids, at = marker_ids(args, V)
-    for s = 1, args.buckets[2] do
-      local found = redis.call('EXISTS', key(B.markers + s)) == 1 and stored(key(B.markers + s), at, ids) or {}
-      for m = 1, #ids do
-        if found[m] then return {'applied', ids[m]} end
-      end
-    end
+    local marked = first_marked(key, B, args, ids, at)
+    if marked then return {'applied', marked} end
     local expected = cmsgpack.unpack(args.expected)
     for b, of in pairs(by_bucket(players, args.bucket)) do
       local id = stale(key(B.players + b), of, args.ids, expected)

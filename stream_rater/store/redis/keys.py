@@ -110,7 +110,7 @@ LADDER_KEYS = ("control", "lock", "frozen", "outbox", "voids")
 #: follow them), so that Python and Lua name one position the same way and no script reads a
 #: key by a number.
 READ_KEYS = ("effects", "meta", "unproduced", "control", "voids", "older")
-COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced", "older")
+COMMIT_KEYS = ("effects", "lb", "meta", "control", "frozen", "act", "seasons", "unproduced", "older", "voids")
 #: The suffix of a script's key whose name (a Lua identifier) is not its suffix.
 SUFFIXES = {"older": "unproduced:older"}
 BOARD_KEYS = ("lb", "act", "meta", "control")

@@ -303,6 +303,7 @@ def commit_args(
         **_quality_fields(commit),
         trim_since=trim_since,
         **({"staged": staged} if staged else {}),
+        **({"unread": dict(commit.unread)} if commit.unread is not None else {}),
         **(more or {}),
     )
     return [fields, *values, *events]

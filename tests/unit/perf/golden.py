@@ -39,6 +39,7 @@ def recorded(path: Path) -> str:
     lines = dict(line.split() for line in path.read_text().splitlines() if line.strip())
     return lines.get(float_path(), "")
 
+
 #: Every model, some with their options; (name, model, params).
 MODELS: list[tuple[str, str, dict[str, Any]]] = [
     ("ts", "trueskill", {}),

@@ -5,6 +5,7 @@ switch, lost data) makes it read them all, so the states stay those of a replay.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 
 from hypothesis import given, settings
@@ -60,6 +61,23 @@ async def test_a_commit_by_another_processor_makes_the_next_batch_read_everythin
     assert result.events[0]["games"] == 3
 
 
+async def test_a_batch_of_held_players_from_the_topic_commits_without_a_read():
+    """Every player of the batch held and every match from the matches topic: the batch costs
+    its commit alone, which does the read's checks (`Commit.unread`); a redelivered batch and a
+    match sent again as a new record are found applied all the same."""
+    store = AskedStore()
+    processor = Processor(LADDERS, store, clock=fixed_clock)
+    plain = Processor(LADDERS, MemoryStore(), clock=fixed_clock, known_states=0)
+    first, second = [match("m1", ["a"], ["b"])], [match("m2", ["b"], ["a"]), match("m3", ["a"], ["b"])]
+    for batch, where in ((first, [(0, 10)]), (second, [(0, 11), (0, 12)])):
+        assert (await processor.process(batch, where)).events == (await plain.process(batch)).events
+    assert (len(store.asked), store.round_trips) == (1, 3)
+    again = await processor.process(second, [(0, 11), (0, 12)])  # redelivered: below the position
+    resent = await processor.process(first, [(0, 13)])  # a producer's retry: a new record
+    assert [r.duplicate for r in again.results + resent.results] == [True, True, True]
+    assert len(store.asked) == 3 and await store.players("default") == await plain.store.players("default")
+
+
 def test_held_states_are_valid_only_at_the_watermark_of_the_last_commit():
     known = KnownStates(limit=10)
     read = Snapshot({"a": state(1.0)}, {}, {}, watermark=4, generation=2)
@@ -109,15 +127,20 @@ def test_the_limit_drops_the_least_recent_ladders_then_the_oldest_states():
 )
 def test_two_processors_taking_turns_on_a_ladder_equal_one_replay(turns, limit):
     """Two workers take turns on one ladder's batches (as across rebalances), each holding
-    states: the stored states and every event equal one processor's that holds nothing,
-    applying the same batches in the same order."""
+    states and committing without a read where it holds them all, and each batch is then
+    redelivered to the other: the stored states and every event equal one processor's that
+    holds nothing, applying the same batches in the same order, once each."""
 
     async def run() -> None:
         store, plain = MemoryStore(), Processor(LADDERS, MemoryStore(), clock=fixed_clock, known_states=0)
         workers = [Processor(LADDERS, store, clock=fixed_clock, known_states=limit) for _ in range(2)]
+        offsets = itertools.count()
         for n, (who, pairs) in enumerate(turns):
             batch = [match(f"m{n}-{i}", [f"p{a}"], [f"p{(a + b) % 6}"]) for i, (a, b) in enumerate(pairs)]
-            assert (await workers[who].process(batch)).events == (await plain.process(batch)).events
+            where = [(0, next(offsets)) for _ in batch]
+            assert (await workers[who].process(batch, where)).events == (await plain.process(batch)).events
+            redelivered = await workers[1 - who].process(batch, where)
+            assert all(r.duplicate for r in redelivered.results)
         assert await store.players("default") == await plain.store.players("default")
 
     asyncio.run(run())

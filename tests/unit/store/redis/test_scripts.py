@@ -98,9 +98,13 @@ def test_commit_script_reads_only_fields_the_client_packs() -> None:
     }
     format_2 = commit_args(commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100, None, format_fields(2))[0]
     earlier = {k.decode(): v for k, v in msgpack.unpackb(format_2, raw=True, strict_map_key=False).items()}
+    unread_commit = dataclasses.replace(commit, unread={0: 5})
+    unread_args = commit_args(unread_commit, 12, 0, Buckets.of(commit, 1000.0, 60), 100)[0]
+    unread = {k.decode(): v for k, v in msgpack.unpackb(unread_args, raw=True, strict_map_key=False).items()}
     assert _fields_read("commit.lua") | _fields_read("common.lua") == (
-        set(packed) | fields | set(staged) | set(earlier) | _known_boards_fields(commit)
+        set(packed) | fields | set(staged) | set(earlier) | set(unread) | _known_boards_fields(commit)
     )
+    assert set(unread) - set(packed) == {"unread"} and unread["unread"] == {0: 5}
     assert set(earlier) - set(packed) == {"format"} and earlier["format"] == 2
     assert fields - set(packed) == {"boards", "board", "board_ids"}
     assert set(staged) - set(packed) == {"staged"} and (staged["staged"], staged["unproduced"]) == (13, 0)
@@ -153,7 +157,10 @@ def test_the_key_lists_follow_the_named_positions() -> None:
     read = layout.read_keys("L", 0, [7], ["all"])
     assert [k.rsplit(":", 1)[-1] for k in commit[: len(COMMIT_KEYS)]] == list(COMMIT_KEYS)
     assert (
-        commit[1] == "sr:{L}:g2:lb" and commit[3] == "sr:{L}:control" and commit[9] == "sr:{L}:g2:players:7"
+        commit[1] == "sr:{L}:g2:lb"
+        and commit[3] == "sr:{L}:control"
+        and commit[9] == "sr:{L}:voids"
+        and commit[10] == "sr:{L}:g2:players:7"
     )
     assert [k.rsplit(":", 1)[-1] for k in read[: len(READ_KEYS)]] == list(READ_KEYS)
     assert commit[8] == "sr:{L}:g2:unproduced:older" and read[5] == "sr:{L}:unproduced:older"
