@@ -10,6 +10,7 @@ import functools
 import json
 import random
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,18 +41,25 @@ def new_producer(settings: Settings, **options: Any) -> AIOKafkaProducer:
     return AIOKafkaProducer(**client_options(settings), acks=PRODUCER_ACKS, **options)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _keyed_partition(key: bytes, partitions: tuple[int, ...]) -> int:
-    """The partition Kafka's default partitioner (murmur2) gives `key`; keys repeat (one per
-    player), so each is hashed once."""
-    partition: int = _partitioner(key, list(partitions), list(partitions))
+@functools.lru_cache(maxsize=64)
+def _keyed_partitions(partitions: tuple[int, ...]) -> Callable[[bytes], int]:
+    """key → the partition of `partitions` Kafka's default partitioner (murmur2) gives it, each
+    key hashed once: keys repeat (one per player). One cache per set of partitions, so that a
+    look-up hashes the key alone."""
+    choices = list(partitions)
+
+    @functools.lru_cache(maxsize=1 << 16)
+    def partition(key: bytes) -> int:
+        chosen: int = _partitioner(key, choices, choices)
+        return chosen
+
     return partition
 
 
 def home_partition(ladder: str, partitions: int) -> int:
     """The partition of a topic with `partitions` partitions that a ladder's match records
     belong on: the default partitioner's choice for the key `match_key(ladder)`."""
-    return _keyed_partition(match_key(ladder), tuple(range(partitions)))
+    return _keyed_partitions(tuple(range(partitions)))(match_key(ladder))
 
 
 async def send_batched(producer: AIOKafkaProducer, records: Iterable[Record]) -> None:
@@ -62,18 +70,19 @@ async def send_batched(producer: AIOKafkaProducer, records: Iterable[Record]) ->
     costs one delivery future where `producer.send` costs one per record. Order within a
     partition is kept; a batch that fills up is sent and a new one started.
     """
-    groups: dict[tuple[str, int], list[Record]] = {}
-    partitions: dict[str, tuple[int, ...]] = {}
+    groups: defaultdict[tuple[str, int], list[Record]] = defaultdict(list)
+    partitions: dict[str, tuple[tuple[int, ...], Callable[[bytes], int]]] = {}
     for record in records:
         topic, key = record[0], record[1]
         if topic not in partitions:
-            partitions[topic] = tuple(sorted(await producer.partitions_for(topic)))
-        choices = partitions[topic]
+            choices = tuple(sorted(await producer.partitions_for(topic)))
+            partitions[topic] = choices, _keyed_partitions(choices)
+        choices, keyed = partitions[topic]
         if len(choices) == 1:
             partition = choices[0]
         else:
-            partition = random.choice(choices) if key is None else _keyed_partition(key, choices)
-        groups.setdefault((topic, partition), []).append(record)
+            partition = random.choice(choices) if key is None else keyed(key)
+        groups[topic, partition].append(record)
     delivered = []
     for (topic, partition), group in groups.items():
         batch = producer.create_batch()

@@ -417,8 +417,8 @@ class BatchBuffer:
     def ack(self, messages: Sequence[Consumed]) -> None:
         """Acknowledge processed records (ones `take` returned); faust commits their offsets."""
         ack = self.app.consumer.ack
-        for message in messages:
-            ack(cast(Message, message))
+        for message in cast(Sequence[Message], messages):
+            ack(message)
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):

@@ -219,7 +219,7 @@ def observe_all(histogram: Histogram, amounts: Sequence[float]) -> None:
     no such call; its bucket and sum values are the ones `observe` increments."""
     if not amounts:
         return
-    counts = collections.Counter(bisect.bisect_left(histogram._upper_bounds, a) for a in amounts)
+    counts = collections.Counter(map(functools.partial(bisect.bisect_left, histogram._upper_bounds), amounts))
     histogram._sum.inc(sum(amounts))
     for bucket, n in counts.items():
         histogram._buckets[bucket].inc(n)

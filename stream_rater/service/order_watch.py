@@ -77,8 +77,9 @@ class OrderWatch:
                 message.partition,
                 message.key,
             )
-        seen = self._partitions.setdefault((message.topic, ladder), set())
-        if message.partition not in seen:
+        seen = self._partitions.get((message.topic, ladder))
+        if seen is None or message.partition not in seen:  # no new set per record
+            seen = self._partitions.setdefault((message.topic, ladder), set())
             seen.add(message.partition)
             metrics.LADDER_PARTITION.labels(ladder, str(message.partition)).set(1)
         if len(seen) == 1:

@@ -35,11 +35,12 @@ class StallWatch:
 
     def acked(self, messages: Sequence[Message]) -> None:
         """`messages` were acknowledged: their partitions moved."""
-        now = self.clock()
-        for message in messages:
-            partition = message.partition
-            self._done[partition] = max(self._done.get(partition, 0), message.offset + 1)
-            self._since[partition] = now
+        now, done, since = self.clock(), self._done, self._since
+        for message in messages:  # `max` inlined: this runs for every record
+            partition, offset = message.partition, message.offset
+            if offset >= done.get(partition, 0):
+                done[partition] = offset + 1
+            since[partition] = now
 
     def acking(self, ack: Callable[[Sequence[Message]], None]) -> Callable[[Sequence[Message]], None]:
         """`ack`, then `acked`: what the pipeline acknowledges its batches with."""
