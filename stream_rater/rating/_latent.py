@@ -20,6 +20,9 @@ of autodiff: ∂ log P / ∂m_k = E[(X_k − m_k)] / v_k under the posterior of 
 observed order, whose density ∝ (everything below, forward pass) × f_k × (everything
 above, backward pass). Nothing is ever exponentiated before it is normalised, so no step
 can underflow to 0 and then produce log(0) or 0/0.
+
+Every exp, log and weighted sum here is `_portable`'s, so the answers are the same bits on
+every CPU.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import log_ndtr, logsumexp, ndtr
+from scipy.special import log_ndtr, ndtr
 
 from stream_rater.rating._gaussian import cdf
 from stream_rater.rating._pairs import expit
+from stream_rater.rating._portable import exp, expm1, log, logsumexp, weighted_sums
 
 Floats = NDArray[np.float64]
 
@@ -51,7 +55,7 @@ def _interval_log_mass(logf: Floats, h: float) -> Floats:
     d = np.abs(b - a)
     big = d > 1e-8
     safe = np.where(big, d, 1.0)
-    shape = np.where(big, np.log(-np.expm1(-safe) / safe), -0.5 * d)
+    shape = np.where(big, log(-expm1(-safe) / safe), -0.5 * d)
     return top + math.log(h) + shape
 
 
@@ -90,14 +94,14 @@ def _normal_kernel(u: Floats) -> Floats:
 
 def _logexp_kernel(u: Floats) -> Floats:
     # T = log X with X ~ Exp(mean 1): density e^(u − e^u), a Gumbel (minimum) shape.
-    return u - np.exp(np.minimum(u, 700.0))
+    return u - exp(np.minimum(u, 700.0))
 
 
 def _logexp_logcdf(u: Floats) -> Floats:
     # log(1 − exp(−e^u)); for u ≪ 0 its series u − e^u/2 avoids log(0).
     low = u < -30.0
-    e = np.exp(np.minimum(u, 700.0))
-    return np.where(low, u - 0.5 * e, np.log(-np.expm1(-np.where(low, 1.0, e))))
+    e = exp(np.minimum(u, 700.0))
+    return np.where(low, u - 0.5 * e, log(-expm1(-np.where(low, 1.0, e))))
 
 
 #: Per family, in standard units: log of the unnormalised density, its normaliser, the log
@@ -116,7 +120,7 @@ _SHARED_WINDOW = {"normal": (-9.0, 9.0), "logexp": (-40.0, 4.0)}
 #: Per family, the CDF itself: `_first_places` multiplies the other teams' CDFs as they are (a
 #: product under 1e-308 is a node that adds nothing) rather than summing log CDFs, which for
 #: the normal family costs twice as much (``log_ndtr``).
-_SHARED_CDF = {"normal": ndtr, "logexp": lambda u: -np.expm1(-np.exp(np.minimum(u, 700.0)))}
+_SHARED_CDF = {"normal": ndtr, "logexp": lambda u: -expm1(-exp(np.minimum(u, 700.0)))}
 
 
 def first_place_probabilities(locs: Sequence[float], scales: Sequence[float], family: str) -> list[float]:
@@ -180,8 +184,8 @@ def _first_places(locs: Floats, scales: Floats, family: str) -> list[float] | No
     cdfs = _SHARED_CDF[family](u)
     inside = (u >= lo) & (u <= hi)  # where team a's CDF is at least 1e-19: safe to divide by
     others = np.divide(cdfs.prod(axis=0), cdfs, out=np.zeros_like(cdfs), where=inside)
-    density = np.exp(np.where(inside, kernel(u), -np.inf))
-    probabilities: list[float] = (((density * others) @ weights) / (scales * normaliser)).tolist()
+    density = exp(np.where(inside, kernel(u), -np.inf))
+    probabilities: list[float] = (weighted_sums(density * others, weights) / (scales * normaliser)).tolist()
     return probabilities
 
 
@@ -207,7 +211,7 @@ def _first_place(a: int, locs: Floats, scales: Floats, family: str) -> float:
     u = ((0.5 * (edges[:-1] + edges[1:]))[:, None] + half * _NODES).ravel()
     weights = (half * _WEIGHTS).ravel()
     log_cdfs = logcdf((locs[a] + scales[a] * u - loc_b[:, None]) / scale_b[:, None]).sum(axis=0)
-    return float(np.sum(weights * np.exp(log_cdfs + kernel(u))) / normaliser)
+    return float(np.sum(weights * exp(log_cdfs + kernel(u))) / normaliser)
 
 
 def gaussian_order_loglik_gradient(
@@ -232,9 +236,7 @@ def gaussian_order_loglik_gradient(
     narrowest = min(float(np.min(sd)), min(group_sd))
     x, h = _grid(float(np.min(loc - 10.0 * sd)), float(np.max(loc + 10.0 * sd)), 0.05 * narrowest)
     points = len(x)
-    log_f = (
-        -0.5 * (x[None, :] - loc[:, None]) ** 2 / var[:, None] - _LOG_SQRT_2PI - 0.5 * np.log(var)[:, None]
-    )
+    log_f = -0.5 * (x[None, :] - loc[:, None]) ** 2 / var[:, None] - _LOG_SQRT_2PI - 0.5 * log(var)[:, None]
     log_group = [log_f[list(g)].sum(axis=0) for g in groups]
 
     # forward: below[g] = log ∫_{−∞}^{x} (groups 0..g−1 in order, all below x)
@@ -255,11 +257,11 @@ def gaussian_order_loglik_gradient(
     log_p = 0.0
     for g, members in enumerate(groups):
         log_post = log_group[g] + below[g] + above[g] + weights
-        norm = float(logsumexp(log_post))
+        norm = logsumexp(log_post)
         if g == len(groups) - 1:
             log_p = norm
-        post = np.exp(log_post - norm)
-        mean_x = float(np.dot(post, x) / post.sum())
+        post = exp(log_post - norm)
+        mean_x = float(weighted_sums(post, x) / post.sum())
         for a in members:
             gradient[a] = (mean_x - float(loc[a])) / float(var[a])
     return log_p, gradient

@@ -227,7 +227,7 @@ def ranking_probabilities(model: RatingModel, teams: Teams, seed: int = 0) -> di
         stds = [math.sqrt(math.fsum(row)) for row in gaussian.performance_variances(teams)]
         draws = np.random.default_rng(seed).normal(means, stds, size=(RANKING_SAMPLES, len(teams)))
         ranked = np.argsort(-draws, axis=1)
-        codes = ranked @ (len(teams) ** np.arange(len(teams)))
+        codes = (ranked * len(teams) ** np.arange(len(teams))).sum(axis=1)
         counts = np.bincount(codes, minlength=len(teams) ** len(teams))
         base = [len(teams) ** k for k in range(len(teams))]
         return {order: counts[sum(t * b for t, b in zip(order, base))] / RANKING_SAMPLES for order in orders}
@@ -399,6 +399,9 @@ def _split_scores(
     sigmas = [r.sigma for r in pool] + [r.sigma for _, r in effects]
     gaussian = model.gaussian()
     if gaussian is not None and None not in sigmas:
+        # only here: _portable needs scipy, importing predict stays light
+        from stream_rater.rating._portable import exp, log
+
         variance = np.square(np.array(sigmas, dtype=float))
         means = _team_sums(table, teams, np.array([r.mu for r in pool]))
         spread = _team_sums(table, teams, variance[: len(pool)])
@@ -408,7 +411,7 @@ def _split_scores(
         noise = gaussian.beta**2 * count
         columns = [means[:, t] for t in range(teams)], [noise[:, t] for t in range(teams)]
         scores = quality_of_terms(
-            *columns, [noise[:, t] + spread[:, t] for t in range(teams)], np.log, np.exp, np.minimum
+            *columns, [noise[:, t] + spread[:, t] for t in range(teams)], log, exp, np.minimum
         )
     else:
         scores = np.array(

@@ -1,13 +1,14 @@
 """The golden replay: the bundled football results and a seeded mix of every model and rule
 through the processor, digested (sha256 of the canonical JSON of every event, every final
 state, leaderboard and live quality record). `golden.sha256` beside this module is the
-digest of the code before the speed work of issue #46 (``python -m tests.unit.perf.golden``
-prints it); outputs must stay byte-identical.
+digest of the code before the speed work of issue #46, but for the Thurstonian ladder's last
+bits, which changed when `rating._portable` made them the same on every CPU
+(``python -m tests.unit.perf.golden`` prints it); outputs must stay byte-identical, on every
+CPU.
 
-The digests are per `float_path`: numpy's float64 ``exp`` and ``log`` (the latent-variable
-predictions of `rating._latent`) run its own AVX-512 code on a CPU with AVX512F and the C
-library's elsewhere, which differ in the last bits; a digest file holds one line per path,
-``<path> <sha256>``."""
+`latent_digest` digests a smaller replay of the ladders whose models integrate over latent
+performances (`rating._latent`), which `tests/unit/rating/test_portable.py` runs with numpy's
+and OpenBLAS's CPU-specific code switched off and on."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import asyncio
 import hashlib
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +27,6 @@ from tests.unit.perf.workload import RULES, Run, parsed, run
 
 DATA = Path(__file__).resolve().parents[3] / "stream_rater/data/international_football_results.csv.gz"
 DIGEST = Path(__file__).with_name("golden.sha256")
-
-
-def float_path() -> str:
-    """Which float64 ``exp``/``log`` numpy runs here: ``avx512f`` (its own) or ``libm``."""
-    from numpy._core._multiarray_umath import __cpu_features__
-
-    return "avx512f" if __cpu_features__.get("AVX512F") else "libm"
-
-
-def recorded(path: Path) -> str:
-    """The digest `path` records for this machine's `float_path` ('' if none)."""
-    lines = dict(line.split() for line in path.read_text().splitlines() if line.strip())
-    return lines.get(float_path(), "")
 
 
 #: Every model, some with their options; (name, model, params).
@@ -172,5 +161,15 @@ def golden_digest() -> str:
     return hashlib.sha256(_canonical(done, names)).hexdigest()
 
 
+def latent_digest() -> str:
+    """The sha256 of the canonical JSON of a replay of the ladders whose models integrate over
+    latent performances (`rating._latent`: the Thurstonian model's update, and the predictions
+    of three teams or more of Plackett-Luce, TrueSkill and Elo)."""
+    config = ladders()
+    names = ["th", "pl", "ts", "elo"]
+    events = [event for k, name in enumerate(names) for event in mixed(name, 300, k, effects=True)]
+    return hashlib.sha256(_canonical(run(parsed(events, config), config, batch_size=250), names)).hexdigest()
+
+
 if __name__ == "__main__":
-    print(float_path(), golden_digest())
+    print(latent_digest() if sys.argv[1:] == ["latent"] else golden_digest())
