@@ -15,7 +15,8 @@ states change with the kernel). The rating code calls these instead:
   `math` would give the same bits at ten times the cost.
 - `weighted_sums`: numpy's pairwise summation, which adds in the same order on every CPU.
 
-The C library picks its code by CPU too, but the same on every x86-64 CPU with AVX2 and FMA.
+The C library picks its code by CPU too, but the same on every x86-64 CPU with AVX2 and FMA
+(docs: Order, "The same bits on every machine").
 """
 
 from __future__ import annotations
