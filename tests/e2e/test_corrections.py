@@ -215,8 +215,8 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
     client = redis.Redis.from_url(stream.settings.redis_url)
     lock = f"sr:{{{stream.ladder}}}:lock"
     voided = events[10]["match_id"]
-    # A 5 s lease (not void_args's 2 s): the refused command below, a new process on a loaded
-    # machine, must reach the lock before the killed one's lease runs out.
+    # A lease long enough that the refused command below, a new process on a loaded machine,
+    # surely finds the killed one's lock; its running out is then brought forward (PEXPIRE).
     command = [
         sys.executable,
         "-m",
@@ -225,7 +225,7 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
         "--batch-size",
         "50",
         "--lease",
-        "5",
+        "120",
     ]
     env = {**os.environ, **ladder_env(stream)}
     for attempt, point in enumerate(["locked", "building"], start=1):
@@ -251,6 +251,7 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
         refused = correct(stream, "void", voided, "--reason", "r", lease=2)
         assert refused.returncode == 1 and "a re-rate is already running" in refused.stderr
         assert "Traceback" not in refused.stderr
+        client.pexpire(lock, 500)
         wait_for(lambda: not client.exists(lock), "the lock to expire", 30)
         assert stream.states() == live
     done = correct(stream, "void", voided, "--reason", "r", lease=2)
