@@ -215,7 +215,7 @@ def _inclusive(annotated: str) -> dict[str, int]:
 #: The budget: per case, per group, the most instructions per match (`update_budget`).
 BUDGET = Path(__file__).with_name("budget.json")
 #: Matches each case replays; headroom of a budget over the figure it was set from.
-MATCHES, HEADROOM = 500, 0.07
+MATCHES, HEADROOM = 2000, 0.07
 
 
 def update_budget() -> None:
