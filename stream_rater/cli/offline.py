@@ -92,7 +92,10 @@ def _add_verify(sub: Subcommands) -> None:
     )
     p.add_argument("--ladder", required=True, help="the ladder to verify")
     p.add_argument(
-        "--tolerance", type=float, default=1e-9, help="largest |difference| of mu or sigma (default 1e-9)"
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="largest |difference| of mu, sigma or peak (default 0: bit for bit, as a replay computes)",
     )
     p.add_argument(
         "--wait",
@@ -329,6 +332,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """``verify``: recompute a ladder from the topic, compare with the store; 1 if any differ."""
     from stream_rater.offline.verify import verify
 
+    if not args.tolerance >= 0:  # NaN too
+        raise ValueError(f"--tolerance: must be >= 0, got {args.tolerance}")
     settings = settings_of(args)
     require(settings, "broker")
     ladders = ladders_of(args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from stream_rater.config.ladders import Ladders
@@ -87,6 +88,22 @@ async def test_compare_checks_each_shadow_and_names_the_one_that_differs() -> No
         assert report.shadows == ["duel~elo", "duel~wide"]
     assert report.differences[0].line().startswith("shadow wide: player ")
     assert "(shadows duel~elo, duel~wide included)" in report.lines()[-1]
+
+
+async def test_by_default_a_last_bit_difference_is_a_difference() -> None:
+    """A replay computes the worker's bits exactly (docs: "The same bits on every machine"), so
+    `compare` without a tolerance names a state one ulp off, which a tolerance of 1e-9 hides."""
+    matches = duels(10)
+    store = MemoryStore()
+    await Processor(SHADOWED, store).process(matches)
+    players = await store.players("duel")
+    pid, state = sorted(players.items())[0]
+    players[pid] = state._replace(mu=math.nextafter(state.mu, math.inf))
+    live = players, await store.players("duel", effects=True)
+    history = LadderHistory("duel", matches)
+    exact = await compare(store, SHADOWED, history, live, shadows={})
+    assert {d.player_id for d in exact.differences} == {pid}, [d.line() for d in exact.differences]
+    assert (await compare(store, SHADOWED, history, live, 1e-9, shadows={})).differences == []
 
 
 async def test_each_modes_board_is_checked_and_a_drifted_row_is_named():
