@@ -48,7 +48,7 @@ from stream_rater.service.pipeline import BatchPipeline
 from stream_rater.service.stall_watch import StallWatch
 from stream_rater.service.store_loss import LossGuard
 from stream_rater.service.timed_store import TimedStore
-from stream_rater.service.wait_dump import consumer_lines, dump
+from stream_rater.service.wait_dump import consumer_lines, dump, task_line
 from stream_rater.service.web import register_web
 from stream_rater.store import ReadStore, RedisTimeouts, StateStore, open_store
 from stream_rater.store.deployment import EARLIEST_FORMAT, STORE_FORMAT, bind
@@ -247,11 +247,38 @@ def _correction_task(
         # running then could not send its events, so it is cancelled here. Its request's
         # offset is not committed: the next owner of the corrections topic carries it out.
         stopping.set()
-        for task in carrying_out:
-            task.cancel()
-        await asyncio.gather(*carrying_out, return_exceptions=True)
+        await cancel_within(carrying_out, CORRECTIONS_STOP_SECONDS, "the correction task")
         if rebuilder is not None:
             await rebuilder.stop()
+
+
+#: How long the stop waits for the cancelled correction task to end. Its consumer's stop
+#: (leave the group, close the fetcher and the connections) takes milliseconds, but aiokafka
+#: waits for each connection's ``connection_lost``, which for TLS comes once the close_notify
+#: exchange ends, or after uvloop's fixed 30 s ``ssl_shutdown_timeout`` when the broker does
+#: not answer it: the whole ``stop_timeout``. The group is left by then; the rest is cleanup
+#: the process's exit does.
+CORRECTIONS_STOP_SECONDS = 5.0
+
+
+async def cancel_within(tasks: Iterable[asyncio.Task[Any]], seconds: float, what: str) -> None:
+    """Cancel `tasks` and wait at most `seconds` for them to end. One still running then is
+    left behind (the stop goes on; its end closes the event loop) with a warning that names
+    `what` and the await it is stuck in (`wait_dump.task_line`)."""
+    running = [task for task in tasks if not task.done()]
+    if not running:
+        return
+    log.info("stopping %s", what)
+    for task in running:
+        task.cancel()
+    _, stuck = await asyncio.wait(running, timeout=seconds)
+    for task in stuck:
+        log.warning(
+            "%s has not ended %.1f s after it was cancelled; the stop goes on without it (%s)",
+            what,
+            seconds,
+            task_line(task, "waits in"),
+        )
 
 
 def ladder_health(settings: Settings, ladders: Ladders) -> LadderHealth:
@@ -331,8 +358,14 @@ async def store_looks_lost(settings: Settings, ladders: Iterable[str]) -> bool:
 EXIT_STOP_TIMEOUT = 75
 
 
+#: The loggers whose latest line a stop that takes too long reports (`Worker.waiting_for`):
+#: faust's and mode's steps, aiokafka's (a consumer leaving its group) and the service's own.
+STEP_LOGGERS = ("faust", "mode", "aiokafka", "stream_rater")
+
+
 class LastLine(logging.Handler):
-    """Remembers the latest message logged (faust and mode log each step of a stop)."""
+    """Remembers the latest message logged (faust and mode log each step of a stop, aiokafka
+    and the service some of theirs)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -394,7 +427,7 @@ class StopWatch:
 
 class Worker(faust.Worker):
     """faust's worker; when it begins to stop (SIGTERM, SIGINT, or the app ending) the
-    `StopWatch` is armed, and the steps faust and mode log from then on are remembered."""
+    `StopWatch` is armed, and the steps logged from then on (`STEP_LOGGERS`) are remembered."""
 
     def __init__(self, app: faust.App, stop_timeout: float, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
@@ -403,7 +436,7 @@ class Worker(faust.Worker):
 
     async def stop(self) -> None:
         """Arm the stop watch, then faust's stop."""
-        for name in ("faust", "mode"):
+        for name in STEP_LOGGERS:
             logging.getLogger(name).addHandler(self.last_step)
         self.stop_watch.arm()
         await super().stop()
@@ -415,14 +448,14 @@ class Worker(faust.Worker):
         dump(worker_loops(app), app.in_flight)
 
     def waiting_for(self) -> str:
-        """What the stop is at: faust's last step and the records taken but not acknowledged."""
+        """What the stop is at: the last step logged and the records taken but not acknowledged."""
         step = repr(self.last_step.line) if self.last_step.line else "(nothing logged)"
         try:
             unacked = len(self.app.consumer.unacked)
         except Exception:  # read from the watch's thread, as the process ends: best effort
             unacked = -1
         held = f"{unacked} records taken and not acknowledged" if unacked >= 0 else "unknown records"
-        return f"faust's last step {step}, {held}"
+        return f"the last step logged {step}, {held}"
 
 
 def use_uvloop() -> None:

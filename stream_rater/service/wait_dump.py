@@ -38,10 +38,11 @@ def task_lines(loop: asyncio.AbstractEventLoop, where: str) -> list[str]:
             continue
     else:
         return [f"{where}: tasks could not be listed"]
-    return sorted(_task_line(task, where) for task in tasks)
+    return sorted(task_line(task, where) for task in tasks)
 
 
-def _task_line(task: asyncio.Task[Any], where: str) -> str:
+def task_line(task: asyncio.Task[Any], where: str) -> str:
+    """`task` as one line: its name and stack (what it awaits last), prefixed with `where`."""
     frames = _await_chain(task.get_coro())[-STACK_FRAMES:]
     stack = " > ".join(f"{f.f_code.co_name}@{_short(f.f_code.co_filename)}:{f.f_lineno}" for f in frames)
     return f"{where} task {task.get_name()}: {stack or '(no frame)'}"

@@ -1,6 +1,7 @@
 """The worker app: its consumer is faust's with one guard per fetched batch, and records of the
 matches topic go to the agent's batch buffer (no broker needed: the delivery loop is driven
-with records in memory); the worker's garbage-collector set-up; its bounded stop (`StopWatch`)."""
+with records in memory); the worker's garbage-collector set-up; its bounded stop (`StopWatch`,
+and the bounded wait for the correction task)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from faust.types import TP
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.config.settings import Settings
+from stream_rater.service import app as app_module
 from stream_rater.service.app import (
     EXIT_STOP_TIMEOUT,
     StopWatch,
     create_app,
     use_uvloop,
 )
+from stream_rater.service.corrections import CorrectionHandler
 from stream_rater.service.faust_transport import YIELD_EVERY, BatchGuardConsumer
 from stream_rater.store.memory import MemoryStore
 
@@ -176,6 +179,45 @@ def test_the_stop_watch_exits_once_after_the_timeout_less_a_margin_saying_what_i
     assert exited == [EXIT_STOP_TIMEOUT]
     [record] = [r for r in caplog.records if "still waiting for" in r.getMessage()]
     assert "the agent's last batch" in record.getMessage()
+
+
+async def test_a_correction_task_stuck_in_its_consumers_close_holds_the_stop_only_briefly(
+    monkeypatch, caplog
+):
+    """The stop cancels the correction task and waits for it at most `CORRECTIONS_STOP_SECONDS`:
+    its consumer's close may wait up to uvloop's 30 s TLS shutdown timeout for the broker to
+    close a connection, the worker's whole stop_timeout. Past the bound the stop goes on, and a
+    warning says where the task waits."""
+    started, closing = asyncio.Event(), asyncio.Event()
+    never = asyncio.get_running_loop().create_future()  # the TLS connections' closing
+
+    async def consume(self: CorrectionHandler) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # getmany: no request
+        finally:
+            closing.set()
+            await never
+
+    monkeypatch.setattr(CorrectionHandler, "consume", consume)
+    monkeypatch.setattr(app_module, "CORRECTIONS_STOP_SECONDS", 0.05)
+    app = create_app(
+        Settings(broker="kafka://127.0.0.1:9", topic_matches=TOPIC, consumer_group="stop-test"),
+        Ladders([Ladder("default", "trueskill")]),
+        store=MemoryStore(),
+    )
+    [carry_out] = [task for task in app._app_tasks if task.__name__ == "carry_out_corrections"]
+    corrections = asyncio.ensure_future(carry_out())
+    await started.wait()
+    stop = asyncio.ensure_future(app.on_before_shutdown.send())
+    try:
+        done, _ = await asyncio.wait({stop}, timeout=10)
+        assert stop in done and closing.is_set() and not corrections.done()
+        [warning] = [r for r in caplog.records if "has not ended" in r.getMessage()]
+        assert "the correction task" in warning.getMessage() and "consume@" in warning.getMessage()
+    finally:
+        never.set_result(None)
+        await asyncio.gather(corrections, stop, return_exceptions=True)
 
 
 def test_the_worker_store_knows_as_many_board_scores_as_states_it_holds():
