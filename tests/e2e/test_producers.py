@@ -23,6 +23,7 @@ from aiokafka.record.memory_records import MemoryRecords
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers, read_log
+from stream_rater.waiting import wait_until_async
 from tests.e2e.clients_support import consumed_by_java, consumed_by_kcat, java_tool, kcat, tools
 from tests.e2e.e2e_support import worker_test_env
 from tests.e2e.streams import Stream, by_event_id, exact, replay_events
@@ -312,6 +313,18 @@ def test_a_log_read_ends_at_the_last_stable_offset(stream_factory):
     stream = stream_factory(partitions=1)
     settings, boot = stream.settings, bootstrap_servers(stream.settings.broker)
 
+    async def settled(offset: int) -> tuple[list, dict[int, int]]:
+        """`read_log` once the last stable offset reached `offset`: the coordinator writes a
+        commit's markers after the producer's commit returns."""
+        read: list[tuple[list, dict[int, int]]] = []
+
+        async def reached() -> bool:
+            read[:] = [await read_log(settings, settings.topic_matches, timeout=20)]
+            return read[0][1][0] >= offset
+
+        await wait_until_async(reached, f"the last stable offset at {offset}", 60, interval=0.1)
+        return read[0]
+
     async def run() -> None:
         simple = AIOKafkaProducer(bootstrap_servers=boot)
         open_one = AIOKafkaProducer(bootstrap_servers=boot, transactional_id=f"{settings.topic_matches}-open")
@@ -321,7 +334,7 @@ def test_a_log_read_ends_at_the_last_stable_offset(stream_factory):
             await open_one.begin_transaction()
             await open_one.send_and_wait(settings.topic_matches, b"committed", key=b"k")
             await open_one.commit_transaction()  # its marker is the log's last offset
-            records, reached = await read_log(settings, settings.topic_matches, timeout=20)
+            records, reached = await settled(2)
             assert [r.value for r in records] == [b"committed"] and reached == {0: 2}
             await open_one.begin_transaction()
             await open_one.send_and_wait(settings.topic_matches, b"open", key=b"k")
@@ -329,7 +342,7 @@ def test_a_log_read_ends_at_the_last_stable_offset(stream_factory):
             records, reached = await read_log(settings, settings.topic_matches, timeout=20)
             assert [r.value for r in records] == [b"committed"] and reached == {0: 2}
             await open_one.commit_transaction()
-            records, reached = await read_log(settings, settings.topic_matches, timeout=20)
+            records, reached = await settled(5)
             assert [r.value for r in records] == [b"committed", b"open", b"after"] and reached == {0: 5}
         finally:
             await simple.stop()
