@@ -96,8 +96,8 @@ class CorrectionHandler:
             max_poll_interval_ms=MAX_REQUEST_SECONDS * 1000,
             fetch_max_wait_ms=int(1000 * self.settings.fetch_max_wait),
         )
-        await consumer.start()
         try:
+            await consumer.start()  # inside: a stop during the start stops its tasks too
             while True:
                 for tp, records in (await consumer.getmany(timeout_ms=1000, max_records=1)).items():
                     for record in records:
