@@ -247,7 +247,8 @@ def _correction_task(
         # running then could not send its events, so it is cancelled here. Its request's
         # offset is not committed: the next owner of the corrections topic carries it out.
         stopping.set()
-        await cancel_within(carrying_out, CORRECTIONS_STOP_SECONDS, "the correction task")
+        bound = min(CORRECTIONS_STOP_SECONDS, CORRECTIONS_STOP_SHARE * corrections.settings.stop_timeout)
+        await cancel_within(carrying_out, bound, "the correction task")
         if rebuilder is not None:
             await rebuilder.stop()
 
@@ -257,8 +258,9 @@ def _correction_task(
 #: waits for each connection's ``connection_lost``, which for TLS comes once the close_notify
 #: exchange ends, or after uvloop's fixed 30 s ``ssl_shutdown_timeout`` when the broker does
 #: not answer it: the whole ``stop_timeout``. The group is left by then; the rest is cleanup
-#: the process's exit does.
-CORRECTIONS_STOP_SECONDS = 5.0
+#: the process's exit does. At most `CORRECTIONS_STOP_SHARE` of ``stop_timeout``, which the
+#: rest of the stop needs too (a consumer still joining its group at the stop held it 4 s).
+CORRECTIONS_STOP_SECONDS, CORRECTIONS_STOP_SHARE = 5.0, 0.2
 
 
 async def cancel_within(tasks: Iterable[asyncio.Task[Any]], seconds: float, what: str) -> None:
