@@ -9,7 +9,7 @@ are random pairs. The store's clock is the matches' own: they are spread over si
 at the fastest ``--per-day`` rate, so the markers of the dedupe window expire as they would in
 production. Then every key of the ladder is sized (``MEMORY USAGE … SAMPLES 0`` and its entry
 count) and `capacity_model` fits each kind's cost per key and per entry, scaled by Redis's
-``used_memory`` growth over the keys' sum, and projects it to ``--players`` and each
+keyspace memory growth over the keys' sum, and projects it to ``--players`` and each
 ``--per-day`` (markers alive = matches/day × the marker window). Kafka bytes are the produced
 key + value of each match-finished and rating-changed record, uncompressed.
 """
@@ -51,13 +51,13 @@ START = 1_700_000_000.0
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """What was loaded: players, matches, seconds taken, Redis's ``used_memory`` growth, and
+    """What was loaded: players, matches, seconds taken, Redis's `keyspace_memory` growth, and
     the Kafka bytes of the first `sampled` matches' records (match-finished, rating-changed)."""
 
     players: int
     matches: int
     seconds: float
-    used_memory: int
+    keyspace_memory: int
     sampled: int = 0
     match_bytes: int = 0
     events: int = 0
@@ -123,7 +123,7 @@ async def load(
     sizes = [0, 0, 0, 0]  # sampled matches, their bytes, their events, their bytes
     started, offset = time.perf_counter(), 0
     try:
-        before = (await store.client.info("memory"))["used_memory"]
+        before = await keyspace_memory(store.client)
         for batch in _batches(players, matches, per_day, batch_size):
             now[0] = batch[-1]["finished_at"]
             parsed = [parse_match(e, table) for e in batch]
@@ -132,10 +132,25 @@ async def load(
             offset += len(batch)
             if sizes[0] < SAMPLED_RECORDS:
                 _size_records(sizes, batch, result.events)
-        used = (await store.client.info("memory"))["used_memory"] - before
+        used = await keyspace_memory(store.client) - before
     finally:
         await store.close()
     return Load(players, matches, time.perf_counter() - started, used, *sizes)
+
+
+async def keyspace_memory(client: Any) -> int:
+    """Bytes Redis holds for its keys: ``MEMORY STATS``'s dataset plus each database's hash
+    tables — ``used_memory`` less what does not grow with keys (clients' query and reply buffers,
+    whose size depends on when Redis last trimmed them; scripts; the startup allocation)."""
+    stats = await client.memory_stats()
+    tables = sum(
+        v
+        for db, fields in stats.items()
+        if str(db).startswith("db.")
+        for k, v in fields.items()
+        if str(k).startswith("overhead.hashtable")
+    )
+    return int(stats["dataset.bytes"]) + int(tables)
 
 
 def _size_records(sizes: list[int], batch: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
@@ -224,7 +239,7 @@ async def measure(
     total = sum(s.usage for s in samples)
     buckets = [s.suffix for s in samples if kind_of(s.suffix)[0] == "players"]
     share = await history_share(redis_url, settings.redis_prefix, buckets)
-    sizes = KindSizes(found, players, markers, done.used_memory / total if total else 1.0)
+    sizes = KindSizes(found, players, markers, done.keyspace_memory / total if total else 1.0)
     return Measured(done, sizes, share)
 
 
@@ -270,7 +285,7 @@ def report(measured: Measured, players: int, per_day: Sequence[float], settings:
         "measured_players": load.players,
         "measured_matches": load.matches,
         "load_seconds": load.seconds,
-        "used_memory": load.used_memory,
+        "keyspace_memory": load.keyspace_memory,
         "marker_ttl": settings.marker_ttl,
         "history_limit": settings.redis_history(),
         "history_share": measured.history,
@@ -285,7 +300,7 @@ def _print(doc: dict[str, Any], out: TextIO) -> None:
     items = doc["items"]
     print(
         f"loaded {doc['measured_players']:,} players, {doc['measured_matches']:,} matches in "
-        f"{doc['load_seconds']:.0f} s: used_memory grew {doc['used_memory'] / 1e6:,.1f} MB; marker window "
+        f"{doc['load_seconds']:.0f} s: the keyspace grew {doc['keyspace_memory'] / 1e6:,.1f} MB; marker window "
         f"{doc['marker_ttl']:g} s, history {doc['history_limit']} changes per player",
         file=out,
     )

@@ -18,7 +18,7 @@ size, a kind spread over ``B`` buckets holding ``n`` entries uses ``B·(1 − e^
 (the expected number of non-empty buckets for ``n`` ids), a kind of a key per player one per player, any
 other kind the keys it had (one, or the markers' few time slots). The sum of the keys'
 ``MEMORY USAGE`` misses Redis's own per-key overhead (the keyspace's hash table, allocator
-rounding): `KindSizes` carry the load's ``used_memory`` growth over that sum as `overhead`,
+rounding): `KindSizes` carry the load's keyspace memory growth over that sum as `overhead`,
 applied to every projected byte.
 """
 
@@ -146,7 +146,7 @@ class KindSizes:
     kinds: list[Kind]
     players: int
     markers: int
-    #: ``used_memory`` growth of the load over the sum of its keys' ``MEMORY USAGE``.
+    #: Keyspace memory growth of the load over the sum of its keys' ``MEMORY USAGE``.
     overhead: float
 
     def per_driver(self, kind: Kind) -> float:

@@ -1,5 +1,5 @@
 """`bench capacity`'s model against Redis itself: costs measured on one load, projected to a
-load four times its size, agree with that load's real ``used_memory`` growth."""
+load four times its size, agree with that load's real keyspace memory growth."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 def _fresh_redis_measure(
     players: int, matches: int, settings: Settings, batch_size: int = 100
 ) -> capacity.Measured:
-    """A load on a Redis of its own (no other test's keys move its ``used_memory``), in batches
+    """A load on a Redis of its own (no other test's keys move its memory), in batches
     small enough that a player is rarely twice in one, as on a big ladder."""
     with LocalRuntime(broker=False) as runtime:
         return asyncio.run(capacity.measure(runtime.redis_url, players, matches, 20e6, settings, batch_size))
@@ -30,7 +30,7 @@ def test_projection_from_a_small_load_matches_a_load_four_times_larger():
     large = _fresh_redis_measure(12_000, 60_000, settings)
     markers = sum(k.entries for k in large.sizes.kinds if k.name == "mk")
     projected = sum(small.sizes.project(12_000, markers).values())
-    assert projected == pytest.approx(large.load.used_memory, rel=0.15)
+    assert projected == pytest.approx(large.load.keyspace_memory, rel=0.15)
 
 
 def test_markers_of_produced_matches_are_small_and_only_the_last_batch_keeps_its_events():
