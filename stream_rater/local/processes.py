@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -37,8 +38,33 @@ class LocalRuntimeError(RuntimeError):
     """A local service failed to start or a broker/topic operation failed."""
 
 
-def free_port(host: str = HOST) -> int:
-    """A TCP port that is free on ``host`` right now (another process may still take it)."""
+#: The lowest port `free_port` picks (below it: well-known and registered services' defaults).
+LISTEN_PORTS_FROM = 20000
+#: Where the kernel's ephemeral range starts when ``ip_local_port_range`` cannot be read.
+EPHEMERAL_FROM = 32768
+
+
+def _ephemeral_from() -> int:
+    """The first port of the kernel's range for the local ends of outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return EPHEMERAL_FROM
+
+
+def free_port(host: str = HOST, attempts: int = 100) -> int:
+    """A TCP port that is free on ``host`` right now (another process may still take it), picked
+    at random below the ephemeral range: a port the kernel gave out (``bind(0)``, ``connect``)
+    may be the local end of some client's connection by the time a server binds it."""
+    top = _ephemeral_from()
+    for _ in range(attempts if top > LISTEN_PORTS_FROM else 0):
+        port = random.randrange(LISTEN_PORTS_FROM, top)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

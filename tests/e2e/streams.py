@@ -179,10 +179,11 @@ def exact(states: dict[str, dict]) -> dict[str, dict]:
 
 
 def void_args(stream: Stream, match_id: str) -> list[str]:
-    """``stream-rater void`` arguments for `match_id` of `stream`'s ladder, store and topics,
-    with a 2 s lease (a killed re-rate's lock and freeze expire quickly)."""
+    """``stream-rater void`` arguments for `match_id` of `stream`'s ladder, store and topics
+    (the default lease: a test that kills the command appends a long one and brings the
+    expiry of what the killed command left forward itself)."""
     return [
-        *("void", match_id, "--reason", "r", "--ladder", stream.ladder, "--lease", "2"),
+        *("void", match_id, "--reason", "r", "--ladder", stream.ladder),
         *("--store", stream.settings.redis_url, "--broker", stream.settings.broker),
         *("--topic-matches", stream.settings.topic_matches, "--topic-updates", stream.settings.topic_updates),
     ]

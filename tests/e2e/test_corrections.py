@@ -41,7 +41,7 @@ def football(stream: Stream, n: int = MATCHES) -> list[dict]:
     return events
 
 
-def correct(stream: Stream, command: str, *args: str, lease: float = 10.0) -> subprocess.CompletedProcess:
+def correct(stream: Stream, command: str, *args: str) -> subprocess.CompletedProcess:
     """Run ``stream-rater <command>`` on the stream's ladder, topics and store."""
     return cli(
         command,
@@ -53,8 +53,6 @@ def correct(stream: Stream, command: str, *args: str, lease: float = 10.0) -> su
         stream.settings.redis_url,
         "--broker",
         stream.settings.broker,
-        "--lease",
-        str(lease),
         "--topic-matches",
         stream.settings.topic_matches,
         "--topic-updates",
@@ -248,13 +246,13 @@ def test_a_killed_rerate_leaves_the_live_ladder_untouched_and_the_next_one_compl
         finally:
             stop_process(process)
         assert stream.states() == live
-        refused = correct(stream, "void", voided, "--reason", "r", lease=2)
+        refused = correct(stream, "void", voided, "--reason", "r")
         assert refused.returncode == 1 and "a re-rate is already running" in refused.stderr
         assert "Traceback" not in refused.stderr
         client.pexpire(lock, 500)
         wait_for(lambda: not client.exists(lock), "the lock to expire", 30)
         assert stream.states() == live
-    done = correct(stream, "void", voided, "--reason", "r", lease=2)
+    done = correct(stream, "void", voided, "--reason", "r")
     assert done.returncode == 0, done.stderr
     _, without = replay_events(stream, [e for e in events if e["match_id"] != voided])
     close(stream.states(), without[stream.ladder])
@@ -294,8 +292,8 @@ def test_sigkill_inside_the_freeze_and_after_the_switch_loses_nothing(stream_fac
     client = redis.Redis.from_url(stream.settings.redis_url)
 
     live = stream.states()
-    # A long lease (the last --lease counts), so that the freeze is surely there when looked
-    # at on a loaded machine; its running out is then brought forward (PEXPIRE).
+    # Long leases (the last --lease counts), so that no renewal is missed on a loaded machine
+    # and the freeze is surely there when looked at; its running out is then brought forward.
     freeze = [sys.executable, "-c", KILLED_AFTER, "freeze", *args, "--lease", "120"]
     killed = subprocess.run(freeze, env=env, timeout=300)
     assert killed.returncode == -signal.SIGKILL
@@ -306,8 +304,11 @@ def test_sigkill_inside_the_freeze_and_after_the_switch_loses_nothing(stream_fac
     stream.publish(events[1000:1200])
     wait_for(lambda: games(stream) == 2400, "the worker going on once the freeze expired", 60)
 
-    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER, "switch", *args], env=env, timeout=300)
+    switch = [sys.executable, "-c", KILLED_AFTER, "switch", *args, "--lease", "120"]
+    killed = subprocess.run(switch, env=env, timeout=300)
     assert killed.returncode == -signal.SIGKILL
+    client.pexpire(frozen, 500)
+    client.pexpire(lock, 500)
     _, without = replay_events(stream, [e for e in events[:1200] if e["match_id"] != voided])
     close(stream.states(), without[stream.ladder])
     stream.publish(events[1200:])
@@ -322,7 +323,7 @@ def test_sigkill_inside_the_freeze_and_after_the_switch_loses_nothing(stream_fac
     _, with_it = replay_events(stream, events[:1200])
     changed = {p for p, state in with_it[stream.ladder].items() if without[stream.ladder].get(p) != state}
     wait_for(lambda: not client.exists(f"sr:{{{stream.ladder}}}:lock"), "the lock to expire", 30)
-    again = correct(stream, "void", voided, "--reason", "r", lease=2)
+    again = correct(stream, "void", voided, "--reason", "r")
     assert again.returncode == 0, again.stderr
     sent = corrections(stream, len(changed))
     assert sorted(e["player_id"] for e in sent if e["correction"]["voided"] == [voided]) == sorted(changed)
