@@ -36,8 +36,13 @@ class Topic:
         return {0: 400}
 
 
+#: Seconds of a lease, and of blocking work per match: a lease long enough that a loaded
+#: machine's stall of the event loop (the keeper renews at a third of it) does not lose it.
+LEASE, WORK = 2.4, 0.012
+
+
 async def test_a_build_slower_than_the_lease_per_batch_keeps_its_lock(monkeypatch: pytest.MonkeyPatch):
-    """400 matches at 3 ms each of blocking work: in one batch (1.2 s) the 0.6 s lease would
+    """400 matches at 12 ms each of blocking work: in one batch (4.8 s) the 2.4 s lease would
     expire before the keeper could renew it, and the re-rate would fail every time; paced,
     the batches stay under a sixth of the lease and the re-rate completes."""
     store = MemoryStore()
@@ -49,7 +54,7 @@ async def test_a_build_slower_than_the_lease_per_batch_keeps_its_lock(monkeypatc
     real = model.rate_match
 
     def slow(self: Any, teams: Any, outcome: Any) -> Any:
-        time.sleep(0.003)  # stands for CPU work: it blocks the event loop as rating does
+        time.sleep(WORK)  # stands for CPU work: it blocks the event loop as rating does
         return real(self, teams, outcome)
 
     monkeypatch.setattr(model, "rate_match", slow)
@@ -68,7 +73,7 @@ async def test_a_build_slower_than_the_lease_per_batch_keeps_its_lock(monkeypatc
         return None
 
     report = await Rerate(
-        store, LADDERS, correction, Topic(entries), send, RerateOptions(Tuning(lease=0.6))
+        store, LADDERS, correction, Topic(entries), send, RerateOptions(Tuning(lease=LEASE))
     ).run()
     assert report.applied == 400 and report.generation == 1
-    assert sizes[0] == MIN_CHUNK and max(sizes) * 0.003 < 0.6 / 3
+    assert sizes[0] == MIN_CHUNK and max(sizes) * WORK < LEASE / 3
