@@ -7,7 +7,8 @@ functions through a C function of the interpreter that nothing else in the proce
 (`MARKERS`: e.g. ``operator.call`` for ``plan_batch``): that C function's inclusive count is
 the group's. The whole replay is called through ``sys.call_tracing``, so neither start-up
 nor the building of the matches is counted; callgrind instruments only from just before it
-(`_instrument`), which makes a count four times as fast.
+(`_instrument`), which makes a count four times as fast. One run counts the total and every
+group: the total includes the markers' own calls (a few per match, the same in every run).
 """
 
 from __future__ import annotations
@@ -34,10 +35,9 @@ from tests.unit.perf.workload import CASES, CLOCK, parsed, run
 ROOT = Path(__file__).resolve().parents[3]
 VALGRIND = "valgrind"
 
-#: Group → (the interpreter's C function its calls go through, what it covers). The total is
-#: counted in a run of its own, without the other markers; the groups with the cyclic garbage
-#: collector off, so that a collection (which any allocation may set off) never moves a
-#: group's count.
+#: Group → (the interpreter's C function its calls go through, what it covers). The replay is
+#: counted with the cyclic garbage collector off, so that a collection (which any allocation
+#: may set off) never moves a group's count.
 MARKERS: dict[str, tuple[str, str]] = {
     "total": ("sys_call_tracing", "the whole replay: processor and memory store"),
     "plan_batch": ("_operator_call", "planner.plan_batch (inclusive)"),
@@ -90,15 +90,14 @@ def _mark(module: Any, names: tuple[str, ...], wrap: Callable[..., Any]) -> None
             setattr(module, name, wrap(getattr(module, name)))
 
 
-def counted_run(case: str, n: int, marked: bool) -> None:
-    """Replay `n` matches of `case`, with every group's calls `marked` (module docstring),
-    after a short replay of other matches of it (imports and caches of first use uncounted)."""
+def counted_run(case: str, n: int) -> None:
+    """Replay `n` matches of `case`, with every group's calls marked (module docstring), after
+    a short replay of other matches of it (imports and caches of first use uncounted)."""
     matches = parsed(CASES[case](n))
-    _build_redis_args(marked)
+    _build_redis_args()
     run([replace(m, match_id=f"warm-{m.match_id}", finished_at=m.finished_at - 1e8) for m in matches[:50]])
-    if marked:  # the collector's pauses fall in whichever group allocates: not in the groups
-        _mark_groups()
-        gc.disable()
+    _mark_groups()
+    gc.disable()  # the collector's pauses fall in whichever group allocates: not in the groups
     _instrument()
     sys.call_tracing(run, (matches,))
 
@@ -122,18 +121,18 @@ def _instrument() -> None:
         raise RuntimeError(f"callgrind_control --instr=on exited {control.returncode}")
 
 
-def _build_redis_args(marked: bool) -> None:
+def _build_redis_args() -> None:
     """Have the memory store also build the Redis store's script argument of each commit (as
     `RedisStore` would, markers kept an hour, histories 2 entries: the worker's defaults), so
-    that the budget covers the worker's encoding of its commits too; `marked`: through
-    ``functools.reduce``."""
+    that the budget covers the worker's encoding of its commits too, through
+    ``functools.reduce`` (its group's marker)."""
     from stream_rater.store.memory import MemoryStore
     from stream_rater.store.redis.scripts import Buckets, commit_args
 
     def args(commit: Commit) -> bytes:
         return commit_args(commit, 0, 0, Buckets.of(commit, CLOCK, 3600.0), 2)
 
-    build = _by_reduce(args) if marked else args
+    build = _by_reduce(args)
     commit_many = MemoryStore.commit_many
 
     async def commit_with_args(self: MemoryStore, commits: Sequence[Commit]) -> Any:
@@ -159,15 +158,7 @@ def _mark_groups() -> None:
 
 def count(case: str, n: int, cwd: Path = ROOT) -> dict[str, float]:
     """Instructions per match of `n` matches of `case`, per group of `MARKERS` (the package
-    imported from `cwd`): the total from a run without the markers (they cost instructions
-    too), the groups from one with them."""
-    counted = _counted(case, n, cwd, marked=True)
-    counted["total"] = _counted(case, n, cwd, marked=False)["total"]
-    return counted
-
-
-def _counted(case: str, n: int, cwd: Path, marked: bool) -> dict[str, float]:
-    """`count` of one run, `marked` or not."""
+    imported from `cwd`)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -183,7 +174,6 @@ def _counted(case: str, n: int, cwd: Path, marked: bool) -> dict[str, float]:
                 "--count",
                 case,
                 str(n),
-                *(["--marked"] if marked else []),
             ],
             cwd=cwd,
             env=env,

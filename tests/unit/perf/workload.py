@@ -2,7 +2,7 @@
 counts (`CASES`) and the mix the golden digest covers (`golden_digest`).
 
 ``python -m tests.unit.perf.workload CASE [N]`` prints the processor's CPU µs per match of a
-replay of `N` matches of `CASE` (best of 5); ``--count CASE N [--marked]`` runs it once as the budget
+replay of `N` matches of `CASE` (best of 5); ``--count CASE N`` runs it once as the budget
 test counts it (under callgrind: `tests.unit.perf.callgrind`).
 """
 
@@ -161,7 +161,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "--count":
         from tests.unit.perf.callgrind import counted_run
 
-        counted_run(argv[1], int(argv[2]), marked=argv[3:] == ["--marked"])
+        counted_run(argv[1], int(argv[2]))
         return
     n = int(argv[1]) if len(argv) > 1 else 50_000
     print(f"{argv[0]}: {cpu_us_per_match(argv[0], n):.1f} µs per match (processor CPU, {n} matches)")
