@@ -343,6 +343,10 @@ def kcat_publishes(bootstrap: str) -> bool:
     return done.returncode == 0
 
 
+#: `dev`'s broker and Redis on free ports.
+FREE_PORTS = ("--kafka-port", "0", "--redis-port", "0")
+
+
 @pytest.mark.parametrize(
     ("flags", "nodes"),
     [([], 1), (["--embedded-broker", "apache-kafka", "--brokers", "3"], 3)],
@@ -363,7 +367,8 @@ def test_dev_becomes_ready_and_stops_on_sigint(tmp_path: Path, flags: list[str],
     log_path = tmp_path / "dev.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "stream_rater", "dev", *flags, "--web-port", str(port)],
+            # Free ports, not the tutorial's 9092 and 6379: another test may run a `dev` meanwhile.
+            [sys.executable, "-m", "stream_rater", "dev", *flags, "--web-port", str(port), *FREE_PORTS],
             env={**os.environ, "STREAM_RATER_APP_DATADIR": str(tmp_path / "faust-data")},
             cwd=tmp_path,
             stdout=log,
