@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from stream_rater.local.class_archive import JIT_OPTIONS, ClassArchive
 from stream_rater.local.kafka_jars import (
     KAFKA_CACHE_ENV,
     KAFKA_HOME_ENV,
@@ -138,6 +139,8 @@ class _Node:
     directory: Path
     sasl_ssl_port: int | None = None
     child: Child | None = None
+    #: Where its JVM writes the class-data-sharing archive at exit (`ClassArchive.options`).
+    writes_archive: Path | None = None
 
     @property
     def name(self) -> str:
@@ -184,6 +187,7 @@ class ApacheKafkaCluster:
         self._nodes: list[_Node] = []
         self._java = ""
         self._libs = Path()
+        self._archive: ClassArchive | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -192,6 +196,7 @@ class ApacheKafkaCluster:
         that dies at startup (a port taken meanwhile) restarts the cluster on new ports."""
         self._java = java_binary()
         self._libs = kafka_libs(self.version)
+        self._archive = ClassArchive(self._java, self._libs)
         (self.workdir / "log4j2.properties").write_text(_LOG4J2)
         attempt = 0
         while True:
@@ -215,6 +220,7 @@ class ApacheKafkaCluster:
     def stop(self) -> None:
         """Stop every node at once (SIGTERM, wait, SIGKILL); the logs stay in ``workdir``."""
         stop_children((n.child for n in self._nodes), self.stop_timeout)
+        self._keep_archives(self._nodes)
 
     def restart(self, *indices: int) -> None:
         """Start the nodes ``indices`` again from their on-disk logs, on their ports, and wait
@@ -226,6 +232,7 @@ class ApacheKafkaCluster:
                 if node.child.alive():
                     node.child.process.send_signal(signal.SIGCONT)
                 node.child.stop(self.stop_timeout)
+                self._keep_archives([node])
             node.child = spawn(node.name, self._server_argv(node), self.workdir, node.port)
         self._wait_ready()
 
@@ -336,9 +343,11 @@ class ApacheKafkaCluster:
             for arg in ("--add-scram", f"{SASL_MECHANISM}=[name={name},password={password}]")
         ]
 
+        archive = self._archive.mapped() if self._archive is not None else []
+
         def format_node(node: _Node) -> None:
             argv = [
-                *self._jvm("-Xmx256m", "-XX:TieredStopAtLevel=1"),
+                *self._jvm("-Xmx256m", *JIT_OPTIONS, *archive),
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.properties),
                 *scram,
             ]  # fmt: skip
@@ -360,7 +369,19 @@ class ApacheKafkaCluster:
             list(pool.map(format_node, self._nodes))
 
     def _server_argv(self, node: _Node) -> list[str]:
-        return [*self._jvm(*HEAP_OPTIONS, "-XX:+ExitOnOutOfMemoryError"), "kafka.Kafka", str(node.properties)]
+        """The node's JVM command line, mapping the class archive (or writing it at exit)."""
+        assert self._archive is not None
+        archive, node.writes_archive = self._archive.options(self.workdir)
+        options = (*HEAP_OPTIONS, *JIT_OPTIONS, *archive, "-XX:+ExitOnOutOfMemoryError")
+        return [*self._jvm(*options), "kafka.Kafka", str(node.properties)]
+
+    def _keep_archives(self, nodes: Sequence[_Node]) -> None:
+        """Keep the class archive a stopped node's JVM wrote at its exit (`ClassArchive.keep`)."""
+        for node in nodes:
+            if node.writes_archive is not None and node.child is not None and not node.child.alive():
+                assert self._archive is not None
+                self._archive.keep(node.writes_archive, node.child.process.returncode)
+                node.writes_archive = None
 
     def _wait_ready(self) -> None:
         """Wait until every node listens (on every client listener) and the metadata lists all

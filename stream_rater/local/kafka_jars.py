@@ -68,13 +68,13 @@ def apache_kafka_missing(version: str = KAFKA_VERSION) -> str | None:
         java_binary()
     except JavaToolMissing as exc:
         return str(exc)
-    resolved = os.environ.get(KAFKA_HOME_ENV) or (_cache_root() / f"kafka-{version}").is_dir()
+    resolved = os.environ.get(KAFKA_HOME_ENV) or (cache_root() / f"kafka-{version}").is_dir()
     if not resolved and not shutil.which("mvn"):
         return f"resolving Apache Kafka {version} needs Maven (mvn on PATH), and none was found"
     return None
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
     """Where resolved Kafka versions live: ``$STREAM_RATER_KAFKA_CACHE`` or the user cache."""
     explicit = os.environ.get(KAFKA_CACHE_ENV)
     if explicit:
@@ -99,7 +99,7 @@ def kafka_libs(version: str = KAFKA_VERSION, part: KafkaPart = "broker") -> Path
         if not any(libs.glob("kafka_*.jar")):
             raise LocalRuntimeError(f"{KAFKA_HOME_ENV}={home} has no libs/kafka_*.jar")
         return libs
-    root = _cache_root()
+    root = cache_root()
     name = "kafka" if part == "broker" else f"kafka-{part}"
     target = root / f"{name}-{version}"
     if target.is_dir():

@@ -13,6 +13,7 @@ import pytest
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import bootstrap_servers
 from stream_rater.local.apache_kafka import JavaToolMissing, java_binary, kafka_libs
+from stream_rater.local.class_archive import JIT_OPTIONS
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +35,9 @@ def kcat() -> str:
 
 
 def java_tool(tools: Path, main: str, *args: str) -> list[str]:
-    """The command line of one of Kafka's console tools."""
-    return [java_binary(), "-Xmx256m", "-cp", f"{tools}/*", main, *args]
+    """The command line of one of Kafka's console tools (C1 alone, as the local broker: a
+    short run on a shared machine)."""
+    return [java_binary(), "-Xmx256m", *JIT_OPTIONS, "-cp", f"{tools}/*", main, *args]
 
 
 def consumed_by_kcat(settings: Settings, count: int) -> list[dict]:
