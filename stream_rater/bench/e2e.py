@@ -276,6 +276,7 @@ def run(
                 redis_url=runtime.redis_url,
                 web_port=free_port(),
                 partitions=partitions,
+                fetch_max_wait=runtime.fetch_max_wait(),
             )
             started: list[subprocess.Popen[bytes]] = []
             start = functools.partial(_start_pipeline, kind, settings, Path(runtime.log_dir or "."), started)

@@ -181,7 +181,11 @@ def _one_run(
     topics = {f"{t}-{tag}": partitions for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, redis=ClusterLayout(3) if store == "cluster" else True) as runtime:
         settings = tagged_settings(
-            tag, broker=runtime.broker_url, redis_url=runtime.redis_url, partitions=partitions
+            tag,
+            broker=runtime.broker_url,
+            redis_url=runtime.redis_url,
+            partitions=partitions,
+            fetch_max_wait=runtime.fetch_max_wait(),
         )
         env = ladders_env(names)
         ports = [free_port() for _ in range(count)]

@@ -52,7 +52,12 @@ def run(
     topics = {f"{t}-{tag}": 1 for t in ("matches", "updates", "dlq")}
     with LocalRuntime(topics=topics, broker=broker) as runtime:
         settings = tagged_settings(
-            tag, broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port(), partitions=1
+            tag,
+            broker=runtime.broker_url,
+            redis_url=runtime.redis_url,
+            web_port=free_port(),
+            partitions=1,
+            fetch_max_wait=runtime.fetch_max_wait(),
         )
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
         worker = start_worker(settings, {}, log)

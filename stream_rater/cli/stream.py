@@ -195,6 +195,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             redis_url=runtime.redis_url,
             replication_factor=runtime.replication_factor,
             session_timeout=3.0,
+            fetch_max_wait=runtime.fetch_max_wait(settings.fetch_max_wait),
         )
         if args.archive:
             settings = _dev_archive(archive, settings)

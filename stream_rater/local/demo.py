@@ -56,6 +56,7 @@ WORKER_FIELDS = (
     "partitions",
     "batch_size",
     "session_timeout",
+    "fetch_max_wait",
     "consumer_group",
     "topic_matches",
     "topic_updates",
@@ -209,6 +210,7 @@ def run_demo(
             redis_url=runtime.redis_url,
             web_port=free_port(),
             session_timeout=3.0,
+            fetch_max_wait=runtime.fetch_max_wait(settings.fetch_max_wait),
         )
         print(f"broker {runtime.bootstrap_servers}  redis {runtime.redis_url}", file=out)
         log_path = Path(runtime.log_dir or ".") / "worker.log"
