@@ -348,12 +348,8 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
         workdir = Path(runtime.log_dir or ".")
         redis = FaultyRedis(workdir)
         redis.start()
-        settings = replace(
-            settings,
-            broker=runtime.broker_url,
-            redis_url=redis.url,
-            fetch_max_wait=runtime.fetch_max_wait(settings.fetch_max_wait),
-        )
+        wait = runtime.fetch_max_wait(settings.fetch_max_wait)
+        settings = replace(settings, broker=runtime.broker_url, redis_url=redis.url, fetch_max_wait=wait)
         env = _child_env(workdir)
         workers = Workers(settings, env, redis.port, workdir, links)
         checkpoints = CheckpointLoop(settings, env, redis.port, workdir)

