@@ -22,6 +22,7 @@ from aiokafka.errors import KafkaError
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import Record, create_topics, read_log, send_batched
+from stream_rater.local import class_archive
 from stream_rater.local.apache_kafka import ApacheKafkaCluster, JavaToolMissing, java_binary, kafka_libs
 from stream_rater.local.class_archive import ClassArchive
 from stream_rater.local.nemesis import BrokerLinks
@@ -150,29 +151,30 @@ def test_one_broker_round_trip(tmp_path: Path) -> None:
         _ = runtime.bootstrap_servers
 
 
-def test_a_broker_writes_its_class_archive_at_exit_and_the_next_one_maps_it(tmp_path: Path) -> None:
-    """With no class archive, a broker's JVM writes one when it stops; the JVM maps it (with
-    ``-Xshare:on`` a JVM that cannot map it fails), and the next broker starts with it."""
+def test_a_broker_writes_its_class_archive_at_exit_and_a_jvm_maps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no class archive, a broker's JVM writes one when it stops, and the JVM maps it
+    (with ``-Xshare:on`` a JVM that cannot map it fails); later brokers are started with it
+    (`ClassArchive.options`, tests/unit/local/test_class_archive.py). The archive goes to a
+    cache of this test's own (the jars stay where they are)."""
+    monkeypatch.setattr(class_archive, "cache_root", lambda: tmp_path / "cache")
     archive = ClassArchive(java_binary(), kafka_libs())
-    archive.path.unlink(missing_ok=True)  # other tests' brokers then start without it, slower
-    (tmp_path / "first").mkdir(), (tmp_path / "second").mkdir()
-    first = ApacheKafkaCluster(tmp_path / "first", startup_timeout=STARTUP_TIMEOUT).start()
-    first.stop()
-    assert archive.path.is_file() and not list((tmp_path / "first").glob("*.jsa"))
-    libs = f"{kafka_libs()}/*"
+    cluster = ApacheKafkaCluster(tmp_path, startup_timeout=STARTUP_TIMEOUT).start()
+    try:
+        pid = cluster.children[0].process.pid
+        argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+        assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in argv), argv
+    finally:
+        cluster.stop()
+    assert_gone([pid])
+    assert archive.path.is_file() and not list(tmp_path.glob("*.jsa"))
     mapped = subprocess.run(
-        [java_binary(), "-Xshare:on", *archive.mapped(), "-cp", libs, "-version"],
+        [java_binary(), "-Xshare:on", *archive.mapped(), "-cp", f"{kafka_libs()}/*", "-version"],
         capture_output=True,
         text=True,
     )
     assert mapped.returncode == 0 and "sharing" in mapped.stderr, mapped.stderr
-    second = ApacheKafkaCluster(tmp_path / "second", startup_timeout=STARTUP_TIMEOUT).start()
-    try:
-        pid = second.children[0].process.pid
-        assert archive.mapped()[0] in Path(f"/proc/{pid}/cmdline").read_text().split("\0")
-    finally:
-        second.stop()
-    assert_gone([pid])
 
 
 def test_cluster_replicates_three_ways(cluster: LocalRuntime) -> None:
