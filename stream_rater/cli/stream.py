@@ -208,6 +208,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
         )
         if runtime.broker_kind == "tansu":
             print(f"clients  {tansu_clients_note()}", file=sys.stderr)
+            print(
+                f"workers  {env_name('fetch_max_wait')}={settings.fetch_max_wait:g} for any other worker "
+                "(Tansu holds a fetch that finds nothing for the whole wait)",
+                file=sys.stderr,
+            )
         run_worker(settings, ladders_of(args))
     return 0
 

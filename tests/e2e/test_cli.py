@@ -393,6 +393,11 @@ def test_dev_becomes_ready_and_stops_on_sigint(tmp_path: Path, flags: list[str],
     # dev takes a librdkafka producer, or its startup lines say which flag gives one that does
     assert kcat_takes_it or notes == [f"clients  {tansu_clients_note()}"], notes
     assert not (kcat_takes_it and notes), notes
+    # on Tansu, which holds a fetch for its whole wait, the short fetch wait other workers need
+    workers = [line for line in lines if line.startswith("workers ")]
+    assert [line.split()[1] for line in workers] == (
+        ["STREAM_RATER_FETCH_MAX_WAIT=0.01"] if nodes == 1 else []
+    )
     addresses = bootstrap_servers(broker).split(",")
     assert len(addresses) == nodes, broker
     for address in addresses:  # every node stopped with it
