@@ -19,13 +19,11 @@ from stream_rater.cli.common import (
     settings_of,
 )
 from stream_rater.config.ladders import Ladders
-from stream_rater.config.settings import Settings
+from stream_rater.config.settings import ARCHIVE_GROUP, Settings
 
 
 def register(sub: Subcommands) -> None:
     """Add ``archive`` to `sub`."""
-    from stream_rater.service.archiver import DEFAULT_GROUP
-
     p = sub.add_parser(
         "archive",
         help="write every rating-changed event into the PostgreSQL archive (--migrate: schema only)",
@@ -36,7 +34,7 @@ def register(sub: Subcommands) -> None:
     )
     p.add_argument("--migrate", action="store_true", help="apply the schema migrations and exit")
     p.add_argument(
-        "--group", default=DEFAULT_GROUP, help=f"the archive's consumer group (default {DEFAULT_GROUP})"
+        "--group", default=ARCHIVE_GROUP, help=f"the archive's consumer group (default {ARCHIVE_GROUP})"
     )
     p.add_argument("--batch-size", type=int, default=2000, help="most records written in one transaction")
     p.add_argument(

@@ -10,7 +10,7 @@ from importlib import import_module
 from typing import Any
 
 from stream_rater.cli.common import Subcommands, embedded_broker_flag
-from stream_rater.local.runtime import BROKERS
+from stream_rater.local.runtime_options import BROKERS
 
 
 def _numbers(kind: type) -> Any:

@@ -16,6 +16,9 @@ ENV_PREFIX = "STREAM_RATER_"
 
 #: Rating changes Redis keeps per player where there is no archive (`Settings.redis_history`).
 DEFAULT_HISTORY = 2
+#: The archive's Kafka consumer group (``stream-rater archive --group``), its own beside the
+#: workers' `Settings.consumer_group`.
+ARCHIVE_GROUP = "stream-rater-archive"
 
 #: The values of ``on_store_loss``: hold a lost ladder for the operator, or rebuild it.
 ON_STORE_LOSS = ("halt", "rebuild")

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from stream_rater.config.settings import Settings
 from stream_rater.kafka import create_topics
@@ -60,9 +60,11 @@ from stream_rater.local.processes import (
     wait_kafka_metadata,
 )
 from stream_rater.local.runtime_options import (
+    BROKERS,
     DEFAULT_SUPERVISION,
     FREE_PORTS,
     Addresses,
+    BrokerKind,
     ClusterLayout,
     Supervision,
 )
@@ -95,9 +97,6 @@ __all__ = [
 #: a fetch that finds nothing for its whole wait, which the settings' default (0.5 s, for
 #: Apache Kafka) would add to the latency of a match (p50 at 100 matches/s: 149 ms, not 23).
 TANSU_FETCH_MAX_WAIT = 0.01
-#: The brokers `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
-BrokerKind = Literal["tansu", "apache-kafka"]
-BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")
 
 
 _live_runtimes: set[LocalRuntime] = set()

@@ -1,10 +1,16 @@
-"""What a `LocalRuntime` is asked for beside its topics and its broker: a Redis Cluster
-instead of a single Redis, where its services listen, and how it starts and stops them."""
+"""What a `LocalRuntime` is asked for beside its topics: which broker (`BROKERS`), a Redis
+Cluster instead of a single Redis, where its services listen, and how it starts and stops them.
+Light to import: the command line's flags read `BROKERS` without loading the runtime."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+#: The brokers a `LocalRuntime` can start: Tansu (memory storage) or a real Apache Kafka.
+BrokerKind = Literal["tansu", "apache-kafka"]
+BROKERS: tuple[BrokerKind, ...] = ("tansu", "apache-kafka")
 
 
 @dataclass(frozen=True, slots=True)

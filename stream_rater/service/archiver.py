@@ -53,7 +53,7 @@ from stream_rater.archive import (
 )
 from stream_rater.archive.reader import one_line
 from stream_rater.config.ladders import Ladders, load_ladders
-from stream_rater.config.settings import Settings
+from stream_rater.config.settings import ARCHIVE_GROUP, Settings
 from stream_rater.kafka.log import ISOLATION_LEVEL
 from stream_rater.kafka.security import client_options
 
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_GROUP = "stream-rater-archive"
 
 WRITTEN = Counter("stream_rater_archive_events_written", "Rating-changed events newly written to the archive")
 DUPLICATES = Counter(
@@ -93,7 +92,7 @@ BATCH_SECONDS = Gauge("stream_rater_archive_last_batch_seconds", "Seconds the la
 class ArchiveOptions:
     """How the archive consumes and retries."""
 
-    group: str = DEFAULT_GROUP
+    group: str = ARCHIVE_GROUP
     batch_size: int = 2000
     fetch_wait: float = 0.2
     max_backoff: float = 5.0

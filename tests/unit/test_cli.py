@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,24 @@ def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(command: list
     proc.stdout.close()  # like `head -1`: the reader is gone with most of the output unread
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and "Broken pipe" not in stderr, stderr
+
+
+def test_building_the_parser_loads_no_service_client():
+    """Every command builds the whole parser first: it loads neither Kafka's, Redis's,
+    PostgreSQL's nor the numeric libraries, nor the local runtime or the archiver (which
+    made each command start about half a CPU-second slower); a command loads what it uses."""
+    heavy = [
+        "aiokafka",
+        "redis",
+        "faust",
+        "numpy",
+        "psycopg",
+        "stream_rater.local.runtime",
+        "stream_rater.service.archiver",
+    ]
+    probe = (
+        "import sys; from stream_rater.cli import build_parser; build_parser(); "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
