@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from stream_rater.local.class_archive import JIT_OPTIONS, ClassArchive
+from stream_rater.local.class_archive import JIT_OPTIONS, WRITE_SECONDS, ClassArchive
 from stream_rater.local.kafka_jars import (
     KAFKA_CACHE_ENV,
     KAFKA_HOME_ENV,
@@ -219,7 +219,7 @@ class ApacheKafkaCluster:
 
     def stop(self) -> None:
         """Stop every node at once (SIGTERM, wait, SIGKILL); the logs stay in ``workdir``."""
-        stop_children((n.child for n in self._nodes), self.stop_timeout)
+        stop_children((n.child for n in self._nodes), self._stop_timeout(self._nodes))
         self._keep_archives(self._nodes)
 
     def restart(self, *indices: int) -> None:
@@ -231,7 +231,7 @@ class ApacheKafkaCluster:
             if node.child is not None:
                 if node.child.alive():
                     node.child.process.send_signal(signal.SIGCONT)
-                node.child.stop(self.stop_timeout)
+                node.child.stop(self._stop_timeout([node]))
                 self._keep_archives([node])
             node.child = spawn(node.name, self._server_argv(node), self.workdir, node.port)
         self._wait_ready()
@@ -374,6 +374,11 @@ class ApacheKafkaCluster:
         archive, node.writes_archive = self._archive.options(self.workdir)
         options = (*HEAP_OPTIONS, *JIT_OPTIONS, *archive, "-XX:+ExitOnOutOfMemoryError")
         return [*self._jvm(*options), "kafka.Kafka", str(node.properties)]
+
+    def _stop_timeout(self, nodes: Sequence[_Node]) -> float:
+        """``stop_timeout``, longer by `WRITE_SECONDS` where a node writes the class archive."""
+        writing = any(node.writes_archive is not None for node in nodes)
+        return self.stop_timeout + (WRITE_SECONDS if writing else 0.0)
 
     def _keep_archives(self, nodes: Sequence[_Node]) -> None:
         """Keep the class archive a stopped node's JVM wrote at its exit (`ClassArchive.keep`)."""

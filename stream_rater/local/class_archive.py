@@ -28,6 +28,11 @@ from stream_rater.local.kafka_jars import cache_root
 #: more CPU than its faster code saves (about 3.8 CPU-seconds of a broker's start).
 JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
+#: How much longer than its stop timeout a JVM that writes the archive at exit is given: the
+#: dump took 5 s on the idle 2-core machine and over 10 s under the test suite's load, and a
+#: JVM killed before it ends leaves no archive (so the next broker pays the dump again).
+WRITE_SECONDS = 60.0
+
 
 class ClassArchive:
     """The class-data-sharing archive of `java` running the jars in `libs`: the JVM options

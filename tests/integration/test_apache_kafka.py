@@ -156,11 +156,13 @@ def test_a_broker_writes_its_class_archive_at_exit_and_a_jvm_maps_it(
 ) -> None:
     """With no class archive, a broker's JVM writes one when it stops, and the JVM maps it
     (with ``-Xshare:on`` a JVM that cannot map it fails); later brokers are started with it
-    (`ClassArchive.options`, tests/unit/local/test_class_archive.py). The archive goes to a
-    cache of this test's own (the jars stay where they are)."""
+    (`ClassArchive.options`, tests/unit/local/test_class_archive.py). Its stop timeout, 1 s, is
+    shorter than the dump (5 s on an idle machine): the JVM writing it is given
+    `class_archive.WRITE_SECONDS` more. The archive goes to a cache of this test's own (the jars
+    stay where they are)."""
     monkeypatch.setattr(class_archive, "cache_root", lambda: tmp_path / "cache")
     archive = ClassArchive(java_binary(), kafka_libs())
-    cluster = ApacheKafkaCluster(tmp_path, startup_timeout=STARTUP_TIMEOUT).start()
+    cluster = ApacheKafkaCluster(tmp_path, startup_timeout=STARTUP_TIMEOUT, stop_timeout=1.0).start()
     try:
         pid = cluster.children[0].process.pid
         argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
