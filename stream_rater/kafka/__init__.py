@@ -1,7 +1,8 @@
 """Kafka plumbing shared by the service, the corrections, the offline tools, the local runtime
 and the benches: plain aiokafka clients, no faust.
 
-- `security` — bootstrap addresses and TLS/SASL client options from the settings;
+- `security` — bootstrap addresses, TLS/SASL client options and group members' timing from
+  the settings;
 - `admin` — create topics, list partitions, a consumer group's committed offsets;
 - `produce` — keyed, batched producing (`send_batched`, `send_records`); `publish` match
   events; rating-changed records; correction requests;
@@ -36,7 +37,7 @@ from stream_rater.kafka.produce import (
     update_sender,
 )
 from stream_rater.kafka.retention import DeletedHead, HistoryTruncated, deleted_heads, refuse_truncated
-from stream_rater.kafka.security import bootstrap_servers, client_options
+from stream_rater.kafka.security import bootstrap_servers, client_options, group_options
 
 __all__ = [
     "DeletedHead",
@@ -55,6 +56,7 @@ __all__ = [
     "create_service_topics",
     "create_topics",
     "deleted_heads",
+    "group_options",
     "home_partition",
     "ladder_history",
     "match_record",

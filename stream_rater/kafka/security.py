@@ -1,5 +1,6 @@
 """Where the brokers are and how to reach them: bootstrap addresses and the aiokafka security
-options (TLS, SASL) built from the ``STREAM_RATER_KAFKA_*`` settings."""
+options (TLS, SASL) built from the ``STREAM_RATER_KAFKA_*`` settings, and the timing every
+consumer group member of the service keeps."""
 
 from __future__ import annotations
 
@@ -38,3 +39,12 @@ def client_options(settings: Settings) -> dict[str, Any]:
             sasl_plain_password=settings.kafka_sasl_password,
         )
     return options
+
+
+def group_options(settings: Settings) -> dict[str, int]:
+    """aiokafka keyword arguments for a member of one of the service's consumer groups: the
+    configured session timeout, heartbeats a third of it apart (at most Kafka's default 3 s).
+    Every group (the matches', the corrections', the archiver's) moves a dead member's
+    partitions within the same time."""
+    session_ms = int(settings.session_timeout * 1000)
+    return {"session_timeout_ms": session_ms, "heartbeat_interval_ms": max(1, min(3000, session_ms // 3))}

@@ -33,6 +33,7 @@ from stream_rater.kafka import (
     client_options,
     committed_offsets,
     create_service_topics,
+    group_options,
     read_partition,
     send_batched,
 )
@@ -145,7 +146,7 @@ def _faust_app(settings: Settings) -> App:
         topic_disable_leader=True,
         consumer_auto_offset_reset="earliest",
         broker_session_timeout=settings.session_timeout,
-        broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
+        broker_heartbeat_interval=group_options(settings)["heartbeat_interval_ms"] / 1000,
         broker_commit_interval=1.0,
         producer_acks=-1,  # all in-sync replicas, as `kafka.PRODUCER_ACKS`
         producer_linger=0.0,  # `kafka.send_batched` hands over whole batches: lingering only adds latency

@@ -55,7 +55,7 @@ from stream_rater.archive.reader import one_line
 from stream_rater.config.ladders import Ladders, load_ladders
 from stream_rater.config.settings import ARCHIVE_GROUP, Settings
 from stream_rater.kafka.log import ISOLATION_LEVEL
-from stream_rater.kafka.security import client_options
+from stream_rater.kafka.security import client_options, group_options
 
 if TYPE_CHECKING:
     import psycopg
@@ -130,8 +130,7 @@ class Archiver:
             auto_offset_reset="earliest",
             isolation_level=ISOLATION_LEVEL,
             max_poll_records=self.options.batch_size,
-            session_timeout_ms=int(self.settings.session_timeout * 1000),
-            heartbeat_interval_ms=max(100, int(self.settings.session_timeout * 1000 / 3)),
+            **group_options(self.settings),
         )
         try:
             await consumer.start()

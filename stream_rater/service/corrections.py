@@ -39,7 +39,7 @@ from stream_rater.corrections.rerate import (
     UnknownMatches,
     new_owner,
 )
-from stream_rater.kafka import ISOLATION_LEVEL, HistoryTruncated, client_options, update_record
+from stream_rater.kafka import ISOLATION_LEVEL, HistoryTruncated, client_options, group_options, update_record
 from stream_rater.processor import StoreLost
 from stream_rater.service import metrics
 from stream_rater.service.batch_handler import Send
@@ -89,6 +89,7 @@ class CorrectionHandler:
         consumer = AIOKafkaConsumer(
             self.settings.topic_corrections,
             **client_options(self.settings),
+            **group_options(self.settings),
             group_id=f"{self.settings.consumer_group}-corrections",
             enable_auto_commit=False,
             auto_offset_reset="earliest",

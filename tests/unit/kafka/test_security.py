@@ -3,7 +3,7 @@
 import pytest
 
 from stream_rater.config.settings import Settings
-from stream_rater.kafka import bootstrap_servers, client_options
+from stream_rater.kafka import bootstrap_servers, client_options, group_options
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,15 @@ def test_sasl_settings_become_aiokafka_options() -> None:
         "p",
     )
     assert options["ssl_context"] is not None
+
+
+@pytest.mark.parametrize(
+    ("session_timeout", "session_ms", "heartbeat_ms"),
+    [(10.0, 10_000, 3_000), (45.0, 45_000, 3_000), (3.0, 3_000, 1_000), (0.002, 2, 1)],
+)
+def test_a_group_member_keeps_the_configured_session_and_heartbeats_a_third_of_it(
+    session_timeout: float, session_ms: int, heartbeat_ms: int
+) -> None:
+    """Heartbeats a third of the session timeout apart, at most Kafka's default 3 s, never 0."""
+    options = group_options(Settings(session_timeout=session_timeout))
+    assert options == {"session_timeout_ms": session_ms, "heartbeat_interval_ms": heartbeat_ms}

@@ -93,6 +93,12 @@ async def test_the_consumers_fetch_wait_is_the_configured_one():
     assert c._new_consumer_thread()._create_worker_consumer(c.transport)._fetch_max_wait_ms == 200
 
 
+def test_the_matches_group_member_heartbeats_a_third_of_the_session_timeout():
+    """As every group member of the service (`kafka.group_options`)."""
+    conf = consumer(session_timeout=4.5).app.conf
+    assert (conf.broker_session_timeout, conf.broker_heartbeat_interval) == (4.5, 1.5)
+
+
 async def test_the_consumer_thread_sets_the_configured_switch_interval():
     """The consumer's fetches run in a thread of their own: ``switch_interval`` bounds how long a
     fetched batch waits for the GIL while the agent computes."""

@@ -1,4 +1,5 @@
-"""The worker's correction task: its consumer is stopped however the task ends."""
+"""The worker's correction task: its consumer joins its group with the worker's session
+timeout, and is stopped however the task ends."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class StartingForever:
     starting: asyncio.Event
 
     def __init__(self, *topics: str, **options: object) -> None:
+        self.options = options
         self.stopped = False
 
     async def start(self) -> None:
@@ -34,14 +36,17 @@ async def test_a_stop_during_the_consumers_start_stops_the_consumer(monkeypatch:
     made: list[StartingForever] = []
     StartingForever.starting = asyncio.Event()
     monkeypatch.setattr(
-        corrections, "AIOKafkaConsumer", lambda *a, **o: made.append(StartingForever()) or made[-1]
+        corrections, "AIOKafkaConsumer", lambda *a, **o: made.append(StartingForever(*a, **o)) or made[-1]
     )
 
     async def send(records: object) -> None:
         return None
 
     handler = CorrectionHandler(
-        Settings(broker="kafka://127.0.0.1:9"), Ladders([Ladder("default", "trueskill")]), send, MemoryStore
+        Settings(broker="kafka://127.0.0.1:9", session_timeout=4.5),
+        Ladders([Ladder("default", "trueskill")]),
+        send,
+        MemoryStore,
     )
     task = asyncio.ensure_future(handler.consume())
     await asyncio.wait_for(StartingForever.starting.wait(), 10)
@@ -49,3 +54,7 @@ async def test_a_stop_during_the_consumers_start_stops_the_consumer(monkeypatch:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert made[0].stopped
+    # Tansu hands a new member its partitions after half the session timeout; aiokafka's own
+    # 10 s made a worker stopped within 5 s of its start wait for that join.
+    assert made[0].options["session_timeout_ms"] == 4500
+    assert made[0].options["heartbeat_interval_ms"] == 1500
