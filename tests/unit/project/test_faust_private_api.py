@@ -21,6 +21,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import Message
 from mode import Service
+from mode import Worker as ModeWorker
 
 FT, WEB = "stream_rater/service/faust_transport.py", "stream_rater/service/web.py"
 GONE = object()
@@ -281,6 +282,13 @@ USED = [
         "wait_first",
         ("self", "coros", "timeout"),
         f"{FT}'s fetch loop races a batch's delivery against suspend_flow.wait()",
+    ),
+    (
+        "mode-streaming",
+        ModeWorker,
+        "_sentinel_task",
+        ("self",),
+        "stream_rater/service/app.py's Worker overrides it: the loop's last turns before it closes (1 s in mode)",
     ),
     ("mode-streaming", "service", "diag.set_flag", ("flag",), f"{FT}'s fetch loop flags FETCHING"),
     ("mode-streaming", "service", "diag.unset_flag", ("flag",), f"{FT}'s fetch loop unflags FETCHING"),
