@@ -38,6 +38,7 @@ from stream_rater.kafka import (
     send_batched,
 )
 from stream_rater.processor import Processor
+from stream_rater.service import faust_lifecycle
 from stream_rater.service.auto_rebuild import AutoRebuild, TopicRebuild
 from stream_rater.service.batch_handler import BatchHandler, Retrying, Topics
 from stream_rater.service.batch_metrics import BatchMetrics
@@ -157,6 +158,7 @@ def _faust_app(settings: Settings) -> App:
         web_host=settings.web_host,
         web_router_enabled=False,
         web_tables_enabled=False,
+        TableManager=faust_lifecycle.TableManager,
         loghandlers=[],
         datadir=os.path.join(tempfile.gettempdir(), f"stream-rater-{settings.consumer_group}"),
     )
@@ -361,11 +363,6 @@ async def store_looks_lost(settings: Settings, ladders: Iterable[str]) -> bool:
 EXIT_STOP_TIMEOUT = 75
 
 
-#: How long the event loop turns after the stop, before it closes: mode's own 1 s is most of a
-#: worker's stop (about 1.07 s on Tansu); what still runs then (cancelled tasks, transports
-#: closing) needs a few turns of the loop.
-LAST_TURNS_SECONDS = 0.05
-
 #: The loggers whose latest line a stop that takes too long reports (`Worker.waiting_for`):
 #: faust's and mode's steps, aiokafka's (a consumer leaving its group) and the service's own.
 STEP_LOGGERS = ("faust", "mode", "aiokafka", "stream_rater")
@@ -433,9 +430,10 @@ class StopWatch:
         self._exit(EXIT_STOP_TIMEOUT)
 
 
-class Worker(faust.Worker):
-    """faust's worker; when it begins to stop (SIGTERM, SIGINT, or the app ending) the
-    `StopWatch` is armed, and the steps logged from then on (`STEP_LOGGERS`) are remembered."""
+class Worker(faust_lifecycle.Worker):
+    """faust's worker (`faust_lifecycle.Worker`); when it begins to stop (SIGTERM, SIGINT, or
+    the app ending) the `StopWatch` is armed, and the steps logged from then on
+    (`STEP_LOGGERS`) are remembered."""
 
     def __init__(self, app: faust.App, stop_timeout: float, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
@@ -449,11 +447,7 @@ class Worker(faust.Worker):
         self.stop_watch.arm()
         await super().stop()
 
-    async def _sentinel_task(self) -> None:
-        """mode's last step before it closes the event loop: `LAST_TURNS_SECONDS`, not 1 s."""
-        await asyncio.sleep(LAST_TURNS_SECONDS)
-
-    def _on_sigusr1(self) -> None:
+    def on_sigusr1(self) -> None:
         """SIGUSR1: log what the worker waits on (`wait_dump`) instead of mode's dump of
         every frame's locals."""
         app = cast(App, self.app)

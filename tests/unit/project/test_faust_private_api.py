@@ -15,6 +15,7 @@ import faust
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.consumer import fetcher as aiokafka_fetcher
+from faust.tables import TableManager as FaustTableManager
 from faust.transport import base as faust_base
 from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -24,6 +25,7 @@ from mode import Service
 from mode import Worker as ModeWorker
 
 FT, WEB = "stream_rater/service/faust_transport.py", "stream_rater/service/web.py"
+LIFE = "stream_rater/service/faust_lifecycle.py"
 GONE = object()
 
 
@@ -288,7 +290,28 @@ USED = [
         ModeWorker,
         "_sentinel_task",
         ("self",),
-        "stream_rater/service/app.py's Worker overrides it: the loop's last turns before it closes (1 s in mode)",
+        f"{LIFE}'s Worker overrides it: the loop's last turns before it closes (1 s in mode)",
+    ),
+    (
+        "mode-streaming",
+        ModeWorker,
+        "_on_sigusr1",
+        ("self",),
+        f"{LIFE}'s Worker overrides it: SIGUSR1 logs what the worker waits on (wait_dump)",
+    ),
+    (
+        "faust-streaming",
+        FaustTableManager,
+        "on_start",
+        ("self",),
+        f"{LIFE}'s TableManager overrides it: recovery starts without faust's 1 s wait for tables",
+    ),
+    (
+        "faust-streaming",
+        FaustTableManager,
+        "_update_channels",
+        ("self",),
+        f"{LIFE}'s TableManager calls it as faust's own start does, then recovery.start()",
     ),
     ("mode-streaming", "service", "diag.set_flag", ("flag",), f"{FT}'s fetch loop flags FETCHING"),
     ("mode-streaming", "service", "diag.unset_flag", ("flag",), f"{FT}'s fetch loop unflags FETCHING"),

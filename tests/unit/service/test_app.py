@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
@@ -20,7 +19,6 @@ from stream_rater.config.settings import Settings
 from stream_rater.service.app import (
     EXIT_STOP_TIMEOUT,
     StopWatch,
-    Worker,
     create_app,
     use_uvloop,
 )
@@ -226,17 +224,6 @@ async def test_a_correction_task_stuck_in_its_consumers_close_holds_the_stop_onl
     finally:
         never.set_result(None)
         await asyncio.gather(corrections, stop, return_exceptions=True)
-
-
-def test_the_worker_closes_its_event_loop_without_modes_fixed_second():
-    """mode sleeps 1 s before it closes the worker's event loop, most of a worker's stop; the
-    worker turns the loop for `LAST_TURNS_SECONDS` instead."""
-    loop = asyncio.new_event_loop()
-    worker = Worker(consumer().app, stop_timeout=5.0, loop=loop)
-    started = time.monotonic()
-    worker._shutdown_loop()
-    assert time.monotonic() - started < 1.0  # mode's own step sleeps 1.0 s
-    assert loop.is_closed()
 
 
 def test_the_worker_store_knows_as_many_board_scores_as_states_it_holds():
