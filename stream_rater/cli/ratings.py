@@ -252,6 +252,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from aiohttp import web
 
+    import stream_rater.rating.balance  # noqa: F401  # numpy, before the first balance request
     from stream_rater.archive import archive_reader
     from stream_rater.queries import Queries
     from stream_rater.service.auth import check_exposure, protect

@@ -46,13 +46,7 @@ from stream_rater.queries.arguments import (
     top_of,
 )
 from stream_rater.rating.base import Rating
-from stream_rater.rating.predict import (
-    MAX_RANKED_TEAMS,
-    SlowBalance,
-    balance,
-    predict,
-    ranking_probabilities,
-)
+from stream_rater.rating.predict import MAX_RANKED_TEAMS, predict, ranking_probabilities
 from stream_rater.store import BoardRow, Lookup, PlayerState, ReadStore
 
 #: Most events one history page from the archive gives.
@@ -333,7 +327,7 @@ class Queries:
         """The split of `pool` into teams of `team_sizes` with the highest match quality;
         each of `parties` (groups of the pool who queued together) stays on one team and, on
         a ladder with the ``party_effects`` rule, brings its ``party:<size>`` effect. How it
-        searched is in ``search`` (`rating.predict.balance`); a search too slow for the
+        searched is in ``search`` (`rating.balance.balance`); a search too slow for the
         ladder's model is `TooManyPlayers` (413), saying so."""
         ladder = ladder_of(self.ladders, ladder_name)
         ids = player_ids(pool, "players", self.max_players)
@@ -350,15 +344,19 @@ class Queries:
         sizes = range(2, max(team_sizes) + 1) if ladder.rules.party_effects and groups else ()
         effects = await self._effects(ladder, [f"party:{n}" for n in sizes])
         index = {p: i for i, p in enumerate(ids)}
+        # only here: numpy (about 0.45 CPU-s) loads on the first search, not at every worker's
+        # start; `serve` loads it at its own
+        from stream_rater.rating import balance as fairest
+
         try:
-            best = balance(
+            best = fairest.balance(
                 ladder.rating_model,
                 [self._rating(ladder, found.players.get(p), now) for p in ids],
                 team_sizes,
                 parties=[[index[p] for p in party] for party in groups],
                 party_effect=(lambda n: effects[f"party:{n}"]) if effects else None,
             )
-        except SlowBalance as exc:
+        except fairest.SlowBalance as exc:
             raise TooManyPlayers(str(exc)) from None
         except ValueError as exc:
             raise QueryError(str(exc)) from None

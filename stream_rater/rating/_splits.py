@@ -1,4 +1,4 @@
-"""Splits of a pool of players into teams of given sizes, as `rating.predict.balance`
+"""Splits of a pool of players into teams of given sizes, as `rating.balance.balance`
 searches them: how many there are, and each one. Pure combinatorics, no model."""
 
 from __future__ import annotations

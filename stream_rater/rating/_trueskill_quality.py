@@ -39,7 +39,7 @@ def quality_of_terms(
 ) -> Any:
     """Eq. (7) from each team's weighted mean, β-noise and total spread (variance), in team
     order: the LDL' recurrence of `match_quality`. Each term is a float, or an array with one
-    entry per candidate match (`rating.predict.balance` scores every split at once), with
+    entry per candidate match (`rating.balance.balance` scores every split at once), with
     `_portable`'s `log` and `exp` and numpy's `minimum` then."""
     log_ratio: Any = 0.0
     quad_form: Any = 0.0

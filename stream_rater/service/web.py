@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import faust
-import numpy as np
 from aiohttp import web
 from aiokafka.errors import KafkaError
 from faust.types import TP
@@ -293,6 +292,8 @@ class Dashboard:
         scores = [score for _, score in await self.store.leaderboard(ladder.name, DISTRIBUTION_LIMIT)]
         default_bins = min(40, max(5, round(math.sqrt(len(scores)))))
         bins = _int_query(request, "bins", default_bins, maximum=200)
+        import numpy as np  # only here: about 0.45 CPU-s that every worker's start paid
+
         counts, edges = np.histogram(scores, bins=bins) if scores else (np.zeros(0), np.zeros(0))
         return web.json_response(
             {

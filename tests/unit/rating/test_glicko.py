@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.processor import Processor
 from stream_rater.rating import Glicko, Glicko2, Rating, create_model
+from stream_rater.rating.balance import balance
 from stream_rater.rating.base import Outcome
 from stream_rater.rating.glicko import GLICKO2_SCALE, SECONDS_PER_DAY, new_volatility
-from stream_rater.rating.predict import balance, predict
+from stream_rater.rating.predict import predict
 from stream_rater.store import PlayerState
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import parsed_duel

@@ -16,24 +16,21 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from stream_rater.rating import Rating, TrueSkill, _latent
+from stream_rater.rating._splits import labelled_splits
+from stream_rater.rating._splits import splits as _splits
+from stream_rater.rating.balance import EXHAUSTIVE_SPLITS, SlowBalance, _snake_draft, balance
 from stream_rater.rating.base import RatingModel
 from stream_rater.rating.elo import Elo
 from stream_rater.rating.plackett_luce import PlackettLuce
+from stream_rater.rating.predict import _trueskill_pairs as general_pairs
 from stream_rater.rating.predict import (
-    EXHAUSTIVE_SPLITS,
-    SlowBalance,
-    _snake_draft,
-    _splits,
     as_read,
-    balance,
     evenness,
     expected,
-    labelled_splits,
     pairwise,
     predict,
     ranking_probabilities,
 )
-from stream_rater.rating.predict import _trueskill_pairs as general_pairs
 from stream_rater.rating.registry import MODEL_CLASSES, create_model
 from stream_rater.rating.sph_elo import SphElo
 

@@ -6,6 +6,7 @@ and the bounded wait for the correction task)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -224,6 +225,14 @@ async def test_a_correction_task_stuck_in_its_consumers_close_holds_the_stop_onl
     finally:
         never.set_result(None)
         await asyncio.gather(corrections, stop, return_exceptions=True)
+
+
+def test_the_workers_modules_load_no_numpy():
+    """numpy cost every worker's start about 0.45 CPU-s, for two read-API answers a worker
+    may never give (a balance, a rating histogram): those load it when first asked."""
+    probe = "import sys, stream_rater.service.app; print('numpy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_the_worker_store_knows_as_many_board_scores_as_states_it_holds():
