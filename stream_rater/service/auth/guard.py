@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -30,9 +31,11 @@ from stream_rater.config.settings import Settings
 from stream_rater.service import metrics
 from stream_rater.service.auth.limits import RateLimiter, retry_after
 from stream_rater.service.auth.login import ProviderLogin
-from stream_rater.service.auth.oidc import JwtVerifier, allowed_algorithms
 from stream_rater.service.auth.scopes import Principal, required_scopes
 from stream_rater.service.auth.tokens import TOKEN_PREFIX, TokenFile
+
+if TYPE_CHECKING:
+    from stream_rater.service.auth.oidc import JwtVerifier
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +81,11 @@ class Guard:
         check_exposure(settings)
         off = settings.api_auth == "none"
         self.tokens = TokenFile(settings.api_tokens_file) if settings.api_tokens_file and not off else None
-        self.jwt = None
+        self.jwt: JwtVerifier | None = None
         if settings.api_jwks and not off:
+            # only here: PyJWT and cryptography (about 0.2 CPU-s) load where JWTs are accepted
+            from stream_rater.service.auth.oidc import JwtVerifier, allowed_algorithms
+
             self.jwt = JwtVerifier(
                 settings.api_jwks,
                 settings.api_issuer,
