@@ -1,13 +1,11 @@
-"""Predictions and balanced splits against independent oracles: scipy's normal CDF for the
-closed forms, Monte Carlo over sampled performances, and a brute force over all splits; and
-the vectorised predictions and balance against the implementations they replaced, for every
-model on random cases."""
+"""Predictions against independent oracles: scipy's normal CDF for the closed forms, Monte
+Carlo over sampled performances; and the vectorised predictions against the implementation
+they replaced, for every model on random cases (`balance`: test_balance.py)."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -16,10 +14,6 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from stream_rater.rating import Rating, TrueSkill, _latent
-from stream_rater.rating._splits import labelled_splits
-from stream_rater.rating._splits import splits as _splits
-from stream_rater.rating.balance import EXHAUSTIVE_SPLITS, SlowBalance, _snake_draft, balance
-from stream_rater.rating.base import RatingModel
 from stream_rater.rating.elo import Elo
 from stream_rater.rating.plackett_luce import PlackettLuce
 from stream_rater.rating.predict import _trueskill_pairs as general_pairs
@@ -31,8 +25,9 @@ from stream_rater.rating.predict import (
     predict,
     ranking_probabilities,
 )
-from stream_rater.rating.registry import MODEL_CLASSES, create_model
+from stream_rater.rating.registry import create_model
 from stream_rater.rating.sph_elo import SphElo
+from tests.unit.rating.ratings import MODELS, random_rating
 
 TS = TrueSkill(draw_probability=0.10)
 MU = st.floats(0, 50)
@@ -117,46 +112,6 @@ def test_probabilities_are_a_distribution_and_follow_the_teams(teams):
     assert flipped.win_probabilities == pytest.approx(p.win_probabilities[::-1], abs=1e-9)
 
 
-def test_balance_of_ten_is_exhaustive_and_equals_a_brute_force():
-    """5 v 5 from 10 players: the same best quality as scoring every one of the 252 deals."""
-    rng = np.random.default_rng(5)
-    pool = [Rating(float(m), float(s)) for m, s in zip(rng.normal(25, 6, 10), rng.uniform(1, 5, 10))]
-    found = balance(TS, pool, [5, 5])
-    best = max(
-        TS.quality([[pool[i] for i in team], [pool[i] for i in range(10) if i not in team]])
-        for team in itertools.combinations(range(10), 5)
-    )
-    assert found.exhaustive and found.quality == pytest.approx(best, rel=1e-12)
-    assert sorted(i for team in found.teams for i in team) == list(range(10))
-
-
-def test_balance_beyond_the_exhaustive_limit_comes_close_to_the_best():
-    """Four teams of four (63 million deals): the heuristic's quality is within 5 % of the best
-    of 3,000 random deals."""
-    rng = np.random.default_rng(6)
-    pool = [Rating(float(m), 2.0) for m in rng.normal(25, 8, 16)]
-    heuristic = balance(TS, pool, [4, 4, 4, 4], budget=2.0)
-    assert not heuristic.exhaustive
-    assert sorted(len(t) for t in heuristic.teams) == [4, 4, 4, 4]
-    best = best_of_random_deals(pool, [4, 4, 4, 4], tries=3000, seed=7)
-    assert heuristic.quality >= 0.95 * best
-
-
-def best_of_random_deals(pool: list[Rating], sizes: list[int], tries: int, seed: int) -> float:
-    """The best quality among many random deals: a lower bound of the optimum, independent of
-    `balance`'s search."""
-    rng = np.random.default_rng(seed)
-    best = 0.0
-    for _ in range(tries):
-        order = rng.permutation(len(pool))
-        teams, start = [], 0
-        for size in sizes:
-            teams.append([pool[i] for i in order[start : start + size]])
-            start += size
-        best = max(best, TS.quality(teams))
-    return best
-
-
 def test_as_of_adds_the_idle_time_to_sigma_and_is_capped():
     """A time-scaled ladder's read adds γ²·Δt to σ² (capped at the prior); others are unchanged."""
     timed = TrueSkill(time_tau=1.0, time_unit="days")
@@ -204,33 +159,6 @@ def test_two_team_rankings_fold_the_draw_by_the_side_the_performances_fell():
         answer.win_probabilities[1] + answer.draw_probability - in_band_better, abs=0.004
     )
     assert ranked[(0, 1)] - answer.win_probabilities[0] > 0.01  # the fold is not nothing
-
-
-def test_balance_keeps_parties_together_and_counts_their_effect():
-    """A pair that queued together stays on one team, exhaustively and in the heuristic; with
-    a party effect the best split is the brute-force best over the splits that keep the pair,
-    scored with the effect as an extra member of the pair's team."""
-    rng = np.random.default_rng(8)
-    pool = [Rating(float(m), 2.0) for m in rng.normal(25, 6, 6)]
-    effect = Rating(6.0, 1.0)
-    found = balance(TS, pool, [3, 3], parties=[[0, 5]], party_effect=lambda n: effect)
-    assert any({0, 5} <= set(team) for team in found.teams)
-    best = max(
-        TS.quality([[pool[i] for i in team] + [effect], [pool[i] for i in range(6) if i not in team]])
-        for team in itertools.combinations(range(6), 3)
-        if {0, 5} <= set(team)
-    )
-    assert found.quality == pytest.approx(best, rel=1e-12)
-    big = [Rating(float(m), 2.0) for m in rng.normal(25, 8, 16)]
-    heuristic = balance(TS, big, [4, 4, 4, 4], budget=0.3, parties=[[0, 1, 2], [3, 4]])
-    assert not heuristic.exhaustive
-    assert any({0, 1, 2} <= set(t) for t in heuristic.teams) and any(
-        {3, 4} <= set(t) for t in heuristic.teams
-    )
-    with pytest.raises(ValueError, match="parties: a party of 3 fits in no team"):
-        balance(TS, pool[:4], [2, 2], parties=[[0, 1, 2]])
-    with pytest.raises(ValueError, match="parties: they fit in no split"):
-        balance(TS, pool, [3, 3], parties=[[0, 1], [2, 3], [4, 5]])
 
 
 def test_expected_of_two_teams_is_predict_and_of_more_the_pairs_averaged():
@@ -328,23 +256,9 @@ def test_calibrated_elo_prediction_and_quality_use_the_mapped_probabilities():
     assert cal.draw_probability == 0.0
 
 
-# The vectorised predictions and balance against the implementations they replaced, for every
-# model on random cases: first-place probabilities against the per-team quadrature
-# (`_latent._first_place`, still the fallback), and `balance` against a brute force that
-# scores every split with `predict`, parties and their effects as the old search counted them.
-
-MODELS = sorted(MODEL_CLASSES)
-
-
-def _rating(model: RatingModel, rng: np.random.Generator, spread: float) -> Rating:
-    """A random rating around the model's prior: μ moved by up to `spread` prior σ's (or 100
-    points), σ between a tenth and all of the prior's."""
-    prior = model.initial()
-    if prior.sigma is None:
-        return Rating(prior.mu + float(rng.normal(0, 100 * spread)), None)
-    return Rating(
-        prior.mu + float(rng.normal(0, prior.sigma * spread)), prior.sigma * float(rng.uniform(0.1, 1))
-    )
+# The vectorised predictions against the implementation they replaced, for every model on
+# random cases: first-place probabilities against the per-team quadrature
+# (`_latent._first_place`, still the fallback).
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -357,7 +271,7 @@ def test_predict_equals_the_per_team_quadrature(name, monkeypatch):
     for k in range(12):
         spread = (0.2, 1.0, 4.0)[k % 3]
         sizes = rng.integers(1, 4, size=int(rng.integers(3, 10)))
-        cases.append([[_rating(model, rng, spread) for _ in range(n)] for n in sizes])
+        cases.append([[random_rating(model, rng, spread) for _ in range(n)] for n in sizes])
     shared = [predict(model, teams) for teams in cases]
     monkeypatch.setattr(_latent, "_first_places", lambda *args: None)
     for teams, got in zip(cases, shared):
@@ -366,86 +280,12 @@ def test_predict_equals_the_per_team_quadrature(name, monkeypatch):
         assert got.quality == pytest.approx(want.quality, rel=1e-9, abs=1e-12)
 
 
-def _brute_force(model, pool, sizes, parties, effect) -> float:
-    """The best `predict` quality over every split, a split party scoring −1 and each team's
-    distinct whole-party sizes n >= 2 adding ``effect(n)`` as a member (the old `balance`)."""
-    party_of = {i: k for k, party in enumerate(parties) for i in party}
-    best = -1.0
-    for split in _splits(list(range(len(pool))), list(sizes)):
-        teams = []
-        for team in split:
-            counts = Counter(party_of[i] for i in team if i in party_of)
-            if any(n != len(parties[k]) for k, n in counts.items()):
-                break
-            extra = [effect(n) for n in sorted({n for n in counts.values() if n >= 2})] if effect else []
-            teams.append([pool[i] for i in team] + extra)
-        else:
-            best = max(best, predict(model, teams).quality)
-    return best
-
-
-@pytest.mark.parametrize("name", MODELS)
-def test_balance_equals_a_brute_force_over_every_split(name):
-    """Two, three and uneven teams, with and without parties and party effects: the best
-    quality equals the brute force's to 1e-12, and is the quality of the split it names."""
-    model = create_model(name)
-    rng = np.random.default_rng(7 + len(name))
-    shapes = [
-        ([3, 3], [], False),
-        ([4, 4], [[0, 5]], True),
-        ([2, 2, 2], [[1, 2]], True),
-        ([2, 3, 3], [], False),
-    ]
-    for sizes, parties, with_effect in shapes:
-        pool = [_rating(model, rng, 1.0) for _ in range(sum(sizes))]
-        effect_rating = _rating(model, rng, 0.5)
-        effect = (lambda n, r=effect_rating: r) if with_effect else None
-        found = balance(model, pool, sizes, parties=parties, party_effect=effect)
-        assert found.exhaustive and found.search.startswith("exhaustive")
-        assert found.quality == pytest.approx(
-            _brute_force(model, pool, sizes, parties, effect), rel=1e-9, abs=1e-12
-        )
-        teams = [[pool[i] for i in team] for team in found.teams]
-        for team, members in zip(teams, found.teams):
-            whole = {len(p) for p in parties if set(p) <= set(members) and len(p) >= 2}
-            team += [effect(n) for n in sorted(whole)] if effect else []
-        assert predict(model, teams).quality == pytest.approx(found.quality, rel=1e-9, abs=1e-12)
-
-
-def test_a_balance_past_the_exhaustive_limit_says_it_searched_locally():
-    """18 players into three teams of six (17 million labelled splits): a local search that
-    says so, and never worse than the snake draft it starts from."""
-    model = create_model("trueskill")
-    rng = np.random.default_rng(3)
-    pool = [_rating(model, rng, 1.0) for _ in range(18)]
-    assert labelled_splits([6, 6, 6]) > EXHAUSTIVE_SPLITS
-    found = balance(model, pool, [6, 6, 6], budget=1.0)
-    assert not found.exhaustive and found.search.startswith("local search")
-    assert "17,153,136 labelled splits" in found.search and "until no swap improved it" in found.search
-    snake = [[pool[i] for i in team] for team in _snake_draft(pool, [6, 6, 6])]
-    assert found.quality >= predict(model, snake).quality - 1e-12
-    assert sorted(itertools.chain(*found.teams)) == list(range(18))
-
-
-def test_a_balance_too_slow_to_search_one_split_at_a_time_is_refused():
-    """Elo scores splits one by one: 100 players into ten teams is refused, naming the model
-    and what to ask instead; 16 players into four teams is searched locally."""
-    model = create_model("elo")
-    rng = np.random.default_rng(4)
-    pool = [_rating(model, rng, 1.0) for _ in range(100)]
-    with pytest.raises(SlowBalance, match=r"too slow to search with the elo model.*fewer players or teams"):
-        balance(model, pool, [10] * 10)
-    found = balance(model, pool[:16], [4, 4, 4, 4], budget=1.0)
-    assert not found.exhaustive and found.search.startswith("local search")
-
-
 def test_a_model_that_says_it_is_gaussian_has_the_gaussian_capability():
     """`RatingModel.gaussian` is the model itself exactly when it has `GaussianPerformance`'s
     methods (TrueSkill), None for every other model."""
     from stream_rater.rating.base import GaussianPerformance
-    from stream_rater.rating.registry import MODEL_CLASSES, create_model
 
-    for name in MODEL_CLASSES:
+    for name in MODELS:
         model = create_model(name, {})
         assert (model.gaussian() is model) == model.GAUSSIAN == (name == "trueskill")
         assert not model.GAUSSIAN or isinstance(model, GaussianPerformance)
