@@ -4,7 +4,7 @@ produced but whose markers still hold them (see README.md beside this module).""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from stream_rater.processor.results import BatchResult, MatchResult, StoreLost
 from stream_rater.store.base import Snapshot
@@ -20,6 +20,9 @@ class CommitLedger:
         self._watermarks: dict[str, tuple[int, int]] = {}
         #: Match ids (per ladder) of commits sent whose outcome is unknown (no reply).
         self._unconfirmed: dict[str, set[str]] = {}
+        #: Per ladder, match id → how many more commits naming it were sent while it was
+        #: unconfirmed: a refusal settles its own send, not an earlier one that may land late.
+        self._resent: dict[str, dict[str, int]] = {}
         #: Match ids (per ladder) whose events were produced and whose markers are still whole.
         self._produced: dict[str, set[str]] = {}
 
@@ -44,7 +47,13 @@ class CommitLedger:
         """A commit of `ladder` applying `match_ids` is about to be sent: they are unconfirmed
         until it is known applied or refused. Returns the matches whose markers it may shrink
         (their events are produced)."""
-        self._unconfirmed.setdefault(ladder, set()).update(match_ids)
+        unconfirmed = self._unconfirmed.setdefault(ladder, set())
+        again = unconfirmed.intersection(match_ids)
+        if again:
+            resent = self._resent.setdefault(ladder, {})
+            for match_id in again:
+                resent[match_id] = resent.get(match_id, 0) + 1
+        unconfirmed.update(match_ids)
         return list(self._produced.get(ladder, ()))
 
     def applied(self, ladder: str, snapshot: Snapshot, applied: int, shrunk: Iterable[str]) -> None:
@@ -54,12 +63,25 @@ class CommitLedger:
         self._watermarks[ladder] = (snapshot.generation, snapshot.watermark + applied)
 
     def refused(self, ladder: str, match_ids: Iterable[str]) -> None:
-        """A commit of `ladder` applying `match_ids` was refused: they were not applied."""
-        self._unconfirmed[ladder].difference_update(match_ids)
+        """A commit of `ladder` applying `match_ids` was refused: that commit applied none of
+        them. One that was still unconfirmed when it was sent stays so: the earlier commit may
+        yet land (a partition healing delivers it late, after this one's read)."""
+        resent = self._resent.get(ladder, {})
+        unconfirmed = self._unconfirmed[ladder]
+        for match_id in match_ids:
+            sends = resent.pop(match_id, 0)
+            if sends > 1:
+                resent[match_id] = sends - 1
+            elif not sends:
+                unconfirmed.discard(match_id)
 
-    def settle(self, ladder: str, match_ids: Iterable[str]) -> None:
+    def settle(self, ladder: str, match_ids: Collection[str]) -> None:
         """`match_ids` of `ladder` are known applied, and the call that applied them returns."""
         self._unconfirmed[ladder].difference_update(match_ids)
+        resent = self._resent.get(ladder)
+        if resent:
+            for match_id in match_ids:
+                resent.pop(match_id, None)
 
     def produced(self, result: BatchResult) -> None:
         """`result`'s events are with the broker: the next commit of each ladder may shrink

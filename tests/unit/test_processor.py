@@ -306,6 +306,42 @@ async def test_ladders_committed_before_a_failed_call_still_count_as_applied_on_
     assert [r.duplicate for r in again.results] == [True, True]
 
 
+class LateLandingStore(MemoryStore):
+    """Its first commit times out unapplied and lands late: just before the next commit, which
+    was computed from a read that did not see it (a partition healing delivers the held
+    commit after the retry's read, on another connection)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: Sequence[Commit] = ()
+        self.lost = False
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
+        if not self.lost:
+            self.lost, self.held = True, commits
+            raise redis.exceptions.TimeoutError("Timeout reading from socket")
+        if self.held:
+            await super().commit_many(self.held)
+            self.held = ()
+        return await super().commit_many(commits)
+
+
+async def test_a_commit_landing_late_counts_as_applied_though_the_retrys_commit_was_refused():
+    """The retry's commit is refused (the late commit moved the ladder); that refusal says
+    nothing of the late commit, so the re-read finds its matches applied by this processor:
+    applied, not duplicates."""
+    store = LateLandingStore()
+    processor = Processor(LADDERS, store, clock=fixed_clock)
+    batch = [match("m1", ["a"], ["b"]), match("m2", ["b"], ["c"])]
+    with pytest.raises(redis.exceptions.TimeoutError):
+        await processor.process(batch)
+    result = await processor.process(batch)
+    assert (result.conflicts, [r.duplicate for r in result.results]) == (1, [False, False])
+    assert (await store.players("default"))["b"].games == 2
+    again = await processor.process(batch)
+    assert [r.duplicate for r in again.results] == [True, True]
+
+
 class InterferingStore(MemoryStore):
     """Lets a rival processor commit between this store's read and commit, `times` times."""
 
