@@ -36,6 +36,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_timestamp
 from stream_rater.kafka import bootstrap_servers, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, worker_env
+from stream_rater.local.processes import die_with_parent
 
 if TYPE_CHECKING:
     from stream_rater.local.runtime import BrokerKind
@@ -309,7 +310,7 @@ def _start_pipeline(
     `started` and return its PID."""
     log = (log_dir / f"{kind}.log").open("w")
     if kind == "worker":
-        started.append(start_worker(settings, {}, log))
+        started.append(start_worker(settings, {}, log, tied=True))
     else:
         started.append(
             subprocess.Popen(
@@ -317,6 +318,7 @@ def _start_pipeline(
                 env=worker_env(settings, {}),
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent(os.getpid()),
             )
         )
     log.close()

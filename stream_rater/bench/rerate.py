@@ -60,7 +60,7 @@ def run(
             settings, broker=runtime.broker_url, redis_url=runtime.redis_url, web_port=free_port()
         )
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
-        worker = start_worker(settings, DEMO_LADDER_ENV, log)
+        worker = start_worker(settings, DEMO_LADDER_ENV, log, tied=True)
         try:
             wait_ready(worker, f"http://{settings.web_host}:{settings.web_port}/readyz")
             asyncio.run(publish(events[:before], settings))

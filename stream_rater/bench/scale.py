@@ -193,7 +193,7 @@ def _one_run(
         try:
             for n, port in enumerate(ports):
                 with (Path(runtime.log_dir or ".") / f"worker-{n}.log").open("w") as log:
-                    started.append(start_worker(replace(settings, web_port=port), env, log))
+                    started.append(start_worker(replace(settings, web_port=port), env, log, tied=True))
             for process, port in zip(started, ports):
                 wait_ready(process, f"http://127.0.0.1:{port}/readyz")
             result = asyncio.run(

@@ -60,7 +60,7 @@ def run(
             fetch_max_wait=runtime.fetch_max_wait(),
         )
         log = (Path(runtime.log_dir or ".") / "worker.log").open("w")
-        worker = start_worker(settings, {}, log)
+        worker = start_worker(settings, {}, log, tied=True)
         try:
             wait_ready(worker, f"http://127.0.0.1:{settings.web_port}/readyz")
             print(f"broker: {broker}", file=out)

@@ -11,9 +11,12 @@ publish, subscribe, dlq), `archive`, `bench`, `synth` and `tokens` (token new). 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from stream_rater.cli import (
     archive,
@@ -68,6 +71,44 @@ def _reader_gone() -> int:
     return EXIT_BROKEN_PIPE
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: the command unwinds as on Ctrl-C — its ``finally`` blocks stop the processes
+    it started, by PID — and exits 128 + 15, as a shell reports a process SIGTERM ended. Not
+    the commands with a stop of their own (`STOPS_ITSELF`)."""
+
+
+#: Commands that stop gracefully on SIGTERM by themselves (faust's worker, aiohttp's server, the
+#: archiver's loop), from start-up on as before: `Terminated` is not theirs.
+STOPS_ITSELF = frozenset({"worker", "serve", "archive"})
+
+
+def _terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM does not cut the unwinding short
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds(command: str) -> Iterator[None]:
+    """Within it, SIGTERM raises `Terminated` — for a `command` not in `STOPS_ITSELF`, in the
+    main thread (the only one a handler can be set from), unless SIGTERM is not the default
+    there (a parent ignores it); the handler before is restored after (`main` also runs inside
+    test processes)."""
+    before = signal.getsignal(signal.SIGTERM)
+    mine = command not in STOPS_ITSELF and threading.current_thread() is threading.main_thread()
+    if before is not signal.SIG_DFL or not mine:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+#: The exit code of a command SIGTERM ended (`Terminated`).
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``stream-rater`` console script.
 
@@ -76,16 +117,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     service cannot be reached or something else fails (a Kafka broker: why, e.g. its SASL
     credentials or TLS certificate). ``--debug`` shows the traceback. A reader of stdout that
     went away (``stream-rater ratings | head -3``) ends the command quietly with 141, as SIGPIPE
-    ends other Unix tools.
+    ends other Unix tools; SIGTERM ends it as Ctrl-C does, with 143 (`Terminated`).
     """
     args = build_parser().parse_args(argv)
     kafka_connect = KafkaConnectFailures()
     if not args.debug and args.command not in ("worker", "dev", "demo"):
         kafka_connect.install()
     try:
-        code = int(args.func(args) or 0)
+        with _sigterm_unwinds(args.command):
+            code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader gone before the last buffered lines is a broken pipe too
         return code
+    except Terminated:
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -226,6 +226,7 @@ def _dev_archive(stack: ExitStack, settings: Settings) -> Settings:
 
     from stream_rater.local.demo import stop_process
     from stream_rater.local.postgres import LocalPostgres
+    from stream_rater.local.processes import die_with_parent
 
     url = stack.enter_context(LocalPostgres()).url
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
@@ -233,7 +234,9 @@ def _dev_archive(stack: ExitStack, settings: Settings) -> Settings:
         {env_name(n): str(getattr(settings, n)) for n in ("broker", "topic_updates", "session_timeout")}
     )
     env[env_name("archive_url")] = url
-    child = subprocess.Popen([sys.executable, "-m", "stream_rater", "archive"], env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "stream_rater", "archive"], env=env, preexec_fn=die_with_parent(os.getpid())
+    )
     stack.callback(stop_process, child)
     print(
         f"archive  {url}  ({env_name('archive_url')}, stream-rater archive PID {child.pid})", file=sys.stderr

@@ -190,8 +190,11 @@ def wait_kafka_metadata(
 # Child processes
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies (Linux only)."""
+def die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies (Linux only).
+
+    The kernel ties the child to the *thread* that started it: start it from a thread that
+    lives as long as the child (a command's main thread), or it dies when that thread ends."""
     libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
     def preexec() -> None:
@@ -247,7 +250,7 @@ def spawn(name: str, argv: list[str], workdir: Path, port: int, **popen: Any) ->
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent(os.getpid()),
+            preexec_fn=die_with_parent(os.getpid()),
             **popen,
         )
     return Child(name, process, log_path, port)

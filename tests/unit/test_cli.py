@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import stream_rater.bench
-from stream_rater.cli import build_parser
+from stream_rater.cli import EXIT_TERMINATED, build_parser, main, stream, synth
 from stream_rater.cli.common import store_url
 from tests.helpers import cli
 
@@ -68,12 +70,34 @@ def test_each_bench_is_a_subcommand_named_after_its_module_with_only_its_own_fla
         parser.parse_args(["bench", "engines", "--minutes", "1"])
 
 
+def test_sigterm_unwinds_a_command_through_its_finally_blocks_and_exits_143(monkeypatch):
+    """SIGTERM raises in the command, as Ctrl-C would, so its ``finally`` blocks (which stop
+    what it started, by PID) run; the exit code is 128 + 15; the handler before comes back."""
+    ran: list[str] = []
+
+    def command(args) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled before the next line runs
+            ran.append("went on")
+        finally:
+            ran.append("finally")
+        return 0
+
+    monkeypatch.setattr(synth, "cmd_synth", command)
+    assert main(["synth"]) == EXIT_TERMINATED
+    assert ran == ["finally"] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_command_that_stops_by_itself_on_sigterm_keeps_sigterm_as_it_was(monkeypatch):
+    """The worker's own stop (faust's handler, installed once it runs) holds from start-up on."""
+    seen = []
+    monkeypatch.setattr(stream, "cmd_worker", lambda args: seen.append(signal.getsignal(signal.SIGTERM)))
+    assert main(["worker"]) == 0 and seen == [signal.SIG_DFL]
+
+
 @pytest.mark.parametrize("command", [["synth", "--matches", "4000"], ["replay", "--model", "elo"]])
 def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(command: list[str], tmp_path: Path):
     """``stream-rater … | head -1``: no "[Errno 32] Broken pipe" line, exit 128 + SIGPIPE."""
-    import subprocess
-    import sys
-
     matches = tmp_path / "matches.jsonl"
     matches.write_text(cli("synth", "--matches", "3000", check=True).stdout)
     args = [*command, str(matches)] if command[0] == "replay" else command
