@@ -1,5 +1,6 @@
-"""The processor on a real Redis: same results as in memory, idempotent replays, and no lost
-updates when two processors commit concurrently with overlapping players."""
+"""The processor on a real Redis: same results as in memory, idempotent replays, no lost
+updates when two processors commit concurrently with overlapping players, and a commit that
+lands late (a partition) applied once and counted as applied."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 
 import pytest
+import redis.exceptions
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.local.demo import default_data_file
@@ -21,6 +23,7 @@ from stream_rater.store import Commit, CommitConflict, open_store
 from stream_rater.store.memory import MemoryStore
 from stream_rater.store.redis import RedisStore
 from tests.helpers import parsed_duel
+from tests.store_faults import LateLanding
 
 pytestmark = pytest.mark.integration
 
@@ -71,6 +74,25 @@ async def test_redis_and_memory_replays_are_identical_and_idempotent(redis_url, 
     assert first.round_trips == 2 * len(range(0, len(matches), 500))
     second = await replay(matches, Processor(ladders, store, clock=clock), batch_size=500)
     assert (second.applied, second.duplicates) == (0, len(matches))
+    await store.close()
+
+
+async def test_a_commit_landing_late_on_redis_is_applied_once_and_counted_as_applied(redis_url, ladders):
+    """A partition's commit times out and lands only after the retry's read: the real commit
+    script refuses the retry's commit (the ladder moved) and the re-read finds the late one's
+    markers, which the processor reports as applied (not duplicates); the states are those of
+    the matches applied once."""
+    name = ladder_of(ladders)
+    batch = [parsed_duel(ladders, f"m{i}", f"p{i % 3}", f"p{i % 3 + 1}", ladder=name, at=i) for i in range(6)]
+    store = LateLanding(open_store(redis_url))
+    processor = Processor(ladders, store, clock=clock)
+    with pytest.raises(redis.exceptions.TimeoutError):
+        await processor.process(batch)
+    result = await processor.process(batch)
+    assert (result.conflicts, [r.duplicate for r in result.results]) == (1, [False] * 6)
+    oracle = Processor(ladders, MemoryStore(), clock=clock)
+    assert result.events == (await oracle.process(batch)).events
+    assert await store.players(name) == await oracle.store.players(name)
     await store.close()
 
 

@@ -20,6 +20,7 @@ from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit, CommitConflict
 from stream_rater.store.memory import MemoryStore
 from tests.helpers import match as wire_match
+from tests.store_faults import LateLanding
 from tests.unit.processing import LADDERS, fixed_clock, match
 
 
@@ -306,31 +307,11 @@ async def test_ladders_committed_before_a_failed_call_still_count_as_applied_on_
     assert [r.duplicate for r in again.results] == [True, True]
 
 
-class LateLandingStore(MemoryStore):
-    """Its first commit times out unapplied and lands late: just before the next commit, which
-    was computed from a read that did not see it (a partition healing delivers the held
-    commit after the retry's read, on another connection)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.held: Sequence[Commit] = ()
-        self.lost = False
-
-    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
-        if not self.lost:
-            self.lost, self.held = True, commits
-            raise redis.exceptions.TimeoutError("Timeout reading from socket")
-        if self.held:
-            await super().commit_many(self.held)
-            self.held = ()
-        return await super().commit_many(commits)
-
-
 async def test_a_commit_landing_late_counts_as_applied_though_the_retrys_commit_was_refused():
     """The retry's commit is refused (the late commit moved the ladder); that refusal says
     nothing of the late commit, so the re-read finds its matches applied by this processor:
     applied, not duplicates."""
-    store = LateLandingStore()
+    store = LateLanding(MemoryStore())
     processor = Processor(LADDERS, store, clock=fixed_clock)
     batch = [match("m1", ["a"], ["b"]), match("m2", ["b"], ["c"])]
     with pytest.raises(redis.exceptions.TimeoutError):
