@@ -18,6 +18,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from stream_rater.config.ladders import Ladders
 from stream_rater.contracts import MatchFinished, parse_match
+from stream_rater.processor.quality import LIVE
 from stream_rater.store import PlayerState, open_store
 from stream_rater.waiting import wait_until, wait_until_async
 
@@ -150,6 +151,19 @@ def stored_players(redis_url: str, ladder: str, prefix: str = "sr") -> dict[str,
         store = open_store(redis_url, prefix=prefix)
         try:
             return await store.players(ladder)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def stored_quality(redis_url: str, ladder: str, prefix: str = "sr") -> dict[str, float]:
+    """The ladder's live prediction-quality sums as stored in the Redis at `redis_url`."""
+
+    async def read() -> dict[str, float]:
+        store = open_store(redis_url, prefix=prefix)
+        try:
+            return (await store.quality(ladder, LIVE, 0))[0]
         finally:
             await store.close()
 

@@ -23,8 +23,9 @@ from stream_rater.store.base import Commit, CommitConflict, HeldStale, LadderFro
 from stream_rater.store.roles import BatchStore
 from stream_rater.waiting import backoff
 
-#: Per ladder, match ids the current `Processor.process` call found or made applied.
-_Settled = list[tuple[str, set[str]]]
+#: Per ladder, match ids the current `Processor.process` call found applied by its own lost
+#: commits (True: `CommitLedger.confirm`) or made applied (False).
+_Settled = list[tuple[str, set[str], bool]]
 
 
 @dataclass(slots=True)
@@ -192,9 +193,10 @@ class Processor:
             batch.results += done.results
             batch.conflicts += done.conflicts
             batch.quality += done.quality
-        for name, ids in settled:
+        for name, ids, confirmed in settled:
             if ids:
-                self.ledger.settle(name, ids)
+                landed = self.ledger.settle(name, ids, confirmed=confirmed)
+                batch.quality += [(name, scorer, add) for scorer, add in landed]
         return batch
 
     async def _process(
@@ -245,7 +247,7 @@ class Processor:
         planned = []
         for part, snapshot in zip(pending, snapshots):
             plan, confirmed = self._plan(part, snapshot)
-            settled.append((part.ladder.name, confirmed))
+            settled.append((part.ladder.name, confirmed, True))
             if plan.commit.markers:
                 planned.append((part, plan))
         return planned
@@ -262,16 +264,22 @@ class Processor:
             shrink = self.ledger.sending(part.ladder.name, plan.commit.markers)
             commit = replace(plan.commit, unread=part.unread) if part.unread is not None else plan.commit
             commits.append(replace(commit, produced=shrink) if shrink else commit)
-        refusals = await self.store.commit_many(commits)
+        try:
+            refusals = await self.store.commit_many(commits)
+        except BaseException:  # no reply: any commit may have landed (`CommitLedger.landed`)
+            for (part, _), commit in zip(planned, commits):
+                self.ledger.lost(part.ladder.name, commit.markers, _quality(commit))
+            raise
         pending: list[_LadderPart] = []
         waits: type[CommitConflict] | None = None
         for (part, plan), commit, refused in zip(planned, commits, refusals):
             name = part.ladder.name
             if refused is None:
-                batch.quality += [(name, scorer, add) for scorer, (add, _) in commit.quality.items()]
                 self._hold(part, plan.commit)
-                settled.append((name, set(plan.commit.markers)))
-                self.ledger.applied(name, part.snapshot, len(plan.commit.markers), commit.produced)
+                settled.append((name, set(plan.commit.markers), False))
+                self.ledger.applied(
+                    name, part.snapshot, plan.commit.markers, commit.produced, _quality(commit)
+                )
                 continue
             self.ledger.refused(name, plan.commit.markers)
             self.known.drop(name)
@@ -366,3 +374,8 @@ class Processor:
         if found is None:
             found = self._overridden[key] = replace(ladder, params={**ladder.params, **params})
         return found
+
+
+def _quality(commit: Commit) -> list[tuple[str, dict[str, float]]]:
+    """`commit`'s quality sums per scorer (`CommitLedger.settle` gives them back)."""
+    return [(scorer, add) for scorer, (add, _) in commit.quality.items()]

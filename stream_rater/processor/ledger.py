@@ -1,17 +1,22 @@
 """What a processor remembers of its own commits, per ladder: how far each ladder's history
-went (its watermark), the commits sent without a reply, and the matches whose events were
-produced but whose markers still hold them (see README.md beside this module)."""
+went (its watermark), the commits sent without a reply, the quality sums of the commits whose
+matches are not settled yet, and the matches whose events were produced but whose markers still
+hold them (see README.md beside this module)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from stream_rater.processor.results import BatchResult, MatchResult, StoreLost
 from stream_rater.store.base import Snapshot
 
+#: A commit's prediction-quality sums per scorer, as `BatchResult.quality` takes them.
+Quality = Sequence[tuple[str, dict[str, float]]]
+
 
 class CommitLedger:
-    """A processor's record of its commits: watermarks, unconfirmed and produced matches."""
+    """A processor's record of its commits: watermarks, unconfirmed and produced matches, and
+    the quality of the commits not yet settled."""
 
     def __init__(self, *, suspect_empty: bool = False) -> None:
         #: See `Processor`: a ladder the store knows nothing of counts as lost.
@@ -25,6 +30,9 @@ class CommitLedger:
         self._resent: dict[str, dict[str, int]] = {}
         #: Match ids (per ladder) whose events were produced and whose markers are still whole.
         self._produced: dict[str, set[str]] = {}
+        #: Per ladder, the commits applied (True) or whose call failed (False: they may have
+        #: landed) whose matches are not settled yet: their match ids and quality sums.
+        self._sent: dict[str, list[tuple[frozenset[str], Quality, bool]]] = {}
 
     def read(self, ladder: str, snapshot: Snapshot) -> None:
         """Note `snapshot`, just read of `ladder`; `StoreLost` if it shows less of the ladder
@@ -56,11 +64,20 @@ class CommitLedger:
         unconfirmed.update(match_ids)
         return list(self._produced.get(ladder, ()))
 
-    def applied(self, ladder: str, snapshot: Snapshot, applied: int, shrunk: Iterable[str]) -> None:
-        """A commit of `ladder`, computed from `snapshot`, applied `applied` matches and
-        shrank the markers of `shrunk`. (Its matches stay unconfirmed until `settle`.)"""
+    def applied(
+        self,
+        ladder: str,
+        snapshot: Snapshot,
+        match_ids: Collection[str],
+        shrunk: Iterable[str],
+        quality: Quality,
+    ) -> None:
+        """A commit of `ladder`, computed from `snapshot`, applied `match_ids`, added `quality`
+        and shrank the markers of `shrunk`. (Its matches stay unconfirmed, and its quality
+        uncounted, until `settle`.)"""
         self._produced.get(ladder, set()).difference_update(shrunk)
-        self._watermarks[ladder] = (snapshot.generation, snapshot.watermark + applied)
+        self._watermarks[ladder] = (snapshot.generation, snapshot.watermark + len(match_ids))
+        self._sent.setdefault(ladder, []).append((frozenset(match_ids), quality, True))
 
     def refused(self, ladder: str, match_ids: Iterable[str]) -> None:
         """A commit of `ladder` applying `match_ids` was refused: that commit applied none of
@@ -75,13 +92,32 @@ class CommitLedger:
             elif not sends:
                 unconfirmed.discard(match_id)
 
-    def settle(self, ladder: str, match_ids: Collection[str]) -> None:
-        """`match_ids` of `ladder` are known applied, and the call that applied them returns."""
+    def lost(self, ladder: str, match_ids: Iterable[str], quality: Quality) -> None:
+        """The call that sent a commit of `ladder` applying `match_ids`, adding `quality`,
+        failed: the commit may have landed (a re-read then finds its matches: `confirm`)."""
+        self._sent.setdefault(ladder, []).append((frozenset(match_ids), quality, False))
+
+    def settle(self, ladder: str, match_ids: Collection[str], *, confirmed: bool = False) -> Quality:
+        """`match_ids` of `ladder` are known applied, and the call that applied them returns
+        (`confirmed`: it found them applied by this processor's own earlier commit). Returns
+        the quality sums of the commit that applied them, to be counted once: the one applied,
+        else (`confirmed`) a lost one, which landed. A commit is atomic, so one match found
+        applied shows that its whole commit landed; the commits of the same matches sent again
+        meanwhile (the retries of a lost one) were computed from the same states: same sums."""
         self._unconfirmed[ladder].difference_update(match_ids)
         resent = self._resent.get(ladder)
         if resent:
             for match_id in match_ids:
                 resent.pop(match_id, None)
+        sent = self._sent.get(ladder)
+        if not sent:
+            return []
+        done = [entry for entry in sent if not entry[0].isdisjoint(match_ids)]
+        self._sent[ladder] = [entry for entry in sent if entry[0].isdisjoint(match_ids)]
+        landed = [quality for _, quality, applied in done if applied] or [
+            quality for _, quality, _ in done if confirmed
+        ]
+        return landed[0] if landed else []
 
     def produced(self, result: BatchResult) -> None:
         """`result`'s events are with the broker: the next commit of each ladder may shrink

@@ -1,7 +1,8 @@
 """Redis refusing writes on a healthy connection (maxmemory, a demoted replica) and a network
 partition to Redis, each injected mid-stream into a real worker: /readyz says so while it
 lasts and is 200 after, no valid match is dead-lettered, every match is applied exactly once
-(the worker's applied counter) and the final states equal a replay of the input."""
+(the worker's applied and prediction-quality counters equal the store's) and the final states
+equal a replay of the input."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from tests.e2e.e2e_support import (
     scraped,
     worker_test_env,
 )
-from tests.helpers import duel, wait_for
+from tests.helpers import duel, stored_quality, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka(only=True)]
 
@@ -97,7 +98,7 @@ def through_a_fault(
 ) -> None:
     """Publish, start the fault, publish more; once /readyz names it (`says`) for `hold`
     seconds end it, publish the rest; then the oracle: /readyz 200, nothing dead-lettered,
-    the applied counter exact, the states equal to a replay."""
+    the applied and quality counters exact, the states equal to a replay."""
     run.publish(0, BEFORE)
     wait_for(lambda: run.applied_now() == BEFORE, f"{BEFORE} matches applied")
     start()
@@ -114,6 +115,16 @@ def through_a_fault(
     dead = asyncio.run(read_log(run.settings, run.settings.topic_dlq, timeout=30))[0]
     assert [r.value for r in dead] == [], "valid matches were dead-lettered"
     assert counted(run.port, run.ladder) == len(run.matches)
+    quality = stored_quality(run.redis.url, run.ladder)
+    live = f'{{ladder="{run.ladder}",scorer="live"}}'
+    assert (
+        scraped(run.port, f"stream_rater_predicted_matches_total{live}")
+        == quality["matches"]
+        == len(run.matches)
+    )
+    assert scraped(run.port, f"stream_rater_predicted_log_loss_total{live}") == pytest.approx(
+        quality["log_loss"]
+    )
     assert equals_replay(run.redis.url, run.ladder, run.matches)
 
 
