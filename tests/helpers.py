@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -223,3 +224,11 @@ def poison_model(monkeypatch: pytest.MonkeyPatch, ladders: Ladders, ladder: str)
         return real(teams, outcome)
 
     monkeypatch.setattr(model, "rate_match", rate_match)
+
+
+def gone(pid: int) -> bool:
+    """Whether `pid` runs no more (exited: a zombie not yet reaped by its new parent counts)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True

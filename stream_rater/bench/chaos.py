@@ -24,7 +24,6 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -112,7 +111,7 @@ class Workers:
             if self.links is not None:
                 settings = replace(settings, broker=self.links.broker_url(slot))
             with (self.logs / f"worker-{slot}.log").open("a") as log:
-                process = start_worker(settings, self.env, log)
+                process = start_worker(settings, self.env, log, tied=True)
             self.slots[slot] = _Slot(process, port, time.monotonic())
             self.wanted.add(slot)
             return process
@@ -187,12 +186,6 @@ class Nemesis:
     env: dict[str, str]
     out: TextIO
     checkpoints: CheckpointLoop
-    #: Threads that live as long as the runtime, one for the brokers and one for Redis: a child
-    #: started by another thread would die when that thread ends (``PR_SET_PDEATHSIG``,
-    #: `stream_rater.local.runtime`).
-    spawners: dict[str, ThreadPoolExecutor] = field(
-        default_factory=lambda: {kind: ThreadPoolExecutor(max_workers=1) for kind in ("broker", "redis")}
-    )
     corrections: list[Correction] = field(default_factory=list)
     applied: list[tuple[Fault, str]] = field(default_factory=list)
     #: A fault waits until the one before it on its resource is healed (a restart can take
@@ -252,7 +245,7 @@ class Nemesis:
             ),
             "redis-freeze": (lambda: r.signal(signal.SIGSTOP), lambda: r.signal(signal.SIGCONT)),
             "redis-refuse": (r.refuse_writes, r.accept_writes),
-            "redis-restart": (r.kill, lambda: self.spawners["redis"].submit(r.start).result()),
+            "redis-restart": (r.kill, r.start),
             "checkpoint-kill": (lambda: ck.signal(signal.SIGKILL), ck.start),
             "checkpoint-pause": (lambda: ck.signal(signal.SIGSTOP), lambda: ck.signal(signal.SIGCONT)),
             "checkpoint-cut": (ck.proxy.cut, ck.proxy.heal),
@@ -264,7 +257,7 @@ class Nemesis:
         """Start broker `index` again from its log dir; tried again if it exits at startup."""
         for attempt in range(BROKER_RESTARTS):
             try:
-                self.spawners["broker"].submit(self.runtime.restart_broker, index).result()
+                self.runtime.restart_broker(index)
                 return
             except LocalRuntimeError:
                 if attempt == BROKER_RESTARTS - 1:
@@ -360,8 +353,6 @@ def run(options: Options, out: TextIO = sys.stdout) -> Verdict:
             checkpoints.close()
             nemesis.workers.close()
             redis.stop()
-            for spawner in nemesis.spawners.values():
-                spawner.shutdown()
     _report(options, schedule, verdict, out)
     return verdict
 

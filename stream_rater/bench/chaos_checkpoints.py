@@ -26,6 +26,7 @@ from stream_rater.checkpoints import KafkaSink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.local.nemesis import TcpProxy, signal_process
+from stream_rater.local.processes import popen_tied
 from stream_rater.offline.recovery import recover
 from stream_rater.offline.verify import verify
 from stream_rater.store import PlayerState, StateStore, open_store
@@ -82,7 +83,7 @@ class CheckpointLoop:
 
     def start(self) -> None:
         with (self.logs / "checkpointer.log").open("a") as log:
-            self.process = subprocess.Popen(
+            self.process = popen_tied(
                 [sys.executable, "-m", "stream_rater", *self.argv("--loop", "--interval", str(INTERVAL))],
                 env=self.env,
                 stdout=log,

@@ -36,7 +36,7 @@ from stream_rater.config.settings import Settings
 from stream_rater.contracts import parse_timestamp
 from stream_rater.kafka import bootstrap_servers, publish
 from stream_rater.local.demo import start_worker, stop_process, tagged_settings, worker_env
-from stream_rater.local.processes import die_with_parent
+from stream_rater.local.processes import popen_tied
 
 if TYPE_CHECKING:
     from stream_rater.local.runtime import BrokerKind
@@ -313,12 +313,11 @@ def _start_pipeline(
         started.append(start_worker(settings, {}, log, tied=True))
     else:
         started.append(
-            subprocess.Popen(
+            popen_tied(
                 [sys.executable, "-m", "stream_rater.bench.passthrough"],
                 env=worker_env(settings, {}),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=die_with_parent(os.getpid()),
             )
         )
     log.close()

@@ -222,11 +222,10 @@ def _dev_archive(stack: ExitStack, settings: Settings) -> Settings:
     archive`` child writing the updates topic into it, both stopped by PID with `stack`; the
     settings with its URL, so that the worker's history and explain read it."""
     import os
-    import subprocess
 
     from stream_rater.local.demo import stop_process
     from stream_rater.local.postgres import LocalPostgres
-    from stream_rater.local.processes import die_with_parent
+    from stream_rater.local.processes import popen_tied
 
     url = stack.enter_context(LocalPostgres()).url
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAM_RATER_")}
@@ -234,9 +233,7 @@ def _dev_archive(stack: ExitStack, settings: Settings) -> Settings:
         {env_name(n): str(getattr(settings, n)) for n in ("broker", "topic_updates", "session_timeout")}
     )
     env[env_name("archive_url")] = url
-    child = subprocess.Popen(
-        [sys.executable, "-m", "stream_rater", "archive"], env=env, preexec_fn=die_with_parent(os.getpid())
-    )
+    child = popen_tied([sys.executable, "-m", "stream_rater", "archive"], env=env)
     stack.callback(stop_process, child)
     print(
         f"archive  {url}  ({env_name('archive_url')}, stream-rater archive PID {child.pid})", file=sys.stderr

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from stream_rater.config.ladders import load_ladders
 from stream_rater.config.settings import Settings, env_name
 from stream_rater.kafka import publish, subscribe
-from stream_rater.local.processes import die_with_parent
+from stream_rater.local.processes import popen_tied
 from stream_rater.offline.adapters import open_text, read_records
 from stream_rater.offline.verify import VerifyReport, verdict, verify
 from stream_rater.store import open_store
@@ -99,15 +99,13 @@ def start_worker(
     settings: Settings, extra_env: Mapping[str, str], log: TextIO, *, tied: bool = False
 ) -> subprocess.Popen[bytes]:
     """A ``stream-rater worker`` child process (stop it with `stop_process`). `tied`: it gets
-    SIGKILL if this process dies first (`die_with_parent`: only from a thread that outlives it),
-    so that a command killed outright leaves no worker behind."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "stream_rater", "worker"],
-        env=worker_env(settings, extra_env),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent(os.getpid()) if tied else None,
-    )
+    SIGKILL if this process dies first (`popen_tied`), so that a command killed outright leaves
+    no worker behind."""
+    argv = [sys.executable, "-m", "stream_rater", "worker"]
+    env = worker_env(settings, extra_env)
+    if tied:
+        return popen_tied(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 @dataclass(frozen=True)
@@ -122,11 +120,11 @@ class Server:
 def serving(store_url: str, ladders_file: Path, timeout: float = 60.0) -> Iterator[Server]:
     """A ``stream-rater serve`` child answering the read API of the store at `store_url` on a
     free loopback port, once ready (`wait_ready`); stopped by PID (`stop_process`) after, and
-    tied to this process (`die_with_parent`: the `with` ends in the thread that started it)."""
+    tied to this process (`popen_tied`)."""
     from stream_rater.local.processes import HOST, free_port
 
     port = free_port()
-    process = subprocess.Popen(
+    process = popen_tied(
         [
             sys.executable,
             "-m",
@@ -141,7 +139,6 @@ def serving(store_url: str, ladders_file: Path, timeout: float = 60.0) -> Iterat
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        preexec_fn=die_with_parent(os.getpid()),
     )
     server = Server(process, f"http://{HOST}:{port}")
     try:

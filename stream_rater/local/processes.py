@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -190,11 +191,9 @@ def wait_kafka_metadata(
 # Child processes
 
 
-def die_with_parent(parent_pid: int) -> Callable[[], None]:
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     """A ``preexec_fn`` that makes the child get SIGKILL when its parent dies (Linux only).
-
-    The kernel ties the child to the *thread* that started it: start it from a thread that
-    lives as long as the child (a command's main thread), or it dies when that thread ends."""
+    The kernel ties the child to the *thread* that started it (`popen_tied`)."""
     libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
     def preexec() -> None:
@@ -204,6 +203,27 @@ def die_with_parent(parent_pid: int) -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return preexec
+
+
+#: Starts the tied children of every thread but the main one: a thread that lives as long as
+#: this process (a thread pool's is joined only at its exit).
+_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tied-children")
+
+
+def popen_tied(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(args, **popen)`` of a child that gets SIGKILL when this process dies
+    (``PR_SET_PDEATHSIG``, Linux only), so that a command killed outright leaves nothing
+    running. The kernel ties the child to the thread that forks it, and kills it when that
+    thread ends: a thread other than the main one (a fault of `bench chaos` restarting a
+    worker) has it forked by `_STARTER`, whose thread lives as long as the process."""
+    preexec = _die_with_parent(os.getpid())
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(args, preexec_fn=preexec, **popen)
+
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    return _STARTER.submit(start).result()
 
 
 @dataclass
@@ -243,14 +263,13 @@ def spawn(name: str, argv: list[str], workdir: Path, port: int, **popen: Any) ->
     ``popen``: more `subprocess.Popen` arguments (e.g. ``user``/``group`` to drop root)."""
     log_path = workdir / f"{name}.log"
     with open(log_path, "ab") as log:
-        process = subprocess.Popen(
+        process = popen_tied(
             argv,
             cwd=workdir,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent(os.getpid()),
             **popen,
         )
     return Child(name, process, log_path, port)

@@ -18,7 +18,7 @@ import pytest
 
 from stream_rater.cli import EXIT_TERMINATED
 from stream_rater.local.demo import stop_process
-from tests.helpers import wait_for
+from tests.helpers import gone, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -52,14 +52,6 @@ def said(process: subprocess.Popen[str], pattern: str) -> re.Match[str]:
     pytest.fail(
         f"the demo ended (code {process.wait()}) without a line like {pattern!r}:\n{''.join(seen)[-3000:]}"
     )
-
-
-def gone(pid: int) -> bool:
-    """Whether `pid` runs no more (exited: a zombie not yet reaped by its new parent counts)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
 
 
 def refused(address: str) -> bool:

@@ -1,8 +1,14 @@
-"""`free_port`: ports for local servers, out of the way of the kernel's ephemeral ports."""
+"""`free_port`: ports for local servers, out of the way of the kernel's ephemeral ports;
+`popen_tied`: children that die with the command, from any of its threads."""
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 
 from stream_rater.local.processes import HOST, LISTEN_PORTS_FROM, free_port
+from tests.helpers import gone, wait_for
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -22,3 +28,37 @@ def test_free_ports_lie_below_the_ephemeral_range_and_can_be_listened_on():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((HOST, port))
             sock.listen()
+
+
+#: Starts a tied child from a thread that then ends, and prints the child's PID if it outlived
+#: that thread (by 2 s); then exits, leaving the child running.
+_PARENT = """
+import subprocess, sys, threading
+from stream_rater.local.processes import popen_tied
+started = []
+sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+thread = threading.Thread(target=lambda: started.append(popen_tied(sleeper)))
+thread.start()
+thread.join()
+try:
+    started[0].wait(timeout=2)
+    print("the child died with the thread that started it")
+except subprocess.TimeoutExpired:
+    print(started[0].pid)
+"""
+
+
+def test_a_child_tied_from_a_passing_thread_outlives_the_thread_and_dies_with_its_process():
+    """`bench chaos` restarts workers from its fault threads: such a child must not die when
+    its thread ends (the kernel ties it to the thread that forks it), but must when the
+    command does."""
+    said = subprocess.run(
+        [sys.executable, "-c", _PARENT], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
+    assert said.isdigit(), said
+    pid = int(said)
+    try:
+        wait_for(lambda: gone(pid), "the child to die with its parent", timeout=10)
+    finally:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
