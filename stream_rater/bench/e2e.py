@@ -155,22 +155,32 @@ def _interpolate(samples: list[tuple[float, float]], at: float) -> float:
     return v0 if t1 == t0 else v0 + (v1 - v0) * (at - t0) / (t1 - t0)
 
 
+@dataclass(frozen=True)
+class Load:
+    """What a run sends: a backlog of `matches`, then `latency_seconds` at each of `rates`
+    (matches/s), every match between two of `players` players."""
+
+    matches: int = 30_000
+    latency_seconds: float = 5.0
+    rates: Sequence[float] = (100.0, 500.0, 5000.0)
+    players: int = 1000
+
+
 async def _measure(
     name: str,
     settings: Settings,
     process: Callable[[], int],
-    n: int,
+    load: Load,
     per_match: int,
-    latency_seconds: float,
-    rates: Sequence[float],
     services: Mapping[str, int],
 ) -> PipelineResult:
-    """Throughput over a backlog of `n` matches published before the pipeline starts, then
-    latency at each steady rate of `rates` for `latency_seconds`. `process` starts the
-    pipeline and returns its PID; the CPU time of the `services` (name → PID: broker, Redis)
-    and of ``redis`` alone is sampled beside the pipeline's."""
+    """Throughput over the backlog of `load` published before the pipeline starts, then
+    latency at each of its steady rates. `process` starts the pipeline and returns its PID;
+    the CPU time of the `services` (name → PID: broker, Redis) and of ``redis`` alone is
+    sampled beside the pipeline's."""
     rng = random.Random(1)
-    await publish(_matches("burst-", n, 1000, rng, time.time), settings)
+    n = load.matches
+    await publish(_matches("burst-", n, load.players, rng, time.time), settings)
     outputs = _Outputs(settings)
     await outputs.start()
     try:
@@ -204,7 +214,7 @@ async def _measure(
         services_cores = used(services_cpu) / (last - first)
         redis_us = 1e6 * used(redis_cpu) / matches
         outputs.follow_matches = True
-        measured = {rate: await _latency(outputs, settings, rng, rate, latency_seconds) for rate in rates}
+        measured = {rate: await _latency(outputs, settings, rng, rate, load) for rate in load.rates}
     finally:
         await outputs.stop()
     rss, peak = _rss_mb(pid)
@@ -229,11 +239,13 @@ def _middle(timestamps: Sequence[float], n: int, per_match: int) -> tuple[float,
 
 
 async def _latency(
-    outputs: _Outputs, settings: Settings, rng: random.Random, rate: float, seconds: float
+    outputs: _Outputs, settings: Settings, rng: random.Random, rate: float, load: Load
 ) -> tuple[tuple[float, float], tuple[float, float]]:
     """p50 and p99 (ms) from publishing to the first output of each match, publishing
-    `seconds` of matches at a steady `rate`; and the p50s of its two parts (`PipelineResult.stages_ms`)."""
-    steady = _matches(f"steady-{rate:g}-", max(20, int(rate * seconds)), 1000, rng, lambda: 0.0)
+    `load`'s seconds of matches at a steady `rate`; and the p50s of its two parts
+    (`PipelineResult.stages_ms`)."""
+    count = max(20, int(rate * load.latency_seconds))
+    steady = _matches(f"steady-{rate:g}-", count, load.players, rng, lambda: 0.0)
 
     def stamped() -> Iterator[dict[str, Any]]:
         for match in steady:
@@ -254,14 +266,13 @@ async def _latency(
 
 
 def run(
-    matches: int = 30_000,
-    latency_seconds: float = 5.0,
-    rates: Sequence[float] = (100.0, 500.0, 5000.0),
+    load: Load = Load(),
     partitions: int = 8,
     out: TextIO = sys.stdout,
     broker: BrokerKind = "tansu",
 ) -> list[PipelineResult]:
-    """Measure the worker and the pass-through in one run on `broker` and print them side by side."""
+    """Measure the worker and the pass-through under `load` in one run on `broker` and print
+    them side by side."""
     from stream_rater.local.runtime import LocalRuntime, free_port
 
     pipelines = {"stream-rater worker": "worker", "naive faust pass-through": "passthrough"}
@@ -288,10 +299,8 @@ def run(
                             label,
                             settings,
                             start,
-                            matches,
+                            load,
                             outputs_per_match[kind],
-                            latency_seconds,
-                            rates,
                             runtime.pids,
                         )
                     )
@@ -299,7 +308,7 @@ def run(
             finally:
                 for process in started:
                     stop_process(process)
-    _print(results, matches, latency_seconds, broker, out)
+    _print(results, load, broker, out)
     return results
 
 
@@ -324,11 +333,12 @@ def _start_pipeline(
     return started[-1].pid
 
 
-def _print(results: list[PipelineResult], n: int, latency_seconds: float, broker: str, out: TextIO) -> None:
+def _print(results: list[PipelineResult], load: Load, broker: str, out: TextIO) -> None:
     rates = list(results[0].latency_ms)
     print(
-        f"end to end, embedded runtime on {broker}, 1v1 TrueSkill on one ladder (one partition); throughput over a backlog of {n:,} matches "
-        f"(middle 90 % of the outputs), latency over {latency_seconds:g} s at each of {', '.join(f'{r:,.0f}' for r in rates)} matches/s",
+        f"end to end, embedded runtime on {broker}, 1v1 TrueSkill on one ladder (one partition) of {load.players:,} "
+        f"players; throughput over a backlog of {load.matches:,} matches (middle 90 % of the outputs), latency "
+        f"over {load.latency_seconds:g} s at each of {', '.join(f'{r:,.0f}' for r in rates)} matches/s",
         file=out,
     )
     print(

@@ -55,6 +55,9 @@ def _e2e(benches: Subcommands) -> None:
     p.add_argument("--matches", type=int, default=30_000, help="matches in the throughput burst (30000)")
     p.add_argument("--latency-seconds", type=float, default=5.0, help="seconds of each steady phase (5)")
     p.add_argument(
+        "--players", type=int, default=1000, help="players the matches are drawn from, two a match (1000)"
+    )
+    p.add_argument(
         "--rates",
         type=_numbers(float),
         default=[100.0, 500.0, 5000.0],
@@ -76,7 +79,8 @@ def _run_e2e(args: argparse.Namespace) -> int:
     from stream_rater.bench import e2e
 
     for broker in BROKERS if args.broker == "both" else (args.broker,):
-        e2e.run(matches=args.matches, latency_seconds=args.latency_seconds, rates=args.rates, broker=broker)
+        load = e2e.Load(args.matches, args.latency_seconds, args.rates, args.players)
+        e2e.run(load, broker=broker)
     return 0
 
 

@@ -220,8 +220,20 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     """`bench e2e` starts its own embedded runtime, measures both pipelines and prints them
     side by side, with Redis's CPU per match and latency at each rate asked (a smoke run on a
     small backlog: the figures themselves are not judged)."""
-    out = cli("bench", "e2e", "--matches", "3000", "--latency-seconds", "0.4", "--rates", "50,200").stdout
+    out = cli(
+        "bench",
+        "e2e",
+        "--matches",
+        "3000",
+        "--latency-seconds",
+        "0.4",
+        "--rates",
+        "50,200",
+        "--players",
+        "100000",
+    ).stdout
     lines = out.splitlines()
+    assert "one ladder (one partition) of 100,000 players" in lines[0]
     header = next(line for line in lines if line.startswith("pipeline"))
     assert header.split()[6:12] == ["Redis", "µs", "p50@50", "p99@50", "p50@200", "p99@200"]
     rows = {
