@@ -50,6 +50,7 @@ from stream_rater.local.nemesis import (
     readyz_status,
     signal_process,
 )
+from stream_rater.local.processes import run_tied
 from stream_rater.local.runtime import Addresses, BrokerKind, LocalRuntime, LocalRuntimeError, free_port
 from stream_rater.waiting import wait_until
 
@@ -272,9 +273,7 @@ class Nemesis:
         for attempt in range(CORRECTION_TRIES):
             time.sleep(CORRECTION_RETRY_DELAY if attempt else 0.0)
             try:
-                done = subprocess.run(
-                    argv, env=self.env, capture_output=True, text=True, timeout=CORRECTION_TIMEOUT
-                )
+                done = run_tied(argv, CORRECTION_TIMEOUT, env=self.env)
             except subprocess.TimeoutExpired:
                 correction.outcome = "unknown"
                 correction.detail = f"killed after {CORRECTION_TIMEOUT:g} s"

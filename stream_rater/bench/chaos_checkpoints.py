@@ -26,7 +26,7 @@ from stream_rater.checkpoints import KafkaSink
 from stream_rater.config.ladders import Ladders
 from stream_rater.config.settings import Settings
 from stream_rater.local.nemesis import TcpProxy, signal_process
-from stream_rater.local.processes import popen_tied
+from stream_rater.local.processes import popen_tied, run_tied
 from stream_rater.offline.recovery import recover
 from stream_rater.offline.verify import verify
 from stream_rater.store import PlayerState, StateStore, open_store
@@ -115,7 +115,7 @@ class CheckpointLoop:
         outcome = ""
         for attempt in range(TEAR_TRIES):
             time.sleep(TEAR_RETRY_DELAY if attempt else 0.0)
-            done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=180)
+            done = run_tied(argv, 180, env=self.env)
             lines = [line for line in done.stdout.splitlines() if line.startswith("torn:")]
             if done.returncode == -signal.SIGKILL and lines:
                 self.torn.append(lines[0].removeprefix("torn: "))

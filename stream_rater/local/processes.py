@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import queue
 import random
 import signal
 import socket
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -205,12 +206,41 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     return preexec
 
 
-#: Starts the tied children of every thread but the main one: a thread that lives as long as
-#: this process (a thread pool's is joined only at its exit).
-_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tied-children")
+class _Starter:
+    """A daemon thread, started on first use, that forks the tied children of every thread but
+    the main one: it lives as long as the process (a thread pool's thread is joined, and its
+    children killed, as soon as the main thread finishes)."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, start: Callable[[], _T]) -> _T:
+        """`start()`, called in this thread."""
+        if threading.current_thread() is self._thread:
+            return start()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="tied-children", daemon=True)
+                self._thread.start()
+        done: Future[_T] = Future()
+        self._requests.put((start, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            start, done = self._requests.get()
+            try:
+                done.set_result(start())
+            except BaseException as exc:  # handed to the caller, which raises it
+                done.set_exception(exc)
 
 
-def popen_tied(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+_STARTER = _Starter()
+
+
+def popen_tied(args: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(args, **popen)`` of a child that gets SIGKILL when this process dies
     (``PR_SET_PDEATHSIG``, Linux only), so that a command killed outright leaves nothing
     running. The kernel ties the child to the thread that forks it, and kills it when that
@@ -218,12 +248,26 @@ def popen_tied(args: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
     worker) has it forked by `_STARTER`, whose thread lives as long as the process."""
     preexec = _die_with_parent(os.getpid())
 
-    def start() -> subprocess.Popen[bytes]:
+    def start() -> subprocess.Popen[Any]:
         return subprocess.Popen(args, preexec_fn=preexec, **popen)
 
     if threading.current_thread() is threading.main_thread():
         return start()
-    return _STARTER.submit(start).result()
+    return _STARTER.run(start)
+
+
+def run_tied(args: Sequence[str], timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(args, capture_output=True, text=True, timeout=timeout, **popen)`` of a
+    tied child (`popen_tied`): killed on the timeout (`subprocess.TimeoutExpired`) as ``run``
+    kills it, and with this process."""
+    process = popen_tied(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
 @dataclass

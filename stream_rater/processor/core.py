@@ -266,12 +266,13 @@ class Processor:
             commits.append(replace(commit, produced=shrink) if shrink else commit)
         try:
             refusals = await self.store.commit_many(commits)
-        except BaseException:  # no reply: any commit may have landed (`CommitLedger.landed`)
+        except BaseException:  # no reply: any commit may have landed (`CommitLedger.lost`)
             for (part, _), commit in zip(planned, commits):
                 self.ledger.lost(part.ladder.name, commit.markers, _quality(commit))
             raise
         pending: list[_LadderPart] = []
         waits: type[CommitConflict] | None = None
+        exhausted: TooManyConflicts | None = None  # raised once every outcome is recorded
         for (part, plan), commit, refused in zip(planned, commits, refusals):
             name = part.ladder.name
             if refused is None:
@@ -292,10 +293,12 @@ class Processor:
                 waits = CommitConflict
                 part.attempts += 1
                 batch.conflicts += 1
-                if part.attempts >= self.max_attempts:
-                    raise TooManyConflicts(
+                if part.attempts >= self.max_attempts and exhausted is None:
+                    exhausted = TooManyConflicts(
                         f"ladder {name!r}: commit refused {self.max_attempts} times in a row"
                     )
+        if exhausted is not None:
+            raise exhausted
         return pending, waits
 
     async def _read(self, parts: Sequence[_LadderPart]) -> list[Snapshot]:

@@ -101,9 +101,10 @@ class CommitLedger:
         """`match_ids` of `ladder` are known applied, and the call that applied them returns
         (`confirmed`: it found them applied by this processor's own earlier commit). Returns
         the quality sums of the commit that applied them, to be counted once: the one applied,
-        else (`confirmed`) a lost one, which landed. A commit is atomic, so one match found
-        applied shows that its whole commit landed; the commits of the same matches sent again
-        meanwhile (the retries of a lost one) were computed from the same states: same sums."""
+        else (`confirmed`) the last lost one. A commit is atomic, so one match found applied
+        shows that its whole commit landed. A lost commit sent before the last one can have
+        landed only if its players' states were still those it was computed from when the
+        last one read them: then both computed the same sums."""
         self._unconfirmed[ladder].difference_update(match_ids)
         resent = self._resent.get(ladder)
         if resent:
@@ -114,10 +115,10 @@ class CommitLedger:
             return []
         done = [entry for entry in sent if not entry[0].isdisjoint(match_ids)]
         self._sent[ladder] = [entry for entry in sent if entry[0].isdisjoint(match_ids)]
-        landed = [quality for _, quality, applied in done if applied] or [
-            quality for _, quality, _ in done if confirmed
-        ]
-        return landed[0] if landed else []
+        applied = [quality for _, quality, was_applied in done if was_applied]
+        if applied:
+            return applied[0]
+        return done[-1][1] if done and confirmed else []
 
     def produced(self, result: BatchResult) -> None:
         """`result`'s events are with the broker: the next commit of each ladder may shrink

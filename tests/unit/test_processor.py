@@ -3,7 +3,6 @@ conflict retries and O(1) store round trips per batch."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Sequence
 from importlib.resources import files
@@ -15,16 +14,7 @@ import redis.exceptions
 
 from stream_rater.config.ladders import Ladder, Ladders
 from stream_rater.contracts import RatingChanged, parse_match
-from stream_rater.processor import (
-    BatchResult,
-    NonFiniteRating,
-    Processor,
-    StoreLost,
-    Target,
-    Unratable,
-    is_late,
-)
-from stream_rater.processor.quality import LIVE
+from stream_rater.processor import NonFiniteRating, Processor, StoreLost, Target, Unratable, is_late
 from stream_rater.rating.base import Outcome, Rating
 from stream_rater.rating.trueskill import TrueSkill
 from stream_rater.store import Commit, CommitConflict
@@ -435,81 +425,3 @@ async def test_an_empty_store_under_suspicion_refuses_ladders_until_they_are_reb
         await suspicious.process([match("m2", ["a"], ["c"])])
     suspicious.store = rebuilt
     assert not (await suspicious.process([match("m2", ["a"], ["c"])])).results[0].duplicate
-
-
-class LostReplyStore(MemoryStore):
-    """Applies its first `lost` commit calls, then fails them as a reply lost on the way back."""
-
-    def __init__(self, lost: int = 1) -> None:
-        super().__init__()
-        self.lost = lost
-
-    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
-        refusals = await super().commit_many(commits)
-        if self.lost:
-            self.lost -= 1
-            raise redis.exceptions.TimeoutError("Timeout reading from socket")
-        return refusals
-
-
-def counted_quality(results: Sequence[BatchResult]) -> dict[str, float]:
-    """The live quality sums of the default ladder the processor's returned `results` report
-    (what the worker adds to its Prometheus counters)."""
-    totals: dict[str, float] = {}
-    for result in results:
-        for ladder, scorer, add in result.quality:
-            assert (ladder, scorer) == ("default", LIVE)
-            for name, value in add.items():
-                totals[name] = totals.get(name, 0) + value
-    return totals
-
-
-@pytest.mark.parametrize(
-    "store",
-    [LostReplyStore(), LateLanding(MemoryStore()), LostReplyStore(lost=2)],
-    ids=["reply-lost", "landing-late", "two-replies-lost"],
-)
-async def test_the_quality_a_retried_batch_reports_equals_what_the_store_added(store):
-    """A commit whose reply was lost, or that landed late, is counted in the quality the
-    retry returns, exactly once: the returned batches' sums equal the store's."""
-    processor = Processor(LADDERS, store, clock=fixed_clock)
-    batch = [match("m1", ["a"], ["b"]), match("m2", ["b"], ["c"]), match("m3", ["a", "c"], ["d", "e"])]
-    returned = []
-    for matches in (batch, [*batch, match("m4", ["a"], ["e"])]):
-        for _ in range(3):  # as the worker's handler retries a batch
-            with contextlib.suppress(redis.exceptions.TimeoutError):
-                returned.append(await processor.process(matches))
-                break
-    stored, _ = await store.quality("default", LIVE, 0)
-    assert stored["matches"] == 4
-    assert counted_quality(returned) == pytest.approx(stored)
-
-
-class SecondCallFails(MemoryStore):
-    """Fails its second commit call, unapplied, as a connection lost before it was sent."""
-
-    calls = 0
-
-    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitConflict | None]:
-        self.calls += 1
-        if self.calls == 2:
-            raise redis.exceptions.ConnectionError("Connection closed by server.")
-        return await super().commit_many(commits)
-
-
-async def test_the_quality_of_a_segment_committed_before_its_call_failed_is_reported_by_the_retry():
-    """A batch cut by a season start commits its first part, then its call fails: the retry
-    finds the first part applied and reports its quality, which the failed call never returned."""
-    store = SecondCallFails()
-    processor = Processor(LADDERS, store, clock=fixed_clock)
-    season = parse_match(
-        {"kind": "season", "match_id": "s1", "ladder": "default", "finished_at": 1_000_001.0}, LADDERS
-    )
-    batch = [match("m1", ["a"], ["b"]), season, match("m2", ["b"], ["c"], at=1_000_002.0)]
-    with pytest.raises(redis.exceptions.ConnectionError):
-        await processor.process(batch)
-    result = await processor.process(batch)
-    assert [r.duplicate for r in result.results] == [False, False, False]
-    stored, _ = await store.quality("default", LIVE, 0)
-    assert stored["matches"] == 2
-    assert counted_quality([result]) == pytest.approx(stored)

@@ -7,7 +7,9 @@ import socket
 import subprocess
 import sys
 
-from stream_rater.local.processes import HOST, LISTEN_PORTS_FROM, free_port
+import pytest
+
+from stream_rater.local.processes import HOST, LISTEN_PORTS_FROM, free_port, run_tied
 from tests.helpers import gone, wait_for
 
 
@@ -62,3 +64,10 @@ def test_a_child_tied_from_a_passing_thread_outlives_the_thread_and_dies_with_it
     finally:
         if not gone(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_tied_run_returns_what_the_child_printed_and_kills_it_on_its_timeout():
+    done = run_tied([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"], 30)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "out\n", "err\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_tied([sys.executable, "-c", "import time; time.sleep(120)"], 0.5)
