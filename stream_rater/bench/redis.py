@@ -1,7 +1,7 @@
 """``stream-rater bench redis``: where Redis's CPU goes per match, without Kafka.
 
-A `Processor` applies `matches` synthetic 1-vs-1 TrueSkill matches (1,000 players per ladder,
-spread round-robin over `ladders` ladders) in batches of `batch_size` to a local Redis
+A `Processor` applies `matches` synthetic 1-vs-1 TrueSkill matches (between `players` players per
+ladder, 1,000 by default; spread round-robin over `ladders` ladders) in batches of `batch_size` to a local Redis
 started for the run, and marks each batch's events produced once the next batch is committed,
 as a busy worker does (it produces a batch's events while it commits the next: each batch's
 events are kept until the commit after the next drops them). Reported: Redis's CPU time per match
@@ -37,7 +37,7 @@ from stream_rater.processor import BatchResult, Processor
 from stream_rater.store.deployment import STORE_FORMAT
 from stream_rater.store.redis import RedisStore
 
-#: Players per ladder.
+#: Players per ladder (`--players`).
 PLAYERS = 1000
 #: Marker TTL of the run (a worker's default), so markers are written as they are live.
 MARKER_TTL = Settings.marker_ttl
@@ -73,14 +73,21 @@ def _ladders(names: list[str], shadows: int) -> Ladders:
 
 
 async def profile(
-    redis_url: str, matches: int, ladders: int, batch_size: int, shadows: int = 0, lag: int = 1
+    redis_url: str,
+    matches: int,
+    ladders: int,
+    batch_size: int,
+    shadows: int = 0,
+    lag: int = 1,
+    players: int = PLAYERS,
 ) -> RedisProfile:
-    """Apply the synthetic matches to the (empty) Redis at `redis_url` and read its counters;
-    each batch's events are marked produced once `lag` more batches are committed."""
+    """Apply the synthetic matches (between `players` players per ladder) to the (empty)
+    Redis at `redis_url` and read its counters; each batch's events are marked produced once
+    `lag` more batches are committed."""
     names = [f"bench-{i}" for i in range(ladders)]
     table = _ladders(names, shadows)
     clock = itertools.count(1_000_000).__next__  # one second apart
-    events = [parse_match(e, table) for e in _matches("m", matches, PLAYERS, random.Random(1), clock, names)]
+    events = [parse_match(e, table) for e in _matches("m", matches, players, random.Random(1), clock, names)]
     store = RedisStore.from_url(redis_url, marker_ttl=MARKER_TTL)
     processor = Processor(table, store)
     client = redis.Redis.from_url(redis_url)
@@ -122,15 +129,22 @@ async def profile(
 
 
 def run(
-    matches: int = 40_000, ladders: int = 1, batch_size: int = 500, shadows: int = 0, out: TextIO = sys.stdout
+    matches: int = 40_000,
+    ladders: int = 1,
+    batch_size: int = 500,
+    shadows: int = 0,
+    out: TextIO = sys.stdout,
+    players: int = PLAYERS,
 ) -> RedisProfile:
     """Profile on a local Redis started (and stopped) for the run; print the table."""
     with LocalRuntime(broker=False) as runtime:
         started = time.perf_counter()
-        result = asyncio.run(profile(runtime.redis_url, matches, ladders, batch_size, shadows))
+        result = asyncio.run(
+            profile(runtime.redis_url, matches, ladders, batch_size, shadows, players=players)
+        )
         seconds = time.perf_counter() - started
     print(
-        f"redis: {matches:,} 1v1 TrueSkill matches over {ladders} ladder(s) ({PLAYERS:,} players each, "
+        f"redis: {matches:,} 1v1 TrueSkill matches over {ladders} ladder(s) ({players:,} players each, "
         f"{shadows} shadow(s) each), "
         f"batches of {batch_size}, events dropped after each batch; {result.round_trips} round trips in "
         f"{seconds:.1f} s",

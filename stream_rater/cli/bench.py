@@ -212,7 +212,8 @@ def _redis(benches: Subcommands) -> None:
     p.add_argument(
         "--shadows", type=int, default=0, help="shadow models per ladder (0; README 'Shadow models')"
     )
-    p.set_defaults(**_runs("redis", "matches", "ladders", "shadows"))
+    p.add_argument("--players", type=int, default=1000, help="players per ladder, two a match (1000)")
+    p.set_defaults(**_runs("redis", "matches", "ladders", "shadows", "players"))
 
 
 def _leaderboard(benches: Subcommands) -> None:
