@@ -297,11 +297,12 @@ def test_migrate_to_3_raises_a_format_2_store_once_and_refuses_format_1(redis_ur
 
 
 def test_bench_redis_splits_redis_cpu_per_match_into_scripts_and_commands():
-    """`bench redis` on its own local Redis: Redis's CPU per match, the scripts' share of it
-    and the commands they call (a smoke run: only that the figures are there and add up; the
+    """`bench redis` on its own local Redis, matches drawn from the players asked: Redis's CPU
+    per match, the scripts' share of it and the commands they call (a smoke run: only that the figures are there and add up; the
     scripts' time is Redis's own clock, which on a loaded machine may exceed its CPU time, so
     only the commands are held to be a part of the scripts)."""
-    out = cli("bench", "redis", "--matches", "2000").stdout
+    out = cli("bench", "redis", "--matches", "2000", "--players", "50000").stdout
+    assert "(50,000 players each," in out.splitlines()[0]
     total = float(out.split("Redis CPU per match ")[1].split(" µs")[0])
     scripts = float(out.split("in the scripts ")[1].split(" µs")[0])
     commands = float(out.split("of which the commands they call ")[1].split(" µs")[0])
