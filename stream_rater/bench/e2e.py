@@ -9,8 +9,10 @@ For each pipeline: (1) throughput — N 1-vs-1 TrueSkill matches are published b
 pipeline starts; the rate is taken over the middle 90 % of its outputs by their producer
 timestamps (no start-up, no tail), and so is the pipeline's CPU time, sampled every 50 ms;
 (2) Redis's CPU time per match over the same window; (3) latency at each of several steady
-rates — publish with ``finished_at`` = send time and measure send → output; (4) the process's
-RSS. The load generator does not run during (1).
+rates — publish with ``finished_at`` = send time and measure send → output — and the
+pipeline's CPU over each steady phase (cores, and µs per match: at a low rate a batch holds a
+match or two, so its fixed cost is what a match pays); (4) the process's RSS. The load
+generator does not run during (1).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class PipelineResult:
     #: Steady rate → the p50s (ms) of the latency's two parts: publish → the pipeline produces
     #: the first output (its producer timestamp), and produced → the subscriber has it.
     stages_ms: dict[float, tuple[float, float]]
+    #: Steady rate → the pipeline's CPU over that phase: cores, and µs per match.
+    steady_cpu: dict[float, tuple[float, float]]
     rss_mb: float
     peak_rss_mb: float
     services_cores: float
@@ -214,15 +218,30 @@ async def _measure(
         services_cores = used(services_cpu) / (last - first)
         redis_us = 1e6 * used(redis_cpu) / matches
         outputs.follow_matches = True
-        measured = {rate: await _latency(outputs, settings, rng, rate, load) for rate in load.rates}
+        measured, steady_cpu = await _steady_phases(outputs, settings, rng, load, pid)
     finally:
         await outputs.stop()
     rss, peak = _rss_mb(pid)
     latency = {rate: totals for rate, (totals, _) in measured.items()}
     stages = {rate: parts for rate, (_, parts) in measured.items()}
     return PipelineResult(
-        name, throughput, per_cpu_second, latency, stages, rss, peak, services_cores, redis_us
+        name, throughput, per_cpu_second, latency, stages, steady_cpu, rss, peak, services_cores, redis_us
     )
+
+
+async def _steady_phases(
+    outputs: _Outputs, settings: Settings, rng: random.Random, load: Load, pid: int
+) -> tuple[dict[float, tuple[tuple[float, float], tuple[float, float]]], dict[float, tuple[float, float]]]:
+    """Per rate of `load`, `_latency`'s figures, and the CPU of the pipeline (process `pid`)
+    over that phase: cores, and µs per match (`PipelineResult.steady_cpu`)."""
+    measured = {}
+    steady_cpu = {}
+    for rate in load.rates:
+        started, cpu_before = time.time(), _cpu_seconds(pid)
+        measured[rate], count = await _latency(outputs, settings, rng, rate, load)
+        used_cpu = _cpu_seconds(pid) - cpu_before
+        steady_cpu[rate] = used_cpu / (time.time() - started), 1e6 * used_cpu / count
+    return measured, steady_cpu
 
 
 def _middle(timestamps: Sequence[float], n: int, per_match: int) -> tuple[float, float]:
@@ -240,10 +259,10 @@ def _middle(timestamps: Sequence[float], n: int, per_match: int) -> tuple[float,
 
 async def _latency(
     outputs: _Outputs, settings: Settings, rng: random.Random, rate: float, load: Load
-) -> tuple[tuple[float, float], tuple[float, float]]:
+) -> tuple[tuple[tuple[float, float], tuple[float, float]], int]:
     """p50 and p99 (ms) from publishing to the first output of each match, publishing
-    `load`'s seconds of matches at a steady `rate`; and the p50s of its two parts
-    (`PipelineResult.stages_ms`)."""
+    `load`'s seconds of matches at a steady `rate`, and the p50s of its two parts
+    (`PipelineResult.stages_ms`); and how many matches that was."""
     count = max(20, int(rate * load.latency_seconds))
     steady = _matches(f"steady-{rate:g}-", count, load.players, rng, lambda: 0.0)
 
@@ -262,7 +281,7 @@ async def _latency(
     producing = sorted(outputs.produced[i] - outputs.arrived[i][1] for i in ids)
     delivering = sorted(outputs.arrived[i][0] - outputs.produced[i] for i in ids)
     totals = 1000 * latencies[len(latencies) // 2], 1000 * latencies[int(len(latencies) * 0.99)]
-    return totals, (1000 * producing[len(ids) // 2], 1000 * delivering[len(ids) // 2])
+    return (totals, (1000 * producing[len(ids) // 2], 1000 * delivering[len(ids) // 2])), count
 
 
 def run(
@@ -368,6 +387,12 @@ def _print(results: list[PipelineResult], load: Load, broker: str, out: TextIO) 
         f"p50 split, ms, publish → produced + produced → subscriber (by producer timestamps): {split}",
         file=out,
     )
+    steady = "; ".join(
+        f"{r.name} "
+        + ", ".join(f"@{rate:g} {cores:.2f} ({us:,.0f} µs)" for rate, (cores, us) in r.steady_cpu.items())
+        for r in results
+    )
+    print(f"pipeline CPU at each steady rate, cores (µs per match): {steady}", file=out)
     worker, passthrough = results
     print(
         f"worker / pass-through: throughput {worker.matches_per_s / passthrough.matches_per_s:.2f}x, "

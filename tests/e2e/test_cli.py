@@ -218,8 +218,8 @@ def _trueskill_file(worker) -> Path:
 
 def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     """`bench e2e` starts its own embedded runtime, measures both pipelines and prints them
-    side by side, with Redis's CPU per match and latency at each rate asked (a smoke run on a
-    small backlog: the figures themselves are not judged)."""
+    side by side, with Redis's CPU per match, and latency and the pipeline's CPU at each rate
+    asked (a smoke run on a small backlog: the figures themselves are not judged)."""
     out = cli(
         "bench",
         "e2e",
@@ -250,6 +250,14 @@ def test_bench_e2e_runs_the_worker_beside_the_pass_through():
     assert re.fullmatch(
         r"stream-rater worker @50 -?[\d.]+ \+ -?[\d.]+, @200 -?[\d.]+ \+ -?[\d.]+; naive faust pass-through @50 .*",
         split,
+    )
+    steady = next(line for line in lines if line.startswith("pipeline CPU at each steady rate")).split(
+        ": ", 1
+    )[1]
+    cpu = r"@{} [\d.]+ \([\d,]+ µs\)"
+    assert re.fullmatch(
+        rf"stream-rater worker {cpu.format(50)}, {cpu.format(200)}; naive faust pass-through {cpu.format(50)}, .*",
+        steady,
     )
 
 
